@@ -1,0 +1,21 @@
+package io.kvgate.dataplane.route;
+
+import io.kvgate.dataplane.http.RequestFields;
+
+/**
+ * What the routing stage needs from a request, and how it hands the decision back. Implemented by the proxy
+ * exchange, which lives on one I/O thread; {@link #onRouted} is called on the routing stage and must only publish
+ * the decision to that I/O thread (e.g. {@code eventLoop.execute(this)}), never touch the channel.
+ */
+public interface RouteRequest {
+    /** Name of the rule the I/O thread resolved for the request's model. */
+    String ruleName();
+
+    RequestFields fields();
+
+    /** Whether this request already tried {@code ep} (connect failure → retry elsewhere). */
+    boolean alreadyTried(EndpointState ep);
+
+    /** The decision: an endpoint, or null with a reason (no endpoint available / rule gone). */
+    void onRouted(EndpointState endpoint, Rule rule, String explanation);
+}
