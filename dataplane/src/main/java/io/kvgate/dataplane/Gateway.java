@@ -9,6 +9,8 @@ import io.kvgate.dataplane.admin.AdminHandler;
 import io.kvgate.dataplane.http.ClientChannelInitializer;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.pd.PdHooks;
+import io.kvgate.dataplane.pd.PdMetrics;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
@@ -44,6 +46,7 @@ public final class Gateway implements AutoCloseable {
     private final EventLoopGroup workers;
     private final EndpointRegistry registry = new EndpointRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics();
+    private final PdMetrics pdMetrics = new PdMetrics();
     private final RoutingStage router;
     private final UpstreamPool pool;
     private final HealthChecker health;
@@ -67,8 +70,29 @@ public final class Gateway implements AutoCloseable {
         this.router = new RoutingStage(cfg.router(), table, clock);
         this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
         this.admin = new AdminApi(this);
-        RequestHooks hooks = hooksFactory == null ? RequestHooks.NONE : hooksFactory.create(this);
+        RequestHooks extra = hooksFactory == null ? RequestHooks.NONE : hooksFactory.create(this);
+        GatewayContext[] holder = new GatewayContext[1];
+        PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
+        RequestHooks hooks = new RequestHooks() {
+            @Override
+            public io.netty.handler.codec.http.FullHttpResponse handleLocal(io.netty.channel.ChannelHandlerContext ctx,
+                    io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
+                    io.kvgate.dataplane.http.RequestFields fields, Rule rule) {
+                return extra.handleLocal(ctx, head, body, fields, rule);
+            }
+
+            @Override
+            public io.kvgate.dataplane.proxy.ActiveExchange startCustomExchange(io.netty.channel.ChannelHandlerContext ctx,
+                    io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
+                    io.kvgate.dataplane.http.RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                    io.kvgate.dataplane.proxy.ExchangeOwner owner) {
+                io.kvgate.dataplane.proxy.ActiveExchange ex = pd.start(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
+                return ex != null ? ex : extra.startCustomExchange(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
+            }
+        };
         GatewayContext gw = new GatewayContext(cfg, router, pool, metrics, clock, hooks);
+        holder[0] = gw;
+        metrics.addSource(pdMetrics::write);
         registerMetrics();
         this.health = new HealthChecker(workers.next(), transport.clientChannel(),
             () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
@@ -166,6 +190,10 @@ public final class Gateway implements AutoCloseable {
 
     public GatewayConfig config() {
         return config;
+    }
+
+    public PdMetrics pdMetrics() {
+        return pdMetrics;
     }
 
     public RouteTable routeTable() {

@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.http;
 
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.proxy.ActiveExchange;
 import io.kvgate.dataplane.proxy.ExchangeOwner;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.ProxyExchange;
@@ -51,7 +52,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private ScheduledFuture<?> readDeadline;
     private long requestStartNs;
 
-    private ProxyExchange exchange;
+    private ActiveExchange exchange;
     private boolean busy;
     private Runnable onWritable;
     private final ArrayDeque<Object> pipelined = new ArrayDeque<>();
@@ -275,15 +276,18 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         ByteBuf b = body;
         body = null; // ownership moves to the exchange
         busy = true;
-        if (gw.hooks().startCustomExchange(ctx, req, b, fields, rule, requestId, this)) {
-            head = null;
-            extractor = null;
-            return;
-        }
-        exchange = new ProxyExchange(gw, ctx, this, req, b, fields, rule, requestId, explain, requestStartNs);
         head = null;
         extractor = null;
-        exchange.start();
+        ActiveExchange custom = gw.hooks().startCustomExchange(ctx, req, b, fields, rule, requestId, explain, requestStartNs, this);
+        if (custom != null) {
+            if (busy) {
+                exchange = custom;
+            }
+            return;
+        }
+        ProxyExchange px = new ProxyExchange(gw, ctx, this, req, b, fields, rule, requestId, explain, requestStartNs);
+        exchange = px;
+        px.start();
     }
 
     private void respondLocal(FullHttpResponse r) {

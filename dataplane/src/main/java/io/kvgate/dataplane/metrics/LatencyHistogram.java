@@ -29,7 +29,7 @@ public final class LatencyHistogram {
         sumNs.add(ns);
     }
 
-    void write(StringBuilder out, String name, String labels) {
+    public void write(StringBuilder out, String name, String labels) {
         long cumulative = 0;
         String sep = labels.isEmpty() ? "" : ",";
         for (int i = 0; i < BOUNDS.length; i++) {

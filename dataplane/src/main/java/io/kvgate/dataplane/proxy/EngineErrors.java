@@ -40,6 +40,26 @@ public final class EngineErrors {
         return OpenAiErrors.json(text, OpenAiErrors.typeFor(status), null, status);
     }
 
+    /**
+     * A P/D decode leg's JSON answer without {@code kv_transfer_params}: that object names internal hosts and ports
+     * and must never reach a client. Bodies without it are returned unchanged (no re-serialization).
+     */
+    public static String withoutKvTransferParams(String body) {
+        if (!body.contains("\"kv_transfer_params\"")) {
+            return body;
+        }
+        try {
+            JsonNode n = JSON.readTree(body);
+            if (n instanceof ObjectNode o) {
+                o.remove("kv_transfer_params");
+                return JSON.writeValueAsString(o);
+            }
+        } catch (Exception ignored) {
+            // Not JSON: nothing structured to strip.
+        }
+        return body;
+    }
+
     private static String normalizeInner(ObjectNode e, int status) {
         String message = e.path("message").isTextual() ? e.get("message").asText() : e.path("message").toString();
         String type = e.path("type").isTextual() ? e.get("type").asText() : OpenAiErrors.typeFor(status);

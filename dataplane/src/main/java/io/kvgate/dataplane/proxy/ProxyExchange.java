@@ -5,6 +5,7 @@ import io.kvgate.dataplane.http.RequestFields;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouteRequest.Role;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.upstream.UpstreamCall;
 import io.kvgate.dataplane.upstream.UpstreamListener;
@@ -42,7 +43,7 @@ import java.util.List;
  * <p>Threading: {@link #onRouted} runs on the routing stage and only hands the decision to the event loop; every
  * other method runs on the event loop.
  */
-public final class ProxyExchange implements RouteRequest, Runnable, UpstreamListener {
+public final class ProxyExchange implements RouteRequest, Runnable, UpstreamListener, ActiveExchange {
     private final GatewayContext gw;
     private final ChannelHandlerContext ctx;
     private final ExchangeOwner owner;
@@ -54,6 +55,23 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     private final boolean explain;
     private final long startNs;
     private final List<EndpointState> tried = new ArrayList<>(2);
+    private Role role = Role.ANY;
+    private long firstByteTimeoutMs;
+    private boolean stripKvTransferParams;
+    private LegObserver observer = LegObserver.NONE;
+
+    /** Lets an orchestrator (P/D) follow and couple this leg. Event-loop only. */
+    public interface LegObserver {
+        /** The engine's response head arrived (the leg produced output). */
+        default void onResponseHead(int status) {}
+
+        /** The leg failed before its response head; return true to take over (no client answer is sent). */
+        default boolean onFailedBeforeHead(Failure failure) {
+            return false;
+        }
+
+        LegObserver NONE = new LegObserver() {};
+    }
 
     // Written by the routing stage before it hands the exchange to the event loop (happens-before via execute()).
     private EndpointState routedEndpoint;
@@ -85,6 +103,57 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         this.requestId = requestId;
         this.explain = explain || rule.config().explain();
         this.startNs = startNs;
+        this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
+    }
+
+    /** Configures this exchange as the decode leg of a P/D request. */
+    public ProxyExchange asLeg(Role legRole, long legFirstByteTimeoutMs, boolean stripParams, LegObserver legObserver) {
+        this.role = legRole;
+        this.firstByteTimeoutMs = legFirstByteTimeoutMs;
+        this.stripKvTransferParams = stripParams;
+        this.observer = legObserver;
+        return this;
+    }
+
+    @Override
+    public Role role() {
+        return role;
+    }
+
+    /** Starts on an endpoint the routing stage already chose (and counted) for this request. */
+    public void startOn(EndpointState ep, String why) {
+        this.routedEndpoint = ep;
+        this.routedWhy = why;
+        this.routedAtNs = gw.clock().nanoTime();
+        run();
+    }
+
+    /**
+     * Abandons the leg without answering the client (the orchestrator will): cancels the engine call and returns
+     * the endpoint's load. Returns false if the leg already finished.
+     */
+    public boolean abortSilently() {
+        if (finished) {
+            return false;
+        }
+        finished = true;
+        if (call != null) {
+            call.cancel();
+        }
+        if (endpoint != null) {
+            gw.router().complete(endpoint, true);
+            endpoint = null;
+        }
+        if (errorBuf != null) {
+            errorBuf.release();
+            errorBuf = null;
+        }
+        release();
+        return true;
+    }
+
+    public boolean responseStarted() {
+        return responseStarted || errorBody;
     }
 
     /** Starts routing; on a full ring the request is shed at once with 503. */
@@ -145,13 +214,14 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         }
         endpoint = ep;
         tried.add(ep);
-        HttpHeaders h = forwardHeaders(request.headers());
+        HttpHeaders h = forwardHeaders(request.headers(), requestId);
         call = new UpstreamCall(gw.pool(), ctx.channel().eventLoop(), ep, request.method(), request.uri(), h,
-            body.retain(), this, gw.config().upstream().firstByteTimeoutMs());
+            body.retain(), this, firstByteTimeoutMs);
         call.start();
     }
 
-    private HttpHeaders forwardHeaders(HttpHeaders in) {
+    /** The client's headers as an engine should see them: hop-by-hop and gateway-only headers dropped, the request id set. */
+    public static HttpHeaders forwardHeaders(HttpHeaders in, String requestId) {
         HttpHeaders h = new io.netty.handler.codec.http.DefaultHttpHeaders();
         for (var e : in) {
             String k = e.getKey();
@@ -183,7 +253,8 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         status = head.status().code();
         String ct = head.headers().get(HttpHeaderNames.CONTENT_TYPE, "");
         sse = ct.startsWith("text/event-stream");
-        if (status >= 400 && !sse) {
+        observer.onResponseHead(status);
+        if ((status >= 400 || (stripKvTransferParams && ct.startsWith("application/json"))) && !sse) {
             // Aggregate (bounded) to re-emit the engine's error in the OpenAI shape.
             errorBody = true;
             errorStatus = status;
@@ -228,7 +299,8 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         }
         if (errorBody) {
             ByteBuf b = content.content();
-            int room = gw.config().upstream().maxErrorBodyBytes() - errorBuf.readableBytes();
+            int bound = errorStatus >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
+            int room = bound - errorBuf.readableBytes();
             errorBuf.writeBytes(b, b.readerIndex(), Math.min(room, b.readableBytes()));
             content.release();
             if (last) {
@@ -280,9 +352,18 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
             errorBuf = null;
             errorBody = false;
         }
+        if (finished) {
+            return;
+        }
         switch (failure) {
             case CONNECT -> {
                 gw.router().complete(ep, false);
+                if (!responseStarted && observer.onFailedBeforeHead(failure)) {
+                    endpoint = null;
+                    finished = true;
+                    release();
+                    return;
+                }
                 if (tried.size() < gw.config().upstream().maxConnectAttempts() && !responseStarted) {
                     gw.metrics().connectRetries.increment();
                     endpoint = null;
@@ -298,6 +379,11 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
             case EARLY_CLOSE -> {
                 gw.router().complete(ep, false);
                 endpoint = null;
+                if (observer.onFailedBeforeHead(failure)) {
+                    finished = true;
+                    release();
+                    return;
+                }
                 finishWithError(HttpResponseStatus.BAD_GATEWAY, "The engine at " + ep.key()
                     + " closed the connection before responding", "upstream_disconnected", false);
             }
@@ -351,7 +437,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         String text = errorBuf.toString(StandardCharsets.UTF_8);
         errorBuf.release();
         errorBuf = null;
-        String json = EngineErrors.toOpenAiShape(text, errorStatus);
+        String json = errorStatus >= 400 ? EngineErrors.toOpenAiShape(text, errorStatus) : EngineErrors.withoutKvTransferParams(text);
         FullHttpResponse r = OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(errorStatus), json);
         r.headers().set("x-request-id", requestId);
         if (explain) {
@@ -416,6 +502,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     }
 
     /** The client went away: cancel the engine's work (closing the connection aborts the request there). */
+    @Override
     public void onClientGone() {
         if (finished || clientGone) {
             return;

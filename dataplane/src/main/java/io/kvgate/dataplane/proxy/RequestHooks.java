@@ -21,10 +21,13 @@ public interface RequestHooks {
         return null;
     }
 
-    /** True when this rule's requests are driven by a custom exchange (P/D) instead of the plain proxy. */
-    default boolean startCustomExchange(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields,
-                                        Rule rule, String requestId, ExchangeOwner owner) {
-        return false;
+    /**
+     * Starts a custom exchange (P/D) for this rule's requests instead of the plain proxy, taking ownership of
+     * {@code body}; returns null (body untouched) when the plain proxy should handle the request.
+     */
+    default ActiveExchange startCustomExchange(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields,
+                                               Rule rule, String requestId, boolean explain, long startNs, ExchangeOwner owner) {
+        return null;
     }
 
     RequestHooks NONE = new RequestHooks() {};

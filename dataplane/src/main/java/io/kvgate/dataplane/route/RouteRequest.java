@@ -8,8 +8,15 @@ import io.kvgate.dataplane.http.RequestFields;
  * the decision to that I/O thread (e.g. {@code eventLoop.execute(this)}), never touch the channel.
  */
 public interface RouteRequest {
+    /** Which pool of a P/D rule to pick from; {@link Role#ANY} outside P/D. */
+    enum Role { ANY, PREFILL, DECODE }
+
     /** Name of the rule the I/O thread resolved for the request's model. */
     String ruleName();
+
+    default Role role() {
+        return Role.ANY;
+    }
 
     RequestFields fields();
 

@@ -192,7 +192,8 @@ public final class RoutingStage implements AutoCloseable {
         }
         long now = clock.nanoTime();
         why.setLength(0);
-        EndpointState ep = rule.policy().choose(rule.endpointArray(), request, now, why);
+        RouteRequest.Role role = request.role();
+        EndpointState ep = rule.policyFor(role).choose(rule.candidates(role), request, now, why);
         if (ep == null) {
             unroutable.incrementAndGet();
             request.onRouted(null, rule, "no healthy endpoint");

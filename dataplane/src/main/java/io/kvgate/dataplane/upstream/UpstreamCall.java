@@ -39,6 +39,7 @@ public final class UpstreamCall {
 
     private Channel channel;
     private boolean reused;
+    private boolean retriedFresh;
     private boolean headReceived;
     private boolean done;
     private boolean anyBytes;
@@ -83,6 +84,10 @@ public final class UpstreamCall {
             send();
             return;
         }
+        connectFresh();
+    }
+
+    private void connectFresh() {
         ChannelFuture f = pool.connect(loop, endpoint);
         f.addListener(x -> {
             if (done) {
@@ -140,8 +145,9 @@ public final class UpstreamCall {
         DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, method, uri, body.retain(),
             h, io.netty.handler.codec.http.EmptyHttpHeaders.INSTANCE);
         lastReadNs = System.nanoTime();
+        Channel sentOn = channel;
         channel.writeAndFlush(req).addListener(f -> {
-            if (!f.isSuccess() && !done) {
+            if (!f.isSuccess() && !done && channel == sentOn) {
                 // The request did not leave: on a reused connection this is the stale keep-alive race.
                 fail(UpstreamListener.Failure.CONNECT, f.cause());
             }
@@ -185,6 +191,19 @@ public final class UpstreamCall {
         if (done) {
             return;
         }
+        if (reused && !anyBytes && !retriedFresh
+            && (failure == UpstreamListener.Failure.EARLY_CLOSE || failure == UpstreamListener.Failure.CONNECT)) {
+            // A pooled connection the engine had already closed (the keep-alive race): the request is sent again
+            // once on a fresh connection to the same endpoint, as HTTP clients do, before anyone hears of it.
+            retriedFresh = true;
+            reused = false;
+            cancelTimer();
+            detach();
+            channel.close();
+            channel = null;
+            connectFresh();
+            return;
+        }
         done = true;
         cancelTimer();
         releaseBody();
@@ -192,11 +211,7 @@ public final class UpstreamCall {
             detach();
             channel.close();
         }
-        UpstreamListener.Failure f = failure;
-        if (f == UpstreamListener.Failure.EARLY_CLOSE && reused && !anyBytes) {
-            f = UpstreamListener.Failure.CONNECT; // a pooled connection the engine had already closed
-        }
-        listener.onFailure(this, f, cause);
+        listener.onFailure(this, failure, cause);
     }
 
     private void onRead(Object msg) {
