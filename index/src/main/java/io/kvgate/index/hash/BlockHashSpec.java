@@ -22,8 +22,8 @@ public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String lo
     /** Largest LoRA name accepted, in chars: names are adapter identifiers, never prose. */
     public static final int MAX_LORA_NAME_CHARS = 1_024;
 
-    /** Largest PYTHONHASHSEED-shaped seed string: "4294967295" plus optional whitespace and sign. */
-    private static final int MAX_SEED_CHARS = 64;
+    /** Bound on the seed string (strtoul accepts any number of leading zeros or spaces, so length alone proves nothing). */
+    private static final int MAX_SEED_CHARS = 4_096;
 
     public BlockHashSpec {
         if (algo == null) {
@@ -35,8 +35,8 @@ public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String lo
         }
         if (algo.isVllm()) {
             if (seed == null) {
-                throw new IllegalArgumentException("seed=null: algo=" + algo.configName() + " needs the engine's"
-                    + " PYTHONHASHSEED string; an engine started without PYTHONHASHSEED draws NONE_HASH from"
+                throw new IllegalArgumentException("seed=null: must be the engine's PYTHONHASHSEED string for algo="
+                    + algo.configName() + "; an engine started without PYTHONHASHSEED draws NONE_HASH from"
                     + " os.urandom and its keys cannot be reproduced");
             }
             if (!isAcceptedPythonHashSeed(seed)) {
@@ -49,8 +49,8 @@ public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String lo
                         + " model) or 1.." + MAX_LORA_NAME_CHARS + " chars");
                 }
                 if (Utf8.encodedLength(loraName) < 0) {
-                    throw new IllegalArgumentException("loraName='" + abbreviate(loraName) + "': contains an"
-                        + " unpaired UTF-16 surrogate, which has no UTF-8 form");
+                    throw new IllegalArgumentException("loraName='" + abbreviate(loraName) + "': must not contain an"
+                        + " unpaired UTF-16 surrogate (it has no UTF-8 form)");
                 }
             }
         }

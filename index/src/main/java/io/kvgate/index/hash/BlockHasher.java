@@ -135,9 +135,6 @@ public final class BlockHasher {
             int seedUtf8 = Utf8.encodedLength(spec.seed());
             int bodyMax = tokensOff + Cbor.MAX_HEAD_BYTES * blockSize + extrasMax;
             this.buf = new byte[Math.max(bodyMax, Cbor.textLength(seedUtf8))];
-            buf[0] = (byte) 0x83;
-            Cbor.head(buf, 1, Cbor.MAJOR_BYTES, digestBytes);
-            Cbor.head(buf, parentOff + digestBytes, Cbor.MAJOR_ARRAY, blockSize);
             if (loraName == null) {
                 this.steadyExtras = new byte[] {Cbor.NULL};
             } else {
@@ -149,6 +146,10 @@ public final class BlockHasher {
             this.noneHash = new byte[digestBytes];
             int seedEnd = Cbor.text(buf, 0, spec.seed(), seedUtf8);
             digestInto(0, seedEnd, noneHash, 0);
+            // The fixed heads go in after the seed scratch use: they never change afterwards.
+            buf[0] = (byte) 0x83;
+            Cbor.head(buf, 1, Cbor.MAJOR_BYTES, digestBytes);
+            Cbor.head(buf, parentOff + digestBytes, Cbor.MAJOR_ARRAY, blockSize);
             this.saltScratch = null;
         } else {
             this.loraName = null;

@@ -32,7 +32,7 @@ import java.util.Objects;
 public final class PrefixHashCache {
     /** Largest capacity accepted: 4 Mi entries (~600 MB at block size 16), far beyond any sensible setting. */
     public static final int MAX_CAPACITY = 1 << 22;
-    static final int PROBE = 4;
+    static final int PROBE = 8;
 
     private static final VarHandle LONG_LE =
         MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
