@@ -558,8 +558,9 @@ final class Builtins {
                 double r = switch (method) {
                     case "ceil" -> Math.ceil(d * f) / f;
                     case "floor" -> Math.floor(d * f) / f;
-                    case "common" -> new java.math.BigDecimal(Double.toString(d))
-                            .setScale((int) precision, java.math.RoundingMode.HALF_UP).doubleValue();
+                    // Python round(): correctly rounded from the exact binary value, ties to even.
+                    case "common" -> Double.isFinite(d) ? new java.math.BigDecimal(d)
+                            .setScale((int) precision, java.math.RoundingMode.HALF_EVEN).doubleValue() : d;
                     default -> throw new PyError("method must be common, ceil or floor");
                 };
                 return r;
@@ -875,9 +876,9 @@ final class Builtins {
                         Object k = PyOps.findKey(m, arg(args, kn, kv, 0, "key", null));
                         yield k == PyOps.NO_KEY ? arg(args, kn, kv, 1, "default", null) : m.get(k);
                     }
-                    case "items" -> items(m);
-                    case "keys" -> new ArrayList<Object>(m.keySet());
-                    case "values" -> new ArrayList<Object>(m.values());
+                    case "items" -> new Values.DictView("dict_items", items(m));
+                    case "keys" -> new Values.DictView("dict_keys", m.keySet());
+                    case "values" -> new Values.DictView("dict_values", m.values());
                     case "copy" -> new LinkedHashMap<Object, Object>(m);
                     default -> throw new PyError("'dict' object has no attribute '" + name + "'");
                 };

@@ -174,6 +174,10 @@ final class PyOps {
             sb.append(floatRepr(((Number) o).doubleValue()));
         } else if (o instanceof Number n) {
             sb.append(n.toString());
+        } else if (o instanceof Values.DictView dv) {
+            sb.append(dv.kind).append('(');
+            appendRepr(sb, new ArrayList<Object>(dv), true);
+            sb.append(')');
         } else if (o instanceof List<?> l) {
             sb.append('[');
             for (int i = 0; i < l.size(); i++) {

@@ -4,12 +4,13 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Python {@code str} semantics over Java strings: indexes and lengths count code points (Python's unit), whitespace is
+ * Python {@code str} semantics over Java strings (public only for {@code strip}/{@code lstrip}/{@code rstrip}, which the prompt
+ * renderer needs for transformers' continue_final_message cut): indexes and lengths count code points (Python's unit), whitespace is
  * Python's {@code str.isspace()} set, and the string methods chat templates call behave as in CPython.
  *
  * <p>Threading contract: stateless, thread-safe.
  */
-final class PyStr {
+public final class PyStr {
     private PyStr() {
     }
 
@@ -56,11 +57,11 @@ final class PyStr {
         return chars == null ? isSpace(c) : chars.indexOf(c) >= 0 || (c > 0xffff && chars.contains(Character.toString(c)));
     }
 
-    static String strip(String s, String chars) {
+    public static String strip(String s, String chars) {
         return rstrip(lstrip(s, chars), chars);
     }
 
-    static String lstrip(String s, String chars) {
+    public static String lstrip(String s, String chars) {
         int i = 0;
         while (i < s.length()) {
             int c = s.codePointAt(i);
@@ -72,7 +73,7 @@ final class PyStr {
         return s.substring(i);
     }
 
-    static String rstrip(String s, String chars) {
+    public static String rstrip(String s, String chars) {
         int j = s.length();
         while (j > 0) {
             int c = s.codePointBefore(j);

@@ -30,6 +30,26 @@ final class Values {
         }
     }
 
+    /** Python's dict_items / dict_keys / dict_values view: a list everywhere except its repr. */
+    static final class DictView extends java.util.ArrayList<Object> {
+        final String kind;
+
+        DictView(String kind, java.util.Collection<?> items) {
+            super(items);
+            this.kind = kind;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return super.equals(o);
+        }
+
+        @Override
+        public int hashCode() {
+            return super.hashCode();
+        }
+    }
+
     /** A Python tuple: an immutable sequence rendered as {@code (a, b)}. */
     record PyTuple(List<Object> items) { }
 
