@@ -71,4 +71,36 @@ class HfTokenizerParityTest {
             }
         }
     }
+
+    /** Random assigned code points from every plane (letters, marks, numbers, symbols of all scripts). */
+    @ParameterizedTest
+    @CsvSource({"qwen3", "llama3_1"})
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void idsEqualRustOnRandomCodePointsOfAllPlanes(String model) {
+        HfTokenizer ours = TokenizerTestSupport.ours(model);
+        java.util.SplittableRandom rnd = new java.util.SplittableRandom(99);
+        int mismatches = 0;
+        StringBuilder report = new StringBuilder();
+        for (int n = 0; n < 2000; n++) {
+            StringBuilder sb = new StringBuilder();
+            int len = 1 + rnd.nextInt(12);
+            while (sb.length() < len) {
+                int cp = rnd.nextInt(4) == 0 ? rnd.nextInt(0x80) : rnd.nextInt(0x32000);
+                int type = Character.getType(cp);
+                if (Character.isDefined(cp) && type != Character.SURROGATE && type != Character.PRIVATE_USE) {
+                    sb.appendCodePoint(cp);
+                }
+            }
+            String s = sb.toString();
+            int[] expected = TokenizerTestSupport.rustIds(model, s, false);
+            int[] actual = ours.encode(s, false);
+            if (!Arrays.equals(expected, actual) && mismatches++ < 10) {
+                report.append("\n  ").append(TokenizerTestSupport.escape(s)).append(" rust=")
+                        .append(Arrays.toString(expected)).append(" ours=").append(Arrays.toString(actual));
+            }
+        }
+        if (mismatches > 0) {
+            fail(model + ": " + mismatches + "/2000 differ" + report);
+        }
+    }
 }
