@@ -41,7 +41,9 @@ import java.util.zip.GZIPInputStream;
  *   <li>{@code djl}: Rust via JNI ({@code encode(text, false, false)}).</li>
  *   <li>{@code oursNoCache}: no caches at all (pure BPE speed).</li>
  *   <li>{@code oursColdCache}: caches cleared before every op (a batch fills them as it goes).</li>
- *   <li>{@code oursWarmCache}: caches kept across ops (steady state of a gateway seeing recurring text).</li>
+ *   <li>{@code oursWarmChunkCacheOnly}: pre-token cache kept across ops, no segment cache: novel text made of
+ *       recurring words.</li>
+ *   <li>{@code oursWarmCache}: both caches kept across ops: the same texts again (re-sent prompts).</li>
  *   <li>{@code oursWarmCacheInto}: as warm, through the allocation-free {@code encodeInto}.</li>
  * </ul>
  * The first op of each benchmark also checks ids against DJL, so the numbers are for identical output.
@@ -63,6 +65,7 @@ public class TokenizerBench {
     private HfTokenizer warm;
     private HfTokenizer cold;
     private HfTokenizer none;
+    private HfTokenizer chunksOnly;
     private String[] texts;
     private Path tmp;
 
@@ -106,6 +109,8 @@ public class TokenizerBench {
         warm = HfTokenizer.load(dir);
         cold = HfTokenizer.load(dir);
         none = HfTokenizer.load(dir, HfTokenizer.Caches.NONE);
+        HfTokenizer.Caches d = HfTokenizer.Caches.DEFAULT;
+        chunksOnly = HfTokenizer.load(dir, new HfTokenizer.Caches(d.chunkSlots(), d.chunkMaxChars(), 0, 0, 0));
         TokenizerCorpus gen = new TokenizerCorpus(20261130L);
         List<String> list = corpus.equals("fuzz") ? gen.strings(400, 24) : prose(gen);
         texts = list.toArray(new String[0]);
@@ -117,7 +122,7 @@ public class TokenizerBench {
     void verify(String s) {
         long[] r = djl.encode(s, false, false).getIds();
         int[] expected = Arrays.stream(r).mapToInt(Math::toIntExact).toArray();
-        for (HfTokenizer t : new HfTokenizer[] {warm, none}) {
+        for (HfTokenizer t : new HfTokenizer[] {warm, none, chunksOnly}) {
             if (!Arrays.equals(expected, t.encode(s, false))) {
                 throw new IllegalStateException("ids differ from the Rust library for " + s);
             }
@@ -172,6 +177,13 @@ public class TokenizerBench {
         run(cold, texts, t, bh);
     }
 
+    /** Warm pre-token cache only: the steady state for text never seen before made of recurring words. */
+    @Benchmark
+    public void oursWarmChunkCacheOnly(Tokens t, Blackhole bh) {
+        run(chunksOnly, texts, t, bh);
+    }
+
+    /** Warm pre-token and segment caches: the same texts again (re-sent prompts). */
     @Benchmark
     public void oursWarmCache(Tokens t, Blackhole bh) {
         run(warm, texts, t, bh);
