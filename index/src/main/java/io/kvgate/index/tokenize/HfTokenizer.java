@@ -397,7 +397,8 @@ public final class HfTokenizer {
     }
 
     /**
-     * As {@link #encode} but hands each id to {@code sink} instead of allocating an array.
+     * As {@link #encode} but hands each id to {@code sink} instead of allocating an array. The sink runs on the
+     * calling thread after encoding and must not call back into this tokenizer.
      *
      * @return the number of ids produced
      */
