@@ -85,8 +85,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     private boolean errorBody;
     private ByteBuf errorBuf;
     private int errorStatus;
-    private byte last1;
-    private byte last2;
+    private ByteBuf ssePending;
     private boolean finished;
     private boolean clientGone;
     private int status;
@@ -308,14 +307,9 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
             }
             return;
         }
-        ByteBuf b = content.content();
-        int n = b.readableBytes();
-        if (n >= 2) {
-            last2 = b.getByte(b.writerIndex() - 2);
-            last1 = b.getByte(b.writerIndex() - 1);
-        } else if (n == 1) {
-            last2 = last1;
-            last1 = b.getByte(b.writerIndex() - 1);
+        if (sse) {
+            relaySseChunk(content, last);
+            return;
         }
         if (last) {
             ctx.writeAndFlush(content);
@@ -323,6 +317,59 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         } else {
             ctx.write(content);
         }
+    }
+
+    /**
+     * Streams are relayed event by event: bytes after the last complete event ({@code \n\n}) are held back until
+     * the rest arrives, so an engine dying in the middle of a frame never leaves a half event for the client to
+     * parse before the error frame. Engines write whole events, so this normally holds back nothing; the bytes are
+     * forwarded as they came, never re-serialized.
+     */
+    private void relaySseChunk(HttpContent content, boolean last) {
+        ByteBuf b = content.content();
+        ByteBuf data;
+        if (ssePending != null) {
+            data = ctx.alloc().compositeBuffer(2).addComponents(true, ssePending, b.retain());
+            ssePending = null;
+        } else {
+            data = b.retain();
+        }
+        content.release();
+        if (last) {
+            ctx.writeAndFlush(new DefaultLastHttpContent(data));
+            complete(true);
+            return;
+        }
+        int cut = lastEventEnd(data);
+        if (cut < 0 && data.readableBytes() <= MAX_HELD_SSE_BYTES) {
+            ssePending = data;
+            return;
+        }
+        if (cut < 0 || cut == data.writerIndex()) {
+            ctx.write(new DefaultHttpContent(data));
+            return;
+        }
+        ctx.write(new DefaultHttpContent(data.retainedSlice(data.readerIndex(), cut - data.readerIndex())));
+        ssePending = data.readerIndex(cut);
+    }
+
+    /** Held-back partial event bound: a longer "event" is forwarded as it is. */
+    private static final int MAX_HELD_SSE_BYTES = 1 << 20;
+
+    /** Index just past the last blank line ({@code \n\n} or {@code \r\n\r\n}) in {@code buf}, or -1. */
+    static int lastEventEnd(ByteBuf buf) {
+        for (int i = buf.writerIndex() - 1; i > buf.readerIndex(); i--) {
+            if (buf.getByte(i) == '\n') {
+                byte p = buf.getByte(i - 1);
+                if (p == '\n') {
+                    return i + 1;
+                }
+                if (p == '\r' && i - 2 > buf.readerIndex() && buf.getByte(i - 2) == '\n') {
+                    return i + 1;
+                }
+            }
+        }
+        return -1;
     }
 
     @Override
@@ -413,9 +460,9 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         if (sse) {
             gw.metrics().midStreamErrors.increment();
             String frames = OpenAiErrors.sseErrorFrames(message, "upstream_error", code);
-            // Start a fresh event if the engine died in the middle of one.
-            if (!(last1 == '\n' && last2 == '\n')) {
-                frames = "\n\n" + frames;
+            if (ssePending != null) {
+                ssePending.release(); // the engine died inside this event: drop it, the client never saw any of it
+                ssePending = null;
             }
             ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8)));
             ctx.writeAndFlush(new DefaultLastHttpContent());
@@ -498,6 +545,10 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     private void release() {
         if (body.refCnt() > 0) {
             body.release();
+        }
+        if (ssePending != null) {
+            ssePending.release();
+            ssePending = null;
         }
     }
 

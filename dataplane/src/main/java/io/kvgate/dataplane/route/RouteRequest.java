@@ -20,6 +20,26 @@ public interface RouteRequest {
 
     RequestFields fields();
 
+    /** The prompt's token ids as the engine will see them (rendered + tokenized on the I/O thread), or null. */
+    default int[] promptTokens() {
+        return null;
+    }
+
+    /** vLLM {@code cache_salt} / SGLang salt of the request (enters block 0's hash), or null. */
+    default String cacheSalt() {
+        return null;
+    }
+
+    /** The session affinity key pulled by the I/O thread for the rule's session settings, or null. */
+    default String sessionKey() {
+        return null;
+    }
+
+    /** Whether the decision should be explained (policies then fill in their {@code why}). */
+    default boolean explain() {
+        return false;
+    }
+
     /** Whether this request already tried {@code ep} (connect failure → retry elsewhere). */
     boolean alreadyTried(EndpointState ep);
 
