@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -173,22 +174,28 @@ class OpenAiNodeSdkSystemTest {
     /** Control: straight at the engine, the same SDK cannot read the flat shape — this is what the gateway fixes. */
     @Test
     void controlWithoutTheGatewayTheSdkReportsNoBodyForTheFlatShape() {
-        JsonNode e = thrown(direct.scenario("engine_flat_error"));
-        assertEquals(400, e.path("status").asInt(), e.toString());
-        assertEquals("400 status code (no body)", e.path("message").asText(), e.toString());
+        assertEquals(0, direct.exitCode(), direct.diagnostics());
+        for (String s : List.of("engine_flat_error", "engine_flat_error_stream")) {
+            JsonNode e = thrown(direct.scenario(s));
+            assertEquals(400, e.path("status").asInt(), e.toString());
+            assertEquals("400 status code (no body)", e.path("message").asText(), s + ": " + e);
+        }
+    }
+
+    /** Control: straight at a dying engine the SDK raises only a transport error ("terminated"), no API error. */
+    @Test
+    void controlWithoutTheGatewayAnEngineDeathIsATransportErrorWithoutMessage() {
+        JsonNode r = direct.scenario("mid_stream_failure");
+        assertTrue(r.path("threw").asBoolean(false), r.toString());
+        assertFalse(r.path("error").path("is_api_error").asBoolean(true), r.toString());
     }
 
     @Test
-    void engineDeathMidStreamRaisesInsideTheIteration() {
+    void engineDeathMidStreamRaisesTheGatewaysErrorInsideTheIteration() {
         JsonNode r = viaGateway.scenario("mid_stream_failure");
         assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
         assertEquals(ScriptedEngine.DYING_PIECES, strings(r.path("deltas")), "frames before the failure reach the client: " + r);
-        JsonNode e = r.path("error");
-        assertTrue(e.path("is_api_error").asBoolean(false), "raised as an OpenAI APIError from the SSE error frame: " + r);
-        assertTrue(e.path("message").asText().contains(GATEWAY_MID_STREAM_MESSAGE), e.toString());
-        assertEquals("upstream_error", e.path("type").asText(), e.toString());
-        assertEquals("upstream_disconnected", e.path("code").asText(), e.toString());
-        assertTrue(e.path("status").isNull(), "no HTTP status: the stream had already started: " + e);
+        assertGatewayMidStreamError(r);
     }
 
     @Test
@@ -196,6 +203,28 @@ class OpenAiNodeSdkSystemTest {
         JsonNode r = viaGateway.scenario("mid_frame_failure");
         assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
         assertEquals(ScriptedEngine.DYING_PIECES, strings(r.path("deltas")), "frames before the failure reach the client: " + r);
+    }
+
+    @Test
+    @Disabled("gateway bug: when the engine dies inside an SSE frame, ProxyExchange.failMidStream has already relayed the "
+        + "partial frame; it ends it with \\n\\n and then sends its error frame, so the SDK parses the partial frame "
+        + "first and raises SyntaxError('Unterminated string in JSON at position 86') instead of the gateway's APIError "
+        + "('The engine at ... failed in the middle of the response', code upstream_disconnected). Fix in dataplane: "
+        + "relay only complete SSE events (hold back the bytes after the last blank line) and drop the held-back part "
+        + "on failure")
+    void engineDeathInsideAFrameRaisesTheGatewaysErrorInsideTheIteration() {
+        JsonNode r = viaGateway.scenario("mid_frame_failure");
+        assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
+        assertGatewayMidStreamError(r);
+    }
+
+    private static void assertGatewayMidStreamError(JsonNode r) {
+        JsonNode e = r.path("error");
+        assertTrue(e.path("is_api_error").asBoolean(false), "raised as an OpenAI APIError from the SSE error frame: " + r);
+        assertTrue(e.path("message").asText().contains(GATEWAY_MID_STREAM_MESSAGE), e.toString());
+        assertEquals("upstream_error", e.path("type").asText(), e.toString());
+        assertEquals("upstream_disconnected", e.path("code").asText(), e.toString());
+        assertTrue(e.path("status").isNull(), "no HTTP status: the stream had already started: " + e);
     }
 
     // ---- helpers ---------------------------------------------------------------------------------------------
