@@ -14,11 +14,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
 
 /**
  * The gateway driven by the official OpenAI Node SDK ({@code openai} 6.x, pinned in tools/src/test/node): a scripted
@@ -33,6 +33,8 @@ import org.junit.jupiter.api.Timeout;
  * explicitly with {@code -Dkvgate.skipNodeSdk=true}.
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
+@DisabledIfSystemProperty(named = NodeSdkCheck.SKIP_PROPERTY, matches = "true",
+    disabledReason = "OpenAI Node SDK system test skipped on request (-D" + NodeSdkCheck.SKIP_PROPERTY + "=true)")
 class OpenAiNodeSdkSystemTest {
     private static final long NODE_RUN_TIMEOUT_MS = 60_000;
     private static final String MODEL = "qwen3";
@@ -48,8 +50,6 @@ class OpenAiNodeSdkSystemTest {
     @BeforeAll
     @Timeout(value = 150, unit = TimeUnit.SECONDS)
     static void driveGatewayWithTheSdk() throws Exception {
-        Assumptions.assumeFalse(Boolean.getBoolean(NodeSdkCheck.SKIP_PROPERTY),
-            "OpenAI Node SDK system test skipped on request (-D" + NodeSdkCheck.SKIP_PROPERTY + "=true)");
         sdk = NodeSdkCheck.locate(repoRoot());
         engine = ScriptedEngine.start();
         gateway = Gateway.start(GatewayConfig.parse("""
