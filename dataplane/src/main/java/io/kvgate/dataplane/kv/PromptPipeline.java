@@ -27,7 +27,7 @@ public final class PromptPipeline {
 
     private PromptPipeline(HfTokenizer tokenizer) {
         this.tokenizer = tokenizer;
-        this.renderer = tokenizer == null ? null : new PromptRenderer(tokenizer, tokenizer.config().chatTemplate(),
+        this.renderer = tokenizer == null ? null : new PromptRenderer(tokenizer::encode, tokenizer.config().chatTemplate(),
             tokenizer.config().bosToken(), tokenizer.config().eosToken());
     }
 

@@ -15,7 +15,6 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
@@ -206,12 +205,6 @@ class OpenAiNodeSdkSystemTest {
     }
 
     @Test
-    @Disabled("gateway bug: when the engine dies inside an SSE frame, ProxyExchange.failMidStream has already relayed the "
-        + "partial frame; it ends it with \\n\\n and then sends its error frame, so the SDK parses the partial frame "
-        + "first and raises SyntaxError('Unterminated string in JSON at position 86') instead of the gateway's APIError "
-        + "('The engine at ... failed in the middle of the response', code upstream_disconnected). Fix in dataplane: "
-        + "relay only complete SSE events (hold back the bytes after the last blank line) and drop the held-back part "
-        + "on failure")
     void engineDeathInsideAFrameRaisesTheGatewaysErrorInsideTheIteration() {
         JsonNode r = viaGateway.scenario("mid_frame_failure");
         assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
