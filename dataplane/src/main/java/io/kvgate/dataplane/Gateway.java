@@ -15,9 +15,10 @@ import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.Policies;
+import io.kvgate.dataplane.kv.KvState;
+import io.kvgate.dataplane.route.RulePolicies;
+import io.kvgate.index.block.BlockIndex;
 import io.kvgate.dataplane.route.RouteTable;
-import io.kvgate.dataplane.route.RoutingPolicy;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.upstream.HealthChecker;
@@ -54,6 +55,7 @@ public final class Gateway implements AutoCloseable {
     private final Channel listener;
     private final Channel adminListener;
     private volatile GatewayConfig config;
+    private volatile KvState kv;
     private volatile boolean draining;
 
     private Gateway(GatewayConfig cfg, NanoClock clock, RequestHooksFactory hooksFactory) throws Exception {
@@ -133,14 +135,20 @@ public final class Gateway implements AutoCloseable {
     }
 
     private RouteTable buildTable(GatewayConfig cfg) {
-        return RouteTable.build(cfg, registry, ctx -> policyFor(ctx.rule()));
-    }
-
-    private static RoutingPolicy policyFor(RuleConfig rule) {
-        return switch (rule.policy()) {
-            case "round_robin", "weighted", "least_outstanding" -> Policies.create(rule.policy());
-            default -> Policies.create(rule.fallback());
-        };
+        if (kv == null && KvState.needed(cfg)) {
+            kv = new KvState(KvState.capacityFor(cfg), clock);
+        }
+        if (kv != null) {
+            kv.sync(cfg, registry);
+        }
+        for (RuleConfig r : cfg.rules()) {
+            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null) {
+                System.err.println("kvgate: rule '" + r.name() + "' (" + r.policy() + ") has no tokenizer: token-id prompts are "
+                    + "routed exactly, text and chat prompts take the fallback policy (" + r.fallback() + ")");
+            }
+        }
+        BlockIndex index = kv == null ? null : kv.index();
+        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock));
     }
 
     /**
@@ -160,6 +168,7 @@ public final class Gateway implements AutoCloseable {
 
     private void registerMetrics() {
         metrics.addSource(out -> {
+            io.kvgate.dataplane.route.RuleStats.writeAll(out);
             GatewayMetrics.counter(out, "kvgate_router_ring_full_total", "Requests shed because the routing ring was full.",
                 router.ringFullRejects());
             GatewayMetrics.gauge(out, "kvgate_router_ring_free", "Free slots in the routing ring.", router.ringRemaining());
@@ -262,6 +271,14 @@ public final class Gateway implements AutoCloseable {
         workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         boss.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         router.close();
+        if (kv != null) {
+            kv.close();
+        }
+    }
+
+    /** The KV inventory, or null when no endpoint publishes KV events. */
+    public KvState kv() {
+        return kv;
     }
 
     private long inFlight() {
