@@ -15,6 +15,7 @@ import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.kv.KvRoutes;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.index.block.BlockIndex;
@@ -45,6 +46,7 @@ public final class Gateway implements AutoCloseable {
     private final Transport transport;
     private final EventLoopGroup boss;
     private final EventLoopGroup workers;
+    private final EventLoopGroup adminGroup;
     private final EndpointRegistry registry = new EndpointRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
@@ -68,11 +70,14 @@ public final class Gateway implements AutoCloseable {
         int threads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
         this.boss = transport.newGroup(1, "kvgate-accept");
         this.workers = transport.newGroup(threads, "kvgate-io");
+        this.adminGroup = transport.newGroup(1, "kvgate-admin");
         RouteTable table = buildTable(cfg);
         this.router = new RoutingStage(cfg.router(), table, clock);
         this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
         this.admin = new AdminApi(this);
-        RequestHooks extra = hooksFactory == null ? RequestHooks.NONE : hooksFactory.create(this);
+        KvRoutes kvRoutes = new KvRoutes(this);
+        kvRoutes.registerAdmin(admin);
+        RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
         GatewayContext[] holder = new GatewayContext[1];
         PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
         RequestHooks hooks = new RequestHooks() {
@@ -109,7 +114,8 @@ public final class Gateway implements AutoCloseable {
             .childHandler(new ClientChannelInitializer(gw, local));
         this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
         AdminHandler adminHandler = new AdminHandler(admin, cfg.adminToken());
-        this.adminListener = new ServerBootstrap().group(boss, workers).channel(transport.serverChannel())
+        // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
+        this.adminListener = new ServerBootstrap().group(boss, adminGroup).channel(transport.serverChannel())
             .childHandler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
@@ -269,6 +275,7 @@ public final class Gateway implements AutoCloseable {
         health.close();
         adminListener.close().syncUninterruptibly();
         workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
+        adminGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         boss.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         router.close();
         if (kv != null) {

@@ -47,7 +47,9 @@ final class SessionPolicy implements RoutingPolicy {
         }
         Pin pin = pins.get(key);
         if (pin != null && nowNs - pin.expiresNs() < 0 && RoutingPolicy.eligible(pin.endpoint(), r, nowNs) && contains(c, pin.endpoint())) {
-            pins.put(key, new Pin(pin.endpoint(), nowNs + knobs.ttlMs() * 1_000_000L));
+            if (!r.dryRun()) {
+                pins.put(key, new Pin(pin.endpoint(), nowNs + knobs.ttlMs() * 1_000_000L));
+            }
             stats.tier("session_pinned");
             if (r.explain()) {
                 why.append("tier=session; pinned");
@@ -55,7 +57,7 @@ final class SessionPolicy implements RoutingPolicy {
             return pin.endpoint();
         }
         EndpointState ep = fallback.choose(c, r, nowNs, why);
-        if (ep != null) {
+        if (ep != null && !r.dryRun()) {
             pins.put(key, new Pin(ep, nowNs + knobs.ttlMs() * 1_000_000L));
             stats.tier(pin == null ? "session_new" : "session_repinned");
             if (r.explain()) {
