@@ -75,6 +75,16 @@ public final class EngineSimulator implements AutoCloseable {
     private volatile Channel serverChannel;
     private volatile boolean closed;
 
+    // prefix cache + KV events (engine-loop state)
+    private final BlockKeyer keyer;
+    private final int blockSize;
+    private final PrefixCache[] caches;
+    private final KvEventEncoder[] encoders;
+    private final long[] eventSeq;
+    private final KvEventPublisher publisher;
+    private String storingSalt;
+    private int nextRank;
+
     // engine-loop state
     private int running;
     private final ArrayDeque<Generation> waiting = new ArrayDeque<>();
@@ -84,6 +94,33 @@ public final class EngineSimulator implements AutoCloseable {
         this.config = config;
         this.latency = new LatencyModel(config.ttftMs, config.itlMs, config.prefillUsPerToken);
         this.tokenizer = new WordTokenizer();
+        this.keyer = BlockKeyer.forAlgo(config.effectiveHashAlgo(), config.hashSeed);
+        this.blockSize = config.effectiveBlockSize();
+        int ranks = config.dpRanks;
+        this.caches = new PrefixCache[ranks];
+        this.encoders = new KvEventEncoder[ranks];
+        this.eventSeq = new long[ranks];
+        boolean sglang = config.dialect == Dialect.SGLANG;
+        for (int r = 0; r < ranks; r++) {
+            KvEventEncoder enc = new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
+            encoders[r] = enc;
+            caches[r] = new PrefixCache(config.cacheBlocks, new PrefixCache.Listener() {
+                @Override
+                public void onStored(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens,
+                                     int bs) {
+                    stats.add("blocks_stored", to - from);
+                    enc.blockStored(keys, from, to, hasParent, parent, tokens, bs, storingSalt);
+                }
+
+                @Override
+                public void onRemoved(long[] keys, int count) {
+                    stats.add("blocks_evicted", count);
+                    enc.blockRemoved(keys, count);
+                }
+            });
+        }
+        this.publisher = config.kvEventsEndpoint == null ? null
+            : new KvEventPublisher(config, stats, config.kvEventsBind());
         boolean epoll = Epoll.isAvailable();
         this.group = new MultiThreadIoEventLoopGroup(1, epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory());
         this.loop = group.next();
@@ -115,6 +152,33 @@ public final class EngineSimulator implements AutoCloseable {
             throw new IllegalStateException("cannot bind " + config.host + ":" + config.port + ": " + e, e);
         }
         this.port = ((java.net.InetSocketAddress) serverChannel.localAddress()).getPort();
+        if (sglang) {
+            // SGLang announces an empty cache when it starts.
+            onLoop(() -> {
+                announceCleared();
+                return null;
+            });
+        }
+    }
+
+    private void announceCleared() {
+        for (int r = 0; r < encoders.length; r++) {
+            encoders[r].allBlocksCleared();
+            flushEvents(r);
+        }
+    }
+
+    /** Publishes the rank's pending events as one batch (one engine step), with the next seq. */
+    private void flushEvents(int rank) {
+        KvEventEncoder enc = encoders[rank];
+        if (enc.isEmpty()) {
+            return;
+        }
+        byte[] payload = enc.finishBatch(System.currentTimeMillis() / 1000.0, rank);
+        long seq = eventSeq[rank]++;
+        if (publisher != null) {
+            publisher.offer(rank, seq, payload);
+        }
     }
 
     /** Validates the config, binds the port (0 = ephemeral, see {@link #port()}) and starts serving. */
@@ -137,7 +201,21 @@ public final class EngineSimulator implements AutoCloseable {
 
     /** Extra endpoints for the startup line (KV events, bootstrap). */
     String describeExtras() {
-        return "";
+        StringBuilder sb = new StringBuilder();
+        if (config.kvEventsEndpoint != null) {
+            sb.append(", kv events ").append(config.kvEventsBind() ? "bound at " : "connecting to ")
+                .append(config.kvEventsEndpoint).append(config.dpRanks > 1 ? " (+rank)" : "");
+        }
+        if (config.kvReplayEndpoint != null) {
+            sb.append(", replay ").append(config.kvReplayEndpoint);
+        }
+        sb.append(", block size ").append(blockSize).append(", hash ").append(config.effectiveHashAlgo());
+        return sb.toString();
+    }
+
+    /** Number of blocks cached on a rank (tests). */
+    public int cachedBlocks(int rank) {
+        return onLoop(() -> caches[rank].size());
     }
 
     /** Live counters (thread-safe). */
@@ -303,7 +381,15 @@ public final class EngineSimulator implements AutoCloseable {
         if (cr.stream) {
             stats.inc("streaming_requests");
         }
-        Generation g = new Generation(this, ctx, cr, requestId, keepAlive, 0);
+        int rank;
+        try {
+            rank = chooseRank(req, cr);
+        } catch (SimError e) {
+            stats.inc("errors_" + e.status);
+            respondError(ctx, e, requestId, keepAlive);
+            return null;
+        }
+        Generation g = new Generation(this, ctx, cr, requestId, keepAlive, rank);
         if (faults.dieCount > 0) {
             faults.dieCount--;
             g.dieAfterChunks = faults.dieAfterChunks;
@@ -312,6 +398,29 @@ public final class EngineSimulator implements AutoCloseable {
             g.errorAfterChunks = faults.errorAfterChunks;
         }
         return admit(g) ? g : null;
+    }
+
+    /** vLLM and newer SGLang pin with X-data-parallel-rank; SGLang P/D uses bootstrap_room % dp; else round robin. */
+    private int chooseRank(FullHttpRequest req, CompletionRequest cr) {
+        int ranks = config.dpRanks;
+        String pinned = req.headers().get("x-data-parallel-rank");
+        if (pinned != null) {
+            try {
+                int r = Integer.parseInt(pinned.trim());
+                if (r >= 0 && r < ranks) {
+                    return r;
+                }
+            } catch (NumberFormatException ignored) {
+                // fall through to the error
+            }
+            throw SimError.badRequest("X-data-parallel-rank=" + pinned + ": must be in 0.." + (ranks - 1));
+        }
+        if (config.dialect == Dialect.SGLANG && cr.hasBootstrap && cr.bootstrapRoom >= 0) {
+            return (int) (cr.bootstrapRoom % ranks);
+        }
+        int r = nextRank;
+        nextRank = (nextRank + 1) % ranks;
+        return r;
     }
 
     /** Starts the generation, queues it (FIFO, bounded) or rejects it with 503. Returns false when rejected. */
@@ -337,14 +446,40 @@ public final class EngineSimulator implements AutoCloseable {
     private void startGeneration(Generation g) {
         running++;
         stats.add("prompt_tokens", g.promptTokens);
+        acquireCache(g);
         long delayNs = latency.firstTokenDelayNs(g.promptTokens - g.cachedTokens);
         stats.inc("generations_started");
         g.start(delayNs);
         recordRecent(g.requestId, g.req.chat, 200, g);
     }
 
+    private void acquireCache(Generation g) {
+        PrefixCache cache = caches[g.rank];
+        JsonNode salt = g.req.body.get("cache_salt");
+        storingSalt = salt != null && salt.isTextual() ? salt.asText() : null;
+        int cached = 0;
+        for (int[] prompt : g.req.prompts) {
+            long[] keys = keyer.blockKeys(prompt, blockSize, storingSalt);
+            PrefixCache.Lease lease = cache.acquire(keys, prompt, blockSize);
+            g.leases.add(lease);
+            cached += lease.cachedTokens;
+        }
+        storingSalt = null;
+        g.cachedTokens = cached;
+        stats.inc("cache_queries");
+        if (cached > 0) {
+            stats.inc("cache_hit_requests");
+            stats.add("cached_tokens", cached);
+        }
+        flushEvents(g.rank);
+    }
+
     /** Called exactly once per generation (normal end, client abort, fault, rejection). */
     void onGenerationEnd(Generation g) {
+        for (PrefixCache.Lease lease : g.leases) {
+            caches[g.rank].release(lease);
+        }
+        g.leases.clear();
         if (waiting.remove(g)) {
             // Never ran: nothing to release.
         } else if (g.plannedTtftNs > 0 || g.headersSent() || running > 0) {
@@ -544,6 +679,16 @@ public final class EngineSimulator implements AutoCloseable {
 
     private void restartOnLoop() {
         stats.inc("restarts");
+        for (int r = 0; r < caches.length; r++) {
+            caches[r].clear();
+            eventSeq[r] = 0;
+            if (publisher != null) {
+                publisher.reset(r);
+            }
+        }
+        if (config.dialect == Dialect.SGLANG) {
+            announceCleared();
+        }
     }
 
     @Override
@@ -565,5 +710,8 @@ public final class EngineSimulator implements AutoCloseable {
             // closing anyway
         }
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
+        if (publisher != null) {
+            publisher.close();
+        }
     }
 }

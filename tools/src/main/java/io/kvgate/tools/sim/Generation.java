@@ -73,6 +73,8 @@ final class Generation {
     int errorAfterChunks = -1;
     /** Extra top-level field for the non-streaming body (vLLM prefill: kv_transfer_params). */
     JsonNode kvTransferParamsOut;
+    /** Prefix-cache blocks this generation holds (one lease per prompt). */
+    final java.util.ArrayList<PrefixCache.Lease> leases = new java.util.ArrayList<>(1);
     /** Called once when the generation ends (any way): releases cache references, P/D state. */
     Runnable onEnd;
 

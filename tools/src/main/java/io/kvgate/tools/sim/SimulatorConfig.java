@@ -57,6 +57,8 @@ public final class SimulatorConfig {
     String kvEventsEndpoint;         // tcp://host:port, rank r publishes on port + r
     String kvReplayEndpoint;         // tcp://host:port, rank r replays on port + r
     String kvTopic = "kv";
+    /** auto = like the engines: bind when the host is a wildcard ({@code *}), connect otherwise. */
+    String kvEventsMode = "auto";
     EventForm eventForm = EventForm.ARRAY;
     int replayBufferSteps = 10_000;
     int eventQueueDepth = 65_536;
@@ -94,6 +96,7 @@ public final class SimulatorConfig {
     public SimulatorConfig kvEvents(String v) { kvEventsEndpoint = v; return this; }
     public SimulatorConfig kvReplay(String v) { kvReplayEndpoint = v; return this; }
     public SimulatorConfig kvTopic(String v) { kvTopic = v; return this; }
+    public SimulatorConfig kvEventsMode(String v) { kvEventsMode = v; return this; }
     public SimulatorConfig eventForm(EventForm v) { eventForm = v; return this; }
     public SimulatorConfig replayBufferSteps(int v) { replayBufferSteps = v; return this; }
     public SimulatorConfig role(Role v) { role = v; return this; }
@@ -109,6 +112,14 @@ public final class SimulatorConfig {
 
     ErrorShape effectiveErrorShape() {
         return errorShape != null ? errorShape : (dialect == Dialect.VLLM ? ErrorShape.OPENAI : ErrorShape.FLAT);
+    }
+
+    boolean kvEventsBind() {
+        if (!kvEventsMode.equals("auto")) {
+            return kvEventsMode.equals("bind");
+        }
+        Endpoint e = Endpoint.parse(kvEventsEndpoint);
+        return e != null && (e.host().equals("*") || e.host().equals("::") || e.host().equals("[::]"));
     }
 
     int effectiveBlockSize() {
@@ -160,6 +171,8 @@ public final class SimulatorConfig {
             "kv-replay=" + kvReplayEndpoint + ": must be tcp://HOST:PORT");
         check(errors, kvReplayEndpoint == null || kvEventsEndpoint != null,
             "kv-replay=" + kvReplayEndpoint + ": needs --kv-events too");
+        check(errors, kvEventsMode != null && (kvEventsMode.equals("auto") || kvEventsMode.equals("bind")
+            || kvEventsMode.equals("connect")), "kv-events-mode=" + kvEventsMode + ": must be auto|bind|connect");
         check(errors, replayBufferSteps >= 1 && replayBufferSteps <= 1_000_000,
             "replay-buffer-steps=" + replayBufferSteps + ": must be in 1..1000000");
         check(errors, role != null, "role=null: must be prefill|decode|both");
@@ -225,7 +238,8 @@ public final class SimulatorConfig {
           --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang)
           --hash-seed S                vLLM PYTHONHASHSEED string (default "0")
           --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
-          --kv-events tcp://H:P        bind a ZMQ PUB per rank on P + rank
+          --kv-events tcp://H:P        ZMQ PUB per rank on P + rank (like the engines: H = * binds, else connects)
+          --kv-events-mode M           auto|bind|connect (default auto; bind = bind tcp://H:P even for a concrete H)
           --kv-replay tcp://H:P        bind a ZMQ ROUTER replay buffer per rank on P + rank
           --kv-topic T                 topic frame (default "kv")
           --event-form array|map       vLLM event encoding (default array)
@@ -271,6 +285,7 @@ public final class SimulatorConfig {
                 case "--kv-events" -> c.kvEventsEndpoint = v;
                 case "--kv-replay" -> c.kvReplayEndpoint = v;
                 case "--kv-topic" -> c.kvTopic = v;
+                case "--kv-events-mode" -> c.kvEventsMode = v;
                 case "--event-form" -> c.eventForm = enumValue(EventForm.class, flag, v);
                 case "--role" -> c.role = enumValue(Role.class, flag, v);
                 case "--pd-secret" -> c.pdSecret = v;
