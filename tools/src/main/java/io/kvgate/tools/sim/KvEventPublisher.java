@@ -34,6 +34,7 @@ final class KvEventPublisher implements AutoCloseable {
     private final Thread thread;
     private final SimStats stats;
     private volatile boolean running = true;
+    volatile String lastError;
 
     @SuppressWarnings("unchecked")
     KvEventPublisher(SimulatorConfig c, SimStats stats, boolean bindPub) {
@@ -101,25 +102,29 @@ final class KvEventPublisher implements AutoCloseable {
         }
         try {
             while (running) {
-                Object item = poller == null ? queue.poll(20, TimeUnit.MILLISECONDS) : queue.poll();
-                while (item != null) {
-                    handle(item);
-                    item = queue.poll();
-                }
-                if (poller != null && poller.poll(2) > 0) {
-                    for (int r = 0; r < routers.length; r++) {
-                        if (poller.pollin(r)) {
-                            serveReplay(r);
+                try {
+                    Object item = poller == null ? queue.poll(20, TimeUnit.MILLISECONDS) : queue.poll();
+                    while (item != null) {
+                        handle(item);
+                        item = queue.poll();
+                    }
+                    if (poller != null && poller.poll(2) > 0) {
+                        for (int r = 0; r < routers.length; r++) {
+                            if (poller.pollin(r)) {
+                                serveReplay(r);
+                            }
                         }
+                    }
+                } catch (RuntimeException e) {
+                    // A socket error must not end publishing: count it and carry on (bad input is data).
+                    if (running) {
+                        stats.inc("event_publisher_errors");
+                        lastError = e.toString();
                     }
                 }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        } catch (RuntimeException e) {
-            if (running) {
-                stats.inc("event_publisher_errors");
-            }
         } finally {
             if (poller != null) {
                 poller.close();

@@ -85,7 +85,7 @@ class KvEventsTest {
                 return;
             }
         }
-        throw new AssertionError("subscriber never joined");
+        throw new AssertionError("subscriber never joined: " + sim.stats().toJson().get("counters"));
     }
 
     static String warmPrompt(int i) {
@@ -167,14 +167,23 @@ class KvEventsTest {
             .cacheBlocks(3).eventForm(EventForm.MAP);
         try (EngineSimulator sim = EngineSimulator.start(c); ZContext zmq = new ZContext()) {
             ZMQ.Socket sub = subscriber(zmq, "tcp://127.0.0.1:" + port, false);
-            warmUp(sim, sub); // leaves one 16-token block cached
+            warmUp(sim, sub);
+            // fill the 3-block cache with known single-block prompts, then ask for 2 new blocks
+            for (int i = 200; i < 203; i++) {
+                post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + warmPrompt(i) + ",\"max_tokens\":1}");
+                receive(sub);
+            }
             post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + warmPrompt(500).replace("]", ","
                 + warmPrompt(501).substring(1)) + ",\"max_tokens\":1}");
             Message m = receive(sub);
             ArrayValue events = m.payload().asArrayValue().get(1).asArrayValue();
             MapValue removed = events.get(0).asMapValue();
             assertEquals("BlockRemoved", removed.map().get(ValueFactory.newString("type")).asStringValue().asString());
-            assertEquals(1, removed.map().get(ValueFactory.newString("block_hashes")).asArrayValue().size());
+            ArrayValue removedKeys = removed.map().get(ValueFactory.newString("block_hashes")).asArrayValue();
+            assertEquals(2, removedKeys.size());
+            long[] oldest = BlockKeyer.forAlgo("sha256_cbor", "0").blockKeys(
+                java.util.stream.IntStream.range(0, 16).map(t -> 90_000 + 200 * 16 + t).toArray(), 16, null);
+            assertEquals(oldest[0], removedKeys.get(0).asIntegerValue().asBigInteger().longValue(), "LRU first");
             MapValue stored = events.get(1).asMapValue();
             assertEquals("BlockStored", stored.map().get(ValueFactory.newString("type")).asStringValue().asString());
             assertEquals(2, stored.map().get(ValueFactory.newString("block_hashes")).asArrayValue().size());
@@ -217,7 +226,9 @@ class KvEventsTest {
                 List<Long> seqs = new ArrayList<>();
                 Value firstPayload = null;
                 for (int i = 0; i < 1000; i++) {
-                    assertEquals(0, dealer.recv().length, "empty delimiter");
+                    byte[] delimiter = dealer.recv();
+                    assertNotNull(delimiter, () -> "no replay answer: " + sim.stats().toJson().get("counters"));
+                    assertEquals(0, delimiter.length, "empty delimiter");
                     long seq = ByteBuffer.wrap(dealer.recv()).getLong();
                     byte[] payload = dealer.recv();
                     if (seq == -1) {
