@@ -82,6 +82,8 @@ public final class EngineSimulator implements AutoCloseable {
     private final KvEventEncoder[] encoders;
     private final long[] eventSeq;
     private final KvEventPublisher publisher;
+    private final PdCoordinator pd;
+    private final boolean epoll;
     private String storingSalt;
     private int nextRank;
 
@@ -121,7 +123,7 @@ public final class EngineSimulator implements AutoCloseable {
         }
         this.publisher = config.kvEventsEndpoint == null ? null
             : new KvEventPublisher(config, stats, config.kvEventsBind());
-        boolean epoll = Epoll.isAvailable();
+        this.epoll = Epoll.isAvailable();
         this.group = new MultiThreadIoEventLoopGroup(1, epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory());
         this.loop = group.next();
         this.channels = new DefaultChannelGroup(loop);
@@ -152,6 +154,12 @@ public final class EngineSimulator implements AutoCloseable {
             throw new IllegalStateException("cannot bind " + config.host + ":" + config.port + ": " + e, e);
         }
         this.port = ((java.net.InetSocketAddress) serverChannel.localAddress()).getPort();
+        try {
+            this.pd = new PdCoordinator(this, config, group, port);
+        } catch (RuntimeException e) {
+            close();
+            throw e;
+        }
         if (sglang) {
             // SGLang announces an empty cache when it starts.
             onLoop(() -> {
@@ -208,6 +216,9 @@ public final class EngineSimulator implements AutoCloseable {
         }
         if (config.kvReplayEndpoint != null) {
             sb.append(", replay ").append(config.kvReplayEndpoint);
+        }
+        if (pd.bootstrapPort() >= 0) {
+            sb.append(", bootstrap port ").append(pd.bootstrapPort());
         }
         sb.append(", block size ").append(blockSize).append(", hash ").append(config.effectiveHashAlgo());
         return sb.toString();
@@ -397,7 +408,67 @@ public final class EngineSimulator implements AutoCloseable {
             faults.errorCount--;
             g.errorAfterChunks = faults.errorAfterChunks;
         }
+        boolean now;
+        try {
+            now = pd.gate(g);
+        } catch (SimError e) {
+            stats.inc("errors_" + e.status);
+            recordRecent(requestId, chat, e.status, null);
+            respondError(ctx, e, requestId, keepAlive);
+            return null;
+        }
+        if (!now) {
+            return g; // held by the P/D protocol: admitDeferred or failDeferred follows
+        }
         return admit(g) ? g : null;
+    }
+
+    /** A request held by the P/D protocol may now run. Engine loop. */
+    void admitDeferred(Generation g) {
+        if (g.ended()) {
+            return;
+        }
+        if (!g.ctx.channel().isActive()) {
+            stats.inc("aborted_by_client");
+            g.end();
+            return;
+        }
+        admit(g);
+    }
+
+    /** A request held by the P/D protocol failed: answer the error (status not yet sent). Engine loop. */
+    void failDeferred(Generation g, SimError e) {
+        if (g.ended()) {
+            return;
+        }
+        stats.inc("errors_" + e.status);
+        recordRecent(g.requestId, g.req.chat, e.status, null);
+        if (g.ctx.channel().isActive()) {
+            respondError(g.ctx, e, g.requestId, g.keepAlive);
+        }
+        g.end();
+    }
+
+    EventLoop loop() {
+        return loop;
+    }
+
+    Class<? extends ServerChannel> serverChannelClass() {
+        return epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
+    }
+
+    Class<? extends Channel> clientChannelClass() {
+        return epoll ? io.netty.channel.epoll.EpollSocketChannel.class : io.netty.channel.socket.nio.NioSocketChannel.class;
+    }
+
+    /** SGLang prefill: the bound bootstrap port (-1 when none). */
+    public int bootstrapPort() {
+        return pd.bootstrapPort();
+    }
+
+    /** vLLM P/D: this engine's remote_engine_id. */
+    public String engineId() {
+        return pd.engineId();
     }
 
     /** vLLM and newer SGLang pin with X-data-parallel-rank; SGLang P/D uses bootstrap_room % dp; else round robin. */
@@ -440,13 +511,20 @@ public final class EngineSimulator implements AutoCloseable {
         respondError(g.ctx, new SimError(503, "ServiceUnavailableError",
             "The server is overloaded: " + running + " running, " + waiting.size() + " waiting (queue="
                 + config.queueDepth + ").", null), g.requestId, g.keepAlive);
+        g.end();
         return false;
     }
 
     private void startGeneration(Generation g) {
         running++;
+        g.started = true;
         stats.add("prompt_tokens", g.promptTokens);
         acquireCache(g);
+        if (g.transferredBlocks > 0) {
+            g.transferredTokens = Math.min(g.transferredBlocks * blockSize, g.promptTokens);
+        }
+        // KV pulled from a P/D prefill costs no prefill time here and is reported as cached.
+        g.cachedTokens = Math.max(g.cachedTokens, Math.min(g.transferredTokens, g.promptTokens));
         long delayNs = latency.firstTokenDelayNs(g.promptTokens - g.cachedTokens);
         stats.inc("generations_started");
         g.start(delayNs);
@@ -466,6 +544,16 @@ public final class EngineSimulator implements AutoCloseable {
         }
         storingSalt = null;
         g.cachedTokens = cached;
+        if (g.pdPrefill) {
+            PrefixCache.Lease first = g.leases.get(0);
+            int full = g.req.prompts.get(0).length / blockSize;
+            int n = Math.min(full, first.blocks.size());
+            int[] ids = new int[n];
+            for (int i = 0; i < n; i++) {
+                ids[i] = first.blocks.get(i).id;
+            }
+            pd.onVllmPrefillAdmitted(g, n, ids);
+        }
         stats.inc("cache_queries");
         if (cached > 0) {
             stats.inc("cache_hit_requests");
@@ -482,7 +570,7 @@ public final class EngineSimulator implements AutoCloseable {
         g.leases.clear();
         if (waiting.remove(g)) {
             // Never ran: nothing to release.
-        } else if (g.plannedTtftNs > 0 || g.headersSent() || running > 0) {
+        } else if (g.started) {
             running = Math.max(0, running - 1);
             stats.add("completion_tokens", g.completionTokens());
             stats.inc("generations_finished");
@@ -703,6 +791,7 @@ public final class EngineSimulator implements AutoCloseable {
                 if (sc != null) {
                     sc.close();
                 }
+                closePd();
                 channels.close();
                 return null;
             });
@@ -712,6 +801,12 @@ public final class EngineSimulator implements AutoCloseable {
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         if (publisher != null) {
             publisher.close();
+        }
+    }
+
+    private void closePd() {
+        if (pd != null) {
+            pd.close();
         }
     }
 }

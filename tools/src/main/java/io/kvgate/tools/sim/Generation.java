@@ -37,8 +37,8 @@ final class Generation {
         final int index;
         final int promptIndex;
         final long seed;
-        final int limit;
-        final boolean natural;
+        int limit;
+        boolean natural;
         final StringBuilder text = new StringBuilder();
         int tokens;
         int emitted;
@@ -73,6 +73,18 @@ final class Generation {
     int errorAfterChunks = -1;
     /** Extra top-level field for the non-streaming body (vLLM prefill: kv_transfer_params). */
     JsonNode kvTransferParamsOut;
+    /** vLLM P/D: this is a prefill leg (do_remote_decode) whose answer carries kv_transfer_params. */
+    boolean pdPrefill;
+    /** vLLM P/D decode: blocks pulled from the prefill. */
+    int transferredBlocks;
+    /** P/D decode: prompt tokens whose KV arrived from the prefill (no prefill time here). */
+    int transferredTokens;
+    /** SGLang P/D: bootstrap room, -1 when none. */
+    long pdRoom = -1;
+    /** True once admitted to a running slot. */
+    boolean started;
+    private boolean completed;
+
     /** Prefix-cache blocks this generation holds (one lease per prompt). */
     final java.util.ArrayList<PrefixCache.Lease> leases = new java.util.ArrayList<>(1);
     /** Called once when the generation ends (any way): releases cache references, P/D state. */
@@ -120,6 +132,18 @@ final class Generation {
             m = Math.max(m, s.length());
         }
         this.maxStopLen = m;
+    }
+
+    /** SGLang prefill server: only the first token is produced here; decoding happens on the decode server. */
+    void limitToFirstToken() {
+        for (Seq s : seqs) {
+            s.limit = 1;
+            s.natural = false;
+        }
+    }
+
+    boolean completedNormally() {
+        return completed;
     }
 
     int completionTokens() {
@@ -300,6 +324,7 @@ final class Generation {
             }
         }
         ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+        completed = true;
         writeLast();
     }
 
@@ -356,6 +381,7 @@ final class Generation {
             }
         }
         engine.respondJson(ctx, HttpResponseStatus.OK, body, requestId, keepAlive);
+        completed = true;
         end();
     }
 

@@ -26,13 +26,16 @@ final class PrefixCache {
 
     static final class Block {
         final long key;
+        /** Physical block number (vLLM's remote_block_ids). */
+        final int id;
         int refs;
         Block prev;
         Block next;
         boolean inFree;
 
-        Block(long key) {
+        Block(long key, int id) {
             this.key = key;
+            this.id = id;
         }
     }
 
@@ -51,6 +54,7 @@ final class PrefixCache {
     private Block tail;
     private int freeCount;
     private long[] removedScratch = new long[64];
+    private int nextId;
 
     PrefixCache(int capacityBlocks, Listener listener) {
         this.capacityBlocks = capacityBlocks;
@@ -101,7 +105,8 @@ final class PrefixCache {
                 }
                 removedScratch[removedCount++] = victim.key;
             }
-            Block b = new Block(keys[stored]);
+            Block b = new Block(keys[stored], nextId);
+            nextId = (nextId + 1) % capacityBlocks;
             byKey.put(b.key, b);
             ref(lease, b);
             stored++;
