@@ -1,0 +1,233 @@
+package io.kvgate.control.config;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * A strict reader over one YAML/JSON mapping: every accessor records the key as known, {@link #finish()} reports
+ * every key nobody asked for, and every problem names the path, the value and the rule. Problems accumulate in a
+ * shared list so one run of the validator reports all of them. Not thread-safe (used once, at load time).
+ */
+public final class ConfigNode {
+    private final String path;
+    private final Map<String, Object> map;
+    private final List<String> problems;
+    private final Set<String> seen = new HashSet<>();
+
+    public ConfigNode(String path, Map<String, Object> map, List<String> problems) {
+        this.path = path;
+        this.map = map == null ? Map.of() : map;
+        this.problems = problems;
+    }
+
+    public String path() {
+        return path;
+    }
+
+    public List<String> problems() {
+        return problems;
+    }
+
+    public boolean has(String key) {
+        seen.add(key);
+        return map.containsKey(key) && map.get(key) != null;
+    }
+
+    public void problem(String key, Object value, String rule) {
+        problems.add(where(key) + ": " + (value == null ? "" : "value " + show(value) + " ") + rule);
+    }
+
+    public String where(String key) {
+        return path.isEmpty() ? key : path + "." + key;
+    }
+
+    public String string(String key, String dflt) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return dflt;
+        }
+        if (v instanceof String s) {
+            return s;
+        }
+        if (v instanceof Number || v instanceof Boolean) {
+            return String.valueOf(v);
+        }
+        problem(key, v, "must be a string");
+        return dflt;
+    }
+
+    public String requiredString(String key) {
+        String s = string(key, null);
+        if (s == null || s.isBlank()) {
+            if (!map.containsKey(key)) {
+                problems.add(where(key) + ": is required");
+            } else {
+                problem(key, map.get(key), "must be a non-empty string");
+            }
+            return null;
+        }
+        return s;
+    }
+
+    public String oneOf(String key, String dflt, List<String> allowed) {
+        String s = string(key, dflt);
+        if (s != null && !allowed.contains(s)) {
+            problem(key, s, "must be one of " + String.join("|", allowed));
+            return dflt;
+        }
+        return s;
+    }
+
+    public long longValue(String key, long dflt, long min, long max) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return dflt;
+        }
+        long value;
+        if (v instanceof Integer || v instanceof Long || v instanceof Short || v instanceof Byte) {
+            value = ((Number) v).longValue();
+        } else if (v instanceof java.math.BigInteger b && b.bitLength() < 64) {
+            value = b.longValue();
+        } else {
+            problem(key, v, "must be an integer");
+            return dflt;
+        }
+        if (value < min || value > max) {
+            problem(key, v, "must be in [" + min + ", " + max + "]");
+            return dflt;
+        }
+        return value;
+    }
+
+    public int intValue(String key, int dflt, int min, int max) {
+        return (int) longValue(key, dflt, min, max);
+    }
+
+    public double doubleValue(String key, double dflt, double min, double max) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return dflt;
+        }
+        if (!(v instanceof Number n)) {
+            problem(key, v, "must be a number");
+            return dflt;
+        }
+        double d = n.doubleValue();
+        if (!(d >= min && d <= max)) {
+            problem(key, v, "must be in [" + min + ", " + max + "]");
+            return dflt;
+        }
+        return d;
+    }
+
+    public boolean bool(String key, boolean dflt) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return dflt;
+        }
+        if (v instanceof Boolean b) {
+            return b;
+        }
+        problem(key, v, "must be true or false");
+        return dflt;
+    }
+
+    public List<String> stringList(String key) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        if (v instanceof String s) {
+            return List.of(s);
+        }
+        if (!(v instanceof List<?> list)) {
+            problem(key, v, "must be a list of strings");
+            return List.of();
+        }
+        List<String> out = new ArrayList<>();
+        for (Object o : list) {
+            if (o instanceof String s && !s.isBlank()) {
+                out.add(s);
+            } else {
+                problem(key, v, "must be a list of non-empty strings");
+                return List.of();
+            }
+        }
+        return out;
+    }
+
+    /** A child mapping, or an empty node when absent. */
+    public ConfigNode child(String key) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return new ConfigNode(where(key), Map.of(), problems);
+        }
+        if (!(v instanceof Map<?, ?> m)) {
+            problem(key, v, "must be a mapping");
+            return new ConfigNode(where(key), Map.of(), problems);
+        }
+        return new ConfigNode(where(key), cast(m), problems);
+    }
+
+    /** A list of mappings, each wrapped as a node named {@code key[i]} (plus {@code (name=…)} when it has a name). */
+    public List<ConfigNode> children(String key) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        if (!(v instanceof List<?> list)) {
+            problem(key, v, "must be a list");
+            return List.of();
+        }
+        List<ConfigNode> out = new ArrayList<>();
+        for (int i = 0; i < list.size(); i++) {
+            Object o = list.get(i);
+            if (!(o instanceof Map<?, ?> m)) {
+                problems.add(where(key) + "[" + i + "]: value " + show(o) + " must be a mapping");
+                continue;
+            }
+            Map<String, Object> cm = cast(m);
+            String label = where(key) + "[" + i + "]";
+            Object name = cm.containsKey("name") ? cm.get("name") : cm.get("url");
+            if (name instanceof String s) {
+                label += " (" + (cm.containsKey("name") ? "name" : "url") + "=" + s + ")";
+            }
+            out.add(new ConfigNode(label, cm, problems));
+        }
+        return out;
+    }
+
+    /** Reports every key present in the mapping that no accessor asked for: unknown keys are errors. */
+    public void finish() {
+        for (String key : map.keySet()) {
+            if (!seen.contains(key)) {
+                problems.add(where(key) + ": unknown key (check the spelling; see the configuration reference in README.md)");
+            }
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> cast(Map<?, ?> m) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        m.forEach((k, val) -> out.put(String.valueOf(k), val));
+        return (Map<String, Object>) (Map<?, ?>) out;
+    }
+
+    static String show(Object v) {
+        if (v instanceof String s) {
+            return "'" + s + "'";
+        }
+        return String.valueOf(v);
+    }
+}

@@ -1,0 +1,74 @@
+package io.kvgate.control.config;
+
+import java.net.URI;
+
+/**
+ * One engine endpoint of a rule.
+ *
+ * @param url            base URL of the engine's HTTP server ({@code http://host:port})
+ * @param weight         relative share for weighted policies
+ * @param kvEvents       ZMQ endpoint of the engine's KV-event publisher for DP rank 0 (rank r at port + r), or null
+ * @param kvEventsBind   true when the engine connects to us (its config names a concrete host): we bind
+ * @param kvTopic        topic prefix to subscribe to ("" = every message)
+ * @param dpRanks        data-parallel ranks publishing events (1..8)
+ * @param kvReplay       ZMQ ROUTER endpoint for replay of missed batches (rank r at port + r), or null
+ * @param role           P/D role ("prefill" | "decode") or null outside P/D rules
+ * @param bootstrapPort  SGLang prefill bootstrap port (P/D), or 0
+ */
+public record EndpointConfig(String url, String host, int port, int weight, String kvEvents, boolean kvEventsBind,
+                             String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort) {
+
+    /** The endpoint's identity across configuration swaps (load, health and inventory follow it). */
+    public String key() {
+        return host + ":" + port;
+    }
+
+    static EndpointConfig read(ConfigNode n, boolean sglang) {
+        String url = n.requiredString("url");
+        String host = null;
+        int port = 0;
+        if (url != null) {
+            try {
+                URI u = new URI(url);
+                if (!"http".equals(u.getScheme()) || u.getHost() == null) {
+                    n.problem("url", url, "must be an http://host:port URL (TLS to engines is not supported)");
+                } else {
+                    host = u.getHost();
+                    port = u.getPort() > 0 ? u.getPort() : 80;
+                    if (u.getPath() != null && !u.getPath().isEmpty() && !u.getPath().equals("/")) {
+                        n.problem("url", url, "must not have a path: routes are appended by the gateway");
+                    }
+                }
+            } catch (Exception e) {
+                n.problem("url", url, "is not a valid URL (" + e.getMessage() + ")");
+            }
+        }
+        int weight = n.intValue("weight", 1, 1, 1_000_000);
+        String kvEvents = n.string("kv_events", null);
+        if (kvEvents != null && !kvEvents.matches("tcp://[^:/]+:\\d{1,5}")) {
+            n.problem("kv_events", kvEvents, "must be tcp://host:port");
+        }
+        boolean bind = n.bool("kv_events_bind", false);
+        String topic = n.string("kv_topic", "");
+        int dpRanks = n.intValue("dp_ranks", 1, 1, 8);
+        String replay = n.string("kv_replay", null);
+        if (replay != null && !replay.matches("tcp://[^:/]+:\\d{1,5}")) {
+            n.problem("kv_replay", replay, "must be tcp://host:port");
+        }
+        if (replay != null && kvEvents == null) {
+            n.problem("kv_replay", replay, "needs kv_events on the same endpoint");
+        }
+        String role = n.string("role", null);
+        if (role != null && !role.equals("prefill") && !role.equals("decode")) {
+            n.problem("role", role, "must be one of prefill|decode");
+        }
+        int bootstrapPort = 0;
+        if (n.has("bootstrap_port")) {
+            bootstrapPort = n.intValue("bootstrap_port", 8998, 1, 65535);
+        } else if (sglang && "prefill".equals(role)) {
+            bootstrapPort = 8998;
+        }
+        n.finish();
+        return new EndpointConfig(url, host, port, weight, kvEvents, bind, topic, dpRanks, replay, role, bootstrapPort);
+    }
+}

@@ -1,0 +1,230 @@
+package io.kvgate.control.config;
+
+import java.io.IOException;
+import java.io.Reader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.yaml.snakeyaml.LoaderOptions;
+import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.constructor.SafeConstructor;
+
+/**
+ * The whole applied configuration: immutable, validated once by {@link #parse}. The rule set inside it is handed
+ * to the routing stage as one command, so a new configuration replaces the old one atomically while requests in
+ * flight finish on the endpoints they already hold.
+ */
+public record GatewayConfig(
+    HostPort listen,
+    HostPort adminListen,
+    String adminToken,
+    String transport,
+    int ioThreads,
+    Limits limits,
+    Upstream upstream,
+    Health health,
+    Router router,
+    List<String> apiKeys,
+    List<RuleConfig> rules) {
+
+    public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
+
+    /** A listen address; loopback by default. */
+    public record HostPort(String host, int port) {
+        @Override
+        public String toString() {
+            return (host.contains(":") ? "[" + host + "]" : host) + ":" + port;
+        }
+    }
+
+    /** Client-side bounds: what one request may cost the gateway before it is refused. */
+    public record Limits(int maxBodyBytes, int maxHeaderBytes, int maxInitialLineBytes, long requestReadTimeoutMs,
+                         long clientIdleTimeoutMs, int maxConnections) {}
+
+    /** Engine-side timeouts and retry bounds. */
+    public record Upstream(long connectTimeoutMs, long firstByteTimeoutMs, long idleTimeoutMs, int maxConnectAttempts,
+                           int maxIdlePerEndpoint, int maxErrorBodyBytes) {}
+
+    /** Active probes and the per-endpoint circuit breaker. */
+    public record Health(String path, long intervalMs, long timeoutMs, int healthyThreshold, int unhealthyThreshold,
+                         int breakerFailureThreshold, long breakerOpenMs, long retryAfterSeconds) {}
+
+    /** The routing stage's ring. */
+    public record Router(int ringSize, String waitStrategy) {}
+
+    public static GatewayConfig load(Path file) throws ConfigException {
+        String text;
+        try {
+            text = Files.readString(file, StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new ConfigException("cannot read configuration file " + file + ": " + e.getMessage());
+        }
+        return parse(text, file.getParent());
+    }
+
+    public static GatewayConfig parse(String yamlText) throws ConfigException {
+        return parse(yamlText, null);
+    }
+
+    /** Parses and validates; relative {@code tokenizer} paths resolve against {@code baseDir} when given. */
+    public static GatewayConfig parse(String yamlText, Path baseDir) throws ConfigException {
+        Object root;
+        try {
+            LoaderOptions options = new LoaderOptions();
+            options.setAllowDuplicateKeys(false);
+            options.setMaxAliasesForCollections(10);
+            root = new Yaml(new SafeConstructor(options)).load(yamlText);
+        } catch (Exception e) {
+            throw new ConfigException("configuration is not valid YAML: " + e.getMessage().replace('\n', ' '));
+        }
+        if (!(root instanceof Map<?, ?> rootMap)) {
+            throw new ConfigException("configuration must be a YAML mapping at the top level");
+        }
+        List<String> problems = new ArrayList<>();
+        @SuppressWarnings("unchecked")
+        ConfigNode n = new ConfigNode("", (Map<String, Object>) rootMap, problems);
+        GatewayConfig cfg = read(n, baseDir);
+        if (!problems.isEmpty()) {
+            throw new ConfigException(problems);
+        }
+        return cfg;
+    }
+
+    public static GatewayConfig parse(Reader reader) throws ConfigException, IOException {
+        StringBuilder sb = new StringBuilder();
+        char[] buf = new char[8192];
+        for (int r; (r = reader.read(buf)) > 0; ) {
+            sb.append(buf, 0, r);
+        }
+        return parse(sb.toString());
+    }
+
+    private static GatewayConfig read(ConfigNode n, Path baseDir) {
+        HostPort listen = hostPort(n, "listen", "127.0.0.1:8080");
+        HostPort admin = hostPort(n, "admin_listen", "127.0.0.1:8081");
+        String adminToken = n.string("admin_token", null);
+        if (admin != null && !isLoopback(admin.host()) && (adminToken == null || adminToken.length() < 16)) {
+            n.problem("admin_listen", admin.toString(), "is not a loopback address: set admin_token (at least 16 characters) to expose the admin API");
+        }
+        String transport = n.oneOf("transport", "epoll", TRANSPORTS);
+        int ioThreads = n.intValue("io_threads", 0, 0, 256);
+
+        ConfigNode l = n.child("limits");
+        Limits limits = new Limits(l.intValue("max_body_bytes", 8 << 20, 1024, 1 << 30),
+            l.intValue("max_header_bytes", 16 << 10, 1024, 1 << 20), l.intValue("max_initial_line_bytes", 8 << 10, 256, 1 << 20),
+            l.longValue("request_read_timeout_ms", 30_000, 1, 3_600_000), l.longValue("client_idle_timeout_ms", 120_000, 1, 86_400_000L),
+            l.intValue("max_connections", 100_000, 1, 10_000_000));
+        l.finish();
+
+        ConfigNode u = n.child("upstream");
+        Upstream upstream = new Upstream(u.longValue("connect_timeout_ms", 2_000, 1, 600_000),
+            u.longValue("first_byte_timeout_ms", 300_000, 1, 3_600_000), u.longValue("idle_timeout_ms", 120_000, 1, 3_600_000),
+            u.intValue("max_connect_attempts", 3, 1, 16), u.intValue("max_idle_per_endpoint", 256, 0, 100_000),
+            u.intValue("max_error_body_bytes", 64 << 10, 1024, 16 << 20));
+        u.finish();
+
+        ConfigNode h = n.child("health");
+        Health health = new Health(h.string("path", "/health"), h.longValue("interval_ms", 2_000, 10, 3_600_000),
+            h.longValue("timeout_ms", 1_000, 1, 600_000), h.intValue("healthy_threshold", 2, 1, 100),
+            h.intValue("unhealthy_threshold", 3, 1, 100), h.intValue("breaker_failure_threshold", 5, 1, 10_000),
+            h.longValue("breaker_open_ms", 5_000, 1, 3_600_000), h.longValue("retry_after_seconds", 1, 1, 3600));
+        if (!health.path().startsWith("/")) {
+            h.problem("path", health.path(), "must start with '/'");
+        }
+        h.finish();
+
+        ConfigNode r = n.child("router");
+        int ring = r.intValue("ring_size", 4096, 16, 1 << 22);
+        if (Integer.bitCount(ring) != 1) {
+            r.problem("ring_size", ring, "must be a power of two");
+            ring = 4096;
+        }
+        Router router = new Router(ring, r.oneOf("wait_strategy", "blocking", List.of("blocking", "yielding", "busy_spin")));
+        r.finish();
+
+        List<String> apiKeys = n.stringList("api_keys");
+
+        List<RuleConfig> rules = new ArrayList<>();
+        for (ConfigNode rn : n.children("rules")) {
+            rules.add(RuleConfig.read(rn));
+        }
+        if (rules.isEmpty()) {
+            n.problems().add("rules: must list at least one rule");
+        }
+        Set<String> names = new HashSet<>();
+        Map<String, String> modelOwner = new HashMap<>();
+        List<RuleConfig> resolved = new ArrayList<>();
+        for (RuleConfig rule : rules) {
+            if (rule.name() != null && !names.add(rule.name())) {
+                n.problems().add("rules (name=" + rule.name() + "): duplicate rule name");
+            }
+            for (String model : rule.models()) {
+                String prev = modelOwner.putIfAbsent(model, rule.name());
+                if (prev != null) {
+                    n.problems().add("rules (name=" + rule.name() + ").models: model '" + model + "' is already served by rule '" + prev + "'");
+                }
+            }
+            String tok = rule.tokenizer();
+            if (tok != null && baseDir != null && !Path.of(tok).isAbsolute()) {
+                tok = baseDir.resolve(tok).normalize().toString();
+            }
+            if (tok != null && !Files.isDirectory(Path.of(tok))) {
+                n.problems().add("rules (name=" + rule.name() + ").tokenizer: value '" + rule.tokenizer()
+                    + "' is not a directory (it must hold tokenizer.json[.gz] and tokenizer_config.json)");
+            }
+            resolved.add(tok == null || tok.equals(rule.tokenizer()) ? rule : withTokenizer(rule, tok));
+        }
+        n.finish();
+        return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
+            apiKeys, List.copyOf(resolved));
+    }
+
+    private static RuleConfig withTokenizer(RuleConfig r, String tok) {
+        return new RuleConfig(r.name(), r.models(), r.engine(), r.policy(), r.fallback(), r.endpoints(), tok, r.blockSize(),
+            r.hashSeed(), r.hashAlgo(), r.kvKeyMode(), r.kvCapacityBlocks(), r.explain(), r.session(), r.chwbl(),
+            r.kvExact(), r.pd());
+    }
+
+    static boolean isLoopback(String host) {
+        return host.equals("localhost") || host.startsWith("127.") || host.equals("::1");
+    }
+
+    private static HostPort hostPort(ConfigNode n, String key, String dflt) {
+        String s = n.string(key, dflt);
+        int colon = s.lastIndexOf(':');
+        if (colon <= 0) {
+            n.problem(key, s, "must be host:port");
+            return null;
+        }
+        String host = s.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        try {
+            int port = Integer.parseInt(s.substring(colon + 1));
+            if (port < 0 || port > 65535) {
+                throw new NumberFormatException();
+            }
+            return new HostPort(host, port);
+        } catch (NumberFormatException e) {
+            n.problem(key, s, "must be host:port with a port in [0, 65535]");
+            return null;
+        }
+    }
+
+    /** Finds the rule serving {@code model}, or null. */
+    public RuleConfig ruleForModel(String model) {
+        for (RuleConfig r : rules) {
+            if (r.models().contains(model)) {
+                return r;
+            }
+        }
+        return null;
+    }
+}

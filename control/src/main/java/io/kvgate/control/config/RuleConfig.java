@@ -1,0 +1,150 @@
+package io.kvgate.control.config;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One routing rule: which models it serves, which engines serve them and how a request picks one.
+ * Immutable; a rule set is swapped whole (see {@link GatewayConfig}).
+ */
+public record RuleConfig(
+    String name,
+    List<String> models,
+    String engine,
+    String policy,
+    String fallback,
+    List<EndpointConfig> endpoints,
+    String tokenizer,
+    int blockSize,
+    String hashSeed,
+    String hashAlgo,
+    String kvKeyMode,
+    long kvCapacityBlocks,
+    boolean explain,
+    SessionConfig session,
+    ChwblConfig chwbl,
+    KvExactConfig kvExact,
+    PdConfig pd) {
+
+    public static final List<String> ENGINES = List.of("vllm", "sglang");
+    public static final List<String> POLICIES =
+        List.of("round_robin", "weighted", "least_outstanding", "session", "chwbl", "kv_exact", "pd");
+    public static final List<String> FALLBACKS = List.of("round_robin", "weighted", "least_outstanding");
+
+    /** Session affinity: which request attribute pins a conversation to an endpoint. */
+    public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {}
+
+    /** Consistent hashing with bounded loads on a prompt-prefix key. */
+    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {}
+
+    /** Longest-cached-prefix routing knobs. */
+    public record KvExactConfig(String mode, double loadCapFactor, double lambda, int minMatchBlocks,
+                                int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                                boolean parityProbeAtStartup) {}
+
+    /** Prefill/decode disaggregation knobs. */
+    public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy) {}
+
+    public boolean isSglang() {
+        return "sglang".equals(engine);
+    }
+
+    public static String defaultHashAlgo(String engine) {
+        return "sglang".equals(engine) ? "sha256_sglang" : "sha256_cbor";
+    }
+
+    static RuleConfig read(ConfigNode n) {
+        String name = n.requiredString("name");
+        List<String> models = n.stringList("models");
+        if (models.isEmpty()) {
+            n.problems().add(n.where("models") + ": must list at least one model name this rule serves");
+        }
+        String engine = n.oneOf("engine", "vllm", ENGINES);
+        boolean sglang = "sglang".equals(engine);
+        String policy = n.oneOf("policy", "round_robin", POLICIES);
+        String fallback = n.oneOf("fallback", "least_outstanding", FALLBACKS);
+        List<EndpointConfig> endpoints = new ArrayList<>();
+        for (ConfigNode e : n.children("endpoints")) {
+            endpoints.add(EndpointConfig.read(e, sglang));
+        }
+        if (endpoints.isEmpty()) {
+            n.problems().add(n.where("endpoints") + ": must list at least one endpoint");
+        }
+        String tokenizer = n.string("tokenizer", null);
+        int blockSize = n.has("block_size") ? (int) n.longValue("block_size", 16, Long.MIN_VALUE, Long.MAX_VALUE) : (sglang ? 1 : 16);
+        if (blockSize <= 0 || blockSize > 4096) {
+            n.problem("block_size", blockSize, "must be in [1, 4096] and equal to the engines' block (page) size");
+            blockSize = 16;
+        }
+        String hashSeed = n.string("hash_seed", "0");
+        String hashAlgo = n.string("hash_algo", defaultHashAlgo(engine));
+        List<String> algos = sglang ? List.of("sha256_sglang") : List.of("sha256_cbor", "xxhash_cbor");
+        if (!algos.contains(hashAlgo)) {
+            n.problem("hash_algo", hashAlgo, "cannot match engine '" + engine + "' (" + engine
+                + " publishes " + String.join("|", algos) + (sglang ? "" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
+        }
+        String keyMode = n.oneOf("kv_key_mode", "exact", List.of("exact", "learned"));
+        long capacity = n.longValue("kv_capacity_blocks", 1_000_000, 1_024, 1L << 31);
+        boolean explain = n.bool("explain", false);
+
+        ConfigNode s = n.child("session");
+        SessionConfig session = new SessionConfig(
+            s.oneOf("key", "user", List.of("user", "conversation", "header", "cookie")),
+            s.string("header", null), s.string("cookie", null),
+            s.longValue("ttl_ms", 600_000, 1, 86_400_000L), s.intValue("max_entries", 100_000, 1, 10_000_000));
+        if ("header".equals(session.key()) && session.header() == null) {
+            s.problems().add(s.where("header") + ": is required when session.key is 'header'");
+        }
+        if ("cookie".equals(session.key()) && session.cookie() == null) {
+            s.problems().add(s.where("cookie") + ": is required when session.key is 'cookie'");
+        }
+        s.finish();
+
+        ConfigNode c = n.child("chwbl");
+        ChwblConfig chwbl = new ChwblConfig(c.intValue("prefix_tokens", 0, 0, 1 << 20), c.intValue("prefix_blocks", 4, 0, 1 << 16),
+            c.intValue("virtual_nodes", 128, 1, 4096), c.doubleValue("load_factor", 0.25, 0.0, 10.0));
+        c.finish();
+
+        ConfigNode k = n.child("kv");
+        KvExactConfig kv = new KvExactConfig(k.oneOf("mode", "bounded", List.of("bounded", "soft")),
+            k.doubleValue("load_cap_factor", 1.5, 1.0, 100.0), k.doubleValue("lambda", 4.0, 0.0, 1e6),
+            k.intValue("min_match_blocks", 1, 0, 1 << 20), k.intValue("cold_readmit_every", 64, 0, 1 << 20),
+            k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
+            k.bool("parity_probe_at_startup", false));
+        k.finish();
+
+        ConfigNode p = n.child("pd");
+        PdConfig pd = new PdConfig(p.longValue("prefill_timeout_ms", 120_000, 1, 3_600_000),
+            p.longValue("decode_timeout_ms", 600_000, 1, 3_600_000),
+            p.oneOf("prefill_policy", "kv_exact", List.of("kv_exact", "least_outstanding")));
+        p.finish();
+
+        // Cross-field rules.
+        long prefills = endpoints.stream().filter(e -> "prefill".equals(e.role())).count();
+        long decodes = endpoints.stream().filter(e -> "decode".equals(e.role())).count();
+        if ("pd".equals(policy)) {
+            if (prefills == 0) {
+                n.problems().add(n.where("endpoints") + ": policy 'pd' needs at least one endpoint with role: prefill");
+            }
+            if (decodes == 0) {
+                n.problems().add(n.where("endpoints") + ": policy 'pd' needs at least one endpoint with role: decode");
+            }
+            for (EndpointConfig e : endpoints) {
+                if (e.role() == null) {
+                    n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): role is required under policy 'pd' (prefill|decode)");
+                }
+            }
+        } else if (prefills + decodes > 0) {
+            n.problems().add(n.where("endpoints") + ": role is only valid under policy 'pd' (this rule's policy is '" + policy + "')");
+        }
+        for (EndpointConfig e : endpoints) {
+            if (e.bootstrapPort() > 0 && !(sglang && "pd".equals(policy) && "prefill".equals(e.role()))) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): bootstrap_port " + e.bootstrapPort()
+                    + " is only valid on SGLang prefill endpoints of a 'pd' rule");
+            }
+        }
+        n.finish();
+        return new RuleConfig(name, models, engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
+            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd);
+    }
+}

@@ -1,0 +1,103 @@
+package io.kvgate.control.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+class GatewayConfigTest {
+    private static final String BASE = """
+        listen: 127.0.0.1:8080
+        admin_listen: 127.0.0.1:8081
+        rules:
+          - name: chat
+            models: [qwen3]
+            engine: vllm
+            policy: round_robin
+            endpoints:
+              - url: http://127.0.0.1:9001
+                weight: 2
+        """;
+
+    private static String problems(String yaml) {
+        ConfigException e = assertThrows(ConfigException.class, () -> GatewayConfig.parse(yaml));
+        return String.join("\n", e.problems());
+    }
+
+    @Test
+    void parsesTheDocumentedVocabulary() throws Exception {
+        GatewayConfig c = GatewayConfig.parse(BASE);
+        assertEquals(8080, c.listen().port());
+        RuleConfig r = c.rules().get(0);
+        assertEquals("chat", r.name());
+        assertEquals("sha256_cbor", r.hashAlgo());
+        assertEquals(16, r.blockSize());
+        assertEquals(2, r.endpoints().get(0).weight());
+        assertEquals("127.0.0.1:9001", r.endpoints().get(0).key());
+        assertEquals(r, c.ruleForModel("qwen3"));
+    }
+
+    @Test
+    void unknownKeysAreErrorsNamingThePath() {
+        assertTrue(problems(BASE + "    polcy: x\n").contains("rules[0] (name=chat).polcy: unknown key"));
+        assertTrue(problems("lisen: 1:2\n" + BASE.substring(BASE.indexOf("admin"))).contains("lisen: unknown key"));
+    }
+
+    @Test
+    void badValuesNameKeyValueAndRule() {
+        String p = problems(BASE.replace("policy: round_robin", "policy: fastest"));
+        assertTrue(p.contains("rules[0] (name=chat).policy: value 'fastest' must be one of round_robin|weighted|least_outstanding"), p);
+        p = problems(BASE.replace("http://127.0.0.1:9001", "ftp://x"));
+        assertTrue(p.contains("url: value 'ftp://x' must be an http://host:port URL"), p);
+        p = problems(BASE.replace("engine: vllm", "engine: vllm\n    hash_algo: sha256_sglang"));
+        assertTrue(p.contains("hash_algo: value 'sha256_sglang' cannot match engine 'vllm'"), p);
+        p = problems(BASE.replace("engine: vllm", "engine: vllm\n    block_size: 0"));
+        assertTrue(p.contains("block_size: value 0 must be in [1, 4096]"), p);
+        p = problems(BASE.replace("weight: 2", "weight: 2\n        dp_ranks: 9"));
+        assertTrue(p.contains("dp_ranks: value 9 must be in [1, 8]"), p);
+    }
+
+    @Test
+    void reportsEveryProblemAtOnce() {
+        ConfigException e = assertThrows(ConfigException.class,
+            () -> GatewayConfig.parse(BASE.replace("policy: round_robin", "policy: x\n    bogus: 1").replace("weight: 2", "weight: -1")));
+        assertEquals(3, e.problems().size(), e.getMessage());
+    }
+
+    @Test
+    void pdRulesAreCoherent() {
+        String pd = BASE.replace("policy: round_robin", "policy: pd").replace("weight: 2", "role: prefill");
+        assertTrue(problems(pd).contains("policy 'pd' needs at least one endpoint with role: decode"));
+        String roleOnPlain = BASE.replace("weight: 2", "role: decode");
+        assertTrue(problems(roleOnPlain).contains("role is only valid under policy 'pd'"));
+        String bootstrapOnVllm = pd.replace("role: prefill", "role: prefill\n        bootstrap_port: 8998")
+            + "      - url: http://127.0.0.1:9002\n        role: decode\n";
+        assertTrue(problems(bootstrapOnVllm).contains("bootstrap_port 8998 is only valid on SGLang prefill endpoints"));
+    }
+
+    @Test
+    void duplicateModelsAndRulesAreRefused() {
+        String dup = BASE + """
+              - name: chat
+                models: [qwen3]
+                endpoints:
+                  - url: http://127.0.0.1:9002
+            """;
+        String p = problems(dup);
+        assertTrue(p.contains("duplicate rule name"), p);
+        assertTrue(p.contains("model 'qwen3' is already served by rule 'chat'"), p);
+    }
+
+    @Test
+    void nonLoopbackAdminNeedsAToken() {
+        assertTrue(problems(BASE.replace("admin_listen: 127.0.0.1:8081", "admin_listen: 0.0.0.0:8081"))
+            .contains("set admin_token"));
+    }
+
+    @Test
+    void invalidYamlIsAClearError() {
+        ConfigException e = assertThrows(ConfigException.class, () -> GatewayConfig.parse("rules: [\n  - name: x\n  oops"));
+        assertTrue(e.getMessage().startsWith("configuration is not valid YAML"));
+    }
+}

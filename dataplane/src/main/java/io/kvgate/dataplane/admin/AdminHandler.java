@@ -1,0 +1,68 @@
+package io.kvgate.dataplane.admin;
+
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import io.kvgate.dataplane.http.OpenAiErrors;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+
+/**
+ * The admin API (the control socket serves the same routes): requests are small and rare, so they are aggregated
+ * and answered by {@link AdminApi}, off the data path. Token-checked when an admin token is configured.
+ */
+@ChannelHandler.Sharable
+public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
+    private final AdminApi api;
+    private final String token;
+
+    public AdminHandler(AdminApi api, String token) {
+        this.api = api;
+        this.token = token;
+    }
+
+    @Override
+    protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+        FullHttpResponse r;
+        if (token != null && !tokenOk(req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
+            r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNAUTHORIZED, "admin token required", null, null);
+        } else {
+            AdminApi.Reply reply;
+            try {
+                reply = api.handle(req.method().name(), req.uri(), req.content().toString(StandardCharsets.UTF_8));
+            } catch (RuntimeException e) {
+                reply = new AdminApi.Reply(500, OpenAiErrors.json("admin error: " + e, "server_error", null, null), "application/json");
+            }
+            byte[] bytes = reply.body().getBytes(StandardCharsets.UTF_8);
+            r = new io.netty.handler.codec.http.DefaultFullHttpResponse(req.protocolVersion(), HttpResponseStatus.valueOf(reply.status()),
+                ctx.alloc().buffer(bytes.length).writeBytes(bytes));
+            r.headers().set(HttpHeaderNames.CONTENT_TYPE, reply.contentType());
+            r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, bytes.length);
+        }
+        boolean keepAlive = HttpUtil.isKeepAlive(req);
+        if (!keepAlive) {
+            r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+            ctx.writeAndFlush(r).addListener(io.netty.channel.ChannelFutureListener.CLOSE);
+        } else {
+            ctx.writeAndFlush(r);
+        }
+    }
+
+    private boolean tokenOk(String auth) {
+        if (auth == null || !auth.startsWith("Bearer ")) {
+            return false;
+        }
+        return MessageDigest.isEqual(token.getBytes(StandardCharsets.UTF_8), auth.substring(7).trim().getBytes(StandardCharsets.UTF_8));
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        ctx.close();
+    }
+}

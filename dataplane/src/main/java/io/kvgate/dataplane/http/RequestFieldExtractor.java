@@ -1,0 +1,186 @@
+package io.kvgate.dataplane.http;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.async.ByteBufferFeeder;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+/**
+ * Incremental extraction of the routing fields from a JSON request body as its bytes arrive, chunk by chunk, with
+ * Jackson's non-blocking parser: nothing is buffered twice and no tree is built (the raw bytes are forwarded
+ * unchanged). The whole body is scanned, so malformed JSON anywhere is refused before anything reaches an engine.
+ * One instance per request; event-loop only.
+ */
+public final class RequestFieldExtractor {
+    private static final JsonFactory FACTORY = JsonFactory.builder().build();
+
+    /** Outcome of {@link #finish()}. */
+    public enum Result { OK, MALFORMED, NOT_OBJECT, EMPTY }
+
+    private final JsonParser parser;
+    private final ByteBufferFeeder feeder;
+    private final RequestFields fields;
+    private int depth;
+    private String topField;
+    private boolean started;
+    private boolean done;
+    private String error;
+    private Result failure;
+
+    public RequestFieldExtractor(RequestFields fields) {
+        try {
+            this.parser = FACTORY.createNonBlockingByteBufferParser();
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+        this.feeder = (ByteBufferFeeder) parser.getNonBlockingInputFeeder();
+        this.fields = fields;
+        fields.reset();
+    }
+
+    /** Feeds the next chunk of the body (the buffer is consumed before this returns). */
+    public void feed(ByteBuffer chunk) {
+        if (failure != null || !chunk.hasRemaining()) {
+            return;
+        }
+        try {
+            feeder.feedInput(chunk);
+            drain();
+        } catch (IOException e) {
+            fail(Result.MALFORMED, message(e));
+        }
+    }
+
+    /** Ends the input and reports whether the body was one well-formed JSON object. */
+    public Result finish() {
+        if (failure != null) {
+            return failure;
+        }
+        try {
+            feeder.endOfInput();
+            drain();
+        } catch (IOException e) {
+            fail(Result.MALFORMED, message(e));
+        }
+        if (failure != null) {
+            return failure;
+        }
+        if (!started) {
+            return Result.EMPTY;
+        }
+        if (!done) {
+            fail(Result.MALFORMED, "unexpected end of input");
+            return failure;
+        }
+        return Result.OK;
+    }
+
+    private static String message(IOException e) {
+        return e instanceof com.fasterxml.jackson.core.JsonProcessingException j ? j.getOriginalMessage() : e.getMessage();
+    }
+
+    /** What the parser objected to, for the client's error message. */
+    public String error() {
+        return error;
+    }
+
+    private void fail(Result r, String message) {
+        failure = r;
+        error = message;
+    }
+
+    private void drain() throws IOException {
+        JsonToken t;
+        while ((t = parser.nextToken()) != null && t != JsonToken.NOT_AVAILABLE) {
+            if (done) {
+                fail(Result.MALFORMED, "trailing content after the JSON object");
+                return;
+            }
+            if (!started) {
+                started = true;
+                if (t != JsonToken.START_OBJECT) {
+                    fail(Result.NOT_OBJECT, "the request body must be a JSON object");
+                    return;
+                }
+                depth = 1;
+                continue;
+            }
+            switch (t) {
+                case START_OBJECT, START_ARRAY -> {
+                    if (depth == 1) {
+                        onTopLevelContainer(t);
+                    } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.START_ARRAY) {
+                        fields.promptIsTokenIds = true; // [[1,2],[3]]: a list of token-id prompts
+                    }
+                    depth++;
+                }
+                case END_OBJECT, END_ARRAY -> {
+                    depth--;
+                    if (depth == 0) {
+                        done = true;
+                    }
+                }
+                case FIELD_NAME -> {
+                    if (depth == 1) {
+                        topField = parser.currentName();
+                    }
+                }
+                default -> {
+                    if (depth == 1) {
+                        onTopLevelScalar(t);
+                    } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.VALUE_NUMBER_INT) {
+                        fields.promptIsTokenIds = true;
+                    }
+                }
+            }
+        }
+    }
+
+    private void onTopLevelContainer(JsonToken t) {
+        if (topField == null) {
+            return;
+        }
+        switch (topField) {
+            case "messages" -> {
+                fields.hasMessages = true;
+                fields.messagesNotArray = t != JsonToken.START_ARRAY;
+            }
+            case "prompt" -> fields.hasPrompt = true;
+            case "stream_options" -> fields.hasStreamOptions = true;
+            case "kv_transfer_params" -> fields.hasKvTransferParams = true;
+            case "model" -> fields.modelNotString = true;
+            default -> { }
+        }
+    }
+
+    private void onTopLevelScalar(JsonToken t) throws IOException {
+        if (topField == null) {
+            return;
+        }
+        switch (topField) {
+            case "model" -> {
+                if (t == JsonToken.VALUE_STRING) {
+                    fields.model = parser.getText();
+                } else if (t != JsonToken.VALUE_NULL) {
+                    fields.modelNotString = true;
+                }
+            }
+            case "stream" -> fields.stream = t == JsonToken.VALUE_TRUE;
+            case "user" -> fields.user = t == JsonToken.VALUE_STRING ? parser.getText() : null;
+            case "prompt" -> fields.hasPrompt = t != JsonToken.VALUE_NULL;
+            case "messages" -> {
+                fields.hasMessages = t != JsonToken.VALUE_NULL;
+                fields.messagesNotArray = fields.hasMessages;
+            }
+            case "stream_options" -> fields.hasStreamOptions = t != JsonToken.VALUE_NULL;
+            case "n" -> {
+                if (t == JsonToken.VALUE_NUMBER_INT) {
+                    fields.n = parser.getIntValue();
+                }
+            }
+            default -> { }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+package io.kvgate.dataplane.kv;
+
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.EndpointConfig;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexConfig;
+import io.kvgate.ingest.zmq.KeyMode;
+import io.kvgate.ingest.zmq.KvEventIngest;
+import io.kvgate.ingest.zmq.KvEventSource;
+import io.kvgate.ingest.zmq.SubscriberStatus;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The gateway's exact KV inventory: one off-heap block index fed by one ingest thread that subscribes to every
+ * endpoint's (and every DP rank's) event stream. Subscriptions follow configuration swaps: endpoints that appear are
+ * subscribed, endpoints that disappear are dropped with their blocks. Thread-safe ({@link #sync} is serialized).
+ */
+public final class KvState implements AutoCloseable {
+    /** Endpoint ids above this are refused (the index sizes per-endpoint arrays up front). */
+    public static final int MAX_ENDPOINTS = 1024;
+
+    private final BlockIndex index;
+    private final KvEventIngest ingest;
+    private final Map<Integer, KvEventSource> subscribed = new HashMap<>();
+
+    public KvState(long capacityBlocks, NanoClock clock) {
+        this.index = new BlockIndex(BlockIndexConfig.of((int) Math.min(Integer.MAX_VALUE - 8, capacityBlocks), MAX_ENDPOINTS));
+        this.ingest = new KvEventIngest(index, clock);
+        ingest.start();
+    }
+
+    /** Index capacity for a configuration: the largest rule capacity (rules share one index keyed by block). */
+    public static long capacityFor(GatewayConfig cfg) {
+        long cap = 0;
+        for (RuleConfig r : cfg.rules()) {
+            cap = Math.max(cap, r.kvCapacityBlocks());
+        }
+        return cap;
+    }
+
+    public static boolean needed(GatewayConfig cfg) {
+        for (RuleConfig r : cfg.rules()) {
+            for (EndpointConfig e : r.endpoints()) {
+                if (e.kvEvents() != null) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** Subscribes to what {@code cfg} names and drops what it no longer names. */
+    public synchronized void sync(GatewayConfig cfg, EndpointRegistry registry) {
+        Map<Integer, KvEventSource> want = new HashMap<>();
+        for (RuleConfig r : cfg.rules()) {
+            KeyMode mode = "learned".equals(r.kvKeyMode()) ? KeyMode.LEARNED : KeyMode.ENGINE;
+            for (EndpointConfig e : r.endpoints()) {
+                if (e.kvEvents() == null) {
+                    continue;
+                }
+                EndpointState ep = registry.resolve(e);
+                if (ep.id() >= MAX_ENDPOINTS) {
+                    System.err.println("kvgate: endpoint " + ep.key() + " has id " + ep.id() + " >= " + MAX_ENDPOINTS
+                        + ": its KV events are not indexed (restart the gateway to compact ids)");
+                    continue;
+                }
+                want.put(ep.id(), new KvEventSource(ep.id(), e.kvEvents(), e.dpRanks(), e.kvReplay(), e.kvEventsBind(),
+                    e.kvTopic(), mode));
+            }
+        }
+        for (var it = subscribed.entrySet().iterator(); it.hasNext(); ) {
+            var en = it.next();
+            if (!want.containsKey(en.getKey())) {
+                ingest.removeEndpoint(en.getKey());
+                it.remove();
+            }
+        }
+        for (var en : want.entrySet()) {
+            if (!en.getValue().equals(subscribed.get(en.getKey()))) {
+                ingest.addEndpoint(en.getValue());
+                subscribed.put(en.getKey(), en.getValue());
+            }
+        }
+    }
+
+    public BlockIndex index() {
+        return index;
+    }
+
+    public KvEventIngest ingest() {
+        return ingest;
+    }
+
+    public List<SubscriberStatus> status() {
+        return ingest.status();
+    }
+
+    @Override
+    public void close() {
+        ingest.close();
+        index.close();
+    }
+}

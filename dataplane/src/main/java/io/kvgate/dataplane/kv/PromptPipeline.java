@@ -1,0 +1,104 @@
+package io.kvgate.dataplane.kv;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.kvgate.index.prompt.PromptException;
+import io.kvgate.index.prompt.PromptRenderer;
+import io.kvgate.index.prompt.RenderedPrompt;
+import io.kvgate.index.tokenize.HfTokenizer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * A rule's exact prompt pipeline: the model's own chat template rendered as transformers does, then the HF
+ * tokenizer, so the gateway hashes the same tokens the engine caches. Runs on the I/O threads (before the routing
+ * ring: it must not serialize on one thread). Immutable and thread-safe; tokenizers are loaded once per model
+ * directory and shared across rules and configuration swaps.
+ */
+public final class PromptPipeline {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final ConcurrentHashMap<Path, HfTokenizer> TOKENIZERS = new ConcurrentHashMap<>();
+
+    private final HfTokenizer tokenizer;
+    private final PromptRenderer renderer;
+
+    private PromptPipeline(HfTokenizer tokenizer) {
+        this.tokenizer = tokenizer;
+        this.renderer = tokenizer == null ? null : new PromptRenderer(tokenizer::encode, tokenizer.config().chatTemplate(),
+            tokenizer.config().bosToken(), tokenizer.config().eosToken());
+    }
+
+    /** @param modelDir the rule's {@code tokenizer} directory, or null: then only token-id prompts are exact */
+    public static PromptPipeline forModelDir(String modelDir) {
+        if (modelDir == null) {
+            return new PromptPipeline(null);
+        }
+        Path p = Path.of(modelDir).toAbsolutePath().normalize();
+        HfTokenizer t = TOKENIZERS.computeIfAbsent(p, dir -> {
+            try {
+                return HfTokenizer.load(dir);
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot load tokenizer from " + dir + ": " + e.getMessage(), e);
+            }
+        });
+        return new PromptPipeline(t);
+    }
+
+    public boolean hasTokenizer() {
+        return tokenizer != null;
+    }
+
+    public HfTokenizer tokenizer() {
+        return tokenizer;
+    }
+
+    public static JsonNode parse(byte[] body) throws PromptException {
+        try {
+            return JSON.readTree(body);
+        } catch (IOException e) {
+            throw new PromptException("body", "request body is not valid JSON: " + e.getMessage());
+        }
+    }
+
+    /**
+     * The prompt of a chat or completions body as the engine will see it. For a batch of completions prompts the
+     * first one stands for the request (they share a routing decision). Token-id prompts are used as given; text
+     * needs a tokenizer (null is returned without one: the rule's fallback routes it).
+     */
+    public RenderedPrompt render(boolean chat, JsonNode body) throws PromptException {
+        if (chat) {
+            return renderer == null ? null : renderer.renderChat(body);
+        }
+        JsonNode p = body.get("prompt");
+        boolean ids = p != null && p.isArray() && p.size() > 0 && (p.get(0).isIntegralNumber() || p.get(0).isArray());
+        if (renderer == null && !ids) {
+            return null;
+        }
+        if (renderer == null) {
+            JsonNode first = p.get(0).isArray() ? p.get(0) : p;
+            int[] out = new int[first.size()];
+            for (int i = 0; i < out.length; i++) {
+                JsonNode t = first.get(i);
+                if (!t.isIntegralNumber()) {
+                    throw new PromptException("prompt", "token-id prompts must contain only integers");
+                }
+                out[i] = t.intValue();
+            }
+            return new RenderedPrompt(null, out);
+        }
+        List<RenderedPrompt> all = renderer.renderCompletion(body);
+        return all.isEmpty() ? null : all.get(0);
+    }
+
+    /** All prompts of a completions batch (render routes show every one). */
+    public List<RenderedPrompt> renderAll(boolean chat, JsonNode body) throws PromptException {
+        if (chat || renderer == null) {
+            RenderedPrompt one = render(chat, body);
+            return one == null ? List.of() : List.of(one);
+        }
+        return renderer.renderCompletion(body);
+    }
+}

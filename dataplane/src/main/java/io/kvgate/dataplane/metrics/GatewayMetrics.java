@@ -1,0 +1,119 @@
+package io.kvgate.dataplane.metrics;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
+
+/**
+ * The gateway's own counters, recorded lock-free from I/O threads and rendered as Prometheus text on scrape.
+ * Other components contribute their families through {@link #addSource}.
+ */
+public final class GatewayMetrics {
+    private record RequestKey(String rule, String model, int status) {}
+
+    private record ErrorKey(String endpoint, String cause) {}
+
+    private final ConcurrentHashMap<RequestKey, LongAdder> requests = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LatencyHistogram> durationByRule = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LatencyHistogram> ttfbByRule = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<ErrorKey, LongAdder> upstreamErrors = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LongAdder> badRequests = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LongAdder> shed = new ConcurrentHashMap<>();
+    public final AtomicLong openClientConnections = new AtomicLong();
+    public final LongAdder clientConnectionsTotal = new LongAdder();
+    public final LongAdder clientDisconnectsMidRequest = new LongAdder();
+    public final LongAdder connectRetries = new LongAdder();
+    public final LongAdder midStreamErrors = new LongAdder();
+    public final StageTimers stages = new StageTimers();
+    private final java.util.List<Consumer<StringBuilder>> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    public void request(String rule, String model, int status, long durationNs) {
+        String r = rule == null ? "" : rule;
+        String m = model == null ? "" : model;
+        requests.computeIfAbsent(new RequestKey(r, m, status), k -> new LongAdder()).increment();
+        durationByRule.computeIfAbsent(r, k -> new LatencyHistogram()).recordNs(durationNs);
+    }
+
+    public void timeToFirstByte(String rule, long ns) {
+        ttfbByRule.computeIfAbsent(rule == null ? "" : rule, k -> new LatencyHistogram()).recordNs(ns);
+    }
+
+    public void upstreamError(String endpoint, String cause) {
+        upstreamErrors.computeIfAbsent(new ErrorKey(endpoint, cause), k -> new LongAdder()).increment();
+    }
+
+    public void badRequest(String reason) {
+        badRequests.computeIfAbsent(reason, k -> new LongAdder()).increment();
+    }
+
+    public void shed(String reason) {
+        shed.computeIfAbsent(reason, k -> new LongAdder()).increment();
+    }
+
+    public long badRequests(String reason) {
+        LongAdder a = badRequests.get(reason);
+        return a == null ? 0 : a.sum();
+    }
+
+    public void addSource(Consumer<StringBuilder> source) {
+        sources.add(source);
+    }
+
+    public String render() {
+        StringBuilder out = new StringBuilder(8192);
+        out.append("# HELP kvgate_requests_total Client requests answered, by rule, model and HTTP status.\n");
+        out.append("# TYPE kvgate_requests_total counter\n");
+        requests.forEach((k, v) -> out.append("kvgate_requests_total{rule=\"").append(esc(k.rule())).append("\",model=\"")
+            .append(esc(k.model())).append("\",status=\"").append(k.status()).append("\"} ").append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_request_duration_seconds Time from the complete client request to the last byte of the response.\n");
+        out.append("# TYPE kvgate_request_duration_seconds histogram\n");
+        durationByRule.forEach((rule, h) -> h.write(out, "kvgate_request_duration_seconds", "rule=\"" + esc(rule) + "\""));
+        out.append("# HELP kvgate_time_to_first_byte_seconds Time from the complete client request to the engine's response head.\n");
+        out.append("# TYPE kvgate_time_to_first_byte_seconds histogram\n");
+        ttfbByRule.forEach((rule, h) -> h.write(out, "kvgate_time_to_first_byte_seconds", "rule=\"" + esc(rule) + "\""));
+        out.append("# HELP kvgate_upstream_errors_total Failed engine calls by endpoint and cause.\n");
+        out.append("# TYPE kvgate_upstream_errors_total counter\n");
+        upstreamErrors.forEach((k, v) -> out.append("kvgate_upstream_errors_total{endpoint=\"").append(esc(k.endpoint()))
+            .append("\",cause=\"").append(k.cause()).append("\"} ").append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_bad_requests_total Client requests refused as malformed or over a limit, by reason.\n");
+        out.append("# TYPE kvgate_bad_requests_total counter\n");
+        badRequests.forEach((k, v) -> out.append("kvgate_bad_requests_total{reason=\"").append(k).append("\"} ").append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_shed_total Requests answered 429/503 without reaching an engine, by reason.\n");
+        out.append("# TYPE kvgate_shed_total counter\n");
+        shed.forEach((k, v) -> out.append("kvgate_shed_total{reason=\"").append(k).append("\"} ").append(v.sum()).append('\n'));
+        gauge(out, "kvgate_open_connections", "Open client connections.", openClientConnections.get());
+        counter(out, "kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal.sum());
+        counter(out, "kvgate_client_disconnects_mid_request_total", "Clients that left before their response finished (upstream cancelled).",
+            clientDisconnectsMidRequest.sum());
+        counter(out, "kvgate_connect_retries_total", "Requests re-routed after a connect failure.", connectRetries.sum());
+        counter(out, "kvgate_mid_stream_errors_total", "Streams ended with an error frame after the engine failed mid-stream.",
+            midStreamErrors.sum());
+        stages.write(out);
+        for (Consumer<StringBuilder> s : sources) {
+            s.accept(out);
+        }
+        return out.toString();
+    }
+
+    public static void gauge(StringBuilder out, String name, String help, double value) {
+        out.append("# HELP ").append(name).append(' ').append(help).append("\n# TYPE ").append(name).append(" gauge\n")
+            .append(name).append(' ').append(value).append('\n');
+    }
+
+    public static void counter(StringBuilder out, String name, String help, double value) {
+        out.append("# HELP ").append(name).append(' ').append(help).append("\n# TYPE ").append(name).append(" counter\n")
+            .append(name).append(' ').append(value).append('\n');
+    }
+
+    public static String esc(String s) {
+        return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
+    }
+
+    public Map<String, Long> badRequestCounts() {
+        Map<String, Long> m = new java.util.TreeMap<>();
+        badRequests.forEach((k, v) -> m.put(k, v.sum()));
+        return m;
+    }
+}

@@ -1,0 +1,497 @@
+package io.kvgate.dataplane.pd;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.http.OpenAiErrors;
+import io.kvgate.dataplane.http.RequestFields;
+import io.kvgate.dataplane.proxy.ActiveExchange;
+import io.kvgate.dataplane.proxy.EngineErrors;
+import io.kvgate.dataplane.proxy.ExchangeOwner;
+import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.proxy.ProxyExchange;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.upstream.UpstreamCall;
+import io.kvgate.dataplane.upstream.UpstreamListener;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * One request through prefill/decode disaggregation, in the dialect of the rule's engine.
+ *
+ * <p><b>vLLM (sequential):</b> the prefill leg gets the client's JSON with {@code stream:false}, {@code max_tokens:1}
+ * (and {@code max_completion_tokens:1} if present), without {@code stream_options}/{@code min_tokens}/
+ * {@code min_completion_tokens}, plus a {@code kv_transfer_params} request object; its answer's
+ * {@code kv_transfer_params} are copied verbatim into the original request for the decode leg, whose response is
+ * relayed (and stripped of {@code kv_transfer_params}). The decode endpoint is chosen only after the prefill
+ * answered, so one that became unhealthy meanwhile is not used.
+ *
+ * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, then the same body with the bootstrap triple
+ * goes to both at once (the prefill waits for its decode to join the room: a sequential proxy would deadlock). The
+ * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
+ * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
+ *
+ * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, except {@link #onRouted}.
+ */
+public final class PdExchange implements RouteRequest, Runnable, ActiveExchange, ExchangeOwner {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private final GatewayContext gw;
+    private final PdMetrics metrics;
+    private final ChannelHandlerContext ctx;
+    private final ExchangeOwner owner;
+    private final HttpRequest request;
+    private final ObjectNode body;
+    private final RequestFields fields;
+    private final Rule rule;
+    private final RuleConfig.PdConfig pd;
+    private final String requestId;
+    private final boolean explain;
+    private final long startNs;
+    private final boolean sglang;
+    private final List<EndpointState> connectFailed = new ArrayList<>(2);
+
+    private volatile Role role = Role.PREFILL;
+    private EndpointState routed;
+    private String routedWhy;
+
+    private EndpointState prefillEp;
+    private EndpointState decodeEp;
+    private UpstreamCall prefillCall;
+    private ProxyExchange decodeLeg;
+    private long prefillStartNs;
+    private int transportRetries;
+    private boolean decodeStarted;
+    private boolean clientGone;
+    private boolean done;
+
+    public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
+                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
+        this.gw = gw;
+        this.metrics = metrics;
+        this.ctx = ctx;
+        this.owner = owner;
+        this.request = request;
+        this.body = body;
+        this.fields = fields;
+        this.rule = rule;
+        this.pd = rule.config().pd();
+        this.requestId = requestId;
+        this.explain = explain;
+        this.startNs = startNs;
+        this.sglang = rule.config().isSglang();
+    }
+
+    public void start() {
+        metrics.requests.increment();
+        routeNext(Role.PREFILL);
+    }
+
+    private void routeNext(Role r) {
+        role = r;
+        if (!gw.router().tryRoute(this)) {
+            gw.metrics().shed("router_ring_full");
+            if (prefillEp != null && r == Role.DECODE && sglang) {
+                gw.router().complete(prefillEp, true);
+            }
+            fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+        }
+    }
+
+    // ---- RouteRequest ----------------------------------------------------------------------------------------
+
+    @Override
+    public String ruleName() {
+        return rule.name();
+    }
+
+    @Override
+    public RequestFields fields() {
+        return fields;
+    }
+
+    @Override
+    public Role role() {
+        return role;
+    }
+
+    @Override
+    public boolean alreadyTried(EndpointState ep) {
+        return connectFailed.contains(ep);
+    }
+
+    @Override
+    public void onRouted(EndpointState endpoint, Rule r, String why) {
+        this.routed = endpoint;
+        this.routedWhy = why;
+        ctx.channel().eventLoop().execute(this);
+    }
+
+    @Override
+    public void run() {
+        EndpointState ep = routed;
+        routed = null;
+        if (clientGone || done) {
+            if (ep != null) {
+                gw.router().complete(ep, true);
+            }
+            if (role == Role.DECODE && prefillEp != null && sglang && prefillCall == null) {
+                gw.router().complete(prefillEp, true);
+            }
+            return;
+        }
+        if (role == Role.PREFILL) {
+            if (ep == null) {
+                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy prefill endpoint for model '" + fields.model + "'"
+                    + (connectFailed.isEmpty() ? "" : " (could not connect to " + connectFailed + ")"), "no_healthy_endpoint", true);
+                return;
+            }
+            prefillEp = ep;
+            if (sglang) {
+                routeNext(Role.DECODE);
+            } else {
+                startVllmPrefill();
+            }
+        } else {
+            if (ep == null) {
+                if (sglang) {
+                    gw.router().complete(prefillEp, true);
+                }
+                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
+                    "no_healthy_endpoint", true);
+                return;
+            }
+            decodeEp = ep;
+            startSglangPair();
+        }
+    }
+
+    // ---- vLLM ------------------------------------------------------------------------------------------------
+
+    private void startVllmPrefill() {
+        ObjectNode p = body.deepCopy();
+        p.put("stream", false);
+        p.put("max_tokens", 1);
+        if (p.has("max_completion_tokens")) {
+            p.put("max_completion_tokens", 1);
+        }
+        p.remove("stream_options");
+        p.remove("min_tokens");
+        p.remove("min_completion_tokens");
+        ObjectNode kv = p.putObject("kv_transfer_params");
+        kv.put("do_remote_decode", true);
+        kv.put("do_remote_prefill", false);
+        kv.putNull("remote_engine_id");
+        kv.putNull("remote_block_ids");
+        kv.putNull("remote_host");
+        kv.putNull("remote_port");
+        startPrefillCall(bytes(p));
+    }
+
+    private void onVllmPrefillAnswered(int status, String text) {
+        if (status >= 400) {
+            relayPrefillError(status, text);
+            return;
+        }
+        JsonNode params = null;
+        try {
+            JsonNode n = JSON.readTree(text);
+            params = n == null ? null : n.get("kv_transfer_params");
+        } catch (Exception e) {
+            metrics.failure("prefill", "invalid_json");
+            fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg (" + prefillEp.key() + ") answered with invalid JSON",
+                "prefill_invalid_response", false);
+            return;
+        }
+        ObjectNode d = body.deepCopy();
+        if (params != null && params.isObject()) {
+            metrics.paramsFound.increment();
+            d.set("kv_transfer_params", params);
+        } else {
+            // Prompt shorter than a block, or first token EOS: decode recomputes the prompt itself.
+            metrics.paramsMissing.increment();
+            d.remove("kv_transfer_params");
+        }
+        startDecodeLeg(bytes(d), false);
+    }
+
+    // ---- SGLang ----------------------------------------------------------------------------------------------
+
+    private void startSglangPair() {
+        ObjectNode b = body.deepCopy();
+        int batch = batchSize();
+        String host = prefillEp.config().host();
+        int port = prefillEp.config().bootstrapPort();
+        if (batch <= 1) {
+            b.put("bootstrap_host", host);
+            b.put("bootstrap_port", port);
+            b.put("bootstrap_room", room());
+        } else {
+            ArrayNode hosts = b.putArray("bootstrap_host");
+            ArrayNode ports = b.putArray("bootstrap_port");
+            ArrayNode rooms = b.putArray("bootstrap_room");
+            for (int i = 0; i < batch; i++) {
+                hosts.add(host);
+                ports.add(port);
+                rooms.add(room());
+            }
+        }
+        byte[] bytes = bytes(b);
+        startPrefillCall(bytes);
+        startDecodeLeg(bytes, true);
+    }
+
+    /** Batched completions prompts, or chat with n > 1, carry one room per sequence. */
+    private int batchSize() {
+        JsonNode prompt = body.get("prompt");
+        if (prompt != null && prompt.isArray() && prompt.size() > 0 && (prompt.get(0).isTextual() || prompt.get(0).isArray())) {
+            return prompt.size();
+        }
+        JsonNode n = body.get("n");
+        return body.has("messages") && n != null && n.isInt() && n.asInt() > 1 ? n.asInt() : 1;
+    }
+
+    /** Uniform in [0, 2^63 − 1]. */
+    static long room() {
+        return ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE;
+    }
+
+    private void onSglangPrefillAnswered(int status, String text) {
+        if (status >= 400 && !decodeStarted) {
+            if (decodeLeg != null) {
+                decodeLeg.abortSilently();
+            }
+            relayPrefillError(status, text);
+        }
+        // 2xx: drained. An error after decode started is decode's business now.
+    }
+
+    // ---- legs ------------------------------------------------------------------------------------------------
+
+    private void startPrefillCall(byte[] bytes) {
+        prefillStartNs = gw.clock().nanoTime();
+        prefillCall = new UpstreamCall(gw.pool(), ctx.channel().eventLoop(), prefillEp, HttpMethod.POST, request.uri(),
+            ProxyExchange.forwardHeaders(request.headers(), requestId), Unpooled.wrappedBuffer(bytes), new PrefillLeg(),
+            pd.prefillTimeoutMs());
+        prefillCall.start();
+    }
+
+    private void startDecodeLeg(byte[] bytes, boolean preChosen) {
+        decodeStarted = false;
+        ByteBuf buf = Unpooled.wrappedBuffer(bytes);
+        decodeLeg = new ProxyExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
+            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !sglang, new ProxyExchange.LegObserver() {
+                @Override
+                public void onResponseHead(int status) {
+                    decodeStarted = true;
+                    metrics.decodeFirstByte.recordNs(gw.clock().nanoTime() - startNs);
+                }
+            });
+        if (preChosen) {
+            decodeLeg.startOn(decodeEp, routedWhy);
+        } else {
+            decodeLeg.start();
+        }
+    }
+
+    private final class PrefillLeg implements UpstreamListener {
+        private int status;
+        private ByteBuf text;
+
+        @Override
+        public void onResponseHead(UpstreamCall call, HttpResponse head) {
+            status = head.status().code();
+            text = ctx.alloc().buffer(512);
+        }
+
+        @Override
+        public void onContent(UpstreamCall call, HttpContent content, boolean last) {
+            int room = gw.config().limits().maxBodyBytes() - text.readableBytes();
+            ByteBuf c = content.content();
+            text.writeBytes(c, c.readerIndex(), Math.min(room, c.readableBytes()));
+            content.release();
+            if (last) {
+                String s = text.toString(StandardCharsets.UTF_8);
+                text.release();
+                text = null;
+                prefillCall = null;
+                gw.router().complete(prefillEp, true);
+                metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
+                if (clientGone || done) {
+                    return;
+                }
+                if (sglang) {
+                    onSglangPrefillAnswered(status, s);
+                } else {
+                    onVllmPrefillAnswered(status, s);
+                }
+            }
+        }
+
+        @Override
+        public void onReadComplete(UpstreamCall call) {
+            call.readMore();
+        }
+
+        @Override
+        public void onFailure(UpstreamCall call, Failure failure, Throwable cause) {
+            if (text != null) {
+                text.release();
+                text = null;
+            }
+            prefillCall = null;
+            onPrefillFailed(failure);
+        }
+    }
+
+    private void onPrefillFailed(UpstreamListener.Failure failure) {
+        EndpointState ep = prefillEp;
+        gw.router().complete(ep, false);
+        metrics.failure("prefill", failure.name().toLowerCase(java.util.Locale.ROOT));
+        gw.metrics().upstreamError(ep.key(), "prefill_" + failure.name().toLowerCase(java.util.Locale.ROOT));
+        if (clientGone || done) {
+            return;
+        }
+        if (sglang && decodeStarted) {
+            return; // decode already has the KV cache; its outcome decides
+        }
+        if (sglang && decodeLeg != null) {
+            decodeLeg.abortSilently(); // coupled legs: never leave decode waiting 300 s for a dead prefill
+            decodeLeg = null;
+        }
+        switch (failure) {
+            case CONNECT -> {
+                connectFailed.add(ep);
+                if (connectFailed.size() < gw.config().upstream().maxConnectAttempts()) {
+                    metrics.pairRetries.increment();
+                    routeNext(Role.PREFILL);
+                    return;
+                }
+                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any prefill endpoint (tried " + connectFailed + ")",
+                    "upstream_connect_failed", true);
+            }
+            case EARLY_CLOSE, MID_BODY -> {
+                if (transportRetries == 0) {
+                    transportRetries++;
+                    metrics.pairRetries.increment();
+                    routeNext(Role.PREFILL);
+                    return;
+                }
+                fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg (" + ep.key() + ") failed twice: the engine closed the connection",
+                    "prefill_failed", false);
+            }
+            case FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT -> fail(HttpResponseStatus.GATEWAY_TIMEOUT,
+                "The prefill leg (" + ep.key() + ") did not answer within " + pd.prefillTimeoutMs() + " ms", "prefill_timeout", false);
+        }
+    }
+
+    private void relayPrefillError(int status, String text) {
+        metrics.failure("prefill", "http_" + status);
+        if (status < 500) {
+            // The engine judged the request itself: the client sees exactly that (in the OpenAI shape).
+            respond(OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), EngineErrors.toOpenAiShape(text, status)),
+                status, false);
+            return;
+        }
+        String inner = EngineErrors.toOpenAiShape(text, status);
+        String msg;
+        try {
+            msg = JSON.readTree(inner).path("error").path("message").asText();
+        } catch (Exception e) {
+            msg = text;
+        }
+        fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg (" + prefillEp.key() + ") failed with HTTP " + status + ": " + msg,
+            "prefill_failed", false);
+    }
+
+    // ---- client side -----------------------------------------------------------------------------------------
+
+    private void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, code);
+        if (retryAfter) {
+            r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
+        }
+        respond(r, st.code(), retryAfter);
+    }
+
+    private void respond(FullHttpResponse r, int status, boolean unused) {
+        if (done) {
+            r.release();
+            return;
+        }
+        done = true;
+        r.headers().set("x-request-id", requestId);
+        boolean keepAlive = HttpUtil.isKeepAlive(request);
+        if (!keepAlive) {
+            r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        }
+        gw.metrics().request(rule.name(), fields.model, status, gw.clock().nanoTime() - startNs);
+        ctx.writeAndFlush(r);
+        owner.onExchangeDone(keepAlive);
+    }
+
+    @Override
+    public void onClientGone() {
+        if (done || clientGone) {
+            return;
+        }
+        clientGone = true;
+        if (prefillCall != null) {
+            prefillCall.cancel();
+            prefillCall = null;
+            gw.router().complete(prefillEp, true);
+        }
+        if (decodeLeg != null) {
+            decodeLeg.onClientGone();
+        }
+    }
+
+    // ---- ExchangeOwner for the decode leg ----------------------------------------------------------------------
+
+    @Override
+    public void onExchangeDone(boolean keepAlive) {
+        done = true;
+        if (prefillCall != null) {
+            prefillCall.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more
+            prefillCall = null;
+            gw.router().complete(prefillEp, true);
+        }
+        owner.onExchangeDone(keepAlive);
+    }
+
+    @Override
+    public boolean clientWritable() {
+        return owner.clientWritable();
+    }
+
+    @Override
+    public void onClientWritable(Runnable action) {
+        owner.onClientWritable(action);
+    }
+
+    private static byte[] bytes(ObjectNode n) {
+        try {
+            return JSON.writeValueAsBytes(n);
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+package io.kvgate.dataplane.route;
+
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexReader;
+import io.kvgate.index.block.Fmix64ChainedTokenHasher;
+import io.kvgate.index.block.SpeculativeOverlay;
+import io.kvgate.index.hash.BlockHashSpec;
+import io.kvgate.index.hash.BlockHasher;
+import io.kvgate.index.hash.HashAlgo;
+import io.kvgate.index.hash.PrefixHashCache;
+import io.kvgate.control.clock.NanoClock;
+
+/**
+ * KV-exact routing: for each candidate, the longest contiguous run of cached blocks from the start of the prompt
+ * (what engines actually reuse), from the index plus the speculative overlay; the best under a load bound, or by a
+ * soft cost (missed blocks + λ·load). Falls back to the rule's fallback policy when the prompt has no tokens, no full
+ * block, or matches fewer than {@code min_match_blocks} anywhere; an endpoint with an empty inventory (e.g. just
+ * restarted) is re-admitted every {@code cold_readmit_every} decisions so it is not starved.
+ *
+ * <p>Routing stage only: owns its hasher, index reader, overlay and scratch arrays (no allocation per decision).
+ */
+final class KvExactPolicy implements RoutingPolicy {
+    private final RuleConfig.KvExactConfig knobs;
+    private final RoutingPolicy fallback;
+    private final RuleStats stats;
+    private final BlockIndex index;
+    private final BlockIndexReader reader;
+    private final SpeculativeOverlay overlay;
+    private final BlockHasher hasher;
+    private final Fmix64ChainedTokenHasher learned;
+    private final int blockSize;
+    private final String ruleName;
+    private final int watchdogStreak;
+    private long[] keys = new long[256];
+    private int[] ids = new int[16];
+    private int[] matched = new int[16];
+    private long decisions;
+
+    KvExactPolicy(RuleConfig rule, BlockIndex index, RoutingPolicy fallback, RuleStats stats, NanoClock clock) {
+        this.knobs = rule.kvExact();
+        this.fallback = fallback;
+        this.stats = stats;
+        this.index = index;
+        this.reader = index == null ? null : index.newReader();
+        this.overlay = index == null || knobs.speculativeTtlMs() == 0 ? null
+            : new SpeculativeOverlay(1 << 16, knobs.speculativeTtlMs() * 1_000_000L, clock);
+        this.blockSize = rule.blockSize();
+        this.ruleName = rule.name();
+        this.watchdogStreak = knobs.watchdogZeroHitStreak();
+        boolean learnedMode = "learned".equals(rule.kvKeyMode());
+        this.learned = learnedMode ? new Fmix64ChainedTokenHasher() : null;
+        if (learnedMode) {
+            this.hasher = null;
+        } else {
+            HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
+            BlockHashSpec spec = algo == HashAlgo.SHA256_SGLANG ? BlockHashSpec.sglang(blockSize)
+                : BlockHashSpec.vllm(algo, blockSize, rule.hashSeed(), null);
+            this.hasher = new BlockHasher(spec, new PrefixHashCache(spec, 1 << 16));
+        }
+    }
+
+    /** Computes the prompt's block keys into {@link #keys}; returns the number of full blocks. */
+    private int hashPrompt(int[] tokens, String salt) {
+        int blocks = tokens.length / blockSize;
+        if (keys.length < blocks) {
+            keys = new long[Math.max(blocks, keys.length * 2)];
+        }
+        if (learned != null) {
+            long parent = learned.rootKey();
+            for (int b = 0; b < blocks; b++) {
+                parent = learned.blockKey(parent, tokens, b * blockSize, blockSize);
+                keys[b] = parent;
+            }
+            return blocks;
+        }
+        return hasher.hash(tokens, tokens.length, salt, keys);
+    }
+
+    @Override
+    public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+        EndpointState ep = decide(c, r, nowNs, why);
+        if (ep != null && overlay != null && lastBlocks > 0) {
+            overlay.recordRouted(ep.id(), keys, lastBlocks);
+        }
+        return ep;
+    }
+
+    private int lastBlocks;
+
+    private EndpointState decide(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+        lastBlocks = 0;
+        int[] tokens = r.promptTokens();
+        if (index == null) {
+            return fallback(c, r, nowNs, why, "no_kv_events");
+        }
+        if (tokens == null) {
+            return fallback(c, r, nowNs, why, "no_tokens");
+        }
+        int n = hashPrompt(tokens, r.cacheSalt());
+        lastBlocks = n;
+        if (n == 0) {
+            return fallback(c, r, nowNs, why, "short_prompt");
+        }
+        if (ids.length < c.length) {
+            ids = new int[c.length];
+            matched = new int[c.length];
+        }
+        for (int i = 0; i < c.length; i++) {
+            ids[i] = c[i].id();
+        }
+        reader.longestPrefix(keys, n, ids, c.length, matched, overlay);
+        stats.lookups.incrementAndGet();
+        stats.promptBlocks.addAndGet(n);
+
+        int eligible = 0;
+        long totalLoad = 0;
+        int bestMatched = 0;
+        for (int i = 0; i < c.length; i++) {
+            if (RoutingPolicy.eligible(c[i], r, nowNs)) {
+                eligible++;
+                totalLoad += c[i].outstanding();
+                bestMatched = Math.max(bestMatched, matched[i]);
+            }
+        }
+        if (eligible == 0) {
+            return null;
+        }
+        decisions++;
+        double mean = (double) (totalLoad + 1) / eligible;
+        if (knobs.coldReadmitEvery() > 0 && decisions % knobs.coldReadmitEvery() == 0) {
+            for (int i = 0; i < c.length; i++) {
+                if (RoutingPolicy.eligible(c[i], r, nowNs) && index.blocks(c[i].id()) == 0 && c[i].outstanding() <= mean) {
+                    stats.tier("kv_cold_readmit");
+                    explain(r, why, c, n, "cold endpoint re-admitted");
+                    return c[i];
+                }
+            }
+        }
+        if (bestMatched == 0) {
+            watchdog(c, r, nowNs);
+        } else {
+            stats.zeroHitStreak = 0;
+        }
+        if (bestMatched < Math.max(1, knobs.minMatchBlocks())) {
+            return fallback(c, r, nowNs, why, bestMatched == 0 ? "no_match" : "below_min_match");
+        }
+        EndpointState best = null;
+        int bestIdx = -1;
+        if ("soft".equals(knobs.mode())) {
+            double bestCost = Double.MAX_VALUE;
+            for (int i = 0; i < c.length; i++) {
+                if (!RoutingPolicy.eligible(c[i], r, nowNs)) {
+                    continue;
+                }
+                double cost = (n - matched[i]) + knobs.lambda() * c[i].outstanding();
+                if (cost < bestCost || (cost == bestCost && c[i].outstanding() < best.outstanding())) {
+                    bestCost = cost;
+                    best = c[i];
+                    bestIdx = i;
+                }
+            }
+        } else {
+            double cap = Math.max(1.0, knobs.loadCapFactor() * mean);
+            for (int i = 0; i < c.length; i++) {
+                if (!RoutingPolicy.eligible(c[i], r, nowNs) || c[i].outstanding() + 1 > cap) {
+                    continue;
+                }
+                if (best == null || matched[i] > matched[bestIdx]
+                    || (matched[i] == matched[bestIdx] && c[i].outstanding() < best.outstanding())) {
+                    best = c[i];
+                    bestIdx = i;
+                }
+            }
+            if (best != null && matched[bestIdx] < Math.max(1, knobs.minMatchBlocks())) {
+                // Every endpoint that holds the prefix is over the bound: spread the load instead.
+                return fallback(c, r, nowNs, why, "over_load_bound");
+            }
+        }
+        if (best == null) {
+            return fallback(c, r, nowNs, why, "over_load_bound");
+        }
+        stats.tier("kv_exact");
+        stats.matchedBlocks.addAndGet(matched[bestIdx]);
+        explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks");
+        return best;
+    }
+
+    private void watchdog(EndpointState[] c, RouteRequest r, long nowNs) {
+        boolean inventory = false;
+        for (EndpointState e : c) {
+            inventory |= index.blocks(e.id()) > 0;
+        }
+        if (!inventory) {
+            stats.zeroHitStreak = 0;
+            return;
+        }
+        if (++stats.zeroHitStreak == watchdogStreak) {
+            stats.watchdogFirings.incrementAndGet();
+            if (!stats.watchdogWarned) {
+                stats.watchdogWarned = true;
+                System.err.println("kvgate: WARNING rule '" + ruleName + "': " + watchdogStreak
+                    + " consecutive KV lookups matched nothing while the engines hold blocks: check that block_size, "
+                    + "hash_seed (PYTHONHASHSEED), hash_algo, tokenizer and chat template match the engines "
+                    + "(run the parity probe: ./kvgate ctl parity)");
+            }
+        }
+    }
+
+    private EndpointState fallback(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why, String reason) {
+        stats.miss(reason);
+        stats.tier("fallback");
+        EndpointState ep = fallback.choose(c, r, nowNs, why);
+        if (r.explain()) {
+            why.append("tier=fallback(").append(reason).append(")");
+            if (reason.equals("no_match") || reason.equals("below_min_match") || reason.equals("over_load_bound")) {
+                appendScores(why, c);
+            }
+        }
+        return ep;
+    }
+
+    private void explain(RouteRequest r, StringBuilder why, EndpointState[] c, int n, String reason) {
+        if (!r.explain()) {
+            return;
+        }
+        why.append("tier=kv_exact; prompt_blocks=").append(n).append("; ").append(reason);
+        appendScores(why, c);
+    }
+
+    private void appendScores(StringBuilder why, EndpointState[] c) {
+        why.append("; matched=");
+        for (int i = 0; i < c.length; i++) {
+            why.append(i == 0 ? "" : ",").append(c[i].key()).append(':').append(matched[i]);
+        }
+        why.append("; load=");
+        for (int i = 0; i < c.length; i++) {
+            why.append(i == 0 ? "" : ",").append(c[i].key()).append(':').append(c[i].outstanding());
+        }
+    }
+}

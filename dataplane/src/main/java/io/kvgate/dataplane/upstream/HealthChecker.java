@@ -1,0 +1,146 @@
+package io.kvgate.dataplane.upstream;
+
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RoutingStage;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoop;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.handler.codec.http.DefaultFullHttpRequest;
+import io.netty.handler.codec.http.HttpClientCodec;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpObject;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpVersion;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+
+/**
+ * Active HTTP probes: every interval, GET the health path of every endpoint of the current rule set; after
+ * {@code unhealthy_threshold} consecutive failures (or {@code healthy_threshold} successes) the verdict is sent to
+ * the routing stage, which owns health. Runs entirely on one event loop (its own state needs no locks).
+ */
+public final class HealthChecker implements AutoCloseable {
+    private final EventLoop loop;
+    private final Class<? extends SocketChannel> channelClass;
+    private final Supplier<Iterable<Rule>> rules;
+    private final RoutingStage router;
+    private final GatewayConfig.Health cfg;
+    private final Map<EndpointState, int[]> streaks = new HashMap<>(); // [successes, failures, lastVerdict(1 up, 0 down)]
+    private ScheduledFuture<?> task;
+
+    public HealthChecker(EventLoop loop, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
+                         RoutingStage router, GatewayConfig.Health cfg) {
+        this.loop = loop;
+        this.channelClass = channelClass;
+        this.rules = rules;
+        this.router = router;
+        this.cfg = cfg;
+    }
+
+    public void start() {
+        task = loop.scheduleAtFixedRate(this::probeAll, 0, cfg.intervalMs(), TimeUnit.MILLISECONDS);
+    }
+
+    private void probeAll() {
+        Set<EndpointState> seen = new HashSet<>();
+        for (Rule r : rules.get()) {
+            for (EndpointState ep : r.endpoints()) {
+                if (seen.add(ep)) {
+                    probe(ep);
+                }
+            }
+        }
+        streaks.keySet().retainAll(seen);
+    }
+
+    private void probe(EndpointState ep) {
+        Bootstrap b = new Bootstrap().group(loop).channel(channelClass)
+            .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) cfg.timeoutMs())
+            .handler(new ChannelInitializer<SocketChannel>() {
+                @Override
+                protected void initChannel(SocketChannel ch) {
+                    ch.pipeline().addLast(new HttpClientCodec());
+                    ch.pipeline().addLast(new SimpleChannelInboundHandler<HttpObject>() {
+                        private boolean answered;
+
+                        @Override
+                        protected void channelRead0(ChannelHandlerContext ctx, HttpObject msg) {
+                            if (msg instanceof HttpResponse r && !answered) {
+                                answered = true;
+                                verdict(ep, r.status().code() == 200);
+                                ctx.close();
+                            }
+                        }
+
+                        @Override
+                        public void channelInactive(ChannelHandlerContext ctx) {
+                            if (!answered) {
+                                answered = true;
+                                verdict(ep, false);
+                            }
+                        }
+
+                        @Override
+                        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                            ctx.close();
+                        }
+                    });
+                }
+            });
+        b.connect(ep.config().host(), ep.config().port()).addListener(f -> {
+            if (!f.isSuccess()) {
+                verdict(ep, false);
+                return;
+            }
+            Channel ch = ((io.netty.channel.ChannelFuture) f).channel();
+            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, cfg.path());
+            req.headers().set("host", ep.config().host() + ":" + ep.config().port());
+            req.headers().set("connection", "close");
+            req.headers().set("user-agent", "kvgate-health");
+            ch.writeAndFlush(req);
+            loop.schedule(() -> {
+                if (ch.isActive()) {
+                    ch.close();
+                }
+            }, cfg.timeoutMs(), TimeUnit.MILLISECONDS);
+        });
+    }
+
+    private void verdict(EndpointState ep, boolean ok) {
+        int[] s = streaks.computeIfAbsent(ep, k -> new int[] {0, 0, 1});
+        if (ok) {
+            s[0]++;
+            s[1] = 0;
+            if (s[2] == 0 && s[0] >= cfg.healthyThreshold()) {
+                s[2] = 1;
+                router.probe(ep, true);
+            }
+        } else {
+            s[1]++;
+            s[0] = 0;
+            if (s[2] == 1 && s[1] >= cfg.unhealthyThreshold()) {
+                s[2] = 0;
+                router.probe(ep, false);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        if (task != null) {
+            task.cancel(false);
+        }
+    }
+}

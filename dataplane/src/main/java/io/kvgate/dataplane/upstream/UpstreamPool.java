@@ -1,0 +1,114 @@
+package io.kvgate.dataplane.upstream;
+
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.route.EndpointState;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoop;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.handler.codec.http.HttpClientCodec;
+import io.netty.util.concurrent.FastThreadLocal;
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Keep-alive connections to engines, one idle stack per (event loop, endpoint): an upstream connection is always
+ * used on the event loop of the client connection it serves, so a proxied byte never crosses threads and the pool
+ * needs no locks.
+ */
+public final class UpstreamPool {
+    private final Class<? extends SocketChannel> channelClass;
+    private final GatewayConfig.Upstream cfg;
+    private final GatewayConfig.Limits limits;
+    private final FastThreadLocal<Map<String, ArrayDeque<Channel>>> idle = new FastThreadLocal<>() {
+        @Override
+        protected Map<String, ArrayDeque<Channel>> initialValue() {
+            return new HashMap<>();
+        }
+    };
+    final AtomicLong connectsOpened = new AtomicLong();
+    final AtomicLong connectsReused = new AtomicLong();
+    final AtomicLong openUpstreamConnections = new AtomicLong();
+
+    public UpstreamPool(Class<? extends SocketChannel> channelClass, GatewayConfig.Upstream cfg, GatewayConfig.Limits limits) {
+        this.channelClass = channelClass;
+        this.cfg = cfg;
+        this.limits = limits;
+    }
+
+    public GatewayConfig.Upstream config() {
+        return cfg;
+    }
+
+    /** An idle pooled connection to {@code ep} that is still open, or null. Event-loop only. */
+    Channel pollIdle(EndpointState ep) {
+        ArrayDeque<Channel> q = idle.get().get(ep.key());
+        if (q == null) {
+            return null;
+        }
+        Channel ch;
+        while ((ch = q.pollLast()) != null) {
+            if (ch.isActive()) {
+                connectsReused.incrementAndGet();
+                return ch;
+            }
+        }
+        return null;
+    }
+
+    ChannelFuture connect(EventLoop loop, EndpointState ep) {
+        Bootstrap b = new Bootstrap()
+            .group(loop)
+            .channel(channelClass)
+            .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.min(Integer.MAX_VALUE, cfg.connectTimeoutMs()))
+            .option(ChannelOption.TCP_NODELAY, true)
+            .option(ChannelOption.AUTO_READ, false)
+            .handler(new ChannelInitializer<SocketChannel>() {
+                @Override
+                protected void initChannel(SocketChannel ch) {
+                    ch.pipeline().addLast("codec", new HttpClientCodec(limits.maxInitialLineBytes(), 64 << 10, 64 << 10));
+                    ch.pipeline().addLast("call", new UpstreamCall.Handler());
+                }
+            });
+        connectsOpened.incrementAndGet();
+        ChannelFuture f = b.connect(ep.config().host(), ep.config().port());
+        f.addListener(x -> {
+            if (x.isSuccess()) {
+                openUpstreamConnections.incrementAndGet();
+                f.channel().closeFuture().addListener(y -> openUpstreamConnections.decrementAndGet());
+            }
+        });
+        return f;
+    }
+
+    /** Returns a connection whose last response completed cleanly. Event-loop only. */
+    void release(EndpointState ep, Channel ch) {
+        if (!ch.isActive() || cfg.maxIdlePerEndpoint() == 0) {
+            ch.close();
+            return;
+        }
+        ArrayDeque<Channel> q = idle.get().computeIfAbsent(ep.key(), k -> new ArrayDeque<>());
+        if (q.size() >= cfg.maxIdlePerEndpoint()) {
+            ch.close();
+            return;
+        }
+        q.addLast(ch);
+    }
+
+    public long connectsOpened() {
+        return connectsOpened.get();
+    }
+
+    public long connectsReused() {
+        return connectsReused.get();
+    }
+
+    public long openConnections() {
+        return openUpstreamConnections.get();
+    }
+}

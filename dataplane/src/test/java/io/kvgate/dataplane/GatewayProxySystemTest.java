@@ -1,0 +1,227 @@
+package io.kvgate.dataplane;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.config.GatewayConfig;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The real gateway on loopback in front of fake engines: routing, relaying and every failure path of the front door. */
+@Timeout(60)
+class GatewayProxySystemTest {
+    private FakeEngine a;
+    private FakeEngine b;
+    private Gateway gw;
+    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+
+    @BeforeEach
+    void setUp() throws Exception {
+        a = new FakeEngine("a");
+        b = new FakeEngine("b");
+    }
+
+    @AfterEach
+    void tearDown() {
+        if (gw != null) {
+            gw.close(100);
+        }
+        a.close();
+        b.close();
+    }
+
+    private void startGateway(String policy, String... urls) throws Exception {
+        StringBuilder eps = new StringBuilder();
+        for (String u : urls) {
+            eps.append("      - url: ").append(u).append('\n');
+        }
+        String yaml = """
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            limits:
+              max_body_bytes: 65536
+              request_read_timeout_ms: 1000
+            upstream:
+              first_byte_timeout_ms: 1500
+              connect_timeout_ms: 500
+            health:
+              interval_ms: 60000
+            rules:
+              - name: chat
+                models: [qwen3]
+                engine: vllm
+                policy: %s
+                endpoints:
+            %s""".formatted(policy, eps);
+        gw = Gateway.start(GatewayConfig.parse(yaml));
+    }
+
+    private HttpResponse<String> post(String path, String body) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
+            .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+            HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static final String CHAT = "{\"model\":\"qwen3\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+
+    @Test
+    void proxiesJsonAndBalancesRoundRobin() throws Exception {
+        startGateway("round_robin", a.url(), b.url());
+        for (int i = 0; i < 10; i++) {
+            HttpResponse<String> r = post("/v1/chat/completions", CHAT);
+            assertEquals(200, r.statusCode(), r.body());
+            assertTrue(r.body().contains("\"content\":\"hello\""));
+            assertNotNull(r.headers().firstValue("x-request-id").orElse(null));
+        }
+        assertEquals(5, a.requests.get());
+        assertEquals(5, b.requests.get());
+        assertEquals(CHAT, a.bodies.get(0), "the body reaches the engine byte for byte");
+    }
+
+    @Test
+    void keepsClientRequestId() throws Exception {
+        startGateway("round_robin", a.url());
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+            .header("Content-Type", "application/json").header("X-Request-Id", "my-id-123")
+            .POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals("my-id-123", r.headers().firstValue("x-request-id").orElseThrow());
+        assertEquals("my-id-123", a.requestIds.get(0));
+    }
+
+    @Test
+    void relaysSse() throws Exception {
+        startGateway("least_outstanding", a.url());
+        a.mode = FakeEngine.Mode.SSE;
+        HttpResponse<String> r = post("/v1/chat/completions", CHAT.replace("}]}", "}],\"stream\":true}"));
+        assertEquals(200, r.statusCode());
+        assertTrue(r.headers().firstValue("content-type").orElse("").startsWith("text/event-stream"));
+        assertTrue(r.body().contains("\"t4\""));
+        assertTrue(r.body().endsWith("data: [DONE]\n\n"));
+    }
+
+    @Test
+    void midStreamDeathBecomesErrorFrameThenDone() throws Exception {
+        startGateway("round_robin", a.url());
+        a.mode = FakeEngine.Mode.SSE_DIE_MIDWAY;
+        HttpResponse<String> r = post("/v1/chat/completions", CHAT);
+        assertEquals(200, r.statusCode());
+        assertTrue(r.body().contains("\"t1\""), r.body());
+        assertTrue(r.body().contains("\n\ndata: {\"error\":{"), r.body());
+        assertTrue(r.body().endsWith("data: [DONE]\n\n"), r.body());
+    }
+
+    @Test
+    void unknownModelIs404WithOpenAiError() throws Exception {
+        startGateway("round_robin", a.url());
+        HttpResponse<String> r = post("/v1/chat/completions", CHAT.replace("qwen3", "nope"));
+        assertEquals(404, r.statusCode());
+        assertTrue(r.body().contains("\"message\":\"The model `nope` does not exist.\""), r.body());
+        assertTrue(r.body().contains("\"param\":\"model\""));
+        assertEquals(0, a.requests.get());
+    }
+
+    @Test
+    void badInputGetsClear4xx() throws Exception {
+        startGateway("round_robin", a.url());
+        assertEquals(400, post("/v1/chat/completions", "{\"model\":\"qwen3\",\"messages\":[").statusCode());
+        assertEquals(400, post("/v1/chat/completions", "[1,2]").statusCode());
+        assertEquals(400, post("/v1/chat/completions", "{\"messages\":[]}").statusCode());
+        assertEquals(400, post("/v1/completions", "{\"model\":\"qwen3\"}").statusCode());
+        HttpResponse<String> ct = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+            .header("Content-Type", "text/plain").POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(415, ct.statusCode());
+        HttpResponse<String> big = post("/v1/chat/completions", "{\"model\":\"qwen3\",\"messages\":[],\"x\":\"" + "a".repeat(70_000) + "\"}");
+        assertEquals(413, big.statusCode());
+        assertTrue(big.body().contains("\"error\""));
+        assertEquals(0, a.requests.get());
+        // Still serving everyone else.
+        assertEquals(200, post("/v1/chat/completions", CHAT).statusCode());
+    }
+
+    @Test
+    void trickleClientTimesOutWith408() throws Exception {
+        startGateway("round_robin", a.url());
+        try (Socket s = new Socket("127.0.0.1", gw.port())) {
+            s.setSoTimeout(5000);
+            OutputStream out = s.getOutputStream();
+            out.write("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mo"
+                .getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            InputStream in = s.getInputStream();
+            String resp = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            assertTrue(resp.startsWith("HTTP/1.1 408"), resp);
+            assertTrue(resp.contains("\"error\""));
+        }
+    }
+
+    @Test
+    void flatEngineErrorIsReemittedInOpenAiShape() throws Exception {
+        startGateway("round_robin", a.url());
+        a.mode = FakeEngine.Mode.FLAT_ERROR_400;
+        HttpResponse<String> r = post("/v1/chat/completions", CHAT);
+        assertEquals(400, r.statusCode());
+        assertTrue(r.body().startsWith("{\"error\":{\"message\":\"n must be 1 when using greedy sampling\""), r.body());
+    }
+
+    @Test
+    void connectFailureFailsOverTransparently() throws Exception {
+        int deadPort;
+        try (java.net.ServerSocket ss = new java.net.ServerSocket(0)) {
+            deadPort = ss.getLocalPort();
+        }
+        startGateway("round_robin", "http://127.0.0.1:" + deadPort, a.url());
+        for (int i = 0; i < 6; i++) {
+            assertEquals(200, post("/v1/chat/completions", CHAT).statusCode());
+        }
+        assertEquals(6, a.requests.get());
+    }
+
+    @Test
+    void allEndpointsDownIsFast503WithRetryAfter() throws Exception {
+        int deadPort;
+        try (java.net.ServerSocket ss = new java.net.ServerSocket(0)) {
+            deadPort = ss.getLocalPort();
+        }
+        startGateway("round_robin", "http://127.0.0.1:" + deadPort);
+        HttpResponse<String> r = post("/v1/chat/completions", CHAT);
+        assertEquals(503, r.statusCode());
+        assertTrue(r.headers().firstValue("retry-after").isPresent());
+        assertTrue(r.body().contains("\"error\""));
+    }
+
+    @Test
+    void hangingEngineIs504() throws Exception {
+        startGateway("round_robin", a.url());
+        a.mode = FakeEngine.Mode.HANG;
+        HttpResponse<String> r = post("/v1/chat/completions", CHAT);
+        assertEquals(504, r.statusCode());
+        assertTrue(r.body().contains("\"error\""));
+    }
+
+    @Test
+    void modelsHealthAndMetrics() throws Exception {
+        startGateway("round_robin", a.url());
+        HttpResponse<String> m = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/models")).build(),
+            HttpResponse.BodyHandlers.ofString());
+        assertTrue(m.body().contains("\"id\":\"qwen3\""));
+        assertEquals(200, http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/health")).build(),
+            HttpResponse.BodyHandlers.ofString()).statusCode());
+        post("/v1/chat/completions", CHAT);
+        String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics")).build(),
+            HttpResponse.BodyHandlers.ofString()).body();
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"chat\",model=\"qwen3\",status=\"200\"} 1"), metrics);
+        assertTrue(metrics.contains("kvgate_open_connections"));
+    }
+}

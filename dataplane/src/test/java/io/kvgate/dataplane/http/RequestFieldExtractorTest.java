@@ -1,0 +1,86 @@
+package io.kvgate.dataplane.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+
+class RequestFieldExtractorTest {
+    private static RequestFields extract(byte[] body, int... splits) {
+        RequestFields f = new RequestFields();
+        RequestFieldExtractor x = new RequestFieldExtractor(f);
+        int from = 0;
+        for (int s : splits) {
+            x.feed(ByteBuffer.wrap(body, from, s - from));
+            from = s;
+        }
+        x.feed(ByteBuffer.wrap(body, from, body.length - from));
+        assertEquals(RequestFieldExtractor.Result.OK, x.finish(), x.error());
+        return f;
+    }
+
+    private static final String CHAT = "{\"messages\":[{\"role\":\"user\",\"content\":\"say \\\"model\\\": \\\"x\\\" ✓ 😀\","
+        + "\"model\":\"inner\"}],\"model\":\"qwen3\",\"stream\":true,\"user\":\"u-1\",\"n\":2,"
+        + "\"stream_options\":{\"include_usage\":true},\"extra\":{\"model\":\"nested\",\"stream\":false}}";
+
+    @Test
+    void topLevelFieldsOnlyAtEverySplitPosition() {
+        byte[] b = CHAT.getBytes(StandardCharsets.UTF_8);
+        for (int i = 0; i <= b.length; i++) {
+            RequestFields f = extract(b, i);
+            assertEquals("qwen3", f.model, "split at " + i);
+            assertTrue(f.stream);
+            assertEquals("u-1", f.user);
+            assertTrue(f.hasMessages);
+            assertFalse(f.messagesNotArray);
+            assertTrue(f.hasStreamOptions);
+            assertEquals(2, f.n);
+            assertFalse(f.hasPrompt);
+        }
+    }
+
+    @Test
+    void everyPairOfSplitsOnAShortBody() {
+        byte[] b = "{\"model\":\"m\",\"prompt\":[1,2,3],\"stream\":false}".getBytes(StandardCharsets.UTF_8);
+        for (int i = 0; i <= b.length; i++) {
+            for (int j = i; j <= b.length; j++) {
+                RequestFields f = extract(b, i, j);
+                assertEquals("m", f.model);
+                assertTrue(f.hasPrompt);
+                assertTrue(f.promptIsTokenIds);
+                assertFalse(f.stream);
+            }
+        }
+    }
+
+    @Test
+    void refusesMalformedAndNonObjects() {
+        for (String bad : new String[] {"{\"model\":", "{\"model\":\"m\"", "{\"model\" \"m\"}", "{\"a\":1}}", "{\"a\":1} x", "nul"}) {
+            RequestFields f = new RequestFields();
+            RequestFieldExtractor x = new RequestFieldExtractor(f);
+            x.feed(ByteBuffer.wrap(bad.getBytes(StandardCharsets.UTF_8)));
+            assertEquals(RequestFieldExtractor.Result.MALFORMED, x.finish(), bad);
+        }
+        for (String notObj : new String[] {"[1]", "\"s\"", "3"}) {
+            RequestFieldExtractor x = new RequestFieldExtractor(new RequestFields());
+            x.feed(ByteBuffer.wrap(notObj.getBytes(StandardCharsets.UTF_8)));
+            assertEquals(RequestFieldExtractor.Result.NOT_OBJECT, x.finish(), notObj);
+        }
+        RequestFieldExtractor empty = new RequestFieldExtractor(new RequestFields());
+        assertEquals(RequestFieldExtractor.Result.EMPTY, empty.finish());
+    }
+
+    @Test
+    void textPromptIsNotTokenIdsAndNonStringModelIsFlagged() {
+        RequestFields f = extract("{\"model\":7,\"prompt\":\"hello\"}".getBytes(StandardCharsets.UTF_8));
+        assertNull(f.model);
+        assertTrue(f.modelNotString);
+        assertFalse(f.promptIsTokenIds);
+        RequestFields g = extract("{\"model\":\"m\",\"prompt\":[[1,2],[3]]}".getBytes(StandardCharsets.UTF_8));
+        assertTrue(g.promptIsTokenIds);
+    }
+}

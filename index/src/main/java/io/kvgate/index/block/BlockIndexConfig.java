@@ -1,0 +1,42 @@
+package io.kvgate.index.block;
+
+/**
+ * Sizing of a {@link BlockIndex}, validated once at construction.
+ *
+ * @param capacityBlocks     hard capacity in distinct blocks (config rule key {@code kv_capacity_blocks}); the
+ *                           off-heap map is sized for exactly this many entries up front
+ * @param maxEndpoints       endpoint ids are {@code 0..maxEndpoints-1} (assigned by the gateway), at most 8192
+ * @param avgHoldersPerBlock expected (block, rank) memberships per block, used only to size map entries; a
+ *                           wrong guess costs memory or an extra chunk per entry, never correctness
+ * @param maxPromptBlocks    longest prompt (in blocks) a lookup considers; longer prompts are scored on their
+ *                           first {@code maxPromptBlocks} blocks
+ */
+public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHoldersPerBlock, int maxPromptBlocks) {
+
+    public static final int DEFAULT_AVG_HOLDERS_PER_BLOCK = 2;
+    public static final int DEFAULT_MAX_PROMPT_BLOCKS = 8192;
+
+    public BlockIndexConfig {
+        if (capacityBlocks < 16 || capacityBlocks > 1_000_000_000) {
+            throw new IllegalArgumentException(
+                "kv_capacity_blocks=" + capacityBlocks + " must be in 16..1000000000");
+        }
+        if (maxEndpoints < 1 || maxEndpoints > Holders.MAX_ENDPOINTS) {
+            throw new IllegalArgumentException(
+                "maxEndpoints=" + maxEndpoints + " must be in 1.." + Holders.MAX_ENDPOINTS);
+        }
+        if (avgHoldersPerBlock < 1 || avgHoldersPerBlock > 64) {
+            throw new IllegalArgumentException(
+                "avgHoldersPerBlock=" + avgHoldersPerBlock + " must be in 1..64");
+        }
+        if (maxPromptBlocks < 1 || maxPromptBlocks > 1 << 20) {
+            throw new IllegalArgumentException(
+                "maxPromptBlocks=" + maxPromptBlocks + " must be in 1..1048576");
+        }
+    }
+
+    public static BlockIndexConfig of(int capacityBlocks, int maxEndpoints) {
+        return new BlockIndexConfig(capacityBlocks, maxEndpoints, DEFAULT_AVG_HOLDERS_PER_BLOCK,
+            DEFAULT_MAX_PROMPT_BLOCKS);
+    }
+}

@@ -1,0 +1,115 @@
+package io.kvgate.index.hash;
+
+/**
+ * Everything that must match an engine's configuration for our keys to equal the keys it publishes.
+ *
+ * @param algo      the engine's hash algorithm
+ * @param blockSize tokens per block: vLLM {@code --block-size} (default 16), SGLang page size (default 1)
+ * @param seed      vLLM: the engine's {@code PYTHONHASHSEED} string, used verbatim (NONE_HASH = H(CBOR(seed))).
+ *                  Ignored for SGLang (may be null there).
+ * @param loraName  vLLM: the LoRA adapter name requests are served with (enters every block's extra keys), or
+ *                  null for the base model. Ignored for SGLang, whose event hash does not include LoRA.
+ *                  Immutable, thread-safe.
+ */
+public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String loraName) {
+
+    /**
+     * Largest block size accepted. Engines use 1..256 in practice; the bound keeps each hasher's reusable buffer
+     * small (≈ 5 bytes per token) and lets every CBOR array header boundary (up to the 4-byte form) be exercised.
+     */
+    public static final int MAX_BLOCK_SIZE = 65_536;
+
+    /** Largest LoRA name accepted, in chars: names are adapter identifiers, never prose. */
+    public static final int MAX_LORA_NAME_CHARS = 1_024;
+
+    /** Bound on the seed string (strtoul accepts any number of leading zeros or spaces, so length alone proves nothing). */
+    private static final int MAX_SEED_CHARS = 4_096;
+
+    public BlockHashSpec {
+        if (algo == null) {
+            throw new IllegalArgumentException("algo=null: must be one of " + HashAlgo.acceptedNames());
+        }
+        if (blockSize <= 0 || blockSize > MAX_BLOCK_SIZE) {
+            throw new IllegalArgumentException("blockSize=" + blockSize + ": must be > 0 and <= " + MAX_BLOCK_SIZE
+                + " (and equal to the engine's --block-size / page size)");
+        }
+        if (algo.isVllm()) {
+            if (seed == null) {
+                throw new IllegalArgumentException("seed=null: must be the engine's PYTHONHASHSEED string for algo="
+                    + algo.configName() + "; an engine started without PYTHONHASHSEED draws NONE_HASH from"
+                    + " os.urandom and its keys cannot be reproduced");
+            }
+            if (!isAcceptedPythonHashSeed(seed)) {
+                throw new IllegalArgumentException("seed='" + abbreviate(seed) + "': must be a value Python accepts"
+                    + " for PYTHONHASHSEED: 'random', empty, or a decimal integer in [0, 4294967295]");
+            }
+            if (loraName != null) {
+                if (loraName.isEmpty() || loraName.length() > MAX_LORA_NAME_CHARS) {
+                    throw new IllegalArgumentException("loraName='" + abbreviate(loraName) + "': must be null (base"
+                        + " model) or 1.." + MAX_LORA_NAME_CHARS + " chars");
+                }
+                if (Utf8.encodedLength(loraName) < 0) {
+                    throw new IllegalArgumentException("loraName='" + abbreviate(loraName) + "': must not contain an"
+                        + " unpaired UTF-16 surrogate (it has no UTF-8 form)");
+                }
+            }
+        }
+    }
+
+    /** vLLM spec: sha256_cbor or xxhash_cbor, seed string, optional LoRA name. */
+    public static BlockHashSpec vllm(HashAlgo algo, int blockSize, String seed, String loraName) {
+        return new BlockHashSpec(algo, blockSize, seed, loraName);
+    }
+
+    /** SGLang spec: page hash, no seed, no LoRA. */
+    public static BlockHashSpec sglang(int pageSize) {
+        return new BlockHashSpec(HashAlgo.SHA256_SGLANG, pageSize, null, null);
+    }
+
+    /**
+     * Python refuses to start unless PYTHONHASHSEED is "random" or what C {@code strtoul(s, &end, 10)} parses
+     * completely to a value <= 4294967295 (leading whitespace and a sign allowed). An empty value counts as unset
+     * for Python but vLLM still reads "" and hashes it, so it is reproducible and accepted. Rejecting anything else
+     * catches typos (e.g. "O" for "0") at startup instead of as a silent 0% hit rate.
+     */
+    static boolean isAcceptedPythonHashSeed(String seed) {
+        if (seed.isEmpty() || seed.equals("random")) {
+            return true;
+        }
+        if (seed.length() > MAX_SEED_CHARS) {
+            return false;
+        }
+        int i = 0;
+        int n = seed.length();
+        while (i < n && isCSpace(seed.charAt(i))) {
+            i++;
+        }
+        boolean negative = false;
+        if (i < n && (seed.charAt(i) == '+' || seed.charAt(i) == '-')) {
+            negative = seed.charAt(i) == '-';
+            i++;
+        }
+        int digitsStart = i;
+        long value = 0;
+        while (i < n && seed.charAt(i) >= '0' && seed.charAt(i) <= '9') {
+            value = value * 10 + (seed.charAt(i) - '0');
+            if (value > 4_294_967_295L) {
+                return false;
+            }
+            i++;
+        }
+        if (i == digitsStart || i != n) {
+            return false;
+        }
+        // strtoul negates in unsigned arithmetic: "-0" is 0, any other negative wraps above the limit.
+        return !negative || value == 0;
+    }
+
+    private static boolean isCSpace(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == 0x0B || c == '\f' || c == '\r';
+    }
+
+    private static String abbreviate(String s) {
+        return s.length() <= 80 ? s : s.substring(0, 77) + "...";
+    }
+}

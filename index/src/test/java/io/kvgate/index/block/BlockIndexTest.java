@@ -1,0 +1,246 @@
+package io.kvgate.index.block;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+
+import org.junit.jupiter.api.Test;
+
+class BlockIndexTest {
+
+    @Test
+    void duplicateStoresNeedAsManyRemovals() {
+        try (BlockIndex idx = new BlockIndex(1024, 4)) {
+            BlockIndexReader r = idx.newReader();
+            idx.stored(1, 0, 42L);
+            idx.stored(1, 0, 42L);
+            assertEquals(1, idx.blocks(1));
+            idx.removed(1, 0, 42L);
+            assertTrue(r.holds(1, 42L), "one copy left after one removal");
+            idx.removed(1, 0, 42L);
+            assertFalse(r.holds(1, 42L));
+            assertEquals(0, idx.size());
+            assertEquals(0, idx.blocks(1));
+            idx.removed(1, 0, 42L);
+            assertEquals(1, idx.unknownRemovals());
+        }
+    }
+
+    @Test
+    void endpointCountsAreDistinctBlocksAcrossRanks() {
+        try (BlockIndex idx = new BlockIndex(1024, 4)) {
+            idx.stored(2, 0, -7L);
+            idx.stored(2, 3, -7L);
+            idx.stored(2, 7, Long.MIN_VALUE);
+            idx.stored(3, 0, -7L);
+            assertEquals(2, idx.blocks(2));
+            assertEquals(1, idx.blocks(3));
+            assertEquals(2, idx.size());
+            assertEquals(3, idx.memberships());
+            idx.removed(2, 0, -7L);
+            assertEquals(2, idx.blocks(2), "rank 3 still holds -7");
+            idx.removed(2, 3, -7L);
+            assertEquals(1, idx.blocks(2));
+            assertEquals(2, idx.memberships());
+        }
+    }
+
+    @Test
+    void clearRankKeepsOtherRanksAndEndpoints() {
+        try (BlockIndex idx = new BlockIndex(4096, 4)) {
+            for (long k = 0; k < 500; k++) {
+                idx.stored(0, 0, k);
+                if (k % 2 == 0) {
+                    idx.stored(0, 1, k);
+                }
+                idx.stored(1, 0, k);
+            }
+            assertEquals(500, idx.blocks(0));
+            long removed = idx.clearRank(0, 0);
+            assertEquals(250, removed, "memberships lost: the odd blocks no other rank of endpoint 0 holds");
+            assertEquals(250, idx.blocks(0));
+            assertEquals(500, idx.blocks(1));
+            BlockIndexReader r = idx.newReader();
+            assertTrue(r.holds(0, 2));
+            assertFalse(r.holds(0, 3));
+            idx.removeEndpoint(1);
+            assertEquals(0, idx.blocks(1));
+            assertEquals(250, idx.size());
+            idx.clearRank(0, 1);
+            assertEquals(0, idx.size());
+            assertEquals(0, idx.memberships());
+        }
+    }
+
+    @Test
+    void capacityEvictsAndKeepsCountsExact() {
+        int cap = 2048;
+        try (BlockIndex idx = new BlockIndex(cap, 2)) {
+            for (long k = 1; k <= cap * 3L; k++) {
+                idx.stored((int) (k & 1), 0, k * 0x9E3779B97F4A7C15L);
+            }
+            assertTrue(idx.size() <= cap, "size " + idx.size() + " <= capacity " + cap);
+            assertTrue(idx.evictions() >= cap * 2L, "evictions counted: " + idx.evictions());
+            assertEquals(idx.size(), idx.blocks(0) + idx.blocks(1));
+            assertEquals(idx.size() + idx.evictions(), cap * 3L);
+            assertEquals(0, idx.insertFailures());
+        }
+    }
+
+    @Test
+    void rejectsOutOfRangeHolders() {
+        try (BlockIndex idx = new BlockIndex(64, 4)) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> idx.stored(4, 0, 1));
+            assertTrue(e.getMessage().contains("endpointId=4"), e.getMessage());
+            assertThrows(IllegalArgumentException.class, () -> idx.stored(0, 8, 1));
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new BlockIndex(1, 4));
+        assertTrue(e.getMessage().contains("kv_capacity_blocks=1"), e.getMessage());
+    }
+
+    @Test
+    void longestPrefixPerEndpointIsUnionOverRanks() {
+        try (BlockIndex idx = new BlockIndex(4096, 8)) {
+            long[] chain = chain(100, 128);
+            // endpoint 0: 40 blocks on rank 0; endpoint 1: 10 on rank 0 and 70 on rank 5 (union 70);
+            // endpoint 2: all 128; endpoint 3: nothing; endpoint 4: block 0 only
+            store(idx, 0, 0, chain, 40);
+            store(idx, 1, 0, chain, 10);
+            store(idx, 1, 5, chain, 70);
+            store(idx, 2, 1, chain, 128);
+            store(idx, 4, 0, chain, 1);
+            int[] eps = {0, 1, 2, 3, 4, 7, 0};
+            int[] out = new int[eps.length];
+            idx.longestPrefix(chain, 128, eps, eps.length, out);
+            assertArrayEquals(new int[] {40, 70, 128, 0, 1, 0, 40}, out);
+            // shorter prompt: sharing the first 50 keys
+            idx.longestPrefix(chain, 50, eps, eps.length, out);
+            assertArrayEquals(new int[] {40, 50, 50, 0, 1, 0, 40}, out);
+            // different prompt entirely
+            long[] other = chain(999, 64);
+            idx.longestPrefix(other, 64, eps, eps.length, out);
+            assertArrayEquals(new int[7], out);
+        }
+    }
+
+    @Test
+    void longestPrefixMatchesLinearScanOnRandomPrefixClosedSets() {
+        Random rnd = new Random(7);
+        int endpoints = 64;
+        try (BlockIndex idx = new BlockIndex(1 << 16, endpoints)) {
+            long[][] prompts = new long[8][];
+            for (int p = 0; p < prompts.length; p++) {
+                prompts[p] = chain(p * 1000 + 1, 128);
+            }
+            int[][] depth = new int[endpoints][prompts.length];
+            for (int e = 0; e < endpoints; e++) {
+                for (int p = 0; p < prompts.length; p++) {
+                    int d = rnd.nextInt(4) == 0 ? 0 : rnd.nextInt(129);
+                    depth[e][p] = d;
+                    store(idx, e, rnd.nextInt(8), prompts[p], d);
+                }
+            }
+            int[] eps = new int[endpoints];
+            for (int e = 0; e < endpoints; e++) {
+                eps[e] = e;
+            }
+            int[] out = new int[endpoints];
+            BlockIndexReader reader = idx.newReader();
+            for (int p = 0; p < prompts.length; p++) {
+                for (int n : new int[] {1, 2, 17, 64, 128}) {
+                    reader.longestPrefix(prompts[p], n, eps, endpoints, out, null);
+                    for (int e = 0; e < endpoints; e++) {
+                        assertEquals(Math.min(depth[e][p], n), out[e], "prompt " + p + " n " + n + " ep " + e);
+                    }
+                }
+            }
+            assertTrue(reader.probes() < reader.lookups() * 128, "probes shared, not one per block");
+        }
+    }
+
+    @Test
+    void randomOperationsAgreeWithModel() {
+        Random rnd = new Random(11);
+        Map<Long, Map<Integer, Integer>> model = new HashMap<>(); // key -> holder -> refs
+        try (BlockIndex idx = new BlockIndex(1 << 14, 6)) {
+            BlockIndexReader r = idx.newReader();
+            for (int op = 0; op < 40_000; op++) {
+                long key = rnd.nextInt(600) - 300;
+                int ep = rnd.nextInt(6);
+                int rank = rnd.nextInt(3);
+                int holder = Holders.holder(ep, rank);
+                int kind = rnd.nextInt(100);
+                if (kind < 55) {
+                    idx.stored(ep, rank, key);
+                    model.computeIfAbsent(key, k -> new HashMap<>()).merge(holder, 1, Integer::sum);
+                } else if (kind < 99) {
+                    idx.removed(ep, rank, key);
+                    Map<Integer, Integer> h = model.get(key);
+                    if (h != null && h.containsKey(holder)) {
+                        if (h.merge(holder, -1, Integer::sum) == 0) {
+                            h.remove(holder);
+                        }
+                        if (h.isEmpty()) {
+                            model.remove(key);
+                        }
+                    }
+                } else {
+                    idx.clearRank(ep, rank);
+                    model.values().forEach(h -> h.remove(holder));
+                    model.values().removeIf(Map::isEmpty);
+                }
+            }
+            assertEquals(model.size(), idx.size());
+            long members = 0;
+            for (int ep = 0; ep < 6; ep++) {
+                Set<Long> held = new HashSet<>();
+                for (var en : model.entrySet()) {
+                    for (int h : en.getValue().keySet()) {
+                        if (h >>> 3 == ep) {
+                            held.add(en.getKey());
+                        }
+                    }
+                }
+                assertEquals(held.size(), idx.blocks(ep), "endpoint " + ep);
+                members += held.size();
+                for (long key = -300; key < 300; key++) {
+                    assertEquals(held.contains(key), r.holds(ep, key), "ep " + ep + " key " + key);
+                }
+            }
+            assertEquals(members, idx.memberships());
+            int[] cells = new int[6 * 8];
+            for (var en : model.entrySet()) {
+                int n = r.holders(en.getKey(), cells);
+                Map<Integer, Integer> got = new HashMap<>();
+                for (int i = 0; i < n; i++) {
+                    got.put(Holders.holderOf(cells[i]), Holders.refOf(cells[i]));
+                }
+                assertEquals(en.getValue(), got, "key " + en.getKey());
+            }
+        }
+    }
+
+    static long[] chain(long seed, int n) {
+        long[] k = new long[n];
+        long h = seed;
+        for (int i = 0; i < n; i++) {
+            h = Fmix64ChainedTokenHasher.fmix64(h + 0x9E3779B97F4A7C15L);
+            k[i] = h;
+        }
+        return k;
+    }
+
+    static void store(BlockIndex idx, int ep, int rank, long[] chain, int n) {
+        for (int i = 0; i < n; i++) {
+            idx.stored(ep, rank, chain[i]);
+        }
+    }
+}

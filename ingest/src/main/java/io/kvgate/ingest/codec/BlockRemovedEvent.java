@@ -1,0 +1,37 @@
+package io.kvgate.ingest.codec;
+
+/** Flyweight view of one decoded BlockRemoved event; valid only during the callback. */
+public final class BlockRemovedEvent {
+    long[] blockKeys;
+    int blockCount;
+    int medium;
+    int groupIdx;
+
+    BlockRemovedEvent(long[] blockKeys) {
+        this.blockKeys = blockKeys;
+    }
+
+    void reset() {
+        blockCount = 0;
+        medium = Medium.NONE;
+        groupIdx = -1;
+    }
+
+    public long[] blockKeys() {
+        return blockKeys;
+    }
+
+    public int blockCount() {
+        return blockCount;
+    }
+
+    /** A {@link Medium} code. */
+    public int medium() {
+        return medium;
+    }
+
+    /** KV cache group index, -1 when absent. */
+    public int groupIdx() {
+        return groupIdx;
+    }
+}

@@ -1,0 +1,14 @@
+package io.kvgate.ingest.codec;
+
+/**
+ * Receives decoded KV-cache events, in wire order, on the decoding thread. Arguments are flyweights reused for
+ * the next event: read them inside the callback, never keep them. Implementations must not throw; an exception
+ * escaping a callback is caught by the decoder, counted as a handler error and ends that frame.
+ */
+public interface KvEventHandler {
+    void onBlockStored(BlockStoredEvent event);
+
+    void onBlockRemoved(BlockRemovedEvent event);
+
+    void onAllBlocksCleared();
+}

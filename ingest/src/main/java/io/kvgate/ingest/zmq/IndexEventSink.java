@@ -1,0 +1,123 @@
+package io.kvgate.ingest.zmq;
+
+import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.ChainedTokenHasher;
+import io.kvgate.index.block.LearnedKeyMap;
+import io.kvgate.ingest.codec.BlockRemovedEvent;
+import io.kvgate.ingest.codec.BlockStoredEvent;
+import io.kvgate.ingest.codec.KvEventHandler;
+
+/**
+ * Applies decoded events to the {@link BlockIndex} for the (endpoint, rank) it is currently aimed at
+ * ({@link #target}); one instance per ingest thread, re-aimed before each payload, so decoding and applying
+ * allocate nothing.
+ *
+ * <p>Every medium (GPU, CPU, disk tiers) is indexed: a block offloaded to CPU is still a prefix hit, and the
+ * per-holder reference count makes "stored on GPU, stored on CPU, removed from GPU" leave the block held.
+ *
+ * <p>Learned-key mode: blocks are keyed by {@link ChainedTokenHasher} over the event's own token cells, chained
+ * from the own key of {@code parent_block_hash} (looked up in the {@link LearnedKeyMap}) or from the root when
+ * there is no parent. A stored event whose parent was never learned cannot be chained and is skipped (counted);
+ * a removal whose mapping is unknown cannot be applied (counted: size the map generously).
+ *
+ * <p><b>Threading contract:</b> ingest thread only (it is the index's single writer).
+ */
+final class IndexEventSink implements KvEventHandler {
+    private final BlockIndex index;
+    private final ChainedTokenHasher hasher;
+    private final LearnedKeyMap learned;
+
+    private int endpointId;
+    private int rank;
+    private boolean learnedMode;
+    private long blockOps;
+    private long clears;
+
+    long learnedUnknownParents;
+    long learnedUnmappedRemovals;
+    long incompleteBlocks;
+
+    IndexEventSink(BlockIndex index, ChainedTokenHasher hasher, LearnedKeyMap learned) {
+        this.index = index;
+        this.hasher = hasher;
+        this.learned = learned;
+    }
+
+    void target(int endpointId, int rank, KeyMode mode) {
+        this.endpointId = endpointId;
+        this.rank = rank;
+        this.learnedMode = mode == KeyMode.LEARNED;
+        this.blockOps = 0;
+        this.clears = 0;
+    }
+
+    /** Block operations applied since {@link #target}. */
+    long blockOps() {
+        return blockOps;
+    }
+
+    /** AllBlocksCleared events applied since {@link #target}. */
+    long clears() {
+        return clears;
+    }
+
+    @Override
+    public void onBlockStored(BlockStoredEvent e) {
+        long[] keys = e.blockKeys();
+        int n = e.blockCount();
+        if (!learnedMode) {
+            for (int i = 0; i < n; i++) {
+                index.stored(endpointId, rank, keys[i]);
+            }
+            blockOps += n;
+            return;
+        }
+        long parent;
+        if (e.hasParent()) {
+            parent = learned.get(e.parentKey());
+            if (parent == 0) {
+                learnedUnknownParents++;
+                return;
+            }
+        } else {
+            parent = hasher.rootKey();
+        }
+        int cellInts = e.blockSize() * e.intsPerCell();
+        for (int i = 0; i < n; i++) {
+            int from = i * cellInts;
+            if (from + cellInts > e.tokenInts()) {
+                incompleteBlocks += n - i;
+                return;
+            }
+            long own = hasher.blockKey(parent, e.tokens(), from, cellInts);
+            learned.put(keys[i], own);
+            index.stored(endpointId, rank, own);
+            blockOps++;
+            parent = own;
+        }
+    }
+
+    @Override
+    public void onBlockRemoved(BlockRemovedEvent e) {
+        long[] keys = e.blockKeys();
+        int n = e.blockCount();
+        for (int i = 0; i < n; i++) {
+            long key = keys[i];
+            if (learnedMode) {
+                key = learned.get(key);
+                if (key == 0) {
+                    learnedUnmappedRemovals++;
+                    continue;
+                }
+            }
+            index.removed(endpointId, rank, key);
+            blockOps++;
+        }
+    }
+
+    @Override
+    public void onAllBlocksCleared() {
+        index.clearRank(endpointId, rank);
+        clears++;
+    }
+}

@@ -1,0 +1,268 @@
+package io.kvgate.tools.sdk;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
+
+/**
+ * The gateway driven by the official OpenAI Node SDK ({@code openai} 6.x, pinned in tools/src/test/node): a scripted
+ * engine and the real gateway on loopback, {@code node sdk-check.mjs} as a subprocess, and one assertion per
+ * behaviour a client sees — relayed completions (JSON and SSE), the gateway's own 404 and 400 errors, an engine's
+ * flat-shape error re-emitted in the OpenAI shape, and an engine dying in the middle of a stream.
+ *
+ * <p>A control run of the same script straight at the engine shows what the SDK reports without the gateway's
+ * normalization ("400 status code (no body)"), so the assertions here are known to discriminate.
+ *
+ * <p>Needs Node 20+ and {@code .ci/setup} (npm install); without them this test FAILS and says so. Opt out
+ * explicitly with {@code -Dkvgate.skipNodeSdk=true}.
+ */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
+@DisabledIfSystemProperty(named = NodeSdkCheck.SKIP_PROPERTY, matches = "true",
+    disabledReason = "OpenAI Node SDK system test skipped on request (-D" + NodeSdkCheck.SKIP_PROPERTY + "=true)")
+class OpenAiNodeSdkSystemTest {
+    private static final long NODE_RUN_TIMEOUT_MS = 60_000;
+    private static final String MODEL = "qwen3";
+    private static final String GATEWAY_MID_STREAM_MESSAGE = "failed in the middle of the response";
+
+    private static ScriptedEngine engine;
+    private static Gateway gateway;
+    private static NodeSdkCheck sdk;
+    private static NodeSdkCheck.Result viaGateway;
+    private static List<ScriptedEngine.Received> engineSawViaGateway;
+    private static NodeSdkCheck.Result direct;
+
+    @BeforeAll
+    @Timeout(value = 150, unit = TimeUnit.SECONDS)
+    static void driveGatewayWithTheSdk() throws Exception {
+        sdk = NodeSdkCheck.locate(repoRoot());
+        engine = ScriptedEngine.start();
+        gateway = Gateway.start(GatewayConfig.parse("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            upstream: {first_byte_timeout_ms: 5000}
+            health: {interval_ms: 60000}
+            rules:
+              - name: chat
+                models: [%s]
+                engine: vllm
+                policy: round_robin
+                endpoints:
+                  - url: %s
+            """.formatted(MODEL, engine.url())));
+        viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", NODE_RUN_TIMEOUT_MS);
+        engineSawViaGateway = chatRequests(engine.requests());
+        direct = sdk.run(engine.url() + "/v1", NODE_RUN_TIMEOUT_MS);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (gateway != null) {
+            gateway.close(100);
+        }
+        if (engine != null) {
+            engine.close();
+        }
+    }
+
+    @Test
+    void everyScenarioRanWithThePinnedSdkAndNoUnexpectedError() {
+        assertEquals(0, viaGateway.exitCode(), viaGateway.diagnostics());
+        JsonNode meta = viaGateway.scenario("_meta");
+        assertEquals(sdk.pinnedOpenAiVersion(), meta.path("sdk_version").asText(), "SDK version the script ran with");
+        assertTrue(meta.path("node").asText().matches("v(2\\d|[3-9]\\d)\\..*"), "node " + meta.path("node"));
+        for (String s : List.of("non_stream", "stream", "unknown_model", "invalid_request", "malformed_json",
+            "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure")) {
+            assertFalse(viaGateway.scenario(s).path("unexpected").asBoolean(true), s + ": " + viaGateway.scenario(s));
+        }
+    }
+
+    @Test
+    void nonStreamCompletionIsRelayed() {
+        JsonNode r = viaGateway.scenario("non_stream");
+        assertEquals(ScriptedEngine.CONTENT, r.path("content").asText(), r.toString());
+        assertEquals("stop", r.path("finish_reason").asText(), r.toString());
+        assertEquals("chat.completion", r.path("object").asText(), r.toString());
+        assertEquals(MODEL, r.path("model").asText(), r.toString());
+        assertEquals(9 + ScriptedEngine.STREAM_PIECES.size(), r.path("total_tokens").asInt(), r.toString());
+        ScriptedEngine.Received sent = engineRequest("ok", false);
+        assertEquals(sent.headers().get("x-request-id"), r.path("request_id").asText(null),
+            "the SDK's _request_id is the X-Request-Id the gateway gave the engine: " + r);
+    }
+
+    @Test
+    void streamCompletionIsRelayedFrameByFrame() {
+        JsonNode r = viaGateway.scenario("stream");
+        assertFalse(r.path("threw").asBoolean(true), r.toString());
+        assertEquals(ScriptedEngine.STREAM_PIECES, strings(r.path("deltas")), "content deltas, one per engine frame: " + r);
+        assertEquals(ScriptedEngine.CONTENT, r.path("joined").asText(), r.toString());
+        assertEquals("stop", r.path("finish_reason").asText(), r.toString());
+        assertEquals(ScriptedEngine.STREAM_PIECES.size() + 2, r.path("chunks").asInt(), "role + pieces + finish: " + r);
+        assertNotNull(engineRequest("ok", true), "the engine got stream=true");
+    }
+
+    @Test
+    void unknownModelIsA404NotFoundErrorNamingTheModel() {
+        JsonNode e = thrown(viaGateway.scenario("unknown_model"));
+        assertEquals("NotFoundError", e.path("class").asText(), e.toString());
+        assertEquals(404, e.path("status").asInt(), e.toString());
+        assertEquals("The model `no-such-model` does not exist.", e.path("error_message").asText(), e.toString());
+        assertEquals("404 The model `no-such-model` does not exist.", e.path("message").asText(), e.toString());
+        assertEquals("model", e.path("param").asText(), e.toString());
+        assertEquals("NotFoundError", e.path("type").asText(), e.toString());
+        assertEquals(404, e.path("code").asInt(), e.toString());
+        assertTrue(engineSawViaGateway.stream().noneMatch(r -> "no-such-model".equals(r.model())),
+            "the gateway answers an unknown model itself: " + engineSawViaGateway);
+    }
+
+    @Test
+    void requestWithoutMessagesIsA400BadRequestError() {
+        JsonNode e = thrown(viaGateway.scenario("invalid_request"));
+        assertEquals("BadRequestError", e.path("class").asText(), e.toString());
+        assertEquals(400, e.path("status").asInt(), e.toString());
+        assertEquals("'messages' is a required property.", e.path("error_message").asText(), e.toString());
+        assertEquals("messages", e.path("param").asText(), e.toString());
+        assertEquals("invalid_request_error", e.path("type").asText(), e.toString());
+        assertTrue(engineSawViaGateway.stream().allMatch(r -> r.scenario() != null),
+            "the gateway refuses a body without messages itself: " + engineSawViaGateway);
+    }
+
+    @Test
+    void malformedJsonIsA400BadRequestError() {
+        JsonNode e = thrown(viaGateway.scenario("malformed_json"));
+        assertEquals("BadRequestError", e.path("class").asText(), e.toString());
+        assertEquals(400, e.path("status").asInt(), e.toString());
+        assertTrue(e.path("error_message").asText().startsWith("We could not parse the JSON body of your request"), e.toString());
+        assertEquals("invalid_request_error", e.path("type").asText(), e.toString());
+    }
+
+    @Test
+    void engineFlatErrorReachesTheSdkWithTheEnginesMessage() {
+        assertFlatErrorRelayed(viaGateway.scenario("engine_flat_error"));
+    }
+
+    @Test
+    void engineFlatErrorOnAStreamingRequestReachesTheSdkWithTheEnginesMessage() {
+        assertFlatErrorRelayed(viaGateway.scenario("engine_flat_error_stream"));
+        assertNotNull(engineRequest("flat_error", true));
+    }
+
+    private static void assertFlatErrorRelayed(JsonNode r) {
+        JsonNode e = thrown(r);
+        assertEquals("BadRequestError", e.path("class").asText(), e.toString());
+        assertEquals(400, e.path("status").asInt(), e.toString());
+        assertEquals(ScriptedEngine.FLAT_ERROR_MESSAGE, e.path("error_message").asText(), e.toString());
+        assertEquals("400 " + ScriptedEngine.FLAT_ERROR_MESSAGE, e.path("message").asText(), e.toString());
+        assertEquals(ScriptedEngine.FLAT_ERROR_TYPE, e.path("type").asText(), e.toString());
+    }
+
+    /** Control: straight at the engine, the same SDK cannot read the flat shape — this is what the gateway fixes. */
+    @Test
+    void controlWithoutTheGatewayTheSdkReportsNoBodyForTheFlatShape() {
+        assertEquals(0, direct.exitCode(), direct.diagnostics());
+        for (String s : List.of("engine_flat_error", "engine_flat_error_stream")) {
+            JsonNode e = thrown(direct.scenario(s));
+            assertEquals(400, e.path("status").asInt(), e.toString());
+            assertEquals("400 status code (no body)", e.path("message").asText(), s + ": " + e);
+        }
+    }
+
+    /** Control: straight at a dying engine the SDK raises only a transport error ("terminated"), no API error. */
+    @Test
+    void controlWithoutTheGatewayAnEngineDeathIsATransportErrorWithoutMessage() {
+        JsonNode r = direct.scenario("mid_stream_failure");
+        assertTrue(r.path("threw").asBoolean(false), r.toString());
+        assertFalse(r.path("error").path("is_api_error").asBoolean(true), r.toString());
+    }
+
+    @Test
+    void engineDeathMidStreamRaisesTheGatewaysErrorInsideTheIteration() {
+        JsonNode r = viaGateway.scenario("mid_stream_failure");
+        assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
+        assertEquals(ScriptedEngine.DYING_PIECES, strings(r.path("deltas")), "frames before the failure reach the client: " + r);
+        assertGatewayMidStreamError(r);
+    }
+
+    @Test
+    void engineDeathInsideAFrameStillRaisesInsideTheIteration() {
+        JsonNode r = viaGateway.scenario("mid_frame_failure");
+        assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
+        assertEquals(ScriptedEngine.DYING_PIECES, strings(r.path("deltas")), "frames before the failure reach the client: " + r);
+    }
+
+    @Test
+    void engineDeathInsideAFrameRaisesTheGatewaysErrorInsideTheIteration() {
+        JsonNode r = viaGateway.scenario("mid_frame_failure");
+        assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
+        assertGatewayMidStreamError(r);
+    }
+
+    private static void assertGatewayMidStreamError(JsonNode r) {
+        JsonNode e = r.path("error");
+        assertTrue(e.path("is_api_error").asBoolean(false), "raised as an OpenAI APIError from the SSE error frame: " + r);
+        assertTrue(e.path("message").asText().contains(GATEWAY_MID_STREAM_MESSAGE), e.toString());
+        assertEquals("upstream_error", e.path("type").asText(), e.toString());
+        assertEquals("upstream_disconnected", e.path("code").asText(), e.toString());
+        assertTrue(e.path("status").isNull(), "no HTTP status: the stream had already started: " + e);
+    }
+
+    // ---- helpers ---------------------------------------------------------------------------------------------
+
+    private static JsonNode thrown(JsonNode scenario) {
+        assertTrue(scenario.path("threw").asBoolean(false), "the call should have failed: " + scenario);
+        JsonNode e = scenario.path("error");
+        assertTrue(e.path("is_api_error").asBoolean(false), "an OpenAI APIError: " + scenario);
+        return e;
+    }
+
+    private static ScriptedEngine.Received engineRequest(String scenario, boolean stream) {
+        return engineSawViaGateway.stream().filter(r -> scenario.equals(r.scenario()) && r.stream() == stream).findFirst()
+            .orElseThrow(() -> new AssertionError("the engine never got scenario " + scenario + " stream=" + stream
+                + ": " + engineSawViaGateway));
+    }
+
+    private static List<ScriptedEngine.Received> chatRequests(List<ScriptedEngine.Received> all) {
+        List<ScriptedEngine.Received> chat = new ArrayList<>();
+        for (ScriptedEngine.Received r : all) {
+            if (r.path().equals("/v1/chat/completions")) {
+                chat.add(r);
+            }
+        }
+        return chat;
+    }
+
+    private static List<String> strings(JsonNode array) {
+        List<String> out = new ArrayList<>();
+        array.forEach(n -> out.add(n.asText()));
+        return out;
+    }
+
+    private static Path repoRoot() {
+        String prop = System.getProperty("kvgate.repo.root");
+        if (prop != null && !prop.isBlank()) {
+            return Path.of(prop).toAbsolutePath().normalize();
+        }
+        Path dir = Path.of("").toAbsolutePath();
+        for (int i = 0; i < 16 && dir != null; i++, dir = dir.getParent()) {
+            if (Files.isRegularFile(dir.resolve("mvnw"))) {
+                return dir;
+            }
+        }
+        throw new AssertionError("cannot locate the repository root (no kvgate.repo.root property, no mvnw above "
+            + Path.of("").toAbsolutePath() + ")");
+    }
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// Drives a running kvgate gateway with the official OpenAI Node SDK and prints, one JSON line per scenario, what the
+// SDK observed. It asserts nothing: OpenAiNodeSdkSystemTest (tools/src/test/java/io/kvgate/tools/sdk) parses the
+// lines and decides. The engine behind the gateway is scripted: the last user message "scenario:<name>" selects
+// its behaviour (plain answer, flat-shape error, death in the middle of a stream).
+//
+// Usage: node sdk-check.mjs <gateway base URL, e.g. http://127.0.0.1:8080/v1> [model]
+// Exit codes: 0 every scenario ran (whatever it observed); 1 a scenario hit an exception it was not written to
+// observe (a bug in this script, or the SDK could not even talk to the gateway); 2 bad arguments; 3 overall deadline.
+
+import OpenAI from 'openai';
+import { VERSION } from 'openai/version';
+
+const OVERALL_DEADLINE_MS = 45_000;
+const REQUEST_TIMEOUT_MS = 15_000;
+
+const baseURL = process.argv[2];
+const model = process.argv[3] ?? 'qwen3';
+if (!baseURL || !/^https?:\/\//.test(baseURL)) {
+  console.error('usage: node sdk-check.mjs <gateway base URL, e.g. http://127.0.0.1:8080/v1> [model]');
+  process.exit(2);
+}
+
+// The caller also kills us on its own deadline; this one makes a hang visible in our own words.
+setTimeout(() => {
+  console.error(`sdk-check: overall deadline of ${OVERALL_DEADLINE_MS} ms exceeded`);
+  process.exit(3);
+}, OVERALL_DEADLINE_MS).unref();
+
+// No retries: every request must reach the gateway exactly once, so what we print is what one call observed
+// (the SDK retries 5xx by default, which would also re-run the scripted engine's scenario).
+const client = new OpenAI({ baseURL, apiKey: 'sk-kvgate-sdk-check', maxRetries: 0, timeout: REQUEST_TIMEOUT_MS });
+
+function describeError(e) {
+  return {
+    class: e?.constructor?.name ?? typeof e,
+    is_api_error: e instanceof OpenAI.APIError,
+    status: e?.status ?? null,
+    message: e?.message ?? String(e),
+    error_message: e?.error?.message ?? null,
+    type: e?.type ?? null,
+    param: e?.param ?? null,
+    code: e?.code ?? null,
+    request_id: e?.requestID ?? null,
+  };
+}
+
+function user(content) {
+  return [{ role: 'user', content }];
+}
+
+/** Runs a call that must fail; returns what the SDK raised, or says it did not raise. */
+async function expectFailure(call) {
+  try {
+    const value = await call();
+    return { threw: false, value: typeof value === 'object' ? value : String(value) };
+  } catch (e) {
+    return { threw: true, error: describeError(e) };
+  }
+}
+
+/** Iterates a stream to its end or to its first error; the chunks seen before the error are kept. */
+async function drainStream(stream) {
+  const deltas = [];
+  let finishReason = null;
+  let chunks = 0;
+  try {
+    for await (const chunk of stream) {
+      chunks++;
+      const choice = chunk.choices?.[0];
+      if (choice?.delta?.content) deltas.push(choice.delta.content);
+      if (choice?.finish_reason) finishReason = choice.finish_reason;
+    }
+    return { threw: false, chunks, deltas, joined: deltas.join(''), finish_reason: finishReason };
+  } catch (e) {
+    return { threw: true, chunks, deltas, joined: deltas.join(''), finish_reason: finishReason, error: describeError(e) };
+  }
+}
+
+const scenarios = {
+  async non_stream() {
+    const r = await client.chat.completions.create({ model, messages: user('scenario:ok') });
+    return {
+      id: r.id,
+      object: r.object,
+      model: r.model,
+      content: r.choices[0]?.message?.content ?? null,
+      finish_reason: r.choices[0]?.finish_reason ?? null,
+      total_tokens: r.usage?.total_tokens ?? null,
+      request_id: r._request_id ?? null,
+    };
+  },
+
+  async stream() {
+    const s = await client.chat.completions.create({ model, messages: user('scenario:ok'), stream: true });
+    const d = await drainStream(s);
+    if (d.threw) throw Object.assign(new Error(`stream failed: ${d.error.message}`), { observed: d });
+    return d;
+  },
+
+  async unknown_model() {
+    return expectFailure(() => client.chat.completions.create({ model: 'no-such-model', messages: user('scenario:ok') }));
+  },
+
+  // A request the gateway must refuse itself: chat without `messages`.
+  async invalid_request() {
+    return expectFailure(() => client.chat.completions.create({ model }));
+  },
+
+  // Bytes that are not JSON, sent through the SDK's own request path (a string body with a content type is passed
+  // verbatim), so the error is still parsed by the SDK.
+  async malformed_json() {
+    return expectFailure(() => client.post('/chat/completions', {
+      body: `{"model": "${model}", "messages": [`,
+      headers: { 'content-type': 'application/json' },
+    }));
+  },
+
+  // The engine answers 400 in the older flat shape {"object":"error","message":...}.
+  async engine_flat_error() {
+    return expectFailure(() => client.chat.completions.create({ model, messages: user('scenario:flat_error') }));
+  },
+
+  // Same, for a streaming request (engines validate before they start the stream).
+  async engine_flat_error_stream() {
+    return expectFailure(async () => {
+      const s = await client.chat.completions.create({ model, messages: user('scenario:flat_error'), stream: true });
+      return drainStream(s);
+    });
+  },
+
+  // The engine sends two content chunks, then its connection dies.
+  async mid_stream_failure() {
+    const s = await client.chat.completions.create({ model, messages: user('scenario:die_mid_stream'), stream: true });
+    return drainStream(s);
+  },
+
+  // The engine dies in the middle of an SSE frame (after two complete ones).
+  async mid_frame_failure() {
+    const s = await client.chat.completions.create({ model, messages: user('scenario:die_mid_frame'), stream: true });
+    return drainStream(s);
+  },
+};
+
+let unexpected = 0;
+console.log(JSON.stringify({ scenario: '_meta', sdk_version: VERSION, node: process.version, base_url: baseURL }));
+for (const [name, run] of Object.entries(scenarios)) {
+  try {
+    const observed = await run();
+    console.log(JSON.stringify({ scenario: name, unexpected: false, ...observed }));
+  } catch (e) {
+    unexpected++;
+    console.log(JSON.stringify({
+      scenario: name,
+      unexpected: true,
+      error: describeError(e),
+      observed: e?.observed ?? null,
+      stack: e?.stack ?? null,
+    }));
+  }
+}
+process.exit(unexpected === 0 ? 0 : 1);
