@@ -95,7 +95,7 @@ public final class EngineSimulator implements AutoCloseable {
     private EngineSimulator(SimulatorConfig config) {
         this.config = config;
         this.latency = new LatencyModel(config.ttftMs, config.itlMs, config.prefillUsPerToken);
-        this.tokenizer = new WordTokenizer();
+        this.tokenizer = config.modelDir != null ? new ModelDirTokenizer(config.modelDir) : new WordTokenizer();
         this.keyer = BlockKeyer.forAlgo(config.effectiveHashAlgo(), config.hashSeed);
         this.blockSize = config.effectiveBlockSize();
         int ranks = config.dpRanks;
