@@ -39,6 +39,8 @@ final class CompletionRequest {
     List<int[]> prompts = new ArrayList<>();
     /** Per prompt: tokens to generate at most (after vLLM clamping), or -1 = the model's natural length. */
     int[] maxTokens;
+    /** Per prompt: context room left after the prompt (a natural-length answer is cut there, "length"). */
+    int[] contextRoom;
 
     private CompletionRequest(boolean chat, ObjectNode body, Dialect dialect) {
         this.chat = chat;
@@ -169,8 +171,10 @@ final class CompletionRequest {
             }
         }
         maxTokens = new int[prompts.size()];
+        contextRoom = new int[prompts.size()];
         for (int i = 0; i < prompts.size(); i++) {
             int promptTokens = prompts.get(i).length;
+            contextRoom[i] = Math.max(1, config.contextLen - promptTokens);
             if (promptTokens == 0) {
                 throw SimError.badRequest("The prompt cannot be empty.", "prompt");
             }

@@ -315,6 +315,23 @@ public final class EngineSimulator implements AutoCloseable {
                         "text/plain; version=0.0.4; charset=utf-8", requestId, keepAlive);
                     return null;
                 }
+                case "/get_server_info", "/server_info" -> {
+                    if (config.dialect != Dialect.SGLANG) {
+                        return detail(ctx, HttpResponseStatus.NOT_FOUND, "Not Found", requestId, keepAlive);
+                    }
+                    stats.inc("server_info_requests");
+                    respondJson(ctx, HttpResponseStatus.OK, serverInfo(), requestId, keepAlive);
+                    return null;
+                }
+                case "/health_generate" -> {
+                    if (config.dialect != Dialect.SGLANG) {
+                        return detail(ctx, HttpResponseStatus.NOT_FOUND, "Not Found", requestId, keepAlive);
+                    }
+                    stats.inc("health_requests");
+                    respondBytes(ctx, faults.unhealthy ? HttpResponseStatus.SERVICE_UNAVAILABLE : HttpResponseStatus.OK,
+                        new byte[0], "application/json", requestId, keepAlive);
+                    return null;
+                }
                 case "/v1/embeddings" -> {
                     stats.inc("embeddings_requests");
                     if (config.dialect == Dialect.VLLM) {
@@ -676,6 +693,24 @@ public final class EngineSimulator implements AutoCloseable {
         m.putNull("parent");
         m.put("max_model_len", config.contextLen);
         return root;
+    }
+
+    /** SGLang's server info: what a gateway reads to learn the page size, DP size and P/D mode. */
+    private ObjectNode serverInfo() {
+        ObjectNode o = JSON.objectNode();
+        o.put("model_path", config.model);
+        o.put("served_model_name", config.model);
+        o.put("page_size", blockSize);
+        o.put("dp_size", config.dpRanks);
+        o.put("context_length", config.contextLen);
+        o.put("disaggregation_mode", config.role == SimulatorConfig.Role.BOTH ? "null"
+            : config.role.name().toLowerCase(Locale.ROOT));
+        if (pd.bootstrapPort() >= 0) {
+            o.put("disaggregation_bootstrap_port", pd.bootstrapPort());
+        }
+        o.put("enable_metrics", config.enableMetrics);
+        o.put("version", "sim");
+        return o;
     }
 
     private String metrics() {

@@ -123,6 +123,11 @@ final class Generation {
                 int max = req.maxTokens[p];
                 boolean natural = max < 0;
                 int limit = natural ? TextGenerator.naturalLength(seed, c.naturalMinTokens, c.naturalMaxTokens) : max;
+                if (natural && limit > req.contextRoom[p]) {
+                    // no max_tokens: the answer runs into the context end before its EOS
+                    limit = req.contextRoom[p];
+                    natural = false;
+                }
                 seqs[p * req.n + i] = new Seq(p * req.n + i, p, seed, limit, natural);
             }
         }

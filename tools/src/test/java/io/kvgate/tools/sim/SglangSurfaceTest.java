@@ -97,6 +97,23 @@ class SglangSurfaceTest {
     }
 
     @Test
+    void serverInfoTellsPageSizeAndHealthGenerate() throws Exception {
+        JsonNode info = json(get(sim, "/get_server_info"));
+        assertEquals(1, info.get("page_size").asInt(), "SGLang default page size");
+        assertEquals(64, info.get("context_length").asInt());
+        assertEquals(200, get(sim, "/health_generate").statusCode());
+    }
+
+    @Test
+    void naturalLengthAnswerStopsAtTheContextEnd() throws Exception {
+        // 60 prompt tokens in a 64-token context, no max_tokens: at most 4 tokens, finish "length"
+        JsonNode b = json(post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":\"" + "w ".repeat(59) + "w\"}"));
+        assertEquals(60, b.at("/usage/prompt_tokens").asInt());
+        assertEquals(4, b.at("/usage/completion_tokens").asInt());
+        assertEquals("length", b.at("/choices/0/finish_reason").asText());
+    }
+
+    @Test
     void stopTrimmedOrKeptWithNoStopTrim() throws Exception {
         String text = json(post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":\"q\",\"max_tokens\":12}"))
             .at("/choices/0/text").asText();
