@@ -1,0 +1,227 @@
+package io.kvgate.tools.sim;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import net.openhft.hashing.LongTupleHashFunction;
+
+/**
+ * The block keys an engine puts in its KV events (engine-contracts §3), computed from the prompt's token ids.
+ * Only full blocks get a key. This is the simulator's own implementation of the contract, written independently
+ * of the gateway's {@code io.kvgate.index.hash} so that a bug in either side shows up as a zero-hit routing test
+ * instead of cancelling out. Implementations are stateless apart from reusable digests: engine-loop confined.
+ */
+interface BlockKeyer {
+    /** Keys of the full blocks of {@code tokens}; {@code cacheSalt} may be null. */
+    long[] blockKeys(int[] tokens, int blockSize, String cacheSalt);
+
+    /** Whether events carry keys as unsigned (vLLM) or signed (SGLang) 64-bit integers. */
+    boolean unsignedKeys();
+
+    static BlockKeyer forAlgo(String algo, String hashSeed) {
+        return switch (algo) {
+            case "sha256_cbor" -> new VllmCbor(false, hashSeed);
+            case "xxhash_cbor" -> new VllmCbor(true, hashSeed);
+            case "sha256_sglang" -> new SglangPage();
+            default -> throw new IllegalArgumentException("hash-algo=" + algo + ": unknown");
+        };
+    }
+
+    /**
+     * vLLM {@code sha256_cbor} / {@code xxhash_cbor}: digest_i = H(CBOR[bstr parent_i, [uint tokens], extra|null]),
+     * parent_0 = NONE_HASH = H(CBOR(seed string)), the full digest chains, key = last 8 bytes big-endian.
+     */
+    final class VllmCbor implements BlockKeyer {
+        private final boolean xxhash;
+        private final byte[] noneHash;
+        private final MessageDigest sha;
+
+        VllmCbor(boolean xxhash, String seed) {
+            this.xxhash = xxhash;
+            try {
+                this.sha = MessageDigest.getInstance("SHA-256");
+            } catch (NoSuchAlgorithmException e) {
+                throw new IllegalStateException(e);
+            }
+            Cbor c = new Cbor();
+            c.text(seed);
+            this.noneHash = digest(c.toBytes());
+        }
+
+        byte[] noneHash() {
+            return noneHash.clone();
+        }
+
+        @Override
+        public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt) {
+            int blocks = tokens.length / blockSize;
+            long[] keys = new long[blocks];
+            byte[] parent = noneHash;
+            Cbor c = new Cbor();
+            for (int b = 0; b < blocks; b++) {
+                c.reset();
+                c.header(4, 3);
+                c.bytes(parent);
+                c.header(4, blockSize);
+                for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
+                    c.header(0, tokens[i] & 0xffffffffL);
+                }
+                if (cacheSalt != null && b == 0) {
+                    c.header(4, 1);
+                    c.text(cacheSalt);
+                } else {
+                    c.simpleNull();
+                }
+                parent = digest(c.toBytes());
+                keys[b] = lastEightBigEndian(parent);
+            }
+            return keys;
+        }
+
+        byte[] digest(byte[] data) {
+            if (!xxhash) {
+                return sha.digest(data);
+            }
+            long[] h = LongTupleHashFunction.xx128().hashBytes(data);
+            byte[] out = new byte[16];
+            // canonical XXH128 digest: high64 then low64, both big-endian
+            putLong(out, 0, h[1]);
+            putLong(out, 8, h[0]);
+            return out;
+        }
+
+        @Override
+        public boolean unsignedKeys() {
+            return true;
+        }
+    }
+
+    /** SGLang page hash: digest_p = SHA-256(prior? || u32le tokens), key = first 8 bytes big-endian (signed). */
+    final class SglangPage implements BlockKeyer {
+        private final MessageDigest sha;
+
+        SglangPage() {
+            try {
+                this.sha = MessageDigest.getInstance("SHA-256");
+            } catch (NoSuchAlgorithmException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        @Override
+        public long[] blockKeys(int[] tokens, int pageSize, String cacheSalt) {
+            int pages = tokens.length / pageSize;
+            long[] keys = new long[pages];
+            byte[] prior = null;
+            if (cacheSalt != null) {
+                sha.update("sglang-cache-salt-v1\0".getBytes(StandardCharsets.UTF_8));
+                prior = sha.digest(cacheSalt.getBytes(StandardCharsets.UTF_8));
+            }
+            byte[] le = new byte[4];
+            for (int p = 0; p < pages; p++) {
+                if (prior != null) {
+                    sha.update(prior);
+                }
+                for (int i = p * pageSize; i < (p + 1) * pageSize; i++) {
+                    int t = tokens[i];
+                    le[0] = (byte) t;
+                    le[1] = (byte) (t >>> 8);
+                    le[2] = (byte) (t >>> 16);
+                    le[3] = (byte) (t >>> 24);
+                    sha.update(le);
+                }
+                prior = sha.digest();
+                long k = 0;
+                for (int i = 0; i < 8; i++) {
+                    k = (k << 8) | (prior[i] & 0xff);
+                }
+                keys[p] = k;
+            }
+            return keys;
+        }
+
+        @Override
+        public boolean unsignedKeys() {
+            return false;
+        }
+    }
+
+    static long lastEightBigEndian(byte[] d) {
+        long k = 0;
+        for (int i = d.length - 8; i < d.length; i++) {
+            k = (k << 8) | (d[i] & 0xff);
+        }
+        return k;
+    }
+
+    static void putLong(byte[] out, int off, long v) {
+        for (int i = 7; i >= 0; i--) {
+            out[off + i] = (byte) v;
+            v >>>= 8;
+        }
+    }
+
+    /** Minimal canonical CBOR writer: shortest-form heads, definite lengths. */
+    final class Cbor {
+        private byte[] buf = new byte[256];
+        private int len;
+
+        void reset() {
+            len = 0;
+        }
+
+        void header(int major, long value) {
+            int m = major << 5;
+            if (value < 24) {
+                put(m | (int) value);
+            } else if (value < 0x100) {
+                put(m | 24);
+                put((int) value);
+            } else if (value < 0x10000) {
+                put(m | 25);
+                put((int) (value >>> 8));
+                put((int) value);
+            } else if (value < 0x100000000L) {
+                put(m | 26);
+                for (int s = 24; s >= 0; s -= 8) {
+                    put((int) (value >>> s));
+                }
+            } else {
+                put(m | 27);
+                for (int s = 56; s >= 0; s -= 8) {
+                    put((int) (value >>> s));
+                }
+            }
+        }
+
+        void bytes(byte[] b) {
+            header(2, b.length);
+            for (byte x : b) {
+                put(x);
+            }
+        }
+
+        void text(String s) {
+            byte[] b = s.getBytes(StandardCharsets.UTF_8);
+            header(3, b.length);
+            for (byte x : b) {
+                put(x);
+            }
+        }
+
+        void simpleNull() {
+            put(0xf6);
+        }
+
+        private void put(int b) {
+            if (len == buf.length) {
+                buf = java.util.Arrays.copyOf(buf, len * 2);
+            }
+            buf[len++] = (byte) b;
+        }
+
+        byte[] toBytes() {
+            return java.util.Arrays.copyOf(buf, len);
+        }
+    }
+}

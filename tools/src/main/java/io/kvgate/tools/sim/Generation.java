@@ -1,0 +1,486 @@
+package io.kvgate.tools.sim;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One admitted generation: produces tokens on event-loop timers (first token after the latency model's TTFT,
+ * then one step per inter-token latency) and writes them as SSE events, one flushed event per token and choice,
+ * or as one JSON body at the end. Event-loop confined; never blocks.
+ */
+final class Generation {
+    static final byte[] DONE = "data: [DONE]\n\n".getBytes(StandardCharsets.US_ASCII);
+    private static final JsonNodeFactory JSON = JsonNodeFactory.instance;
+
+    /** One output sequence (a choice). */
+    static final class Seq {
+        final int index;
+        final int promptIndex;
+        final long seed;
+        int limit;
+        boolean natural;
+        final StringBuilder text = new StringBuilder();
+        int tokens;
+        int emitted;
+        String finishReason;
+        String stopReason;
+        boolean finished;
+        boolean finishSent;
+
+        Seq(int index, int promptIndex, long seed, int limit, boolean natural) {
+            this.index = index;
+            this.promptIndex = promptIndex;
+            this.seed = seed;
+            this.limit = limit;
+            this.natural = natural;
+        }
+    }
+
+    final EngineSimulator engine;
+    final ChannelHandlerContext ctx;
+    final CompletionRequest req;
+    final String requestId;
+    final String id;
+    final long created;
+    final String model;
+    final boolean keepAlive;
+    final Seq[] seqs;
+    final int promptTokens;
+    final int rank;
+    int cachedTokens;
+    long plannedTtftNs;
+    int dieAfterChunks = -1;
+    int errorAfterChunks = -1;
+    /** Extra top-level field for the non-streaming body (vLLM prefill: kv_transfer_params). */
+    JsonNode kvTransferParamsOut;
+    /** vLLM P/D: this is a prefill leg (do_remote_decode) whose answer carries kv_transfer_params. */
+    boolean pdPrefill;
+    /** vLLM P/D decode: blocks pulled from the prefill. */
+    int transferredBlocks;
+    /** P/D decode: prompt tokens whose KV arrived from the prefill (no prefill time here). */
+    int transferredTokens;
+    /** SGLang P/D: bootstrap room, -1 when none. */
+    long pdRoom = -1;
+    /** True once admitted to a running slot. */
+    boolean started;
+    private boolean completed;
+
+    /** Prefix-cache blocks this generation holds (one lease per prompt). */
+    final java.util.ArrayList<PrefixCache.Lease> leases = new java.util.ArrayList<>(1);
+    /** Called once when the generation ends (any way): releases cache references, P/D state. */
+    Runnable onEnd;
+
+    private int chunksWritten;
+    private boolean headersSent;
+    private boolean roleSent;
+    private boolean ended;
+    private ScheduledFuture<?> timer;
+    private final int maxStopLen;
+
+    Generation(EngineSimulator engine, ChannelHandlerContext ctx, CompletionRequest req, String requestId,
+               boolean keepAlive, int rank) {
+        this.engine = engine;
+        this.ctx = ctx;
+        this.req = req;
+        this.requestId = requestId;
+        this.keepAlive = keepAlive;
+        this.rank = rank;
+        SimulatorConfig c = engine.config;
+        this.id = (req.chat ? "chatcmpl-" : "cmpl-") + requestId;
+        this.created = c.epochSeconds.getAsLong();
+        this.model = req.responseModel(c);
+        List<int[]> prompts = req.prompts;
+        this.seqs = new Seq[prompts.size() * req.n];
+        int total = 0;
+        for (int p = 0; p < prompts.size(); p++) {
+            int[] tokens = prompts.get(p);
+            total += tokens.length;
+            long promptHash = TextGenerator.hashTokens(tokens);
+            for (int i = 0; i < req.n; i++) {
+                // Greedy decoding ignores the seed and the choice: n greedy choices are identical (SGLang).
+                long seed = req.greedy ? TextGenerator.sequenceSeed(c.seed, 0, promptHash, 0)
+                    : TextGenerator.sequenceSeed(c.seed, req.requestSeed, promptHash, i);
+                int max = req.maxTokens[p];
+                boolean natural = max < 0;
+                int limit = natural ? TextGenerator.naturalLength(seed, c.naturalMinTokens, c.naturalMaxTokens) : max;
+                if (natural && limit > req.contextRoom[p]) {
+                    // no max_tokens: the answer runs into the context end before its EOS
+                    limit = req.contextRoom[p];
+                    natural = false;
+                }
+                seqs[p * req.n + i] = new Seq(p * req.n + i, p, seed, limit, natural);
+            }
+        }
+        this.promptTokens = total;
+        int m = 0;
+        for (String s : req.stop) {
+            m = Math.max(m, s.length());
+        }
+        this.maxStopLen = m;
+    }
+
+    /** SGLang prefill server: only the first token is produced here; decoding happens on the decode server. */
+    void limitToFirstToken() {
+        for (Seq s : seqs) {
+            s.limit = 1;
+            s.natural = false;
+        }
+    }
+
+    boolean completedNormally() {
+        return completed;
+    }
+
+    int completionTokens() {
+        int c = 0;
+        for (Seq s : seqs) {
+            c += s.tokens;
+        }
+        return c;
+    }
+
+    /** Admitted: send stream headers at once (the engines start the response before the first token). */
+    void start(long firstTokenDelayNs) {
+        plannedTtftNs = firstTokenDelayNs;
+        if (!ctx.channel().isActive()) {
+            end();
+            return;
+        }
+        if (req.stream) {
+            HttpResponse head = new DefaultHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK);
+            head.headers().set(HttpHeaderNames.CONTENT_TYPE, "text/event-stream; charset=utf-8");
+            head.headers().set(HttpHeaderNames.TRANSFER_ENCODING, HttpHeaderValues.CHUNKED);
+            head.headers().set("x-request-id", requestId);
+            HttpUtil.setKeepAlive(head, keepAlive);
+            ctx.writeAndFlush(head);
+            headersSent = true;
+        }
+        timer = ctx.executor().schedule(this::step, firstTokenDelayNs, TimeUnit.NANOSECONDS);
+    }
+
+    private void step() {
+        timer = null;
+        if (ended) {
+            return;
+        }
+        if (!ctx.channel().isActive()) {
+            engine.stats.inc("aborted_by_client");
+            end();
+            return;
+        }
+        boolean allDone = true;
+        for (Seq s : seqs) {
+            if (!s.finished) {
+                advance(s);
+            }
+            allDone &= s.finished;
+        }
+        if (req.stream) {
+            if (!writeStreamStep()) {
+                return;
+            }
+            if (allDone) {
+                finishStream();
+                return;
+            }
+        } else if (allDone) {
+            finishJson();
+            return;
+        }
+        timer = ctx.executor().schedule(this::step, engine.latency.interTokenDelayNs(), TimeUnit.NANOSECONDS);
+    }
+
+    private void advance(Seq s) {
+        int before = s.text.length();
+        s.text.append(TextGenerator.token(s.seed, s.tokens));
+        s.tokens++;
+        if (maxStopLen > 0) {
+            int from = Math.max(0, before - maxStopLen + 1);
+            int best = -1;
+            String hit = null;
+            for (String stop : req.stop) {
+                int at = s.text.indexOf(stop, from);
+                if (at >= 0 && (best < 0 || at < best)) {
+                    best = at;
+                    hit = stop;
+                }
+            }
+            if (hit != null) {
+                // Both engines trim the stop string unless asked to keep it.
+                s.text.setLength(req.keepStop ? best + hit.length() : best);
+                s.finished = true;
+                s.finishReason = "stop";
+                s.stopReason = hit;
+                return;
+            }
+        }
+        if (s.tokens >= s.limit) {
+            s.finished = true;
+            s.finishReason = s.natural ? "stop" : "length";
+        }
+    }
+
+    /** Characters that may be the start of a stop string: held back until the next token decides. */
+    private int holdback(Seq s) {
+        if (s.finished || maxStopLen == 0) {
+            return 0;
+        }
+        int best = 0;
+        for (String stop : req.stop) {
+            for (int k = Math.min(stop.length() - 1, s.text.length()); k > best; k--) {
+                if (CharSequence.compare(s.text.subSequence(s.text.length() - k, s.text.length()), stop.substring(0, k)) == 0) {
+                    best = k;
+                    break;
+                }
+            }
+        }
+        return best;
+    }
+
+    private boolean writeStreamStep() {
+        if (req.chat && !roleSent) {
+            roleSent = true;
+            for (Seq s : seqs) {
+                if (!writeEvent(chunk(s, "", true, null))) {
+                    return false;
+                }
+            }
+        }
+        for (Seq s : seqs) {
+            if (s.finishSent) {
+                continue;
+            }
+            int visible = s.text.length() - holdback(s);
+            String delta = visible > s.emitted ? s.text.substring(s.emitted, visible) : "";
+            if (delta.isEmpty() && !s.finished) {
+                continue;
+            }
+            s.emitted = Math.max(s.emitted, visible);
+            if (s.finished) {
+                s.finishSent = true;
+            }
+            if (!writeEvent(chunk(s, delta, false, s.finished ? s.finishReason : null))) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Writes one SSE event; applies the mid-stream faults. Returns false when the generation ended. */
+    private boolean writeEvent(ObjectNode event) {
+        if (dieAfterChunks >= 0 && chunksWritten >= dieAfterChunks) {
+            engine.stats.inc("faults_died_mid_stream");
+            ctx.channel().close();
+            end();
+            return false;
+        }
+        if (errorAfterChunks >= 0 && chunksWritten >= errorAfterChunks) {
+            engine.stats.inc("faults_error_mid_stream");
+            ObjectNode err = JSON.objectNode();
+            ObjectNode e = err.putObject("error");
+            e.put("message", "simulated engine failure mid-stream");
+            e.put("type", "InternalServerError");
+            e.putNull("param");
+            e.put("code", 500);
+            ctx.write(new DefaultHttpContent(sse(err)));
+            ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+            writeLast();
+            return false;
+        }
+        chunksWritten++;
+        ctx.writeAndFlush(new DefaultHttpContent(sse(event)));
+        return true;
+    }
+
+    private ByteBuf sse(JsonNode event) {
+        byte[] json = EngineSimulator.bytes(event);
+        ByteBuf buf = ctx.alloc().buffer(json.length + 8);
+        buf.writeBytes(EngineSimulator.DATA_PREFIX).writeBytes(json).writeByte('\n').writeByte('\n');
+        return buf;
+    }
+
+    private void finishStream() {
+        if (req.includeUsage) {
+            ObjectNode u = header(req.chat ? "chat.completion.chunk" : "text_completion");
+            u.putArray("choices");
+            u.set("usage", usage());
+            if (!writeEvent(u)) {
+                return;
+            }
+        }
+        ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+        completed = true;
+        writeLast();
+    }
+
+    private void writeLast() {
+        var f = ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+        if (!keepAlive) {
+            f.addListener(ChannelFutureListener.CLOSE);
+        }
+        end();
+    }
+
+    private void finishJson() {
+        if (dieAfterChunks >= 0) {
+            engine.stats.inc("faults_died_mid_stream");
+            ctx.channel().close();
+            end();
+            return;
+        }
+        boolean vllm = engine.config.dialect == Dialect.VLLM;
+        ObjectNode body = header(req.chat ? "chat.completion" : "text_completion");
+        ArrayNode choices = body.putArray("choices");
+        for (Seq s : seqs) {
+            ObjectNode c = choices.addObject();
+            c.put("index", s.index);
+            if (req.chat) {
+                ObjectNode m = c.putObject("message");
+                m.put("role", "assistant");
+                m.put("content", s.text.toString());
+                if (vllm) {
+                    m.putArray("tool_calls");
+                } else {
+                    m.putNull("reasoning_content");
+                    m.putNull("tool_calls");
+                }
+            } else {
+                c.put("text", s.text.toString());
+            }
+            c.putNull("logprobs");
+            c.put("finish_reason", s.finishReason);
+            putStopReason(c, s);
+            if (vllm && !req.chat) {
+                c.putNull("prompt_logprobs");
+            }
+        }
+        body.set("usage", usage());
+        if (vllm) {
+            if (req.chat) {
+                body.putNull("prompt_logprobs");
+            }
+            if (kvTransferParamsOut != null) {
+                body.set("kv_transfer_params", kvTransferParamsOut);
+            } else {
+                body.putNull("kv_transfer_params");
+            }
+        }
+        engine.respondJson(ctx, HttpResponseStatus.OK, body, requestId, keepAlive);
+        completed = true;
+        end();
+    }
+
+    private void putStopReason(ObjectNode c, Seq s) {
+        String field = engine.config.dialect == Dialect.VLLM ? "stop_reason" : "matched_stop";
+        if (s.stopReason != null) {
+            c.put(field, s.stopReason);
+        } else {
+            c.putNull(field);
+        }
+    }
+
+    private ObjectNode header(String object) {
+        ObjectNode o = JSON.objectNode();
+        o.put("id", id);
+        o.put("object", object);
+        o.put("created", created);
+        o.put("model", model);
+        return o;
+    }
+
+    private ObjectNode chunk(Seq s, String delta, boolean role, String finishReason) {
+        boolean vllm = engine.config.dialect == Dialect.VLLM;
+        ObjectNode o = header(req.chat ? "chat.completion.chunk" : "text_completion");
+        ObjectNode c = o.putArray("choices").addObject();
+        c.put("index", s.index);
+        if (req.chat) {
+            ObjectNode d = c.putObject("delta");
+            if (vllm) {
+                if (role) {
+                    d.put("role", "assistant");
+                }
+                d.put("content", delta);
+            } else {
+                if (role) {
+                    d.put("role", "assistant");
+                } else {
+                    d.putNull("role");
+                }
+                d.put("content", delta);
+                d.putNull("reasoning_content");
+                d.putNull("tool_calls");
+            }
+        } else {
+            c.put("text", delta);
+        }
+        c.putNull("logprobs");
+        if (finishReason != null) {
+            c.put("finish_reason", finishReason);
+        } else {
+            c.putNull("finish_reason");
+        }
+        if (!vllm || !req.chat || finishReason != null) {
+            putStopReason(c, s);
+        }
+        if (req.continuousUsage) {
+            o.set("usage", usage());
+        } else if (!vllm) {
+            o.putNull("usage");
+        }
+        return o;
+    }
+
+    ObjectNode usage() {
+        ObjectNode u = JSON.objectNode();
+        int completion = completionTokens();
+        u.put("prompt_tokens", promptTokens);
+        u.put("total_tokens", promptTokens + completion);
+        u.put("completion_tokens", completion);
+        u.putObject("prompt_tokens_details").put("cached_tokens", cachedTokens);
+        return u;
+    }
+
+    /** Ends the generation exactly once: cancels the timer, releases the slot and resources. */
+    void end() {
+        if (ended) {
+            return;
+        }
+        ended = true;
+        if (timer != null) {
+            timer.cancel(false);
+            timer = null;
+        }
+        if (onEnd != null) {
+            onEnd.run();
+        }
+        engine.onGenerationEnd(this);
+    }
+
+    boolean headersSent() {
+        return headersSent;
+    }
+
+    boolean ended() {
+        return ended;
+    }
+}

@@ -1,0 +1,187 @@
+package io.kvgate.tools.sim;
+
+import io.kvgate.tools.sim.SimulatorConfig.EventForm;
+import java.io.IOException;
+import java.math.BigInteger;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+
+/**
+ * Encodes one batch of KV events exactly as the engines put it in the payload frame (engine-contracts §2.2):
+ * msgpack {@code [ts float64, events, data_parallel_rank]}, each event either a tag-first positional array or a map
+ * with a {@code "type"} key. vLLM keys are unsigned 64-bit (uint64 {@code 0xcf} when ≥ 2^63), SGLang keys signed.
+ * Written with msgpack-core independently of the gateway's decoder. Engine-loop confined (one reusable packer).
+ */
+final class KvEventEncoder {
+    private static final String MEDIUM = "GPU";
+    private final EventForm form;
+    private final boolean unsignedKeys;
+    private final boolean onePagePerEvent;
+    private final MessageBufferPacker packer = MessagePack.newDefaultBufferPacker();
+    private int eventCount;
+    private MessageBufferPacker events = MessagePack.newDefaultBufferPacker();
+
+    /**
+     * @param onePagePerEvent SGLang announces every page in its own BlockStored event; vLLM one event per run
+     */
+    KvEventEncoder(EventForm form, boolean unsignedKeys, boolean onePagePerEvent) {
+        this.form = form;
+        this.unsignedKeys = unsignedKeys;
+        this.onePagePerEvent = onePagePerEvent;
+    }
+
+    boolean isEmpty() {
+        return eventCount == 0;
+    }
+
+    void blockStored(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens, int blockSize,
+                     String cacheSalt) {
+        try {
+            if (onePagePerEvent) {
+                for (int b = from; b < to; b++) {
+                    boolean hp = b > from || hasParent;
+                    long p = b > from ? keys[b - 1] : parent;
+                    storedEvent(keys, b, b + 1, hp, p, tokens, blockSize, cacheSalt);
+                }
+            } else {
+                storedEvent(keys, from, to, hasParent, parent, tokens, blockSize, cacheSalt);
+            }
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private void storedEvent(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens,
+                             int blockSize, String cacheSalt) throws IOException {
+        eventCount++;
+        MessageBufferPacker p = events;
+        boolean map = form == EventForm.MAP;
+        if (map) {
+            p.packMapHeader(onePagePerEvent ? 8 : 10);
+            p.packString("type");
+        } else {
+            p.packArrayHeader(8);
+        }
+        p.packString("BlockStored");
+        if (map) {
+            p.packString("block_hashes");
+        }
+        p.packArrayHeader(to - from);
+        for (int i = from; i < to; i++) {
+            packKey(p, keys[i]);
+        }
+        if (map) {
+            p.packString("parent_block_hash");
+        }
+        if (hasParent) {
+            packKey(p, parent);
+        } else {
+            p.packNil();
+        }
+        if (map) {
+            p.packString("token_ids");
+        }
+        p.packArrayHeader((to - from) * blockSize);
+        for (int i = from * blockSize; i < to * blockSize; i++) {
+            p.packInt(tokens[i]);
+        }
+        if (map) {
+            p.packString("block_size");
+        }
+        p.packInt(blockSize);
+        if (map) {
+            p.packString("lora_id");
+        }
+        p.packNil();
+        if (map) {
+            p.packString("medium");
+        }
+        p.packString(MEDIUM);
+        if (map) {
+            p.packString("lora_name");
+        }
+        p.packNil();
+        if (map && !onePagePerEvent) {
+            // vLLM: extra_keys[i] is the exact tuple hashed into block i (cache_salt on block 0 only)
+            p.packString("extra_keys");
+            p.packArrayHeader(to - from);
+            for (int i = from; i < to; i++) {
+                if (i == 0 && cacheSalt != null) {
+                    p.packArrayHeader(1);
+                    p.packString(cacheSalt);
+                } else {
+                    p.packNil();
+                }
+            }
+            p.packString("group_idx");
+            p.packInt(0);
+        }
+    }
+
+    void blockRemoved(long[] keys, int count) {
+        try {
+            eventCount++;
+            MessageBufferPacker p = events;
+            if (form == EventForm.MAP) {
+                p.packMapHeader(3);
+                p.packString("type");
+                p.packString("BlockRemoved");
+                p.packString("block_hashes");
+            } else {
+                p.packArrayHeader(3);
+                p.packString("BlockRemoved");
+            }
+            p.packArrayHeader(count);
+            for (int i = 0; i < count; i++) {
+                packKey(p, keys[i]);
+            }
+            if (form == EventForm.MAP) {
+                p.packString("medium");
+            }
+            p.packString(MEDIUM);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    void allBlocksCleared() {
+        try {
+            eventCount++;
+            if (form == EventForm.MAP) {
+                events.packMapHeader(1);
+                events.packString("type");
+            } else {
+                events.packArrayHeader(1);
+            }
+            events.packString("AllBlocksCleared");
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The payload frame of the pending events; resets the encoder. */
+    byte[] finishBatch(double tsSeconds, int rank) {
+        try {
+            packer.clear();
+            packer.packArrayHeader(3);
+            packer.packDouble(tsSeconds);
+            packer.packArrayHeader(eventCount);
+            packer.writePayload(events.toByteArray());
+            packer.packInt(rank);
+            byte[] out = packer.toByteArray();
+            events.clear();
+            eventCount = 0;
+            return out;
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private void packKey(MessageBufferPacker p, long key) throws IOException {
+        if (unsignedKeys && key < 0) {
+            p.packBigInteger(new BigInteger(Long.toUnsignedString(key)));
+        } else {
+            p.packLong(key);
+        }
+    }
+}

@@ -1,0 +1,340 @@
+package io.kvgate.tools.sim;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.function.LongSupplier;
+
+/**
+ * Everything one simulated engine needs to know, in one place, validated once by {@link #validate()} (called by
+ * {@link EngineSimulator#start}) with messages that name the field, the value and the rule. Mutable builder style
+ * (fluent setters) because tests tweak one or two knobs; not thread-safe, hand it over before {@code start}.
+ */
+public final class SimulatorConfig {
+    /** Which engine's wire behaviour to reproduce. */
+    public enum Dialect { VLLM, SGLANG }
+
+    /** Error body shape: {@code flat} = {"object":"error",...} (older vLLM, SGLang), {@code openai} = {"error":{...}}. */
+    public enum ErrorShape { FLAT, OPENAI }
+
+    /** P/D role of this engine. */
+    public enum Role { BOTH, PREFILL, DECODE }
+
+    /** KV event encoding: tag-first positional arrays (older engines) or maps with a "type" key (newer). */
+    public enum EventForm { ARRAY, MAP }
+
+    public static final int MAX_DP_RANKS = 8;
+
+    Dialect dialect = Dialect.VLLM;
+    String host = "127.0.0.1";
+    int port = 0;
+    String model = "sim-model";
+    long seed = 0;
+    double ttftMs = 20;
+    double itlMs = 10;
+    double prefillUsPerToken = 50;
+    int maxConcurrency = 64;
+    int queueDepth = 256;
+    int contextLen = 8192;
+    ErrorShape errorShape;           // null = dialect default (vLLM openai, SGLang flat)
+    boolean enableMetrics;           // SGLang only: /metrics mounted with --enable-metrics (vLLM always)
+    int maxBodyBytes = 8 << 20;
+    Path modelDir;
+    /** Words generated when the request gives no max_tokens: the "EOS" length drawn per request in [min,max]. */
+    int naturalMinTokens = 8;
+    int naturalMaxTokens = 48;
+    /** Epoch seconds for the {@code created} field; injectable so SSE bytes are reproducible in tests. */
+    LongSupplier epochSeconds = () -> System.currentTimeMillis() / 1000;
+
+    // ---- phase 2: prefix cache and KV events
+    int blockSize = -1;              // -1 = dialect default (vLLM 16, SGLang page size 1)
+    int cacheBlocks = 16384;         // capacity per DP rank, in blocks
+    String hashAlgo;                 // null = dialect default (sha256_cbor / sha256_sglang)
+    String hashSeed = "0";           // vLLM PYTHONHASHSEED string
+    int dpRanks = 1;
+    String kvEventsEndpoint;         // tcp://host:port, rank r publishes on port + r
+    String kvReplayEndpoint;         // tcp://host:port, rank r replays on port + r
+    String kvTopic = "kv";
+    /** auto = like the engines: bind when the host is a wildcard ({@code *}), connect otherwise. */
+    String kvEventsMode = "auto";
+    EventForm eventForm = EventForm.ARRAY;
+    int replayBufferSteps = 10_000;
+    int eventQueueDepth = 65_536;
+
+    // ---- phase 3: P/D
+    Role role = Role.BOTH;
+    String pdSecret;
+    PdRegistry pdRegistry;           // in-process registry shared by simulators (tests); default: JVM-global
+    String engineId;                 // vLLM remote_engine_id; default derived from host:port
+    int bootstrapPort = -1;          // SGLang prefill bootstrap listener; -1 = none (0 = ephemeral)
+    long bootstrapTimeoutMs = 30_000;
+
+    public SimulatorConfig dialect(Dialect v) { dialect = v; return this; }
+    public SimulatorConfig host(String v) { host = v; return this; }
+    public SimulatorConfig port(int v) { port = v; return this; }
+    public SimulatorConfig model(String v) { model = v; return this; }
+    public SimulatorConfig seed(long v) { seed = v; return this; }
+    public SimulatorConfig ttftMs(double v) { ttftMs = v; return this; }
+    public SimulatorConfig itlMs(double v) { itlMs = v; return this; }
+    public SimulatorConfig prefillUsPerToken(double v) { prefillUsPerToken = v; return this; }
+    public SimulatorConfig maxConcurrency(int v) { maxConcurrency = v; return this; }
+    public SimulatorConfig queueDepth(int v) { queueDepth = v; return this; }
+    public SimulatorConfig contextLen(int v) { contextLen = v; return this; }
+    public SimulatorConfig errorShape(ErrorShape v) { errorShape = v; return this; }
+    public SimulatorConfig enableMetrics(boolean v) { enableMetrics = v; return this; }
+    public SimulatorConfig maxBodyBytes(int v) { maxBodyBytes = v; return this; }
+    public SimulatorConfig modelDir(Path v) { modelDir = v; return this; }
+    public SimulatorConfig naturalTokens(int min, int max) { naturalMinTokens = min; naturalMaxTokens = max; return this; }
+    public SimulatorConfig epochSeconds(LongSupplier v) { epochSeconds = v; return this; }
+    public SimulatorConfig blockSize(int v) { blockSize = v; return this; }
+    public SimulatorConfig cacheBlocks(int v) { cacheBlocks = v; return this; }
+    public SimulatorConfig hashAlgo(String v) { hashAlgo = v; return this; }
+    public SimulatorConfig hashSeed(String v) { hashSeed = v; return this; }
+    public SimulatorConfig dpRanks(int v) { dpRanks = v; return this; }
+    public SimulatorConfig kvEvents(String v) { kvEventsEndpoint = v; return this; }
+    public SimulatorConfig kvReplay(String v) { kvReplayEndpoint = v; return this; }
+    public SimulatorConfig kvTopic(String v) { kvTopic = v; return this; }
+    public SimulatorConfig kvEventsMode(String v) { kvEventsMode = v; return this; }
+    public SimulatorConfig eventForm(EventForm v) { eventForm = v; return this; }
+    public SimulatorConfig replayBufferSteps(int v) { replayBufferSteps = v; return this; }
+    public SimulatorConfig role(Role v) { role = v; return this; }
+    public SimulatorConfig pdSecret(String v) { pdSecret = v; return this; }
+    public SimulatorConfig pdRegistry(PdRegistry v) { pdRegistry = v; return this; }
+    public SimulatorConfig engineId(String v) { engineId = v; return this; }
+    public SimulatorConfig bootstrapPort(int v) { bootstrapPort = v; return this; }
+    public SimulatorConfig bootstrapTimeoutMs(long v) { bootstrapTimeoutMs = v; return this; }
+
+    public Dialect dialect() { return dialect; }
+    public String model() { return model; }
+    public Role role() { return role; }
+
+    ErrorShape effectiveErrorShape() {
+        return errorShape != null ? errorShape : (dialect == Dialect.VLLM ? ErrorShape.OPENAI : ErrorShape.FLAT);
+    }
+
+    boolean kvEventsBind() {
+        if (!kvEventsMode.equals("auto")) {
+            return kvEventsMode.equals("bind");
+        }
+        Endpoint e = Endpoint.parse(kvEventsEndpoint);
+        return e != null && (e.host().equals("*") || e.host().equals("::") || e.host().equals("[::]"));
+    }
+
+    int effectiveBlockSize() {
+        return blockSize > 0 ? blockSize : (dialect == Dialect.VLLM ? 16 : 1);
+    }
+
+    String effectiveHashAlgo() {
+        return hashAlgo != null ? hashAlgo : (dialect == Dialect.VLLM ? "sha256_cbor" : "sha256_sglang");
+    }
+
+    boolean metricsMounted() {
+        return dialect == Dialect.VLLM || enableMetrics;
+    }
+
+    /** Checks every field once; throws {@link IllegalArgumentException} naming field, value and rule. */
+    public SimulatorConfig validate() {
+        List<String> errors = new ArrayList<>();
+        check(errors, dialect != null, "dialect=null: must be vllm or sglang");
+        check(errors, port >= 0 && port <= 65535, "port=" + port + ": must be in 0..65535");
+        check(errors, model != null && !model.isBlank(), "model=" + model + ": must be a non-empty name");
+        check(errors, ttftMs >= 0 && ttftMs <= 600_000, "ttft-ms=" + ttftMs + ": must be in 0..600000");
+        check(errors, itlMs >= 0 && itlMs <= 60_000, "itl-ms=" + itlMs + ": must be in 0..60000");
+        check(errors, prefillUsPerToken >= 0 && prefillUsPerToken <= 1_000_000,
+            "prefill-us-per-token=" + prefillUsPerToken + ": must be in 0..1000000");
+        check(errors, maxConcurrency >= 1 && maxConcurrency <= 1_000_000,
+            "max-concurrency=" + maxConcurrency + ": must be in 1..1000000");
+        check(errors, queueDepth >= 0 && queueDepth <= 1_000_000, "queue=" + queueDepth + ": must be in 0..1000000");
+        check(errors, contextLen >= 2 && contextLen <= 10_000_000, "context-len=" + contextLen + ": must be in 2..10000000");
+        check(errors, maxBodyBytes >= 1024, "max-body-bytes=" + maxBodyBytes + ": must be >= 1024");
+        check(errors, naturalMinTokens >= 1 && naturalMaxTokens >= naturalMinTokens,
+            "natural tokens=" + naturalMinTokens + ".." + naturalMaxTokens + ": need 1 <= min <= max");
+        check(errors, modelDir == null || Files.isDirectory(modelDir),
+            "model-dir=" + modelDir + ": must be an existing directory");
+        int bs = effectiveBlockSize();
+        check(errors, bs >= 1 && bs <= 4096, "block-size=" + bs + ": must be in 1..4096");
+        check(errors, cacheBlocks >= 1 && cacheBlocks <= 50_000_000, "cache-blocks=" + cacheBlocks + ": must be in 1..50000000");
+        String algo = effectiveHashAlgo();
+        if (dialect == Dialect.VLLM) {
+            check(errors, algo.equals("sha256_cbor") || algo.equals("xxhash_cbor"),
+                "hash-algo=" + algo + ": vllm supports sha256_cbor|xxhash_cbor");
+        } else {
+            check(errors, algo.equals("sha256_sglang"), "hash-algo=" + algo + ": sglang supports sha256_sglang");
+        }
+        check(errors, hashSeed != null, "hash-seed=null: must be a string (vLLM PYTHONHASHSEED)");
+        check(errors, dpRanks >= 1 && dpRanks <= MAX_DP_RANKS, "dp-ranks=" + dpRanks + ": must be in 1.." + MAX_DP_RANKS);
+        check(errors, kvEventsEndpoint == null || Endpoint.parse(kvEventsEndpoint) != null,
+            "kv-events=" + kvEventsEndpoint + ": must be tcp://HOST:PORT");
+        check(errors, kvReplayEndpoint == null || Endpoint.parse(kvReplayEndpoint) != null,
+            "kv-replay=" + kvReplayEndpoint + ": must be tcp://HOST:PORT");
+        check(errors, kvReplayEndpoint == null || kvEventsEndpoint != null,
+            "kv-replay=" + kvReplayEndpoint + ": needs --kv-events too");
+        check(errors, kvEventsMode != null && (kvEventsMode.equals("auto") || kvEventsMode.equals("bind")
+            || kvEventsMode.equals("connect")), "kv-events-mode=" + kvEventsMode + ": must be auto|bind|connect");
+        check(errors, replayBufferSteps >= 1 && replayBufferSteps <= 1_000_000,
+            "replay-buffer-steps=" + replayBufferSteps + ": must be in 1..1000000");
+        check(errors, role != null, "role=null: must be prefill|decode|both");
+        check(errors, bootstrapPort >= -1 && bootstrapPort <= 65535, "bootstrap-port=" + bootstrapPort + ": must be in 0..65535");
+        check(errors, !(bootstrapPort >= 0 && dialect != Dialect.SGLANG),
+            "bootstrap-port=" + bootstrapPort + ": only SGLang P/D has a bootstrap port");
+        check(errors, !(dialect == Dialect.SGLANG && role == Role.PREFILL && bootstrapPort < 0),
+            "bootstrap-port=none: an SGLang prefill needs --bootstrap-port (0 = ephemeral)");
+        check(errors, bootstrapTimeoutMs >= 1 && bootstrapTimeoutMs <= 3_600_000,
+            "bootstrap-timeout-ms=" + bootstrapTimeoutMs + ": must be in 1..3600000");
+        if (!errors.isEmpty()) {
+            throw new IllegalArgumentException("invalid simulator config: " + String.join("; ", errors));
+        }
+        return this;
+    }
+
+    private static void check(List<String> errors, boolean ok, String message) {
+        if (!ok) {
+            errors.add(message);
+        }
+    }
+
+    /** A parsed {@code tcp://host:port}. */
+    record Endpoint(String host, int port) {
+        static Endpoint parse(String s) {
+            if (s == null || !s.startsWith("tcp://")) {
+                return null;
+            }
+            String rest = s.substring(6);
+            int colon = rest.lastIndexOf(':');
+            if (colon <= 0) {
+                return null;
+            }
+            try {
+                int p = Integer.parseInt(rest.substring(colon + 1));
+                return p >= 0 && p <= 65535 - MAX_DP_RANKS ? new Endpoint(rest.substring(0, colon), p) : null;
+            } catch (NumberFormatException e) {
+                return null;
+            }
+        }
+
+        String withPortOffset(int offset) {
+            return "tcp://" + host + ":" + (port + offset);
+        }
+    }
+
+    /** Usage text of {@code ./kvgate sim}. */
+    static final String USAGE = """
+        usage: ./kvgate sim --dialect vllm|sglang --port P --model NAME [options]
+          --host H                     bind address (default 127.0.0.1)
+          --seed N                     generated-text seed (default 0)
+          --ttft-ms T                  base time to first token (default 20)
+          --itl-ms I                   inter-token latency (default 10)
+          --prefill-us-per-token U     prefill time per uncached prompt token (default 50)
+          --max-concurrency C          running requests (default 64)
+          --queue Q                    FIFO waiting requests beyond C; more -> 503 (default 256)
+          --context-len L              model context length (default 8192)
+          --error-shape flat|openai    error body shape (default: vllm openai, sglang flat)
+          --enable-metrics             SGLang: mount /metrics (vLLM always does)
+          --model-dir DIR              real tokenizer + chat template (tokenizer.json[.gz], tokenizer_config.json)
+          --block-size B               KV block / page size (default vllm 16, sglang 1)
+          --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
+          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang)
+          --hash-seed S                vLLM PYTHONHASHSEED string (default "0")
+          --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
+          --kv-events tcp://H:P        ZMQ PUB per rank on P + rank (like the engines: H = * binds, else connects)
+          --kv-events-mode M           auto|bind|connect (default auto; bind = bind tcp://H:P even for a concrete H)
+          --kv-replay tcp://H:P        bind a ZMQ ROUTER replay buffer per rank on P + rank
+          --kv-topic T                 topic frame (default "kv")
+          --event-form array|map       vLLM event encoding (default array)
+          --role prefill|decode|both   P/D role (default both)
+          --pd-secret S                vLLM P/D: decode accepts kv_transfer_params signed with this secret
+          --engine-id ID               vLLM remote_engine_id (default derived from host:port)
+          --bootstrap-port P           SGLang prefill bootstrap listener (0 = ephemeral)
+          --bootstrap-timeout-ms T     SGLang P/D rendezvous wait (default 30000)
+        """;
+
+    /** Parses {@code ./kvgate sim} arguments; throws {@link IllegalArgumentException} naming the bad flag. */
+    static SimulatorConfig parse(String[] args) {
+        SimulatorConfig c = new SimulatorConfig();
+        for (int i = 0; i < args.length; i++) {
+            String flag = args[i];
+            if (flag.equals("--enable-metrics")) {
+                c.enableMetrics = true;
+                continue;
+            }
+            if (i + 1 >= args.length) {
+                throw new IllegalArgumentException(flag + ": missing value");
+            }
+            String v = args[++i];
+            switch (flag) {
+                case "--dialect" -> c.dialect = enumValue(Dialect.class, flag, v);
+                case "--host" -> c.host = v;
+                case "--port" -> c.port = intValue(flag, v);
+                case "--model" -> c.model = v;
+                case "--seed" -> c.seed = longValue(flag, v);
+                case "--ttft-ms" -> c.ttftMs = doubleValue(flag, v);
+                case "--itl-ms" -> c.itlMs = doubleValue(flag, v);
+                case "--prefill-us-per-token" -> c.prefillUsPerToken = doubleValue(flag, v);
+                case "--max-concurrency" -> c.maxConcurrency = intValue(flag, v);
+                case "--queue" -> c.queueDepth = intValue(flag, v);
+                case "--context-len" -> c.contextLen = intValue(flag, v);
+                case "--error-shape" -> c.errorShape = enumValue(ErrorShape.class, flag, v);
+                case "--model-dir" -> c.modelDir = Path.of(v);
+                case "--block-size" -> c.blockSize = intValue(flag, v);
+                case "--cache-blocks" -> c.cacheBlocks = intValue(flag, v);
+                case "--hash-algo" -> c.hashAlgo = v;
+                case "--hash-seed" -> c.hashSeed = v;
+                case "--dp-ranks" -> c.dpRanks = intValue(flag, v);
+                case "--kv-events" -> c.kvEventsEndpoint = v;
+                case "--kv-replay" -> c.kvReplayEndpoint = v;
+                case "--kv-topic" -> c.kvTopic = v;
+                case "--kv-events-mode" -> c.kvEventsMode = v;
+                case "--event-form" -> c.eventForm = enumValue(EventForm.class, flag, v);
+                case "--role" -> c.role = enumValue(Role.class, flag, v);
+                case "--pd-secret" -> c.pdSecret = v;
+                case "--engine-id" -> c.engineId = v;
+                case "--bootstrap-port" -> c.bootstrapPort = intValue(flag, v);
+                case "--bootstrap-timeout-ms" -> c.bootstrapTimeoutMs = longValue(flag, v);
+                default -> throw new IllegalArgumentException(flag + ": unknown flag");
+            }
+        }
+        return c;
+    }
+
+    private static <E extends Enum<E>> E enumValue(Class<E> type, String flag, String v) {
+        try {
+            return Enum.valueOf(type, v.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            StringBuilder allowed = new StringBuilder();
+            for (E e2 : type.getEnumConstants()) {
+                allowed.append(allowed.isEmpty() ? "" : "|").append(e2.name().toLowerCase(Locale.ROOT));
+            }
+            throw new IllegalArgumentException(flag + "=" + v + ": must be one of " + allowed, e);
+        }
+    }
+
+    private static int intValue(String flag, String v) {
+        try {
+            return Integer.parseInt(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(flag + "=" + v + ": must be an integer", e);
+        }
+    }
+
+    private static long longValue(String flag, String v) {
+        try {
+            return Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(flag + "=" + v + ": must be an integer", e);
+        }
+    }
+
+    private static double doubleValue(String flag, String v) {
+        try {
+            double d = Double.parseDouble(v);
+            if (!Double.isFinite(d)) {
+                throw new NumberFormatException("not finite");
+            }
+            return d;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(flag + "=" + v + ": must be a number", e);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+package io.kvgate.tools.sim;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * The tokenizer used when no {@code --model-dir} is given: deterministic, dependency-free and roughly as fine as
+ * a BPE vocabulary on English text. The scheme (documented because token counts appear in usage and in KV
+ * events):
+ * <ul>
+ *   <li>a token is a maximal run of letters/digits together with the whitespace run before it, or one other
+ *       non-whitespace character together with the whitespace before it; trailing whitespace is one token;</li>
+ *   <li>the markers {@code <|im_start|>} and {@code <|im_end|>} are single special tokens (ids 151644/151645);</li>
+ *   <li>a token id is FNV-1a-32 of the token's UTF-8 bytes modulo {@value #VOCAB} (so equal text gives equal ids
+ *       and shared prefixes give shared block hashes);</li>
+ *   <li>chat is rendered ChatML style: for each message {@code <|im_start|>ROLE\nCONTENT<|im_end|>\n}, then
+ *       {@code <|im_start|>assistant\n} (the generation prompt); content arrays contribute their text parts.</li>
+ * </ul>
+ * Stateless and thread-safe.
+ */
+final class WordTokenizer implements PromptTokenizer {
+    static final int VOCAB = 151_643;
+    static final int IM_START = 151_644;
+    static final int IM_END = 151_645;
+    private static final String IM_START_TEXT = "<|im_start|>";
+    private static final String IM_END_TEXT = "<|im_end|>";
+
+    @Override
+    public int[] encodeChat(JsonNode request) {
+        return encodeText(renderChatMl(request));
+    }
+
+    static String renderChatMl(JsonNode request) {
+        StringBuilder sb = new StringBuilder();
+        for (JsonNode m : request.path("messages")) {
+            sb.append(IM_START_TEXT).append(m.path("role").asText("user")).append('\n');
+            JsonNode content = m.path("content");
+            if (content.isArray()) {
+                for (JsonNode part : content) {
+                    if (part.path("text").isTextual()) {
+                        sb.append(part.path("text").asText());
+                    }
+                }
+            } else if (content.isTextual()) {
+                sb.append(content.asText());
+            }
+            sb.append(IM_END_TEXT).append('\n');
+        }
+        sb.append(IM_START_TEXT).append("assistant\n");
+        return sb.toString();
+    }
+
+    @Override
+    public int[] encodeText(String text) {
+        int[] out = new int[Math.max(4, text.length() / 3)];
+        int n = 0;
+        int i = 0;
+        int len = text.length();
+        while (i < len) {
+            if (n == out.length) {
+                out = Arrays.copyOf(out, out.length * 2);
+            }
+            if (text.startsWith(IM_START_TEXT, i)) {
+                out[n++] = IM_START;
+                i += IM_START_TEXT.length();
+                continue;
+            }
+            if (text.startsWith(IM_END_TEXT, i)) {
+                out[n++] = IM_END;
+                i += IM_END_TEXT.length();
+                continue;
+            }
+            int start = i;
+            while (i < len && Character.isWhitespace(text.charAt(i))) {
+                i++;
+            }
+            if (i == len || text.startsWith(IM_START_TEXT, i) || text.startsWith(IM_END_TEXT, i)) {
+                if (i > start) {
+                    out[n++] = id(text, start, i);
+                }
+                continue;
+            }
+            if (Character.isLetterOrDigit(text.codePointAt(i))) {
+                while (i < len && Character.isLetterOrDigit(text.codePointAt(i))) {
+                    i += Character.charCount(text.codePointAt(i));
+                }
+            } else {
+                i += Character.charCount(text.codePointAt(i));
+            }
+            out[n++] = id(text, start, i);
+        }
+        return Arrays.copyOf(out, n);
+    }
+
+    private static int id(String text, int from, int to) {
+        byte[] bytes = text.substring(from, to).getBytes(StandardCharsets.UTF_8);
+        int h = 0x811c9dc5;
+        for (byte b : bytes) {
+            h ^= b & 0xff;
+            h *= 0x01000193;
+        }
+        return Integer.remainderUnsigned(h, VOCAB);
+    }
+}
