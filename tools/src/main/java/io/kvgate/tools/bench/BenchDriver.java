@@ -145,7 +145,8 @@ final class BenchDriver {
         measureStartNs = startNs + (long) (config.warmupS() * 1e9);
         endNs = measureStartNs + (long) (config.durationS() * 1e9);
         deadlineNs = endNs + (long) (config.drainS() * 1e9);
-        lastProgressNs = measureStartNs;
+        lastProgressNs = startNs;
+        loop.schedule(this::onMeasureStart, measureStartNs - now, TimeUnit.NANOSECONDS);
         if (config.closedLoop()) {
             for (int i = 0; i < config.connections(); i++) {
                 openConnection();
@@ -155,6 +156,14 @@ final class BenchDriver {
             loop.schedule(tickTask, startNs - now, TimeUnit.NANOSECONDS);
         }
         loop.schedule(this::housekeeping, Math.min(timeoutNs, TimeUnit.MILLISECONDS.toNanos(100)), TimeUnit.NANOSECONDS);
+    }
+
+    /** Snapshots the generator's own CPU use so the report can say whether the generator was the bottleneck. */
+    private void onMeasureStart() {
+        stats.cpuStartThreadNs = GeneratorCpu.threadCpuNs();
+        stats.cpuStartProcessNs = GeneratorCpu.processCpuNs();
+        stats.cpuStartWallNs = clock.nanoTime();
+        stats.sentAtMeasureStart = stats.sentAll;
     }
 
     // ---------------------------------------------------------------- open loop
@@ -370,6 +379,7 @@ final class BenchDriver {
             }
         }
         inFlight++;
+        stats.sentAll++;
         c.start(request, seq, intendedNs, now, measured, config.stream(), wantsReply);
         ByteBuf wire;
         if (workload.reusesRequests()) {
@@ -553,6 +563,16 @@ final class BenchDriver {
 
     private void finish(long now) {
         finished = true;
+        if (stats.cpuStartWallNs != 0) {
+            stats.cpuThreadNs = GeneratorCpu.threadCpuNs() - stats.cpuStartThreadNs;
+            stats.cpuProcessNs = GeneratorCpu.processCpuNs() - stats.cpuStartProcessNs;
+            stats.cpuWallNs = now - stats.cpuStartWallNs;
+            stats.cpuRequests = stats.sentAll - stats.sentAtMeasureStart;
+            if (stats.cpuWallNs > 0 && stats.cpuThreadNs > 0.8 * stats.cpuWallNs) {
+                warn(String.format(Locale.ROOT, "the generator's I/O thread was %.0f%% busy: it may be the bottleneck "
+                    + "(see generator in the report)", 100.0 * stats.cpuThreadNs / stats.cpuWallNs));
+            }
+        }
         for (BenchConnection c : new ArrayList<>(connections)) {
             c.busy = false;
             c.channel.close();

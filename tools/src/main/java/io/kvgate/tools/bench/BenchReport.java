@@ -248,6 +248,10 @@ public final class BenchReport {
                     100 * t.cachedTokensRatio, t.promptTokens));
             }
             sb.append('\n');
+            if (!Double.isNaN(t.generatorIoThreadBusy)) {
+                sb.append(String.format(Locale.ROOT, "  generator: I/O thread %.0f%% busy, %.1f us of process CPU per request%n",
+                    100 * t.generatorIoThreadBusy, t.generatorCpuUsPerRequest));
+            }
             if (t.shortfall()) {
                 sb.append(String.format(Locale.ROOT, "  WARNING: load not delivered as scheduled: %d late sends (> %s ms,"
                         + " max lag %.1f ms), %d waits at the connection limit, %d unsent, %d unfinished%n",

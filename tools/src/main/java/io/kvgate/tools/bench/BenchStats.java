@@ -41,6 +41,16 @@ public final class BenchStats {
     long connectionsOpened;
     int maxOpenConnections;
     long lastCompletionNs = Long.MIN_VALUE;
+    /** Every send, warmup included (for the generator's CPU per request). */
+    long sentAll;
+    long sentAtMeasureStart;
+    long cpuStartThreadNs;
+    long cpuStartProcessNs;
+    long cpuStartWallNs;
+    long cpuThreadNs = -1;
+    long cpuProcessNs = -1;
+    long cpuWallNs;
+    long cpuRequests;
 
     void recordError(ErrorClass error, long nowNs) {
         errors[error.ordinal()]++;

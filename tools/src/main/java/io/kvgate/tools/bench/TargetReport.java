@@ -88,6 +88,11 @@ public final class TargetReport {
     public final int maxBacklog;
     public final long connectionsOpened;
     public final int maxOpenConnections;
+    /** The generator's own cost over the measured window (-1 when unknown). */
+    public final double generatorIoThreadCpuS;
+    public final double generatorProcessCpuS;
+    public final double generatorIoThreadBusy;
+    public final double generatorCpuUsPerRequest;
     public final Histogram latencyUs;
     public final Histogram ttftUs;
     public final Histogram itlUs;
@@ -134,6 +139,10 @@ public final class TargetReport {
         maxBacklog = s.maxBacklog;
         connectionsOpened = s.connectionsOpened;
         maxOpenConnections = s.maxOpenConnections;
+        generatorIoThreadCpuS = s.cpuThreadNs < 0 ? Double.NaN : s.cpuThreadNs / 1e9;
+        generatorProcessCpuS = s.cpuProcessNs < 0 ? Double.NaN : s.cpuProcessNs / 1e9;
+        generatorIoThreadBusy = s.cpuThreadNs < 0 || s.cpuWallNs <= 0 ? Double.NaN : (double) s.cpuThreadNs / s.cpuWallNs;
+        generatorCpuUsPerRequest = s.cpuProcessNs < 0 || s.cpuRequests <= 0 ? Double.NaN : s.cpuProcessNs / 1e3 / s.cpuRequests;
         latencyUs = s.latencyUs.copy();
         ttftUs = s.ttftUs.copy();
         itlUs = s.itlUs.copy();
@@ -218,6 +227,12 @@ public final class TargetReport {
         g.writeObjectFieldStart("connections");
         g.writeNumberField("opened", connectionsOpened);
         g.writeNumberField("max_open", maxOpenConnections);
+        g.writeEndObject();
+        g.writeObjectFieldStart("generator");
+        number(g, "io_thread_cpu_s", generatorIoThreadCpuS);
+        number(g, "io_thread_busy", generatorIoThreadBusy);
+        number(g, "process_cpu_s", generatorProcessCpuS);
+        number(g, "process_cpu_us_per_request", generatorCpuUsPerRequest);
         g.writeEndObject();
         if (files != null && !files.isEmpty()) {
             g.writeObjectFieldStart("files");
