@@ -107,7 +107,19 @@ public record BenchConfig(
         public Transport transport = Transport.AUTO;
 
         public Builder target(String spec) {
-            targets.add(BenchTarget.parse(spec, "t" + targets.size()));
+            BenchTarget t = BenchTarget.parse(spec, "target");
+            if (!spec.contains("=") || t.label().equals("target")) {
+                // Default label: host-port, made unique by position when two targets share it.
+                String label = (t.host() + "-" + t.port()).replaceAll("[^A-Za-z0-9._-]", "_");
+                for (BenchTarget other : targets) {
+                    if (other.label().equals(label)) {
+                        label = label + "-" + (targets.size() + 1);
+                        break;
+                    }
+                }
+                t = new BenchTarget(label, t.url(), t.host(), t.port(), t.basePath());
+            }
+            targets.add(t);
             return this;
         }
 

@@ -9,7 +9,8 @@ import org.HdrHistogram.HistogramIterationValue;
 /**
  * Writes the run's plot as a standalone SVG (no plotting library): one panel per metric (end-to-end latency, time to
  * first token, inter-token latency) with one percentile curve per target, on the HdrHistogram-style x axis
- * {@code log10(1 / (1 - percentile))} (0%, 90%, 99%, 99.9%, ... evenly spaced) and a linear millisecond y axis;
+ * {@code log10(1 / (1 - percentile))} (0%, 90%, 99%, 99.9%, ... evenly spaced, as far as the sample count
+ * resolves: a curve of n samples ends at percentile 1 - 1/n, at its maximum) and a linear millisecond y axis;
  * in compare mode also a grouped bar chart of TTFT p50/p90/p99 per target and one of throughput per target.
  *
  * <p>Threading: stateless, thread-safe.
@@ -22,7 +23,7 @@ final class BenchPlot {
     private static final int RIGHT = 200;
     private static final int TOP = 40;
     private static final int BOTTOM = 50;
-    private static final double MAX_NINES = 5; // 99.999%
+    private static final int MAX_NINES = 5; // 99.999%
 
     private BenchPlot() {}
 
@@ -81,12 +82,18 @@ final class BenchPlot {
         double yMax = ticks[ticks.length - 1];
         int plotW = WIDTH - LEFT - RIGHT;
         int plotH = PANEL_HEIGHT - TOP - BOTTOM;
+        // The x axis goes as far as the data can say anything: n samples resolve percentiles up to 1 - 1/n.
+        long maxCount = 0;
+        for (TargetReport t : targets) {
+            maxCount = Math.max(maxCount, histogram(t, metric).getTotalCount());
+        }
+        int nines = (int) Math.max(2, Math.min(MAX_NINES, Math.ceil(Math.log10(Math.max(1, maxCount)))));
         StringBuilder sb = new StringBuilder(8192);
         sb.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" font-size=\"14\">%s</text>%n", LEFT, TOP - 12, esc(title)));
         axes(sb, plotW, plotH, ticks, yMax);
         String[] xLabels = {"0%", "90%", "99%", "99.9%", "99.99%", "99.999%"};
-        for (int k = 0; k <= MAX_NINES; k++) {
-            double x = LEFT + plotW * k / MAX_NINES;
+        for (int k = 0; k <= nines; k++) {
+            double x = LEFT + plotW * (double) k / nines;
             sb.append(String.format(Locale.ROOT, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>%n", x, TOP, x, TOP + plotH));
             sb.append(String.format(Locale.ROOT, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>%n", x, TOP + plotH + 18, xLabels[k]));
         }
@@ -101,12 +108,14 @@ final class BenchPlot {
             }
             String color = COLORS[i % COLORS.length];
             StringBuilder points = new StringBuilder();
+            // This target's curve ends where its own sample count stops resolving percentiles (at its max value).
+            double xEnd = Math.min(nines, Math.log10(Math.max(10, h.getTotalCount())));
             for (HistogramIterationValue v : h.percentiles(5)) {
                 double q = v.getPercentileLevelIteratedTo() / 100.0;
-                double x = q >= 1 ? MAX_NINES : Math.min(MAX_NINES, Math.log10(1 / (1 - q)));
+                double x = q >= 1 ? xEnd : Math.min(xEnd, Math.log10(1 / (1 - q)));
                 double y = v.getValueIteratedTo() / 1e3;
-                points.append(String.format(Locale.ROOT, "%.1f,%.1f ", LEFT + plotW * x / MAX_NINES, TOP + plotH - plotH * Math.min(y, yMax) / yMax));
-                if (x >= MAX_NINES) {
+                points.append(String.format(Locale.ROOT, "%.1f,%.1f ", LEFT + plotW * x / nines, TOP + plotH - plotH * Math.min(y, yMax) / yMax));
+                if (x >= xEnd) {
                     break;
                 }
             }

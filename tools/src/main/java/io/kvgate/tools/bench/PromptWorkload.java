@@ -145,16 +145,17 @@ public abstract sealed class PromptWorkload {
             SplittableRandom random = randomFor(-1);
             byte[] body;
             if (config.tokenIds()) {
-                // Token ids are 4-5 digits plus a comma: grow until the body is at least the target, then trim ids.
+                // Each id adds its digits plus a comma (none before the first): grow to the smallest size >= target.
+                int base = encode(null, null, new int[0]).length;
                 List<Integer> ids = new ArrayList<>();
-                int[] arr;
-                do {
-                    ids.add(Vocabulary.TOKEN_ID_BASE + random.nextInt(Vocabulary.TOKEN_ID_RANGE));
-                    arr = ids.stream().mapToInt(Integer::intValue).toArray();
-                    body = encode(null, null, arr);
-                } while (body.length < target && ids.size() < (64 << 20));
-                // Pad the exact size with a trailing JSON space run is not allowed inside the array, so accept the
-                // nearest size at or above the target: ids are short, the overshoot is < 6 bytes.
+                long size = base;
+                while (size < target) {
+                    int id = Vocabulary.TOKEN_ID_BASE + random.nextInt(Vocabulary.TOKEN_ID_RANGE);
+                    size += Integer.toString(id).length() + (ids.isEmpty() ? 0 : 1);
+                    ids.add(id);
+                }
+                // JSON has no padding inside an int array, so the body is at most a few bytes over the target.
+                body = encode(null, null, ids.stream().mapToInt(Integer::intValue).toArray());
             } else {
                 byte[] empty = encodeSimple(null, "", null, null);
                 int promptChars = target - empty.length;

@@ -14,7 +14,9 @@ import java.util.SplittableRandom;
  * The fixed word list that text prompts are made of. "Tokens" in workload sizes ({@code --system-tokens},
  * {@code --question-tokens}, ...) are words of this list: common short lowercase English words that BPE tokenizers
  * (Llama-3, Qwen) encode as one token each with their leading space, so an N-word prompt is about N tokens (the
- * exact count, chat template included, is what the engine reports in {@code usage.prompt_tokens}).
+ * exact count, chat template included, is what the engine reports in {@code usage.prompt_tokens}). Checked with
+ * the real Qwen3 and Llama-3.1 tokenizers (deploy/models): every word is exactly one token with its leading space,
+ * and 10,000 random words in chunks of 100 encode to 10,005 tokens (a chunk's first word has no leading space).
  *
  * <p>Token-id prompts draw ids uniformly from {@code [TOKEN_ID_BASE, TOKEN_ID_BASE + TOKEN_ID_RANGE)}: ordinary
  * vocabulary entries in every current model (no special tokens, which sit at the top of the id space).

@@ -28,7 +28,7 @@ class BenchMainTest {
         assertEquals("a", c.targets().get(0).label());
         assertEquals("b", c.targets().get(1).label());
         assertEquals("/v1/completions", c.targets().get(1).path(c.route()));
-        assertEquals("t2", c.targets().get(2).label());
+        assertEquals("x-1", c.targets().get(2).label());
         assertEquals("qwen", c.model());
         assertEquals(BenchConfig.Workload.SHARED_PREFIX, c.workload());
         assertEquals(12.5, c.ratePerS());

@@ -170,7 +170,7 @@ class BenchRunnerTest {
     @Test
     void aStallingServerShowsUpInLatencyMeasuredFromIntendedStart() throws Exception {
         try (TestLlmServer server = new TestLlmServer(body -> TestLlmServer.Plan.json(200, TestLlmServer.chatBody("x", 1, 1, 0)).delayed(20))) {
-            TargetReport t = run(base(server.url()).rate(200).duration(0.5).concurrencyLimit(1).build()).first();
+            TargetReport t = run(base(server.url()).rate(200).duration(0.5).concurrencyLimit(1).progress(true).build()).first();
             assertEquals(100, t.ok);
             // Service time is 20 ms; 100 requests need >= 2 s of service for 0.5 s of arrivals.
             assertTrue(t.latencyMs.p99() >= 1000, "p99 " + t.latencyMs.p99());
@@ -182,6 +182,8 @@ class BenchRunnerTest {
             assertTrue(t.achievedRps < 60, "achieved " + t.achievedRps); // the server's capacity, ~50/s
             String log = logBytes.toString(StandardCharsets.UTF_8);
             assertTrue(log.contains("WARNING") && log.contains("connection limit"), log);
+            assertTrue(log.contains("behind schedule"), log);
+            assertTrue(log.contains("latency p50"), log); // the once-a-second progress line
         }
     }
 
