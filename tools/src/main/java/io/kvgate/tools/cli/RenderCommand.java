@@ -1,23 +1,21 @@
 package io.kvgate.tools.cli;
 
-import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.index.hash.BlockHashSpec;
+import io.kvgate.index.hash.BlockHasher;
+import io.kvgate.index.hash.HashAlgo;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.PromptRenderer;
 import io.kvgate.index.prompt.RenderedPrompt;
-import io.kvgate.index.tokenize.Tokenizer;
+import io.kvgate.index.tokenize.HfTokenizer;
 
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.util.Map;
-import java.util.zip.GZIPInputStream;
 
 /**
  * {@code ./kvgate render --model-dir DIR}: reads an OpenAI chat request (or a completions request with {@code prompt})
@@ -39,25 +37,66 @@ public final class RenderCommand {
         return run(args, System.in, System.out, System.err);
     }
 
+    static final String USAGE = "usage: ./kvgate render --model-dir DIR [--engine vllm|vllm-xxhash|sglang] [--seed S] "
+        + "[--block-size B] [--lora NAME] < request.json\n"
+        + "  prints {\"prompt\", \"prompt_token_ids\", \"block_keys\"} exactly as POST /v1/chat/completions/render does\n"
+        + "  (block keys as the engine publishes them; defaults: --engine vllm --seed 0 --block-size 16)";
+
     static int run(String[] args, InputStream in, PrintStream out, PrintStream err) {
         Path modelDir = null;
+        String engine = "vllm";
+        String seed = "0";
+        String lora = null;
+        int blockSize = -1;
         for (int i = 0; i < args.length; i++) {
-            if (args[i].equals("--model-dir") && i + 1 < args.length) {
-                modelDir = Path.of(args[++i]);
-            } else if (args[i].equals("--help") || args[i].equals("-h")) {
-                err.println("usage: ./kvgate render --model-dir DIR < request.json");
-                return 0;
-            } else {
-                err.println("render: unknown argument '" + args[i] + "'; usage: ./kvgate render --model-dir DIR < request.json");
-                return 2;
+            String a = args[i];
+            boolean hasValue = i + 1 < args.length;
+            switch (a) {
+                case "--model-dir" -> modelDir = hasValue ? Path.of(args[++i]) : null;
+                case "--engine" -> engine = hasValue ? args[++i] : "";
+                case "--seed" -> seed = hasValue ? args[++i] : "";
+                case "--lora" -> lora = hasValue ? args[++i] : null;
+                case "--block-size" -> {
+                    try {
+                        blockSize = Integer.parseInt(hasValue ? args[++i] : "");
+                    } catch (NumberFormatException e) {
+                        err.println("render: --block-size '" + args[i] + "' must be a positive integer");
+                        return 2;
+                    }
+                }
+                case "--help", "-h" -> {
+                    err.println(USAGE);
+                    return 0;
+                }
+                default -> {
+                    err.println("render: unknown argument '" + a + "'\n" + USAGE);
+                    return 2;
+                }
             }
         }
         if (modelDir == null) {
             err.println("render: --model-dir is required (a directory with tokenizer_config.json and tokenizer.json[.gz])");
             return 2;
         }
+        HashAlgo algo = switch (engine) {
+            case "vllm" -> HashAlgo.SHA256_CBOR;
+            case "vllm-xxhash" -> HashAlgo.XXHASH_CBOR;
+            case "sglang" -> HashAlgo.SHA256_SGLANG;
+            default -> null;
+        };
+        if (algo == null) {
+            err.println("render: --engine '" + engine + "' must be one of vllm|vllm-xxhash|sglang");
+            return 2;
+        }
+        if (blockSize == -1) {
+            blockSize = algo == HashAlgo.SHA256_SGLANG ? 1 : 16;
+        }
+        if (blockSize <= 0) {
+            err.println("render: --block-size " + blockSize + " must be > 0");
+            return 2;
+        }
         try {
-            JsonNode cfg = JSON.readTree(modelDir.resolve("tokenizer_config.json").toFile());
+            HfTokenizer tok = HfTokenizer.load(modelDir);
             byte[] body = in.readNBytes(MAX_REQUEST_BYTES + 1);
             if (body.length > MAX_REQUEST_BYTES) {
                 err.println("render: request on stdin exceeds " + MAX_REQUEST_BYTES + " bytes");
@@ -70,16 +109,24 @@ public final class RenderCommand {
                 printError(err, "body", "request is not valid JSON: " + e.getMessage());
                 return 1;
             }
-            PromptRenderer renderer = new PromptRenderer(tokenizer(modelDir), text(cfg, "chat_template"),
-                    text(cfg, "bos_token"), text(cfg, "eos_token"));
+            PromptRenderer renderer = new PromptRenderer(tok::encode, tok.config().chatTemplate(),
+                tok.config().bosToken(), tok.config().eosToken());
+            BlockHashSpec spec = algo == HashAlgo.SHA256_SGLANG ? BlockHashSpec.sglang(blockSize)
+                : BlockHashSpec.vllm(algo, blockSize, seed, lora);
+            BlockHasher hasher = new BlockHasher(spec);
+            String salt = request != null && request.path("cache_salt").isTextual() ? request.get("cache_salt").asText() : null;
             ObjectNode result = JSON.createObjectNode();
             if (request != null && request.has("prompt") && !request.has("messages")) {
-                ArrayNode prompts = result.putArray("prompts");
-                for (RenderedPrompt p : renderer.renderCompletion(request)) {
-                    write(prompts.addObject(), p);
+                java.util.List<RenderedPrompt> all = renderer.renderCompletion(request);
+                write(result, all.get(0), hasher, algo, salt);
+                if (all.size() > 1) {
+                    ArrayNode prompts = result.putArray("prompts");
+                    for (RenderedPrompt p : all) {
+                        write(prompts.addObject(), p, hasher, algo, salt);
+                    }
                 }
             } else {
-                write(result, renderer.renderChat(request));
+                write(result, renderer.renderChat(request), hasher, algo, salt);
             }
             out.println(JSON.writeValueAsString(result));
             return 0;
@@ -92,13 +139,22 @@ public final class RenderCommand {
         }
     }
 
-    private static void write(ObjectNode o, RenderedPrompt p) {
+    private static void write(ObjectNode o, RenderedPrompt p, BlockHasher hasher, HashAlgo algo, String salt) {
         if (p.text() != null) {
             o.put("prompt", p.text());
+        } else {
+            o.putNull("prompt");
         }
         ArrayNode ids = o.putArray("prompt_token_ids");
         for (int id : p.tokenIds()) {
             ids.add(id);
+        }
+        long[] keys = new long[p.tokenIds().length / hasher.spec().blockSize() + 1];
+        int n = hasher.hash(p.tokenIds(), p.tokenIds().length, salt, keys);
+        ArrayNode bk = o.putArray("block_keys");
+        for (int i = 0; i < n; i++) {
+            bk.addRawValue(new com.fasterxml.jackson.databind.util.RawValue(
+                algo.isVllm() ? Long.toUnsignedString(keys[i]) : Long.toString(keys[i])));
         }
     }
 
@@ -110,48 +166,5 @@ public final class RenderCommand {
         inner.put("param", param);
         inner.put("code", 400);
         err.println(e.toString());
-    }
-
-    /** bos_token/eos_token may be a string, null, or an AddedToken object {"content": ...}. */
-    private static String text(JsonNode cfg, String field) {
-        JsonNode n = cfg.get(field);
-        if (n == null || n.isNull()) {
-            return null;
-        }
-        if (n.isObject()) {
-            return n.path("content").isTextual() ? n.get("content").asText() : null;
-        }
-        return n.isTextual() ? n.asText() : null;
-    }
-
-    /**
-     * The tokenizer factory, the one place the lead switches to {@code io.kvgate.index.tokenize.HfTokenizer} once it is
-     * merged (it was not on main when this command was written); until then the real Rust HF tokenizer via DJL.
-     */
-    static Tokenizer tokenizer(Path modelDir) throws IOException {
-        Path json = modelDir.resolve("tokenizer.json");
-        if (!Files.exists(json)) {
-            Path gz = modelDir.resolve("tokenizer.json.gz");
-            if (!Files.exists(gz)) {
-                throw new IOException("no tokenizer.json or tokenizer.json.gz in " + modelDir);
-            }
-            Path tmp = Files.createTempDirectory("kvgate-render");
-            tmp.toFile().deleteOnExit();
-            json = tmp.resolve("tokenizer.json");
-            try (InputStream in = new GZIPInputStream(Files.newInputStream(gz))) {
-                Files.copy(in, json, StandardCopyOption.REPLACE_EXISTING);
-            }
-            json.toFile().deleteOnExit();
-        }
-        HuggingFaceTokenizer tok = HuggingFaceTokenizer.newInstance(json,
-                Map.of("truncation", "false", "padding", "false", "addSpecialTokens", "true"));
-        return (text, addSpecialTokens) -> {
-            long[] ids = tok.encode(text.toString(), addSpecialTokens, false).getIds();
-            int[] out = new int[ids.length];
-            for (int i = 0; i < ids.length; i++) {
-                out[i] = Math.toIntExact(ids[i]);
-            }
-            return out;
-        };
     }
 }
