@@ -1,0 +1,26 @@
+package io.kvgate.tools.demo;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import io.kvgate.control.config.GatewayConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/** Every example configuration shipped in deploy/examples is valid (users copy them). */
+class DeployExamplesTest {
+    @Test
+    void examplesValidate() throws Exception {
+        Path root = Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath().normalize();
+        List<Path> files;
+        try (Stream<Path> s = Files.list(root.resolve("deploy/examples"))) {
+            files = s.filter(p -> p.toString().endsWith(".yaml")).toList();
+        }
+        assertFalse(files.isEmpty());
+        for (Path f : files) {
+            GatewayConfig.load(f); // throws with every problem named
+        }
+    }
+}
