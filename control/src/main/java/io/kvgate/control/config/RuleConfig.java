@@ -38,7 +38,7 @@ public record RuleConfig(
     public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {}
 
     /** Longest-cached-prefix routing knobs. */
-    public record KvExactConfig(String mode, double loadCapFactor, double lambda, int minMatchBlocks,
+    public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
                                 boolean parityProbeAtStartup) {}
 
@@ -107,7 +107,8 @@ public record RuleConfig(
 
         ConfigNode k = n.child("kv");
         KvExactConfig kv = new KvExactConfig(k.oneOf("mode", "bounded", List.of("bounded", "soft")),
-            k.doubleValue("load_cap_factor", 1.5, 1.0, 100.0), k.doubleValue("lambda", 4.0, 0.0, 1e6),
+            k.doubleValue("load_cap_factor", 1.5, 1.0, 100.0), k.doubleValue("load_slack", 2.0, 0.0, 1e6),
+            k.doubleValue("lambda", 4.0, 0.0, 1e6),
             k.intValue("min_match_blocks", 1, 0, 1 << 20), k.intValue("cold_readmit_every", 64, 0, 1 << 20),
             k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
             k.bool("parity_probe_at_startup", false));

@@ -139,7 +139,8 @@ final class KvExactPolicy implements RoutingPolicy {
                 }
             }
         } else {
-            double cap = Math.max(1.0, knobs.loadCapFactor() * mean);
+            // Relative bound with an absolute slack: at low load one request in flight must not count as "hot".
+            double cap = Math.max(knobs.loadCapFactor() * mean, mean + knobs.loadSlack());
             for (int i = 0; i < c.length; i++) {
                 if (!RoutingPolicy.eligible(c[i], r, nowNs) || c[i].outstanding() + 1 > cap) {
                     continue;

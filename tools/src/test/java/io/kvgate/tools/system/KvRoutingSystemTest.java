@@ -1,0 +1,215 @@
+package io.kvgate.tools.system;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.dataplane.GatewayLauncher;
+import io.kvgate.dataplane.route.RuleStats;
+import io.kvgate.tools.sim.EngineSimulator;
+import io.kvgate.tools.sim.SimulatorConfig;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * KV-exact routing end to end: simulated vLLM engines with the real Qwen3 tokenizer and chat template publish real
+ * KV events over ZeroMQ; the gateway's inventory must equal what they hold, repeated prefixes must land where they
+ * are cached (as the engines' own cached_tokens show), and a gateway hashing with the wrong seed must trip the
+ * zero-hit watchdog.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class KvRoutingSystemTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private final List<EngineSimulator> sims = new ArrayList<>();
+    private Gateway gw;
+    private final HttpClient http = HttpClient.newHttpClient();
+    private Path modelDir;
+
+    @BeforeAll
+    void start() throws Exception {
+        Path root = Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath().normalize();
+        modelDir = root.resolve("deploy/models/qwen3");
+        StringBuilder eps = new StringBuilder();
+        for (int i = 0; i < 3; i++) {
+            int kv = freePort();
+            EngineSimulator s = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("qwen3")
+                .modelDir(modelDir).ttftMs(1).itlMs(1).prefillUsPerToken(1).blockSize(16).hashSeed("0")
+                .kvEvents("tcp://*:" + kv));
+            sims.add(s);
+            eps.append("      - url: ").append(s.baseUrl()).append("\n        kv_events: tcp://127.0.0.1:").append(kv).append('\n');
+        }
+        String yaml = """
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            health: {interval_ms: 60000}
+            rules:
+              - name: kv
+                models: [qwen3]
+                engine: vllm
+                policy: kv_exact
+                tokenizer: %s
+                block_size: 16
+                hash_seed: "0"
+                kv: {cold_readmit_every: 0, load_cap_factor: 100}
+                endpoints:
+            %s  - name: wrongseed
+                models: [qwen3-wrong-seed]
+                engine: vllm
+                policy: kv_exact
+                tokenizer: %s
+                hash_seed: "1"
+                kv: {watchdog_zero_hit_streak: 3, speculative_ttl_ms: 0}
+                endpoints:
+            %s""".formatted(modelDir, eps, modelDir, eps);
+        gw = GatewayLauncher.start(GatewayConfig.parse(yaml));
+    }
+
+    @AfterAll
+    void stop() {
+        if (gw != null) {
+            gw.close(100);
+        }
+        sims.forEach(EngineSimulator::close);
+    }
+
+    private static int freePort() throws Exception {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    private static final String SYSTEM = "You are a meticulous assistant for a logistics company. ".repeat(20);
+
+    private String chat(String model, String question) {
+        return "{\"model\":\"" + model + "\",\"max_tokens\":3,\"messages\":[{\"role\":\"system\",\"content\":\"" + SYSTEM
+            + "\"},{\"role\":\"user\",\"content\":\"" + question + "\"}]}";
+    }
+
+    private HttpResponse<String> post(String path, String body, boolean explain) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
+            .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body));
+        if (explain) {
+            b.header("x-kvgate-explain", "1");
+        }
+        return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private JsonNode admin(String method, String path, String body) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.adminPort() + path));
+        b = body == null ? b.GET() : b.method(method, HttpRequest.BodyPublishers.ofString(body));
+        return JSON.readTree(http.send(b.build(), HttpResponse.BodyHandlers.ofString()).body());
+    }
+
+    /** Waits (bounded) for an asynchronous condition: events travel over ZeroMQ. */
+    private static void await(String what, BooleanSupplier cond) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!cond.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("timed out waiting for " + what);
+            }
+            TimeUnit.MILLISECONDS.sleep(20);
+        }
+    }
+
+    private long inventoryBlocks(int endpoint) {
+        try {
+            return admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints").get(endpoint).get("blocks").asLong();
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Test
+    void repeatedPrefixLandsWhereItIsCachedAndInventoryMatchesEngines() throws Exception {
+        await("all subscribers connected", () -> {
+            try {
+                JsonNode eps = admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints");
+                for (JsonNode e : eps) {
+                    if (!e.get("subscribers").get(0).get("connected").asBoolean()) {
+                        return false;
+                    }
+                }
+                return true;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        HttpResponse<String> first = post("/v1/chat/completions", chat("qwen3", "Where is parcel 1?"), true);
+        assertEquals(200, first.statusCode(), first.body());
+        String firstRoute = first.headers().firstValue("x-kvgate-route").orElseThrow();
+        String chosen = firstRoute.substring("endpoint=".length(), firstRoute.indexOf(';'));
+        int idx = -1;
+        for (int i = 0; i < sims.size(); i++) {
+            if (sims.get(i).baseUrl().endsWith(chosen)) {
+                idx = i;
+            }
+        }
+        assertTrue(idx >= 0, firstRoute);
+        final int owner = idx;
+        await("the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
+            && inventoryBlocks(owner) > 0);
+
+        Set<String> endpoints = new HashSet<>();
+        long cached = 0;
+        for (int q = 2; q <= 6; q++) {
+            HttpResponse<String> r = post("/v1/chat/completions", chat("qwen3", "Where is parcel " + q + "?"), true);
+            assertEquals(200, r.statusCode(), r.body());
+            String route = r.headers().firstValue("x-kvgate-route").orElseThrow();
+            assertTrue(route.contains("tier=kv_exact"), route);
+            endpoints.add(route.substring("endpoint=".length(), route.indexOf(';')));
+            cached += JSON.readTree(r.body()).path("usage").path("prompt_tokens_details").path("cached_tokens").asLong();
+        }
+        assertEquals(Set.of(chosen), endpoints, "every sibling goes where the prefix is cached");
+        assertTrue(cached > 5 * 150, "the engine served the shared prefix from cache: " + cached);
+
+        // The inventory equals what each engine holds, block for block count.
+        for (int i = 0; i < sims.size(); i++) {
+            final int e = i;
+            await("inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0));
+        }
+
+        // Lookup and render agree with the engine: the whole shared prefix is cached on the owner.
+        JsonNode lookup = admin("POST", "/admin/v1/lookup", chat("qwen3", "Where is parcel 2?"));
+        JsonNode ownerRow = lookup.get("endpoints").get(owner);
+        assertTrue(ownerRow.get("cached_blocks").asInt() >= 8, lookup.toString());
+        HttpResponse<String> render = post("/v1/chat/completions/render", chat("qwen3", "Where is parcel 2?"), false);
+        JsonNode rj = JSON.readTree(render.body());
+        assertEquals(rj.get("prompt_token_ids").size() / 16, rj.get("block_keys").size());
+        assertTrue(rj.get("prompt").asText().startsWith("<|im_start|>system\n"));
+
+        JsonNode explain = admin("POST", "/admin/v1/explain", chat("qwen3", "Where is parcel 9?"));
+        assertTrue(explain.get("endpoint").asText().endsWith(chosen), explain.toString());
+        assertTrue(explain.get("explanation").asText().contains("tier=kv_exact"), explain.toString());
+    }
+
+    @Test
+    void wrongSeedTripsTheZeroHitWatchdog() throws Exception {
+        // Warm the engines' caches through the correct rule first so the inventory is not empty.
+        assertEquals(200, post("/v1/chat/completions", chat("qwen3", "warm"), false).statusCode());
+        await("inventory not empty", () -> inventoryBlocks(0) + inventoryBlocks(1) + inventoryBlocks(2) > 0);
+        for (int i = 0; i < 4; i++) {
+            post("/v1/chat/completions", chat("qwen3-wrong-seed", "warm"), false); // the engines 404 the alias; routing ran first
+        }
+        assertTrue(RuleStats.of("wrongseed").watchdogFirings() >= 1, "a seed mismatch must be detected");
+        assertTrue(RuleStats.of("wrongseed").missCount("no_match") >= 3);
+    }
+}
