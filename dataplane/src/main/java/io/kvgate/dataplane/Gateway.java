@@ -15,9 +15,11 @@ import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.Policies;
+import io.kvgate.dataplane.kv.KvRoutes;
+import io.kvgate.dataplane.kv.KvState;
+import io.kvgate.dataplane.route.RulePolicies;
+import io.kvgate.index.block.BlockIndex;
 import io.kvgate.dataplane.route.RouteTable;
-import io.kvgate.dataplane.route.RoutingPolicy;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.upstream.HealthChecker;
@@ -44,6 +46,7 @@ public final class Gateway implements AutoCloseable {
     private final Transport transport;
     private final EventLoopGroup boss;
     private final EventLoopGroup workers;
+    private final EventLoopGroup adminGroup;
     private final EndpointRegistry registry = new EndpointRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
@@ -54,6 +57,7 @@ public final class Gateway implements AutoCloseable {
     private final Channel listener;
     private final Channel adminListener;
     private volatile GatewayConfig config;
+    private volatile KvState kv;
     private volatile boolean draining;
 
     private Gateway(GatewayConfig cfg, NanoClock clock, RequestHooksFactory hooksFactory) throws Exception {
@@ -66,11 +70,14 @@ public final class Gateway implements AutoCloseable {
         int threads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
         this.boss = transport.newGroup(1, "kvgate-accept");
         this.workers = transport.newGroup(threads, "kvgate-io");
+        this.adminGroup = transport.newGroup(1, "kvgate-admin");
         RouteTable table = buildTable(cfg);
         this.router = new RoutingStage(cfg.router(), table, clock);
         this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
         this.admin = new AdminApi(this);
-        RequestHooks extra = hooksFactory == null ? RequestHooks.NONE : hooksFactory.create(this);
+        KvRoutes kvRoutes = new KvRoutes(this);
+        kvRoutes.registerAdmin(admin);
+        RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
         GatewayContext[] holder = new GatewayContext[1];
         PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
         RequestHooks hooks = new RequestHooks() {
@@ -107,7 +114,8 @@ public final class Gateway implements AutoCloseable {
             .childHandler(new ClientChannelInitializer(gw, local));
         this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
         AdminHandler adminHandler = new AdminHandler(admin, cfg.adminToken());
-        this.adminListener = new ServerBootstrap().group(boss, workers).channel(transport.serverChannel())
+        // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
+        this.adminListener = new ServerBootstrap().group(boss, adminGroup).channel(transport.serverChannel())
             .childHandler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
@@ -133,14 +141,20 @@ public final class Gateway implements AutoCloseable {
     }
 
     private RouteTable buildTable(GatewayConfig cfg) {
-        return RouteTable.build(cfg, registry, ctx -> policyFor(ctx.rule()));
-    }
-
-    private static RoutingPolicy policyFor(RuleConfig rule) {
-        return switch (rule.policy()) {
-            case "round_robin", "weighted", "least_outstanding" -> Policies.create(rule.policy());
-            default -> Policies.create(rule.fallback());
-        };
+        if (kv == null && KvState.needed(cfg)) {
+            kv = new KvState(KvState.capacityFor(cfg), clock);
+        }
+        if (kv != null) {
+            kv.sync(cfg, registry);
+        }
+        for (RuleConfig r : cfg.rules()) {
+            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null) {
+                System.err.println("kvgate: rule '" + r.name() + "' (" + r.policy() + ") has no tokenizer: token-id prompts are "
+                    + "routed exactly, text and chat prompts take the fallback policy (" + r.fallback() + ")");
+            }
+        }
+        BlockIndex index = kv == null ? null : kv.index();
+        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock));
     }
 
     /**
@@ -160,6 +174,7 @@ public final class Gateway implements AutoCloseable {
 
     private void registerMetrics() {
         metrics.addSource(out -> {
+            io.kvgate.dataplane.route.RuleStats.writeAll(out);
             GatewayMetrics.counter(out, "kvgate_router_ring_full_total", "Requests shed because the routing ring was full.",
                 router.ringFullRejects());
             GatewayMetrics.gauge(out, "kvgate_router_ring_free", "Free slots in the routing ring.", router.ringRemaining());
@@ -260,8 +275,17 @@ public final class Gateway implements AutoCloseable {
         health.close();
         adminListener.close().syncUninterruptibly();
         workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
+        adminGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         boss.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         router.close();
+        if (kv != null) {
+            kv.close();
+        }
+    }
+
+    /** The KV inventory, or null when no endpoint publishes KV events. */
+    public KvState kv() {
+        return kv;
     }
 
     private long inFlight() {

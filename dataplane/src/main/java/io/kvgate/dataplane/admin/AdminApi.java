@@ -21,7 +21,7 @@ import java.util.function.Function;
 public final class AdminApi {
     /** One answer. */
     public record Reply(int status, String body, String contentType) {
-        static Reply json(int status, String body) {
+        public static Reply json(int status, String body) {
             return new Reply(status, body, "application/json");
         }
     }

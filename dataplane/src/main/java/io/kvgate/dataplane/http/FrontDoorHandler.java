@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.http;
 
+import io.kvgate.dataplane.kv.RoutingInputsBuilder;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.proxy.ActiveExchange;
 import io.kvgate.dataplane.proxy.ExchangeOwner;
@@ -285,7 +286,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             }
             return;
         }
-        ProxyExchange px = new ProxyExchange(gw, ctx, this, req, b, fields, rule, requestId, explain, requestStartNs);
+        ProxyExchange px = new ProxyExchange(gw, ctx, this, req, b, fields, rule, requestId, explain, requestStartNs)
+            .withInputs(RoutingInputsBuilder.build(rule, req.headers(), b, fields, path.equals("/v1/chat/completions"),
+                gw.metrics(), gw.clock()));
         exchange = px;
         px.start();
     }

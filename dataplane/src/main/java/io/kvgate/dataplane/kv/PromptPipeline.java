@@ -72,6 +72,21 @@ public final class PromptPipeline {
         if (chat) {
             return renderer == null ? null : renderer.renderChat(body);
         }
+        return renderCompletion(body);
+    }
+
+    /** The chat template's output for a chat body (null without a tokenizer/template). */
+    public String renderChatText(JsonNode body) throws PromptException {
+        return renderer == null ? null : renderer.renderChatText(body);
+    }
+
+    /** Chat prompts are tokenized without special tokens: the template already wrote them. */
+    public int[] encodeChat(String text) {
+        return tokenizer.encode(text, false);
+    }
+
+    /** The first prompt of a completions body (token ids as given, text tokenized with special tokens). */
+    public RenderedPrompt renderCompletion(JsonNode body) throws PromptException {
         JsonNode p = body.get("prompt");
         boolean ids = p != null && p.isArray() && p.size() > 0 && (p.get(0).isIntegralNumber() || p.get(0).isArray());
         if (renderer == null && !ids) {

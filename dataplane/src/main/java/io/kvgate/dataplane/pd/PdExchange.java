@@ -69,6 +69,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     private final boolean sglang;
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
 
+    private final io.kvgate.dataplane.proxy.RoutingInputs inputs;
     private volatile Role role = Role.PREFILL;
     private EndpointState routed;
     private String routedWhy;
@@ -84,7 +85,9 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     private boolean done;
 
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
-                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
+                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                      io.kvgate.dataplane.proxy.RoutingInputs inputs) {
+        this.inputs = inputs;
         this.gw = gw;
         this.metrics = metrics;
         this.ctx = ctx;
@@ -131,6 +134,21 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     @Override
     public Role role() {
         return role;
+    }
+
+    @Override
+    public int[] promptTokens() {
+        return role == Role.PREFILL ? inputs.promptTokens() : null;
+    }
+
+    @Override
+    public String cacheSalt() {
+        return inputs.cacheSalt();
+    }
+
+    @Override
+    public boolean explain() {
+        return explain;
     }
 
     @Override

@@ -36,6 +36,9 @@ public final class PdHooks {
         if (!rule.isPd()) {
             return null;
         }
+        GatewayContext g = gw.get();
+        io.kvgate.dataplane.proxy.RoutingInputs inputs = io.kvgate.dataplane.kv.RoutingInputsBuilder.build(rule, head.headers(), body,
+            fields, head.uri().startsWith("/v1/chat/completions"), g.metrics(), g.clock());
         ObjectNode tree;
         try (ByteBufInputStream in = new ByteBufInputStream(body, true)) {
             JsonNode n = JSON.readTree((java.io.InputStream) in);
@@ -53,7 +56,7 @@ public final class PdHooks {
             return () -> { }; // answered already
 
         }
-        PdExchange ex = new PdExchange(gw.get(), metrics, ctx, owner, head, tree, fields, rule, requestId, explain, startNs);
+        PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, explain, startNs, inputs);
         ex.start();
         return ex;
     }

@@ -59,6 +59,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     private long firstByteTimeoutMs;
     private boolean stripKvTransferParams;
     private LegObserver observer = LegObserver.NONE;
+    private RoutingInputs inputs = RoutingInputs.NONE;
 
     /** Lets an orchestrator (P/D) follow and couple this leg. Event-loop only. */
     public interface LegObserver {
@@ -117,6 +118,32 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     @Override
     public Role role() {
         return role;
+    }
+
+    /** What KV-aware and affinity policies route on (computed by the I/O thread before the ring). */
+    public ProxyExchange withInputs(RoutingInputs in) {
+        this.inputs = in;
+        return this;
+    }
+
+    @Override
+    public int[] promptTokens() {
+        return inputs.promptTokens();
+    }
+
+    @Override
+    public String cacheSalt() {
+        return inputs.cacheSalt();
+    }
+
+    @Override
+    public String sessionKey() {
+        return inputs.sessionKey();
+    }
+
+    @Override
+    public boolean explain() {
+        return explain;
     }
 
     /** Starts on an endpoint the routing stage already chose (and counted) for this request. */

@@ -3,13 +3,9 @@ package io.kvgate.dataplane.route;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexReader;
-import io.kvgate.index.block.Fmix64ChainedTokenHasher;
 import io.kvgate.index.block.SpeculativeOverlay;
-import io.kvgate.index.hash.BlockHashSpec;
-import io.kvgate.index.hash.BlockHasher;
-import io.kvgate.index.hash.HashAlgo;
-import io.kvgate.index.hash.PrefixHashCache;
 import io.kvgate.control.clock.NanoClock;
+import io.kvgate.dataplane.kv.RuleHasher;
 
 /**
  * KV-exact routing: for each candidate, the longest contiguous run of cached blocks from the start of the prompt
@@ -27,8 +23,7 @@ final class KvExactPolicy implements RoutingPolicy {
     private final BlockIndex index;
     private final BlockIndexReader reader;
     private final SpeculativeOverlay overlay;
-    private final BlockHasher hasher;
-    private final Fmix64ChainedTokenHasher learned;
+    private final RuleHasher hasher;
     private final int blockSize;
     private final String ruleName;
     private final int watchdogStreak;
@@ -48,16 +43,7 @@ final class KvExactPolicy implements RoutingPolicy {
         this.blockSize = rule.blockSize();
         this.ruleName = rule.name();
         this.watchdogStreak = knobs.watchdogZeroHitStreak();
-        boolean learnedMode = "learned".equals(rule.kvKeyMode());
-        this.learned = learnedMode ? new Fmix64ChainedTokenHasher() : null;
-        if (learnedMode) {
-            this.hasher = null;
-        } else {
-            HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
-            BlockHashSpec spec = algo == HashAlgo.SHA256_SGLANG ? BlockHashSpec.sglang(blockSize)
-                : BlockHashSpec.vllm(algo, blockSize, rule.hashSeed(), null);
-            this.hasher = new BlockHasher(spec, new PrefixHashCache(spec, 1 << 16));
-        }
+        this.hasher = new RuleHasher(rule, 1 << 16);
     }
 
     /** Computes the prompt's block keys into {@link #keys}; returns the number of full blocks. */
@@ -66,21 +52,13 @@ final class KvExactPolicy implements RoutingPolicy {
         if (keys.length < blocks) {
             keys = new long[Math.max(blocks, keys.length * 2)];
         }
-        if (learned != null) {
-            long parent = learned.rootKey();
-            for (int b = 0; b < blocks; b++) {
-                parent = learned.blockKey(parent, tokens, b * blockSize, blockSize);
-                keys[b] = parent;
-            }
-            return blocks;
-        }
-        return hasher.hash(tokens, tokens.length, salt, keys);
+        return hasher.hash(tokens, salt, keys);
     }
 
     @Override
     public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
         EndpointState ep = decide(c, r, nowNs, why);
-        if (ep != null && overlay != null && lastBlocks > 0) {
+        if (ep != null && overlay != null && lastBlocks > 0 && !r.dryRun()) {
             overlay.recordRouted(ep.id(), keys, lastBlocks);
         }
         return ep;

@@ -40,6 +40,14 @@ public interface RouteRequest {
         return false;
     }
 
+    /**
+     * A decision asked for its explanation only (admin explain): the routing stage decides as it would but counts
+     * no load, records no speculative blocks and pins no session.
+     */
+    default boolean dryRun() {
+        return false;
+    }
+
     /** Whether this request already tried {@code ep} (connect failure → retry elsewhere). */
     boolean alreadyTried(EndpointState ep);
 

@@ -199,6 +199,10 @@ public final class RoutingStage implements AutoCloseable {
             request.onRouted(null, rule, "no healthy endpoint");
             return;
         }
+        if (request.dryRun()) {
+            request.onRouted(ep, rule, why.length() == 0 ? null : why.toString());
+            return;
+        }
         ep.onRouted(now);
         routed.lazySet(routed.get() + 1);
         request.onRouted(ep, rule, why.length() == 0 ? null : why.toString());

@@ -15,8 +15,14 @@ public final class Rule {
     private final RoutingPolicy policy;
     private final RoutingPolicy decodePolicy;
 
-    Rule(RuleConfig config, EndpointState[] endpoints, RoutingPolicy policy, RoutingPolicy decodePolicy) {
+    private final io.kvgate.dataplane.kv.PromptPipeline pipeline;
+    private final boolean needsPromptTokens;
+
+    Rule(RuleConfig config, EndpointState[] endpoints, RoutingPolicy policy, RoutingPolicy decodePolicy,
+         io.kvgate.dataplane.kv.PromptPipeline pipeline) {
         this.config = config;
+        this.pipeline = pipeline;
+        this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
         this.endpoints = endpoints;
         this.policy = policy;
         this.decodePolicy = decodePolicy;
@@ -35,6 +41,16 @@ public final class Rule {
 
     RoutingPolicy policyFor(RouteRequest.Role role) {
         return role == RouteRequest.Role.DECODE ? decodePolicy : policy;
+    }
+
+    /** The rule's exact prompt pipeline (tokenizer + chat template), never null (may lack a tokenizer). */
+    public io.kvgate.dataplane.kv.PromptPipeline pipeline() {
+        return pipeline;
+    }
+
+    /** Whether the I/O thread must render and tokenize the prompt before routing. */
+    public boolean needsPromptTokens() {
+        return needsPromptTokens;
     }
 
     public boolean isPd() {

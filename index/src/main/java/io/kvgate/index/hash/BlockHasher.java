@@ -133,7 +133,8 @@ public final class BlockHasher {
             this.tokensOff = parentOff + digestBytes + Cbor.headLength(blockSize);
             int extrasMax = 1 + (loraName == null ? 0 : Cbor.textLength(loraUtf8Bytes)) + Cbor.textLength(saltMaxUtf8);
             int seedUtf8 = Utf8.encodedLength(spec.seed());
-            int bodyMax = tokensOff + Cbor.MAX_HEAD_BYTES * blockSize + extrasMax;
+            // +8: the branchless token encoder stores 8 bytes for each token (see Cbor.tokenBranchless).
+            int bodyMax = tokensOff + Cbor.MAX_HEAD_BYTES * blockSize + extrasMax + 8;
             this.buf = new byte[Math.max(bodyMax, Cbor.textLength(seedUtf8))];
             if (loraName == null) {
                 this.steadyExtras = new byte[] {Cbor.NULL};
@@ -333,7 +334,7 @@ public final class BlockHasher {
         byte[] b = buf;
         int p = tokensOff;
         for (int i = tokenOff, end = tokenOff + blockSize; i < end; i++) {
-            p = Cbor.token(b, p, tokens[i]);
+            p = Cbor.tokenBranchless(b, p, tokens[i]);
         }
         if (salt != null) {
             if (loraName != null) {

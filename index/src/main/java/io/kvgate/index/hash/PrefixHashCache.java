@@ -22,7 +22,7 @@ import java.util.Objects;
  *
  * <h2>Bounds and eviction</h2>
  * Fixed capacity (a power of two, all arrays allocated up front; {@code capacity * (4 * blockSize + 2 * digest +
- * 17)} bytes). Open addressing with a probe window of {@value #PROBE} slots; when the window is full, a slot of it
+ * 16)} bytes). Open addressing with a probe window of {@value #PROBE} slots; when the window is full, a slot of it
  * is overwritten in round-robin order. Nothing is ever allocated after construction.
  *
  * <h2>Threading</h2>
@@ -45,13 +45,15 @@ public final class PrefixHashCache {
     private final int blockSize;
     private final int digestBytes;
     private final int mask;
-    /** 0 = empty slot; live fingerprints are forced odd. */
-    private final long[] fingerprints;
-    private final boolean[] hasParent;
-    private final byte[] parents;
-    private final int[] tokens;
+    /**
+     * Per slot {@code [fingerprint, key]}, adjacent so a probe and a hit's key share cache lines. Fingerprint 0 =
+     * empty; live fingerprints have bit 0 set and carry "has a parent" in bit 1.
+     */
+    private final long[] meta;
+    /** Per slot {@code [parent digest | block digest]}, adjacent: a hit reads the line it just compared. */
     private final byte[] digests;
-    private final long[] keys;
+    /** Per slot the block's tokens. */
+    private final int[] tokens;
 
     private long pendingFingerprint;
     private int victimCursor;
@@ -69,21 +71,17 @@ public final class PrefixHashCache {
             throw new IllegalArgumentException("capacityEntries=" + capacityEntries + ": must be in [" + PROBE + ", "
                 + MAX_CAPACITY + "]");
         }
-        long tokenCells = (long) Integer.highestOneBit(capacityEntries - 1) * 2 * spec.blockSize();
-        if (tokenCells > Integer.MAX_VALUE - 16) {
+        int capacity = Integer.highestOneBit(capacityEntries - 1) << 1;
+        if ((long) capacity * spec.blockSize() > Integer.MAX_VALUE - 16) {
             throw new IllegalArgumentException("capacityEntries=" + capacityEntries + " x blockSize="
                 + spec.blockSize() + ": must stay below 2^31 token cells");
         }
-        int capacity = Integer.highestOneBit(capacityEntries - 1) << 1;
         this.blockSize = spec.blockSize();
         this.digestBytes = spec.algo().digestBytes();
         this.mask = capacity - 1;
-        this.fingerprints = new long[capacity];
-        this.hasParent = new boolean[capacity];
-        this.parents = new byte[capacity * digestBytes];
+        this.meta = new long[2 * capacity];
+        this.digests = new byte[capacity * 2 * digestBytes];
         this.tokens = new int[capacity * blockSize];
-        this.digests = new byte[capacity * digestBytes];
-        this.keys = new long[capacity];
     }
 
     public BlockHashSpec spec() {
@@ -110,7 +108,7 @@ public final class PrefixHashCache {
 
     /** Forgets every entry (counters are kept). */
     public void clear() {
-        Arrays.fill(fingerprints, 0L);
+        Arrays.fill(meta, 0L);
     }
 
     /**
@@ -125,7 +123,7 @@ public final class PrefixHashCache {
         int home = (int) (fp >>> 40) & mask;
         for (int i = 0; i < PROBE; i++) {
             int slot = (home + i) & mask;
-            if (fingerprints[slot] == fp && matches(slot, parent, parentOff, withParent, blockTokens, tokenOff)) {
+            if (meta[2 * slot] == fp && matches(slot, parent, parentOff, withParent, blockTokens, tokenOff)) {
                 hits++;
                 return slot;
             }
@@ -136,8 +134,8 @@ public final class PrefixHashCache {
 
     /** Copies the digest of hit {@code slot} to {@code dst[off, +digest)} and returns its key. */
     long copyHit(int slot, byte[] dst, int off) {
-        System.arraycopy(digests, slot * digestBytes, dst, off, digestBytes);
-        return keys[slot];
+        System.arraycopy(digests, (2 * slot + 1) * digestBytes, dst, off, digestBytes);
+        return meta[2 * slot + 1];
     }
 
     /**
@@ -150,7 +148,7 @@ public final class PrefixHashCache {
         int victim = -1;
         for (int i = 0; i < PROBE; i++) {
             int slot = (home + i) & mask;
-            if (fingerprints[slot] == 0L) {
+            if (meta[2 * slot] == 0L) {
                 victim = slot;
                 break;
             }
@@ -159,10 +157,9 @@ public final class PrefixHashCache {
             victim = (home + (victimCursor++ & (PROBE - 1))) & mask;
             evictions++;
         }
-        fingerprints[victim] = 0L;
-        hasParent[victim] = withParent;
+        meta[2 * victim] = 0L;
         if (withParent) {
-            System.arraycopy(parent, parentOff, parents, victim * digestBytes, digestBytes);
+            System.arraycopy(parent, parentOff, digests, 2 * victim * digestBytes, digestBytes);
         }
         System.arraycopy(blockTokens, tokenOff, tokens, victim * blockSize, blockSize);
         return victim;
@@ -170,19 +167,17 @@ public final class PrefixHashCache {
 
     /** Completes a {@link #reserve}d slot with the block's digest and key, making it visible. */
     void commit(int slot, byte[] digest, int digestOff, long key) {
-        System.arraycopy(digest, digestOff, digests, slot * digestBytes, digestBytes);
-        keys[slot] = key;
-        fingerprints[slot] = pendingFingerprint;
+        System.arraycopy(digest, digestOff, digests, (2 * slot + 1) * digestBytes, digestBytes);
+        meta[2 * slot + 1] = key;
+        meta[2 * slot] = pendingFingerprint;
     }
 
+    /** The fingerprint already matched, so "has a parent" (bit 1) matches too. */
     private boolean matches(int slot, byte[] parent, int parentOff, boolean withParent, int[] blockTokens,
                             int tokenOff) {
-        if (hasParent[slot] != withParent) {
-            return false;
-        }
         if (withParent) {
-            int p = slot * digestBytes;
-            if (!Arrays.equals(parents, p, p + digestBytes, parent, parentOff, parentOff + digestBytes)) {
+            int p = 2 * slot * digestBytes;
+            if (!Arrays.equals(digests, p, p + digestBytes, parent, parentOff, parentOff + digestBytes)) {
                 return false;
             }
         }
@@ -210,6 +205,6 @@ public final class PrefixHashCache {
         h ^= h >>> 33;
         h *= M1;
         h ^= h >>> 29;
-        return h | 1L;
+        return (h & ~3L) | (withParent ? 3L : 1L);
     }
 }

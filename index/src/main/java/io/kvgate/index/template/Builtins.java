@@ -304,7 +304,12 @@ final class Builtins {
                 throw new PyError("bad operand type for abs(): '" + PyOps.typeName(v) + "'");
             }
             case "attr" -> {
-                return PyOps.getattr(v, strArg(arg(args, kn, kv, 0, "name", null), "attr"));
+                // Jinja2's attr filter looks up attributes only, never items.
+                String attrName = strArg(arg(args, kn, kv, 0, "name", null), "attr");
+                if (v instanceof Map<?, ?> && !Set.of("get", "items", "keys", "values", "copy").contains(attrName)) {
+                    return Undefined.missingAttr(v, attrName);
+                }
+                return PyOps.getattr(v, attrName);
             }
             case "capitalize" -> {
                 return PyStr.capitalize(PyOps.str(v));
@@ -416,8 +421,24 @@ final class Builtins {
                 }
                 if (v instanceof String s) {
                     String t = PyStr.strip(s, null).replace("_", "");
+                    String digits = t.startsWith("+") || t.startsWith("-") ? t.substring(1) : t;
+                    String sign = t.startsWith("-") ? "-" : "";
+                    String lower = digits.toLowerCase(Locale.ROOT);
+                    int b = (int) base;
+                    if ((b == 16 || b == 0) && lower.startsWith("0x")) {
+                        digits = digits.substring(2);
+                        b = 16;
+                    } else if ((b == 8 || b == 0) && lower.startsWith("0o")) {
+                        digits = digits.substring(2);
+                        b = 8;
+                    } else if ((b == 2 || b == 0) && lower.startsWith("0b")) {
+                        digits = digits.substring(2);
+                        b = 2;
+                    } else if (b == 0) {
+                        b = 10;
+                    }
                     try {
-                        return Long.parseLong(t.startsWith("+") ? t.substring(1) : t, (int) base);
+                        return Long.parseLong(sign + digits, b);
                     } catch (NumberFormatException e) {
                         try {
                             double d = Double.parseDouble(t);

@@ -39,7 +39,7 @@ final class Lexer {
         return lx.out;
     }
 
-    /** Jinja2 joins {@code source.splitlines()} with "\n": every Python line boundary becomes "\n", one trailing one is dropped. */
+    /** Jinja2 splits on {@code \r\n|\r|\n}, joins with "\n" and drops one trailing newline (keep_trailing_newline=False). */
     static String normalizeNewlines(String s) {
         StringBuilder sb = new StringBuilder(s.length());
         int n = s.length();
@@ -49,9 +49,6 @@ final class Lexer {
                 if (i + 1 < n && s.charAt(i + 1) == '\n') {
                     i++;
                 }
-                sb.append('\n');
-            } else if (c == '\n' || c == 0x0b || c == 0x0c || c == 0x1c || c == 0x1d || c == 0x1e || c == 0x85
-                    || c == 0x2028 || c == 0x2029) {
                 sb.append('\n');
             } else {
                 sb.append(c);

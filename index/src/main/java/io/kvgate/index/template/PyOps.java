@@ -213,7 +213,9 @@ final class PyOps {
         } else if (o instanceof Undefined) {
             sb.append(quoteStrings ? "Undefined" : "");
         } else if (o instanceof Namespace ns) {
-            sb.append("<Namespace ").append(ns.attrs.keySet()).append('>');
+            sb.append("<Namespace ");
+            appendRepr(sb, ns.attrs, true);
+            sb.append('>');
         } else {
             sb.append('<').append(typeName(o)).append('>');
         }

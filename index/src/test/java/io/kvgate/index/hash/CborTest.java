@@ -46,6 +46,27 @@ class CborTest {
     }
 
     @Test
+    void branchlessTokenEncoderWritesTheSameBytes() {
+        java.util.SplittableRandom rnd = new java.util.SplittableRandom(5);
+        int[] edges = {0, 1, 23, 24, 25, 255, 256, 257, 65_535, 65_536, 65_537, Integer.MAX_VALUE,
+            Integer.MIN_VALUE, -2, -1};
+        for (int i = 0; i < 200_000; i++) {
+            int t = i < edges.length ? edges[i] : switch (i % 4) {
+                case 0 -> rnd.nextInt(0, 24);
+                case 1 -> rnd.nextInt(0, 65_536);
+                case 2 -> rnd.nextInt(0, 300_000);
+                default -> rnd.nextInt();
+            };
+            byte[] a = new byte[16];
+            byte[] b = new byte[16];
+            int endA = Cbor.token(a, 3, t);
+            int endB = Cbor.tokenBranchless(b, 3, t);
+            assertEquals(endA, endB, "token " + Integer.toUnsignedString(t));
+            assertArrayEquals(Arrays.copyOf(a, endA), Arrays.copyOf(b, endB), "token " + Integer.toUnsignedString(t));
+        }
+    }
+
+    @Test
     void arrayTextAndByteHeads() {
         assertArrayEquals(bytes(0x80), head(Cbor.MAJOR_ARRAY, 0));
         assertArrayEquals(bytes(0x90), head(Cbor.MAJOR_ARRAY, 16));

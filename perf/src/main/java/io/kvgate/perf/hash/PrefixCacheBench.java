@@ -13,6 +13,7 @@ import org.openjdk.jmh.annotations.Fork;
 import org.openjdk.jmh.annotations.Measurement;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
@@ -43,6 +44,10 @@ public class PrefixCacheBench {
     static final int TURN_TOKENS = 200;
     static final int BLOCK = 16;
 
+    /** Cache slots: 65536 (~9 MB at block 16, a realistic routing-stage size) and 1024 (fits in L2). */
+    @Param({"65536"})
+    int cacheEntries;
+
     final BlockHashSpec spec = new BlockHashSpec(HashAlgo.SHA256_CBOR, BLOCK, "0", null);
     int[] tokens;
     long[] keys;
@@ -62,12 +67,12 @@ public class PrefixCacheBench {
         tokens = new SplittableRandom(1).ints(turnLength(20), 0, 151_643).toArray();
         keys = new long[turnLength(20) / BLOCK];
         plain = new BlockHasher(spec);
-        cached = new BlockHasher(spec, new PrefixHashCache(spec, 1 << 16));
+        cached = new BlockHasher(spec, new PrefixHashCache(spec, cacheEntries));
         // Warm it like a live conversation would: every earlier turn was hashed once.
         for (int turn = 1; turn <= 19; turn++) {
             cached.hash(tokens, turnLength(turn), null, keys);
         }
-        cachedAllHit = new BlockHasher(spec, new PrefixHashCache(spec, 1 << 16));
+        cachedAllHit = new BlockHasher(spec, new PrefixHashCache(spec, cacheEntries));
         cachedAllHit.hash(tokens, turnLength(20), null, keys);
         turn19Head = new byte[32];
         turn19Blocks = plain.hash(tokens, turnLength(19), null, keys);

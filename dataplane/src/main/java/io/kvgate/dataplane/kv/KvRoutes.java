@@ -1,0 +1,308 @@
+package io.kvgate.dataplane.kv;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.dataplane.admin.AdminApi;
+import io.kvgate.dataplane.http.OpenAiErrors;
+import io.kvgate.dataplane.http.RequestFields;
+import io.kvgate.dataplane.proxy.RequestHooks;
+import io.kvgate.dataplane.proxy.RoutingInputs;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.index.block.BlockIndexReader;
+import io.kvgate.index.prompt.PromptException;
+import io.kvgate.index.prompt.RenderedPrompt;
+import io.kvgate.ingest.zmq.SubscriberStatus;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What the gateway shows about prompts and the KV inventory without sending anything to an engine: the render
+ * routes ({@code POST /v1/chat/completions/render}, {@code /v1/completions/render}) and the admin routes
+ * ({@code GET /admin/v1/inventory}, {@code POST /admin/v1/lookup}, {@code POST /admin/v1/explain}). Thread-safe:
+ * every call builds its own hasher and index reader.
+ */
+public final class KvRoutes implements RequestHooks {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private final Gateway gateway;
+
+    public KvRoutes(Gateway gateway) {
+        this.gateway = gateway;
+    }
+
+    /** Registers the admin routes on the gateway's admin API. */
+    public void registerAdmin(AdminApi admin) {
+        admin.register("GET /admin/v1/inventory", r -> AdminApi.Reply.json(200, inventory().toPrettyString()));
+        admin.register("POST /admin/v1/lookup", r -> withRule(r.body(), this::lookup));
+        admin.register("POST /admin/v1/explain", r -> withRule(r.body(), this::explain));
+    }
+
+    // ---- render routes ---------------------------------------------------------------------------------------
+
+    @Override
+    public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields, Rule rule) {
+        boolean chat = head.uri().startsWith("/v1/chat/completions/render");
+        try {
+            ObjectNode out = render(rule, PromptPipeline.parse(ByteBufUtil.getBytes(body)), chat);
+            return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, out.toString());
+        } catch (PromptException e) {
+            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, e.getMessage(), e.param(), null);
+        } catch (RuntimeException e) {
+            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "cannot render: " + e.getMessage(), null, null);
+        }
+    }
+
+    /** {@code {"prompt": text|null, "prompt_token_ids": [...], "block_keys": [...]}} (plus "prompts" for a batch). */
+    ObjectNode render(Rule rule, JsonNode body, boolean chat) throws PromptException {
+        PromptPipeline p = rule.pipeline();
+        if (!p.hasTokenizer() && (chat || !isTokenIdPrompt(body))) {
+            throw new PromptException("model", "rule '" + rule.name() + "' has no tokenizer configured: only token-id "
+                + "completions prompts can be rendered (set rules[].tokenizer to the model directory)");
+        }
+        List<RenderedPrompt> all = p.renderAll(chat, body);
+        if (all.isEmpty()) {
+            throw new PromptException(chat ? "messages" : "prompt", "nothing to render");
+        }
+        String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
+        RuleHasher hasher = new RuleHasher(rule.config(), 0);
+        ObjectNode out = one(all.get(0), hasher, salt);
+        if (all.size() > 1) {
+            ArrayNode batch = out.putArray("prompts");
+            for (RenderedPrompt rp : all) {
+                batch.add(one(rp, hasher, salt));
+            }
+        }
+        return out;
+    }
+
+    private static ObjectNode one(RenderedPrompt rp, RuleHasher hasher, String salt) {
+        ObjectNode o = JSON.createObjectNode();
+        if (rp.text() == null) {
+            o.putNull("prompt");
+        } else {
+            o.put("prompt", rp.text());
+        }
+        ArrayNode ids = o.putArray("prompt_token_ids");
+        for (int t : rp.tokenIds()) {
+            ids.add(t);
+        }
+        long[] keys = new long[rp.tokenIds().length / hasher.blockSize() + 1];
+        int n = hasher.hash(rp.tokenIds(), salt, keys);
+        ArrayNode bk = o.putArray("block_keys");
+        for (int i = 0; i < n; i++) {
+            bk.addRawValue(new com.fasterxml.jackson.databind.util.RawValue(hasher.format(keys[i])));
+        }
+        return o;
+    }
+
+    private static boolean isTokenIdPrompt(JsonNode body) {
+        JsonNode p = body.get("prompt");
+        return p != null && p.isArray() && p.size() > 0 && (p.get(0).isIntegralNumber() || p.get(0).isArray());
+    }
+
+    // ---- admin -----------------------------------------------------------------------------------------------
+
+    ObjectNode inventory() {
+        ObjectNode root = JSON.createObjectNode();
+        ArrayNode rules = root.putArray("rules");
+        KvState kv = gateway.kv();
+        List<SubscriberStatus> subs = kv == null ? List.of() : kv.status();
+        for (Rule r : gateway.routeTable().rules()) {
+            ObjectNode rn = rules.addObject();
+            rn.put("name", r.name());
+            rn.put("policy", r.config().policy());
+            rn.put("block_size", r.config().blockSize());
+            rn.put("hash_algo", r.config().hashAlgo());
+            rn.put("kv_key_mode", r.config().kvKeyMode());
+            ArrayNode eps = rn.putArray("endpoints");
+            for (EndpointState ep : r.endpoints()) {
+                ObjectNode e = eps.addObject();
+                e.put("url", ep.config().url());
+                if (ep.config().role() != null) {
+                    e.put("role", ep.config().role());
+                }
+                e.put("blocks", kv == null ? 0 : kv.index().blocks(ep.id()));
+                ArrayNode sn = e.putArray("subscribers");
+                for (SubscriberStatus s : subs) {
+                    if (s.endpointId() != ep.id()) {
+                        continue;
+                    }
+                    ObjectNode so = sn.addObject();
+                    so.put("rank", s.rank());
+                    so.put("uri", s.uri());
+                    so.put("connected", s.connected());
+                    so.put("last_seq", s.lastSeq());
+                    so.put("gaps", s.gaps());
+                    so.put("reconnects", s.reconnects());
+                    so.put("decode_errors", s.decodeErrors());
+                    so.put("restarts", s.restarts());
+                    so.put("clears", s.clears());
+                    so.put("replays", s.replays());
+                    so.put("events", s.events());
+                    so.put("block_ops", s.blockOps());
+                }
+            }
+        }
+        if (kv != null) {
+            ObjectNode idx = root.putObject("index");
+            idx.put("distinct_blocks", kv.index().size());
+            idx.put("memberships", kv.index().memberships());
+            idx.put("capacity_blocks", kv.index().config().capacityBlocks());
+            idx.put("evictions", kv.index().evictions());
+            idx.put("bytes", kv.index().sizeBytes());
+        }
+        return root;
+    }
+
+    private interface RuleQuery {
+        AdminApi.Reply apply(Rule rule, JsonNode body, boolean chat) throws Exception;
+    }
+
+    private AdminApi.Reply withRule(String text, RuleQuery q) {
+        try {
+            JsonNode body = JSON.readTree(text);
+            if (body == null || !body.isObject() || !body.path("model").isTextual()) {
+                return AdminApi.Reply.json(400, OpenAiErrors.json("body must be a chat or completions request with a 'model'",
+                    "invalid_request_error", "model", null));
+            }
+            Rule rule = gateway.routeTable().ruleForModel(body.get("model").asText());
+            if (rule == null) {
+                return AdminApi.Reply.json(404, OpenAiErrors.json("The model `" + body.get("model").asText() + "` does not exist.",
+                    "NotFoundError", "model", 404));
+            }
+            boolean chat = body.has("messages");
+            if (!chat && !body.has("prompt") && body.has("prompt_token_ids")) {
+                ((ObjectNode) body).set("prompt", body.get("prompt_token_ids"));
+            }
+            return q.apply(rule, body, chat);
+        } catch (PromptException e) {
+            return AdminApi.Reply.json(400, OpenAiErrors.json(e.getMessage(), "invalid_request_error", e.param(), null));
+        } catch (Exception e) {
+            return AdminApi.Reply.json(400, OpenAiErrors.json("bad request: " + e.getMessage(), "invalid_request_error", null, null));
+        }
+    }
+
+    /** Cached prefix length per endpoint of the rule (blocks and tokens), from the index alone. */
+    private AdminApi.Reply lookup(Rule rule, JsonNode body, boolean chat) throws PromptException {
+        ObjectNode rendered = render(rule, body, chat);
+        int[] tokens = JSON.convertValue(rendered.get("prompt_token_ids"), int[].class);
+        KvState kv = gateway.kv();
+        RuleHasher hasher = new RuleHasher(rule.config(), 0);
+        long[] keys = new long[tokens.length / hasher.blockSize() + 1];
+        String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
+        int n = hasher.hash(tokens, salt, keys);
+        List<EndpointState> eps = rule.endpoints();
+        int[] ids = new int[eps.size()];
+        int[] matched = new int[eps.size()];
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = eps.get(i).id();
+        }
+        if (kv != null && n > 0) {
+            BlockIndexReader reader = kv.index().newReader();
+            reader.longestPrefix(keys, n, ids, ids.length, matched, null);
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.put("rule", rule.name());
+        out.put("prompt_tokens", tokens.length);
+        out.put("prompt_blocks", n);
+        out.put("block_size", hasher.blockSize());
+        ArrayNode arr = out.putArray("endpoints");
+        for (int i = 0; i < ids.length; i++) {
+            ObjectNode e = arr.addObject();
+            e.put("url", eps.get(i).config().url());
+            e.put("cached_blocks", matched[i]);
+            e.put("cached_tokens", matched[i] * hasher.blockSize());
+        }
+        return AdminApi.Reply.json(200, out.toPrettyString());
+    }
+
+    /** The routing stage's decision for this body, made as for a real request but without sending it. */
+    private AdminApi.Reply explain(Rule rule, JsonNode body, boolean chat) throws Exception {
+        int[] tokens = null;
+        try {
+            RenderedPrompt rp = rule.pipeline().render(chat, body);
+            tokens = rp == null ? null : rp.tokenIds();
+        } catch (PromptException e) {
+            tokens = null;
+        }
+        String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
+        RequestFields f = new RequestFields();
+        f.model = body.get("model").asText();
+        f.user = body.path("user").isTextual() ? body.get("user").asText() : null;
+        RoutingInputs inputs = new RoutingInputs(tokens, salt, f.user);
+        CompletableFuture<String[]> result = new CompletableFuture<>();
+        RouteRequest req = new RouteRequest() {
+            @Override
+            public String ruleName() {
+                return rule.name();
+            }
+
+            @Override
+            public RequestFields fields() {
+                return f;
+            }
+
+            @Override
+            public int[] promptTokens() {
+                return inputs.promptTokens();
+            }
+
+            @Override
+            public String cacheSalt() {
+                return salt;
+            }
+
+            @Override
+            public String sessionKey() {
+                return inputs.sessionKey();
+            }
+
+            @Override
+            public boolean explain() {
+                return true;
+            }
+
+            @Override
+            public boolean dryRun() {
+                return true;
+            }
+
+            @Override
+            public boolean alreadyTried(EndpointState ep) {
+                return false;
+            }
+
+            @Override
+            public Role role() {
+                return rule.isPd() ? Role.PREFILL : Role.ANY;
+            }
+
+            @Override
+            public void onRouted(EndpointState endpoint, Rule r, String why) {
+                result.complete(new String[] {endpoint == null ? null : endpoint.config().url(), why});
+            }
+        };
+        if (!gateway.router().tryRoute(req)) {
+            return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "service_unavailable", null, null));
+        }
+        String[] r = result.get(5, TimeUnit.SECONDS);
+        ObjectNode out = JSON.createObjectNode();
+        out.put("rule", rule.name());
+        out.put("policy", rule.config().policy());
+        out.put("endpoint", r[0]);
+        out.put("explanation", r[1]);
+        out.put("prompt_tokens", tokens == null ? 0 : tokens.length);
+        return AdminApi.Reply.json(200, out.toPrettyString());
+    }
+}

@@ -1,0 +1,132 @@
+package io.kvgate.dataplane.route;
+
+import io.kvgate.control.config.RuleConfig;
+import java.util.Arrays;
+
+/**
+ * Consistent hashing with bounded loads on a prompt-prefix key: a prompt family (same system prompt, same few-shot
+ * block) lands on the same engine, so its prefix stays warm there, without any KV events. Each endpoint owns
+ * {@code virtual_nodes × weight} points on a 64-bit ring; the key is the hash of the first {@code prefix_tokens}
+ * tokens (or {@code prefix_blocks} blocks) of the rendered or token-id prompt. The owner takes the request unless it
+ * is over the bound {@code (1+ε)·mean load}; then the walk goes clockwise to the next endpoint under it — the bound is
+ * always applied, also for hot keys.
+ *
+ * <p>Routing stage only. The ring is built once per rule version (endpoints are fixed for a rule).
+ */
+final class ChwblPolicy implements RoutingPolicy {
+    private final RuleConfig.ChwblConfig knobs;
+    private final int prefixTokens;
+    private final RoutingPolicy fallback;
+    private final RuleStats stats;
+    private final long[] points;
+    private final int[] owners;
+
+    ChwblPolicy(RuleConfig rule, EndpointState[] endpoints, RoutingPolicy fallback, RuleStats stats) {
+        this.knobs = rule.chwbl();
+        this.prefixTokens = knobs.prefixTokens() > 0 ? knobs.prefixTokens() : Math.max(1, knobs.prefixBlocks()) * rule.blockSize();
+        this.fallback = fallback;
+        this.stats = stats;
+        int total = 0;
+        for (EndpointState e : endpoints) {
+            total += knobs.virtualNodes() * e.config().weight();
+        }
+        long[] pts = new long[total];
+        int[] own = new int[total];
+        int k = 0;
+        for (int i = 0; i < endpoints.length; i++) {
+            long base = endpoints[i].key().hashCode() * 0x9E3779B97F4A7C15L;
+            int vn = knobs.virtualNodes() * endpoints[i].config().weight();
+            for (int v = 0; v < vn; v++) {
+                pts[k] = mix(base + v * 0xBF58476D1CE4E5B9L);
+                own[k] = i;
+                k++;
+            }
+        }
+        // Sort points, carrying owners along.
+        Integer[] order = new Integer[total];
+        for (int i = 0; i < total; i++) {
+            order[i] = i;
+        }
+        Arrays.sort(order, (a, b) -> Long.compareUnsigned(pts[a], pts[b]));
+        this.points = new long[total];
+        this.owners = new int[total];
+        for (int i = 0; i < total; i++) {
+            points[i] = pts[order[i]];
+            owners[i] = own[order[i]];
+        }
+    }
+
+    static long mix(long z) {
+        z = (z ^ (z >>> 33)) * 0xff51afd7ed558ccdL;
+        z = (z ^ (z >>> 33)) * 0xc4ceb9fe1a85ec53L;
+        return z ^ (z >>> 33);
+    }
+
+    /** The ring key of a prompt: its first {@code prefixTokens} tokens (all of them if shorter). */
+    long keyOf(int[] tokens) {
+        int n = Math.min(prefixTokens, tokens.length);
+        long h = 0x243F6A8885A308D3L ^ n;
+        for (int i = 0; i < n; i++) {
+            h = mix(h ^ (tokens[i] & 0xFFFFFFFFL));
+        }
+        return h;
+    }
+
+    @Override
+    public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+        int[] tokens = r.promptTokens();
+        if (tokens == null || tokens.length == 0) {
+            stats.miss("no_tokens");
+            stats.tier("fallback");
+            EndpointState ep = fallback.choose(c, r, nowNs, why);
+            if (r.explain()) {
+                why.append("tier=fallback(no_tokens)");
+            }
+            return ep;
+        }
+        int eligible = 0;
+        long load = 0;
+        for (EndpointState e : c) {
+            if (RoutingPolicy.eligible(e, r, nowNs)) {
+                eligible++;
+                load += e.outstanding();
+            }
+        }
+        if (eligible == 0) {
+            return null;
+        }
+        double bound = Math.ceil((1.0 + knobs.loadFactor()) * (load + 1) / eligible);
+        long key = keyOf(tokens);
+        int start = search(key);
+        EndpointState owner = c[owners[start]];
+        for (int step = 0; step < points.length; step++) {
+            EndpointState e = c[owners[(start + step) % points.length]];
+            if (RoutingPolicy.eligible(e, r, nowNs) && e.outstanding() + 1 <= bound) {
+                stats.tier(e == owner ? "chwbl_owner" : "chwbl_walk");
+                if (r.explain()) {
+                    why.append("tier=chwbl; key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
+                        .append(e == owner ? "" : " (over bound or unavailable: walked clockwise)").append("; bound=")
+                        .append((long) bound).append("; load=").append(e.outstanding());
+                }
+                return e;
+            }
+        }
+        stats.tier("fallback");
+        stats.miss("all_over_bound");
+        return fallback.choose(c, r, nowNs, why);
+    }
+
+    private int search(long key) {
+        int lo = 0;
+        int hi = points.length;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (Long.compareUnsigned(points[mid], key) < 0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo == points.length ? 0 : lo;
+    }
+}

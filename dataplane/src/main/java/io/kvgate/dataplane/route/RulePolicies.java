@@ -1,0 +1,42 @@
+package io.kvgate.dataplane.route;
+
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.index.block.BlockIndex;
+
+/** Builds a rule's policy stack: the configured tier on top of its load-only fallback. */
+public final class RulePolicies {
+    private RulePolicies() {}
+
+    /** @param index the gateway's block index, or null when no endpoint publishes KV events */
+    public static RoutingPolicy create(RuleConfig rule, EndpointState[] endpoints, BlockIndex index, NanoClock clock) {
+        RuleStats stats = RuleStats.of(rule.name());
+        RoutingPolicy fallback = Policies.create(rule.fallback());
+        return switch (rule.policy()) {
+            case "session" -> new SessionPolicy(rule, fallback, stats);
+            case "chwbl" -> new ChwblPolicy(rule, endpoints, fallback, stats);
+            case "kv_exact" -> new KvExactPolicy(rule, index, fallback, stats, clock);
+            case "pd" -> {
+                boolean prefillEvents = false;
+                for (EndpointState e : endpoints) {
+                    prefillEvents |= "prefill".equals(e.config().role()) && e.config().kvEvents() != null;
+                }
+                // "Mode 1": exact inventory over the prefill pool when the prefills publish events.
+                yield "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
+                    ? new KvExactPolicy(rule, index, Policies.create("least_outstanding"), stats, clock)
+                    : Policies.create("least_outstanding");
+            }
+            default -> Policies.create(rule.policy());
+        };
+    }
+
+    /** Whether requests of this rule need their prompt tokens before routing. */
+    public static boolean needsPromptTokens(RuleConfig rule) {
+        return switch (rule.policy()) {
+            case "kv_exact", "chwbl" -> true;
+            case "pd" -> "kv_exact".equals(rule.pd().prefillPolicy())
+                && rule.endpoints().stream().anyMatch(e -> "prefill".equals(e.role()) && e.kvEvents() != null);
+            default -> false;
+        };
+    }
+}
