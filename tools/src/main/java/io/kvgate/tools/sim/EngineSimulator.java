@@ -358,6 +358,19 @@ public final class EngineSimulator implements AutoCloseable {
                     }
                     return null;
                 }
+                case "/reset_prefix_cache", "/flush_cache" -> {
+                    // vLLM /reset_prefix_cache, SGLang /flush_cache: same process, cache emptied, AllBlocksCleared
+                    boolean ours = path.equals("/reset_prefix_cache") == (config.dialect == Dialect.VLLM);
+                    if (!ours) {
+                        return detail(ctx, HttpResponseStatus.NOT_FOUND, "Not Found", requestId, keepAlive);
+                    }
+                    if (method != HttpMethod.POST) {
+                        return detail(ctx, HttpResponseStatus.METHOD_NOT_ALLOWED, "Method Not Allowed", requestId, keepAlive);
+                    }
+                    resetPrefixCacheOnLoop();
+                    respondBytes(ctx, HttpResponseStatus.OK, new byte[0], "application/json", requestId, keepAlive);
+                    return null;
+                }
                 case "/sim/restart" -> {
                     if (method != HttpMethod.POST) {
                         return detail(ctx, HttpResponseStatus.METHOD_NOT_ALLOWED, "Method Not Allowed", requestId, keepAlive);
@@ -798,6 +811,25 @@ public final class EngineSimulator implements AutoCloseable {
             restartOnLoop();
             return null;
         });
+    }
+
+    /**
+     * Empties every rank's cache in the running process and publishes {@code AllBlocksCleared} (seq continues),
+     * like vLLM's {@code POST /reset_prefix_cache} and SGLang's {@code /flush_cache}.
+     */
+    public void resetPrefixCache() {
+        onLoop(() -> {
+            resetPrefixCacheOnLoop();
+            return null;
+        });
+    }
+
+    private void resetPrefixCacheOnLoop() {
+        stats.inc("prefix_cache_resets");
+        for (PrefixCache c : caches) {
+            c.clear();
+        }
+        announceCleared();
     }
 
     private void restartOnLoop() {

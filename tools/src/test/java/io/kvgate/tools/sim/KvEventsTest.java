@@ -257,6 +257,25 @@ class KvEventsTest {
     }
 
     @Test
+    void resetPrefixCachePublishesAllBlocksClearedWithTheNextSeq() throws Exception {
+        int port = freePort();
+        SimulatorConfig c = SimHttp.fast(Dialect.VLLM).kvEvents("tcp://127.0.0.1:" + port).kvEventsMode("bind");
+        try (EngineSimulator sim = EngineSimulator.start(c); ZContext zmq = new ZContext()) {
+            ZMQ.Socket sub = subscriber(zmq, "tcp://127.0.0.1:" + port, false);
+            warmUp(sim, sub);
+            post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + warmPrompt(300) + ",\"max_tokens\":1}");
+            Message stored = receive(sub);
+            assertEquals(200, post(sim, "/reset_prefix_cache", "").statusCode());
+            Message cleared = receive(sub);
+            assertEquals(stored.seq() + 1, cleared.seq(), "same process: seq continues");
+            assertEquals("AllBlocksCleared", cleared.payload().asArrayValue().get(1).asArrayValue().get(0).asArrayValue()
+                .get(0).asStringValue().asString());
+            assertEquals(0, sim.cachedBlocks(0));
+            assertEquals(404, post(sim, "/flush_cache", "").statusCode(), "SGLang's route, not vLLM's");
+        }
+    }
+
+    @Test
     void dpRanksPublishOnPortPlusRank() throws Exception {
         int port = freePort();
         SimulatorConfig c = SimHttp.fast(Dialect.VLLM).dpRanks(2).kvEvents("tcp://127.0.0.1:" + port)
