@@ -5,7 +5,6 @@ import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
 import io.kvgate.tools.bench.BenchConfig;
-import io.kvgate.tools.bench.BenchReport;
 import io.kvgate.tools.bench.BenchRunner;
 import io.kvgate.tools.bench.TargetReport;
 import io.kvgate.tools.sim.EngineSimulator;
@@ -30,7 +29,7 @@ import java.util.Locale;
  * the engines' own accounting says how much of the prompt they served from cache. Exits 0 when every run completed.
  */
 public final class DemoCommand {
-    private static final int ENGINES = 4;
+    private static final int CACHE_BLOCKS = 220;
     private static final String[] POLICIES = {"round_robin", "least_outstanding", "chwbl", "kv_exact"};
 
     private DemoCommand() {}
@@ -38,12 +37,17 @@ public final class DemoCommand {
     public static int run(String[] args) throws Exception {
         double seconds = 6;
         double rate = 24;
+        int engines = 4;
+        Path report = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--seconds" -> seconds = Double.parseDouble(args[++i]);
                 case "--rate" -> rate = Double.parseDouble(args[++i]);
+                case "--engines" -> engines = Integer.parseInt(args[++i]);
+                case "--report" -> report = Path.of(args[++i]);
                 case "--help", "-h" -> {
-                    System.out.println("usage: ./kvgate demo [--seconds S per policy (6)] [--rate R requests/s (24)]");
+                    System.out.println("usage: ./kvgate demo [--seconds S per policy (6)] [--rate R requests/s (24)] [--engines N (4)]"
+                        + " [--report FILE.md (also writes FILE.svg)]");
                     return 0;
                 }
                 default -> {
@@ -58,24 +62,23 @@ public final class DemoCommand {
             System.err.println("demo: model directory " + modelDir + " not found (run from the repository)");
             return 1;
         }
-        say("kvgate demo: %d simulated vLLM engines (Qwen3 tokenizer + chat template, 16-token blocks, 220-block caches,"
+        say("kvgate demo: %d simulated vLLM engines (Qwen3 tokenizer + chat template, 16-token blocks, " + CACHE_BLOCKS + "-block caches,"
             + " prefill 120 µs per uncached token), one gateway, a shared-prefix chat workload (12 prompt families"
-            + " × ~700-token system prompts) at %.0f req/s for %.0f s per policy.%n", ENGINES, rate, seconds);
+            + " × ~700-token system prompts) at %.0f req/s for %.0f s per policy.%n", engines, rate, seconds);
         List<EngineSimulator> sims = new ArrayList<>();
         Gateway gw = null;
         try {
             StringBuilder endpoints = new StringBuilder();
-            for (int i = 0; i < ENGINES; i++) {
+            for (int i = 0; i < engines; i++) {
                 int kvPort = freePort();
-                EngineSimulator sim = EngineSimulator.start(new SimulatorConfig()
-                    .dialect(SimulatorConfig.Dialect.VLLM).model("qwen3").modelDir(modelDir).seed(i)
-                    .ttftMs(10).itlMs(4).prefillUsPerToken(120).maxConcurrency(6).queueDepth(512)
-                    .blockSize(16).cacheBlocks(220).hashSeed("0")
-                    .kvEvents("tcp://*:" + kvPort));
+                EngineSimulator sim = EngineSimulator.start(engine(modelDir, i, CACHE_BLOCKS, 6).kvEvents("tcp://*:" + kvPort));
                 sims.add(sim);
                 endpoints.append("      - url: ").append(sim.baseUrl()).append('\n')
                     .append("        kv_events: tcp://127.0.0.1:").append(kvPort).append('\n');
             }
+            // The bound for hit ratio: one engine holding the whole fleet's cache capacity (no placement can beat it).
+            EngineSimulator oracle = EngineSimulator.start(engine(modelDir, 99, CACHE_BLOCKS * engines, 64 * engines));
+            sims.add(oracle);
             gw = GatewayLauncher.start(GatewayConfig.parse(config("round_robin", endpoints.toString(), modelDir), home));
             String url = "http://127.0.0.1:" + gw.port();
             say("gateway on %s (admin %d); engines on %s%n%n", url, gw.adminPort(),
@@ -83,40 +86,52 @@ public final class DemoCommand {
             showRender(url);
 
             List<String[]> rows = new ArrayList<>();
+            List<double[]> plot = new ArrayList<>();
             double rrTtftP90 = 0;
+            double bestHit = 0;
             boolean allOk = true;
-            for (String policy : POLICIES) {
-                gw.applyConfig(GatewayConfig.parse(config(policy, endpoints.toString(), modelDir), home));
-                for (EngineSimulator s : sims) {
-                    s.restart(); // cold caches for every policy: the comparison starts from the same state
-                }
-                Thread.sleep(300); // let the restart's events reach the gateway (seq reset clears the inventory)
-                long prompt0 = sum(sims, "prompt_tokens");
-                long cached0 = sum(sims, "cached_tokens");
+            List<EngineSimulator> fleet = sims.subList(0, engines);
+            String oracleEndpoint = "      - url: " + oracle.baseUrl() + "\n";
+            for (String policy : RUNS) {
+                boolean isOracle = policy.equals(ORACLE);
+                List<EngineSimulator> measured = isOracle ? List.of(oracle) : fleet;
+                gw.applyConfig(GatewayConfig.parse(config(isOracle ? "round_robin" : policy,
+                    isOracle ? oracleEndpoint : endpoints.toString(), modelDir), home));
+                resetCaches(gw, fleet);
+                oracle.resetPrefixCache();
+                long prompt0 = sum(measured, "prompt_tokens");
+                long cached0 = sum(measured, "cached_tokens");
                 BenchConfig.Builder load = BenchConfig.builder().target(policy + "=" + url).model("qwen3")
                     .workload(BenchConfig.Workload.SHARED_PREFIX).rate(rate).duration(seconds).stream(true).maxTokens(12)
                     .seed(7).progress(false).timeout(30);
                 load.groups = 12;
                 load.systemTokens = 520;
                 load.questionTokens = 30;
-                BenchReport report = BenchRunner.run(load.build());
-                TargetReport t = report.first();
-                long prompt = sum(sims, "prompt_tokens") - prompt0;
-                long cached = sum(sims, "cached_tokens") - cached0;
+                TargetReport t = BenchRunner.run(load.build()).first();
+                long prompt = sum(measured, "prompt_tokens") - prompt0;
+                long cached = sum(measured, "cached_tokens") - cached0;
                 double hit = prompt == 0 ? 0 : 100.0 * cached / prompt;
+                allOk &= t.errors == 0 && t.requests > 0;
+                if (isOracle) {
+                    bestHit = hit;
+                    say("best placement possible for this capacity (one engine with the fleet's %d-block cache): %s %% of"
+                        + " prompt tokens from cache (%d requests, %d errors %s)%n", CACHE_BLOCKS * engines, fmt(hit), t.requests,
+                        t.errors, t.errorsByClass);
+                    continue;
+                }
                 if (policy.equals("round_robin")) {
                     rrTtftP90 = t.ttftMs.p90();
                 }
-                allOk &= t.errors == 0 && t.requests > 0;
                 rows.add(new String[] {policy, String.valueOf(t.requests), String.valueOf(t.errors), fmt(hit) + " %",
-                    fmt(t.ttftMs.p50()), fmt(t.ttftMs.p90()), fmt(t.achievedRps),
+                    fmt(hit - bestHit), fmt(t.ttftMs.p50()), fmt(t.ttftMs.p90()), fmt(t.achievedRps),
                     rrTtftP90 > 0 ? fmt(rrTtftP90 / Math.max(0.001, t.ttftMs.p90())) + "×" : "-"});
+                plot.add(new double[] {hit, t.ttftMs.p50(), t.ttftMs.p90(), t.achievedRps});
             }
-            say("%n%-18s %8s %6s %14s %10s %10s %9s %12s%n", "policy", "requests", "errors", "engine cache", "TTFT p50",
-                "TTFT p90", "req/s", "p90 vs RR");
-            say("%-18s %8s %6s %14s %10s %10s %9s %12s%n", "", "", "", "hit (tokens)", "ms", "ms", "", "");
-            for (String[] r : rows) {
-                say("%-18s %8s %6s %14s %10s %10s %9s %12s%n", (Object[]) r);
+            String table = table(rows);
+            say("%n%s", table);
+            if (report != null) {
+                writeReport(report, table, rows, plot, engines, rate, seconds, bestHit);
+                say("report written to %s (+ .svg)%n", report);
             }
             RuleStats kv = RuleStats.of("demo");
             say("%nkv_exact decisions: %d by longest cached prefix, %d fell back (%d had no match yet, %d over the load bound);"
@@ -135,6 +150,59 @@ public final class DemoCommand {
                 s.close();
             }
         }
+    }
+
+    private static final String ORACLE = "oracle";
+    private static final String[] RUNS = {ORACLE, "round_robin", "least_outstanding", "chwbl", "kv_exact"};
+
+    private static SimulatorConfig engine(Path modelDir, int seed, int cacheBlocks, int concurrency) {
+        return new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("qwen3").modelDir(modelDir).seed(seed)
+            .ttftMs(10).itlMs(4).prefillUsPerToken(120).maxConcurrency(concurrency).queueDepth(1024)
+            .blockSize(16).cacheBlocks(cacheBlocks).hashSeed("0");
+    }
+
+    /** Cold caches for every run, and the gateway's inventory emptied by the engines' AllBlocksCleared events. */
+    private static void resetCaches(Gateway gw, List<EngineSimulator> fleet) throws InterruptedException {
+        for (EngineSimulator s : fleet) {
+            s.resetPrefixCache();
+        }
+        long deadline = System.nanoTime() + 5_000_000_000L;
+        while (gw.kv() != null && gw.kv().index().size() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20); // the clear travels over ZeroMQ; bounded wait
+        }
+    }
+
+    private static String table(List<String[]> rows) {
+        StringBuilder sb = new StringBuilder();
+        sb.append(String.format(Locale.ROOT, "%-18s %8s %6s %13s %9s %9s %9s %7s %10s%n", "policy", "requests", "errors",
+            "engine cache", "vs best", "TTFT p50", "TTFT p90", "req/s", "p90 vs RR"));
+        sb.append(String.format(Locale.ROOT, "%-18s %8s %6s %13s %9s %9s %9s %7s %10s%n", "", "", "", "hit (tokens)", "points",
+            "ms", "ms", "", ""));
+        for (String[] r : rows) {
+            sb.append(String.format(Locale.ROOT, "%-18s %8s %6s %13s %9s %9s %9s %7s %10s%n", (Object[]) r));
+        }
+        return sb.toString();
+    }
+
+    private static void writeReport(Path md, String table, List<String[]> rows, List<double[]> plot, int engines, double rate,
+                                    double seconds, double bestHit) throws IOException {
+        String base = md.getFileName().toString().replaceFirst("\\.md$", "");
+        Path svg = md.resolveSibling(base + ".svg");
+        StringBuilder sb = new StringBuilder();
+        sb.append("# Routing policies on a simulated fleet\n\n");
+        sb.append("Machine: ").append(Machine.describe()).append("  \nDate: ").append(java.time.LocalDate.now()).append("\n\n");
+        sb.append("Command: `./kvgate demo --engines ").append(engines).append(" --rate ").append(rate).append(" --seconds ")
+            .append(seconds).append(" --report ").append(md).append("`\n\n");
+        sb.append("Fleet: ").append(engines).append(" simulated vLLM engines (Qwen3 tokenizer and chat template, 16-token blocks, ")
+            .append(CACHE_BLOCKS).append("-block prefix caches with LRU eviction, 6 concurrent requests each, TTFT = 10 ms + ")
+            .append("120 µs per uncached prompt token, ITL 4 ms). Workload: shared-prefix chat, 12 prompt families, open loop ")
+            .append("(Poisson), streamed, 12 output tokens. Hit ratio = Σ cached_tokens / Σ prompt_tokens as the engines ")
+            .append("report them. Best placement possible = the same workload on one engine with the whole fleet's cache (")
+            .append(CACHE_BLOCKS * engines).append(" blocks): ").append(fmt(bestHit)).append(" %.\n\n");
+        sb.append("```\n").append(table).append("```\n\n![policies](").append(svg.getFileName()).append(")\n");
+        Files.createDirectories(md.toAbsolutePath().getParent());
+        Files.writeString(md, sb.toString());
+        Files.writeString(svg, Bars.svg(rows, plot, bestHit));
     }
 
     private static String config(String policy, String endpoints, Path modelDir) {
