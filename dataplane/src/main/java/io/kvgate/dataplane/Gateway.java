@@ -72,7 +72,7 @@ public final class Gateway implements AutoCloseable {
         this.workers = transport.newGroup(threads, "kvgate-io");
         this.adminGroup = transport.newGroup(1, "kvgate-admin");
         RouteTable table = buildTable(cfg);
-        this.router = new RoutingStage(cfg.router(), table, clock);
+        this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages);
         this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
         this.admin = new AdminApi(this);
         KvRoutes kvRoutes = new KvRoutes(this);
@@ -154,7 +154,7 @@ public final class Gateway implements AutoCloseable {
             }
         }
         BlockIndex index = kv == null ? null : kv.index();
-        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock));
+        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock, metrics.stages));
     }
 
     /**

@@ -78,6 +78,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     private EndpointState routedEndpoint;
     private String routedWhy;
     private long routedAtNs;
+    private long dispatchNs;
 
     private EndpointState endpoint;
     private UpstreamCall call;
@@ -151,6 +152,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         this.routedEndpoint = ep;
         this.routedWhy = why;
         this.routedAtNs = gw.clock().nanoTime();
+        this.dispatchNs = routedAtNs;
         run();
     }
 
@@ -185,6 +187,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     /** Starts routing; on a full ring the request is shed at once with 503. */
     public void start() {
         routedAtNs = gw.clock().nanoTime();
+        dispatchNs = routedAtNs;
         if (!gw.router().tryRoute(this)) {
             gw.metrics().shed("router_ring_full");
             finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
@@ -269,6 +272,21 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
 
     // ---- upstream events -------------------------------------------------------------------------------------
 
+    private long sentAtNs;
+
+    @Override
+    public void onSent(UpstreamCall c, long connectNs) {
+        long now = gw.clock().nanoTime();
+        sentAtNs = now;
+        if (connectNs > 0) {
+            gw.metrics().stages.recordNs(Stage.UPSTREAM_CONNECT, connectNs);
+        }
+        if (tried.size() == 1) {
+            // Everything between the last request byte and the engine's socket, except opening a connection.
+            gw.metrics().stages.recordNs(Stage.GATEWAY_ADDED, now - dispatchNs - connectNs);
+        }
+    }
+
     @Override
     public void onResponseHead(UpstreamCall c, HttpResponse head) {
         if (clientGone) {
@@ -276,6 +294,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         }
         long now = gw.clock().nanoTime();
         gw.metrics().timeToFirstByte(ruleName, now - startNs);
+        gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
         status = head.status().code();
         String ct = head.headers().get(HttpHeaderNames.CONTENT_TYPE, "");
         sse = ct.startsWith("text/event-stream");

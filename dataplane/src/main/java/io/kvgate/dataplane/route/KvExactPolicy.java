@@ -6,6 +6,7 @@ import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.block.SpeculativeOverlay;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.dataplane.kv.RuleHasher;
+import io.kvgate.dataplane.metrics.StageTimers;
 
 /**
  * KV-exact routing: for each candidate, the longest contiguous run of cached blocks from the start of the prompt
@@ -31,8 +32,12 @@ final class KvExactPolicy implements RoutingPolicy {
     private int[] ids = new int[16];
     private int[] matched = new int[16];
     private long decisions;
+    private final NanoClock clock;
+    private final StageTimers stages;
 
-    KvExactPolicy(RuleConfig rule, BlockIndex index, RoutingPolicy fallback, RuleStats stats, NanoClock clock) {
+    KvExactPolicy(RuleConfig rule, BlockIndex index, RoutingPolicy fallback, RuleStats stats, NanoClock clock, StageTimers stages) {
+        this.clock = clock;
+        this.stages = stages;
         this.knobs = rule.kvExact();
         this.fallback = fallback;
         this.stats = stats;
@@ -75,7 +80,10 @@ final class KvExactPolicy implements RoutingPolicy {
         if (tokens == null) {
             return fallback(c, r, nowNs, why, "no_tokens");
         }
+        long t0 = clock.nanoTime();
         int n = hashPrompt(tokens, r.cacheSalt());
+        long t1 = clock.nanoTime();
+        stages.recordNs(StageTimers.Stage.HASH, t1 - t0);
         lastBlocks = n;
         if (n == 0) {
             return fallback(c, r, nowNs, why, "short_prompt");
@@ -88,6 +96,7 @@ final class KvExactPolicy implements RoutingPolicy {
             ids[i] = c[i].id();
         }
         reader.longestPrefix(keys, n, ids, c.length, matched, overlay);
+        stages.recordNs(StageTimers.Stage.LOOKUP, clock.nanoTime() - t1);
         stats.lookups.incrementAndGet();
         stats.promptBlocks.addAndGet(n);
 

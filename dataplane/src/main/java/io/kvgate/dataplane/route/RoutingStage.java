@@ -12,6 +12,7 @@ import com.lmax.disruptor.dsl.Disruptor;
 import com.lmax.disruptor.dsl.ProducerType;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.metrics.StageTimers;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -75,8 +76,15 @@ public final class RoutingStage implements AutoCloseable {
     private final AtomicLong unroutable = new AtomicLong();
     private final AtomicLong handlerErrors = new AtomicLong();
 
+    private final StageTimers stages;
+
     public RoutingStage(GatewayConfig.Router cfg, RouteTable initial, NanoClock clock) {
+        this(cfg, initial, clock, new StageTimers());
+    }
+
+    public RoutingStage(GatewayConfig.Router cfg, RouteTable initial, NanoClock clock, StageTimers stages) {
         this.clock = clock;
+        this.stages = stages;
         this.table = initial;
         WaitStrategy wait = switch (cfg.waitStrategy()) {
             case "busy_spin" -> new BusySpinWaitStrategy();
@@ -194,6 +202,7 @@ public final class RoutingStage implements AutoCloseable {
         why.setLength(0);
         RouteRequest.Role role = request.role();
         EndpointState ep = rule.policyFor(role).choose(rule.candidates(role), request, now, why);
+        stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
         if (ep == null) {
             unroutable.incrementAndGet();
             request.onRouted(null, rule, "no healthy endpoint");

@@ -2,20 +2,27 @@ package io.kvgate.dataplane.route;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.index.block.BlockIndex;
 
 /** Builds a rule's policy stack: the configured tier on top of its load-only fallback. */
 public final class RulePolicies {
     private RulePolicies() {}
 
-    /** @param index the gateway's block index, or null when no endpoint publishes KV events */
+    /** As below, with stage timings recorded into a private (unexported) set of histograms. */
     public static RoutingPolicy create(RuleConfig rule, EndpointState[] endpoints, BlockIndex index, NanoClock clock) {
+        return create(rule, endpoints, index, clock, new StageTimers());
+    }
+
+    /** @param index the gateway's block index, or null when no endpoint publishes KV events */
+    public static RoutingPolicy create(RuleConfig rule, EndpointState[] endpoints, BlockIndex index, NanoClock clock,
+                                       StageTimers stages) {
         RuleStats stats = RuleStats.of(rule.name());
         RoutingPolicy fallback = Policies.create(rule.fallback());
         return switch (rule.policy()) {
             case "session" -> new SessionPolicy(rule, fallback, stats);
             case "chwbl" -> new ChwblPolicy(rule, endpoints, fallback, stats);
-            case "kv_exact" -> new KvExactPolicy(rule, index, fallback, stats, clock);
+            case "kv_exact" -> new KvExactPolicy(rule, index, fallback, stats, clock, stages);
             case "pd" -> {
                 boolean prefillEvents = false;
                 for (EndpointState e : endpoints) {
@@ -23,7 +30,7 @@ public final class RulePolicies {
                 }
                 // "Mode 1": exact inventory over the prefill pool when the prefills publish events.
                 yield "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
-                    ? new KvExactPolicy(rule, index, Policies.create("least_outstanding"), stats, clock)
+                    ? new KvExactPolicy(rule, index, Policies.create("least_outstanding"), stats, clock, stages)
                     : Policies.create("least_outstanding");
             }
             default -> Policies.create(rule.policy());

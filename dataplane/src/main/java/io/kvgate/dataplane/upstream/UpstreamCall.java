@@ -40,6 +40,8 @@ public final class UpstreamCall {
     private Channel channel;
     private boolean reused;
     private boolean retriedFresh;
+    private long connectStartNs;
+    private long connectNs;
     private boolean headReceived;
     private boolean done;
     private boolean anyBytes;
@@ -88,6 +90,7 @@ public final class UpstreamCall {
     }
 
     private void connectFresh() {
+        connectStartNs = System.nanoTime();
         ChannelFuture f = pool.connect(loop, endpoint);
         f.addListener(x -> {
             if (done) {
@@ -101,6 +104,7 @@ public final class UpstreamCall {
                 return;
             }
             attach(f.channel());
+            connectNs = System.nanoTime() - connectStartNs;
             send();
         });
     }
@@ -154,6 +158,7 @@ public final class UpstreamCall {
         });
         channel.read();
         timer = loop.schedule(this::onTimer, firstByteTimeoutNs, TimeUnit.NANOSECONDS);
+        listener.onSent(this, connectNs);
     }
 
     private void onTimer() {

@@ -19,6 +19,12 @@ public interface UpstreamListener {
         IDLE_TIMEOUT
     }
 
+    /**
+     * The request was handed to the engine's socket; {@code connectNs} is the time spent opening a new connection
+     * (0 when a pooled one was reused).
+     */
+    default void onSent(UpstreamCall call, long connectNs) {}
+
     void onResponseHead(UpstreamCall call, HttpResponse head);
 
     /** A body chunk; the listener owns (must release) it. {@code last} ends the response. */
