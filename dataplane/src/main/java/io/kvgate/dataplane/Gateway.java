@@ -77,6 +77,7 @@ public final class Gateway implements AutoCloseable {
         this.admin = new AdminApi(this);
         KvRoutes kvRoutes = new KvRoutes(this);
         kvRoutes.registerAdmin(admin);
+        metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
         RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
         GatewayContext[] holder = new GatewayContext[1];
         PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
@@ -124,6 +125,25 @@ public final class Gateway implements AutoCloseable {
             })
             .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
         health.start();
+        startupParityProbe(kvRoutes.parityProbe());
+    }
+
+    /** Rules with {@code kv.parity_probe_at_startup} are probed once in the background after start-up. */
+    private void startupParityProbe(io.kvgate.dataplane.kv.ParityProbe probe) {
+        List<Rule> wanted = router.table().rules().stream().filter(r -> r.config().kvExact().parityProbeAtStartup()).toList();
+        if (wanted.isEmpty() || kv == null) {
+            return;
+        }
+        Thread t = new Thread(() -> {
+            for (Rule r : wanted) {
+                for (var res : probe.probe(kv, r, 10_000)) {
+                    System.err.println("kvgate: parity probe rule=" + res.rule() + " endpoint=" + res.endpoint() + " check="
+                        + res.check() + ": " + res.verdict() + " (" + res.detail() + ")");
+                }
+            }
+        }, "kvgate-parity-probe");
+        t.setDaemon(true);
+        t.start();
     }
 
     /** Builds the extra request hooks (render routes, P/D) once the gateway's parts exist. */

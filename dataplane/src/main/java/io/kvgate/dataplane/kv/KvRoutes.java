@@ -46,6 +46,46 @@ public final class KvRoutes implements RequestHooks {
         admin.register("GET /admin/v1/inventory", r -> AdminApi.Reply.json(200, inventory().toPrettyString()));
         admin.register("POST /admin/v1/lookup", r -> withRule(r.body(), this::lookup));
         admin.register("POST /admin/v1/explain", r -> withRule(r.body(), this::explain));
+        admin.register("POST /admin/v1/parity", r -> parity(r.query()));
+    }
+
+    private final ParityProbe parity = new ParityProbe();
+
+    public ParityProbe parityProbe() {
+        return parity;
+    }
+
+    /** Runs the parity probe for {@code rule=NAME} (every KV rule when absent); blocks up to the timeout. */
+    private AdminApi.Reply parity(String query) {
+        String only = null;
+        long timeoutMs = 5_000;
+        for (String kv : query.split("&")) {
+            if (kv.startsWith("rule=")) {
+                only = java.net.URLDecoder.decode(kv.substring(5), java.nio.charset.StandardCharsets.UTF_8);
+            } else if (kv.startsWith("timeout_ms=")) {
+                timeoutMs = Math.max(100, Math.min(60_000, Long.parseLong(kv.substring(11))));
+            }
+        }
+        KvState kv = gateway.kv();
+        if (kv == null) {
+            return AdminApi.Reply.json(409, OpenAiErrors.json("no endpoint publishes KV events (set kv_events on endpoints)",
+                "invalid_request_error", null, null));
+        }
+        ArrayNode results = JSON.createArrayNode();
+        boolean found = false;
+        for (Rule r : gateway.routeTable().rules()) {
+            if (only != null && !only.equals(r.name())) {
+                continue;
+            }
+            found = true;
+            results.addAll(parity.toJson(parity.probe(kv, r, timeoutMs)));
+        }
+        if (!found) {
+            return AdminApi.Reply.json(404, OpenAiErrors.json("no rule named '" + only + "'", "invalid_request_error", "rule", null));
+        }
+        ObjectNode out = JSON.createObjectNode();
+        out.set("results", results);
+        return AdminApi.Reply.json(200, out.toPrettyString());
     }
 
     // ---- render routes ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ public final class ControlCommand {
           explain [FILE|-]     the routing decision for a body, without sending it
           config               the applied configuration
           apply FILE           validate a YAML configuration and swap it in without dropping traffic
+          parity [RULE]        probe each KV endpoint: do the engine's published block keys equal the gateway's?
           drain                report draining on /health (before a restart)
         """;
 
@@ -63,6 +64,8 @@ public final class ControlCommand {
                 case "inventory" -> call(admin, token, "GET", "/admin/v1/inventory", null);
                 case "config" -> call(admin, token, "GET", "/admin/v1/config", null);
                 case "drain" -> call(admin, token, "POST", "/admin/v1/drain", "");
+                case "parity" -> call(admin, token, "POST", "/admin/v1/parity" + (arg == null ? ""
+                    : "?rule=" + java.net.URLEncoder.encode(arg, java.nio.charset.StandardCharsets.UTF_8)), "");
                 case "lookup" -> call(admin, token, "POST", "/admin/v1/lookup", body(arg));
                 case "explain" -> call(admin, token, "POST", "/admin/v1/explain", body(arg));
                 case "apply" -> {

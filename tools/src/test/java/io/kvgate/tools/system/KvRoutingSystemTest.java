@@ -40,6 +40,7 @@ import org.junit.jupiter.api.Timeout;
 class KvRoutingSystemTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private final List<EngineSimulator> sims = new ArrayList<>();
+    private final List<Integer> kvPorts = new ArrayList<>();
     private Gateway gw;
     private final HttpClient http = HttpClient.newHttpClient();
     private Path modelDir;
@@ -55,6 +56,7 @@ class KvRoutingSystemTest {
                 .modelDir(modelDir).ttftMs(1).itlMs(1).prefillUsPerToken(1).blockSize(16).hashSeed("0")
                 .kvEvents("tcp://*:" + kv));
             sims.add(s);
+            kvPorts.add(kv);
             eps.append("      - url: ").append(s.baseUrl()).append("\n        kv_events: tcp://127.0.0.1:").append(kv).append('\n');
         }
         String yaml = """
@@ -199,6 +201,45 @@ class KvRoutingSystemTest {
         JsonNode explain = admin("POST", "/admin/v1/explain", chat("qwen3", "Where is parcel 9?"));
         assertTrue(explain.get("endpoint").asText().endsWith(chosen), explain.toString());
         assertTrue(explain.get("explanation").asText().contains("tier=kv_exact"), explain.toString());
+    }
+
+    @Test
+    void parityProbeProvesAgreementAndCatchesAWrongSeed() throws Exception {
+        JsonNode ok = admin("POST", "/admin/v1/parity?rule=kv", "");
+        assertEquals(6, ok.get("results").size(), ok.toString()); // 3 endpoints x (hash contract, chat pipeline)
+        for (JsonNode r : ok.get("results")) {
+            assertEquals("match", r.get("verdict").asText(), r.toString());
+        }
+        // A second gateway over the same engines, configured with the wrong PYTHONHASHSEED.
+        StringBuilder eps = new StringBuilder();
+        for (int i = 0; i < sims.size(); i++) {
+            eps.append("      - url: ").append(sims.get(i).baseUrl()).append("\n        kv_events: tcp://127.0.0.1:")
+                .append(kvPorts.get(i)).append('\n');
+        }
+        Gateway wrong = GatewayLauncher.start(GatewayConfig.parse("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            health: {interval_ms: 60000}
+            rules:
+              - name: wrong
+                models: [qwen3]
+                engine: vllm
+                policy: kv_exact
+                hash_seed: "1"
+                endpoints:
+            %s""".formatted(eps)));
+        try {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + wrong.adminPort()
+                + "/admin/v1/parity?rule=wrong&timeout_ms=3000")).POST(HttpRequest.BodyPublishers.noBody()).build(),
+                HttpResponse.BodyHandlers.ofString());
+            JsonNode res = JSON.readTree(r.body()).get("results");
+            assertEquals(3, res.size(), r.body());
+            for (JsonNode x : res) {
+                assertEquals("mismatch", x.get("verdict").asText(), x.toString());
+            }
+        } finally {
+            wrong.close(100);
+        }
     }
 
     @Test
