@@ -78,6 +78,7 @@ public final class Gateway implements AutoCloseable {
         KvRoutes kvRoutes = new KvRoutes(this);
         kvRoutes.registerAdmin(admin);
         metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
+        metrics.addSource(this::writeKvMetrics);
         RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
         GatewayContext[] holder = new GatewayContext[1];
         PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
@@ -126,6 +127,61 @@ public final class Gateway implements AutoCloseable {
             .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
         health.start();
         startupParityProbe(kvRoutes.parityProbe());
+    }
+
+    /** KV ingest and index families, per endpoint and DP rank. */
+    private void writeKvMetrics(StringBuilder out) {
+        KvState k = kv;
+        if (k == null) {
+            return;
+        }
+        java.util.Map<Integer, String> names = new java.util.HashMap<>();
+        for (EndpointState ep : registry.all()) {
+            names.put(ep.id(), ep.key());
+        }
+        String[][] families = {
+            {"kvgate_kv_subscriber_connected", "gauge", "1 when the SUB socket of (endpoint, rank) is connected."},
+            {"kvgate_kv_reconnects_total", "counter", "Reconnections of the event subscriber."},
+            {"kvgate_kv_gaps_total", "counter", "Sequence gaps seen (dropped batches)."},
+            {"kvgate_kv_replays_total", "counter", "Gaps filled from the engine's replay socket."},
+            {"kvgate_kv_restarts_total", "counter", "Engine restarts detected (sequence went backwards)."},
+            {"kvgate_kv_clears_total", "counter", "Times the rank's inventory was cleared (restart, unfillable gap, AllBlocksCleared)."},
+            {"kvgate_kv_decode_errors_total", "counter", "Malformed event frames counted and dropped."},
+            {"kvgate_kv_events_total", "counter", "KV events decoded."},
+            {"kvgate_kv_block_ops_total", "counter", "Block store/remove operations applied to the index."},
+            {"kvgate_kv_last_seq", "gauge", "Last sequence number received."}};
+        var status = k.status();
+        for (String[] f : families) {
+            out.append("# HELP ").append(f[0]).append(' ').append(f[2]).append("\n# TYPE ").append(f[0]).append(' ').append(f[1]).append('\n');
+            for (var st : status) {
+                long v = switch (f[0]) {
+                    case "kvgate_kv_subscriber_connected" -> st.connected() ? 1 : 0;
+                    case "kvgate_kv_reconnects_total" -> st.reconnects();
+                    case "kvgate_kv_gaps_total" -> st.gaps();
+                    case "kvgate_kv_replays_total" -> st.replays();
+                    case "kvgate_kv_restarts_total" -> st.restarts();
+                    case "kvgate_kv_clears_total" -> st.clears();
+                    case "kvgate_kv_decode_errors_total" -> st.decodeErrors();
+                    case "kvgate_kv_events_total" -> st.events();
+                    case "kvgate_kv_block_ops_total" -> st.blockOps();
+                    default -> st.lastSeq();
+                };
+                out.append(f[0]).append("{endpoint=\"").append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId())))
+                    .append("\",rank=\"").append(st.rank()).append("\"} ").append(v).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_kv_endpoint_blocks Distinct blocks the index holds for an endpoint (union of its ranks).\n");
+        out.append("# TYPE kvgate_kv_endpoint_blocks gauge\n");
+        for (EndpointState ep : registry.all()) {
+            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
+                out.append("kvgate_kv_endpoint_blocks{endpoint=\"").append(ep.key()).append("\"} ").append(k.index().blocks(ep.id())).append('\n');
+            }
+        }
+        GatewayMetrics.gauge(out, "kvgate_kv_index_blocks", "Distinct blocks in the index.", k.index().size());
+        GatewayMetrics.gauge(out, "kvgate_kv_index_memberships", "(block, endpoint rank) memberships in the index.", k.index().memberships());
+        GatewayMetrics.gauge(out, "kvgate_kv_index_capacity_blocks", "Index capacity in distinct blocks.", k.index().config().capacityBlocks());
+        GatewayMetrics.gauge(out, "kvgate_kv_index_bytes", "Off-heap bytes of the index.", k.index().sizeBytes());
+        GatewayMetrics.counter(out, "kvgate_kv_index_evictions_total", "Blocks evicted because the index was full.", k.index().evictions());
     }
 
     /** Rules with {@code kv.parity_probe_at_startup} are probed once in the background after start-up. */

@@ -198,6 +198,14 @@ class KvRoutingSystemTest {
         assertEquals(rj.get("prompt_token_ids").size() / 16, rj.get("block_keys").size());
         assertTrue(rj.get("prompt").asText().startsWith("<|im_start|>system\n"));
 
+        String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics")).build(),
+            HttpResponse.BodyHandlers.ofString()).body();
+        assertTrue(metrics.contains("kvgate_kv_subscriber_connected{endpoint=\"127.0.0.1:" + sims.get(owner).port() + "\",rank=\"0\"} 1"),
+            metrics);
+        assertTrue(metrics.contains("kvgate_kv_endpoint_blocks{endpoint=\"127.0.0.1:" + sims.get(owner).port() + "\"} "
+            + sims.get(owner).cachedBlocks(0)), metrics);
+        assertTrue(metrics.contains("kvgate_stage_latency_seconds_count{stage=\"hash\"}"));
+
         JsonNode explain = admin("POST", "/admin/v1/explain", chat("qwen3", "Where is parcel 9?"));
         assertTrue(explain.get("endpoint").asText().endsWith(chosen), explain.toString());
         assertTrue(explain.get("explanation").asText().contains("tier=kv_exact"), explain.toString());
