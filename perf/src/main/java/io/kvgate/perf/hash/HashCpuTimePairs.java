@@ -32,7 +32,7 @@ public final class HashCpuTimePairs {
         b.blockSize = 16;
         b.setup();
         PrefixCacheBench c = new PrefixCacheBench();
-        c.cacheEntries = 1 << 16;
+        c.cacheEntries = args.length > 1 ? Integer.parseInt(args[1]) : 1 << 16;
         c.setup();
         Map<String, Case> cases = new LinkedHashMap<>();
         int blocks = BlockHashBench.BLOCKS;
