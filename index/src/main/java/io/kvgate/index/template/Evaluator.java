@@ -88,7 +88,11 @@ final class Evaluator {
                     checkSize(out, node);
                 }
                 case Node.Print p -> {
-                    PyOps.appendStr(out, eval(p.expr(), f));
+                    if (p.expr() instanceof Node.Chain c) {
+                        appendChain(c, f, out);
+                    } else {
+                        PyOps.appendStr(out, eval(p.expr(), f));
+                    }
                     checkSize(out, node);
                 }
                 case Node.If i -> {
@@ -309,6 +313,9 @@ final class Evaluator {
                 }
                 return PyOps.binary(b.op(), l, r);
             }
+            case Node.Chain c -> {
+                return chainValue(c, f);
+            }
             case Node.Compare c -> {
                 Object left = eval(c.first(), f);
                 for (int i = 0; i < c.ops().size(); i++) {
@@ -361,6 +368,69 @@ final class Evaluator {
                 return m;
             }
         }
+    }
+
+    /**
+     * Evaluates a chain's operands once, left to right, and appends the result to sb: an all-string {@code +} chain
+     * (or any {@code ~} chain) is appended piecewise without intermediate strings; a mixed {@code +} chain is folded
+     * pairwise as Python does (numbers, lists, or the TypeError).
+     */
+    private void appendChain(Node.Chain c, Frame f, StringBuilder sb) throws TemplateException {
+        List<Node.Expr> ops = c.operands();
+        int n = ops.size();
+        Object[] vals = new Object[n];
+        boolean allStrings = true;
+        for (int i = 0; i < n; i++) {
+            vals[i] = eval(ops.get(i), f);
+            allStrings &= vals[i] instanceof String;
+        }
+        if (allStrings || c.op().equals("~")) {
+            for (Object v : vals) {
+                PyOps.appendStr(sb, v);
+            }
+            return;
+        }
+        Object acc = vals[0];
+        try {
+            for (int i = 1; i < n; i++) {
+                acc = PyOps.binary(c.op(), acc, vals[i]);
+            }
+        } catch (PyOps.PyError e) {
+            throw error(e, c);
+        } catch (ArithmeticException e) {
+            throw error("integer overflow: " + e.getMessage(), c);
+        }
+        PyOps.appendStr(sb, acc);
+    }
+
+    /** A chain's value: a string for string chains, otherwise the pairwise fold's value. */
+    private Object chainValue(Node.Chain c, Frame f) throws TemplateException {
+        List<Node.Expr> ops = c.operands();
+        int n = ops.size();
+        Object[] vals = new Object[n];
+        boolean allStrings = true;
+        for (int i = 0; i < n; i++) {
+            vals[i] = eval(ops.get(i), f);
+            allStrings &= vals[i] instanceof String;
+        }
+        if (allStrings || c.op().equals("~")) {
+            StringBuilder sb = new StringBuilder();
+            for (Object v : vals) {
+                PyOps.appendStr(sb, v);
+            }
+            return sb.toString();
+        }
+        Object acc = vals[0];
+        try {
+            for (int i = 1; i < n; i++) {
+                acc = PyOps.binary(c.op(), acc, vals[i]);
+            }
+        } catch (PyOps.PyError e) {
+            throw error(e, c);
+        } catch (ArithmeticException e) {
+            throw error("integer overflow: " + e.getMessage(), c);
+        }
+        return acc;
     }
 
     private boolean compareOp(String op, Object l, Object r) throws PyError {
