@@ -936,7 +936,10 @@ final class Builtins {
                     }
                     return args.get(lc.index0 % args.size());
                 }
-                return true;
+                // loop.changed(*values): true on the first call and whenever the values differ from the last call's
+                boolean changed = lc.lastChanged == null || !PyOps.eq(lc.lastChanged, args);
+                lc.lastChanged = new ArrayList<>(args);
+                return changed;
             }
             if (self instanceof Double d && name.equals("is_integer")) {
                 return d == Math.rint(d) && !Double.isInfinite(d);

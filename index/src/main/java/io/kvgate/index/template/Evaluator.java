@@ -10,8 +10,8 @@ import io.kvgate.index.template.Values.Undefined;
 
 import java.time.Clock;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -29,20 +29,48 @@ final class Evaluator {
     /** Bounds a runaway template: macro recursion depth and rendered size. */
     static final int MAX_CALL_DEPTH = 64;
 
-    /** A variable scope. Jinja2 opens one per for-loop iteration, macro call and with-block; if-blocks share theirs. */
+    /**
+     * A variable scope. Jinja2 opens one per for-loop iteration, macro call and with-block; if-blocks share theirs.
+     * Scopes hold a handful of names (loop target, {@code loop}, a few sets), so a linear array beats a HashMap per
+     * iteration in both allocation and lookup.
+     */
     static final class Frame {
         final Frame parent;
-        private Map<String, Object> vars;
+        private String[] names;
+        private Object[] values;
+        private int size;
 
         Frame(Frame parent) {
             this.parent = parent;
         }
 
         void set(String name, Object value) {
-            if (vars == null) {
-                vars = new HashMap<>(8);
+            for (int i = 0; i < size; i++) {
+                if (names[i].equals(name)) {
+                    values[i] = value;
+                    return;
+                }
             }
-            vars.put(name, value);
+            if (names == null) {
+                names = new String[4];
+                values = new Object[4];
+            } else if (size == names.length) {
+                names = Arrays.copyOf(names, size * 2);
+                values = Arrays.copyOf(values, size * 2);
+            }
+            names[size] = name;
+            values[size++] = value;
+        }
+
+        /** Index of name in this frame, or -1. */
+        int indexOf(String name) {
+            for (int i = 0; i < size; i++) {
+                String n = names[i];
+                if (n == name || n.equals(name)) {
+                    return i;
+                }
+            }
+            return -1;
         }
     }
 
@@ -88,7 +116,11 @@ final class Evaluator {
                     checkSize(out, node);
                 }
                 case Node.Print p -> {
-                    PyOps.appendStr(out, eval(p.expr(), f));
+                    if (p.expr() instanceof Node.Chain c) {
+                        appendChain(c, f, out);
+                    } else {
+                        PyOps.appendStr(out, eval(p.expr(), f));
+                    }
                     checkSize(out, node);
                 }
                 case Node.If i -> {
@@ -224,11 +256,9 @@ final class Evaluator {
 
     Object lookup(String name, Frame f) {
         for (Frame fr = f; fr != null; fr = fr.parent) {
-            if (fr.vars != null) {
-                Object v = fr.vars.get(name);
-                if (v != null || fr.vars.containsKey(name)) {
-                    return v;
-                }
+            int i = fr.indexOf(name);
+            if (i >= 0) {
+                return fr.values[i];
             }
         }
         Object v = context.get(name);
@@ -309,6 +339,9 @@ final class Evaluator {
                 }
                 return PyOps.binary(b.op(), l, r);
             }
+            case Node.Chain c -> {
+                return chainValue(c, f);
+            }
             case Node.Compare c -> {
                 Object left = eval(c.first(), f);
                 for (int i = 0; i < c.ops().size(); i++) {
@@ -361,6 +394,77 @@ final class Evaluator {
                 return m;
             }
         }
+    }
+
+    /**
+     * Evaluates a chain's operands once, left to right, and appends the result to sb: an all-string {@code +} chain
+     * (or any {@code ~} chain) is appended piecewise without intermediate strings; a mixed {@code +} chain is folded
+     * pairwise as Python does (numbers, lists, or the TypeError).
+     */
+    private void appendChain(Node.Chain c, Frame f, StringBuilder sb) throws TemplateException {
+        List<Node.Expr> ops = c.operands();
+        int n = ops.size();
+        Object[] vals = new Object[n];
+        boolean allStrings = true;
+        for (int i = 0; i < n; i++) {
+            vals[i] = eval(ops.get(i), f);
+            allStrings &= vals[i] instanceof String;
+        }
+        if (allStrings || c.op().equals("~")) {
+            for (Object v : vals) {
+                PyOps.appendStr(sb, v);
+            }
+            return;
+        }
+        Object acc = vals[0];
+        try {
+            for (int i = 1; i < n; i++) {
+                acc = PyOps.binary(c.op(), acc, vals[i]);
+            }
+        } catch (PyOps.PyError e) {
+            throw error(e, c);
+        } catch (ArithmeticException e) {
+            throw error("integer overflow: " + e.getMessage(), c);
+        }
+        PyOps.appendStr(sb, acc);
+    }
+
+    /** A chain's value: a string for string chains, otherwise the pairwise fold's value. */
+    private Object chainValue(Node.Chain c, Frame f) throws TemplateException {
+        List<Node.Expr> ops = c.operands();
+        int n = ops.size();
+        Object[] vals = new Object[n];
+        boolean allStrings = true;
+        for (int i = 0; i < n; i++) {
+            vals[i] = eval(ops.get(i), f);
+            allStrings &= vals[i] instanceof String;
+        }
+        if (allStrings || c.op().equals("~")) {
+            // Exact-size builder: one char array for the result, as Java's own string concatenation does.
+            int len = 0;
+            for (int i = 0; i < n; i++) {
+                if (!(vals[i] instanceof String)) {
+                    vals[i] = PyOps.str(vals[i]);
+                }
+                len += ((String) vals[i]).length();
+            }
+            StringBuilder sb = new StringBuilder(len);
+            for (Object v : vals) {
+                sb.append((String) v);
+            }
+            return sb.toString();
+        }
+        Object acc = vals[0];
+        try {
+            for (int i = 1; i < n; i++) {
+                acc = PyOps.binary(c.op(), acc, vals[i]);
+            }
+        } catch (PyOps.PyError e) {
+            throw error(e, c);
+        } catch (ArithmeticException e) {
+            throw error("integer overflow: " + e.getMessage(), c);
+        }
+        return acc;
     }
 
     private boolean compareOp(String op, Object l, Object r) throws PyError {

@@ -32,7 +32,11 @@ public final class JinjaTemplate {
         if (source == null) {
             throw new TemplateException("template source is null", 0, 0);
         }
-        return new JinjaTemplate(Parser.parse(source));
+        try {
+            return new JinjaTemplate(Parser.parse(source));
+        } catch (StackOverflowError e) {
+            throw new TemplateException("template nesting too deep to compile", 0, 0);
+        }
     }
 
     /** Renders with the system clock for {@code strftime_now}. */

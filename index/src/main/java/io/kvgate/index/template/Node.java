@@ -36,6 +36,12 @@ sealed interface Node {
     record Test(Expr target, String name, List<Expr> args, boolean negated, int line, int column) implements Expr { }
     record Unary(String op, Expr operand, int line, int column) implements Expr { }
     record Binary(String op, Expr left, Expr right, int line, int column) implements Expr { }
+    /**
+     * A left-associative chain {@code a + b + c ...} or {@code a ~ b ~ c ...} (3+ operands), flattened at parse time so
+     * all-string chains (the common {@code '<|im_start|>' + role + '\n' + content + ...}) build one string, or none
+     * when printed, instead of one intermediate string per operator. Semantics stay those of the pairwise fold.
+     */
+    record Chain(String op, List<Expr> operands, int line, int column) implements Expr { }
     record Compare(Expr first, List<String> ops, List<Expr> rest, int line, int column) implements Expr { }
     record And(Expr left, Expr right, int line, int column) implements Expr { }
     record Or(Expr left, Expr right, int line, int column) implements Expr { }

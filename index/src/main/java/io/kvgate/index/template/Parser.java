@@ -442,7 +442,7 @@ final class Parser {
             Token t = next();
             left = new Node.Binary(t.text(), left, parseConcat(), t.line(), t.column());
         }
-        return left;
+        return chain(left, "+");
     }
 
     private Node.Expr parseConcat() throws TemplateException {
@@ -451,7 +451,22 @@ final class Parser {
             Token t = next();
             left = new Node.Binary("~", left, parseMath2(), t.line(), t.column());
         }
-        return left;
+        return chain(left, "~");
+    }
+
+    /** Rewrites a left-nested run of 3+ {@code op} operators into one Chain node (same evaluation order). */
+    private static Node.Expr chain(Node.Expr e, String op) {
+        java.util.ArrayDeque<Node.Expr> operands = new java.util.ArrayDeque<>();
+        Node.Expr cur = e;
+        while (cur instanceof Node.Binary b && b.op().equals(op)) {
+            operands.addFirst(b.right());
+            cur = b.left();
+        }
+        if (operands.size() < 2) {
+            return e;
+        }
+        operands.addFirst(cur);
+        return new Node.Chain(op, List.copyOf(operands), e.line(), e.column());
     }
 
     private Node.Expr parseMath2() throws TemplateException {

@@ -85,6 +85,8 @@ final class Values {
     static final class LoopContext {
         final List<Object> items;
         int index0;
+        /** Arguments of the last {@code loop.changed(...)} call; null before the first. */
+        List<Object> lastChanged;
 
         LoopContext(List<Object> items) {
             this.items = items;
