@@ -61,6 +61,9 @@ public final class BlockIndex implements AutoCloseable {
     private final AtomicLong storedOps = new AtomicLong();
     private final AtomicLong removedOps = new AtomicLong();
 
+    /** Null when maxEndpoints > 64. */
+    private final HotKeyCache hot;
+
     private int evictCursor;
     private final SegmentWalker walker = new SegmentWalker();
     private final BlockIndexReader ownReader;
@@ -82,6 +85,8 @@ public final class BlockIndex implements AutoCloseable {
         this.droppedCells = new int[maxCells];
         this.valueStore = BytesStore.wrap(new byte[maxCells * Holders.CELL_BYTES]);
         this.blocksPerEndpoint = new AtomicLongArray(config.maxEndpoints());
+        this.hot = config.maxEndpoints() <= 64 && config.hotCacheEntries() > 0
+            ? new HotKeyCache(config.hotCacheEntries()) : null;
         this.ownReader = new BlockIndexReader(this);
     }
 
@@ -132,6 +137,9 @@ public final class BlockIndex implements AutoCloseable {
                 size.setRelease(size.getPlain() + 1);
                 memberships.setRelease(memberships.getPlain() + 1);
                 blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
+                if (hot != null) {
+                    hot.put(key, 1L << endpointId);
+                }
                 return;
             }
             int n = readCells(e.value());
@@ -156,6 +164,9 @@ public final class BlockIndex implements AutoCloseable {
             if (!endpointSeen) {
                 memberships.setRelease(memberships.getPlain() + 1);
                 blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
+                if (hot != null) {
+                    hot.put(key, bitmapOf(cells, n + 1));
+                }
             }
         }
     }
@@ -206,10 +217,24 @@ public final class BlockIndex implements AutoCloseable {
             if (n == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);
+                if (hot != null) {
+                    hot.remove(key);
+                }
             } else {
                 writeBack(c, e, n);
+                if (hot != null && !endpointElsewhere) {
+                    hot.put(key, bitmapOf(cells, n));
+                }
             }
         }
+    }
+
+    private static long bitmapOf(int[] cells, int n) {
+        long b = 0;
+        for (int i = 0; i < n; i++) {
+            b |= 1L << Holders.endpointOf(cells[i]);
+        }
+        return b;
     }
 
     /** Forget everything (endpointId, rank) holds (engine restart, unfillable gap, AllBlocksCleared). */
@@ -345,6 +370,14 @@ public final class BlockIndex implements AutoCloseable {
                 blocksPerEndpoint.setRelease(ep, blocksPerEndpoint.getPlain(ep) - 1);
                 removedMemberships++;
             }
+            if (hot != null) {
+                long key = e.key().bytes().readLong(e.key().offset());
+                if (kept == 0) {
+                    hot.remove(key);
+                } else {
+                    hot.put(key, bitmapOf(cells, kept));
+                }
+            }
             if (kept == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);
@@ -373,6 +406,10 @@ public final class BlockIndex implements AutoCloseable {
 
     ChronicleMap<Long, byte[]> map() {
         return map;
+    }
+
+    HotKeyCache hot() {
+        return hot;
     }
 
     // ------------------------------------------------------------------ counters (any thread)
@@ -418,6 +455,11 @@ public final class BlockIndex implements AutoCloseable {
     /** Off-heap bytes the map has allocated (its full pre-sized footprint, not only what is filled). */
     public long sizeBytes() {
         return map.offHeapMemoryUsed();
+    }
+
+    /** On-heap bytes of the hot-key cache (0 without one). */
+    public long hotCacheBytes() {
+        return hot == null ? 0 : hot.sizeBytes();
     }
 
     public int segments() {

@@ -39,8 +39,10 @@ public final class BlockIndexReader {
     private final long[] indexBits;
     private final long[] overlayBits;
     private final int[] probedStamp;
+    private final HotKeyCache hot;
     private int stamp;
     private long probes;
+    private long hotHits;
     private long lookups;
 
     BlockIndexReader(BlockIndex index) {
@@ -53,6 +55,7 @@ public final class BlockIndexReader {
         this.indexBits = new long[maxPromptBlocks * words];
         this.overlayBits = new long[maxPromptBlocks * words];
         this.probedStamp = new int[maxPromptBlocks];
+        this.hot = index.hot();
     }
 
     /**
@@ -186,6 +189,23 @@ public final class BlockIndexReader {
             indexBits[base + w] = 0;
             overlayBits[base + w] = 0;
         }
+        if (hot != null) {
+            long bitmap = hot.get(key);
+            if (bitmap != HotKeyCache.MISS) {
+                hotHits++;
+                while (bitmap != 0) {
+                    int cand = candidateOf[Long.numberOfTrailingZeros(bitmap)];
+                    if (cand >= 0) {
+                        indexBits[base + (cand >>> 6)] |= 1L << (cand & 63);
+                    }
+                    bitmap &= bitmap - 1;
+                }
+                if (overlay != null) {
+                    overlay.mark(key, now, candidateOf, overlayBits, base, indexBits);
+                }
+                return;
+            }
+        }
         keyStore.writeLong(0, key);
         try (ExternalMapQueryContext<Long, byte[], ?> ctx = index.map().queryContext(keyStore, 0, KEY_BYTES)) {
             ctx.readLock().lock();
@@ -212,6 +232,11 @@ public final class BlockIndexReader {
     /** Map probes issued by this reader (for the probes-per-lookup metric). */
     public long probes() {
         return probes;
+    }
+
+    /** Probes answered by the on-heap hot-key cache. */
+    public long hotHits() {
+        return hotHits;
     }
 
     public long lookups() {
