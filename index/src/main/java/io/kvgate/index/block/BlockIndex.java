@@ -61,8 +61,8 @@ public final class BlockIndex implements AutoCloseable {
     private final AtomicLong storedOps = new AtomicLong();
     private final AtomicLong removedOps = new AtomicLong();
 
-    /** Null when maxEndpoints > 64. */
-    private final HotKeyCache hot;
+    /** Keys whose holder set changed, for the readers' caches. */
+    private final ChangeLog changes = new ChangeLog(1 << 16);
 
     private int evictCursor;
     private final SegmentWalker walker = new SegmentWalker();
@@ -85,8 +85,6 @@ public final class BlockIndex implements AutoCloseable {
         this.droppedCells = new int[maxCells];
         this.valueStore = BytesStore.wrap(new byte[maxCells * Holders.CELL_BYTES]);
         this.blocksPerEndpoint = new AtomicLongArray(config.maxEndpoints());
-        this.hot = config.maxEndpoints() <= 64 && config.hotCacheEntries() > 0
-            ? new HotKeyCache(config.hotCacheEntries()) : null;
         this.ownReader = new BlockIndexReader(this);
     }
 
@@ -137,9 +135,7 @@ public final class BlockIndex implements AutoCloseable {
                 size.setRelease(size.getPlain() + 1);
                 memberships.setRelease(memberships.getPlain() + 1);
                 blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
-                if (hot != null) {
-                    hot.put(key, 1L << endpointId);
-                }
+                changes.append(key);
                 return;
             }
             int n = readCells(e.value());
@@ -164,9 +160,7 @@ public final class BlockIndex implements AutoCloseable {
             if (!endpointSeen) {
                 memberships.setRelease(memberships.getPlain() + 1);
                 blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
-                if (hot != null) {
-                    hot.put(key, bitmapOf(cells, n + 1));
-                }
+                changes.append(key);
             }
         }
     }
@@ -217,25 +211,17 @@ public final class BlockIndex implements AutoCloseable {
             if (n == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);
-                if (hot != null) {
-                    hot.remove(key);
-                }
+                changes.append(key);
             } else {
                 writeBack(c, e, n);
-                if (hot != null && !endpointElsewhere) {
-                    hot.put(key, bitmapOf(cells, n));
+                if (!endpointElsewhere) {
+                    changes.append(key);
                 }
             }
         }
     }
 
-    private static long bitmapOf(int[] cells, int n) {
-        long b = 0;
-        for (int i = 0; i < n; i++) {
-            b |= 1L << Holders.endpointOf(cells[i]);
-        }
-        return b;
-    }
+
 
     /** Forget everything (endpointId, rank) holds (engine restart, unfillable gap, AllBlocksCleared). */
     public long clearRank(int endpointId, int rank) {
@@ -370,14 +356,7 @@ public final class BlockIndex implements AutoCloseable {
                 blocksPerEndpoint.setRelease(ep, blocksPerEndpoint.getPlain(ep) - 1);
                 removedMemberships++;
             }
-            if (hot != null) {
-                long key = e.key().bytes().readLong(e.key().offset());
-                if (kept == 0) {
-                    hot.remove(key);
-                } else {
-                    hot.put(key, bitmapOf(cells, kept));
-                }
-            }
+            changes.append(e.key().bytes().readLong(e.key().offset()));
             if (kept == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);
@@ -408,8 +387,8 @@ public final class BlockIndex implements AutoCloseable {
         return map;
     }
 
-    HotKeyCache hot() {
-        return hot;
+    ChangeLog changes() {
+        return changes;
     }
 
     // ------------------------------------------------------------------ counters (any thread)
@@ -455,11 +434,6 @@ public final class BlockIndex implements AutoCloseable {
     /** Off-heap bytes the map has allocated (its full pre-sized footprint, not only what is filled). */
     public long sizeBytes() {
         return map.offHeapMemoryUsed();
-    }
-
-    /** On-heap bytes of the hot-key cache (0 without one). */
-    public long hotCacheBytes() {
-        return hot == null ? 0 : hot.sizeBytes();
     }
 
     public int segments() {

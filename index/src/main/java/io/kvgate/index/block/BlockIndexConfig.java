@@ -10,8 +10,8 @@ package io.kvgate.index.block;
  *                           wrong guess costs memory or an extra chunk per entry, never correctness
  * @param maxPromptBlocks    longest prompt (in blocks) a lookup considers; longer prompts are scored on their
  *                           first {@code maxPromptBlocks} blocks
- * @param hotCacheEntries    slots of the on-heap hot-key cache (16 bytes each; 0 disables it; only used with at
- *                           most 64 endpoints), see {@link HotKeyCache}
+ * @param hotCacheEntries    slots of each reader's on-heap cache of probed blocks (20 bytes each; 0 disables it;
+ *                           only used with at most 64 endpoints), see {@link BlockIndexReader}
  */
 public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHoldersPerBlock, int maxPromptBlocks,
                                int hotCacheEntries) {
@@ -47,8 +47,8 @@ public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHold
             DEFAULT_MAX_PROMPT_BLOCKS, defaultHotCacheEntries(capacityBlocks));
     }
 
-    /** The next power of two at or above half the capacity, at most 2^21 slots (32 MiB on heap). */
+    /** 2^16 slots (1.25 MiB per reader): the prompts being routed now, not the whole inventory. */
     public static int defaultHotCacheEntries(int capacityBlocks) {
-        return Math.min(1 << 21, Integer.highestOneBit(Math.max(16, capacityBlocks / 2 - 1)) << 1);
+        return 1 << 16;
     }
 }
