@@ -61,6 +61,9 @@ public final class BlockIndex implements AutoCloseable {
     private final AtomicLong storedOps = new AtomicLong();
     private final AtomicLong removedOps = new AtomicLong();
 
+    /** Keys whose holder set changed, for the readers' caches. */
+    private final ChangeLog changes = new ChangeLog(1 << 16);
+
     private int evictCursor;
     private final SegmentWalker walker = new SegmentWalker();
     private final BlockIndexReader ownReader;
@@ -132,6 +135,7 @@ public final class BlockIndex implements AutoCloseable {
                 size.setRelease(size.getPlain() + 1);
                 memberships.setRelease(memberships.getPlain() + 1);
                 blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
+                changes.append(key);
                 return;
             }
             int n = readCells(e.value());
@@ -156,6 +160,7 @@ public final class BlockIndex implements AutoCloseable {
             if (!endpointSeen) {
                 memberships.setRelease(memberships.getPlain() + 1);
                 blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
+                changes.append(key);
             }
         }
     }
@@ -206,11 +211,17 @@ public final class BlockIndex implements AutoCloseable {
             if (n == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);
+                changes.append(key);
             } else {
                 writeBack(c, e, n);
+                if (!endpointElsewhere) {
+                    changes.append(key);
+                }
             }
         }
     }
+
+
 
     /** Forget everything (endpointId, rank) holds (engine restart, unfillable gap, AllBlocksCleared). */
     public long clearRank(int endpointId, int rank) {
@@ -345,6 +356,7 @@ public final class BlockIndex implements AutoCloseable {
                 blocksPerEndpoint.setRelease(ep, blocksPerEndpoint.getPlain(ep) - 1);
                 removedMemberships++;
             }
+            changes.append(e.key().bytes().readLong(e.key().offset()));
             if (kept == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);
@@ -373,6 +385,10 @@ public final class BlockIndex implements AutoCloseable {
 
     ChronicleMap<Long, byte[]> map() {
         return map;
+    }
+
+    ChangeLog changes() {
+        return changes;
     }
 
     // ------------------------------------------------------------------ counters (any thread)

@@ -10,8 +10,11 @@ package io.kvgate.index.block;
  *                           wrong guess costs memory or an extra chunk per entry, never correctness
  * @param maxPromptBlocks    longest prompt (in blocks) a lookup considers; longer prompts are scored on their
  *                           first {@code maxPromptBlocks} blocks
+ * @param hotCacheEntries    slots of each reader's on-heap cache of probed blocks (20 bytes each; 0 disables it;
+ *                           only used with at most 64 endpoints), see {@link BlockIndexReader}
  */
-public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHoldersPerBlock, int maxPromptBlocks) {
+public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHoldersPerBlock, int maxPromptBlocks,
+                               int hotCacheEntries) {
 
     public static final int DEFAULT_AVG_HOLDERS_PER_BLOCK = 2;
     public static final int DEFAULT_MAX_PROMPT_BLOCKS = 8192;
@@ -29,6 +32,10 @@ public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHold
             throw new IllegalArgumentException(
                 "avgHoldersPerBlock=" + avgHoldersPerBlock + " must be in 1..64");
         }
+        if (hotCacheEntries < 0 || hotCacheEntries > 1 << 28) {
+            throw new IllegalArgumentException(
+                "hotCacheEntries=" + hotCacheEntries + " must be in 0..268435456");
+        }
         if (maxPromptBlocks < 1 || maxPromptBlocks > 1 << 20) {
             throw new IllegalArgumentException(
                 "maxPromptBlocks=" + maxPromptBlocks + " must be in 1..1048576");
@@ -37,6 +44,11 @@ public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHold
 
     public static BlockIndexConfig of(int capacityBlocks, int maxEndpoints) {
         return new BlockIndexConfig(capacityBlocks, maxEndpoints, DEFAULT_AVG_HOLDERS_PER_BLOCK,
-            DEFAULT_MAX_PROMPT_BLOCKS);
+            DEFAULT_MAX_PROMPT_BLOCKS, defaultHotCacheEntries(capacityBlocks));
+    }
+
+    /** 2^16 slots (1.25 MiB per reader): the prompts being routed now, not the whole inventory. */
+    public static int defaultHotCacheEntries(int capacityBlocks) {
+        return 1 << 16;
     }
 }

@@ -39,8 +39,20 @@ public final class BlockIndexReader {
     private final long[] indexBits;
     private final long[] overlayBits;
     private final int[] probedStamp;
+    // Private cache of probed blocks (key -> endpoint bitmap), invalidated from the writer's change log.
+    private final boolean cacheEnabled;
+    private final ChangeLog changes;
+    private final ChangeLog.Sink invalidator = this::invalidate;
+    private final long[] cacheKeys;
+    private final long[] cacheBits;
+    private final int[] cacheGen;
+    private final int cacheMask;
+    private int gen = 1;
+    private long logHead;
+    private long cacheFlushes;
     private int stamp;
     private long probes;
+    private long hotHits;
     private long lookups;
 
     BlockIndexReader(BlockIndex index) {
@@ -53,6 +65,52 @@ public final class BlockIndexReader {
         this.indexBits = new long[maxPromptBlocks * words];
         this.overlayBits = new long[maxPromptBlocks * words];
         this.probedStamp = new int[maxPromptBlocks];
+        this.changes = index.changes();
+        this.cacheEnabled = cfg.maxEndpoints() <= 64 && cfg.hotCacheEntries() > 0;
+        int slots = cacheEnabled ? Integer.highestOneBit(Math.max(16, cfg.hotCacheEntries() - 1)) << 1 : 1;
+        this.cacheKeys = new long[slots];
+        this.cacheBits = new long[slots];
+        this.cacheGen = new int[slots];
+        this.cacheMask = slots - 1;
+        this.logHead = changes.tail();
+    }
+
+    /** Applies the writer's changes since the last lookup to the private cache. */
+    private void syncCache() {
+        long r = changes.drain(logHead, invalidator);
+        if (r < 0) {
+            logHead = -1 - r;
+            cacheFlushes++;
+            gen++;
+            if (gen == 0) {
+                Arrays.fill(cacheGen, 0);
+                gen = 1;
+            }
+        } else {
+            logHead = r;
+        }
+    }
+
+    private void invalidate(long key) {
+        int s = cacheSlot(key);
+        if (cacheKeys[s] == key) {
+            cacheGen[s] = 0;
+        }
+    }
+
+    private int cacheSlot(long key) {
+        long h = key * 0x9E3779B97F4A7C15L;
+        return (int) (h >>> 40) & cacheMask;
+    }
+
+    private void markCandidates(long bitmap, int base) {
+        while (bitmap != 0) {
+            int cand = candidateOf[Long.numberOfTrailingZeros(bitmap)];
+            if (cand >= 0) {
+                indexBits[base + (cand >>> 6)] |= 1L << (cand & 63);
+            }
+            bitmap &= bitmap - 1;
+        }
     }
 
     /**
@@ -124,6 +182,9 @@ public final class BlockIndexReader {
                 candidateOf[ep] = c;
             }
         }
+        if (cacheEnabled) {
+            syncCache();
+        }
         stamp++;
         if (stamp == 0) { // wrapped: old stamps could alias
             Arrays.fill(probedStamp, 0);
@@ -186,10 +247,23 @@ public final class BlockIndexReader {
             indexBits[base + w] = 0;
             overlayBits[base + w] = 0;
         }
+        int slot = 0;
+        if (cacheEnabled) {
+            slot = cacheSlot(key);
+            if (cacheGen[slot] == gen && cacheKeys[slot] == key) {
+                hotHits++;
+                markCandidates(cacheBits[slot], base);
+                if (overlay != null) {
+                    overlay.mark(key, now, candidateOf, overlayBits, base, indexBits);
+                }
+                return;
+            }
+        }
         keyStore.writeLong(0, key);
         try (ExternalMapQueryContext<Long, byte[], ?> ctx = index.map().queryContext(keyStore, 0, KEY_BYTES)) {
             ctx.readLock().lock();
             MapEntry<Long, byte[]> e = ctx.entry();
+            long bitmap = 0;
             if (e != null) {
                 Data<byte[]> v = e.value();
                 RandomDataInput in = v.bytes();
@@ -197,11 +271,18 @@ public final class BlockIndexReader {
                 int cellsN = (int) (v.size() / Holders.CELL_BYTES);
                 for (int i = 0; i < cellsN; i++) {
                     int ep = Holders.endpointOf(in.readInt(off + (long) i * Holders.CELL_BYTES));
+                    bitmap |= 1L << ep; // meaningful only with <= 64 endpoints (cache enabled)
                     int cand = ep < candidateOf.length ? candidateOf[ep] : -1;
                     if (cand >= 0) {
                         indexBits[base + (cand >>> 6)] |= 1L << (cand & 63);
                     }
                 }
+            }
+            if (cacheEnabled) {
+                // Absent blocks are cached too (bitmap 0): inserts are in the change log like every change.
+                cacheKeys[slot] = key;
+                cacheBits[slot] = bitmap;
+                cacheGen[slot] = gen;
             }
         }
         if (overlay != null) {
@@ -212,6 +293,16 @@ public final class BlockIndexReader {
     /** Map probes issued by this reader (for the probes-per-lookup metric). */
     public long probes() {
         return probes;
+    }
+
+    /** Times the reader fell a whole change-log behind and dropped its cache. */
+    public long cacheFlushes() {
+        return cacheFlushes;
+    }
+
+    /** Probes answered by this reader's cache of probed blocks. */
+    public long hotHits() {
+        return hotHits;
     }
 
     public long lookups() {

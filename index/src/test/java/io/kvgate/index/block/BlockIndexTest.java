@@ -96,6 +96,54 @@ class BlockIndexTest {
     }
 
     @Test
+    void readerCacheFollowsEveryWriterChange() {
+        try (BlockIndex idx = new BlockIndex(1 << 18, 8)) {
+            BlockIndexReader r = idx.newReader();
+            long[] chain = chain(77, 32);
+            int[] eps = {0, 1};
+            int[] out = new int[2];
+            store(idx, 0, 0, chain, 20);
+            r.longestPrefix(chain, 32, eps, 2, out, null);
+            assertArrayEquals(new int[] {20, 0}, out);
+            r.longestPrefix(chain, 32, eps, 2, out, null);
+            assertTrue(r.hotHits() > 0);
+            idx.removed(0, 0, chain[19]);
+            store(idx, 1, 3, chain, 4);
+            r.longestPrefix(chain, 32, eps, 2, out, null);
+            assertArrayEquals(new int[] {19, 4}, out);
+            idx.clearRank(0, 0);
+            r.longestPrefix(chain, 32, eps, 2, out, null);
+            assertArrayEquals(new int[] {0, 4}, out);
+            // more changes than the change log holds: the reader drops its cache and stays correct
+            for (long k = 0; k < 70_000; k++) {
+                idx.stored(1, 0, 1_000_000 + k);
+            }
+            store(idx, 0, 2, chain, 32);
+            r.longestPrefix(chain, 32, eps, 2, out, null);
+            assertArrayEquals(new int[] {32, 4}, out);
+            assertEquals(1, r.cacheFlushes());
+        }
+    }
+
+    @Test
+    void worksWithoutHotCacheAndWithMoreThan64Endpoints() {
+        for (BlockIndexConfig cfg : new BlockIndexConfig[] {
+            new BlockIndexConfig(4096, 8, 2, 256, 0), BlockIndexConfig.of(4096, 200)}) {
+            try (BlockIndex idx = new BlockIndex(cfg)) {
+                long[] chain = chain(3, 64);
+                int last = cfg.maxEndpoints() - 1;
+                store(idx, last, 7, chain, 33);
+                store(idx, 0, 0, chain, 5);
+                int[] out = new int[3];
+                BlockIndexReader r = idx.newReader();
+                r.longestPrefix(chain, 64, new int[] {last, 0, 1}, 3, out, null);
+                assertArrayEquals(new int[] {33, 5, 0}, out);
+                assertEquals(0, r.hotHits());
+            }
+        }
+    }
+
+    @Test
     void rejectsOutOfRangeHolders() {
         try (BlockIndex idx = new BlockIndex(64, 4)) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> idx.stored(4, 0, 1));
@@ -216,6 +264,22 @@ class BlockIndexTest {
                 }
             }
             assertEquals(members, idx.memberships());
+            // the lookup path (hot-key cache in front of the map) agrees too, after removals and clears
+            int[] eps = {0, 1, 2, 3, 4, 5};
+            int[] out = new int[6];
+            long[] one = new long[1];
+            for (int pass = 0; pass < 2; pass++) // the second pass is answered from the reader's cache
+            for (long key = -300; key < 300; key++) {
+                one[0] = key;
+                r.longestPrefix(one, 1, eps, 6, out, null);
+                Map<Integer, Integer> h = model.get(key);
+                for (int ep = 0; ep < 6; ep++) {
+                    final int e = ep;
+                    boolean held = h != null && h.keySet().stream().anyMatch(x -> x >>> 3 == e);
+                    assertEquals(held ? 1 : 0, out[ep], "lookup ep " + ep + " key " + key);
+                }
+            }
+            assertTrue(r.hotHits() > 0, "the cache answered some probes");
             int[] cells = new int[6 * 8];
             for (var en : model.entrySet()) {
                 int n = r.holders(en.getKey(), cells);
