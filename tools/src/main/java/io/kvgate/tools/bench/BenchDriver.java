@@ -400,6 +400,9 @@ final class BenchDriver {
         inFlight--;
         long now = clock.nanoTime();
         ErrorClass error = c.error;
+        if (error == null) {
+            stats.okAll++;
+        }
         if (c.measured) {
             if (error != null) {
                 stats.recordError(error, now);
@@ -502,11 +505,12 @@ final class BenchDriver {
 
     private void progress(long now) {
         double dt = (now - lastProgressNs) / 1e9;
-        long sentDelta = stats.sent - lastProgressSent;
-        long okDelta = stats.ok - lastProgressOk;
+        // Warmup included: the line shows what is on the wire right now.
+        long sentDelta = stats.sentAll - lastProgressSent;
+        long okDelta = stats.okAll - lastProgressOk;
         lastProgressNs = now;
-        lastProgressSent = stats.sent;
-        lastProgressOk = stats.ok;
+        lastProgressSent = stats.sentAll;
+        lastProgressOk = stats.okAll;
         StringBuilder sb = new StringBuilder(200);
         double t = (now - measureStartNs) / 1e9;
         sb.append(String.format(Locale.ROOT, "bench %s %s %5.0fs  sent %7.0f/s  ok %7.0f/s  err %d",
