@@ -83,6 +83,7 @@ final class BenchDriver {
     private long lastProgressSent;
     private long lastProgressOk;
     private final Runnable tickTask = this::tick;
+    private final ArrivalScheduler.Sink arrivalSink = this::onArrival;
     private BenchRequest lastReusable;
 
     BenchDriver(BenchConfig config, BenchTarget target, EventLoop loop, Class<? extends SocketChannel> channelClass,
@@ -173,7 +174,7 @@ final class BenchDriver {
             return;
         }
         long now = clock.nanoTime();
-        int n = scheduler.poll(now, MAX_ARRIVALS_PER_TICK, this::onArrival);
+        int n = scheduler.poll(now, MAX_ARRIVALS_PER_TICK, arrivalSink);
         dispatch(now);
         if (n == MAX_ARRIVALS_PER_TICK) {
             loop.execute(tickTask); // far behind: let I/O run between batches

@@ -254,8 +254,9 @@ public final class BenchReport {
             }
             if (t.shortfall()) {
                 sb.append(String.format(Locale.ROOT, "  WARNING: load not delivered as scheduled: %d late sends (> %s ms,"
-                        + " max lag %.1f ms), %d waits at the connection limit, %d unsent, %d unfinished%n",
-                    t.lateSends, config.lagThresholdMs(), t.maxLagMs, t.connectionLimitWaits, t.unsent, t.unfinished));
+                        + " max lag %.1f ms), %d waits at the connection limit, %d waits for a free conversation,"
+                        + " %d unsent, %d unfinished%n", t.lateSends, config.lagThresholdMs(), t.maxLagMs,
+                    t.connectionLimitWaits, t.conversationWaits, t.unsent, t.unfinished));
             }
         }
         if (targets.size() > 1) {

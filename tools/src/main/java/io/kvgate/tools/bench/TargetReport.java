@@ -162,7 +162,7 @@ public final class TargetReport {
 
     /** True when the generator did not deliver the offered load as scheduled (see the schedule section). */
     public boolean shortfall() {
-        return lateSends > 0 || connectionLimitWaits > 0 || unsent > 0 || unfinished > 0;
+        return lateSends > 0 || connectionLimitWaits > 0 || conversationWaits > 0 || unsent > 0 || unfinished > 0;
     }
 
     static double round(double v) {
