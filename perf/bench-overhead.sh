@@ -142,10 +142,11 @@ for rate in $OPEN_RATES; do
   echo "== kvgate bench open loop: $rate req/s Poisson, ${DURATION}s (+${WARMUP}s warmup), CPU $CLIENT_CPU" >&2
   $PRIO taskset -c "$CLIENT_CPU" "$ROOT/kvgate" bench --target "http://127.0.0.1:$PORT" --model m --workload fixed \
     --payload-bytes "$PAYLOAD_BYTES" --rate "$rate" --arrival poisson --duration "$DURATION" --warmup "$WARMUP" \
-    --concurrency-limit 1024 --out "$WORK/open$rate.json" > "$WORK/open$rate.txt" 2>&1
+    --concurrency-limit 1024 --drain 10 --out "$WORK/open$rate.json" > "$WORK/open$rate.txt" 2>&1
   grep -v SLF4J "$WORK/open$rate.txt" | tail -n 12 >&2
   python3 -c '
-import json,sys; r=json.load(open(sys.argv[1])); s=r["schedule"]; g=r["generator"]; l=r["latency_ms"]
+import json,sys; r=json.load(open(sys.argv[1])); s=r["schedule"]; g=r["generator"]
+l=r["latency_ms"] or {"p50": "n/a", "p99": "n/a", "p999": "n/a"}
 print("\t".join(str(x) for x in [r["offered_rps"], r["sent_rps"], r["on_time_rps"], r["achieved_rps"], r["errors"],
       s["late_sends"], s["max_lag_ms"], s["connection_limit_waits"], r["unsent"], l["p50"], l["p99"], l["p999"],
       g["io_thread_busy"]]))' "$WORK/open$rate.json" >> "$WORK/open.tsv"

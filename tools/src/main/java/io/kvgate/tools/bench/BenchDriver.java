@@ -505,7 +505,7 @@ final class BenchDriver {
     }
 
     private void progress(long now) {
-        double dt = (now - lastProgressNs) / 1e9;
+        double dt = Math.max(1e-3, (now - lastProgressNs) / 1e9);
         // Warmup included: the line shows what is on the wire right now.
         long sentDelta = stats.sentAll - lastProgressSent;
         long okDelta = stats.okAll - lastProgressOk;
