@@ -83,6 +83,7 @@ final class BenchDriver {
     private long lastProgressSent;
     private long lastProgressOk;
     private final Runnable tickTask = this::tick;
+    private final ArrivalScheduler.Sink arrivalSink = this::onArrival;
     private BenchRequest lastReusable;
 
     BenchDriver(BenchConfig config, BenchTarget target, EventLoop loop, Class<? extends SocketChannel> channelClass,
@@ -173,7 +174,7 @@ final class BenchDriver {
             return;
         }
         long now = clock.nanoTime();
-        int n = scheduler.poll(now, MAX_ARRIVALS_PER_TICK, this::onArrival);
+        int n = scheduler.poll(now, MAX_ARRIVALS_PER_TICK, arrivalSink);
         dispatch(now);
         if (n == MAX_ARRIVALS_PER_TICK) {
             loop.execute(tickTask); // far behind: let I/O run between batches
@@ -400,6 +401,9 @@ final class BenchDriver {
         inFlight--;
         long now = clock.nanoTime();
         ErrorClass error = c.error;
+        if (error == null) {
+            stats.okAll++;
+        }
         if (c.measured) {
             if (error != null) {
                 stats.recordError(error, now);
@@ -501,12 +505,13 @@ final class BenchDriver {
     }
 
     private void progress(long now) {
-        double dt = (now - lastProgressNs) / 1e9;
-        long sentDelta = stats.sent - lastProgressSent;
-        long okDelta = stats.ok - lastProgressOk;
+        double dt = Math.max(1e-3, (now - lastProgressNs) / 1e9);
+        // Warmup included: the line shows what is on the wire right now.
+        long sentDelta = stats.sentAll - lastProgressSent;
+        long okDelta = stats.okAll - lastProgressOk;
         lastProgressNs = now;
-        lastProgressSent = stats.sent;
-        lastProgressOk = stats.ok;
+        lastProgressSent = stats.sentAll;
+        lastProgressOk = stats.okAll;
         StringBuilder sb = new StringBuilder(200);
         double t = (now - measureStartNs) / 1e9;
         sb.append(String.format(Locale.ROOT, "bench %s %s %5.0fs  sent %7.0f/s  ok %7.0f/s  err %d",

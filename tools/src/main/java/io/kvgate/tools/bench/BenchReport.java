@@ -221,8 +221,8 @@ public final class BenchReport {
         for (TargetReport t : targets) {
             sb.append(String.format(Locale.ROOT, "%n== %s (%s) %s%n", t.label, t.url, t.mode));
             if (!config.closedLoop()) {
-                sb.append(String.format(Locale.ROOT, "  offered %.1f req/s, sent %.1f req/s, achieved %.1f req/s (goodput %.1f)%n",
-                    t.offeredRps, t.sentRps, t.achievedRps, t.goodputRps));
+                sb.append(String.format(Locale.ROOT, "  offered %.1f req/s, sent %.1f req/s (on time %.1f), achieved %.1f req/s (goodput %.1f)%n",
+                    t.offeredRps, t.sentRps, t.onTimeRps, t.achievedRps, t.goodputRps));
             } else {
                 sb.append(String.format(Locale.ROOT, "  achieved %.1f req/s (goodput %.1f) with %d connections%n",
                     t.achievedRps, t.goodputRps, config.connections()));
@@ -254,8 +254,9 @@ public final class BenchReport {
             }
             if (t.shortfall()) {
                 sb.append(String.format(Locale.ROOT, "  WARNING: load not delivered as scheduled: %d late sends (> %s ms,"
-                        + " max lag %.1f ms), %d waits at the connection limit, %d unsent, %d unfinished%n",
-                    t.lateSends, config.lagThresholdMs(), t.maxLagMs, t.connectionLimitWaits, t.unsent, t.unfinished));
+                        + " max lag %.1f ms), %d waits at the connection limit, %d waits for a free conversation,"
+                        + " %d unsent, %d unfinished%n", t.lateSends, config.lagThresholdMs(), t.maxLagMs,
+                    t.connectionLimitWaits, t.conversationWaits, t.unsent, t.unfinished));
             }
         }
         if (targets.size() > 1) {

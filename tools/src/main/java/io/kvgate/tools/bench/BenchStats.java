@@ -43,6 +43,8 @@ public final class BenchStats {
     long lastCompletionNs = Long.MIN_VALUE;
     /** Every send, warmup included (for the generator's CPU per request). */
     long sentAll;
+    /** Every success, warmup included (progress line only). */
+    long okAll;
     long sentAtMeasureStart;
     long cpuStartThreadNs;
     long cpuStartProcessNs;

@@ -13,7 +13,8 @@ import org.HdrHistogram.Histogram;
  * its histograms (for .hgrm files and plots).
  *
  * <p>Rates: {@code offered_rps} = arrivals scheduled in the measured window / its duration (the configured rate,
- * up to Poisson noise); {@code sent_rps} = those actually sent / duration; {@code achieved_rps} = requests that
+ * up to Poisson noise); {@code sent_rps} = those actually sent (however late) / duration; {@code on_time_rps} = those
+ * sent within the lag threshold of their intended time / duration; {@code achieved_rps} = requests that
  * finished (ok or error) / elapsed, where elapsed runs from the window start to the last completion (at least the
  * window); {@code goodput_rps} = successes / elapsed; {@code output_tokens_per_s} = output tokens / elapsed.
  *
@@ -67,6 +68,8 @@ public final class TargetReport {
     public final double elapsedS;
     public final double offeredRps;
     public final double sentRps;
+    /** Measured arrivals sent no later than the lag threshold, per second of the window. */
+    public final double onTimeRps;
     public final double achievedRps;
     public final double goodputRps;
     public final Percentiles latencyMs;
@@ -118,6 +121,7 @@ public final class TargetReport {
         elapsedS = Math.max(durationS, sinceStart);
         offeredRps = config.closedLoop() ? Double.NaN : scheduled / durationS;
         sentRps = sent / durationS;
+        onTimeRps = config.closedLoop() ? Double.NaN : (sent - s.lateSends) / durationS;
         achievedRps = requests / elapsedS;
         goodputRps = ok / elapsedS;
         latencyMs = Percentiles.ofMicros(s.latencyUs);
@@ -158,7 +162,7 @@ public final class TargetReport {
 
     /** True when the generator did not deliver the offered load as scheduled (see the schedule section). */
     public boolean shortfall() {
-        return lateSends > 0 || connectionLimitWaits > 0 || unsent > 0 || unfinished > 0;
+        return lateSends > 0 || connectionLimitWaits > 0 || conversationWaits > 0 || unsent > 0 || unfinished > 0;
     }
 
     static double round(double v) {
@@ -203,6 +207,7 @@ public final class TargetReport {
         number(g, "elapsed_s", elapsedS);
         number(g, "offered_rps", offeredRps);
         number(g, "sent_rps", sentRps);
+        number(g, "on_time_rps", onTimeRps);
         number(g, "achieved_rps", achievedRps);
         number(g, "goodput_rps", goodputRps);
         percentiles(g, "latency_ms", latencyMs);

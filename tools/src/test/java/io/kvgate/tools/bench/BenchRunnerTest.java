@@ -205,30 +205,40 @@ class BenchRunnerTest {
 
     @Test
     void compareRunsEachTargetAndReportsRatios(@TempDir Path dir) throws Exception {
-        try (TestLlmServer fast = new TestLlmServer(body -> TestLlmServer.Plan.sse(TestLlmServer.stream(TOKENS, 10, 0)));
-             TestLlmServer slow = new TestLlmServer(body -> TestLlmServer.Plan.sse(TestLlmServer.stream(TOKENS, 10, 5)).delayed(30))) {
+        try (TestLlmServer slow = new TestLlmServer(body -> TestLlmServer.Plan.sse(TestLlmServer.stream(TOKENS, 10, 5)).delayed(50));
+             TestLlmServer fast = new TestLlmServer(body -> TestLlmServer.Plan.sse(TestLlmServer.stream(TOKENS, 10, 0)))) {
+            // The slow target is the baseline and runs first: the JVM's own warm-up can only make it slower,
+            // which cannot make the assertion below pass by accident.
             BenchConfig.Builder b = BenchConfig.builder().model("m").progress(false).arrival(ArrivalScheduler.Arrival.CONSTANT)
                 .rate(40).duration(0.5).warmup(0.5).stream(true).out(dir.resolve("cmp.json"));
-            b.target("fast=" + fast.url()).target("slow=" + slow.url());
+            b.target("slow=" + slow.url()).target("fast=" + fast.url());
             BenchReport report = run(b.build());
             assertEquals(2, report.targets().size());
+            assertEquals("slow", report.first().label);
             assertEquals(20, report.targets().get(0).ok);
             assertEquals(20, report.targets().get(1).ok);
             assertEquals(40, fast.requests.get()); // 20 in warmup, 20 measured
             assertEquals(40, slow.requests.get());
             // Same seed, same workload: identical bodies to both.
-            assertEquals(List.copyOf(fast.bodies), List.copyOf(slow.bodies));
+            assertEquals(List.copyOf(slow.bodies), List.copyOf(fast.bodies));
+            // TTFT from the intended start includes the slow server's 50 ms delay.
+            assertTrue(report.first().ttftMs.p50() >= 50, "slow ttft p50 " + report.first().ttftMs.p50());
             double ttftRatio = report.ratios(report.targets().get(1)).get("ttft_p50");
-            assertTrue(ttftRatio > 2, "ttft ratio " + ttftRatio + report.summary());
+            double expected = report.targets().get(1).ttftMs.p50() / report.first().ttftMs.p50();
+            assertEquals(expected, ttftRatio, 1e-9);
+            assertEquals(report.targets().get(1).achievedRps / report.first().achievedRps,
+                report.ratios(report.targets().get(1)).get("achieved_rps"), 1e-9);
+            assertEquals(0.0, report.ratios(report.targets().get(1)).get("cached_tokens_ratio"), 1e-9);
             JsonNode j = JSON.readTree(dir.resolve("cmp.json").toFile());
-            assertEquals("fast", j.get("comparison").get("baseline").asText());
-            assertTrue(j.get("comparison").get("slow").get("ttft_p50").asDouble() > 2);
+            assertEquals("slow", j.get("comparison").get("baseline").asText());
+            assertEquals(TargetReport.round(ttftRatio), j.get("comparison").get("fast").get("ttft_p50").asDouble(), 1e-9);
             assertEquals(2, j.get("targets").size());
+            assertFalse(j.has("requests")); // per-target numbers live under targets[] in compare mode
             assertTrue(Files.exists(dir.resolve("cmp.fast.ttft.hgrm")));
             assertTrue(Files.exists(dir.resolve("cmp.slow.latency.hgrm")));
             String svg = Files.readString(dir.resolve("cmp.svg"));
             assertTrue(svg.contains("TTFT by target") && svg.contains("Throughput by target"));
-            assertTrue(report.summary().contains("ratios vs fast"));
+            assertTrue(report.summary().contains("ratios vs slow"));
         }
     }
 
