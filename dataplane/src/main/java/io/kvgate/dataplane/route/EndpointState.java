@@ -16,6 +16,7 @@ public final class EndpointState {
     private final String key;
     private final int id;
     private volatile EndpointConfig config;
+    private volatile String hostHeader;
 
     // Routing-stage owned.
     private volatile int outstanding;
@@ -36,6 +37,7 @@ public final class EndpointState {
         this.key = key;
         this.id = id;
         this.config = config;
+        this.hostHeader = config.host() + ":" + config.port();
     }
 
     public String key() {
@@ -51,8 +53,14 @@ public final class EndpointState {
         return config;
     }
 
+    /** The {@code Host} header engines get, built once. */
+    public String hostHeader() {
+        return hostHeader;
+    }
+
     void config(EndpointConfig c) {
         this.config = c;
+        this.hostHeader = c.host() + ":" + c.port();
     }
 
     public int outstanding() {

@@ -50,6 +50,7 @@ public final class UpstreamCall {
     private HttpResponse head;
 
     /**
+     * @param headers request headers, owned by this call from now on (host and content-length are set here)
      * @param body request body; this call takes one reference and releases it when the request is written or fails
      */
     public UpstreamCall(UpstreamPool pool, EventLoop loop, EndpointState endpoint, HttpMethod method, String uri,
@@ -143,8 +144,8 @@ public final class UpstreamCall {
     }
 
     private void send() {
-        HttpHeaders h = headers.copy();
-        h.set("host", endpoint.config().host() + ":" + endpoint.config().port());
+        HttpHeaders h = headers; // the caller's own copy: this call owns it (set again on a resend)
+        h.set("host", endpoint.hostHeader());
         h.setInt("content-length", body.readableBytes());
         DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, method, uri, body.retain(),
             h, io.netty.handler.codec.http.EmptyHttpHeaders.INSTANCE);
