@@ -174,6 +174,17 @@ final class Evaluator {
                         return st;
                     }
                 }
+                case Node.CallBlock cb -> {
+                    Node.Macro callerNode = new Node.Macro("caller", cb.callerParams(), cb.callerDefaults(), cb.body(), cb.line());
+                    Object v;
+                    try {
+                        v = evalCall(cb.call(), f, new MacroValue(callerNode, f));
+                    } catch (PyError e) {
+                        throw error(e, cb.call());
+                    }
+                    PyOps.appendStr(out, v);
+                    checkSize(out, node);
+                }
                 case Node.Break b -> {
                     return BREAK;
                 }
@@ -299,10 +310,7 @@ final class Evaluator {
                         s.stop() == null ? null : eval(s.stop(), f), s.step() == null ? null : eval(s.step(), f));
             }
             case Node.Call c -> {
-                Object fn = eval(c.fn(), f);
-                List<Object> args = evalList(c.args(), f);
-                List<Object> kw = evalList(c.kwValues(), f);
-                return call(fn, args, c.kwNames(), kw, c);
+                return evalCall(c, f, null);
             }
             case Node.Filter fl -> {
                 return applyFilter(fl.call(), eval(fl.target(), f), f, fl);
@@ -467,6 +475,35 @@ final class Evaluator {
         return acc;
     }
 
+    /** Evaluates a call, expanding {@code *args}/{@code **kwargs}; {@code caller} is set for {@code {% call %}} blocks. */
+    private Object evalCall(Node.Call c, Frame f, Values.MacroValue caller) throws TemplateException, PyError {
+        Object fn = eval(c.fn(), f);
+        List<Object> args = evalList(c.args(), f);
+        List<String> kwNames = c.kwNames();
+        List<Object> kw = evalList(c.kwValues(), f);
+        if (c.starArgs() != null) {
+            args.addAll(PyOps.iterate(eval(c.starArgs(), f)));
+        }
+        if (c.starKwargs() != null) {
+            Object m = eval(c.starKwargs(), f);
+            if (!(m instanceof Map<?, ?> map)) {
+                throw new PyError("argument after ** must be a mapping, not " + PyOps.typeName(m));
+            }
+            kwNames = new ArrayList<>(kwNames);
+            for (Map.Entry<?, ?> e : map.entrySet()) {
+                kwNames.add(PyOps.str(e.getKey()));
+                kw.add(e.getValue());
+            }
+        }
+        if (caller != null) {
+            if (!(fn instanceof MacroValue mv)) {
+                throw new PyError("{% call %} needs a macro, got " + PyOps.typeName(fn));
+            }
+            return callMacro(mv, args, kwNames, kw, c, caller);
+        }
+        return call(fn, args, kwNames, kw, c);
+    }
+
     private boolean compareOp(String op, Object l, Object r) throws PyError {
         return switch (op) {
             case "==" -> PyOps.eq(l, r);
@@ -515,6 +552,11 @@ final class Evaluator {
 
     Object callMacro(MacroValue mv, List<Object> args, List<String> kwNames, List<Object> kwValues, Node at)
             throws TemplateException {
+        return callMacro(mv, args, kwNames, kwValues, at, null);
+    }
+
+    Object callMacro(MacroValue mv, List<Object> args, List<String> kwNames, List<Object> kwValues, Node at,
+            MacroValue caller) throws TemplateException {
         Node.Macro m = mv.node();
         if (callDepth >= MAX_CALL_DEPTH) {
             throw error("macro recursion deeper than " + MAX_CALL_DEPTH, at);
@@ -547,6 +589,9 @@ final class Evaluator {
                 Node.Expr d = m.defaults().get(i);
                 inner.set(p, d == null ? new Undefined("parameter '" + p + "' was not provided") : eval(d, inner));
             }
+        }
+        if (caller != null) {
+            inner.set("caller", caller);
         }
         inner.set("varargs", new PyTuple(Collections.unmodifiableList(varargs)));
         inner.set("kwargs", kwargs);

@@ -16,6 +16,8 @@ sealed interface Node {
     record Macro(String name, List<String> params, List<Expr> defaults, List<Node> body, int line) implements Node { }
     record With(List<String> names, List<Expr> values, List<Node> body, int line) implements Node { }
     record FilterBlock(List<FilterCall> filters, List<Node> body, int line) implements Node { }
+    /** {@code {% call [(params)] macro(args) %}body{% endcall %}}: the body becomes the macro's {@code caller()}. */
+    record CallBlock(Call call, List<String> callerParams, List<Expr> callerDefaults, List<Node> body, int line) implements Node { }
     record Break(int line) implements Node { }
     record Continue(int line) implements Node { }
     record Block(List<Node> body, int line) implements Node { }
@@ -31,7 +33,9 @@ sealed interface Node {
     record GetAttr(Expr target, String attr, int line, int column) implements Expr { }
     record GetItem(Expr target, Expr key, int line, int column) implements Expr { }
     record SliceExpr(Expr target, Expr start, Expr stop, Expr step, int line, int column) implements Expr { }
-    record Call(Expr fn, List<Expr> args, List<String> kwNames, List<Expr> kwValues, int line, int column) implements Expr { }
+    /** A call; {@code starArgs}/{@code starKwargs} are the optional {@code *args}/{@code **kwargs} splats (null if absent). */
+    record Call(Expr fn, List<Expr> args, List<String> kwNames, List<Expr> kwValues, Expr starArgs, Expr starKwargs,
+            int line, int column) implements Expr { }
     record Filter(Expr target, FilterCall call, int line, int column) implements Expr { }
     record Test(Expr target, String name, List<Expr> args, boolean negated, int line, int column) implements Expr { }
     record Unary(String op, Expr operand, int line, int column) implements Expr { }

@@ -141,6 +141,36 @@ final class Parser {
                 expectBlockEnd();
                 return new Node.FilterBlock(filters, body, t.line());
             }
+            case "call" -> {
+                List<String> params = new ArrayList<>();
+                List<Node.Expr> defaults = new ArrayList<>();
+                if (peek().isOp("(")) {
+                    next();
+                    while (!peek().isOp(")")) {
+                        if (!params.isEmpty()) {
+                            expectOp(",");
+                        }
+                        params.add(expectName().text());
+                        if (peek().isOp("=")) {
+                            next();
+                            defaults.add(parseExpression(true));
+                        } else {
+                            defaults.add(null);
+                        }
+                    }
+                    next();
+                }
+                Node.Expr callExpr = parseExpression(true);
+                if (!(callExpr instanceof Node.Call call)) {
+                    throw error("expected call", t);
+                }
+                expectBlockEnd();
+                List<Node> body = subparse("endcall");
+                next();
+                expectBlockEnd();
+                return new Node.CallBlock(call, List.copyOf(params), java.util.Collections.unmodifiableList(defaults), body,
+                        t.line());
+            }
             case "break" -> {
                 expectBlockEnd();
                 return new Node.Break(t.line());
@@ -663,13 +693,16 @@ final class Parser {
         return new Node.SliceExpr(null, start, stop, step, t.line(), t.column());
     }
 
-    private record Args(List<Node.Expr> args, List<String> kwNames, List<Node.Expr> kwValues) { }
+    private record Args(List<Node.Expr> args, List<String> kwNames, List<Node.Expr> kwValues, Node.Expr starArgs,
+            Node.Expr starKwargs) { }
 
     private Args parseArgs() throws TemplateException {
         expectOp("(");
         List<Node.Expr> args = new ArrayList<>();
         List<String> kwNames = new ArrayList<>();
         List<Node.Expr> kwValues = new ArrayList<>();
+        Node.Expr starArgs = null;
+        Node.Expr starKwargs = null;
         boolean first = true;
         while (!peek().isOp(")")) {
             if (!first) {
@@ -679,8 +712,24 @@ final class Parser {
                 }
             }
             first = false;
-            if (peek().isOp("*") || peek().isOp("**")) {
-                throw error("*args and **kwargs calls are not supported", peek());
+            if (peek().isOp("*")) {
+                if (starArgs != null || starKwargs != null) {
+                    throw error("invalid syntax for function call expression", peek());
+                }
+                next();
+                starArgs = parseExpression(true);
+                continue;
+            }
+            if (peek().isOp("**")) {
+                if (starKwargs != null) {
+                    throw error("invalid syntax for function call expression", peek());
+                }
+                next();
+                starKwargs = parseExpression(true);
+                continue;
+            }
+            if (starArgs != null || starKwargs != null) {
+                throw error("invalid syntax for function call expression", peek());
             }
             if (peek().kind() == Token.Kind.NAME && peek(1).isOp("=")) {
                 kwNames.add(next().text());
@@ -694,13 +743,13 @@ final class Parser {
             }
         }
         expectOp(")");
-        return new Args(List.copyOf(args), List.copyOf(kwNames), List.copyOf(kwValues));
+        return new Args(List.copyOf(args), List.copyOf(kwNames), List.copyOf(kwValues), starArgs, starKwargs);
     }
 
     private Node.Expr parseCall(Node.Expr fn) throws TemplateException {
         Token t = peek();
         Args a = parseArgs();
-        return new Node.Call(fn, a.args(), a.kwNames(), a.kwValues(), t.line(), t.column());
+        return new Node.Call(fn, a.args(), a.kwNames(), a.kwValues(), a.starArgs(), a.starKwargs(), t.line(), t.column());
     }
 
     private Node.Expr parseFilterExpr(Node.Expr node) throws TemplateException {
@@ -770,7 +819,10 @@ final class Parser {
             if (!Builtins.hasFilter(filterName)) {
                 throw error("No filter named '" + filterName + "'.", name);
             }
-            Args a = peek().isOp("(") ? parseArgs() : new Args(List.of(), List.of(), List.of());
+            Args a = peek().isOp("(") ? parseArgs() : new Args(List.of(), List.of(), List.of(), null, null);
+            if (a.starArgs() != null || a.starKwargs() != null) {
+                throw error("*args and **kwargs in filter calls are not supported", name);
+            }
             out.add(new Node.FilterCall(filterName, a.args(), a.kwNames(), a.kwValues(), name.line(), name.column()));
         }
         return out;
