@@ -264,7 +264,7 @@ class BlockIndexTest {
                 }
             }
             assertEquals(members, idx.memberships());
-            // the lookup path (hot-key cache in front of the map) agrees too, after removals and clears
+            // the lookup path (reader cache in front of the map) agrees too, after removals and clears
             int[] eps = {0, 1, 2, 3, 4, 5};
             int[] out = new int[6];
             long[] one = new long[1];
