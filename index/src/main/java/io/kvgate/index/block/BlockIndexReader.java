@@ -18,8 +18,14 @@ import net.openhft.chronicle.map.MapEntry;
  * a block, so it answers for every candidate at once; probes are memoized per call and shared, so candidates
  * whose searches take the same path pay once. Probe order: block 0 (nobody holds it: done in 1 probe), the last
  * block (everyone who holds it matched all), then bisection: at most {@code 2 + ceil(log2 n)} probes for one
- * candidate, and at most {@code n} for any number of candidates. A 128-block prompt over 64 endpoints costs 2-30
- * probes in practice.
+ * candidate, and at most {@code n} for any number of candidates: roughly (distinct held depths) x log2(n / distinct).
+ * A 128-block prompt costs 1 probe when nobody holds block 0, ~7-20 when the candidates share a few depths, up to
+ * 128 when 64 endpoints hold 64 different depths (measured: perf/results/index-ingest-2026-11-30.md).
+ *
+ * <p><b>Reader cache.</b> With at most 64 endpoints each reader keeps a private direct-mapped cache of probed blocks
+ * (key to endpoint bitmap, absent blocks included), ~20-30 ns per hit instead of ~200 ns per map probe. It is kept
+ * exact by the writer's {@link ChangeLog}: every lookup first drains the keys whose holder set changed since the
+ * previous lookup and drops them (a reader a whole log behind drops everything).
  *
  * <p>What the monotone assumption costs when it does not hold (a block missing in the middle of a held chain,
  * e.g. evicted from this index but not from the engine): the search may report the deeper depth. Every probed

@@ -264,19 +264,20 @@ class BlockIndexTest {
                 }
             }
             assertEquals(members, idx.memberships());
-            // the lookup path (hot-key cache in front of the map) agrees too, after removals and clears
+            // the lookup path (reader cache in front of the map) agrees too, after removals and clears
             int[] eps = {0, 1, 2, 3, 4, 5};
             int[] out = new int[6];
             long[] one = new long[1];
-            for (int pass = 0; pass < 2; pass++) // the second pass is answered from the reader's cache
-            for (long key = -300; key < 300; key++) {
-                one[0] = key;
-                r.longestPrefix(one, 1, eps, 6, out, null);
-                Map<Integer, Integer> h = model.get(key);
-                for (int ep = 0; ep < 6; ep++) {
-                    final int e = ep;
-                    boolean held = h != null && h.keySet().stream().anyMatch(x -> x >>> 3 == e);
-                    assertEquals(held ? 1 : 0, out[ep], "lookup ep " + ep + " key " + key);
+            for (int pass = 0; pass < 2; pass++) { // the second pass is answered from the reader's cache
+                for (long key = -300; key < 300; key++) {
+                    one[0] = key;
+                    r.longestPrefix(one, 1, eps, 6, out, null);
+                    Map<Integer, Integer> h = model.get(key);
+                    for (int ep = 0; ep < 6; ep++) {
+                        final int e = ep;
+                        boolean held = h != null && h.keySet().stream().anyMatch(x -> x >>> 3 == e);
+                        assertEquals(held ? 1 : 0, out[ep], "lookup ep " + ep + " key " + key);
+                    }
                 }
             }
             assertTrue(r.hotHits() > 0, "the cache answered some probes");

@@ -41,7 +41,7 @@ public class BlockIndexLookupBenchmark {
     @Param({"1000000"})
     public int backgroundBlocks;
 
-    /** "on": on-heap hot-key cache in front of the map (default config); "off": every probe goes off-heap. */
+    /** "on": the reader's cache of probed blocks (default config); "off": every probe goes to the off-heap map. */
     @Param({"on", "off"})
     public String hotCache;
 
