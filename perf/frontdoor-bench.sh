@@ -11,7 +11,9 @@
 #
 # usage: perf/frontdoor-bench.sh            (about 6 minutes)
 # env:   DURATION_S=10 LAT_DURATION_S=8 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=rr|nice|none OUT=DIR
-#        KVGATE_JAVA_OPTS=...  SKIP_PROFILE=1
+#        KVGATE_JAVA_OPTS=...  SKIP_PROFILE=1  PROFILE_S=8
+#        KVGATE_B_OPTS="-D..."  adds a second gateway, "kvgate-b" (same config, these extra JVM options; own ports
+#        +6/+7) measured side by side with the first in every step: an A/B harness for a gateway change.
 #        CORE_PROXY=1 CORE_LOAD=0 ; ports: PORT_BASE=19100 (origin +1, nginx +2, haproxy +3, kvgate +4, admin +5)
 set -euo pipefail
 
@@ -39,7 +41,8 @@ CORE_LOAD="${CORE_LOAD:-0}"
 PORT_BASE="${PORT_BASE:-19100}"
 ORIGIN_PORT=$((PORT_BASE + 1)); NGINX_PORT=$((PORT_BASE + 2)); HAPROXY_PORT=$((PORT_BASE + 3))
 KVGATE_PORT=$((PORT_BASE + 4)); KVGATE_ADMIN_PORT=$((PORT_BASE + 5))
-OUT="${OUT:-$ROOT/perf/results/frontdoor-raw/$(date -u +%Y%m%dT%H%M%SZ)}"
+KVGATE_B_PORT=$((PORT_BASE + 6)); KVGATE_B_ADMIN_PORT=$((PORT_BASE + 7)); KVGATE_B_OPTS="${KVGATE_B_OPTS:-}"
+OUT="${OUT:-${TMPDIR:-/tmp}/kvgate-frontdoor-$(date -u +%Y%m%dT%H%M%SZ)}" # raw logs and profiles
 RUN="$OUT/run"
 export KVGATE_JAVA_OPTS="${KVGATE_JAVA_OPTS:--Xms512m -Xmx512m -XX:+AlwaysPreTouch}"
 mkdir -p "$RUN"
@@ -77,7 +80,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for port in $ORIGIN_PORT $NGINX_PORT $HAPROXY_PORT $KVGATE_PORT $KVGATE_ADMIN_PORT; do
+for port in $ORIGIN_PORT $NGINX_PORT $HAPROXY_PORT $KVGATE_PORT $KVGATE_ADMIN_PORT $KVGATE_B_PORT $KVGATE_B_ADMIN_PORT; do
   if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "port $port is in use: set PORT_BASE" >&2; exit 1; fi
 done
 
@@ -90,6 +93,8 @@ render "$HERE/nginx-origin.conf.in" "$RUN/origin.conf"
 render "$HERE/nginx-proxy.conf.in" "$RUN/nginx-proxy.conf"
 render "$HERE/haproxy.cfg.in" "$RUN/haproxy.cfg"
 render "$HERE/kvgate.yaml.in" "$RUN/kvgate.yaml"
+sed -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@KVGATE_PORT@#$KVGATE_B_PORT#g" -e "s#@KVGATE_ADMIN_PORT@#$KVGATE_B_ADMIN_PORT#g" \
+  "$HERE/kvgate.yaml.in" > "$RUN/kvgate-b.yaml"
 
 # Request bodies: one chat message padded so the whole JSON body is exactly the payload size.
 make_body() { # bytes file
@@ -114,6 +119,14 @@ log "starting origin (nginx, core $CORE_LOAD), nginx, haproxy, kvgate (core $COR
 declare -A PORT=([direct]=$ORIGIN_PORT [nginx]=$NGINX_PORT [haproxy]=$HAPROXY_PORT [kvgate]=$KVGATE_PORT)
 declare -A PID=([direct]=$ORIGIN_PID [nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [kvgate]=$KVGATE_PID)
 TARGETS=(direct nginx haproxy kvgate)
+GATEWAYS=(kvgate)
+if [ -n "$KVGATE_B_OPTS" ]; then
+  (cd "$ROOT" && KVGATE_JAVA_OPTS="$KVGATE_JAVA_OPTS $KVGATE_B_OPTS" exec "${PRI[@]}" taskset -c "$CORE_PROXY" \
+    ./kvgate serve --config "$RUN/kvgate-b.yaml") > "$RUN/kvgate-b.log" 2>&1 & PIDS+=($!)
+  PORT[kvgate-b]=$KVGATE_B_PORT; PID[kvgate-b]=$!
+  TARGETS+=(kvgate-b); GATEWAYS+=(kvgate-b)
+  log "kvgate-b: extra JVM options $KVGATE_B_OPTS"
+fi
 
 for t in "${TARGETS[@]}"; do
   ok=0
@@ -191,7 +204,10 @@ lat() {
 # ---- warm-up: JIT for kvgate (both payloads), keep-alive pools for everyone --------------------------------------
 log "warm-up"
 for pl in 1k 16k; do
-  BODY_FILE="$(BODY $pl)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d10s -s "$HERE/post.lua" "http://127.0.0.1:$KVGATE_PORT" > "$OUT/warmup-kvgate-$pl.txt" 2>&1
+  for g in "${GATEWAYS[@]}"; do
+    BODY_FILE="$(BODY $pl)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d10s -s "$HERE/post.lua" \
+      "http://127.0.0.1:${PORT[$g]}" > "$OUT/warmup-$g-$pl.txt" 2>&1
+  done
   for t in direct nginx haproxy; do
     BODY_FILE="$(BODY $pl)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d2s -s "$HERE/post.lua" "http://127.0.0.1:${PORT[$t]}" > "$OUT/warmup-$t-$pl.txt" 2>&1
   done
@@ -203,44 +219,56 @@ for pl in 1k 16k; do for t in "${TARGETS[@]}"; do measure_tput "$t" "$pl" r1; do
 log "latency at fixed rates (h2load --h1 -c$LAT_CONNS --rps, rates: $RATES)"
 for rate in $RATES; do for pl in 1k 16k; do for t in "${TARGETS[@]}"; do lat "$t" "$pl" "$rate" r1; done; done; done
 log "repeat: nginx vs kvgate, throughput, two more rounds"
-for r in r2 r3; do for pl in 1k 16k; do measure_tput nginx "$pl" $r; measure_tput kvgate "$pl" $r; done; done
+for r in r2 r3; do for pl in 1k 16k; do
+  measure_tput nginx "$pl" $r; for g in "${GATEWAYS[@]}"; do measure_tput "$g" "$pl" $r; done
+done; done
 
 # ---- profiles at saturation, 1 KiB (separate from the measured runs: recording costs a little) ------------------
-# kvgate: JFR (Java frames, per thread) and perf cpu-clock sampling (kernel vs JVM vs JIT-compiled code, per thread;
-# JIT symbols come from the perf map that `jcmd Compiler.perfmap` writes). nginx: perf only, for the same split.
-perf_profile() { # target outfile-prefix
-  local t=$1 pids ppid
+# Every proxy: perf cpu-clock sampling (kernel vs user vs JIT-compiled code, per thread; JIT symbols come from the
+# perf map that `jcmd Compiler.perfmap` writes) and syscall counts per request (tracepoints). kvgate: also JFR.
+PROFILE_S="${PROFILE_S:-8}"
+perf_profile() { # target
+  local t=$1 pids prec pstat total
   pids=$(proc_tree "${PID[$t]}" | paste -sd,)
-  perf record -q -e cpu-clock -F 999 -p "$pids" -o "$RUN/perf-$t.data" > "$RUN/perf-$t.log" 2>&1 & ppid=$!
-  PIDS+=($ppid)
+  perf record -q -e cpu-clock -F 999 -p "$pids" -o "$RUN/perf-$t.data" > "$RUN/perf-$t.log" 2>&1 & prec=$!
+  PIDS+=($prec)
+  perf stat -x, -e raw_syscalls:sys_enter,syscalls:sys_enter_epoll_ctl,context-switches -p "$pids" \
+    -o "$RUN/perf-stat-$t.csv" > /dev/null 2>&1 & pstat=$!
+  PIDS+=($pstat)
   sleep 0.5
-  BODY_FILE="$(BODY 1k)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d"${DURATION_S}s" -s "$HERE/post.lua" \
+  BODY_FILE="$(BODY 1k)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d"${PROFILE_S}s" -s "$HERE/post.lua" \
     "http://127.0.0.1:${PORT[$t]}" > "$OUT/wrk-profile-$t-1k.txt" 2>&1
-  kill -INT "$ppid" 2>/dev/null || true
-  wait "$ppid" 2>/dev/null || true
+  kill -INT "$prec" "$pstat" 2>/dev/null || true
+  wait "$prec" "$pstat" 2>/dev/null || true
+  total=$(awk '/requests in/ {print $1}' "$OUT/wrk-profile-$t-1k.txt")
+  awk -F, -v n="$total" -v t="$t" '$3 ~ /sys_enter$/ {s = $1} $3 ~ /epoll_ctl/ {e = $1} $3 ~ /context-switches/ {c = $1}
+    END {printf "%s\t%.2f\t%.2f\t%.3f\n", t, s / n, e / n, c / n}' "$RUN/perf-stat-$t.csv" >> "$OUT/syscalls.tsv"
 }
 perf_summary() { # target
   local t=$1
   { echo "# perf cpu-clock samples of $t at 1 KiB saturation, by thread and DSO"
-    perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort comm,dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
+    perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort comm,dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 || true
     echo; echo "# top symbols"
-    perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' | head -60
+    perf report -i "$RUN/perf-$t.data" --stdio --no-children --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' | head -80 || true
   } > "$OUT/perf-$t.txt"
 }
 if [ "${SKIP_PROFILE:-0}" != 1 ]; then
   JDK_BIN="$(dirname "$(readlink -f /proc/"$KVGATE_PID"/exe)")" # the JDK that runs the gateway
   JCMD="$JDK_BIN/jcmd"; JFR_BIN="$JDK_BIN/jfr"
-  log "profiles at 1k saturation: kvgate (JFR + perf), nginx (perf)"
-  "$JCMD" "$KVGATE_PID" JFR.start name=fb settings=profile duration=$((DURATION_S))s filename="$OUT/kvgate-1k.jfr" > "$RUN/jfr-start.txt" 2>&1
+  log "profiles at 1k saturation (${PROFILE_S}s each): perf + syscall counts for every proxy, JFR for kvgate"
+  : > "$OUT/syscalls.tsv"
+  "$JCMD" "$KVGATE_PID" JFR.start name=fb settings=profile duration=$((PROFILE_S + 1))s filename="$OUT/kvgate-1k.jfr" \
+    > "$RUN/jfr-start.txt" 2>&1 || true
   if command -v perf >/dev/null; then
     perf_profile kvgate
     "$JCMD" "$KVGATE_PID" Compiler.perfmap > "$RUN/perfmap.txt" 2>&1 || true
     perf_summary kvgate
     rm -f "/tmp/perf-$KVGATE_PID.map"
-    perf_profile nginx
-    perf_summary nginx
+    for t in nginx haproxy; do perf_profile "$t"; perf_summary "$t"; done
+    [ -z "${PID[kvgate-b]:-}" ] || { perf_profile kvgate-b; "$JCMD" "${PID[kvgate-b]}" Compiler.perfmap > /dev/null 2>&1 || true
+      perf_summary kvgate-b; rm -f "/tmp/perf-${PID[kvgate-b]}.map"; }
   else
-    BODY_FILE="$(BODY 1k)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d"${DURATION_S}s" -s "$HERE/post.lua" \
+    BODY_FILE="$(BODY 1k)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d"${PROFILE_S}s" -s "$HERE/post.lua" \
       "http://127.0.0.1:$KVGATE_PORT" > "$OUT/wrk-profile-kvgate-1k.txt" 2>&1
   fi
   for _ in $(seq 50); do [ -s "$OUT/kvgate-1k.jfr" ] && break; sleep 0.2; done
@@ -255,8 +283,8 @@ if [ "${SKIP_PROFILE:-0}" != 1 ]; then
     END {
       for (t in th) printf "thread\t%d\t%s\n", th[t], t
       for (f in kv) printf "kvgate-frame\t%d\t%s\n", kv[f], f
-    }' "$RUN/jfr-samples.txt" | sort -t$'\t' -k1,1 -k2,2nr > "$OUT/jfr-threads-and-gateway-frames.tsv"
-  "$JFR_BIN" summary "$OUT/kvgate-1k.jfr" | grep -E 'ExecutionSample|NativeMethodSample|GarbageCollection ' > "$OUT/jfr-summary.txt" 2>&1 || true
+    }' "$RUN/jfr-samples.txt" | sort -t$'\t' -k1,1 -k2,2nr > "$OUT/jfr-threads-and-gateway-frames.tsv" || true
+  { "$JFR_BIN" summary "$OUT/kvgate-1k.jfr" | grep -E 'ExecutionSample|NativeMethodSample|GarbageCollection ' || true; } > "$OUT/jfr-summary.txt"
 fi
 
 # ---- summary -----------------------------------------------------------------------------------------------------
@@ -281,21 +309,29 @@ fi
   echo
   echo "| measure | payload | ratios (one per round or rate) |"
   echo "|---|---|---|"
-  for pl in 1k 16k; do
-    r=$(awk -F'\t' -v pl="$pl" '$3 == pl && $2 == "nginx" {n[$1] = $4} $3 == pl && $2 == "kvgate" {k[$1] = $4}
+  for g in "${GATEWAYS[@]}"; do for pl in 1k 16k; do
+    r=$(awk -F'\t' -v pl="$pl" -v g="$g" '$3 == pl && $2 == "nginx" {n[$1] = $4} $3 == pl && $2 == g {k[$1] = $4}
       END {for (i = 1; i <= 3; i++) {r = "r" i; if (n[r] > 0) printf "%s %.2f; ", r, k[r] / n[r]}}' "$OUT/tput.tsv")
-    echo "| throughput (kvgate/nginx, ≥ 0.90 is the goal) | $pl | $r |"
-  done
-  for pl in 1k 16k; do
-    r=$(awk -F'\t' -v pl="$pl" '$3 == pl && $2 == "nginx" {n[$1] = $5} $3 == pl && $2 == "kvgate" {k[$1] = $5}
+    echo "| throughput ($g/nginx, ≥ 0.90 is the goal) | $pl | $r |"
+  done; done
+  for g in "${GATEWAYS[@]}"; do for pl in 1k 16k; do
+    r=$(awk -F'\t' -v pl="$pl" -v g="$g" '$3 == pl && $2 == "nginx" {n[$1] = $5} $3 == pl && $2 == g {k[$1] = $5}
       END {for (i = 1; i <= 3; i++) {r = "r" i; if (k[r] > 0) printf "%s %.2f; ", r, n[r] / k[r]}}' "$OUT/tput.tsv")
-    echo "| CPU capacity (nginx CPU/req ÷ kvgate CPU/req) | $pl | $r |"
-  done
-  for pl in 1k 16k; do
-    r=$(awk -F'\t' -v pl="$pl" '$3 == pl && $2 == "nginx" {n[$4] = $7} $3 == pl && $2 == "kvgate" {k[$4] = $7}
+    echo "| CPU capacity (nginx CPU/req ÷ $g CPU/req) | $pl | $r |"
+  done; done
+  for g in "${GATEWAYS[@]}"; do for pl in 1k 16k; do
+    r=$(awk -F'\t' -v pl="$pl" -v g="$g" '$3 == pl && $2 == "nginx" {n[$4] = $7} $3 == pl && $2 == g {k[$4] = $7}
       END {for (x in n) if (n[x] > 0) printf "@%s/s %.2f; ", x, k[x] / n[x]}' "$OUT/lat.tsv")
-    echo "| p99 (kvgate/nginx, ≤ 1.00 is the goal) | $pl | $r |"
-  done
+    echo "| p99 ($g/nginx, ≤ 1.00 is the goal) | $pl | $r |"
+  done; done
+  if [ -s "$OUT/syscalls.tsv" ]; then
+    echo
+    echo "## Kernel work per request at 1 KiB saturation (perf stat tracepoints, ${PROFILE_S}s)"
+    echo
+    echo "| target | syscalls/req | epoll_ctl/req | context switches/req |"
+    echo "|---|---:|---:|---:|"
+    awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}' "$OUT/syscalls.tsv"
+  fi
 } > "$SUMMARY"
 cat "$SUMMARY"
 log "raw output in $OUT"
