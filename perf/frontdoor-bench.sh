@@ -106,9 +106,13 @@ make_body() { # bytes file
 make_body 1024 "$RUN/body-1k.json"
 make_body 16384 "$RUN/body-16k.json"
 
+# Build once, here: each `./kvgate serve` below would otherwise build on its own (and two builds at once collide).
 log "building kvgate if needed"
-(cd "$ROOT" && ./kvgate --help >/dev/null 2>&1) || true
-[ -f "$ROOT/tools/target/kvgate-tools.jar" ] || { echo "kvgate build failed" >&2; exit 1; }
+(cd "$ROOT" && ./kvgate --help) > "$RUN/build.log" 2>&1 || true
+JAR="$ROOT/tools/target/kvgate-tools.jar"
+if [ ! -f "$JAR" ] || [ -n "$(find "$ROOT" -path "$ROOT/.git" -prune -o \( -path '*/src/main/*' -o -name pom.xml \) -newer "$JAR" -print -quit)" ]; then
+  echo "kvgate build failed or is stale; see $RUN/build.log" >&2; tail -20 "$RUN/build.log" >&2; exit 1
+fi
 
 log "starting origin (nginx, core $CORE_LOAD), nginx, haproxy, kvgate (core $CORE_PROXY)"
 "${PRI[@]}" taskset -c "$CORE_LOAD" nginx -p "$RUN" -e "$RUN/origin-error.log" -c "$RUN/origin.conf" & PIDS+=($!); ORIGIN_PID=$!
@@ -139,7 +143,7 @@ for t in "${TARGETS[@]}"; do
   done
   [ $ok = 1 ] || { echo "$t did not answer 200 on 127.0.0.1:${PORT[$t]} (last: $code)" >&2; exit 1; }
 done
-log "all four targets answer 200 with the origin's completion"
+log "all targets answer 200 with the origin's completion"
 
 # ---- measurement helpers -----------------------------------------------------------------------------------------
 proc_tree() { echo "$1"; pgrep -P "$1" || true; } # nginx: master + worker; java/haproxy: one process
