@@ -9,9 +9,9 @@
 #   - a JFR execution profile of kvgate at saturation (top frames, gateway frames, samples per thread).
 # Everything listens on 127.0.0.1 only. Every process started here is recorded by PID and only those are killed.
 #
-# usage: perf/frontdoor-bench.sh            (about 6 minutes)
-# env:   DURATION_S=10 LAT_DURATION_S=8 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=rr|nice|none OUT=DIR
-#        KVGATE_JAVA_OPTS=...  SKIP_PROFILE=1  PROFILE_S=8
+# usage: perf/frontdoor-bench.sh            (about 6 minutes; results: perf/results/frontdoor-2026-11-30.md)
+# env:   DURATION_S=10 LAT_DURATION_S=6 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=rr|nice|none OUT=DIR
+#        KVGATE_JAVA_OPTS=...  SKIP_PROFILE=1  PROFILE_S=6
 #        KVGATE_B_OPTS="-D..."  adds a second gateway, "kvgate-b" (same config, these extra JVM options; own ports
 #        +6/+7) measured side by side with the first in every step: an A/B harness for a gateway change.
 #        CORE_PROXY=1 CORE_LOAD=0 ; ports: PORT_BASE=19100 (origin +1, nginx +2, haproxy +3, kvgate +4, admin +5)
@@ -23,7 +23,7 @@ DURATION_S="${DURATION_S:-10}"
 CONNS="${CONNS:-32}"
 LAT_CONNS="${LAT_CONNS:-16}"
 RATES="${RATES:-2000 8000}"
-LAT_DURATION_S="${LAT_DURATION_S:-8}"
+LAT_DURATION_S="${LAT_DURATION_S:-6}"
 # The machine is shared with unrelated CPU-bound work. Under the default scheduler a proxy that sleeps in epoll_wait
 # waits milliseconds to be scheduled again (measured: nginx alone, one connection, p50 1.3 ms instead of 0.1 ms), so
 # every process of this benchmark (origin, proxies, load generators) runs SCHED_RR priority 10 by default: the
@@ -57,10 +57,15 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v taskset >/dev/null || need+=(util-linux)
 command -v curl >/dev/null || need+=(curl)
+command -v perf >/dev/null || need+=(linux-perf)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]/linux-perf/}" >/dev/null # perf is optional
+fi
+if [ "$PRIO" = rr ] && ! chrt -r 10 true 2>/dev/null; then
+  log "cannot use SCHED_RR here (needs root or CAP_SYS_NICE): falling back to PRIO=nice"; PRIO=nice; PRI=(nice -n -10)
 fi
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 cores (core $CORE_LOAD: load + origin, core $CORE_PROXY: proxy)" >&2; exit 1; }
 
@@ -230,7 +235,7 @@ done; done
 # ---- profiles at saturation, 1 KiB (separate from the measured runs: recording costs a little) ------------------
 # Every proxy: perf cpu-clock sampling (kernel vs user vs JIT-compiled code, per thread; JIT symbols come from the
 # perf map that `jcmd Compiler.perfmap` writes) and syscall counts per request (tracepoints). kvgate: also JFR.
-PROFILE_S="${PROFILE_S:-8}"
+PROFILE_S="${PROFILE_S:-6}"
 perf_profile() { # target
   local t=$1 pids prec pstat total
   pids=$(proc_tree "${PID[$t]}" | paste -sd,)
