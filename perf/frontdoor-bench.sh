@@ -6,7 +6,8 @@
 #   - latency at fixed request rates: h2load --h1 --rps (paced, per-request log -> p50/p99/p99.9);
 #   - the proxy's own cost: CPU microseconds and context switches per request (from /proc, all its threads/workers);
 #   - a repeat of the kvgate-vs-nginx throughput pair (the machine is shared and noisy: read the ratios);
-#   - a JFR execution profile of kvgate at saturation (top frames, gateway frames, samples per thread).
+#   - profiles at 1 KiB saturation: perf cpu-clock per proxy (kernel / user / JIT split, top symbols), syscalls and
+#     epoll_ctl per request (perf stat tracepoints), and a JFR recording of kvgate (useful with PRIO=nice only).
 # Everything listens on 127.0.0.1 only. Every process started here is recorded by PID and only those are killed.
 #
 # usage: perf/frontdoor-bench.sh            (about 6 minutes; results: perf/results/frontdoor-2026-11-30.md)
