@@ -112,7 +112,6 @@ public final class Gateway implements AutoCloseable {
             .option(ChannelOption.SO_BACKLOG, 4096)
             .option(ChannelOption.SO_REUSEADDR, true)
             .childOption(ChannelOption.TCP_NODELAY, true)
-            .childOption(ChannelOption.AUTO_READ, false)
             .childHandler(new ClientChannelInitializer(gw, local));
         this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
         AdminHandler adminHandler = new AdminHandler(admin, cfg.adminToken());

@@ -31,8 +31,8 @@ import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The OpenAI front door for one client connection: reads one request at a time (auto-read off, so a client cannot
- * push more than the current request's bounded body), pulls the routing fields while the body arrives, answers
+ * The OpenAI front door for one client connection: handles one request at a time (a pipelining client's next
+ * requests are queued, bounded, with reading paused until the current response is done), pulls the routing fields while the body arrives, answers
  * local routes, and hands proxied requests to a {@link ProxyExchange}. Every refusal is an OpenAI error object and is
  * counted; the connection is closed only when the stream can no longer be trusted (oversized input, timeouts).
  * Event-loop only.
@@ -68,7 +68,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         this.ctx = ctx;
         gw.metrics().openClientConnections.incrementAndGet();
         gw.metrics().clientConnectionsTotal.increment();
-        ctx.read();
     }
 
     @Override
@@ -93,6 +92,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
         if (busy) {
+            // A pipelining client: stop reading until the current response is done (auto-read is otherwise on, so
+            // the socket's read interest is not re-armed for every request).
+            ctx.channel().config().setAutoRead(false);
             if (pipelined.size() >= MAX_PIPELINED_MESSAGES) {
                 ReferenceCountUtil.release(msg);
                 gw.metrics().badRequest("pipeline_overflow");
@@ -115,13 +117,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             }
         } finally {
             ReferenceCountUtil.release(msg);
-        }
-    }
-
-    @Override
-    public void channelReadComplete(ChannelHandlerContext ctx) {
-        if (!busy) {
-            ctx.read();
         }
     }
 
@@ -343,8 +338,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         drainPipelined();
-        if (!busy) {
-            ctx.read();
+        if (!busy && !ctx.channel().config().isAutoRead()) {
+            ctx.channel().config().setAutoRead(true);
         }
     }
 

@@ -366,7 +366,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
 
         @Override
         public void onReadComplete(UpstreamCall call) {
-            call.readMore();
+            // The prefill answer is small and aggregated: keep reading.
         }
 
         @Override

@@ -426,9 +426,8 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         if (responseStarted) {
             ctx.flush();
         }
-        if (owner.clientWritable()) {
-            c.readMore();
-        } else {
+        if (!owner.clientWritable()) {
+            c.pauseReading();
             owner.onClientWritable(c::readMore);
         }
     }

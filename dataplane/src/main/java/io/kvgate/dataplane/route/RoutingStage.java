@@ -1,6 +1,5 @@
 package io.kvgate.dataplane.route;
 
-import com.lmax.disruptor.BlockingWaitStrategy;
 import com.lmax.disruptor.BusySpinWaitStrategy;
 import com.lmax.disruptor.EventHandler;
 import com.lmax.disruptor.EventTranslatorTwoArg;
@@ -68,6 +67,7 @@ public final class RoutingStage implements AutoCloseable {
     private final Disruptor<Command> disruptor;
     private final RingBuffer<Command> ring;
     private final long routeReserve;
+    private final boolean quietCompletions;
     private final NanoClock clock;
     private volatile RouteTable table;
     private final StringBuilder why = new StringBuilder(256);
@@ -89,7 +89,7 @@ public final class RoutingStage implements AutoCloseable {
         WaitStrategy wait = switch (cfg.waitStrategy()) {
             case "busy_spin" -> new BusySpinWaitStrategy();
             case "yielding" -> new YieldingWaitStrategy();
-            default -> new BlockingWaitStrategy();
+            default -> new RouterWaitStrategy();
         };
         this.disruptor = new Disruptor<>(Command::new, cfg.ringSize(), r -> {
             Thread t = new Thread(r, "kvgate-router");
@@ -97,6 +97,7 @@ public final class RoutingStage implements AutoCloseable {
             return t;
         }, ProducerType.MULTI, wait);
         this.routeReserve = cfg.ringSize() / 4;
+        this.quietCompletions = wait instanceof RouterWaitStrategy;
         disruptor.handleEventsWith((EventHandler<Command>) this::onCommand);
         disruptor.setDefaultExceptionHandler(new ExceptionHandler<>() {
             // The default handler would kill the routing thread: count, clear and keep routing instead.
@@ -139,7 +140,11 @@ public final class RoutingStage implements AutoCloseable {
 
     /** A request routed to {@code ep} is finished; {@code ok} = the endpoint behaved (any HTTP answer counts). */
     public void complete(EndpointState ep, boolean ok) {
-        ring.publishEvent(COMPLETE_TR, ep, ok);
+        if (quietCompletions && ring.remainingCapacity() > ring.getBufferSize() / 2) {
+            RouterWaitStrategy.quietly(() -> ring.publishEvent(COMPLETE_TR, ep, ok));
+        } else {
+            ring.publishEvent(COMPLETE_TR, ep, ok);
+        }
     }
 
     public void probe(EndpointState ep, boolean healthy) {

@@ -21,9 +21,9 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * One HTTP request to one engine over a pooled keep-alive connection, on the client connection's event loop. The
- * response is delivered to an {@link UpstreamListener} as it arrives; the listener paces reading with
- * {@link #readMore()} (the upstream channel has auto-read off), which is what turns a slow client into a slow
- * upstream read instead of a growing buffer. Event-loop only.
+ * response is delivered to an {@link UpstreamListener} as it arrives; the listener pauses reading
+ * ({@link #pauseReading()}) while its client cannot take more and resumes it ({@link #readMore()}) when it can,
+ * which turns a slow client into a slow upstream read instead of a growing buffer. Event-loop only.
  */
 public final class UpstreamCall {
     private final UpstreamPool pool;
@@ -110,10 +110,20 @@ public final class UpstreamCall {
         });
     }
 
-    /** Ask for the next chunk of the response (back-pressure: call when downstream can take more). */
+    /** Resume reading the response (back-pressure: call when downstream can take more again). */
     public void readMore() {
+        if (!done && channel != null && !channel.config().isAutoRead()) {
+            channel.config().setAutoRead(true);
+        }
+    }
+
+    /**
+     * Stop reading the response until {@link #readMore()}: the client is not taking bytes, so the engine's socket
+     * buffer fills and TCP slows the engine down instead of the gateway buffering the stream.
+     */
+    public void pauseReading() {
         if (!done && channel != null) {
-            channel.read();
+            channel.config().setAutoRead(false);
         }
     }
 
@@ -157,7 +167,6 @@ public final class UpstreamCall {
                 fail(UpstreamListener.Failure.CONNECT, f.cause());
             }
         });
-        channel.read();
         timer = loop.schedule(this::onTimer, firstByteTimeoutNs, TimeUnit.NANOSECONDS);
         listener.onSent(this, connectNs);
     }

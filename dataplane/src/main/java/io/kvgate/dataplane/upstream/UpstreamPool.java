@@ -67,7 +67,6 @@ public final class UpstreamPool {
             .channel(channelClass)
             .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.min(Integer.MAX_VALUE, cfg.connectTimeoutMs()))
             .option(ChannelOption.TCP_NODELAY, true)
-            .option(ChannelOption.AUTO_READ, false)
             .handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
@@ -88,6 +87,7 @@ public final class UpstreamPool {
 
     /** Returns a connection whose last response completed cleanly. Event-loop only. */
     void release(EndpointState ep, Channel ch) {
+        ch.config().setAutoRead(true); // an idle connection keeps reading: a close or stray bytes retire it at once
         if (!ch.isActive() || cfg.maxIdlePerEndpoint() == 0) {
             ch.close();
             return;
