@@ -43,7 +43,7 @@ import net.openhft.hashing.LongTupleHashFunction;
  *
  * <h2>Threading</h2>
  * Not thread-safe: single owner (one instance per thread). Reusable for any number of calls; cheap to create
- * (a few kilobytes).
+ * (~13 KB of buffers, most of it room for the longest accepted cache salt).
  */
 public final class BlockHasher {
     /** {@link #hashFrom} result: the cache salt has an unpaired surrogate or more than {@link #MAX_CACHE_SALT_CHARS}. */
