@@ -249,6 +249,7 @@ public final class Gateway implements AutoCloseable {
 
     private void registerMetrics() {
         metrics.addSource(out -> {
+            router.wake(); // apply quietly published completions before reading load
             io.kvgate.dataplane.route.RuleStats.writeAll(out);
             GatewayMetrics.counter(out, "kvgate_router_ring_full_total", "Requests shed because the routing ring was full.",
                 router.ringFullRejects());
@@ -364,6 +365,7 @@ public final class Gateway implements AutoCloseable {
     }
 
     private long inFlight() {
+        router.wake();
         long n = 0;
         for (EndpointState ep : registry.all()) {
             n += ep.outstanding();

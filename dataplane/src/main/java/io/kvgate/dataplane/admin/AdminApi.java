@@ -88,6 +88,7 @@ public final class AdminApi {
     }
 
     private String endpoints() {
+        gateway.router().wake();
         ObjectNode root = JSON.createObjectNode();
         ArrayNode rules = root.putArray("rules");
         for (Rule r : gateway.routeTable().rules()) {

@@ -68,6 +68,7 @@ public final class RoutingStage implements AutoCloseable {
     private final RingBuffer<Command> ring;
     private final long routeReserve;
     private final boolean quietCompletions;
+    private final WaitStrategy waitStrategy;
     private final NanoClock clock;
     private volatile RouteTable table;
     private final StringBuilder why = new StringBuilder(256);
@@ -98,6 +99,7 @@ public final class RoutingStage implements AutoCloseable {
         }, ProducerType.MULTI, wait);
         this.routeReserve = cfg.ringSize() / 4;
         this.quietCompletions = wait instanceof RouterWaitStrategy;
+        this.waitStrategy = wait;
         disruptor.handleEventsWith((EventHandler<Command>) this::onCommand);
         disruptor.setDefaultExceptionHandler(new ExceptionHandler<>() {
             // The default handler would kill the routing thread: count, clear and keep routing instead.
@@ -222,8 +224,21 @@ public final class RoutingStage implements AutoCloseable {
         request.onRouted(ep, rule, why.length() == 0 ? null : why.toString());
     }
 
+    /**
+     * Wakes the routing thread so completions published quietly are applied now (before reading load for metrics,
+     * admin or drain; they are otherwise applied when the next route request arrives).
+     */
+    public void wake() {
+        waitStrategy.signalAllWhenBlocking();
+    }
+
     @Override
     public void close() {
-        disruptor.shutdown();
+        wake();
+        try {
+            disruptor.shutdown(2, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (com.lmax.disruptor.TimeoutException e) {
+            disruptor.halt();
+        }
     }
 }
