@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# What does the prefill/decode path add to a request's latency, compared with a plain proxied request?
+# One run, loopback only, bounded (~3-4 minutes), every process started here is stopped by PID on exit:
+#   engines (the bundled simulator, near-zero engine time: --ttft-ms 1 --itl-ms 1 --prefill-us-per-token 0)
+#     vLLM:   both (plain) | prefill + decode (P/D, kv_transfer_params signed with --pd-secret)
+#     SGLang: both (plain) | prefill (bootstrap port) + decode
+#   gateway "plain": round_robin over the `both` engine (model vllm / sglang)
+#   gateway "pd":    policy pd over one prefill + one decode (model vllm / sglang)
+#   load: ./kvgate bench, same open-loop schedule against direct engine, plain gateway and P/D gateway (compare mode),
+#         streaming, max_tokens 4; plus the vLLM prefill leg alone (non-streaming, max_tokens 1, direct) = the
+#         extra engine round trip the sequential vLLM P/D path inherently pays.
+# Writes perf/results/pd-latency-<date>.md (machine, command, numbers, differences).
+#
+#   perf/pd-latency.sh                 # defaults below; env vars override
+#   RATE=40 DURATION=15 PORT_BASE=47100 perf/pd-latency.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DATE="${DATE:-2026-11-30}"
+OUT="${OUT:-$ROOT/perf/results/pd-latency-$DATE.md}"
+RATE="${RATE:-40}"
+DURATION="${DURATION:-15}"
+WARMUP="${WARMUP:-3}"
+PORT_BASE="${PORT_BASE:-47100}"
+SECRET="${SECRET:-pd-latency-secret}"
+ENGINE_FLAGS=(--ttft-ms 1 --itl-ms 1 --prefill-us-per-token 0)
+KVGATE="$ROOT/kvgate"
+
+P_VLLM_BOTH=$((PORT_BASE + 1)); P_VLLM_PREFILL=$((PORT_BASE + 2)); P_VLLM_DECODE=$((PORT_BASE + 3))
+P_SGL_BOTH=$((PORT_BASE + 11)); P_SGL_PREFILL=$((PORT_BASE + 12)); P_SGL_DECODE=$((PORT_BASE + 13))
+P_SGL_BOOT=$((PORT_BASE + 19))
+P_GW_PLAIN=$((PORT_BASE + 21)); P_GW_PLAIN_ADMIN=$((PORT_BASE + 22))
+P_GW_PD=$((PORT_BASE + 31)); P_GW_PD_ADMIN=$((PORT_BASE + 32))
+
+WORK="$(mktemp -d /tmp/kvgate-pd-latency.XXXXXX)"
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; fi
+  done
+  for p in "${PIDS[@]}"; do
+    # Bounded wait, then SIGKILL the same PID: never leave a JVM behind.
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start() { # start NAME CMD... : background, PID recorded, log in $WORK/NAME.log
+  local name="$1"; shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=("$!")
+}
+
+wait_http() { # wait_http NAME PORT : until GET /health answers 200 (bounded: 60 s)
+  local name="$1" port="$2"
+  for _ in $(seq 1 300); do
+    if curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null | grep -q 200; then return 0; fi
+    sleep 0.2
+  done
+  echo "$name (port $port) did not become healthy; log:" >&2
+  tail -20 "$WORK/$name.log" >&2
+  exit 1
+}
+
+# Build once up front (the launcher rebuilds when sources changed; 8 launchers must not race to do it).
+"$KVGATE" sim --help >/dev/null 2>&1 || true
+
+start vllm-both    "$KVGATE" sim --dialect vllm --role both --port "$P_VLLM_BOTH" --model vllm "${ENGINE_FLAGS[@]}"
+start vllm-prefill "$KVGATE" sim --dialect vllm --role prefill --port "$P_VLLM_PREFILL" --model vllm --pd-secret "$SECRET" "${ENGINE_FLAGS[@]}"
+start vllm-decode  "$KVGATE" sim --dialect vllm --role decode --port "$P_VLLM_DECODE" --model vllm --pd-secret "$SECRET" "${ENGINE_FLAGS[@]}"
+start sgl-both     "$KVGATE" sim --dialect sglang --role both --port "$P_SGL_BOTH" --model sglang "${ENGINE_FLAGS[@]}"
+start sgl-prefill  "$KVGATE" sim --dialect sglang --role prefill --bootstrap-port "$P_SGL_BOOT" --port "$P_SGL_PREFILL" --model sglang "${ENGINE_FLAGS[@]}"
+start sgl-decode   "$KVGATE" sim --dialect sglang --role decode --port "$P_SGL_DECODE" --model sglang "${ENGINE_FLAGS[@]}"
+
+cat >"$WORK/plain.yaml" <<YAML
+listen: 127.0.0.1:$P_GW_PLAIN
+admin_listen: 127.0.0.1:$P_GW_PLAIN_ADMIN
+rules:
+  - name: vllm
+    models: [vllm]
+    engine: vllm
+    policy: round_robin
+    endpoints:
+      - url: http://127.0.0.1:$P_VLLM_BOTH
+  - name: sglang
+    models: [sglang]
+    engine: sglang
+    policy: round_robin
+    endpoints:
+      - url: http://127.0.0.1:$P_SGL_BOTH
+YAML
+cat >"$WORK/pd.yaml" <<YAML
+listen: 127.0.0.1:$P_GW_PD
+admin_listen: 127.0.0.1:$P_GW_PD_ADMIN
+rules:
+  - name: vllm
+    models: [vllm]
+    engine: vllm
+    policy: pd
+    endpoints:
+      - url: http://127.0.0.1:$P_VLLM_PREFILL
+        role: prefill
+      - url: http://127.0.0.1:$P_VLLM_DECODE
+        role: decode
+  - name: sglang
+    models: [sglang]
+    engine: sglang
+    policy: pd
+    endpoints:
+      - url: http://127.0.0.1:$P_SGL_PREFILL
+        role: prefill
+        bootstrap_port: $P_SGL_BOOT
+      - url: http://127.0.0.1:$P_SGL_DECODE
+        role: decode
+YAML
+start gw-plain "$KVGATE" serve --config "$WORK/plain.yaml"
+start gw-pd    "$KVGATE" serve --config "$WORK/pd.yaml"
+
+wait_http vllm-both "$P_VLLM_BOTH"; wait_http vllm-prefill "$P_VLLM_PREFILL"; wait_http vllm-decode "$P_VLLM_DECODE"
+wait_http sgl-both "$P_SGL_BOTH"; wait_http sgl-prefill "$P_SGL_PREFILL"; wait_http sgl-decode "$P_SGL_DECODE"
+wait_http gw-plain "$P_GW_PLAIN"; wait_http gw-pd "$P_GW_PD"
+
+# One smoke request through each P/D path: fail loudly rather than measure error responses.
+for m in vllm sglang; do
+  code=$(curl -s -o "$WORK/smoke-$m.txt" -m 10 -w '%{http_code}' -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$m\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there, a smoke test of the pd path\"}],\"max_tokens\":4}" \
+    "http://127.0.0.1:$P_GW_PD/v1/chat/completions")
+  if [ "$code" != 200 ]; then echo "P/D smoke request for $m answered $code: $(cat "$WORK/smoke-$m.txt")" >&2; tail -20 "$WORK/gw-pd.log" >&2; exit 1; fi
+done
+
+BENCH_COMMON=(--workload fixed --arrival constant --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" --timeout 10 --drain 5 --quiet)
+run_bench() { # run_bench NAME ARGS... : JSON into $WORK/NAME.json, bounded by timeout
+  local name="$1"; shift
+  echo "bench $name: $*" >&2
+  timeout 120 "$KVGATE" bench "$@" "${BENCH_COMMON[@]}" --out "$WORK/$name.json" >"$WORK/bench-$name.log" 2>&1 \
+    || { echo "bench $name failed:" >&2; tail -20 "$WORK/bench-$name.log" >&2; exit 1; }
+}
+for m in vllm sglang; do
+  if [ "$m" = vllm ]; then direct=$P_VLLM_BOTH; else direct=$P_SGL_BOTH; fi
+  run_bench "$m" --model "$m" --stream --max-tokens 4 \
+    --target "direct=http://127.0.0.1:$direct" \
+    --compare "plain=http://127.0.0.1:$P_GW_PLAIN,pd=http://127.0.0.1:$P_GW_PD"
+done
+# The vLLM prefill leg on its own (what the gateway sends first: non-streaming, max_tokens 1), straight to an engine.
+run_bench vllm-prefill-leg --model vllm --max-tokens 1 --target "leg=http://127.0.0.1:$P_VLLM_BOTH"
+
+curl -s -m 5 "http://127.0.0.1:$P_GW_PD_ADMIN/metrics" >"$WORK/pd-metrics.txt" 2>/dev/null \
+  || curl -s -m 5 "http://127.0.0.1:$P_GW_PD/metrics" >"$WORK/pd-metrics.txt" 2>/dev/null || true
+
+MACHINE="$(lscpu | grep 'Model name' | sed 's/  */ /g'); nproc=$(nproc); mem=$(free -g | awk '/Mem:/{print $2}') GiB; kernel $(uname -r); $("$JAVA_HOME/bin/java" -version 2>&1 | head -1 || true); load avg at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$WORK" "$OUT" "$DATE" "$MACHINE" "$RATE" "$DURATION" "$WARMUP" <<'PY'
+import json, sys, os, re
+work, out, date, machine, rate, duration, warmup = sys.argv[1:8]
+def load(n):
+    with open(os.path.join(work, n + ".json")) as f:
+        return json.load(f)
+def tgt(rep, label):
+    for t in rep["targets"]:
+        if t["label"] == label:
+            return t
+    raise SystemExit("no target " + label)
+def p(t, field, q):
+    return t[field]["p" + q]
+rows = []
+lines = []
+lines.append(f"# P/D path latency vs a plain proxied request — {date}\n")
+lines.append(f"Machine: {machine}\n")
+lines.append("Command: `perf/pd-latency.sh` (defaults: RATE=%s rps constant arrivals, DURATION=%s s measured after %s s warm-up "
+             "per target, streaming chat, fixed 1 KiB body, max_tokens 4). Engines: `./kvgate sim` with "
+             "`--ttft-ms 1 --itl-ms 1 --prefill-us-per-token 0`; gateways: `./kvgate serve`; load: `./kvgate bench` in "
+             "compare mode (targets one after the other on the same schedule). Loopback only; the 2-core machine is shared "
+             "with other jobs, so compare targets of the same run, not absolute numbers across runs.\n" % (rate, duration, warmup))
+lines.append("Targets: **direct** = the `--role both` engine with no gateway; **plain** = gateway, `round_robin` rule over "
+             "that engine; **pd** = gateway, `policy: pd` over one prefill + one decode engine.\n")
+leg = tgt(load("vllm-prefill-leg"), "leg")
+for m in ("vllm", "sglang"):
+    rep = load(m)
+    d, pl, pd = tgt(rep, "direct"), tgt(rep, "plain"), tgt(rep, "pd")
+    lines.append(f"\n## {m}\n")
+    lines.append("| target | ok / requests | errors | TTFT p50 ms | TTFT p99 ms | latency p50 ms | latency p99 ms | achieved rps |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for name, t in (("direct", d), ("plain", pl), ("pd", pd)):
+        lines.append(f"| {name} | {t['ok']} / {t['requests']} | {t['errors']} | {p(t,'ttft_ms','50'):.3f} | {p(t,'ttft_ms','99'):.3f} | "
+                     f"{p(t,'latency_ms','50'):.3f} | {p(t,'latency_ms','99'):.3f} | {t['achieved_rps']:.1f} |")
+    lines.append("")
+    lines.append("| difference | TTFT p50 ms | TTFT p99 ms | latency p50 ms | latency p99 ms |")
+    lines.append("|---|---|---|---|---|")
+    for name, a, b in (("plain − direct (gateway proxy hop)", pl, d), ("pd − plain (P/D path added)", pd, pl), ("pd − direct", pd, d)):
+        lines.append(f"| {name} | {p(a,'ttft_ms','50')-p(b,'ttft_ms','50'):+.3f} | {p(a,'ttft_ms','99')-p(b,'ttft_ms','99'):+.3f} | "
+                     f"{p(a,'latency_ms','50')-p(b,'latency_ms','50'):+.3f} | {p(a,'latency_ms','99')-p(b,'latency_ms','99'):+.3f} |")
+    lines.append("")
+    lines.append(f"Ratios pd / plain: TTFT p50 {p(pd,'ttft_ms','50')/p(pl,'ttft_ms','50'):.2f}x, TTFT p99 "
+                 f"{p(pd,'ttft_ms','99')/p(pl,'ttft_ms','99'):.2f}x, latency p50 {p(pd,'latency_ms','50')/p(pl,'latency_ms','50'):.2f}x.")
+    if m == "vllm":
+        extra = p(pd, 'ttft_ms', '50') - p(pl, 'ttft_ms', '50')
+        legp50 = p(leg, 'latency_ms', '50')
+        lines.append("")
+        lines.append(f"The vLLM prefill leg alone, direct to an engine (non-streaming, max_tokens 1, same rate): latency p50 "
+                     f"{legp50:.3f} ms, p99 {p(leg,'latency_ms','99'):.3f} ms ({leg['ok']} ok / {leg['requests']}). "
+                     f"Inherent: the sequential vLLM path pays this whole engine round trip before the decode leg starts. "
+                     f"P/D TTFT p50 added over plain = {extra:+.3f} ms, of which ~{legp50:.3f} ms is that inherent leg; the rest "
+                     f"(~{extra-legp50:+.3f} ms) is the gateway's P/D work (second routing decision after the prefill answered, "
+                     f"JSON edit of both bodies, a second upstream connection/exchange) plus noise.")
+with open(os.path.join(work, "pd-metrics.txt")) as f:
+    metrics = [l.rstrip() for l in f if l.startswith("kvgate_pd_") and not l.startswith("#")]
+if metrics:
+    lines.append("\n## P/D gateway counters at the end of the run\n")
+    lines.append("```")
+    lines.extend(metrics[:40])
+    lines.append("```")
+with open(out, "w") as f:
+    f.write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+echo "wrote $OUT" >&2
