@@ -12,18 +12,20 @@
 # Writes perf/results/pd-latency-<date>.md (machine, command, numbers, differences).
 #
 #   perf/pd-latency.sh                 # defaults below; env vars override
-#   RATE=40 DURATION=15 PORT_BASE=47100 perf/pd-latency.sh
+#   RATE=40 DURATION=15 PORT_BASE=23000 perf/pd-latency.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DATE="${DATE:-2026-11-30}"
 OUT="${OUT:-$ROOT/perf/results/pd-latency-$DATE.md}"
 RATE="${RATE:-40}"
 DURATION="${DURATION:-15}"
-WARMUP="${WARMUP:-3}"
-PORT_BASE="${PORT_BASE:-47100}"
+WARMUP="${WARMUP:-5}"
+# Below the ephemeral range (32768+: outgoing connections of any process may hold those) and fresh per run.
+PORT_BASE="${PORT_BASE:-$((21000 + (RANDOM % 200) * 40))}"
 SECRET="${SECRET:-pd-latency-secret}"
 ENGINE_FLAGS=(--ttft-ms 1 --itl-ms 1 --prefill-us-per-token 0)
 KVGATE="$ROOT/kvgate"
+JAVA_HOME="${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}"
 
 P_VLLM_BOTH=$((PORT_BASE + 1)); P_VLLM_PREFILL=$((PORT_BASE + 2)); P_VLLM_DECODE=$((PORT_BASE + 3))
 P_SGL_BOTH=$((PORT_BASE + 11)); P_SGL_PREFILL=$((PORT_BASE + 12)); P_SGL_DECODE=$((PORT_BASE + 13))
@@ -34,8 +36,10 @@ P_GW_PD=$((PORT_BASE + 31)); P_GW_PD_ADMIN=$((PORT_BASE + 32))
 WORK="$(mktemp -d /tmp/kvgate-pd-latency.XXXXXX)"
 PIDS=()
 cleanup() {
-  local p
+  local p c
   for p in "${PIDS[@]}"; do
+    # Each recorded PID is the JVM itself (started with exec); children by parent PID only as a safety net.
+    for c in $(pgrep -P "$p" 2>/dev/null); do kill "$c" 2>/dev/null || true; done
     if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; fi
   done
   for p in "${PIDS[@]}"; do
@@ -49,9 +53,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-start() { # start NAME CMD... : background, PID recorded, log in $WORK/NAME.log
+start() { # start NAME CMD... : background, PID recorded (exec: the PID is the process itself), log in $WORK/NAME.log
   local name="$1"; shift
-  "$@" >"$WORK/$name.log" 2>&1 &
+  ( "$@" >"$WORK/$name.log" 2>&1 ) &
   PIDS+=("$!")
 }
 
@@ -66,15 +70,19 @@ wait_http() { # wait_http NAME PORT : until GET /health answers 200 (bounded: 60
   exit 1
 }
 
-# Build once up front (the launcher rebuilds when sources changed; 8 launchers must not race to do it).
+# Build once up front through the launcher (it rebuilds when sources changed), then run the tools jar the way the
+# launcher does: 8 launchers started at once must not each decide to rebuild (the launcher's staleness check also
+# looks at perf/ sources, which the tools build does not cover, so it would rebuild on every start).
 "$KVGATE" sim --help >/dev/null 2>&1 || true
+kv() { exec "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" -Dkvgate.home="$ROOT" \
+  -cp "$ROOT/tools/target/kvgate-tools.jar:$ROOT/tools/target/lib/*" io.kvgate.tools.Main "$@"; }
 
-start vllm-both    "$KVGATE" sim --dialect vllm --role both --port "$P_VLLM_BOTH" --model vllm "${ENGINE_FLAGS[@]}"
-start vllm-prefill "$KVGATE" sim --dialect vllm --role prefill --port "$P_VLLM_PREFILL" --model vllm --pd-secret "$SECRET" "${ENGINE_FLAGS[@]}"
-start vllm-decode  "$KVGATE" sim --dialect vllm --role decode --port "$P_VLLM_DECODE" --model vllm --pd-secret "$SECRET" "${ENGINE_FLAGS[@]}"
-start sgl-both     "$KVGATE" sim --dialect sglang --role both --port "$P_SGL_BOTH" --model sglang "${ENGINE_FLAGS[@]}"
-start sgl-prefill  "$KVGATE" sim --dialect sglang --role prefill --bootstrap-port "$P_SGL_BOOT" --port "$P_SGL_PREFILL" --model sglang "${ENGINE_FLAGS[@]}"
-start sgl-decode   "$KVGATE" sim --dialect sglang --role decode --port "$P_SGL_DECODE" --model sglang "${ENGINE_FLAGS[@]}"
+start vllm-both    kv sim --dialect vllm --role both --port "$P_VLLM_BOTH" --model vllm "${ENGINE_FLAGS[@]}"
+start vllm-prefill kv sim --dialect vllm --role prefill --port "$P_VLLM_PREFILL" --model vllm --pd-secret "$SECRET" "${ENGINE_FLAGS[@]}"
+start vllm-decode  kv sim --dialect vllm --role decode --port "$P_VLLM_DECODE" --model vllm --pd-secret "$SECRET" "${ENGINE_FLAGS[@]}"
+start sgl-both     kv sim --dialect sglang --role both --port "$P_SGL_BOTH" --model sglang "${ENGINE_FLAGS[@]}"
+start sgl-prefill  kv sim --dialect sglang --role prefill --bootstrap-port "$P_SGL_BOOT" --port "$P_SGL_PREFILL" --model sglang "${ENGINE_FLAGS[@]}"
+start sgl-decode   kv sim --dialect sglang --role decode --port "$P_SGL_DECODE" --model sglang "${ENGINE_FLAGS[@]}"
 
 cat >"$WORK/plain.yaml" <<YAML
 listen: 127.0.0.1:$P_GW_PLAIN
@@ -117,8 +125,8 @@ rules:
       - url: http://127.0.0.1:$P_SGL_DECODE
         role: decode
 YAML
-start gw-plain "$KVGATE" serve --config "$WORK/plain.yaml"
-start gw-pd    "$KVGATE" serve --config "$WORK/pd.yaml"
+start gw-plain kv serve --config "$WORK/plain.yaml"
+start gw-pd    kv serve --config "$WORK/pd.yaml"
 
 wait_http vllm-both "$P_VLLM_BOTH"; wait_http vllm-prefill "$P_VLLM_PREFILL"; wait_http vllm-decode "$P_VLLM_DECODE"
 wait_http sgl-both "$P_SGL_BOTH"; wait_http sgl-prefill "$P_SGL_PREFILL"; wait_http sgl-decode "$P_SGL_DECODE"
@@ -126,17 +134,18 @@ wait_http gw-plain "$P_GW_PLAIN"; wait_http gw-pd "$P_GW_PD"
 
 # One smoke request through each P/D path: fail loudly rather than measure error responses.
 for m in vllm sglang; do
-  code=$(curl -s -o "$WORK/smoke-$m.txt" -m 10 -w '%{http_code}' -H 'Content-Type: application/json' \
+  code=$(curl -s -o "$WORK/smoke-$m.txt" -m 30 -w '%{http_code}' -H 'Content-Type: application/json' \
     -d "{\"model\":\"$m\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there, a smoke test of the pd path\"}],\"max_tokens\":4}" \
-    "http://127.0.0.1:$P_GW_PD/v1/chat/completions")
-  if [ "$code" != 200 ]; then echo "P/D smoke request for $m answered $code: $(cat "$WORK/smoke-$m.txt")" >&2; tail -20 "$WORK/gw-pd.log" >&2; exit 1; fi
+    "http://127.0.0.1:$P_GW_PD/v1/chat/completions" || true)
+  if [ "$code" != 200 ]; then echo "P/D smoke request for $m answered $code: $(cat "$WORK/smoke-$m.txt")" >&2; for l in gw-pd "$m"-prefill "$m"-decode sgl-prefill sgl-decode; do [ -f "$WORK/$l.log" ] && { echo "== $l" >&2; tail -20 "$WORK/$l.log" >&2; }; done; exit 1; fi
 done
 
 BENCH_COMMON=(--workload fixed --arrival constant --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" --timeout 10 --drain 5 --quiet)
 run_bench() { # run_bench NAME ARGS... : JSON into $WORK/NAME.json, bounded by timeout
   local name="$1"; shift
   echo "bench $name: $*" >&2
-  timeout 120 "$KVGATE" bench "$@" "${BENCH_COMMON[@]}" --out "$WORK/$name.json" >"$WORK/bench-$name.log" 2>&1 \
+  timeout 120 "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" -Dkvgate.home="$ROOT" \
+    -cp "$ROOT/tools/target/kvgate-tools.jar:$ROOT/tools/target/lib/*" io.kvgate.tools.Main bench "$@" "${BENCH_COMMON[@]}" --out "$WORK/$name.json" >"$WORK/bench-$name.log" 2>&1 \
     || { echo "bench $name failed:" >&2; tail -20 "$WORK/bench-$name.log" >&2; exit 1; }
 }
 for m in vllm sglang; do

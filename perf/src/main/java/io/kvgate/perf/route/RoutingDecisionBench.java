@@ -55,7 +55,12 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@code baseline_leastOutstanding}: {@code least_outstanding}'s choose() over the same endpoints (the
  *       load-only decision, what kv_exact falls back to).</li>
  * </ul>
- * Load is zero on every endpoint ({@code EndpointState}'s load counter is routing-stage private), so the bound never
+ * {@code speculativeTtlMs}: 2000 is the default speculative overlay (every decision records the prompt's blocks for
+ * the chosen endpoint for 2 s, and every probe consults it); 0 turns the overlay off, isolating hash + lookup +
+ * decide. Note that a benchmark thread deciding back to back records far more blocks per second than the
+ * overlay's fixed 65,536 entries can hold for 2 s: with the overlay on this measures the overlay when saturated.
+ *
+ * <p>Load is zero on every endpoint ({@code EndpointState}'s load counter is routing-stage private), so the bound never
  * excludes anyone; the cost of the bound check is paid either way.
  */
 @BenchmarkMode({Mode.SampleTime, Mode.Throughput})
@@ -101,12 +106,17 @@ public class RoutingDecisionBench {
     }
 
     static String ruleYaml(int endpoints) {
+        return ruleYaml(endpoints, 2000);
+    }
+
+    static String ruleYaml(int endpoints, int speculativeTtlMs) {
         StringBuilder y = new StringBuilder();
         y.append("listen: 127.0.0.1:18080\nadmin_listen: 127.0.0.1:18081\nrules:\n")
             .append("  - name: chat\n    models: [m]\n    engine: vllm\n    policy: kv_exact\n")
             .append("    fallback: least_outstanding\n    block_size: 16\n    hash_seed: \"0\"\n")
             .append("    hash_algo: sha256_cbor\n    kv_capacity_blocks: ").append(TOTAL_INDEX_BLOCKS + (TOTAL_INDEX_BLOCKS >> 2))
-            .append("\n    kv: {mode: bounded, load_cap_factor: 1.5, min_match_blocks: 1, speculative_ttl_ms: 2000}\n")
+            .append("\n    kv: {mode: bounded, load_cap_factor: 1.5, min_match_blocks: 1, speculative_ttl_ms: ")
+            .append(speculativeTtlMs).append("}\n")
             .append("    endpoints:\n");
         for (int i = 0; i < endpoints; i++) {
             y.append("      - url: http://127.0.0.1:").append(20000 + i).append('\n')
@@ -124,8 +134,12 @@ public class RoutingDecisionBench {
     }
 
     static RuleConfig rule(int endpoints) {
+        return rule(endpoints, 2000);
+    }
+
+    static RuleConfig rule(int endpoints, int speculativeTtlMs) {
         try {
-            return GatewayConfig.parse(ruleYaml(endpoints)).rules().get(0);
+            return GatewayConfig.parse(ruleYaml(endpoints, speculativeTtlMs)).rules().get(0);
         } catch (Exception e) {
             throw new IllegalStateException(e);
         }
@@ -139,6 +153,10 @@ public class RoutingDecisionBench {
         @Param({"32", "128"})
         int promptBlocks;
 
+        /** 2000 = the default speculative overlay (routed blocks count for 2 s); 0 = overlay off. */
+        @Param({"2000", "0"})
+        int speculativeTtlMs;
+
         BlockIndex index;
         EndpointState[] eps;
         RoutingPolicy policy;
@@ -149,7 +167,7 @@ public class RoutingDecisionBench {
 
         @Setup(Level.Trial)
         public void setup() {
-            RuleConfig rule = rule(endpoints);
+            RuleConfig rule = rule(endpoints, speculativeTtlMs);
             eps = endpoints(rule);
             // Four holder cells per block on average (prompt blocks are shared by several endpoints).
             index = new BlockIndex(new BlockIndexConfig(TOTAL_INDEX_BLOCKS + (TOTAL_INDEX_BLOCKS >> 2), endpoints, 4,
