@@ -229,7 +229,7 @@ for m in ("vllm", "sglang"):
                      f"rendezvous + the second engine's scheduling + the gateway's share (bootstrap fields written into both "
                      f"bodies, a second upstream exchange); this measurement does not separate them.")
 with open(os.path.join(work, "pd-metrics.txt")) as f:
-    metrics = [l.rstrip() for l in f if l.startswith("kvgate_pd_") and not l.startswith("#")]
+    metrics = [l.rstrip() for l in f if l.startswith("kvgate_pd_") and "_bucket" not in l]
 if metrics:
     lines.append("\n## P/D gateway counters at the end of the run\n")
     lines.append("```")
