@@ -1,0 +1,164 @@
+package io.kvgate.perf.route;
+
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.http.RequestFields;
+import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RulePolicies;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * Round trip through the real routing stage: the benchmark thread (playing an I/O thread) publishes one
+ * preallocated, reused {@link RouteRequest} with {@code tryRoute}, the routing thread runs a {@code round_robin}
+ * rule and calls {@code onRouted}, which raises a volatile flag the benchmark thread spins on. No explanation is
+ * asked, so the routing stage passes a null {@code why} string. Baseline in the same run: the same hand-off through
+ * a {@link ArrayBlockingQueue} to a plain consumer thread ({@code take()}), which answers the same way.
+ *
+ * <p>The routing stage's load counter grows by one per request (no completion is published: that would be a second
+ * ring hand-off per operation); round robin ignores it.
+ */
+@BenchmarkMode(Mode.SampleTime)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(2)
+public class RingHandoffBench {
+
+    /** A reusable request; onRouted only flips a volatile flag (what eventLoop.execute would publish). */
+    static final class Req implements RouteRequest {
+        volatile boolean done;
+        EndpointState chosen;
+        String explanation;
+
+        @Override
+        public String ruleName() {
+            return "chat";
+        }
+
+        @Override
+        public RequestFields fields() {
+            return null;
+        }
+
+        @Override
+        public boolean alreadyTried(EndpointState ep) {
+            return false;
+        }
+
+        @Override
+        public void onRouted(EndpointState endpoint, Rule rule, String why) {
+            chosen = endpoint;
+            explanation = why;
+            done = true;
+        }
+    }
+
+    static void await(Req r) {
+        while (!r.done) {
+            Thread.onSpinWait();
+        }
+    }
+
+    @State(Scope.Benchmark)
+    public static class StageState {
+        /** blocking = the default; yielding = the routing thread spins then yields (lower latency, burns CPU). */
+        @Param({"blocking", "yielding"})
+        String waitStrategy;
+
+        RoutingStage stage;
+        final Req req = new Req();
+
+        @Setup(Level.Trial)
+        public void setup() throws Exception {
+            GatewayConfig cfg = GatewayConfig.parse("listen: 127.0.0.1:18080\nadmin_listen: 127.0.0.1:18081\n"
+                + "router: {ring_size: 4096, wait_strategy: " + waitStrategy + "}\n"
+                + "rules:\n  - name: chat\n    models: [m]\n    engine: vllm\n    policy: round_robin\n"
+                + "    endpoints:\n      - url: http://127.0.0.1:20001\n      - url: http://127.0.0.1:20002\n");
+            RouteTable table = RouteTable.build(cfg, new EndpointRegistry(),
+                ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), null, NanoClock.SYSTEM));
+            stage = new RoutingStage(cfg.router(), table, NanoClock.SYSTEM);
+        }
+
+        @TearDown(Level.Trial)
+        public void tearDown() {
+            stage.close();
+        }
+    }
+
+    @Benchmark
+    public EndpointState routingStage_roundTrip(StageState s) {
+        Req r = s.req;
+        r.done = false;
+        if (!s.stage.tryRoute(r)) {
+            throw new IllegalStateException("ring full with one request in flight");
+        }
+        await(r);
+        if (r.explanation != null) {
+            throw new IllegalStateException("an explanation was built without being asked: " + r.explanation);
+        }
+        return r.chosen;
+    }
+
+    @State(Scope.Benchmark)
+    public static class QueueState {
+        ArrayBlockingQueue<Req> queue;
+        Thread consumer;
+        final Req req = new Req();
+        EndpointState ep;
+
+        @Setup(Level.Trial)
+        public void setup() {
+            queue = new ArrayBlockingQueue<>(4096);
+            ep = new EndpointState("127.0.0.1:20001", 0, null);
+            consumer = new Thread(() -> {
+                try {
+                    while (true) {
+                        Req r = queue.take();
+                        r.onRouted(ep, null, null);
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }, "abq-consumer");
+            consumer.setDaemon(true);
+            consumer.start();
+        }
+
+        @TearDown(Level.Trial)
+        public void tearDown() throws InterruptedException {
+            consumer.interrupt();
+            consumer.join(5_000);
+        }
+    }
+
+    @Benchmark
+    public EndpointState baseline_arrayBlockingQueue(QueueState s) {
+        Req r = s.req;
+        r.done = false;
+        if (!s.queue.offer(r)) {
+            throw new IllegalStateException("queue full with one request in flight");
+        }
+        await(r);
+        return r.chosen;
+    }
+}
