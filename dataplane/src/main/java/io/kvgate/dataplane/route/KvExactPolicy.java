@@ -44,7 +44,7 @@ final class KvExactPolicy implements RoutingPolicy {
         this.index = index;
         this.reader = index == null ? null : index.newReader();
         this.overlay = index == null || knobs.speculativeTtlMs() == 0 ? null
-            : new SpeculativeOverlay(1 << 16, knobs.speculativeTtlMs() * 1_000_000L, clock);
+            : new SpeculativeOverlay(1 << 17, knobs.speculativeTtlMs() * 1_000_000L, clock);
         this.blockSize = rule.blockSize();
         this.ruleName = rule.name();
         this.watchdogStreak = knobs.watchdogZeroHitStreak();
@@ -170,7 +170,9 @@ final class KvExactPolicy implements RoutingPolicy {
         }
         stats.tier("kv_exact");
         stats.matchedBlocks.addAndGet(matched[bestIdx]);
-        explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks");
+        if (r.explain()) {
+            explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks");
+        }
         return best;
     }
 

@@ -26,7 +26,12 @@ public final class RuleStats {
     }
 
     void tier(String tier) {
-        tiers.computeIfAbsent(tier, k -> new AtomicLong()).incrementAndGet();
+        // Single writer (the routing stage): get-then-lazySet avoids a locked increment; readers tolerate staleness.
+        AtomicLong a = tiers.get(tier);
+        if (a == null) {
+            a = tiers.computeIfAbsent(tier, k -> new AtomicLong());
+        }
+        a.lazySet(a.get() + 1);
     }
 
     void miss(String reason) {

@@ -32,6 +32,8 @@ public final class SpeculativeOverlay {
     private int used;
     private long dropped;
     private long compactions;
+    private long noCompactionBeforeNs;
+    private boolean compactedBefore;
 
     /**
      * @param capacityEntries (block, endpoint) entries kept at most; the table has 2x that many slots
@@ -91,6 +93,9 @@ public final class SpeculativeOverlay {
             return true;
         }
         if (used >= maxUsed) {
+            if (compactedBefore && now - noCompactionBeforeNs < 0) {
+                return false; // nothing can have expired since the last compaction: do not rescan the table
+            }
             compact(now);
             if (used >= maxUsed) {
                 return false;
@@ -111,9 +116,13 @@ public final class SpeculativeOverlay {
     private void compact(long now) {
         compactions++;
         int live = 0;
+        long earliest = now + ttlNs;
         for (int s = 0; s <= mask; s++) {
             if (endpoints[s] == EMPTY || expiresNs[s] - now <= 0) {
                 continue;
+            }
+            if (expiresNs[s] - earliest < 0) {
+                earliest = expiresNs[s];
             }
             int t = slot(keys[s]);
             while (spareEndpoints[t] != EMPTY) {
@@ -135,6 +144,10 @@ public final class SpeculativeOverlay {
         spareEndpoints = e;
         spareExpiresNs = x;
         used = live;
+        // Until the earliest live entry expires, another compaction cannot free a slot (a full table then drops
+        // new keys, counted, instead of rescanning every slot on every insert).
+        noCompactionBeforeNs = earliest;
+        compactedBefore = true;
     }
 
     /**

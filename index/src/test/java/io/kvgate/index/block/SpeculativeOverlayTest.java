@@ -13,6 +13,28 @@ import org.junit.jupiter.api.Test;
 class SpeculativeOverlayTest {
 
     @Test
+    void aFullTableIsNotRescannedUntilSomethingCanHaveExpired() {
+        ManualClock clock = new ManualClock();
+        SpeculativeOverlay overlay = new SpeculativeOverlay(64, TimeUnit.SECONDS.toNanos(2), clock);
+        long[] keys = new long[200];
+        for (int i = 0; i < keys.length; i++) {
+            keys[i] = 1000 + i * 7919L;
+        }
+        overlay.recordRouted(1, keys, 128); // fills the table (2x64 slots, half full at most) and compacts once
+        long compactions = overlay.compactions();
+        long dropped = overlay.dropped();
+        assertTrue(dropped > 0);
+        for (int i = 0; i < 50; i++) {
+            overlay.recordRouted(2, keys, 10); // still full of live entries: dropped, no rescans
+        }
+        assertEquals(compactions, overlay.compactions(), "no compaction while nothing can have expired");
+        assertTrue(overlay.dropped() > dropped);
+        clock.advance(2, TimeUnit.SECONDS);
+        overlay.recordRouted(3, keys, 10);
+        assertTrue(overlay.contains(3, keys[0]), "after the TTL the table makes room again");
+    }
+
+    @Test
     void routedBlocksCountUntilTtlLapses() {
         ManualClock clock = new ManualClock();
         try (BlockIndex idx = new BlockIndex(1024, 4)) {
