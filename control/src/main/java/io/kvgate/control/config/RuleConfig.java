@@ -43,7 +43,7 @@ public record RuleConfig(
                                 boolean parityProbeAtStartup) {}
 
     /** Prefill/decode disaggregation knobs. */
-    public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy) {}
+    public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy, boolean sessionAffinity) {}
 
     public boolean isSglang() {
         return "sglang".equals(engine);
@@ -117,7 +117,8 @@ public record RuleConfig(
         ConfigNode p = n.child("pd");
         PdConfig pd = new PdConfig(p.longValue("prefill_timeout_ms", 120_000, 1, 3_600_000),
             p.longValue("decode_timeout_ms", 600_000, 1, 3_600_000),
-            p.oneOf("prefill_policy", "kv_exact", List.of("kv_exact", "least_outstanding")));
+            p.oneOf("prefill_policy", "kv_exact", List.of("kv_exact", "least_outstanding")),
+            p.bool("session_affinity", false));
         p.finish();
 
         // Cross-field rules.

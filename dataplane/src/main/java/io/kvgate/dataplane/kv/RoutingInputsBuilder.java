@@ -8,6 +8,7 @@ import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.proxy.RoutingInputs;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.RenderedPrompt;
 import io.netty.buffer.ByteBuf;
@@ -29,7 +30,7 @@ public final class RoutingInputsBuilder {
     public static RoutingInputs build(Rule rule, HttpHeaders headers, ByteBuf body, RequestFields fields, boolean chat,
                                       GatewayMetrics metrics, NanoClock clock) {
         RuleConfig rc = rule.config();
-        String session = "session".equals(rc.policy()) ? sessionKey(rc.session(), headers, fields) : null;
+        String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
         if (!rule.needsPromptTokens()) {
             return session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session);
         }

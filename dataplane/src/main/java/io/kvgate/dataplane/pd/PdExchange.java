@@ -147,6 +147,11 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     }
 
     @Override
+    public String sessionKey() {
+        return inputs.sessionKey();
+    }
+
+    @Override
     public boolean explain() {
         return explain;
     }
@@ -316,6 +321,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
         decodeStarted = false;
         ByteBuf buf = Unpooled.wrappedBuffer(bytes);
         decodeLeg = new ProxyExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
+            .withInputs(new io.kvgate.dataplane.proxy.RoutingInputs(null, null, inputs.sessionKey()))
             .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !sglang, new ProxyExchange.LegObserver() {
                 @Override
                 public void onResponseHead(int status) {

@@ -465,8 +465,13 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
                     }
                 }
                 endpoint = null;
-                finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any endpoint for model '"
-                    + fields.model + "' (tried " + tried + ")", "upstream_connect_failed", true);
+                if (cause instanceof io.netty.channel.ConnectTimeoutException) {
+                    finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "Connecting to the engines for model '" + fields.model
+                        + "' timed out (tried " + tried + ")", "upstream_connect_timeout", true);
+                } else {
+                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any endpoint for model '"
+                        + fields.model + "' (tried " + tried + ")", "upstream_connect_failed", true);
+                }
             }
             case EARLY_CLOSE -> {
                 gw.router().complete(ep, false);

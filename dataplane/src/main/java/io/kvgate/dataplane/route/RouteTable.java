@@ -44,7 +44,7 @@ public final class RouteTable {
                 EndpointConfig ec = rc.endpoints().get(i);
                 eps[i] = registry.resolve(ec);
             }
-            rules.add(new Rule(rc, eps, policyFactory.apply(new RuleBuildContext(rc, eps)), Policies.create("least_outstanding"),
+            rules.add(new Rule(rc, eps, policyFactory.apply(new RuleBuildContext(rc, eps)), RulePolicies.decodePolicy(rc),
                 io.kvgate.dataplane.kv.PromptPipeline.forModelDir(rc.tokenizer())));
         }
         return new RouteTable(config, rules);

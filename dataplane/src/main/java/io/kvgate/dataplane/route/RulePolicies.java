@@ -29,12 +29,24 @@ public final class RulePolicies {
                     prefillEvents |= "prefill".equals(e.config().role()) && e.config().kvEvents() != null;
                 }
                 // "Mode 1": exact inventory over the prefill pool when the prefills publish events.
-                yield "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
+                RoutingPolicy prefill = "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
                     ? new KvExactPolicy(rule, index, Policies.create("least_outstanding"), stats, clock, stages)
                     : Policies.create("least_outstanding");
+                yield rule.pd().sessionAffinity() ? new SessionPolicy(rule, prefill, stats) : prefill;
             }
             default -> Policies.create(rule.policy());
         };
+    }
+
+    /** The decode pool's policy of a P/D rule: least outstanding, pinned per conversation when configured. */
+    public static RoutingPolicy decodePolicy(RuleConfig rule) {
+        RoutingPolicy lo = Policies.create("least_outstanding");
+        return "pd".equals(rule.policy()) && rule.pd().sessionAffinity() ? new SessionPolicy(rule, lo, RuleStats.of(rule.name())) : lo;
+    }
+
+    /** Whether requests of this rule need a session key (session policy, or P/D with session affinity). */
+    public static boolean needsSessionKey(RuleConfig rule) {
+        return "session".equals(rule.policy()) || ("pd".equals(rule.policy()) && rule.pd().sessionAffinity());
     }
 
     /** Whether requests of this rule need their prompt tokens before routing. */

@@ -129,9 +129,13 @@ public final class UpstreamCall {
 
     /** Abandon the call: the connection is closed (never pooled), which makes the engine abort the request. */
     public void cancel() {
-        if (done) {
-            return;
+        if (!done) {
+            abandon();
         }
+    }
+
+    /** Ends the call for good: timer, body reference and connection (closed, never pooled). */
+    private void abandon() {
         done = true;
         cancelTimer();
         releaseBody();
@@ -219,13 +223,7 @@ public final class UpstreamCall {
             connectFresh();
             return;
         }
-        done = true;
-        cancelTimer();
-        releaseBody();
-        if (channel != null) {
-            detach();
-            channel.close();
-        }
+        abandon();
         listener.onFailure(this, failure, cause);
     }
 

@@ -203,4 +203,38 @@ class PdSystemTest {
         r = chat(BODY);
         assertTrue(r.statusCode() == 400 || r.statusCode() == 200, r.statusCode() + " " + r.body());
     }
+
+    @Test
+    void sessionAffinityKeepsAConversationOnTheSamePair() throws Exception {
+        prefill = new PdFakeEngine("vllm", "prefill", fleet);
+        prefill2 = new PdFakeEngine("vllm", "prefill", fleet);
+        decode = new PdFakeEngine("vllm", "decode", fleet);
+        PdFakeEngine decode2 = new PdFakeEngine("vllm", "decode", fleet);
+        try {
+            gw = Gateway.start(GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                health: {interval_ms: 60000}
+                rules:
+                  - name: pd
+                    models: [m]
+                    engine: vllm
+                    policy: pd
+                    session: {key: user}
+                    pd: {session_affinity: true, prefill_policy: least_outstanding}
+                    endpoints:
+                      - {url: %s, role: prefill}
+                      - {url: %s, role: prefill}
+                      - {url: %s, role: decode}
+                      - {url: %s, role: decode}
+                """.formatted(prefill.url(), prefill2.url(), decode.url(), decode2.url())));
+            for (int i = 0; i < 6; i++) {
+                assertEquals(200, chat(BODY.replace("\"max_tokens\":50", "\"max_tokens\":50,\"user\":\"alice\"")).statusCode());
+            }
+            assertTrue(prefill.requests.get() == 6 || prefill2.requests.get() == 6, "one prefill serves the whole conversation");
+            assertTrue(decode.requests.get() == 6 || decode2.requests.get() == 6, "one decode serves the whole conversation");
+        } finally {
+            decode2.close();
+        }
+    }
 }
