@@ -171,7 +171,8 @@ public class RoutingDecisionBench {
             eps = endpoints(rule);
             // Four holder cells per block on average (prompt blocks are shared by several endpoints).
             index = new BlockIndex(new BlockIndexConfig(TOTAL_INDEX_BLOCKS + (TOTAL_INDEX_BLOCKS >> 2), endpoints, 4,
-                BlockIndexConfig.DEFAULT_MAX_PROMPT_BLOCKS));
+                BlockIndexConfig.DEFAULT_MAX_PROMPT_BLOCKS,
+                BlockIndexConfig.defaultHotCacheEntries(TOTAL_INDEX_BLOCKS + (TOTAL_INDEX_BLOCKS >> 2))));
             policy = RulePolicies.create(rule, eps, index, NanoClock.SYSTEM);
             SplittableRandom rnd = new SplittableRandom(7);
             int prompts = PROMPT_POOL_BLOCKS / promptBlocks;
