@@ -172,7 +172,9 @@ final class TestEngine implements AutoCloseable {
     /** A base port with {@code count} consecutive free ports on 127.0.0.1 (checked, then released). */
     static int freePorts(int count) {
         for (int attempt = 0; attempt < 200; attempt++) {
-            int base = 20_000 + (int) (Math.random() * 30_000);
+            // Below the kernel's ephemeral range (32768+): a released ephemeral port can be reused as the local
+            // port of any outgoing connection before the test binds it.
+            int base = 20_000 + (int) (Math.random() * (12_000 - count));
             boolean ok = true;
             for (int i = 0; i < count && ok; i++) {
                 try (ServerSocket s = new ServerSocket(base + i, 1, java.net.InetAddress.getLoopbackAddress())) {

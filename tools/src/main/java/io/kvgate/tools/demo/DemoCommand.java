@@ -256,10 +256,17 @@ public final class DemoCommand {
         return s;
     }
 
+    /** A port below the kernel's ephemeral range (a released ephemeral port may be reused by any outgoing connect). */
     private static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
+        for (int attempt = 0; attempt < 500; attempt++) {
+            int port = 20_000 + java.util.concurrent.ThreadLocalRandom.current().nextInt(12_000);
+            try (ServerSocket s = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress())) {
+                return s.getLocalPort();
+            } catch (IOException taken) {
+                // try another
+            }
         }
+        throw new IOException("no free port below 32000 on loopback");
     }
 
     private static String fmt(double v) {

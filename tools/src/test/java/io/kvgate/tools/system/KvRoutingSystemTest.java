@@ -11,7 +11,6 @@ import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -93,10 +92,8 @@ class KvRoutingSystemTest {
         sims.forEach(EngineSimulator::close);
     }
 
-    private static int freePort() throws Exception {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
-        }
+    private static int freePort() {
+        return io.kvgate.tools.TestPorts.free();
     }
 
     private static final String SYSTEM = "You are a meticulous assistant for a logistics company. ".repeat(20);
