@@ -139,7 +139,7 @@ class KvRoutingSystemTest {
 
     @Test
     void repeatedPrefixLandsWhereItIsCachedAndInventoryMatchesEngines() throws Exception {
-        await("all subscribers connected", () -> {
+        await("all subscribers connected (inventory: " + admin("GET", "/admin/v1/inventory", null) + ")", () -> {
             try {
                 JsonNode eps = admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints");
                 for (JsonNode e : eps) {
