@@ -241,7 +241,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         FullHttpResponse r = local.handle(ctx, req, path, body, fields, extractor);
-        respondLocal(r);
+        respond(r, true);
     }
 
     private void onProxyRoute(HttpRequest req, String path) {
@@ -286,10 +286,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
                 gw.metrics(), gw.clock()));
         exchange = px;
         px.start();
-    }
-
-    private void respondLocal(FullHttpResponse r) {
-        respond(r, true);
     }
 
     private void respondError(HttpResponseStatus st, String reason, String message, String param) {
@@ -362,9 +358,5 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             onWritable = null;
             action.run();
         }
-    }
-
-    static byte[] utf8(String s) {
-        return s.getBytes(StandardCharsets.UTF_8);
     }
 }

@@ -29,22 +29,43 @@ public final class RoutingInputsBuilder {
 
     public static RoutingInputs build(Rule rule, HttpHeaders headers, ByteBuf body, RequestFields fields, boolean chat,
                                       GatewayMetrics metrics, NanoClock clock) {
+        JsonNode tree = null;
+        if (rule.needsPromptTokens() && (rule.pipeline().hasTokenizer() || (!chat && fields.promptIsTokenIds))) {
+            long t0 = clock.nanoTime();
+            try {
+                tree = PromptPipeline.parse(ByteBufUtil.getBytes(body));
+            } catch (PromptException e) {
+                metrics.shed("kv_render_failed");
+            }
+            metrics.stages.recordNs(Stage.PARSE, clock.nanoTime() - t0);
+        }
+        return build(rule, headers, tree, fields, chat, metrics, clock);
+    }
+
+    /** As above, for a body the caller already parsed (P/D edits it as a tree anyway); null = unparseable. */
+    public static RoutingInputs build(Rule rule, HttpHeaders headers, JsonNode tree, RequestFields fields, boolean chat,
+                                      GatewayMetrics metrics, NanoClock clock) {
         RuleConfig rc = rule.config();
         String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
         if (!rule.needsPromptTokens()) {
             return session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session);
         }
-        PromptPipeline p = rule.pipeline();
-        if (!p.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
+        if (!rule.pipeline().hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
             metrics.shed("kv_no_tokenizer_text_prompt");
             return new RoutingInputs(null, null, session);
         }
-        long t0 = clock.nanoTime();
+        if (tree == null) {
+            return new RoutingInputs(null, null, session);
+        }
+        return fromTree(rule, tree, chat, session, metrics, clock);
+    }
+
+    private static RoutingInputs fromTree(Rule rule, JsonNode tree, boolean chat, String session, GatewayMetrics metrics,
+                                          NanoClock clock) {
+        PromptPipeline p = rule.pipeline();
         try {
-            JsonNode tree = PromptPipeline.parse(ByteBufUtil.getBytes(body));
             String salt = tree.path("cache_salt").isTextual() ? tree.get("cache_salt").asText() : null;
             long t1 = clock.nanoTime();
-            metrics.stages.recordNs(Stage.PARSE, t1 - t0);
             int[] tokens;
             if (chat) {
                 String text = p.renderChatText(tree);

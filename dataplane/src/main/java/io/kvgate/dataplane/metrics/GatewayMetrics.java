@@ -52,11 +52,6 @@ public final class GatewayMetrics {
         shed.computeIfAbsent(reason, k -> new LongAdder()).increment();
     }
 
-    public long badRequests(String reason) {
-        LongAdder a = badRequests.get(reason);
-        return a == null ? 0 : a.sum();
-    }
-
     public void addSource(Consumer<StringBuilder> source) {
         sources.add(source);
     }
@@ -109,11 +104,5 @@ public final class GatewayMetrics {
 
     public static String esc(String s) {
         return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
-    }
-
-    public Map<String, Long> badRequestCounts() {
-        Map<String, Long> m = new java.util.TreeMap<>();
-        badRequests.forEach((k, v) -> m.put(k, v.sum()));
-        return m;
     }
 }

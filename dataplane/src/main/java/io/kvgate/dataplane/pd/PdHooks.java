@@ -37,8 +37,6 @@ public final class PdHooks {
             return null;
         }
         GatewayContext g = gw.get();
-        io.kvgate.dataplane.proxy.RoutingInputs inputs = io.kvgate.dataplane.kv.RoutingInputsBuilder.build(rule, head.headers(), body,
-            fields, head.uri().startsWith("/v1/chat/completions"), g.metrics(), g.clock());
         ObjectNode tree;
         try (ByteBufInputStream in = new ByteBufInputStream(body, true)) {
             JsonNode n = JSON.readTree((java.io.InputStream) in);
@@ -54,8 +52,9 @@ public final class PdHooks {
             ctx.writeAndFlush(r);
             owner.onExchangeDone(keepAlive);
             return () -> { }; // answered already
-
         }
+        io.kvgate.dataplane.proxy.RoutingInputs inputs = io.kvgate.dataplane.kv.RoutingInputsBuilder.build(rule, head.headers(),
+            tree, fields, head.uri().startsWith("/v1/chat/completions"), g.metrics(), g.clock());
         PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, explain, startNs, inputs);
         ex.start();
         return ex;

@@ -629,9 +629,4 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     public boolean isFinished() {
         return finished;
     }
-
-    /** Marker for a last chunk that carries nothing (used by tests). */
-    static boolean isEmptyLast(HttpContent c) {
-        return c instanceof LastHttpContent && !c.content().isReadable();
-    }
 }

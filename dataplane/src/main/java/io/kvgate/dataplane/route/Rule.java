@@ -69,10 +69,6 @@ public final class Rule {
         return List.of(endpoints);
     }
 
-    EndpointState[] endpointArray() {
-        return endpoints;
-    }
-
     RoutingPolicy policy() {
         return policy;
     }
