@@ -234,6 +234,21 @@ class KvRoutingSystemTest {
                 endpoints:
             %s""".formatted(eps)));
         try {
+            // Its subscribers must have joined the engines' publishers before the probe's events are published.
+            await("the second gateway's subscribers connected", () -> {
+                try {
+                    JsonNode inv = JSON.readTree(http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + wrong.adminPort()
+                        + "/admin/v1/inventory")).build(), HttpResponse.BodyHandlers.ofString()).body());
+                    for (JsonNode e : inv.get("rules").get(0).get("endpoints")) {
+                        if (!e.get("subscribers").get(0).get("connected").asBoolean()) {
+                            return false;
+                        }
+                    }
+                    return true;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
             HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + wrong.adminPort()
                 + "/admin/v1/parity?rule=wrong&timeout_ms=3000")).POST(HttpRequest.BodyPublishers.noBody()).build(),
                 HttpResponse.BodyHandlers.ofString());
