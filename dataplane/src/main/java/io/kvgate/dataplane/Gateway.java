@@ -2,12 +2,22 @@ package io.kvgate.dataplane;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.ConfigException;
+import io.kvgate.control.config.ConfigTree;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.admin.AdminApi;
-import io.kvgate.dataplane.admin.AdminHandler;
+import io.kvgate.dataplane.admin.AdminChannelInitializer;
+import io.kvgate.dataplane.admin.ControlSocket;
+import io.kvgate.dataplane.config.AppliedConfig;
+import io.kvgate.dataplane.config.ConfigCheck;
+import io.kvgate.dataplane.config.ControlPlane;
+import io.kvgate.dataplane.config.ReloadOutcome;
+import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.http.ClientChannelInitializer;
 import io.kvgate.dataplane.http.LocalRoutes;
+import io.kvgate.dataplane.kv.KvRoutes;
+import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
@@ -15,117 +25,199 @@ import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.kv.KvRoutes;
-import io.kvgate.dataplane.kv.KvState;
-import io.kvgate.dataplane.route.RulePolicies;
-import io.kvgate.index.block.BlockIndex;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.dataplane.upstream.HealthChecker;
 import io.kvgate.dataplane.upstream.UpstreamPool;
+import io.kvgate.index.block.BlockIndex;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.socket.SocketChannel;
-import io.netty.handler.codec.http.HttpObjectAggregator;
-import io.netty.handler.codec.http.HttpServerCodec;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The assembled gateway: transport, routing stage, upstream pool, health probes, the client listener and the
- * admin listener. {@link #start} returns once both listeners are bound; {@link #close} drains: it stops accepting,
- * reports draining on /health, lets requests in flight finish (bounded), then stops.
+ * The composition root: builds every part once (transport, routing stage, upstream pool, health probes, KV
+ * inventory, the client, admin and control listeners), owns the applied configuration and applies reloads.
+ * {@link #start} returns once the listeners are bound; if any part fails to start, what was already opened is
+ * closed before the failure propagates. {@link #close} drains: it stops accepting, reports draining on /health,
+ * lets requests in flight finish (bounded), then stops.
+ *
+ * <p>Reload ({@link #reload}): every check, then everything the new configuration needs is built (tokenizers,
+ * hashers, policies, route table) with nothing live touched; then one swap is applied by the routing stage between
+ * two decisions, after which subscriptions, upstream and probe settings follow. A failure before the swap changes
+ * nothing. Keys listed in {@link GatewayConfig#RESTART_ONLY} are refused (409) when they change.
  */
-public final class Gateway implements AutoCloseable {
+public final class Gateway implements AutoCloseable, ControlPlane {
+    /** How the gateway is started: its configuration and where it came from. */
+    public record Options(GatewayConfig config, NanoClock clock, Path configFile, Path controlSocket) {
+        public static Options of(GatewayConfig config) {
+            return new Options(config, NanoClock.SYSTEM, null, null);
+        }
+    }
+
     private final NanoClock clock;
+    private final Path configFile;
+    private final Path baseDir;
     private final Transport transport;
-    private final EventLoopGroup boss;
-    private final EventLoopGroup workers;
-    private final EventLoopGroup adminGroup;
     private final EndpointRegistry registry = new EndpointRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
+    /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */
+    private final Deque<AutoCloseable> opened = new ArrayDeque<>();
+    private final EventLoopGroup boss;
+    private final EventLoopGroup workers;
+    private final EventLoopGroup adminGroup;
     private final RoutingStage router;
     private final UpstreamPool pool;
     private final HealthChecker health;
     private final AdminApi admin;
     private final Channel listener;
     private final Channel adminListener;
-    private volatile GatewayConfig config;
+    private final ControlSocket controlSocket;
+    private volatile AppliedConfig applied;
     private volatile KvState kv;
     private volatile boolean draining;
 
-    private Gateway(GatewayConfig cfg, NanoClock clock, RequestHooksFactory hooksFactory) throws Exception {
-        this.config = cfg;
-        this.clock = clock;
+    private Gateway(Options o, RequestHooksFactory hooksFactory) throws Exception {
+        GatewayConfig cfg = ConfigCheck.conclude(o.config());
+        this.applied = AppliedConfig.first(cfg);
+        this.clock = o.clock();
+        this.configFile = o.configFile() == null ? null : o.configFile().toAbsolutePath();
+        this.baseDir = configFile == null ? null : configFile.getParent();
         this.transport = Transport.select(cfg.transport());
         if (transport.fallbackReason() != null) {
-            System.err.println("kvgate: transport " + cfg.transport() + " -> " + transport.name() + ": " + transport.fallbackReason());
+            Log.warn("transport " + cfg.transport() + " -> " + transport.name() + ": " + transport.fallbackReason());
         }
-        int threads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
-        this.boss = transport.newGroup(1, "kvgate-accept");
-        this.workers = transport.newGroup(threads, "kvgate-io");
-        this.adminGroup = transport.newGroup(1, "kvgate-admin");
-        RouteTable table = buildTable(cfg);
-        this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages);
-        this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
-        this.admin = new AdminApi(this);
-        KvRoutes kvRoutes = new KvRoutes(this);
-        kvRoutes.registerAdmin(admin);
-        metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
-        metrics.addSource(this::writeKvMetrics);
-        RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
-        GatewayContext[] holder = new GatewayContext[1];
-        PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
-        RequestHooks hooks = new RequestHooks() {
-            @Override
-            public io.netty.handler.codec.http.FullHttpResponse handleLocal(io.netty.channel.ChannelHandlerContext ctx,
-                    io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
-                    io.kvgate.dataplane.http.RequestFields fields, Rule rule) {
-                return extra.handleLocal(ctx, head, body, fields, rule);
+        opened.push(this::closeCore); // popped last: after every listener and event loop is gone
+        try {
+            int threads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
+            this.boss = opened(transport.newGroup(1, "kvgate-accept"));
+            this.workers = opened(transport.newGroup(threads, "kvgate-io"));
+            this.adminGroup = opened(transport.newGroup(1, "kvgate-admin"));
+            if (cfg.needsKvIndex()) {
+                kv = new KvState(cfg.kvIndexCapacityBlocks(), clock);
             }
-
-            @Override
-            public io.kvgate.dataplane.proxy.ActiveExchange startCustomExchange(io.netty.channel.ChannelHandlerContext ctx,
-                    io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
-                    io.kvgate.dataplane.http.RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
-                    io.kvgate.dataplane.proxy.ExchangeOwner owner) {
-                io.kvgate.dataplane.proxy.ActiveExchange ex = pd.start(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
-                return ex != null ? ex : extra.startCustomExchange(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
+            RouteTable table = buildTable(cfg, kv, null);
+            if (kv != null) {
+                kv.sync(cfg, registry);
             }
-        };
-        GatewayContext gw = new GatewayContext(cfg, router, pool, metrics, clock, hooks);
-        holder[0] = gw;
-        metrics.addSource(pdMetrics::write);
-        registerMetrics();
-        this.health = new HealthChecker(workers.next(), transport.clientChannel(),
-            () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
-        LocalRoutes local = new LocalRoutes(gw, () -> draining);
-        ServerBootstrap sb = new ServerBootstrap()
-            .group(boss, workers)
-            .channel(transport.serverChannel())
-            .option(ChannelOption.SO_BACKLOG, 4096)
-            .option(ChannelOption.SO_REUSEADDR, true)
-            .childOption(ChannelOption.TCP_NODELAY, true)
-            .childHandler(new ClientChannelInitializer(gw, local));
-        this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
-        AdminHandler adminHandler = new AdminHandler(admin, cfg.adminToken());
-        // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
-        this.adminListener = new ServerBootstrap().group(boss, adminGroup).channel(transport.serverChannel())
-            .childHandler(new ChannelInitializer<SocketChannel>() {
+            this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages);
+            this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
+            KvRoutes kvRoutes = new KvRoutes(router, () -> kv);
+            this.admin = new AdminApi(this, router, registry, () -> kv);
+            kvRoutes.registerAdmin(admin);
+            metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
+            metrics.addSource(this::writeKvMetrics);
+            metrics.addSource(this::writeConfigMetrics);
+            RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
+            GatewayContext[] holder = new GatewayContext[1];
+            PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
+            RequestHooks hooks = new RequestHooks() {
                 @Override
-                protected void initChannel(SocketChannel ch) {
-                    ch.pipeline().addLast(new HttpServerCodec(), new HttpObjectAggregator(16 << 20), adminHandler);
+                public io.netty.handler.codec.http.FullHttpResponse handleLocal(io.netty.channel.ChannelHandlerContext ctx,
+                        io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
+                        io.kvgate.dataplane.http.RequestFields fields, Rule rule) {
+                    return extra.handleLocal(ctx, head, body, fields, rule);
                 }
-            })
-            .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
-        health.start();
-        startupParityProbe(kvRoutes.parityProbe());
+
+                @Override
+                public io.kvgate.dataplane.proxy.ActiveExchange startCustomExchange(io.netty.channel.ChannelHandlerContext ctx,
+                        io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
+                        io.kvgate.dataplane.http.RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                        io.kvgate.dataplane.proxy.ExchangeOwner owner) {
+                    io.kvgate.dataplane.proxy.ActiveExchange ex = pd.start(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
+                    return ex != null ? ex : extra.startCustomExchange(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
+                }
+            };
+            // The data path reads the applied configuration through this context: a reload reaches the next request.
+            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
+            holder[0] = gw;
+            metrics.addSource(pdMetrics::write);
+            registerMetrics();
+            this.health = new HealthChecker(workers.next(), transport.clientChannel(),
+                () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
+            opened.push(health);
+            LocalRoutes local = new LocalRoutes(gw, () -> draining);
+            ServerBootstrap sb = new ServerBootstrap()
+                .group(boss, workers)
+                .channel(transport.serverChannel())
+                .option(ChannelOption.SO_BACKLOG, 4096)
+                .option(ChannelOption.SO_REUSEADDR, true)
+                .childOption(ChannelOption.TCP_NODELAY, true)
+                .childHandler(new ClientChannelInitializer(gw, local));
+            this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
+            opened.push(() -> listener.close().syncUninterruptibly());
+            // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
+            this.adminListener = new ServerBootstrap().group(boss, adminGroup).channel(transport.serverChannel())
+                .childHandler(new AdminChannelInitializer(admin, () -> config().adminToken(), () -> config().adminLimits()))
+                .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
+            opened.push(() -> adminListener.close().syncUninterruptibly());
+            Path socketPath = o.controlSocket() != null ? o.controlSocket() : configuredSocket(cfg);
+            this.controlSocket = socketPath == null ? null
+                : ControlSocket.bind(socketPath, admin, () -> config().controlAllowedUids(), () -> config().adminLimits());
+            if (controlSocket != null) {
+                opened.push(controlSocket);
+            }
+            health.start();
+            startupParityProbe(kvRoutes.parityProbe());
+        } catch (Exception | Error e) {
+            closeOpened();
+            throw e;
+        }
+    }
+
+    /** {@code control_socket} when set to a path (relative to the config file); embedded gateways bind none otherwise. */
+    private Path configuredSocket(GatewayConfig cfg) {
+        String s = cfg.controlSocket();
+        if (s == null || s.equals("off")) {
+            return null;
+        }
+        Path p = Path.of(s);
+        return p.isAbsolute() || baseDir == null ? p : baseDir.resolve(p);
+    }
+
+    private <T extends EventLoopGroup> T opened(T group) {
+        opened.push(() -> group.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly());
+        return group;
+    }
+
+    /** The routing stage, then the index it reads (the ingest thread writes it until closed). */
+    private void closeCore() {
+        if (router != null) {
+            router.close();
+        }
+        KvState k = kv;
+        if (k != null) {
+            k.close();
+        }
+    }
+
+    private void closeOpened() {
+        while (!opened.isEmpty()) {
+            try {
+                opened.pop().close();
+            } catch (Exception e) {
+                Log.warn("close during shutdown: " + e);
+            }
+        }
+    }
+
+    /** The configuration version and digest: which configuration a scrape was taken under. */
+    private void writeConfigMetrics(StringBuilder out) {
+        AppliedConfig a = applied;
+        GatewayMetrics.gauge(out, "kvgate_config_version", "Version of the applied configuration (1 at start-up, +1 per accepted change).",
+            a.version());
+        out.append("# HELP kvgate_config_info The applied configuration's digest (SHA-256 of its redacted effective form).\n")
+            .append("# TYPE kvgate_config_info gauge\n")
+            .append("kvgate_config_info{version=\"").append(a.version()).append("\",digest=\"").append(a.digest()).append("\"} 1\n");
     }
 
     /** KV ingest and index families, per endpoint and DP rank. */
@@ -192,7 +284,7 @@ public final class Gateway implements AutoCloseable {
         Thread t = new Thread(() -> {
             for (Rule r : wanted) {
                 for (var res : probe.probe(kv, r, 10_000)) {
-                    System.err.println("kvgate: parity probe rule=" + res.rule() + " endpoint=" + res.endpoint() + " check="
+                    Log.info("parity probe rule=" + res.rule() + " endpoint=" + res.endpoint() + " check="
                         + res.check() + ": " + res.verdict() + " (" + res.detail() + ")");
                 }
             }
@@ -208,43 +300,96 @@ public final class Gateway implements AutoCloseable {
     }
 
     public static Gateway start(GatewayConfig cfg) throws Exception {
-        return start(cfg, NanoClock.SYSTEM, null);
+        return start(Options.of(cfg), null);
     }
 
     public static Gateway start(GatewayConfig cfg, NanoClock clock, RequestHooksFactory hooks) throws Exception {
-        return new Gateway(cfg, clock, hooks);
+        return start(new Options(cfg, clock, null, null), hooks);
     }
 
-    private RouteTable buildTable(GatewayConfig cfg) {
-        if (kv == null && KvState.needed(cfg)) {
-            kv = new KvState(KvState.capacityFor(cfg), clock);
-        }
-        if (kv != null) {
-            kv.sync(cfg, registry);
-        }
-        for (RuleConfig r : cfg.rules()) {
-            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null) {
-                System.err.println("kvgate: rule '" + r.name() + "' (" + r.policy() + ") has no tokenizer: token-id prompts are "
-                    + "routed exactly, text and chat prompts take the fallback policy (" + r.fallback() + ")");
-            }
-        }
-        BlockIndex index = kv == null ? null : kv.index();
-        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock, metrics.stages));
+    public static Gateway start(Options options, RequestHooksFactory hooks) throws Exception {
+        return new Gateway(options, hooks);
     }
 
     /**
-     * Swaps the rule set without dropping traffic: requests in flight finish where they are, new requests route by
-     * the new rules. Listener, transport and limits are fixed for the process lifetime.
+     * The next route table, built without touching anything live: staged endpoints, new policies for changed
+     * rules, unchanged rules carried over with their policy state.
      */
-    public synchronized void applyConfig(GatewayConfig next) throws ConfigException {
-        GatewayConfig cur = config;
-        if (!next.listen().equals(cur.listen()) || !next.adminListen().equals(cur.adminListen())
-            || !next.transport().equals(cur.transport())) {
-            throw new ConfigException("listen, admin_listen and transport cannot change at run time (restart the gateway)");
+    private RouteTable buildTable(GatewayConfig cfg, KvState kvState, RouteTable previous) {
+        for (RuleConfig r : cfg.rules()) {
+            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null) {
+                Log.warn("rule '" + r.name() + "' (" + r.policy() + ") has no tokenizer: token-id prompts are "
+                    + "routed exactly, text and chat prompts take the fallback policy (" + r.fallback() + ")");
+            }
         }
-        RouteTable table = buildTable(next);
+        BlockIndex index = kvState == null ? null : kvState.index();
+        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock, metrics.stages),
+            previous);
+    }
+
+    @Override
+    public synchronized ReloadOutcome reload(GatewayConfig next) throws ConfigException, RestartRequiredException {
+        ConfigCheck.conclude(next);
+        AppliedConfig cur = applied;
+        List<String> restartOnly = cur.config().restartOnlyChanges(next);
+        if (!restartOnly.isEmpty()) {
+            throw new RestartRequiredException(restartOnly);
+        }
+        if (ConfigTree.sameEffective(cur.config(), next)) {
+            return new ReloadOutcome(false, cur.version(), cur.digest(), List.of());
+        }
+        List<String> changes = ConfigTree.diff(cur.config(), next);
+        // Build phase: nothing live changes. A new index is opened only when the first KV endpoint appears.
+        KvState newKv = kv == null && next.needsKvIndex() ? new KvState(next.kvIndexCapacityBlocks(), clock) : null;
+        RouteTable table;
+        try {
+            table = buildTable(next, newKv != null ? newKv : kv, router.table());
+        } catch (RuntimeException e) {
+            if (newKv != null) {
+                newKv.close();
+            }
+            throw new ConfigException("configuration not applied (nothing changed): " + e.getMessage());
+        }
+        // Commit phase: one swap, applied by the routing stage between two decisions.
+        if (newKv != null) {
+            kv = newKv; // closed by closeCore, after the routing stage stopped reading it
+        }
         router.swap(table);
-        config = next;
+        try {
+            if (!table.awaitInstalled(10_000)) {
+                Log.warn("reload: the routing stage has not applied the new rule set after 10 s; it will when it catches up");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        KvState k = kv;
+        if (k != null) {
+            k.sync(next, registry); // subscribe new endpoints, drop removed ones with their inventory
+        }
+        pool.reconfigure(next.upstream(), next.limits());
+        health.reconfigure(next.health());
+        AppliedConfig now = cur.next(next);
+        applied = now;
+        Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
+            + String.join("; ", changes));
+        return new ReloadOutcome(true, now.version(), now.digest(), changes);
+    }
+
+    /** Reads the {@code --config} file again (SIGHUP, {@code ctl reload}) and applies it. */
+    public ReloadOutcome reloadConfigFile() throws ConfigException, RestartRequiredException {
+        if (configFile == null) {
+            throw new ConfigException("this gateway was not started with --config: there is no file to reload");
+        }
+        return reload(GatewayConfig.load(configFile));
+    }
+
+    /** {@link #reload} for callers that treat every refusal alike (a restart-only change is a ConfigException). */
+    public void applyConfig(GatewayConfig next) throws ConfigException {
+        try {
+            reload(next);
+        } catch (RestartRequiredException e) {
+            throw new ConfigException(e.getMessage());
+        }
     }
 
     private void registerMetrics() {
@@ -279,8 +424,24 @@ public final class Gateway implements AutoCloseable {
         });
     }
 
+    /** The configuration applied now (what the data path reads for the next request). */
     public GatewayConfig config() {
-        return config;
+        return applied.config();
+    }
+
+    @Override
+    public AppliedConfig applied() {
+        return applied;
+    }
+
+    @Override
+    public Path baseDir() {
+        return baseDir;
+    }
+
+    @Override
+    public Path configFile() {
+        return configFile;
     }
 
     public PdMetrics pdMetrics() {
@@ -315,6 +476,10 @@ public final class Gateway implements AutoCloseable {
         return pool;
     }
 
+    public HealthChecker health() {
+        return health;
+    }
+
     public String transportName() {
         return transport.name();
     }
@@ -327,10 +492,24 @@ public final class Gateway implements AutoCloseable {
         return ((InetSocketAddress) adminListener.localAddress()).getPort();
     }
 
-    public void startDrain() {
-        draining = true;
+    /** The control socket's path, or null when none is bound. */
+    public Path controlSocketPath() {
+        return controlSocket == null ? null : controlSocket.path();
     }
 
+    public void startDrain() {
+        drain(true);
+    }
+
+    @Override
+    public void drain(boolean on) {
+        if (draining != on) {
+            Log.info(on ? "draining: new requests are refused (503), requests in flight finish" : "drain undone: accepting requests");
+        }
+        draining = on;
+    }
+
+    @Override
     public boolean draining() {
         return draining;
     }
@@ -348,15 +527,7 @@ public final class Gateway implements AutoCloseable {
                 break;
             }
         }
-        health.close();
-        adminListener.close().syncUninterruptibly();
-        workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
-        adminGroup.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
-        boss.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
-        router.close();
-        if (kv != null) {
-            kv.close();
-        }
+        closeOpened();
     }
 
     /** The KV inventory, or null when no endpoint publishes KV events. */

@@ -1,11 +1,20 @@
 package io.kvgate.dataplane;
 
+import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.config.ConfigCheck;
+import io.kvgate.dataplane.config.ReloadOutcome;
+import io.kvgate.dataplane.config.RestartRequiredException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 
-/** {@code ./kvgate serve --config FILE [--check]}: run the gateway until SIGINT/SIGTERM, then drain. */
+/**
+ * {@code ./kvgate serve --config FILE [--check]}: run the gateway until SIGINT/SIGTERM, then drain. SIGHUP reloads
+ * FILE. {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck}).
+ */
 public final class GatewayMain {
     private GatewayMain() {}
 
@@ -17,11 +26,18 @@ public final class GatewayMain {
             switch (args[i]) {
                 case "--config", "-c" -> config = i + 1 < args.length ? args[++i] : null;
                 case "--check" -> check = true;
-                case "--drain-ms" -> drainMs = Long.parseLong(args[++i]);
+                case "--drain-ms" -> {
+                    try {
+                        drainMs = Long.parseLong(i + 1 < args.length ? args[++i] : "");
+                    } catch (NumberFormatException e) {
+                        System.err.println("kvgate serve: --drain-ms needs a number of milliseconds");
+                        return 2;
+                    }
+                }
                 case "--help", "-h" -> {
                     System.out.println("usage: kvgate serve --config FILE [--check] [--drain-ms MS]\n"
-                        + "  --config FILE   YAML configuration (see README: Configuration reference)\n"
-                        + "  --check         validate the configuration and exit (0 = valid)\n"
+                        + "  --config FILE   YAML configuration (see README: Configuration reference); SIGHUP reloads it\n"
+                        + "  --check         run every start-up check on the configuration and exit (0 = valid)\n"
                         + "  --drain-ms MS   on SIGTERM, how long requests in flight may take to finish (default 30000)");
                     return 0;
                 }
@@ -35,9 +51,10 @@ public final class GatewayMain {
             System.err.println("kvgate serve: --config FILE is required");
             return 2;
         }
+        Path file = Path.of(config).toAbsolutePath();
         GatewayConfig cfg;
         try {
-            cfg = GatewayConfig.load(Path.of(config));
+            cfg = ConfigCheck.load(file);
         } catch (ConfigException e) {
             System.err.println("kvgate: " + config + ": " + e.getMessage());
             return 2;
@@ -46,17 +63,82 @@ public final class GatewayMain {
             System.out.println("configuration OK: " + cfg.rules().size() + " rule(s)");
             return 0;
         }
-        Gateway gw = GatewayLauncher.start(cfg);
-        System.err.println("kvgate: serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
-            + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort());
+        Path socket = controlSocketPath(cfg, file);
+        Gateway gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket), null);
+        Log.info("serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
+            + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort()
+            + (socket == null ? ", no control socket" : ", control socket " + socket));
+        installReloadOnSighup(gw);
         CountDownLatch stopped = new CountDownLatch(1);
         final long drain = drainMs;
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            System.err.println("kvgate: draining (up to " + drain + " ms)");
+            Log.info("draining (up to " + drain + " ms)");
             gw.close(drain);
             stopped.countDown();
         }, "kvgate-shutdown"));
         stopped.await();
         return 0;
+    }
+
+    /**
+     * Where {@code serve} binds its control socket: {@code control_socket} when set ({@code off} = none), else
+     * {@code $RUNTIME_DIRECTORY/kvgate.sock} (systemd's RuntimeDirectory), else {@code /run/kvgate/kvgate.sock} when
+     * that directory exists or can be created, else {@code kvgate.sock} beside the configuration file.
+     */
+    static Path controlSocketPath(GatewayConfig cfg, Path configFile) {
+        String s = cfg.controlSocket();
+        if ("off".equals(s)) {
+            return null;
+        }
+        if (s != null) {
+            Path p = Path.of(s);
+            return p.isAbsolute() ? p : configFile.getParent().resolve(p);
+        }
+        String runtime = System.getenv("RUNTIME_DIRECTORY");
+        if (runtime != null && !runtime.isBlank()) {
+            return Path.of(runtime.split(":")[0], "kvgate.sock");
+        }
+        Path run = Path.of("/run/kvgate");
+        if (Files.isDirectory(run) ? Files.isWritable(run) : Files.isWritable(run.getParent())) {
+            return run.resolve("kvgate.sock");
+        }
+        return configFile.getParent().resolve("kvgate.sock");
+    }
+
+    /**
+     * SIGHUP → reload the --config file, on a fresh thread (never on the signal thread). The JDK's signal API is
+     * reached reflectively: it is internal (jdk.unsupported) and javac would warn on every direct use.
+     */
+    private static void installReloadOnSighup(Gateway gw) {
+        Runnable reload = () -> {
+            try {
+                ReloadOutcome o = gw.reloadConfigFile();
+                if (!o.applied()) {
+                    Log.info("SIGHUP: " + gw.configFile() + " unchanged (version " + o.version() + ")");
+                }
+            } catch (ConfigException e) {
+                Log.error("SIGHUP: " + gw.configFile() + " not applied, nothing changed: " + e.getMessage());
+            } catch (RestartRequiredException e) {
+                Log.error("SIGHUP: " + e.getMessage());
+            } catch (RuntimeException e) {
+                Log.error("SIGHUP: reload failed: " + e);
+            }
+        };
+        try {
+            Class<?> signal = Class.forName("sun.misc.Signal");
+            Class<?> handler = Class.forName("sun.misc.SignalHandler");
+            Object h = java.lang.reflect.Proxy.newProxyInstance(GatewayMain.class.getClassLoader(), new Class<?>[] {handler},
+                (proxy, method, margs) -> {
+                    if (method.getName().equals("handle")) {
+                        Thread t = new Thread(reload, "kvgate-sighup-reload");
+                        t.setDaemon(true);
+                        t.start();
+                    }
+                    return null;
+                });
+            signal.getMethod("handle", signal, handler).invoke(null, signal.getConstructor(String.class).newInstance("HUP"), h);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            Log.warn("SIGHUP reload unavailable on this platform: " + e);
+        }
     }
 }

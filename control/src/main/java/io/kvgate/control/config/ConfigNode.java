@@ -6,6 +6,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A strict reader over one YAML/JSON mapping: every accessor records the key as known, {@link #finish()} reports
@@ -17,11 +20,18 @@ public final class ConfigNode {
     private final Map<String, Object> map;
     private final List<String> problems;
     private final Set<String> seen = new HashSet<>();
+    private final Function<String, String> env;
 
     public ConfigNode(String path, Map<String, Object> map, List<String> problems) {
+        this(path, map, problems, name -> null);
+    }
+
+    /** @param env looks up {@code ${NAME}} references in string values (null = not set) */
+    public ConfigNode(String path, Map<String, Object> map, List<String> problems, Function<String, String> env) {
         this.path = path;
         this.map = map == null ? Map.of() : map;
         this.problems = problems;
+        this.env = env;
     }
 
     public String path() {
@@ -30,6 +40,30 @@ public final class ConfigNode {
 
     public List<String> problems() {
         return problems;
+    }
+
+    /** The environment lookup this node expands {@code ${NAME}} with (children share it). */
+    public Function<String, String> env() {
+        return env;
+    }
+
+    /** A list of integers (e.g. uids). */
+    public List<Integer> intList(String key, long min, long max) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        List<?> list = v instanceof List<?> l ? l : List.of(v);
+        List<Integer> out = new ArrayList<>();
+        for (Object o : list) {
+            if (!(o instanceof Integer i) || i < min || i > max) {
+                problem(key, v, "must be a list of integers in [" + min + ", " + max + "]");
+                return List.of();
+            }
+            out.add(i);
+        }
+        return out;
     }
 
     public boolean has(String key) {
@@ -52,7 +86,7 @@ public final class ConfigNode {
             return dflt;
         }
         if (v instanceof String s) {
-            return s;
+            return expand(key, s);
         }
         if (v instanceof Number || v instanceof Boolean) {
             return String.valueOf(v);
@@ -61,8 +95,42 @@ public final class ConfigNode {
         return dflt;
     }
 
+    private static final Pattern ENV_REF = Pattern.compile("\\$\\$|\\$\\{([A-Za-z_][A-Za-z0-9_]*)}");
+
+    /**
+     * Replaces {@code ${NAME}} by the environment variable NAME ({@code $$} writes one {@code $}), so secrets need
+     * not be written into the file. An unset variable is a problem naming the key and the variable.
+     */
+    String expand(String key, String s) {
+        if (s.indexOf('$') < 0) {
+            return s;
+        }
+        Matcher m = ENV_REF.matcher(s);
+        StringBuilder out = new StringBuilder();
+        while (m.find()) {
+            String name = m.group(1);
+            String value;
+            if (name == null) {
+                value = "$";
+            } else {
+                value = env.apply(name);
+                if (value == null) {
+                    problems.add(where(key) + ": refers to environment variable " + name + ", which is not set");
+                    value = "";
+                }
+            }
+            m.appendReplacement(out, Matcher.quoteReplacement(value));
+        }
+        m.appendTail(out);
+        return out.toString();
+    }
+
     public String requiredString(String key) {
+        int before = problems.size();
         String s = string(key, null);
+        if (problems.size() > before) {
+            return null; // already reported (an unset ${VAR}, a non-string)
+        }
         if (s == null || s.isBlank()) {
             if (!map.containsKey(key)) {
                 problems.add(where(key) + ": is required");
@@ -156,7 +224,7 @@ public final class ConfigNode {
         List<String> out = new ArrayList<>();
         for (Object o : list) {
             if (o instanceof String s && !s.isBlank()) {
-                out.add(s);
+                out.add(expand(key, s));
             } else {
                 problem(key, v, "must be a list of non-empty strings");
                 return List.of();
@@ -170,13 +238,13 @@ public final class ConfigNode {
         seen.add(key);
         Object v = map.get(key);
         if (v == null) {
-            return new ConfigNode(where(key), Map.of(), problems);
+            return new ConfigNode(where(key), Map.of(), problems, env);
         }
         if (!(v instanceof Map<?, ?> m)) {
             problem(key, v, "must be a mapping");
-            return new ConfigNode(where(key), Map.of(), problems);
+            return new ConfigNode(where(key), Map.of(), problems, env);
         }
-        return new ConfigNode(where(key), cast(m), problems);
+        return new ConfigNode(where(key), cast(m), problems, env);
     }
 
     /** A list of mappings, each wrapped as a node named {@code key[i]} (plus {@code (name=…)} when it has a name). */
@@ -203,7 +271,7 @@ public final class ConfigNode {
             if (name instanceof String s) {
                 label += " (" + (cm.containsKey("name") ? "name" : "url") + "=" + s + ")";
             }
-            out.add(new ConfigNode(label, cm, problems));
+            out.add(new ConfigNode(label, cm, problems, env));
         }
         return out;
     }

@@ -18,6 +18,13 @@ import java.net.URI;
 public record EndpointConfig(String url, String host, int port, int weight, String kvEvents, boolean kvEventsBind,
                              String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort) {
 
+    /** P/D role, typed (null outside P/D rules). */
+    public enum Role { PREFILL, DECODE }
+
+    public Role roleKind() {
+        return role == null ? null : Role.valueOf(role.toUpperCase(java.util.Locale.ROOT));
+    }
+
     /** The endpoint's identity across configuration swaps (load, health and inventory follow it). */
     public String key() {
         return host + ":" + port;

@@ -2,6 +2,7 @@ package io.kvgate.control.config;
 
 import java.io.IOException;
 import java.io.Reader;
+import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -10,7 +11,11 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Locale;
+import java.util.Objects;
 import java.util.Set;
+import java.util.function.Function;
+import java.time.Duration;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
@@ -31,9 +36,41 @@ public record GatewayConfig(
     Health health,
     Router router,
     List<String> apiKeys,
-    List<RuleConfig> rules) {
+    List<RuleConfig> rules,
+    String apiKeysFile,
+    String adminTokenFile,
+    String controlSocket,
+    List<Integer> controlAllowedUids,
+    AdminLimits adminLimits) {
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
+
+    /** What {@code GET /admin/v1/config} shows instead of a secret; a PUT that keeps it keeps the current secret. */
+    public static final String REDACTED = "<redacted>";
+
+    /**
+     * Keys that only take effect at start-up: a reload that changes one is refused (409) naming it. Everything else
+     * takes effect for the next request (connection-level limits: for the next connection).
+     */
+    public static final List<String> RESTART_ONLY = List.of("listen", "admin_listen", "transport", "io_threads",
+        "router.ring_size", "router.wait_strategy", "control_socket", "rules[*].kv_capacity_blocks (the index size)");
+
+    /** The socket transport, typed. */
+    public enum TransportKind { EPOLL, IO_URING, NIO }
+
+    /** The routing thread's wait strategy, typed. */
+    public enum WaitStrategy { BLOCKING, YIELDING, BUSY_SPIN }
+
+    /** Limits of the admin HTTP listener (small, rare requests from operators). */
+    public record AdminLimits(int maxConnections, long idleTimeoutMs, int maxBodyBytes) {
+        public Duration idleTimeout() {
+            return Duration.ofMillis(idleTimeoutMs);
+        }
+    }
+
+    public TransportKind transportKind() {
+        return TransportKind.valueOf(transport.toUpperCase(Locale.ROOT));
+    }
 
     /** A listen address; loopback by default. */
     public record HostPort(String host, int port) {
@@ -45,18 +82,50 @@ public record GatewayConfig(
 
     /** Client-side bounds: what one request may cost the gateway before it is refused. */
     public record Limits(int maxBodyBytes, int maxHeaderBytes, int maxInitialLineBytes, long requestReadTimeoutMs,
-                         long clientIdleTimeoutMs, int maxConnections) {}
+                         long clientIdleTimeoutMs, int maxConnections) {
+        public Duration requestReadTimeout() {
+            return Duration.ofMillis(requestReadTimeoutMs);
+        }
+
+        public Duration clientIdleTimeout() {
+            return Duration.ofMillis(clientIdleTimeoutMs);
+        }
+    }
 
     /** Engine-side timeouts and retry bounds. */
     public record Upstream(long connectTimeoutMs, long firstByteTimeoutMs, long idleTimeoutMs, int maxConnectAttempts,
-                           int maxIdlePerEndpoint, int maxErrorBodyBytes) {}
+                           int maxIdlePerEndpoint, int maxErrorBodyBytes) {
+        public Duration connectTimeout() {
+            return Duration.ofMillis(connectTimeoutMs);
+        }
+
+        public Duration firstByteTimeout() {
+            return Duration.ofMillis(firstByteTimeoutMs);
+        }
+
+        public Duration idleTimeout() {
+            return Duration.ofMillis(idleTimeoutMs);
+        }
+    }
 
     /** Active probes and the per-endpoint circuit breaker. */
     public record Health(String path, long intervalMs, long timeoutMs, int healthyThreshold, int unhealthyThreshold,
-                         int breakerFailureThreshold, long breakerOpenMs, long retryAfterSeconds) {}
+                         int breakerFailureThreshold, long breakerOpenMs, long retryAfterSeconds) {
+        public Duration interval() {
+            return Duration.ofMillis(intervalMs);
+        }
+
+        public Duration breakerOpen() {
+            return Duration.ofMillis(breakerOpenMs);
+        }
+    }
 
     /** The routing stage's ring. */
-    public record Router(int ringSize, String waitStrategy) {}
+    public record Router(int ringSize, String waitStrategy) {
+        public WaitStrategy waitStrategyKind() {
+            return WaitStrategy.valueOf(waitStrategy.toUpperCase(Locale.ROOT));
+        }
+    }
 
     public static GatewayConfig load(Path file) throws ConfigException {
         String text;
@@ -65,7 +134,7 @@ public record GatewayConfig(
         } catch (IOException e) {
             throw new ConfigException("cannot read configuration file " + file + ": " + e.getMessage());
         }
-        return parse(text, file.getParent());
+        return parse(text, file.toAbsolutePath().getParent());
     }
 
     public static GatewayConfig parse(String yamlText) throws ConfigException {
@@ -74,6 +143,14 @@ public record GatewayConfig(
 
     /** Parses and validates; relative {@code tokenizer} paths resolve against {@code baseDir} when given. */
     public static GatewayConfig parse(String yamlText, Path baseDir) throws ConfigException {
+        return parse(yamlText, baseDir, System::getenv);
+    }
+
+    /**
+     * Parses and validates. Relative paths ({@code tokenizer}, {@code api_keys_file}, {@code admin_token_file})
+     * resolve against {@code baseDir} when given; {@code ${NAME}} in string values is looked up in {@code env}.
+     */
+    public static GatewayConfig parse(String yamlText, Path baseDir, Function<String, String> env) throws ConfigException {
         Object root;
         try {
             LoaderOptions options = new LoaderOptions();
@@ -88,7 +165,7 @@ public record GatewayConfig(
         }
         List<String> problems = new ArrayList<>();
         @SuppressWarnings("unchecked")
-        ConfigNode n = new ConfigNode("", (Map<String, Object>) rootMap, problems);
+        ConfigNode n = new ConfigNode("", (Map<String, Object>) rootMap, problems, env);
         GatewayConfig cfg = read(n, baseDir);
         if (!problems.isEmpty()) {
             throw new ConfigException(problems);
@@ -108,7 +185,18 @@ public record GatewayConfig(
     private static GatewayConfig read(ConfigNode n, Path baseDir) {
         HostPort listen = hostPort(n, "listen", "127.0.0.1:8080");
         HostPort admin = hostPort(n, "admin_listen", "127.0.0.1:8081");
+        String adminTokenFile = n.string("admin_token_file", null);
         String adminToken = n.string("admin_token", null);
+        if (adminTokenFile != null) {
+            if (adminToken != null) {
+                n.problem("admin_token_file", adminTokenFile, "cannot be combined with admin_token (use one)");
+            }
+            adminToken = readSecretFile(n, "admin_token_file", adminTokenFile, baseDir).strip();
+            if (adminToken.isEmpty()) {
+                n.problem("admin_token_file", adminTokenFile, "is empty");
+                adminToken = null;
+            }
+        }
         if (admin != null && !isLoopback(admin.host()) && (adminToken == null || adminToken.length() < 16)) {
             n.problem("admin_listen", admin.toString(), "is not a loopback address: set admin_token (at least 16 characters) to expose the admin API");
         }
@@ -149,6 +237,38 @@ public record GatewayConfig(
         r.finish();
 
         List<String> apiKeys = n.stringList("api_keys");
+        String apiKeysFile = n.string("api_keys_file", null);
+        if (apiKeysFile != null) {
+            if (!apiKeys.isEmpty()) {
+                n.problem("api_keys_file", apiKeysFile, "cannot be combined with api_keys (use one)");
+            }
+            List<String> fromFile = new ArrayList<>();
+            for (String line : readSecretFile(n, "api_keys_file", apiKeysFile, baseDir).split("\n")) {
+                String k = line.strip();
+                if (!k.isEmpty() && !k.startsWith("#")) {
+                    fromFile.add(k);
+                }
+            }
+            if (fromFile.isEmpty()) {
+                n.problem("api_keys_file", apiKeysFile, "holds no key (one per line): an empty list would turn authentication off;"
+                    + " remove api_keys_file to run without keys");
+            }
+            apiKeys = fromFile;
+        }
+        for (String k : apiKeys) {
+            if (k.equals(REDACTED)) {
+                n.problem("api_keys", null, "contains '" + REDACTED + "': only a reload can keep a redacted secret (its current value)");
+            }
+        }
+        if (REDACTED.equals(adminToken)) {
+            n.problem("admin_token", null, "is '" + REDACTED + "': only a reload can keep a redacted secret (its current value)");
+        }
+        String controlSocket = n.string("control_socket", null);
+        List<Integer> allowedUids = n.intList("control_allowed_uids", 0, 0xFFFF_FFFEL);
+        ConfigNode al = n.child("admin_limits");
+        AdminLimits adminLimits = new AdminLimits(al.intValue("max_connections", 64, 1, 100_000),
+            al.longValue("idle_timeout_ms", 60_000, 100, 86_400_000L), al.intValue("max_body_bytes", 4 << 20, 1024, 1 << 30));
+        al.finish();
 
         List<RuleConfig> rules = new ArrayList<>();
         for (ConfigNode rn : n.children("rules")) {
@@ -182,7 +302,75 @@ public record GatewayConfig(
         }
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
-            apiKeys, List.copyOf(resolved));
+            List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits);
+    }
+
+    private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {
+        Path p = Path.of(file);
+        if (!p.isAbsolute() && baseDir != null) {
+            p = baseDir.resolve(p);
+        }
+        try {
+            return Files.readString(p, StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            n.problem(key, file, "cannot be read (" + e.getClass().getSimpleName() + ": " + e.getMessage() + ")");
+            return "";
+        }
+    }
+
+    /** Whether any endpoint publishes KV events (then the gateway keeps a block index). */
+    public boolean needsKvIndex() {
+        for (RuleConfig r : rules) {
+            for (EndpointConfig e : r.endpoints()) {
+                if (e.kvEvents() != null) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The block index's capacity: the largest rule capacity (rules share one index keyed by block). */
+    public long kvIndexCapacityBlocks() {
+        long cap = 0;
+        for (RuleConfig r : rules) {
+            cap = Math.max(cap, r.kvCapacityBlocks());
+        }
+        return cap;
+    }
+
+    /**
+     * The restart-only keys whose value differs in {@code next} (see {@link #RESTART_ONLY}); empty when {@code next}
+     * can be applied live.
+     */
+    public List<String> restartOnlyChanges(GatewayConfig next) {
+        List<String> changed = new ArrayList<>();
+        if (!Objects.equals(listen, next.listen)) {
+            changed.add("listen");
+        }
+        if (!Objects.equals(adminListen, next.adminListen)) {
+            changed.add("admin_listen");
+        }
+        if (!Objects.equals(transport, next.transport)) {
+            changed.add("transport");
+        }
+        if (ioThreads != next.ioThreads) {
+            changed.add("io_threads");
+        }
+        if (router.ringSize() != next.router.ringSize()) {
+            changed.add("router.ring_size");
+        }
+        if (!router.waitStrategy().equals(next.router.waitStrategy())) {
+            changed.add("router.wait_strategy");
+        }
+        if (!Objects.equals(controlSocket, next.controlSocket)) {
+            changed.add("control_socket");
+        }
+        if (needsKvIndex() && next.needsKvIndex() && kvIndexCapacityBlocks() != next.kvIndexCapacityBlocks()) {
+            changed.add("rules[*].kv_capacity_blocks (index capacity " + kvIndexCapacityBlocks() + " -> "
+                + next.kvIndexCapacityBlocks() + ")");
+        }
+        return changed;
     }
 
     private static RuleConfig withTokenizer(RuleConfig r, String tok) {
@@ -191,8 +379,19 @@ public record GatewayConfig(
             r.kvExact(), r.pd());
     }
 
-    static boolean isLoopback(String host) {
-        return host.equals("localhost") || host.startsWith("127.") || host.equals("::1");
+    /**
+     * True only for an IP literal in 127.0.0.0/8 or ::1. A host name (even "localhost", even one starting "127.") is
+     * not loopback: it resolves through DNS or /etc/hosts, which this check must not trust.
+     */
+    public static boolean isLoopback(String host) {
+        if (host == null || host.isEmpty() || !(host.indexOf(':') >= 0 || host.chars().allMatch(c -> c == '.' || (c >= '0' && c <= '9')))) {
+            return false;
+        }
+        try {
+            return InetAddress.ofLiteral(host).isLoopbackAddress();
+        } catch (IllegalArgumentException e) {
+            return false;
+        }
     }
 
     private static HostPort hostPort(ConfigNode n, String key, String dflt) {

@@ -2,6 +2,8 @@ package io.kvgate.control.config;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
+import java.time.Duration;
 
 /**
  * One routing rule: which models it serves, which engines serve them and how a request picks one.
@@ -32,7 +34,15 @@ public record RuleConfig(
     public static final List<String> FALLBACKS = List.of("round_robin", "weighted", "least_outstanding");
 
     /** Session affinity: which request attribute pins a conversation to an endpoint. */
-    public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {}
+    public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {
+        public SessionKey keyKind() {
+            return SessionKey.valueOf(key.toUpperCase(Locale.ROOT));
+        }
+
+        public Duration ttl() {
+            return Duration.ofMillis(ttlMs);
+        }
+    }
 
     /** Consistent hashing with bounded loads on a prompt-prefix key. */
     public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {}
@@ -40,7 +50,48 @@ public record RuleConfig(
     /** Longest-cached-prefix routing knobs. */
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
-                                boolean parityProbeAtStartup) {}
+                                boolean parityProbeAtStartup, long warmupMs) {
+        public KvMode modeKind() {
+            return KvMode.valueOf(mode.toUpperCase(Locale.ROOT));
+        }
+
+        /** How long after its expected KV subscribers connected a rule counts as warm for {@code GET /ready}. */
+        public Duration warmup() {
+            return Duration.ofMillis(warmupMs);
+        }
+    }
+
+    /** The largest index the block index accepts ({@code BlockIndexConfig}); larger values fail at start-up. */
+    public static final long MAX_KV_CAPACITY_BLOCKS = 1_000_000_000L;
+
+    /** Typed vocabularies: each constant's lower-case name is the configuration value. */
+    public enum Engine { VLLM, SGLANG }
+
+    public enum Policy { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING, SESSION, CHWBL, KV_EXACT, PD }
+
+    public enum Fallback { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING }
+
+    public enum KvMode { BOUNDED, SOFT }
+
+    public enum KeyMode { EXACT, LEARNED }
+
+    public enum SessionKey { USER, CONVERSATION, HEADER, COOKIE }
+
+    public Engine engineKind() {
+        return Engine.valueOf(engine.toUpperCase(Locale.ROOT));
+    }
+
+    public Policy policyKind() {
+        return Policy.valueOf(policy.toUpperCase(Locale.ROOT));
+    }
+
+    public Fallback fallbackKind() {
+        return Fallback.valueOf(fallback.toUpperCase(Locale.ROOT));
+    }
+
+    public KeyMode kvKeyModeKind() {
+        return KeyMode.valueOf(kvKeyMode.toUpperCase(Locale.ROOT));
+    }
 
     /** Prefill/decode disaggregation knobs. */
     public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy, boolean sessionAffinity) {}
@@ -71,9 +122,11 @@ public record RuleConfig(
             n.problems().add(n.where("endpoints") + ": must list at least one endpoint");
         }
         String tokenizer = n.string("tokenizer", null);
-        int blockSize = n.has("block_size") ? (int) n.longValue("block_size", 16, Long.MIN_VALUE, Long.MAX_VALUE) : (sglang ? 1 : 16);
-        if (blockSize <= 0 || blockSize > 4096) {
-            n.problem("block_size", blockSize, "must be in [1, 4096] and equal to the engines' block (page) size");
+        // Validated as a long before narrowing: a huge value must be reported, not wrapped into range.
+        long blockSizeValue = n.has("block_size") ? n.longValue("block_size", 16, Long.MIN_VALUE, Long.MAX_VALUE) : (sglang ? 1 : 16);
+        int blockSize = (int) blockSizeValue;
+        if (blockSizeValue <= 0 || blockSizeValue > 4096) {
+            n.problem("block_size", blockSizeValue, "must be in [1, 4096] and equal to the engines' block (page) size");
             blockSize = 16;
         }
         String hashSeed = n.string("hash_seed", "0");
@@ -84,7 +137,7 @@ public record RuleConfig(
                 + " publishes " + String.join("|", algos) + (sglang ? "" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
         }
         String keyMode = n.oneOf("kv_key_mode", "exact", List.of("exact", "learned"));
-        long capacity = n.longValue("kv_capacity_blocks", 1_000_000, 1_024, 1L << 31);
+        long capacity = n.longValue("kv_capacity_blocks", 1_000_000, 1_024, MAX_KV_CAPACITY_BLOCKS);
         boolean explain = n.bool("explain", false);
 
         ConfigNode s = n.child("session");
@@ -111,7 +164,7 @@ public record RuleConfig(
             k.doubleValue("lambda", 4.0, 0.0, 1e6),
             k.intValue("min_match_blocks", 1, 0, 1 << 20), k.intValue("cold_readmit_every", 64, 0, 1 << 20),
             k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
-            k.bool("parity_probe_at_startup", false));
+            k.bool("parity_probe_at_startup", false), k.longValue("warmup_ms", 0, 0, 3_600_000));
         k.finish();
 
         ConfigNode p = n.child("pd");

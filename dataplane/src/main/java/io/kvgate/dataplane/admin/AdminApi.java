@@ -1,22 +1,47 @@
 package io.kvgate.dataplane.admin;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.ConfigException;
+import io.kvgate.control.config.ConfigTree;
+import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.GatewayConfig;
-import io.kvgate.dataplane.Gateway;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.config.AppliedConfig;
+import io.kvgate.dataplane.config.ConfigCheck;
+import io.kvgate.dataplane.config.ControlPlane;
+import io.kvgate.dataplane.config.ReloadOutcome;
+import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.http.OpenAiErrors;
+import io.kvgate.dataplane.kv.KvState;
+import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.ingest.zmq.SubscriberStatus;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
- * The admin routes, transport-independent (served over HTTP on {@code admin_listen}; the control socket and CLI use
- * the same API). Thread-safe: reads are snapshots, configuration changes go through {@link Gateway#applyConfig}.
+ * The admin and control routes, transport-independent: served over HTTP on {@code admin_listen} (token-checked when
+ * {@code admin_token} is set) and over the control socket (peer uid checked), with the same JSON either way.
+ * Thread-safe: reads are snapshots; every configuration change goes through {@link ControlPlane#reload}, so the
+ * admin API, the control socket, SIGHUP and a PATCH all apply configurations the same way.
  */
 public final class AdminApi {
     /** One answer. */
@@ -28,19 +53,32 @@ public final class AdminApi {
 
     static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
-    private final Gateway gateway;
+    private final ControlPlane control;
+    private final RoutingStage router;
+    private final EndpointRegistry registry;
+    private final Supplier<KvState> kv;
     private final Map<String, Function<Request, Reply>> extra = new LinkedHashMap<>();
+    private final Map<Path, String> fileDigests = new ConcurrentHashMap<>();
+    private volatile Supplier<ObjectNode> readiness = () -> null;
 
     /** A request to an extension route. */
     public record Request(String method, String path, String query, String body) {}
 
-    public AdminApi(Gateway gateway) {
-        this.gateway = gateway;
+    public AdminApi(ControlPlane control, RoutingStage router, EndpointRegistry registry, Supplier<KvState> kv) {
+        this.control = control;
+        this.router = router;
+        this.registry = registry;
+        this.kv = kv;
     }
 
     /** Adds a route ("METHOD /path") served by another component (inventory, explain, lookup...). */
     public void register(String methodAndPath, Function<Request, Reply> handler) {
         extra.put(methodAndPath, handler);
+    }
+
+    /** What {@code status} reports about readiness (installed by the composition root). */
+    public void readiness(Supplier<ObjectNode> report) {
+        this.readiness = report;
     }
 
     public Reply handle(String method, String uri, String body) {
@@ -51,47 +89,315 @@ public final class AdminApi {
         if (h != null) {
             return h.apply(new Request(method, path, query, body));
         }
+        if (path.startsWith("/control/v1/endpoints/")) {
+            return endpointAction(method, path.substring("/control/v1/endpoints/".length()), query, body);
+        }
+        if (path.startsWith("/control/v1/rules/")) {
+            return method.equals("PATCH") ? patchRule(path.substring("/control/v1/rules/".length()), body)
+                : notFound(method, path);
+        }
+        return switch (method + " " + path) {
+            case "GET /admin/v1/config", "GET /control/v1/config" -> configYaml();
+            case "PUT /admin/v1/config", "POST /admin/v1/config", "PUT /control/v1/config" -> applyYaml(body);
+            case "GET /admin/v1/endpoints", "GET /control/v1/endpoints" -> Reply.json(200, endpoints());
+            case "POST /admin/v1/drain", "POST /control/v1/drain" -> {
+                control.drain(true);
+                yield Reply.json(200, "{\"draining\":true}");
+            }
+            case "DELETE /admin/v1/drain", "POST /admin/v1/undrain", "POST /control/v1/undrain" -> {
+                control.drain(false);
+                yield Reply.json(200, "{\"draining\":false}");
+            }
+            case "POST /admin/v1/reload", "POST /control/v1/reload" -> reloadFile();
+            case "GET /admin/v1/status", "GET /control/v1/status" -> Reply.json(200, status().toPrettyString());
+            case "GET /control/v1/rules", "GET /admin/v1/rules" -> Reply.json(200, rules().toPrettyString());
+            case "GET /control/v1/config/diff", "POST /control/v1/config/diff" -> diff(body);
+            case "POST /control/v1/config/check" -> check(body);
+            case "PUT /control/v1/log-level", "POST /control/v1/log-level" -> logLevel(body);
+            case "GET /control/v1/log-level" -> Reply.json(200, "{\"level\":\"" + Log.level().name().toLowerCase(Locale.ROOT) + "\"}");
+            default -> notFound(method, path);
+        };
+    }
+
+    private Reply notFound(String method, String path) {
+        return Reply.json(404, OpenAiErrors.json("unknown admin route " + method + " " + path
+            + " (routes: GET/PUT /admin/v1/config, GET /admin/v1/endpoints, POST|DELETE /admin/v1/drain, POST /admin/v1/reload,"
+            + " GET /admin/v1/status, GET /control/v1/rules, POST /control/v1/endpoints/{id}/drain|undrain|weight,"
+            + " PATCH /control/v1/rules/{name}, GET|POST /control/v1/config/diff, POST /control/v1/config/check,"
+            + " PUT /control/v1/log-level" + (extra.isEmpty() ? "" : ", " + String.join(", ", extra.keySet())) + ")",
+            "invalid_request_error", null, 404));
+    }
+
+    // ---- configuration ----
+
+    private Reply configYaml() {
+        AppliedConfig a = control.applied();
+        String yaml = "# kvgate configuration version " + a.version() + ", digest " + a.digest() + "\n"
+            + "# Secrets are shown as " + GatewayConfig.REDACTED + "; PUT this document back with them unchanged to keep them.\n"
+            + ConfigTree.toYaml(a.config());
+        return new Reply(200, yaml, "application/yaml; charset=utf-8");
+    }
+
+    /** Parses an uploaded document the way start-up does (relative paths against the --config directory). */
+    private GatewayConfig parseUpload(String yaml) throws ConfigException {
+        String withSecrets = ConfigTree.keepRedactedSecrets(yaml, control.applied().config());
+        return ConfigCheck.parse(withSecrets, control.baseDir());
+    }
+
+    private Reply applyYaml(String yaml) {
         try {
-            return switch (method + " " + path) {
-                case "GET /admin/v1/config" -> Reply.json(200, JSON.writeValueAsString(gateway.config()));
-                case "PUT /admin/v1/config", "POST /admin/v1/config" -> applyConfig(body);
-                case "GET /admin/v1/endpoints" -> Reply.json(200, endpoints());
-                case "POST /admin/v1/drain" -> {
-                    gateway.startDrain();
-                    yield Reply.json(200, "{\"draining\":true}");
-                }
-                default -> Reply.json(404, OpenAiErrors.json("unknown admin route " + method + " " + path
-                    + " (routes: GET/PUT /admin/v1/config, GET /admin/v1/endpoints, POST /admin/v1/drain"
-                    + (extra.isEmpty() ? "" : ", " + String.join(", ", extra.keySet())) + ")", "invalid_request_error", null, 404));
-            };
-        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-            return Reply.json(500, OpenAiErrors.json(e.getMessage(), "server_error", null, null));
+            return outcome(control.reload(parseUpload(yaml)));
+        } catch (ConfigException e) {
+            return problems(400, e.getMessage(), e.problems());
+        } catch (RestartRequiredException e) {
+            return restartRequired(e);
         }
     }
 
-    private Reply applyConfig(String yaml) {
+    private Reply reloadFile() {
+        Path file = control.configFile();
+        if (file == null) {
+            return Reply.json(409, OpenAiErrors.json("this gateway was not started with --config: there is no file to reload"
+                + " (PUT /admin/v1/config with a document instead)", "invalid_request_error", null, null));
+        }
         try {
-            GatewayConfig next = GatewayConfig.parse(yaml);
-            gateway.applyConfig(next);
-            return Reply.json(200, "{\"applied\":true,\"rules\":" + next.rules().size() + "}");
+            return outcome(control.reload(ConfigCheck.load(file)));
         } catch (ConfigException e) {
+            return problems(400, file + ": " + e.getMessage(), e.problems());
+        } catch (RestartRequiredException e) {
+            return restartRequired(e);
+        }
+    }
+
+    private static Reply outcome(ReloadOutcome o) {
+        ObjectNode n = JSON.createObjectNode();
+        n.put("applied", o.applied());
+        if (!o.applied()) {
+            n.put("unchanged", true);
+        }
+        n.put("version", o.version());
+        n.put("digest", o.digest());
+        ArrayNode ch = n.putArray("changes");
+        o.changes().forEach(ch::add);
+        return Reply.json(200, n.toPrettyString());
+    }
+
+    private static Reply problems(int status, String message, List<String> problems) {
+        ObjectNode n = JSON.createObjectNode();
+        ObjectNode err = n.putObject("error");
+        err.put("message", message);
+        err.put("type", "invalid_request_error");
+        ArrayNode p = err.putArray("problems");
+        problems.forEach(p::add);
+        return Reply.json(status, n.toPrettyString());
+    }
+
+    private static Reply restartRequired(RestartRequiredException e) {
+        ObjectNode n = JSON.createObjectNode();
+        ObjectNode err = n.putObject("error");
+        err.put("message", e.getMessage());
+        err.put("type", "conflict");
+        ArrayNode p = err.putArray("restart_only");
+        e.fields().forEach(p::add);
+        return Reply.json(409, n.toPrettyString());
+    }
+
+    /** An uploaded document, or the --config file when the body is empty. */
+    private GatewayConfig candidate(String body) throws ConfigException {
+        if (body == null || body.isBlank()) {
+            Path file = control.configFile();
+            if (file == null) {
+                throw new ConfigException("send a YAML configuration in the body (this gateway has no --config file)");
+            }
+            return ConfigCheck.load(file);
+        }
+        return parseUpload(body);
+    }
+
+    private Reply diff(String body) {
+        try {
+            GatewayConfig next = candidate(body);
+            GatewayConfig cur = control.applied().config();
             ObjectNode n = JSON.createObjectNode();
-            ObjectNode err = n.putObject("error");
-            err.put("message", e.getMessage());
-            err.put("type", "invalid_request_error");
-            ArrayNode problems = err.putArray("problems");
-            e.problems().forEach(problems::add);
-            return Reply.json(400, n.toString());
-        } catch (Exception e) {
-            return Reply.json(400, OpenAiErrors.json("configuration not applied: " + e.getMessage(), "invalid_request_error", null, null));
+            n.put("version", control.applied().version());
+            ArrayNode ch = n.putArray("changes");
+            ConfigTree.diff(cur, next).forEach(ch::add);
+            ArrayNode ro = n.putArray("restart_only");
+            cur.restartOnlyChanges(next).forEach(ro::add);
+            return Reply.json(200, n.toPrettyString());
+        } catch (ConfigException e) {
+            return problems(400, e.getMessage(), e.problems());
+        }
+    }
+
+    private Reply check(String body) {
+        try {
+            GatewayConfig next = candidate(body);
+            ObjectNode n = JSON.createObjectNode();
+            n.put("valid", true);
+            n.put("rules", next.rules().size());
+            n.put("digest", ConfigTree.digest(next));
+            ArrayNode ro = n.putArray("restart_only");
+            control.applied().config().restartOnlyChanges(next).forEach(ro::add);
+            return Reply.json(200, n.toPrettyString());
+        } catch (ConfigException e) {
+            return problems(400, e.getMessage(), e.problems());
+        }
+    }
+
+    private Reply patchRule(String name, String body) {
+        Map<String, Object> changes = new LinkedHashMap<>();
+        try {
+            JsonNode root = JSON.readTree(body == null || body.isBlank() ? "{}" : body);
+            if (!root.isObject() || root.isEmpty()) {
+                return Reply.json(400, OpenAiErrors.json("PATCH body must be a non-empty JSON object of tunables, e.g. "
+                    + "{\"kv.load_cap_factor\": 1.2}", "invalid_request_error", null, null));
+            }
+            flatten("", root, changes);
+        } catch (IOException e) {
+            return Reply.json(400, OpenAiErrors.json("PATCH body is not JSON: " + e.getMessage(), "invalid_request_error", null, null));
+        }
+        try {
+            GatewayConfig cur = control.applied().config();
+            GatewayConfig next = ConfigCheck.parse(ConfigTree.patchRule(cur, name, changes), control.baseDir());
+            return outcome(control.reload(next));
+        } catch (ConfigException e) {
+            return problems(400, e.getMessage(), e.problems());
+        } catch (RestartRequiredException e) {
+            return restartRequired(e);
+        }
+    }
+
+    private static void flatten(String prefix, JsonNode n, Map<String, Object> out) {
+        if (n.isObject()) {
+            for (Map.Entry<String, JsonNode> e : n.properties()) {
+                flatten(prefix.isEmpty() ? e.getKey() : prefix + "." + e.getKey(), e.getValue(), out);
+            }
+        } else if (n.isIntegralNumber()) {
+            out.put(prefix, n.canConvertToInt() ? (Object) n.intValue() : (Object) n.longValue());
+        } else if (n.isNumber()) {
+            out.put(prefix, n.doubleValue());
+        } else if (n.isBoolean()) {
+            out.put(prefix, n.booleanValue());
+        } else if (n.isNull()) {
+            out.put(prefix, null);
+        } else {
+            out.put(prefix, n.asText());
+        }
+    }
+
+    private Reply logLevel(String body) {
+        String level = body == null ? "" : body.trim();
+        try {
+            JsonNode n = JSON.readTree(level);
+            if (n != null && n.has("level")) {
+                level = n.get("level").asText();
+            } else if (n != null && n.isTextual()) {
+                level = n.asText();
+            }
+        } catch (IOException e) {
+            // a bare word: the level itself
+        }
+        Log.Level l = Log.parse(level);
+        if (l == null) {
+            return Reply.json(400, OpenAiErrors.json("level: value '" + level + "' must be one of error|warn|info|debug",
+                "invalid_request_error", "level", null));
+        }
+        Log.level(l);
+        Log.info("log level set to " + l.name().toLowerCase(Locale.ROOT));
+        return Reply.json(200, "{\"level\":\"" + l.name().toLowerCase(Locale.ROOT) + "\"}");
+    }
+
+    // ---- endpoints ----
+
+    private EndpointState findEndpoint(String id) {
+        for (EndpointState ep : registry.all()) {
+            if (ep.key().equals(id) || String.valueOf(ep.id()).equals(id) || ep.config().url().equals(id)) {
+                return ep;
+            }
+        }
+        return null;
+    }
+
+    private boolean configured(EndpointState ep) {
+        for (Rule r : router.table().rules()) {
+            if (r.endpoints().contains(ep)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private Reply endpointAction(String method, String rest, String query, String body) {
+        int slash = rest.lastIndexOf('/');
+        if (!method.equals("POST") || slash <= 0) {
+            return notFound(method, "/control/v1/endpoints/" + rest);
+        }
+        String id = java.net.URLDecoder.decode(rest.substring(0, slash), StandardCharsets.UTF_8);
+        String action = rest.substring(slash + 1);
+        EndpointState ep = findEndpoint(id);
+        if (ep == null || !configured(ep)) {
+            return Reply.json(404, OpenAiErrors.json("no configured endpoint '" + id + "' (use its id, host:port or url; see GET /admin/v1/endpoints)",
+                "invalid_request_error", "id", null));
+        }
+        switch (action) {
+            case "drain", "undrain" -> {
+                boolean on = action.equals("drain");
+                ep.drained(on);
+                Log.info("endpoint " + ep.key() + (on ? " drained: no new requests; " + ep.outstanding() + " in flight finish" : " undrained"));
+                router.wake();
+                return Reply.json(200, "{\"endpoint\":\"" + ep.key() + "\",\"drained\":" + on + ",\"outstanding\":" + ep.outstanding() + "}");
+            }
+            case "weight" -> {
+                Integer w = weightOf(query, body);
+                if (w == null) {
+                    return Reply.json(400, OpenAiErrors.json("weight: send {\"weight\": N} (or ?weight=N) with N in [1, 1000000]",
+                        "invalid_request_error", "weight", null));
+                }
+                try {
+                    GatewayConfig next = ConfigCheck.parse(ConfigTree.withEndpointWeight(control.applied().config(), ep.key(), w),
+                        control.baseDir());
+                    return outcome(control.reload(next));
+                } catch (ConfigException e) {
+                    return problems(400, e.getMessage(), e.problems());
+                } catch (RestartRequiredException e) {
+                    return restartRequired(e);
+                }
+            }
+            default -> {
+                return notFound(method, "/control/v1/endpoints/" + rest);
+            }
+        }
+    }
+
+    private static Integer weightOf(String query, String body) {
+        String v = null;
+        for (String kv : query.split("&")) {
+            if (kv.startsWith("weight=")) {
+                v = kv.substring(7);
+            }
+        }
+        if (v == null && body != null && !body.isBlank()) {
+            try {
+                JsonNode n = JSON.readTree(body);
+                v = n.has("weight") ? n.get("weight").asText() : n.asText();
+            } catch (IOException e) {
+                v = body.trim();
+            }
+        }
+        try {
+            int w = Integer.parseInt(v);
+            return w >= 1 && w <= 1_000_000 ? w : null;
+        } catch (NumberFormatException e) {
+            return null;
         }
     }
 
     private String endpoints() {
-        gateway.router().wake();
+        router.wake();
         ObjectNode root = JSON.createObjectNode();
         ArrayNode rules = root.putArray("rules");
-        for (Rule r : gateway.routeTable().rules()) {
+        for (Rule r : router.table().rules()) {
             ObjectNode rn = rules.addObject();
             rn.put("name", r.name());
             rn.put("policy", r.config().policy());
@@ -100,8 +406,11 @@ public final class AdminApi {
                 ObjectNode e = eps.addObject();
                 e.put("url", ep.config().url());
                 e.put("id", ep.id());
+                e.put("key", ep.key());
+                e.put("weight", ep.config().weight());
                 e.put("healthy", ep.probeHealthy());
-                e.put("breaker", ep.breaker().name().toLowerCase(java.util.Locale.ROOT));
+                e.put("drained", ep.drained());
+                e.put("breaker", ep.breaker().name().toLowerCase(Locale.ROOT));
                 e.put("outstanding", ep.outstanding());
                 e.put("routed", ep.routed.get());
                 e.put("failures", ep.failures.get());
@@ -111,5 +420,105 @@ public final class AdminApi {
             }
         }
         return root.toPrettyString();
+    }
+
+    // ---- rules and status ----
+
+    /** Each rule's effective settings read back, with what its KV routing depends on. */
+    ObjectNode rules() {
+        AppliedConfig a = control.applied();
+        KvState k = kv.get();
+        List<SubscriberStatus> subs = k == null ? List.of() : k.status();
+        Map<String, Object> tree = ConfigTree.toTree(a.config(), false);
+        List<?> ruleTrees = (List<?>) tree.get("rules");
+        ObjectNode root = JSON.createObjectNode();
+        root.put("config_version", a.version());
+        ArrayNode arr = root.putArray("rules");
+        for (int i = 0; i < a.config().rules().size(); i++) {
+            RuleConfig rc = a.config().rules().get(i);
+            ObjectNode rn = arr.addObject();
+            rn.put("name", rc.name());
+            rn.putPOJO("models", rc.models());
+            rn.put("engine", rc.engine());
+            rn.put("policy", rc.policy());
+            rn.put("fallback", rc.fallback());
+            boolean pd = "pd".equals(rc.policy());
+            ObjectNode topo = rn.putObject("topology");
+            topo.put("kind", pd ? "prefill_decode" : "single_pool");
+            topo.put("endpoints", rc.endpoints().size());
+            if (pd) {
+                topo.put("prefill", rc.endpoints().stream().filter(e -> "prefill".equals(e.role())).count());
+                topo.put("decode", rc.endpoints().stream().filter(e -> "decode".equals(e.role())).count());
+            }
+            rn.put("hash_algo", rc.hashAlgo());
+            rn.put("block_size", rc.blockSize());
+            rn.put("hash_seed", rc.hashSeed());
+            rn.put("kv_key_mode", rc.kvKeyMode());
+            ObjectNode tok = rn.putObject("tokenizer");
+            if (rc.tokenizer() == null) {
+                tok.putNull("dir");
+            } else {
+                tok.put("dir", rc.tokenizer());
+                tok.put("tokenizer_sha256", fileDigest(Path.of(rc.tokenizer())));
+                Rule live = router.table().ruleByName(rc.name());
+                String template = live == null || !live.pipeline().hasTokenizer() ? null
+                    : live.pipeline().tokenizer().config().chatTemplate();
+                tok.put("chat_template_sha256", template == null ? null : sha256(template.getBytes(StandardCharsets.UTF_8)));
+            }
+            int expected = 0;
+            int connected = 0;
+            for (EndpointConfig ec : rc.endpoints()) {
+                if (ec.kvEvents() == null) {
+                    continue;
+                }
+                expected += ec.dpRanks();
+                EndpointState ep = registry.get(ec.key());
+                for (SubscriberStatus s : subs) {
+                    if (ep != null && s.endpointId() == ep.id() && s.connected()) {
+                        connected++;
+                    }
+                }
+            }
+            ObjectNode kvn = rn.putObject("kv_subscribers");
+            kvn.put("expected", expected);
+            kvn.put("connected", connected);
+            rn.set("settings", JSON.valueToTree(ruleTrees.get(i)));
+        }
+        return root;
+    }
+
+    private String fileDigest(Path dir) {
+        Path f = Files.isRegularFile(dir.resolve("tokenizer.json")) ? dir.resolve("tokenizer.json") : dir.resolve("tokenizer.json.gz");
+        return fileDigests.computeIfAbsent(f, p -> {
+            try {
+                return sha256(Files.readAllBytes(p));
+            } catch (IOException e) {
+                return "unreadable: " + e.getMessage();
+            }
+        });
+    }
+
+    private static String sha256(byte[] b) {
+        try {
+            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(b));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    ObjectNode status() {
+        AppliedConfig a = control.applied();
+        ObjectNode n = JSON.createObjectNode();
+        n.put("config_version", a.version());
+        n.put("config_digest", a.digest());
+        n.put("config_applied_at_ms", a.appliedAtEpochMs());
+        n.put("config_file", control.configFile() == null ? null : control.configFile().toString());
+        n.put("draining", control.draining());
+        n.put("log_level", Log.level().name().toLowerCase(Locale.ROOT));
+        ObjectNode ready = readiness.get();
+        if (ready != null) {
+            n.set("readiness", ready);
+        }
+        return n;
     }
 }

@@ -12,17 +12,24 @@ import io.netty.handler.codec.http.HttpUtil;
 import io.kvgate.dataplane.http.OpenAiErrors;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.util.function.Supplier;
 
 /**
- * The admin API (the control socket serves the same routes): requests are small and rare, so they are aggregated
- * and answered by {@link AdminApi}, off the data path. Token-checked when an admin token is configured.
+ * The admin API over HTTP (the control socket serves the same routes through this handler, without a token): requests
+ * are small and rare, so they are aggregated and answered by {@link AdminApi}, off the data path. Token-checked when
+ * an admin token is configured.
  */
 @ChannelHandler.Sharable
 public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final AdminApi api;
-    private final String token;
+    private final Supplier<String> token;
 
     public AdminHandler(AdminApi api, String token) {
+        this(api, () -> token);
+    }
+
+    /** @param token the admin token in effect now (read per request: a reload that changes it applies at once), or null */
+    public AdminHandler(AdminApi api, Supplier<String> token) {
         this.api = api;
         this.token = token;
     }
@@ -30,7 +37,8 @@ public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequ
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
         FullHttpResponse r;
-        if (token != null && !tokenOk(req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
+        String token = this.token.get();
+        if (token != null && !tokenOk(token, req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
             r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNAUTHORIZED, "admin token required", null, null);
         } else {
             AdminApi.Reply reply;
@@ -54,7 +62,7 @@ public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequ
         }
     }
 
-    private boolean tokenOk(String auth) {
+    private static boolean tokenOk(String token, String auth) {
         if (auth == null || !auth.startsWith("Bearer ")) {
             return false;
         }

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.http.OpenAiErrors;
 import io.kvgate.dataplane.http.RequestFields;
@@ -35,10 +34,13 @@ import java.util.concurrent.TimeUnit;
  */
 public final class KvRoutes implements RequestHooks {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private final Gateway gateway;
+    private final io.kvgate.dataplane.route.RoutingStage router;
+    private final java.util.function.Supplier<KvState> kvState;
 
-    public KvRoutes(Gateway gateway) {
-        this.gateway = gateway;
+    /** @param kvState the gateway's KV inventory (null while no endpoint publishes KV events) */
+    public KvRoutes(io.kvgate.dataplane.route.RoutingStage router, java.util.function.Supplier<KvState> kvState) {
+        this.router = router;
+        this.kvState = kvState;
     }
 
     /** Registers the admin routes on the gateway's admin API. */
@@ -66,14 +68,14 @@ public final class KvRoutes implements RequestHooks {
                 timeoutMs = Math.max(100, Math.min(60_000, Long.parseLong(kv.substring(11))));
             }
         }
-        KvState kv = gateway.kv();
+        KvState kv = kvState.get();
         if (kv == null) {
             return AdminApi.Reply.json(409, OpenAiErrors.json("no endpoint publishes KV events (set kv_events on endpoints)",
                 "invalid_request_error", null, null));
         }
         ArrayNode results = JSON.createArrayNode();
         boolean found = false;
-        for (Rule r : gateway.routeTable().rules()) {
+        for (Rule r : router.table().rules()) {
             if (only != null && !only.equals(r.name())) {
                 continue;
             }
@@ -156,9 +158,9 @@ public final class KvRoutes implements RequestHooks {
     ObjectNode inventory() {
         ObjectNode root = JSON.createObjectNode();
         ArrayNode rules = root.putArray("rules");
-        KvState kv = gateway.kv();
+        KvState kv = kvState.get();
         List<SubscriberStatus> subs = kv == null ? List.of() : kv.status();
-        for (Rule r : gateway.routeTable().rules()) {
+        for (Rule r : router.table().rules()) {
             ObjectNode rn = rules.addObject();
             rn.put("name", r.name());
             rn.put("policy", r.config().policy());
@@ -216,7 +218,7 @@ public final class KvRoutes implements RequestHooks {
                 return AdminApi.Reply.json(400, OpenAiErrors.json("body must be a chat or completions request with a 'model'",
                     "invalid_request_error", "model", null));
             }
-            Rule rule = gateway.routeTable().ruleForModel(body.get("model").asText());
+            Rule rule = router.table().ruleForModel(body.get("model").asText());
             if (rule == null) {
                 return AdminApi.Reply.json(404, OpenAiErrors.json("The model `" + body.get("model").asText() + "` does not exist.",
                     "NotFoundError", "model", 404));
@@ -237,7 +239,7 @@ public final class KvRoutes implements RequestHooks {
     private AdminApi.Reply lookup(Rule rule, JsonNode body, boolean chat) throws PromptException {
         ObjectNode rendered = render(rule, body, chat);
         int[] tokens = JSON.convertValue(rendered.get("prompt_token_ids"), int[].class);
-        KvState kv = gateway.kv();
+        KvState kv = kvState.get();
         RuleHasher hasher = new RuleHasher(rule.config(), 0);
         long[] keys = new long[tokens.length / hasher.blockSize() + 1];
         String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
@@ -333,7 +335,7 @@ public final class KvRoutes implements RequestHooks {
                 result.complete(new String[] {endpoint == null ? null : endpoint.config().url(), why});
             }
         };
-        if (!gateway.router().tryRoute(req)) {
+        if (!router.tryRoute(req)) {
             return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "service_unavailable", null, null));
         }
         String[] r = result.get(5, TimeUnit.SECONDS);

@@ -5,7 +5,61 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.upstream.UpstreamPool;
+import java.util.function.Supplier;
 
-/** What every request handler needs, wired once at start-up. Immutable; thread-safe components only. */
-public record GatewayContext(GatewayConfig config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
-                             NanoClock clock, RequestHooks hooks) {}
+/**
+ * What every request handler needs, wired once at start-up. Thread-safe components only.
+ *
+ * <p>{@link #config()} is the configuration applied <em>now</em>: it is read through the gateway's single owner of
+ * the applied configuration, so a reload reaches the next request (API keys, limits, timeouts...). Read it once per
+ * decision rather than keeping it: a kept copy goes stale at the next reload.
+ */
+public final class GatewayContext {
+    private final Supplier<GatewayConfig> config;
+    private final RoutingStage router;
+    private final UpstreamPool pool;
+    private final GatewayMetrics metrics;
+    private final NanoClock clock;
+    private final RequestHooks hooks;
+
+    public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
+                          NanoClock clock, RequestHooks hooks) {
+        this.config = config;
+        this.router = router;
+        this.pool = pool;
+        this.metrics = metrics;
+        this.clock = clock;
+        this.hooks = hooks;
+    }
+
+    /** A context over a fixed configuration (tests and tools that never reload). */
+    public GatewayContext(GatewayConfig config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
+                          NanoClock clock, RequestHooks hooks) {
+        this(() -> config, router, pool, metrics, clock, hooks);
+    }
+
+    /** The configuration applied now. */
+    public GatewayConfig config() {
+        return config.get();
+    }
+
+    public RoutingStage router() {
+        return router;
+    }
+
+    public UpstreamPool pool() {
+        return pool;
+    }
+
+    public GatewayMetrics metrics() {
+        return metrics;
+    }
+
+    public NanoClock clock() {
+        return clock;
+    }
+
+    public RequestHooks hooks() {
+        return hooks;
+    }
+}

@@ -13,6 +13,22 @@ public final class EndpointRegistry {
     private final ConcurrentHashMap<String, EndpointState> byKey = new ConcurrentHashMap<>();
     private final AtomicInteger nextId = new AtomicInteger();
 
+    /**
+     * The state a new configuration would use for {@code cfg}, without changing anything: the existing state (its
+     * configuration untouched) or a new one that is registered only by {@link #install}. A reload that fails after
+     * staging leaves the registry as it was (a staged id may be skipped; ids stay unique).
+     */
+    public EndpointState stage(EndpointConfig cfg) {
+        EndpointState ep = byKey.get(cfg.key());
+        return ep != null ? ep : new EndpointState(cfg.key(), nextId.getAndIncrement(), cfg);
+    }
+
+    /** Registers a staged state and gives it its new configuration (routing stage, at the swap). */
+    void install(EndpointState ep, EndpointConfig cfg) {
+        EndpointState prev = byKey.putIfAbsent(ep.key(), ep);
+        (prev == null ? ep : prev).config(cfg);
+    }
+
     public EndpointState resolve(EndpointConfig cfg) {
         EndpointState ep = byKey.computeIfAbsent(cfg.key(), k -> new EndpointState(k, nextId.getAndIncrement(), cfg));
         ep.config(cfg);

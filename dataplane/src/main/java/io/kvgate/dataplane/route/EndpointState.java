@@ -22,6 +22,8 @@ public final class EndpointState {
     private volatile int outstanding;
     private volatile boolean probeHealthy = true;
     private volatile Breaker breaker = Breaker.CLOSED;
+    /** Set by an operator (control socket): no new requests; requests in flight finish. Survives reloads. */
+    private volatile boolean drained;
     private int consecutiveFailures;
     private long openUntilNs;
     private boolean halfOpenTrialInFlight;
@@ -75,9 +77,18 @@ public final class EndpointState {
         return breaker;
     }
 
+    public boolean drained() {
+        return drained;
+    }
+
+    /** Operator drain: policies skip this endpoint for new requests until {@code drained(false)}. */
+    public void drained(boolean on) {
+        this.drained = on;
+    }
+
     /** Whether a new request may go here now (routing stage only: it may move OPEN to HALF_OPEN). */
     boolean available(long nowNs) {
-        if (!probeHealthy) {
+        if (!probeHealthy || drained) {
             return false;
         }
         return switch (breaker) {

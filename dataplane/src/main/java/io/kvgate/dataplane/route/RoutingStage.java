@@ -190,7 +190,10 @@ public final class RoutingStage implements AutoCloseable {
                     c.endpoint.onCompleted(c.flag, h.breakerFailureThreshold(), h.breakerOpenMs() * 1_000_000L, clock.nanoTime());
                 }
                 case PROBE -> c.endpoint.onProbe(c.flag);
-                case SWAP -> table = c.table;
+                case SWAP -> {
+                    c.table.install(); // endpoint configurations change here, between two decisions
+                    table = c.table;
+                }
                 default -> { }
             }
         } finally {

@@ -36,9 +36,9 @@ public final class HealthChecker implements AutoCloseable {
     private final Class<? extends SocketChannel> channelClass;
     private final Supplier<Iterable<Rule>> rules;
     private final RoutingStage router;
-    private final GatewayConfig.Health cfg;
+    private volatile GatewayConfig.Health cfg;
     private final Map<EndpointState, int[]> streaks = new HashMap<>(); // [successes, failures, lastVerdict(1 up, 0 down)]
-    private ScheduledFuture<?> task;
+    private volatile ScheduledFuture<?> task;
 
     public HealthChecker(EventLoop loop, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
                          RoutingStage router, GatewayConfig.Health cfg) {
@@ -51,6 +51,28 @@ public final class HealthChecker implements AutoCloseable {
 
     public void start() {
         task = loop.scheduleAtFixedRate(this::probeAll, 0, cfg.intervalMs(), TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * A reload's probe settings: thresholds, timeout and path apply to the next probe; a new interval reschedules
+     * the probe loop (on its own event loop, so the streaks need no lock).
+     */
+    public void reconfigure(GatewayConfig.Health next) {
+        GatewayConfig.Health prev = this.cfg;
+        this.cfg = next;
+        if (prev.intervalMs() != next.intervalMs()) {
+            loop.execute(() -> {
+                if (task != null && !task.isCancelled()) {
+                    task.cancel(false);
+                    task = loop.scheduleAtFixedRate(this::probeAll, next.intervalMs(), next.intervalMs(), TimeUnit.MILLISECONDS);
+                }
+            });
+        }
+    }
+
+    /** The probe settings in use. */
+    public GatewayConfig.Health config() {
+        return cfg;
     }
 
     private void probeAll() {
@@ -66,6 +88,7 @@ public final class HealthChecker implements AutoCloseable {
     }
 
     private void probe(EndpointState ep) {
+        GatewayConfig.Health cfg = this.cfg;
         Bootstrap b = new Bootstrap().group(loop).channel(channelClass)
             .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) cfg.timeoutMs())
             .handler(new ChannelInitializer<SocketChannel>() {
@@ -119,6 +142,7 @@ public final class HealthChecker implements AutoCloseable {
     }
 
     private void verdict(EndpointState ep, boolean ok) {
+        GatewayConfig.Health cfg = this.cfg;
         int[] s = streaks.computeIfAbsent(ep, k -> new int[] {0, 0, 1});
         if (ok) {
             s[0]++;

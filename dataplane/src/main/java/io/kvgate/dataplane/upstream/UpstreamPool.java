@@ -23,8 +23,9 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class UpstreamPool {
     private final Class<? extends SocketChannel> channelClass;
-    private final GatewayConfig.Upstream cfg;
-    private final GatewayConfig.Limits limits;
+    // Replaced by a reload (read per connect / per release, so the next request uses the new values).
+    private volatile GatewayConfig.Upstream cfg;
+    private volatile GatewayConfig.Limits limits;
     private final FastThreadLocal<Map<String, ArrayDeque<Channel>>> idle = new FastThreadLocal<>() {
         @Override
         protected Map<String, ArrayDeque<Channel>> initialValue() {
@@ -45,6 +46,12 @@ public final class UpstreamPool {
         return cfg;
     }
 
+    /** A reload's new engine-side timeouts and bounds: used from the next connect / call on. */
+    public void reconfigure(GatewayConfig.Upstream upstream, GatewayConfig.Limits clientLimits) {
+        this.cfg = upstream;
+        this.limits = clientLimits;
+    }
+
     /** An idle pooled connection to {@code ep} that is still open, or null. Event-loop only. */
     Channel pollIdle(EndpointState ep) {
         ArrayDeque<Channel> q = idle.get().get(ep.key());
@@ -62,6 +69,8 @@ public final class UpstreamPool {
     }
 
     ChannelFuture connect(EventLoop loop, EndpointState ep) {
+        GatewayConfig.Upstream cfg = this.cfg;
+        GatewayConfig.Limits limits = this.limits;
         Bootstrap b = new Bootstrap()
             .group(loop)
             .channel(channelClass)

@@ -1,0 +1,417 @@
+package io.kvgate.control.config;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import org.yaml.snakeyaml.DumperOptions;
+import org.yaml.snakeyaml.LoaderOptions;
+import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.constructor.SafeConstructor;
+import org.yaml.snakeyaml.representer.Representer;
+
+/**
+ * A {@link GatewayConfig} written back in its own YAML vocabulary, every effective value spelled out (defaults
+ * included): what {@code GET /admin/v1/config} returns, what a reload is compared against, what the digest covers and
+ * what a {@code PATCH} of tunables edits before the result is parsed and validated like any other configuration.
+ *
+ * <p>Secrets ({@code admin_token}, {@code api_keys}) are written as {@link GatewayConfig#REDACTED} unless the caller
+ * asks for them; secrets that come from files are written as the file names. Stateless and thread-safe.
+ */
+public final class ConfigTree {
+    private static final ObjectMapper CANONICAL = new ObjectMapper().configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true);
+
+    /** Rule keys {@code PATCH /control/v1/rules/{name}} may change live; anything else is refused, naming the key. */
+    public static final List<String> RULE_TUNABLES = List.of("fallback", "explain",
+        "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
+        "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
+        "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks",
+        "session.ttl_ms", "session.max_entries",
+        "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
+
+    private ConfigTree() {}
+
+    /** The configuration as a YAML-vocabulary tree; {@code withSecrets=false} redacts admin_token and api_keys. */
+    public static Map<String, Object> toTree(GatewayConfig c, boolean withSecrets) {
+        Map<String, Object> t = new LinkedHashMap<>();
+        t.put("listen", c.listen().toString());
+        t.put("admin_listen", c.adminListen().toString());
+        if (c.adminTokenFile() != null) {
+            t.put("admin_token_file", c.adminTokenFile());
+        } else if (c.adminToken() != null) {
+            t.put("admin_token", withSecrets ? c.adminToken() : GatewayConfig.REDACTED);
+        }
+        t.put("transport", c.transport());
+        t.put("io_threads", c.ioThreads());
+        if (c.controlSocket() != null) {
+            t.put("control_socket", c.controlSocket());
+        }
+        if (!c.controlAllowedUids().isEmpty()) {
+            t.put("control_allowed_uids", new ArrayList<>(c.controlAllowedUids()));
+        }
+        Map<String, Object> al = new LinkedHashMap<>();
+        al.put("max_connections", c.adminLimits().maxConnections());
+        al.put("idle_timeout_ms", c.adminLimits().idleTimeoutMs());
+        al.put("max_body_bytes", c.adminLimits().maxBodyBytes());
+        t.put("admin_limits", al);
+        GatewayConfig.Limits l = c.limits();
+        Map<String, Object> lm = new LinkedHashMap<>();
+        lm.put("max_body_bytes", l.maxBodyBytes());
+        lm.put("max_header_bytes", l.maxHeaderBytes());
+        lm.put("max_initial_line_bytes", l.maxInitialLineBytes());
+        lm.put("request_read_timeout_ms", l.requestReadTimeoutMs());
+        lm.put("client_idle_timeout_ms", l.clientIdleTimeoutMs());
+        lm.put("max_connections", l.maxConnections());
+        t.put("limits", lm);
+        GatewayConfig.Upstream u = c.upstream();
+        Map<String, Object> um = new LinkedHashMap<>();
+        um.put("connect_timeout_ms", u.connectTimeoutMs());
+        um.put("first_byte_timeout_ms", u.firstByteTimeoutMs());
+        um.put("idle_timeout_ms", u.idleTimeoutMs());
+        um.put("max_connect_attempts", u.maxConnectAttempts());
+        um.put("max_idle_per_endpoint", u.maxIdlePerEndpoint());
+        um.put("max_error_body_bytes", u.maxErrorBodyBytes());
+        t.put("upstream", um);
+        GatewayConfig.Health h = c.health();
+        Map<String, Object> hm = new LinkedHashMap<>();
+        hm.put("path", h.path());
+        hm.put("interval_ms", h.intervalMs());
+        hm.put("timeout_ms", h.timeoutMs());
+        hm.put("healthy_threshold", h.healthyThreshold());
+        hm.put("unhealthy_threshold", h.unhealthyThreshold());
+        hm.put("breaker_failure_threshold", h.breakerFailureThreshold());
+        hm.put("breaker_open_ms", h.breakerOpenMs());
+        hm.put("retry_after_seconds", h.retryAfterSeconds());
+        t.put("health", hm);
+        Map<String, Object> rm = new LinkedHashMap<>();
+        rm.put("ring_size", c.router().ringSize());
+        rm.put("wait_strategy", c.router().waitStrategy());
+        t.put("router", rm);
+        if (c.apiKeysFile() != null) {
+            t.put("api_keys_file", c.apiKeysFile());
+        } else if (!c.apiKeys().isEmpty()) {
+            List<Object> keys = new ArrayList<>();
+            for (String k : c.apiKeys()) {
+                keys.add(withSecrets ? k : GatewayConfig.REDACTED);
+            }
+            t.put("api_keys", keys);
+        }
+        List<Object> rules = new ArrayList<>();
+        for (RuleConfig r : c.rules()) {
+            rules.add(rule(r));
+        }
+        t.put("rules", rules);
+        return t;
+    }
+
+    private static Map<String, Object> rule(RuleConfig r) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("name", r.name());
+        m.put("models", new ArrayList<>(r.models()));
+        m.put("engine", r.engine());
+        m.put("policy", r.policy());
+        m.put("fallback", r.fallback());
+        if (r.tokenizer() != null) {
+            m.put("tokenizer", r.tokenizer());
+        }
+        m.put("block_size", r.blockSize());
+        m.put("hash_seed", r.hashSeed());
+        m.put("hash_algo", r.hashAlgo());
+        m.put("kv_key_mode", r.kvKeyMode());
+        m.put("kv_capacity_blocks", r.kvCapacityBlocks());
+        m.put("explain", r.explain());
+        RuleConfig.SessionConfig s = r.session();
+        Map<String, Object> sm = new LinkedHashMap<>();
+        sm.put("key", s.key());
+        if (s.header() != null) {
+            sm.put("header", s.header());
+        }
+        if (s.cookie() != null) {
+            sm.put("cookie", s.cookie());
+        }
+        sm.put("ttl_ms", s.ttlMs());
+        sm.put("max_entries", s.maxEntries());
+        m.put("session", sm);
+        RuleConfig.ChwblConfig ch = r.chwbl();
+        Map<String, Object> cm = new LinkedHashMap<>();
+        cm.put("prefix_tokens", ch.prefixTokens());
+        cm.put("prefix_blocks", ch.prefixBlocks());
+        cm.put("virtual_nodes", ch.virtualNodes());
+        cm.put("load_factor", ch.loadFactor());
+        m.put("chwbl", cm);
+        RuleConfig.KvExactConfig k = r.kvExact();
+        Map<String, Object> km = new LinkedHashMap<>();
+        km.put("mode", k.mode());
+        km.put("load_cap_factor", k.loadCapFactor());
+        km.put("load_slack", k.loadSlack());
+        km.put("lambda", k.lambda());
+        km.put("min_match_blocks", k.minMatchBlocks());
+        km.put("cold_readmit_every", k.coldReadmitEvery());
+        km.put("speculative_ttl_ms", k.speculativeTtlMs());
+        km.put("watchdog_zero_hit_streak", k.watchdogZeroHitStreak());
+        km.put("parity_probe_at_startup", k.parityProbeAtStartup());
+        km.put("warmup_ms", k.warmupMs());
+        m.put("kv", km);
+        RuleConfig.PdConfig p = r.pd();
+        Map<String, Object> pm = new LinkedHashMap<>();
+        pm.put("prefill_timeout_ms", p.prefillTimeoutMs());
+        pm.put("decode_timeout_ms", p.decodeTimeoutMs());
+        pm.put("prefill_policy", p.prefillPolicy());
+        pm.put("session_affinity", p.sessionAffinity());
+        m.put("pd", pm);
+        List<Object> eps = new ArrayList<>();
+        for (EndpointConfig e : r.endpoints()) {
+            Map<String, Object> em = new LinkedHashMap<>();
+            em.put("url", e.url());
+            em.put("weight", e.weight());
+            if (e.kvEvents() != null) {
+                em.put("kv_events", e.kvEvents());
+                em.put("kv_events_bind", e.kvEventsBind());
+                em.put("kv_topic", e.kvTopic());
+                em.put("dp_ranks", e.dpRanks());
+            }
+            if (e.kvReplay() != null) {
+                em.put("kv_replay", e.kvReplay());
+            }
+            if (e.role() != null) {
+                em.put("role", e.role());
+            }
+            if (e.bootstrapPort() > 0) {
+                em.put("bootstrap_port", e.bootstrapPort());
+            }
+            eps.add(em);
+        }
+        m.put("endpoints", eps);
+        return m;
+    }
+
+    /** Editable YAML with secrets redacted: PUT back unchanged, it parses to the same configuration. */
+    public static String toYaml(GatewayConfig c) {
+        return dump(toTree(c, false));
+    }
+
+    public static String dump(Object tree) {
+        DumperOptions o = new DumperOptions();
+        o.setDefaultFlowStyle(DumperOptions.FlowStyle.BLOCK);
+        o.setIndent(2);
+        o.setIndicatorIndent(0);
+        o.setWidth(160);
+        return new Yaml(new Representer(o), o).dump(tree);
+    }
+
+    /** Loads YAML into a plain tree (maps, lists, scalars), refusing duplicate keys. */
+    public static Object load(String yamlText) throws ConfigException {
+        try {
+            LoaderOptions options = new LoaderOptions();
+            options.setAllowDuplicateKeys(false);
+            options.setMaxAliasesForCollections(10);
+            return new Yaml(new SafeConstructor(options)).load(yamlText);
+        } catch (Exception e) {
+            throw new ConfigException("configuration is not valid YAML: " + String.valueOf(e.getMessage()).replace('\n', ' '));
+        }
+    }
+
+    /**
+     * SHA-256 (hex) of the effective configuration with secrets redacted, over a canonical form (keys sorted):
+     * two files that mean the same thing share a digest. Secret values are not covered (a digest exported on
+     * /metrics must not let anyone test guesses of a key); rotating a key bumps the version, not the digest.
+     */
+    public static String digest(GatewayConfig c) {
+        try {
+            byte[] canonical = CANONICAL.writeValueAsBytes(toTree(c, false));
+            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(canonical));
+        } catch (com.fasterxml.jackson.core.JsonProcessingException | NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Whether two configurations are the same in every effective value, secrets included. */
+    public static boolean sameEffective(GatewayConfig a, GatewayConfig b) {
+        return toTree(a, true).equals(toTree(b, true));
+    }
+
+    /**
+     * Replaces every {@link GatewayConfig#REDACTED} secret in an uploaded document by the current secret (what
+     * {@code GET /admin/v1/config} showed): {@code admin_token}, and {@code api_keys[i]} by the current i-th key.
+     */
+    public static String keepRedactedSecrets(String yamlText, GatewayConfig current) throws ConfigException {
+        if (!yamlText.contains(GatewayConfig.REDACTED)) {
+            return yamlText;
+        }
+        Object root = load(yamlText);
+        if (!(root instanceof Map<?, ?> raw)) {
+            return yamlText; // the parser reports the shape
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> m = (Map<String, Object>) raw;
+        List<String> problems = new ArrayList<>();
+        if (GatewayConfig.REDACTED.equals(m.get("admin_token"))) {
+            if (current.adminToken() == null || current.adminTokenFile() != null) {
+                problems.add("admin_token: value '" + GatewayConfig.REDACTED + "' but the current configuration has no inline admin_token to keep");
+            } else {
+                m.put("admin_token", current.adminToken());
+            }
+        }
+        if (m.get("api_keys") instanceof List<?> keys) {
+            List<Object> out = new ArrayList<>();
+            for (int i = 0; i < keys.size(); i++) {
+                Object k = keys.get(i);
+                if (GatewayConfig.REDACTED.equals(k)) {
+                    if (current.apiKeysFile() != null || i >= current.apiKeys().size()) {
+                        problems.add("api_keys[" + i + "]: value '" + GatewayConfig.REDACTED
+                            + "' but the current configuration has no inline key at that position to keep");
+                        continue;
+                    }
+                    out.add(current.apiKeys().get(i));
+                } else {
+                    out.add(k);
+                }
+            }
+            m.put("api_keys", out);
+        }
+        if (!problems.isEmpty()) {
+            throw new ConfigException(problems);
+        }
+        return dump(m);
+    }
+
+    /**
+     * The current configuration with {@code changes} (tunable key path → value) applied to rule {@code ruleName},
+     * as YAML (secrets included, for parsing). Problems name each refused key.
+     */
+    public static String patchRule(GatewayConfig current, String ruleName, Map<String, Object> changes) throws ConfigException {
+        Map<String, Object> tree = toTree(current, true);
+        Map<String, Object> rule = null;
+        for (Object o : (List<?>) tree.get("rules")) {
+            @SuppressWarnings("unchecked")
+            Map<String, Object> r = (Map<String, Object>) o;
+            if (ruleName.equals(r.get("name"))) {
+                rule = r;
+            }
+        }
+        if (rule == null) {
+            throw new ConfigException("rule '" + ruleName + "' does not exist (rules: "
+                + String.join(", ", current.rules().stream().map(RuleConfig::name).toList()) + ")");
+        }
+        List<String> problems = new ArrayList<>();
+        for (Map.Entry<String, Object> c : changes.entrySet()) {
+            String key = c.getKey();
+            if (!RULE_TUNABLES.contains(key)) {
+                String why = key.equals("kv_capacity_blocks") ? "is restart-only (the index is sized at start-up)"
+                    : isRuleKey(rule, key) ? "is not a live tunable (change it with a full configuration: PUT /admin/v1/config)"
+                    : "is not a rule key";
+                problems.add("rules (name=" + ruleName + ")." + key + ": " + why + "; tunables: " + String.join(", ", RULE_TUNABLES));
+                continue;
+            }
+            Map<String, Object> at = rule;
+            String[] parts = key.split("\\.");
+            for (int i = 0; i < parts.length - 1; i++) {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> child = (Map<String, Object>) at.get(parts[i]);
+                at = child;
+            }
+            at.put(parts[parts.length - 1], c.getValue());
+        }
+        if (!problems.isEmpty()) {
+            throw new ConfigException(problems);
+        }
+        return dump(tree);
+    }
+
+    private static boolean isRuleKey(Map<String, Object> rule, String key) {
+        Object at = rule;
+        for (String part : key.split("\\.")) {
+            if (!(at instanceof Map<?, ?> m) || !m.containsKey(part)) {
+                return Set.of("tokenizer", "endpoints").contains(key);
+            }
+            at = m.get(part);
+        }
+        return true;
+    }
+
+    /** The current configuration with endpoint {@code key} (host:port) given {@code weight} in every rule, as YAML. */
+    public static String withEndpointWeight(GatewayConfig current, String key, int weight) throws ConfigException {
+        Map<String, Object> tree = toTree(current, true);
+        boolean found = false;
+        for (int i = 0; i < current.rules().size(); i++) {
+            List<EndpointConfig> eps = current.rules().get(i).endpoints();
+            @SuppressWarnings("unchecked")
+            List<Map<String, Object>> raw = (List<Map<String, Object>>) ((Map<String, Object>) ((List<?>) tree.get("rules")).get(i)).get("endpoints");
+            for (int j = 0; j < eps.size(); j++) {
+                if (eps.get(j).key().equals(key)) {
+                    raw.get(j).put("weight", weight);
+                    found = true;
+                }
+            }
+        }
+        if (!found) {
+            throw new ConfigException("endpoint '" + key + "' is not in the configuration");
+        }
+        return dump(tree);
+    }
+
+    /**
+     * What changes from {@code a} to {@code b}, one line per key path ({@code path: old -> new}), secrets redacted.
+     * Rules and endpoints are matched by name and url, so reordering is not a change.
+     */
+    public static List<String> diff(GatewayConfig a, GatewayConfig b) {
+        Map<String, Object> fa = new LinkedHashMap<>();
+        Map<String, Object> fb = new LinkedHashMap<>();
+        flatten("", toTree(a, false), fa);
+        flatten("", toTree(b, false), fb);
+        // A rotated secret is a change even though both sides print as redacted.
+        if (!Objects.equals(a.adminToken(), b.adminToken()) && Objects.equals(a.adminTokenFile(), b.adminTokenFile())) {
+            fb.put("admin_token", "<redacted, changed>");
+        }
+        if (!a.apiKeys().equals(b.apiKeys()) && Objects.equals(a.apiKeysFile(), b.apiKeysFile())) {
+            fb.put("api_keys", "<redacted, changed>");
+            fa.put("api_keys", "<redacted>");
+            fa.keySet().removeIf(k -> k.startsWith("api_keys["));
+            fb.keySet().removeIf(k -> k.startsWith("api_keys["));
+        }
+        List<String> out = new ArrayList<>();
+        for (Map.Entry<String, Object> e : fa.entrySet()) {
+            Object nb = fb.get(e.getKey());
+            if (!fb.containsKey(e.getKey())) {
+                out.add(e.getKey() + ": " + e.getValue() + " -> (removed)");
+            } else if (!Objects.equals(e.getValue(), nb)) {
+                out.add(e.getKey() + ": " + e.getValue() + " -> " + nb);
+            }
+        }
+        for (Map.Entry<String, Object> e : fb.entrySet()) {
+            if (!fa.containsKey(e.getKey())) {
+                out.add(e.getKey() + ": (absent) -> " + e.getValue());
+            }
+        }
+        return out;
+    }
+
+    private static void flatten(String prefix, Object v, Map<String, Object> out) {
+        if (v instanceof Map<?, ?> m) {
+            for (Map.Entry<?, ?> e : m.entrySet()) {
+                flatten(prefix.isEmpty() ? String.valueOf(e.getKey()) : prefix + "." + e.getKey(), e.getValue(), out);
+            }
+        } else if (v instanceof List<?> l && !l.isEmpty() && l.get(0) instanceof Map<?, ?>) {
+            for (int i = 0; i < l.size(); i++) {
+                Map<?, ?> m = (Map<?, ?>) l.get(i);
+                String id = m.containsKey("name") ? "name=" + m.get("name") : m.containsKey("url") ? "url=" + m.get("url") : String.valueOf(i);
+                flatten(prefix + "[" + id + "]", m, out);
+            }
+        } else {
+            out.put(prefix, v instanceof List<?> l ? String.valueOf(l) : v);
+        }
+    }
+
+    /** UTF-8 bytes, for callers that hash or send a dump. */
+    public static byte[] utf8(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+}
