@@ -323,8 +323,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             }
         }
         BlockIndex index = kvState == null ? null : kvState.index();
-        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx.rule(), ctx.endpoints(), index, clock, metrics.stages),
-            previous);
+        return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, index, clock, metrics.stages),
+            rc -> io.kvgate.dataplane.kv.PromptPipeline.forModelDir(rc.tokenizer()), previous);
     }
 
     @Override
@@ -394,10 +394,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     private void registerMetrics() {
         metrics.addSource(out -> {
-            router.wake(); // apply quietly published completions before reading load
-            io.kvgate.dataplane.route.RuleStats.writeAll(out);
+            router.writeMetrics(out);
             GatewayMetrics.counter(out, "kvgate_router_ring_full_total", "Requests shed because the routing ring was full.",
                 router.ringFullRejects());
+            GatewayMetrics.counter(out, "kvgate_router_inbox_full_total",
+                "Requests shed because their event loop already waited for a ring's worth of routing decisions.", router.inboxFullRejects());
             GatewayMetrics.gauge(out, "kvgate_router_ring_free", "Free slots in the routing ring.", router.ringRemaining());
             GatewayMetrics.counter(out, "kvgate_router_errors_total", "Routing stage handler errors.", router.handlerErrors());
             GatewayMetrics.gauge(out, "kvgate_upstream_open_connections", "Open connections to engines.", pool.openConnections());

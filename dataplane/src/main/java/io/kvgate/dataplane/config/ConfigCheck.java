@@ -4,7 +4,7 @@ import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.kv.PromptPipeline;
-import io.kvgate.dataplane.kv.RuleHasher;
+import io.kvgate.dataplane.route.RuleHasher;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;

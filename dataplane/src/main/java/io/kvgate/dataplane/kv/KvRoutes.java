@@ -8,10 +8,12 @@ import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.http.OpenAiErrors;
 import io.kvgate.dataplane.http.RequestFields;
 import io.kvgate.dataplane.proxy.RequestHooks;
-import io.kvgate.dataplane.proxy.RoutingInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RuleHasher;
+import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.RenderedPrompt;
@@ -36,11 +38,17 @@ public final class KvRoutes implements RequestHooks {
     private static final ObjectMapper JSON = new ObjectMapper();
     private final io.kvgate.dataplane.route.RoutingStage router;
     private final java.util.function.Supplier<KvState> kvState;
+    /**
+     * Explain decisions are delivered on the routing thread itself (a direct executor): the admin thread waits for
+     * the answer, so delivering on its own event loop could never run.
+     */
+    private final RouterPort explainPort;
 
     /** @param kvState the gateway's KV inventory (null while no endpoint publishes KV events) */
     public KvRoutes(io.kvgate.dataplane.route.RoutingStage router, java.util.function.Supplier<KvState> kvState) {
         this.router = router;
         this.kvState = kvState;
+        this.explainPort = router.port(Runnable::run);
     }
 
     /** Registers the admin routes on the gateway's admin API. */
@@ -107,7 +115,7 @@ public final class KvRoutes implements RequestHooks {
 
     /** {@code {"prompt": text|null, "prompt_token_ids": [...], "block_keys": [...]}} (plus "prompts" for a batch). */
     ObjectNode render(Rule rule, JsonNode body, boolean chat) throws PromptException {
-        PromptPipeline p = rule.pipeline();
+        PromptPipeline p = PromptPipeline.of(rule);
         if (!p.hasTokenizer() && (chat || !isTokenIdPrompt(body))) {
             throw new PromptException("model", "rule '" + rule.name() + "' has no tokenizer configured: only token-id "
                 + "completions prompts can be rendered (set rules[].tokenizer to the model directory)");
@@ -273,31 +281,25 @@ public final class KvRoutes implements RequestHooks {
     private AdminApi.Reply explain(Rule rule, JsonNode body, boolean chat) throws Exception {
         int[] tokens = null;
         try {
-            RenderedPrompt rp = rule.pipeline().render(chat, body);
+            RenderedPrompt rp = PromptPipeline.of(rule).render(chat, body);
             tokens = rp == null ? null : rp.tokenIds();
         } catch (PromptException e) {
             tokens = null;
         }
         String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
-        RequestFields f = new RequestFields();
-        f.model = body.get("model").asText();
-        f.user = body.path("user").isTextual() ? body.get("user").asText() : null;
-        RoutingInputs inputs = new RoutingInputs(tokens, salt, f.user);
+        String user = body.path("user").isTextual() ? body.get("user").asText() : null;
+        long sessionKeyHash = SessionKeys.hash(user);
+        int[] promptTokens = tokens;
         CompletableFuture<String[]> result = new CompletableFuture<>();
         RouteRequest req = new RouteRequest() {
             @Override
-            public String ruleName() {
-                return rule.name();
-            }
-
-            @Override
-            public RequestFields fields() {
-                return f;
+            public Rule rule() {
+                return rule;
             }
 
             @Override
             public int[] promptTokens() {
-                return inputs.promptTokens();
+                return promptTokens;
             }
 
             @Override
@@ -306,8 +308,8 @@ public final class KvRoutes implements RequestHooks {
             }
 
             @Override
-            public String sessionKey() {
-                return inputs.sessionKey();
+            public long sessionKeyHash() {
+                return sessionKeyHash;
             }
 
             @Override
@@ -321,11 +323,6 @@ public final class KvRoutes implements RequestHooks {
             }
 
             @Override
-            public boolean alreadyTried(EndpointState ep) {
-                return false;
-            }
-
-            @Override
             public Role role() {
                 return rule.isPd() ? Role.PREFILL : Role.ANY;
             }
@@ -335,7 +332,11 @@ public final class KvRoutes implements RequestHooks {
                 result.complete(new String[] {endpoint == null ? null : endpoint.config().url(), why});
             }
         };
-        if (!router.tryRoute(req)) {
+        boolean published;
+        synchronized (explainPort) { // one publisher at a time per port
+            published = explainPort.tryRoute(req);
+        }
+        if (!published) {
             return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "service_unavailable", null, null));
         }
         String[] r = result.get(5, TimeUnit.SECONDS);

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RuleHasher;
 import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.prompt.RenderedPrompt;
 import io.kvgate.ingest.zmq.SubscriberStatus;
@@ -76,7 +77,7 @@ public final class ParityProbe {
         }
         body.put("max_tokens", 1);
         out.add(check(kv, rule, ep, "hash_contract", "/v1/completions", body, ids, hasher, timeoutMs));
-        PromptPipeline p = rule.pipeline();
+        PromptPipeline p = PromptPipeline.of(rule);
         if (p.hasTokenizer()) {
             ObjectNode chat = JSON.createObjectNode();
             chat.put("model", rule.config().models().get(0));

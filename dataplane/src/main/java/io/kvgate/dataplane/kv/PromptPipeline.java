@@ -31,6 +31,11 @@ public final class PromptPipeline {
             tokenizer.config().bosToken(), tokenizer.config().eosToken());
     }
 
+    /** The pipeline the gateway attached to {@code rule} when it built the table (built now if none was attached). */
+    public static PromptPipeline of(io.kvgate.dataplane.route.Rule rule) {
+        return rule.requestStage() instanceof PromptPipeline p ? p : forModelDir(rule.config().tokenizer());
+    }
+
     /** @param modelDir the rule's {@code tokenizer} directory, or null: then only token-id prompts are exact */
     public static PromptPipeline forModelDir(String modelDir) {
         if (modelDir == null) {

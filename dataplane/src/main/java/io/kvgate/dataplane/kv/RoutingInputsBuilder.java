@@ -30,7 +30,7 @@ public final class RoutingInputsBuilder {
     public static RoutingInputs build(Rule rule, HttpHeaders headers, ByteBuf body, RequestFields fields, boolean chat,
                                       GatewayMetrics metrics, NanoClock clock) {
         JsonNode tree = null;
-        if (rule.needsPromptTokens() && (rule.pipeline().hasTokenizer() || (!chat && fields.promptIsTokenIds))) {
+        if (rule.needsPromptTokens() && (PromptPipeline.of(rule).hasTokenizer() || (!chat && fields.promptIsTokenIds))) {
             long t0 = clock.nanoTime();
             try {
                 tree = PromptPipeline.parse(ByteBufUtil.getBytes(body));
@@ -50,7 +50,7 @@ public final class RoutingInputsBuilder {
         if (!rule.needsPromptTokens()) {
             return session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session);
         }
-        if (!rule.pipeline().hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
+        if (!PromptPipeline.of(rule).hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
             metrics.shed("kv_no_tokenizer_text_prompt");
             return new RoutingInputs(null, null, session);
         }
@@ -62,7 +62,7 @@ public final class RoutingInputsBuilder {
 
     private static RoutingInputs fromTree(Rule rule, JsonNode tree, boolean chat, String session, GatewayMetrics metrics,
                                           NanoClock clock) {
-        PromptPipeline p = rule.pipeline();
+        PromptPipeline p = PromptPipeline.of(rule);
         try {
             String salt = tree.path("cache_salt").isTextual() ? tree.get("cache_salt").asText() : null;
             long t1 = clock.nanoTime();

@@ -13,7 +13,10 @@ import io.kvgate.dataplane.proxy.ExchangeOwner;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.ProxyExchange;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouterPort;
+import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.upstream.UpstreamCall;
 import io.kvgate.dataplane.upstream.UpstreamListener;
@@ -51,7 +54,7 @@ import java.util.concurrent.ThreadLocalRandom;
  *
  * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, except {@link #onRouted}.
  */
-public final class PdExchange implements RouteRequest, Runnable, ActiveExchange, ExchangeOwner {
+public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeOwner {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final GatewayContext gw;
@@ -70,7 +73,8 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
 
     private final io.kvgate.dataplane.proxy.RoutingInputs inputs;
-    private volatile Role role = Role.PREFILL;
+    private final RouterPort port;
+    private Role role = Role.PREFILL;
     private EndpointState routed;
     private String routedWhy;
 
@@ -89,6 +93,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
                       io.kvgate.dataplane.proxy.RoutingInputs inputs) {
         this.inputs = inputs;
         this.gw = gw;
+        this.port = gw.router().port(ctx.channel().eventLoop());
         this.metrics = metrics;
         this.ctx = ctx;
         this.owner = owner;
@@ -110,10 +115,10 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
 
     private void routeNext(Role r) {
         role = r;
-        if (!gw.router().tryRoute(this)) {
+        if (!port.tryRoute(this)) {
             gw.metrics().shed("router_ring_full");
             if (prefillEp != null && r == Role.DECODE && sglang) {
-                gw.router().complete(prefillEp, true);
+                port.complete(prefillEp, Outcome.RELEASED);
             }
             fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
         }
@@ -122,13 +127,8 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     // ---- RouteRequest ----------------------------------------------------------------------------------------
 
     @Override
-    public String ruleName() {
-        return rule.name();
-    }
-
-    @Override
-    public RequestFields fields() {
-        return fields;
+    public Rule rule() {
+        return rule;
     }
 
     @Override
@@ -147,8 +147,8 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     }
 
     @Override
-    public String sessionKey() {
-        return inputs.sessionKey();
+    public long sessionKeyHash() {
+        return SessionKeys.hash(inputs.sessionKey());
     }
 
     @Override
@@ -157,27 +157,32 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
     }
 
     @Override
-    public boolean alreadyTried(EndpointState ep) {
-        return connectFailed.contains(ep);
+    public int triedCount() {
+        return role == Role.PREFILL ? connectFailed.size() : 0;
     }
 
+    @Override
+    public EndpointState tried(int i) {
+        return connectFailed.get(i);
+    }
+
+    /** The routing decision for the current role, on the event loop. */
     @Override
     public void onRouted(EndpointState endpoint, Rule r, String why) {
         this.routed = endpoint;
         this.routedWhy = why;
-        ctx.channel().eventLoop().execute(this);
+        onDecision();
     }
 
-    @Override
-    public void run() {
+    private void onDecision() {
         EndpointState ep = routed;
         routed = null;
         if (clientGone || done) {
             if (ep != null) {
-                gw.router().complete(ep, true);
+                port.complete(ep, Outcome.RELEASED);
             }
             if (role == Role.DECODE && prefillEp != null && sglang && prefillCall == null) {
-                gw.router().complete(prefillEp, true);
+                port.complete(prefillEp, Outcome.RELEASED);
             }
             return;
         }
@@ -196,7 +201,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
         } else {
             if (ep == null) {
                 if (sglang) {
-                    gw.router().complete(prefillEp, true);
+                    port.complete(prefillEp, Outcome.RELEASED);
                 }
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
                     "no_healthy_endpoint", true);
@@ -357,7 +362,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
                 text.release();
                 text = null;
                 prefillCall = null;
-                gw.router().complete(prefillEp, true);
+                port.complete(prefillEp, status >= 500 ? Outcome.FAILURE : Outcome.SUCCESS);
                 metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
                 if (clientGone || done) {
                     return;
@@ -388,7 +393,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
 
     private void onPrefillFailed(UpstreamListener.Failure failure) {
         EndpointState ep = prefillEp;
-        gw.router().complete(ep, false);
+        port.complete(ep, Outcome.FAILURE);
         metrics.failure("prefill", failure.name().toLowerCase(java.util.Locale.ROOT));
         gw.metrics().upstreamError(ep.key(), "prefill_" + failure.name().toLowerCase(java.util.Locale.ROOT));
         if (clientGone || done) {
@@ -481,7 +486,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
         if (prefillCall != null) {
             prefillCall.cancel();
             prefillCall = null;
-            gw.router().complete(prefillEp, true);
+            port.complete(prefillEp, Outcome.RELEASED);
         }
         if (decodeLeg != null) {
             decodeLeg.onClientGone();
@@ -496,7 +501,7 @@ public final class PdExchange implements RouteRequest, Runnable, ActiveExchange,
         if (prefillCall != null) {
             prefillCall.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more
             prefillCall = null;
-            gw.router().complete(prefillEp, true);
+            port.complete(prefillEp, Outcome.RELEASED);
         }
         owner.onExchangeDone(keepAlive);
     }

@@ -4,9 +4,12 @@ import io.kvgate.dataplane.http.OpenAiErrors;
 import io.kvgate.dataplane.http.RequestFields;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.RouteRequest.Role;
+import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.upstream.UpstreamCall;
 import io.kvgate.dataplane.upstream.UpstreamListener;
 import io.netty.buffer.ByteBuf;
@@ -40,17 +43,19 @@ import java.util.List;
  * as one {@code data: {"error":…}} event and {@code data: [DONE]}, because a silent close looks like success to the
  * OpenAI SDKs. Engine errors in the older flat shape are re-emitted in the OpenAI shape with the engine's status.
  *
- * <p>Threading: {@link #onRouted} runs on the routing stage and only hands the decision to the event loop; every
- * other method runs on the event loop.
+ * <p>Threading: event-loop only; the routing decision arrives on the event loop too ({@link #onRouted}, delivered in a
+ * batch by the loop's {@link RouterPort}).
  */
-public final class ProxyExchange implements RouteRequest, Runnable, UpstreamListener, ActiveExchange {
+public final class ProxyExchange implements RouteRequest, UpstreamListener, ActiveExchange {
     private final GatewayContext gw;
     private final ChannelHandlerContext ctx;
     private final ExchangeOwner owner;
     private final HttpRequest request;
     private final ByteBuf body;
     private final RequestFields fields;
+    private final Rule rule;
     private final String ruleName;
+    private final RouterPort port;
     private final String requestId;
     private final boolean explain;
     private final long startNs;
@@ -74,7 +79,6 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         LegObserver NONE = new LegObserver() {};
     }
 
-    // Written by the routing stage before it hands the exchange to the event loop (happens-before via execute()).
     private EndpointState routedEndpoint;
     private String routedWhy;
     private long routedAtNs;
@@ -100,7 +104,9 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         this.request = request;
         this.body = body;
         this.fields = fields;
+        this.rule = rule;
         this.ruleName = rule.name();
+        this.port = gw.router().port(ctx.channel().eventLoop());
         this.requestId = requestId;
         this.explain = explain || rule.config().explain();
         this.startNs = startNs;
@@ -138,8 +144,18 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     }
 
     @Override
-    public String sessionKey() {
-        return inputs.sessionKey();
+    public long sessionKeyHash() {
+        return SessionKeys.hash(inputs.sessionKey());
+    }
+
+    @Override
+    public int triedCount() {
+        return tried.size();
+    }
+
+    @Override
+    public EndpointState tried(int i) {
+        return tried.get(i);
     }
 
     @Override
@@ -169,7 +185,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
             call.cancel();
         }
         if (endpoint != null) {
-            gw.router().complete(endpoint, true);
+            port.complete(endpoint, Outcome.RELEASED);
             endpoint = null;
         }
         if (errorBuf != null) {
@@ -188,47 +204,31 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
     public void start() {
         routedAtNs = gw.clock().nanoTime();
         dispatchNs = routedAtNs;
-        if (!gw.router().tryRoute(this)) {
+        if (!port.tryRoute(this)) {
             gw.metrics().shed("router_ring_full");
             finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
         }
     }
 
     @Override
-    public String ruleName() {
-        return ruleName;
+    public Rule rule() {
+        return rule;
     }
 
+    /** The routing decision, on the event loop. */
     @Override
-    public RequestFields fields() {
-        return fields;
-    }
-
-    @Override
-    public boolean alreadyTried(EndpointState ep) {
-        for (int i = 0; i < tried.size(); i++) {
-            if (tried.get(i) == ep) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    @Override
-    public void onRouted(EndpointState ep, Rule rule, String why) {
+    public void onRouted(EndpointState ep, Rule decidedBy, String why) {
         this.routedEndpoint = ep;
         this.routedWhy = why;
-        ctx.channel().eventLoop().execute(this);
+        run();
     }
 
-    /** The routing decision arrives on the event loop. */
-    @Override
-    public void run() {
+    private void run() {
         gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
         EndpointState ep = routedEndpoint;
         if (clientGone) {
             if (ep != null) {
-                gw.router().complete(ep, true);
+                port.complete(ep, Outcome.RELEASED);
             }
             release();
             return;
@@ -359,7 +359,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         }
         if (last) {
             ctx.writeAndFlush(content);
-            complete(true);
+            complete();
         } else {
             ctx.write(content);
         }
@@ -383,7 +383,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         content.release();
         if (last) {
             ctx.writeAndFlush(new DefaultLastHttpContent(data));
-            complete(true);
+            complete();
             return;
         }
         int cut = lastEventEnd(data);
@@ -449,7 +449,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         }
         switch (failure) {
             case CONNECT -> {
-                gw.router().complete(ep, false);
+                port.complete(ep, Outcome.FAILURE);
                 if (!responseStarted && observer.onFailedBeforeHead(failure)) {
                     endpoint = null;
                     finished = true;
@@ -460,7 +460,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
                     gw.metrics().connectRetries.increment();
                     endpoint = null;
                     routedAtNs = gw.clock().nanoTime();
-                    if (gw.router().tryRoute(this)) {
+                    if (port.tryRoute(this)) {
                         return;
                     }
                 }
@@ -474,7 +474,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
                 }
             }
             case EARLY_CLOSE -> {
-                gw.router().complete(ep, false);
+                port.complete(ep, Outcome.FAILURE);
                 endpoint = null;
                 if (observer.onFailedBeforeHead(failure)) {
                     finished = true;
@@ -485,13 +485,13 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
                     + " closed the connection before responding", "upstream_disconnected", false);
             }
             case FIRST_BYTE_TIMEOUT -> {
-                gw.router().complete(ep, false);
+                port.complete(ep, Outcome.FAILURE);
                 endpoint = null;
                 finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "The engine at " + ep.key() + " did not answer within "
                     + gw.config().upstream().firstByteTimeoutMs() + " ms", "upstream_timeout", false);
             }
             case MID_BODY, IDLE_TIMEOUT -> {
-                gw.router().complete(ep, false);
+                port.complete(ep, Outcome.FAILURE);
                 endpoint = null;
                 String why = failure == Failure.IDLE_TIMEOUT
                     ? "The engine at " + ep.key() + " stopped sending for " + gw.config().upstream().idleTimeoutMs() + " ms"
@@ -540,8 +540,8 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         if (explain) {
             r.headers().set("x-kvgate-route", explanation());
         }
-        // The engine answered: it is alive, whatever it thought of the request.
-        gw.router().complete(endpoint, true);
+        // The engine answered: a 4xx is the client's mistake; a 5xx counts toward the endpoint's breaker.
+        port.complete(endpoint, errorStatus >= 500 ? Outcome.FAILURE : Outcome.SUCCESS);
         endpoint = null;
         finished = true;
         record(errorStatus);
@@ -554,9 +554,9 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
         owner.onExchangeDone(keepAlive);
     }
 
-    private void complete(boolean ok) {
+    private void complete() {
         if (endpoint != null) {
-            gw.router().complete(endpoint, ok);
+            port.complete(endpoint, status >= 500 ? Outcome.FAILURE : Outcome.SUCCESS);
             endpoint = null;
         }
         finished = true;
@@ -618,7 +618,7 @@ public final class ProxyExchange implements RouteRequest, Runnable, UpstreamList
             errorBuf = null;
         }
         if (endpoint != null) {
-            gw.router().complete(endpoint, true);
+            port.complete(endpoint, Outcome.RELEASED);
             endpoint = null;
             record(499);
             release();

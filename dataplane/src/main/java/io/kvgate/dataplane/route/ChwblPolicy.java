@@ -1,6 +1,8 @@
 package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.dataplane.route.RuleStats.Tier;
 import java.util.Arrays;
 
 /**
@@ -11,7 +13,9 @@ import java.util.Arrays;
  * is over the bound {@code (1+ε)·mean load}; then the walk goes clockwise to the next endpoint under it — the bound is
  * always applied, also for hot keys.
  *
- * <p>Routing stage only. The ring is built once per rule version (endpoints are fixed for a rule).
+ * <p>Routing stage only. The ring is built once per rule version (endpoints are fixed for a rule); the walk is
+ * bounded by the number of ring points. The owner of a key depends only on endpoint keys and weights, so a
+ * configuration swap that keeps them keeps every key's owner (nothing else to carry over).
  */
 final class ChwblPolicy implements RoutingPolicy {
     private final RuleConfig.ChwblConfig knobs;
@@ -27,15 +31,15 @@ final class ChwblPolicy implements RoutingPolicy {
         this.fallback = fallback;
         this.stats = stats;
         int total = 0;
-        for (EndpointState e : endpoints) {
-            total += knobs.virtualNodes() * e.config().weight();
+        for (int i = 0; i < endpoints.length; i++) {
+            total += knobs.virtualNodes() * rule.endpoints().get(i).weight();
         }
         long[] pts = new long[total];
         int[] own = new int[total];
         int k = 0;
         for (int i = 0; i < endpoints.length; i++) {
             long base = endpoints[i].key().hashCode() * 0x9E3779B97F4A7C15L;
-            int vn = knobs.virtualNodes() * endpoints[i].config().weight();
+            int vn = knobs.virtualNodes() * rule.endpoints().get(i).weight();
             for (int v = 0; v < vn; v++) {
                 pts[k] = mix(base + v * 0xBF58476D1CE4E5B9L);
                 own[k] = i;
@@ -73,11 +77,11 @@ final class ChwblPolicy implements RoutingPolicy {
     }
 
     @Override
-    public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+    public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         int[] tokens = r.promptTokens();
         if (tokens == null || tokens.length == 0) {
-            stats.miss("no_tokens");
-            stats.tier("fallback");
+            stats.miss(MissReason.NO_TOKENS);
+            stats.tier(Tier.FALLBACK);
             EndpointState ep = fallback.choose(c, r, nowNs, why);
             if (r.explain()) {
                 why.append("tier=fallback(no_tokens)");
@@ -102,7 +106,7 @@ final class ChwblPolicy implements RoutingPolicy {
         for (int step = 0; step < points.length; step++) {
             EndpointState e = c[owners[(start + step) % points.length]];
             if (RoutingPolicy.eligible(e, r, nowNs) && e.outstanding() + 1 <= bound) {
-                stats.tier(e == owner ? "chwbl_owner" : "chwbl_walk");
+                stats.tier(e == owner ? Tier.CHWBL_OWNER : Tier.CHWBL_WALK);
                 if (r.explain()) {
                     why.append("tier=chwbl; key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
                         .append(e == owner ? "" : " (over bound or unavailable: walked clockwise)").append("; bound=")
@@ -111,8 +115,8 @@ final class ChwblPolicy implements RoutingPolicy {
                 return e;
             }
         }
-        stats.tier("fallback");
-        stats.miss("all_over_bound");
+        stats.tier(Tier.FALLBACK);
+        stats.miss(MissReason.ALL_OVER_BOUND);
         return fallback.choose(c, r, nowNs, why);
     }
 

@@ -7,7 +7,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Every endpoint the gateway has known, by host:port, so that a configuration swap keeps each endpoint's load,
- * health and block inventory. Thread-safe; ids are dense and never reused.
+ * health and block inventory. Resolving an endpoint that exists does not change it: a changed configuration (weight,
+ * role) is applied by the routing stage when it swaps in the table that carries it, so the running table never sees
+ * the next one's settings. Thread-safe; ids are dense and never reused.
  */
 public final class EndpointRegistry {
     private final ConcurrentHashMap<String, EndpointState> byKey = new ConcurrentHashMap<>();
@@ -30,9 +32,7 @@ public final class EndpointRegistry {
     }
 
     public EndpointState resolve(EndpointConfig cfg) {
-        EndpointState ep = byKey.computeIfAbsent(cfg.key(), k -> new EndpointState(k, nextId.getAndIncrement(), cfg));
-        ep.config(cfg);
-        return ep;
+        return byKey.computeIfAbsent(cfg.key(), k -> new EndpointState(k, nextId.getAndIncrement(), cfg));
     }
 
     public EndpointState get(String key) {

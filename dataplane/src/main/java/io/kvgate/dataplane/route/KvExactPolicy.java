@@ -5,8 +5,9 @@ import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.block.SpeculativeOverlay;
 import io.kvgate.control.clock.NanoClock;
-import io.kvgate.dataplane.kv.RuleHasher;
 import io.kvgate.dataplane.metrics.StageTimers;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.dataplane.route.RuleStats.Tier;
 
 /**
  * KV-exact routing: for each candidate, the longest contiguous run of cached blocks from the start of the prompt
@@ -15,20 +16,29 @@ import io.kvgate.dataplane.metrics.StageTimers;
  * block, or matches fewer than {@code min_match_blocks} anywhere; an endpoint with an empty inventory (e.g. just
  * restarted) is re-admitted every {@code cold_readmit_every} decisions so it is not starved.
  *
- * <p>Routing stage only: owns its hasher, index reader, overlay and scratch arrays (no allocation per decision).
+ * <p>Only the first {@code maxPromptBlocks} blocks of a prompt are hashed (the index's lookup limit, 8192 by
+ * default): block keys chain from the start and the lookup scores no more, so hashing the rest of a 4M-token prompt
+ * would only hold up every other rule's routing (reliability review H4).
+ *
+ * <p>Routing stage only: owns its hasher, index reader, overlay and scratch arrays (no allocation per decision). A
+ * configuration swap hands the speculative overlay and the decision count to the rule's next version when both hash
+ * prompts the same way ({@link #carryOver}).
  */
 final class KvExactPolicy implements RoutingPolicy {
     private final RuleConfig.KvExactConfig knobs;
+    private final RuleConfig rule;
+    private final boolean soft;
+    private final int maxPromptBlocks;
     private final RoutingPolicy fallback;
     private final RuleStats stats;
     private final BlockIndex index;
     private final BlockIndexReader reader;
-    private final SpeculativeOverlay overlay;
+    private SpeculativeOverlay overlay;
     private final RuleHasher hasher;
     private final int blockSize;
     private final String ruleName;
     private final int watchdogStreak;
-    private long[] keys = new long[256];
+    private final long[] keys;
     private int[] ids = new int[16];
     private int[] matched = new int[16];
     private long decisions;
@@ -39,6 +49,10 @@ final class KvExactPolicy implements RoutingPolicy {
         this.clock = clock;
         this.stages = stages;
         this.knobs = rule.kvExact();
+        this.rule = rule;
+        this.soft = "soft".equals(knobs.mode());
+        this.maxPromptBlocks = index == null ? 0 : index.config().maxPromptBlocks();
+        this.keys = new long[Math.max(1, maxPromptBlocks)];
         this.fallback = fallback;
         this.stats = stats;
         this.index = index;
@@ -51,17 +65,32 @@ final class KvExactPolicy implements RoutingPolicy {
         this.hasher = new RuleHasher(rule, 1 << 16);
     }
 
-    /** Computes the prompt's block keys into {@link #keys}; returns the number of full blocks. */
+    /** Computes the keys of the prompt's first full blocks (at most the lookup limit) into {@link #keys}. */
     private int hashPrompt(int[] tokens, String salt) {
-        int blocks = tokens.length / blockSize;
-        if (keys.length < blocks) {
-            keys = new long[Math.max(blocks, keys.length * 2)];
-        }
-        return hasher.hash(tokens, salt, keys);
+        return hasher.hash(tokens, salt, keys, maxPromptBlocks);
+    }
+
+    /** Blocks hashed by the last decision (tests: the H4 bound). */
+    int lastHashedBlocks() {
+        return lastBlocks;
     }
 
     @Override
-    public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+    public void carryOver(RoutingPolicy previous) {
+        if (!(previous instanceof KvExactPolicy p)) {
+            return;
+        }
+        fallback.carryOver(p.fallback);
+        decisions = p.decisions;
+        boolean sameKeys = p.index == index && p.blockSize == blockSize && java.util.Objects.equals(p.rule.hashAlgo(), rule.hashAlgo())
+            && java.util.Objects.equals(p.rule.hashSeed(), rule.hashSeed()) && java.util.Objects.equals(p.rule.kvKeyMode(), rule.kvKeyMode());
+        if (sameKeys && p.overlay != null && overlay != null && p.knobs.speculativeTtlMs() == knobs.speculativeTtlMs()) {
+            overlay = p.overlay; // blocks routed moments ago are still on their way into the engines' caches
+        }
+    }
+
+    @Override
+    public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         EndpointState ep = decide(c, r, nowNs, why);
         if (ep != null && overlay != null && lastBlocks > 0 && !r.dryRun()) {
             overlay.recordRouted(ep.id(), keys, lastBlocks);
@@ -71,14 +100,14 @@ final class KvExactPolicy implements RoutingPolicy {
 
     private int lastBlocks;
 
-    private EndpointState decide(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+    private EndpointState decide(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         lastBlocks = 0;
         int[] tokens = r.promptTokens();
         if (index == null) {
-            return fallback(c, r, nowNs, why, "no_kv_events");
+            return fallback(c, r, nowNs, why, MissReason.NO_KV_EVENTS);
         }
         if (tokens == null) {
-            return fallback(c, r, nowNs, why, "no_tokens");
+            return fallback(c, r, nowNs, why, MissReason.NO_TOKENS);
         }
         long t0 = clock.nanoTime();
         int n = hashPrompt(tokens, r.cacheSalt());
@@ -86,7 +115,7 @@ final class KvExactPolicy implements RoutingPolicy {
         stages.recordNs(StageTimers.Stage.HASH, t1 - t0);
         lastBlocks = n;
         if (n == 0) {
-            return fallback(c, r, nowNs, why, "short_prompt");
+            return fallback(c, r, nowNs, why, MissReason.SHORT_PROMPT);
         }
         if (ids.length < c.length) {
             ids = new int[c.length];
@@ -97,8 +126,7 @@ final class KvExactPolicy implements RoutingPolicy {
         }
         reader.longestPrefix(keys, n, ids, c.length, matched, overlay);
         stages.recordNs(StageTimers.Stage.LOOKUP, clock.nanoTime() - t1);
-        stats.lookups.incrementAndGet();
-        stats.promptBlocks.addAndGet(n);
+        stats.lookup(n);
 
         int eligible = 0;
         long totalLoad = 0;
@@ -118,7 +146,7 @@ final class KvExactPolicy implements RoutingPolicy {
         if (knobs.coldReadmitEvery() > 0 && decisions % knobs.coldReadmitEvery() == 0) {
             for (int i = 0; i < c.length; i++) {
                 if (RoutingPolicy.eligible(c[i], r, nowNs) && index.blocks(c[i].id()) == 0 && c[i].outstanding() <= mean) {
-                    stats.tier("kv_cold_readmit");
+                    stats.tier(Tier.KV_COLD_READMIT);
                     explain(r, why, c, n, "cold endpoint re-admitted");
                     return c[i];
                 }
@@ -130,11 +158,11 @@ final class KvExactPolicy implements RoutingPolicy {
             stats.zeroHitStreak = 0;
         }
         if (bestMatched < Math.max(1, knobs.minMatchBlocks())) {
-            return fallback(c, r, nowNs, why, bestMatched == 0 ? "no_match" : "below_min_match");
+            return fallback(c, r, nowNs, why, bestMatched == 0 ? MissReason.NO_MATCH : MissReason.BELOW_MIN_MATCH);
         }
         EndpointState best = null;
         int bestIdx = -1;
-        if ("soft".equals(knobs.mode())) {
+        if (soft) {
             double bestCost = Double.MAX_VALUE;
             for (int i = 0; i < c.length; i++) {
                 if (!RoutingPolicy.eligible(c[i], r, nowNs)) {
@@ -162,21 +190,21 @@ final class KvExactPolicy implements RoutingPolicy {
             }
             if (best != null && matched[bestIdx] < Math.max(1, knobs.minMatchBlocks())) {
                 // Every endpoint that holds the prefix is over the bound: spread the load instead.
-                return fallback(c, r, nowNs, why, "over_load_bound");
+                return fallback(c, r, nowNs, why, MissReason.OVER_LOAD_BOUND);
             }
         }
         if (best == null) {
-            return fallback(c, r, nowNs, why, "over_load_bound");
+            return fallback(c, r, nowNs, why, MissReason.OVER_LOAD_BOUND);
         }
-        stats.tier("kv_exact");
-        stats.matchedBlocks.addAndGet(matched[bestIdx]);
+        stats.tier(Tier.KV_EXACT);
+        stats.matched(matched[bestIdx]);
         if (r.explain()) {
             explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks");
         }
         return best;
     }
 
-    private void watchdog(EndpointState[] c, RouteRequest r, long nowNs) {
+    private void watchdog(EndpointState[] c, RouteEvent r, long nowNs) {
         boolean inventory = false;
         for (EndpointState e : c) {
             inventory |= index.blocks(e.id()) > 0;
@@ -186,7 +214,7 @@ final class KvExactPolicy implements RoutingPolicy {
             return;
         }
         if (++stats.zeroHitStreak == watchdogStreak) {
-            stats.watchdogFirings.incrementAndGet();
+            stats.watchdogFired();
             if (!stats.watchdogWarned) {
                 stats.watchdogWarned = true;
                 System.err.println("kvgate: WARNING rule '" + ruleName + "': " + watchdogStreak
@@ -197,20 +225,20 @@ final class KvExactPolicy implements RoutingPolicy {
         }
     }
 
-    private EndpointState fallback(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why, String reason) {
+    private EndpointState fallback(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why, MissReason reason) {
         stats.miss(reason);
-        stats.tier("fallback");
+        stats.tier(Tier.FALLBACK);
         EndpointState ep = fallback.choose(c, r, nowNs, why);
         if (r.explain()) {
-            why.append("tier=fallback(").append(reason).append(")");
-            if (reason.equals("no_match") || reason.equals("below_min_match") || reason.equals("over_load_bound")) {
+            why.append("tier=fallback(").append(reason.label).append(")");
+            if (reason == MissReason.NO_MATCH || reason == MissReason.BELOW_MIN_MATCH || reason == MissReason.OVER_LOAD_BOUND) {
                 appendScores(why, c);
             }
         }
         return ep;
     }
 
-    private void explain(RouteRequest r, StringBuilder why, EndpointState[] c, int n, String reason) {
+    private void explain(RouteEvent r, StringBuilder why, EndpointState[] c, int n, String reason) {
         if (!r.explain()) {
             return;
         }

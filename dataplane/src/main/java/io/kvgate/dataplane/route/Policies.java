@@ -18,7 +18,7 @@ public final class Policies {
         private int next;
 
         @Override
-        public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+        public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
             for (int i = 0; i < c.length; i++) {
                 int idx = Math.floorMod(next + i, c.length);
                 if (RoutingPolicy.eligible(c[idx], r, nowNs)) {
@@ -28,15 +28,23 @@ public final class Policies {
             }
             return null;
         }
+
+        @Override
+        public void carryOver(RoutingPolicy previous) {
+            if (previous instanceof RoundRobin p) {
+                next = p.next;
+            }
+        }
     }
 
     /**
      * Nginx's smooth weighted round robin: every pick adds each eligible endpoint's weight to its running total,
-     * takes the largest and subtracts the sum — weights are honoured without bursts to the heaviest endpoint.
+     * takes the largest and subtracts the sum — weights are honoured without bursts to the heaviest endpoint. The
+     * running totals live on the endpoints, so they survive a configuration swap by themselves.
      */
     static final class SmoothWeighted implements RoutingPolicy {
         @Override
-        public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+        public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
             EndpointState best = null;
             long total = 0;
             for (EndpointState ep : c) {
@@ -57,28 +65,36 @@ public final class Policies {
         }
     }
 
-    /** Fewest requests in flight, weighted (outstanding / weight); ties rotate so equal endpoints share evenly. */
+    /**
+     * Fewest requests in flight, weighted (outstanding / weight, compared exactly by cross-multiplying); ties rotate
+     * so equal endpoints share evenly.
+     */
     static final class LeastOutstanding implements RoutingPolicy {
         private int rotate;
 
         @Override
-        public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
+        public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
             EndpointState best = null;
-            double bestLoad = Double.MAX_VALUE;
             int n = c.length;
-            rotate++;
+            rotate = rotate == Integer.MAX_VALUE ? 0 : rotate + 1;
             for (int i = 0; i < n; i++) {
-                EndpointState ep = c[Math.floorMod(rotate + i, n)];
+                EndpointState ep = c[(rotate + i) % n];
                 if (!RoutingPolicy.eligible(ep, r, nowNs)) {
                     continue;
                 }
-                double load = (double) ep.outstanding() / ep.config().weight();
-                if (load < bestLoad) {
-                    bestLoad = load;
+                // ep.outstanding/ep.weight < best.outstanding/best.weight, without division
+                if (best == null || (long) ep.outstanding() * best.config().weight() < (long) best.outstanding() * ep.config().weight()) {
                     best = ep;
                 }
             }
             return best;
+        }
+
+        @Override
+        public void carryOver(RoutingPolicy previous) {
+            if (previous instanceof LeastOutstanding p) {
+                rotate = p.rotate;
+            }
         }
     }
 }

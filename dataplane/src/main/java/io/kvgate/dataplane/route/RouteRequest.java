@@ -1,24 +1,22 @@
 package io.kvgate.dataplane.route;
 
-import io.kvgate.dataplane.http.RequestFields;
-
 /**
- * What the routing stage needs from a request, and how it hands the decision back. Implemented by the proxy
- * exchange, which lives on one I/O thread; {@link #onRouted} is called on the routing stage and must only publish
- * the decision to that I/O thread (e.g. {@code eventLoop.execute(this)}), never touch the channel.
+ * A request as the routing stage sees it. The getters are read once, on the publishing I/O thread, when the request
+ * is copied into its ring slot ({@link RouteEvent}); the routing thread never calls back into the request.
+ * {@link #onRouted} is invoked ON THE REQUEST'S EVENT LOOP (the thread of the {@link RouterPort} it was published
+ * through), in a batch with the other decisions for that loop: implementations act on the decision directly and
+ * must not re-dispatch themselves.
  */
 public interface RouteRequest {
     /** Which pool of a P/D rule to pick from; {@link Role#ANY} outside P/D. */
     enum Role { ANY, PREFILL, DECODE }
 
-    /** Name of the rule the I/O thread resolved for the request's model. */
-    String ruleName();
+    /** The rule the I/O thread resolved for the request's model (from {@link RoutingStage#table()}). */
+    Rule rule();
 
     default Role role() {
         return Role.ANY;
     }
-
-    RequestFields fields();
 
     /** The prompt's token ids as the engine will see them (rendered + tokenized on the I/O thread), or null. */
     default int[] promptTokens() {
@@ -30,9 +28,14 @@ public interface RouteRequest {
         return null;
     }
 
-    /** The session affinity key pulled by the I/O thread for the rule's session settings, or null. */
-    default String sessionKey() {
+    /** The LoRA adapter the request names, or null. Carried to the stage; no current policy keys on it. */
+    default String lora() {
         return null;
+    }
+
+    /** The session affinity key as {@link SessionKeys#hash}, or {@link SessionKeys#NONE}. */
+    default long sessionKeyHash() {
+        return SessionKeys.NONE;
     }
 
     /** Whether the decision should be explained (policies then fill in their {@code why}). */
@@ -48,9 +51,19 @@ public interface RouteRequest {
         return false;
     }
 
-    /** Whether this request already tried {@code ep} (connect failure → retry elsewhere). */
-    boolean alreadyTried(EndpointState ep);
+    /** How many endpoints this request already tried (connect failure → retry elsewhere); at most {@link RouteEvent#MAX_TRIED} count. */
+    default int triedCount() {
+        return 0;
+    }
 
-    /** The decision: an endpoint, or null with a reason (no endpoint available / rule gone). */
+    /** The {@code i}-th endpoint already tried. */
+    default EndpointState tried(int i) {
+        throw new IndexOutOfBoundsException(i);
+    }
+
+    /**
+     * The decision, on the request's event loop: an endpoint (its load already counted unless dry run: complete it
+     * through the same {@link RouterPort}), or null with a reason (no endpoint available / rule gone / ring error).
+     */
     void onRouted(EndpointState endpoint, Rule rule, String explanation);
 }

@@ -5,23 +5,28 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
- * The applied rule set: immutable, built off the data path and handed to the routing stage as one command. I/O
- * threads read the current table to resolve a model to its rule; the routing stage owns the policies inside it.
+ * The applied rule set: immutable, built off the data path and handed to the routing stage, which swaps it in and
+ * carries the policy state of the rules that remain over to it ({@link RoutingStage#swap}). I/O threads read the
+ * current table to resolve a model to its rule; the routing stage owns the policies inside it.
  */
 public final class RouteTable {
     private final GatewayConfig config;
     private final List<Rule> rules;
     private final Map<String, Rule> byModel;
     private final Map<String, Rule> byName;
+    private final EndpointState[] endpoints;
     private final EndpointRegistry registry;
     private final List<EndpointState> staged;
     private final List<EndpointConfig> stagedConfigs;
-    private final java.util.concurrent.CountDownLatch installed = new java.util.concurrent.CountDownLatch(1);
+    private final CountDownLatch installed = new CountDownLatch(1);
 
     private RouteTable(GatewayConfig config, List<Rule> rules, EndpointRegistry registry, List<EndpointState> staged,
                        List<EndpointConfig> stagedConfigs) {
@@ -32,12 +37,18 @@ public final class RouteTable {
         this.rules = List.copyOf(rules);
         this.byModel = new HashMap<>();
         this.byName = new HashMap<>();
+        Map<String, EndpointState> distinct = new LinkedHashMap<>();
         for (Rule r : rules) {
+            r.table = this;
             byName.put(r.name(), r);
             for (String m : r.config().models()) {
                 byModel.put(m, r);
             }
+            for (EndpointState ep : r.endpoints()) {
+                distinct.put(ep.key(), ep);
+            }
         }
+        this.endpoints = distinct.values().toArray(EndpointState[]::new);
     }
 
     /**
@@ -45,17 +56,27 @@ public final class RouteTable {
      */
     public static RouteTable build(GatewayConfig config, EndpointRegistry registry,
                                    Function<RuleBuildContext, RoutingPolicy> policyFactory) {
-        return build(config, registry, policyFactory, null);
+        return build(config, registry, policyFactory, rc -> null, null);
+    }
+
+    /** As below, with nothing attached for the request stage. */
+    public static RouteTable build(GatewayConfig config, EndpointRegistry registry,
+                                   Function<RuleBuildContext, RoutingPolicy> policyFactory, RouteTable previous) {
+        return build(config, registry, policyFactory, rc -> null, previous);
     }
 
     /**
      * Builds the next table without changing anything live: endpoints are staged (see {@link EndpointRegistry#stage})
      * and their new configurations are installed by the routing stage when it applies the table, between two
-     * decisions. A rule whose configuration is unchanged from {@code previous} is carried over whole, with its
-     * policy state (session pins, speculative overlay, prefix caches).
+     * decisions. A rule whose configuration is unchanged from {@code previous} is carried over whole (same object,
+     * with its policy state and counters); a changed rule of the same name gets new policies, and the routing stage
+     * hands them the old ones' state when it swaps the table in ({@link RoutingPolicy#carryOver}).
+     *
+     * @param requestStage what the request stage keeps per rule (its prompt pipeline), see {@link Rule#requestStage}
      */
     public static RouteTable build(GatewayConfig config, EndpointRegistry registry,
-                                   Function<RuleBuildContext, RoutingPolicy> policyFactory, RouteTable previous) {
+                                   Function<RuleBuildContext, RoutingPolicy> policyFactory,
+                                   Function<RuleConfig, Object> requestStage, RouteTable previous) {
         List<Rule> rules = new ArrayList<>();
         List<EndpointState> staged = new ArrayList<>();
         List<EndpointConfig> stagedConfigs = new ArrayList<>();
@@ -73,8 +94,9 @@ public final class RouteTable {
                 rules.add(same);
                 continue;
             }
-            rules.add(new Rule(rc, eps, policyFactory.apply(new RuleBuildContext(rc, eps)), RulePolicies.decodePolicy(rc),
-                io.kvgate.dataplane.kv.PromptPipeline.forModelDir(rc.tokenizer())));
+            RuleStats stats = new RuleStats(rc.name());
+            rules.add(new Rule(rc, eps, policyFactory.apply(new RuleBuildContext(rc, eps, stats)),
+                RulePolicies.decodePolicy(rc, stats), stats, requestStage.apply(rc)));
         }
         RouteTable t = new RouteTable(config, rules, registry, staged, stagedConfigs);
         if (previous == null) {
@@ -96,11 +118,11 @@ public final class RouteTable {
 
     /** Waits until the routing stage applied this table; false on timeout. */
     public boolean awaitInstalled(long timeoutMs) throws InterruptedException {
-        return installed.await(timeoutMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+        return installed.await(timeoutMs, TimeUnit.MILLISECONDS);
     }
 
     /** What a policy factory gets for one rule. */
-    public record RuleBuildContext(RuleConfig rule, EndpointState[] endpoints) {}
+    public record RuleBuildContext(RuleConfig rule, EndpointState[] endpoints, RuleStats stats) {}
 
     public GatewayConfig config() {
         return config;
@@ -116,5 +138,10 @@ public final class RouteTable {
 
     public Rule ruleByName(String name) {
         return byName.get(name);
+    }
+
+    /** Every endpoint some rule of this table names, once each. */
+    EndpointState[] endpointArray() {
+        return endpoints;
     }
 }

@@ -1,24 +1,31 @@
 package io.kvgate.dataplane.route;
 
 import com.lmax.disruptor.AlertException;
-import com.lmax.disruptor.LiteBlockingWaitStrategy;
+import com.lmax.disruptor.LiteTimeoutBlockingWaitStrategy;
 import com.lmax.disruptor.Sequence;
 import com.lmax.disruptor.SequenceBarrier;
 import com.lmax.disruptor.TimeoutException;
 import com.lmax.disruptor.WaitStrategy;
+import java.util.concurrent.TimeUnit;
 
 /**
- * Blocking wait for the routing thread that lets publishers skip the wake-up. A completion only changes state the
- * routing stage reads when it decides, and the ring is FIFO, so every completion published before a route request is
- * applied before that request is decided: completions need not wake the routing thread, the next route request does.
- * That saves a futex wake and two context switches per request on a busy core. {@link RoutingStage} publishes
- * quietly only while the ring is less than half full, so a run of completions can never fill it unseen.
+ * The routing thread's default wait: it sleeps when the ring is empty, publishers never wake it by themselves, and
+ * the stage wakes it explicitly ({@link #wake}) once per batch of publishes (one per event-loop turn, see
+ * {@link RouterPort}). Under the normal scheduler each wake-up is a futex call and two context switches, so one per
+ * turn instead of one per request is what keeps the hand-off cheap on a busy core.
  *
- * <p>Thread-safe: the quiet flag is per publishing thread.
+ * <p>The sleep is bounded by the duty period: on timeout the stage runs its housekeeping (completions, probe
+ * verdicts, configuration swaps), so state read by metrics and admin is at most one period old even when no request
+ * arrives, and a publish whose wake-up was lost costs at most one period, never a hang.
+ *
+ * <p>Thread-safe.
  */
 final class RouterWaitStrategy implements WaitStrategy {
-    private static final ThreadLocal<boolean[]> QUIET = ThreadLocal.withInitial(() -> new boolean[1]);
-    private final WaitStrategy delegate = new LiteBlockingWaitStrategy();
+    private final LiteTimeoutBlockingWaitStrategy delegate;
+
+    RouterWaitStrategy(long dutyPeriodNs) {
+        this.delegate = new LiteTimeoutBlockingWaitStrategy(dutyPeriodNs, TimeUnit.NANOSECONDS);
+    }
 
     @Override
     public long waitFor(long sequence, Sequence cursor, Sequence dependentSequence, SequenceBarrier barrier)
@@ -26,21 +33,13 @@ final class RouterWaitStrategy implements WaitStrategy {
         return delegate.waitFor(sequence, cursor, dependentSequence, barrier);
     }
 
+    /** Called by the ring on every publish: deliberately nothing (the stage wakes the router once per batch). */
     @Override
     public void signalAllWhenBlocking() {
-        if (!QUIET.get()[0]) {
-            delegate.signalAllWhenBlocking();
-        }
     }
 
-    /** Runs {@code publish} on this thread without waking the routing thread. */
-    static void quietly(Runnable publish) {
-        boolean[] q = QUIET.get();
-        q[0] = true;
-        try {
-            publish.run();
-        } finally {
-            q[0] = false;
-        }
+    /** Wakes the routing thread if it sleeps (cheap when it does not: one atomic read-modify-write). */
+    void wake() {
+        delegate.signalAllWhenBlocking();
     }
 }

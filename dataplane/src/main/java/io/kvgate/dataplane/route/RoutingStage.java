@@ -12,72 +12,73 @@ import com.lmax.disruptor.dsl.ProducerType;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.StageTimers;
+import java.util.Arrays;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 
 /**
- * The single-writer routing stage from the design card. I/O threads publish parsed requests onto a bounded
- * Disruptor ring; one thread owns endpoint load, health, breakers and policy state, decides, and hands each decision
- * back to the I/O thread that owns the client connection. Completions, probe results and configuration swaps arrive
- * on the same ring, so no routing state is ever shared between threads.
+ * The single-writer routing stage from the design card. One thread owns endpoint load, health, breakers and every
+ * policy's state (session pins, rotations, speculative overlays, counters), and keeps them across configuration swaps.
  *
- * <p>Ring entries are preallocated and filled by static translators: publishing allocates nothing. A route request
- * is refused ({@link #tryRoute} returns false → 503 with Retry-After) when less than a quarter of the ring is free,
- * which keeps room for completions: those must never be dropped or an endpoint's load would leak.
+ * <p>Data flow, all through preallocated structures and without capturing lambdas:
+ * <ol>
+ *   <li>an event loop publishes a request through its {@link RouterPort}: the request's routing inputs are copied
+ *       into a preallocated ring slot ({@link RouteEvent}) on the I/O thread; the router is woken once per loop
+ *       turn;</li>
+ *   <li>at the start of each batch the router applies what arrived out of band: a swapped-in table, probe verdicts,
+ *       and the completion counts of every port;</li>
+ *   <li>it decides each request and posts the decision to the request's port; at the end of the batch each port
+ *       with new decisions gets one drain task on its loop, which invokes {@link RouteRequest#onRouted} there.</li>
+ * </ol>
+ * With the default {@code blocking} wait strategy the router sleeps between batches for at most the duty period
+ * ({@value #DUTY_PERIOD_MS} ms), after which it runs the same housekeeping without any request.
+ *
+ * <p>Failures: the Disruptor's default handler would kill the routing thread; this stage's handler counts the error,
+ * answers the request with no endpoint (the exchange answers 503) and keeps routing; its log line is rate limited.
  */
 public final class RoutingStage implements AutoCloseable {
-    static final int ROUTE = 1;
-    static final int COMPLETE = 2;
-    static final int PROBE = 3;
-    static final int SWAP = 4;
+    /** Longest the routing thread sleeps without work before running its housekeeping. */
+    static final long DUTY_PERIOD_MS = 10;
+    static final String NO_HEALTHY_ENDPOINT = "no healthy endpoint";
+    static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
+    static final String ROUTING_ERROR = "internal routing error";
 
-    /** One ring slot; fields cleared after handling so the ring does not keep requests alive. */
-    static final class Command {
-        int type;
-        RouteRequest request;
-        EndpointState endpoint;
-        boolean flag;
-        RouteTable table;
+    private static final EventTranslatorTwoArg<RouteEvent, RouteRequest, RouterPort> ROUTE_TR =
+        (e, seq, request, port) -> e.copyFrom(request, port);
+    private static final EventTranslatorTwoArg<RouteEvent, Object, Object> WAKE_TR = (e, seq, a, b) -> e.type = RouteEvent.WAKE;
 
-        void clear() {
-            request = null;
-            endpoint = null;
-            table = null;
-        }
-    }
-
-    private static final EventTranslatorTwoArg<Command, RouteRequest, Object> ROUTE_TR = (c, seq, req, unused) -> {
-        c.type = ROUTE;
-        c.request = req;
-    };
-    private static final EventTranslatorTwoArg<Command, EndpointState, Boolean> COMPLETE_TR = (c, seq, ep, ok) -> {
-        c.type = COMPLETE;
-        c.endpoint = ep;
-        c.flag = ok;
-    };
-    private static final EventTranslatorTwoArg<Command, EndpointState, Boolean> PROBE_TR = (c, seq, ep, ok) -> {
-        c.type = PROBE;
-        c.endpoint = ep;
-        c.flag = ok;
-    };
-    private static final EventTranslatorTwoArg<Command, RouteTable, Object> SWAP_TR = (c, seq, t, unused) -> {
-        c.type = SWAP;
-        c.table = t;
-    };
-
-    private final Disruptor<Command> disruptor;
-    private final RingBuffer<Command> ring;
-    private final long routeReserve;
-    private final boolean quietCompletions;
-    private final WaitStrategy waitStrategy;
+    private final Disruptor<RouteEvent> disruptor;
+    private final RingBuffer<RouteEvent> ring;
+    private final RouterWaitStrategy sleepingWait;
     private final NanoClock clock;
+    private final StageTimers stages;
+    private final int portCapacity;
+    private final ConcurrentHashMap<Executor, RouterPort> portsByExecutor = new ConcurrentHashMap<>();
+    private volatile RouterPort[] ports = new RouterPort[0];
+    private final AtomicReference<RouteTable> pendingSwap = new AtomicReference<>();
+    private volatile boolean probesPending;
+    /** The applied table: written by the routing thread (and the constructor), read by I/O threads. */
     private volatile RouteTable table;
+
+    // Routing thread only.
     private final StringBuilder why = new StringBuilder(256);
+    private EndpointState[] endpointsById = new EndpointState[64];
+    private RouterPort[] dirtyPorts = new RouterPort[8];
+    private int dirtyCount;
+
+    // Counters, any thread.
     private final AtomicLong ringFullRejects = new AtomicLong();
+    private final AtomicLong inboxFullRejects = new AtomicLong();
     private final AtomicLong routed = new AtomicLong();
     private final AtomicLong unroutable = new AtomicLong();
     private final AtomicLong handlerErrors = new AtomicLong();
-
-    private final StageTimers stages;
+    private final AtomicLong deliveryErrors = new AtomicLong();
+    private final AtomicLong undeliverable = new AtomicLong();
+    private final AtomicLong batches = new AtomicLong();
 
     public RoutingStage(GatewayConfig.Router cfg, RouteTable initial, NanoClock clock) {
         this(cfg, initial, clock, new StageTimers());
@@ -86,79 +87,125 @@ public final class RoutingStage implements AutoCloseable {
     public RoutingStage(GatewayConfig.Router cfg, RouteTable initial, NanoClock clock, StageTimers stages) {
         this.clock = clock;
         this.stages = stages;
+        this.portCapacity = cfg.ringSize();
+        initial.install();
+        index(initial);
         this.table = initial;
         WaitStrategy wait = switch (cfg.waitStrategy()) {
             case "busy_spin" -> new BusySpinWaitStrategy();
             case "yielding" -> new YieldingWaitStrategy();
-            default -> new RouterWaitStrategy();
+            default -> new RouterWaitStrategy(TimeUnit.MILLISECONDS.toNanos(DUTY_PERIOD_MS));
         };
-        this.disruptor = new Disruptor<>(Command::new, cfg.ringSize(), r -> {
+        this.sleepingWait = wait instanceof RouterWaitStrategy r ? r : null;
+        this.disruptor = new Disruptor<>(RouteEvent::new, cfg.ringSize(), r -> {
             Thread t = new Thread(r, "kvgate-router");
             t.setDaemon(true);
             return t;
         }, ProducerType.MULTI, wait);
-        this.routeReserve = cfg.ringSize() / 4;
-        this.quietCompletions = wait instanceof RouterWaitStrategy;
-        this.waitStrategy = wait;
-        disruptor.handleEventsWith((EventHandler<Command>) this::onCommand);
-        disruptor.setDefaultExceptionHandler(new ExceptionHandler<>() {
-            // The default handler would kill the routing thread: count, clear and keep routing instead.
-            @Override
-            public void handleEventException(Throwable ex, long sequence, Command c) {
-                handlerErrors.incrementAndGet();
-                System.err.println("kvgate: routing stage error (request answered 503): " + ex);
-                if (c.type == ROUTE && c.request != null) {
-                    c.request.onRouted(null, null, "routing error: " + ex);
-                }
-                c.clear();
-            }
-
-            @Override
-            public void handleOnStartException(Throwable ex) {
-                System.err.println("kvgate: routing stage failed to start: " + ex);
-            }
-
-            @Override
-            public void handleOnShutdownException(Throwable ex) {
-                System.err.println("kvgate: routing stage shutdown error: " + ex);
-            }
-        });
+        disruptor.handleEventsWith(new Handler());
+        disruptor.setDefaultExceptionHandler(new ErrorHandler());
         this.ring = disruptor.start();
     }
+
+    // ---- any thread ---------------------------------------------------------------------------------------------
 
     /** The current rule set, for I/O threads resolving a model. */
     public RouteTable table() {
         return table;
     }
 
-    /** Publishes a request for routing; false when the ring is (nearly) full and the request must be shed. */
-    public boolean tryRoute(RouteRequest request) {
-        if (ring.remainingCapacity() <= routeReserve || !ring.tryPublishEvent(ROUTE_TR, request, null)) {
+    /**
+     * The port of an event loop (created on first use; callers keep it). Decisions for requests published through
+     * it are delivered by {@code executor.execute}; pass the client connection's event loop.
+     */
+    public RouterPort port(Executor executor) {
+        RouterPort p = portsByExecutor.get(executor);
+        return p != null ? p : portsByExecutor.computeIfAbsent(executor, this::newPort);
+    }
+
+    private RouterPort newPort(Executor executor) {
+        RouterPort p = new RouterPort(this, executor, portCapacity);
+        synchronized (portsByExecutor) {
+            RouterPort[] next = Arrays.copyOf(ports, ports.length + 1);
+            next[next.length - 1] = p;
+            ports = next;
+        }
+        return p;
+    }
+
+    /**
+     * Swaps in a new rule set and returns once the routing thread applied it (bounded wait; admin thread, never an
+     * I/O thread). Policy state of every rule that remains (same name) carries over: session pins, rotation
+     * positions, the speculative overlay (when the rule still hashes prompts the same way), counters. Endpoints keep
+     * their load, health and breaker by host:port; their changed configuration (weight, role) takes effect here.
+     * Requests already in the ring that resolved a rule of the old table are routed by the new table's rule of the
+     * same name, or answered "rule removed".
+     */
+    public void swap(RouteTable next) {
+        pendingSwap.set(next);
+        ring.publishEvent(WAKE_TR, null, null);
+        wakeRouter();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (pendingSwap.get() == next) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new IllegalStateException("the routing stage did not apply the new rule set within 5 s");
+            }
+            LockSupport.parkNanos(50_000);
+        }
+    }
+
+    /**
+     * An active probe's verdict for {@code ep} (the health checker: one thread). Applied by the routing thread at its
+     * next batch or duty cycle; never blocks the caller.
+     */
+    public void probe(EndpointState ep, boolean healthy) {
+        ep.reportProbe(healthy);
+        probesPending = true;
+    }
+
+    /** Wakes the routing thread if it sleeps (ports do this once per loop turn). */
+    public void wakeRouter() {
+        if (sleepingWait != null) {
+            sleepingWait.wake();
+        }
+    }
+
+    /** Kept for callers that want fresh state now rather than within the duty period. */
+    public void wake() {
+        wakeRouter();
+    }
+
+    boolean publish(RouteRequest request, RouterPort port) {
+        if (!ring.tryPublishEvent(ROUTE_TR, request, port)) {
             ringFullRejects.incrementAndGet();
             return false;
         }
         return true;
     }
 
-    /** A request routed to {@code ep} is finished; {@code ok} = the endpoint behaved (any HTTP answer counts). */
-    public void complete(EndpointState ep, boolean ok) {
-        if (quietCompletions && ring.remainingCapacity() > ring.getBufferSize() / 2) {
-            RouterWaitStrategy.quietly(() -> ring.publishEvent(COMPLETE_TR, ep, ok));
-        } else {
-            ring.publishEvent(COMPLETE_TR, ep, ok);
+    void countInboxFull() {
+        inboxFullRejects.incrementAndGet();
+    }
+
+    void countUndeliverable() {
+        undeliverable.incrementAndGet();
+    }
+
+    void countDeliveryError(Throwable e) {
+        long n = deliveryErrors.incrementAndGet();
+        if (Long.bitCount(n) == 1) { // 1st, 2nd, 4th, 8th...: a bug firing on every request must not flood the log
+            System.err.println("kvgate: a routing decision's handler failed (" + n + " so far): " + e);
         }
     }
 
-    public void probe(EndpointState ep, boolean healthy) {
-        ring.publishEvent(PROBE_TR, ep, healthy);
-    }
-
-    public void swap(RouteTable next) {
-        ring.publishEvent(SWAP_TR, next, null);
-    }
-
+    /** Requests refused because the ring was full. */
     public long ringFullRejects() {
         return ringFullRejects.get();
+    }
+
+    /** Requests refused because their event loop already waited for a full inbox of decisions. */
+    public long inboxFullRejects() {
+        return inboxFullRejects.get();
     }
 
     public long routed() {
@@ -173,6 +220,11 @@ public final class RoutingStage implements AutoCloseable {
         return handlerErrors.get();
     }
 
+    /** Routing batches run (each ends with at most one drain task per port with decisions). */
+    public long batches() {
+        return batches.get();
+    }
+
     public int ringSize() {
         return ring.getBufferSize();
     }
@@ -181,65 +233,184 @@ public final class RoutingStage implements AutoCloseable {
         return ring.remainingCapacity();
     }
 
-    private void onCommand(Command c, long sequence, boolean endOfBatch) {
-        try {
-            switch (c.type) {
-                case ROUTE -> route(c.request);
-                case COMPLETE -> {
-                    GatewayConfig.Health h = table.config().health();
-                    c.endpoint.onCompleted(c.flag, h.breakerFailureThreshold(), h.breakerOpenMs() * 1_000_000L, clock.nanoTime());
-                }
-                case PROBE -> c.endpoint.onProbe(c.flag);
-                case SWAP -> {
-                    c.table.install(); // endpoint configurations change here, between two decisions
-                    table = c.table;
-                }
-                default -> { }
+    /** The rule counters of the current table, as Prometheus text. */
+    public void writeMetrics(StringBuilder out) {
+        RuleStats.write(table.rules(), out);
+    }
+
+    /** The counters of the current table's rule {@code name}, or null. */
+    public RuleStats stats(String ruleName) {
+        Rule r = table.ruleByName(ruleName);
+        return r == null ? null : r.stats();
+    }
+
+    // ---- routing thread -----------------------------------------------------------------------------------------
+
+    private final class Handler implements EventHandler<RouteEvent> {
+        @Override
+        public void onBatchStart(long batchSize, long queueDepth) {
+            housekeeping();
+        }
+
+        @Override
+        public void onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
+            if (e.type == RouteEvent.ROUTE) {
+                route(e);
             }
-        } finally {
-            c.clear();
+            e.clear();
+            if (endOfBatch) {
+                flushPorts();
+            }
+        }
+
+        @Override
+        public void onTimeout(long sequence) {
+            housekeeping();
+            flushPorts();
         }
     }
 
-    private void route(RouteRequest request) {
-        Rule rule = table.ruleByName(request.ruleName());
-        if (rule == null) {
-            unroutable.incrementAndGet();
-            request.onRouted(null, null, "rule '" + request.ruleName() + "' was removed by a configuration change");
-            return;
+    /** Everything that reaches the router out of band, applied before the batch's first decision. Never throws. */
+    private void housekeeping() {
+        try {
+            batches.lazySet(batches.get() + 1);
+            RouteTable next = pendingSwap.get();
+            if (next != null) {
+                applySwap(next);
+                pendingSwap.compareAndSet(next, null);
+            }
+            if (probesPending) {
+                probesPending = false;
+                for (EndpointState ep : table.endpointArray()) {
+                    ep.applyProbeReport();
+                }
+            }
+            GatewayConfig.Health h = table.config().health();
+            long openNs = h.breakerOpenMs() * 1_000_000L;
+            long now = clock.nanoTime();
+            for (RouterPort p : ports) {
+                p.applyCompletions(endpointsById, h.breakerFailureThreshold(), openNs, now);
+            }
+        } catch (RuntimeException | Error ex) {
+            // Thrown out of onBatchStart, this would make the Disruptor skip the batch's first request unanswered.
+            countHandlerError(ex);
+        }
+    }
+
+    private void applySwap(RouteTable next) {
+        RouteTable prev = table;
+        next.install(); // endpoint configurations change here, between two decisions
+        for (Rule r : next.rules()) {
+            Rule old = prev.ruleByName(r.name());
+            if (old == null || old == r) {
+                continue;
+            }
+            r.policy().carryOver(old.policy());
+            if (r.decodePolicy() != r.policy()) {
+                r.decodePolicy().carryOver(old.decodePolicy());
+            }
+            r.stats().carryFrom(old.stats());
+        }
+        index(next);
+        table = next;
+    }
+
+    /** Remembers every endpoint by id, so completions for endpoints a swap removed still return their load. */
+    private void index(RouteTable t) {
+        for (EndpointState ep : t.endpointArray()) {
+            if (ep.id() >= endpointsById.length) {
+                endpointsById = Arrays.copyOf(endpointsById, Math.max(ep.id() + 1, endpointsById.length * 2));
+            }
+            endpointsById[ep.id()] = ep;
+        }
+    }
+
+    private void route(RouteEvent e) {
+        Rule rule = e.rule;
+        if (rule.table != table) {
+            rule = table.ruleByName(rule.name());
+            if (rule == null) {
+                unroutable.lazySet(unroutable.get() + 1);
+                post(e.port, e.request, null, null, RULE_REMOVED);
+                return;
+            }
         }
         long now = clock.nanoTime();
         why.setLength(0);
-        RouteRequest.Role role = request.role();
-        EndpointState ep = rule.policyFor(role).choose(rule.candidates(role), request, now, why);
+        EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
+        String explanation = why.length() == 0 ? null : why.toString(); // only explained requests fill it
         if (ep == null) {
-            unroutable.incrementAndGet();
-            request.onRouted(null, rule, "no healthy endpoint");
+            unroutable.lazySet(unroutable.get() + 1);
+            post(e.port, e.request, null, rule, explanation != null ? explanation : NO_HEALTHY_ENDPOINT);
             return;
         }
-        if (request.dryRun()) {
-            request.onRouted(ep, rule, why.length() == 0 ? null : why.toString());
-            return;
+        if (!e.dryRun) {
+            ep.onRouted(now);
+            routed.lazySet(routed.get() + 1);
         }
-        ep.onRouted(now);
-        routed.lazySet(routed.get() + 1);
-        request.onRouted(ep, rule, why.length() == 0 ? null : why.toString());
+        post(e.port, e.request, ep, rule, explanation);
     }
 
-    /**
-     * Wakes the routing thread so completions published quietly are applied now (before reading load for metrics,
-     * admin or drain; they are otherwise applied when the next route request arrives).
-     */
-    public void wake() {
-        waitStrategy.signalAllWhenBlocking();
+    private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {
+        port.post(request, ep, rule, explanation);
+        if (!port.dirty) {
+            port.dirty = true;
+            if (dirtyCount == dirtyPorts.length) {
+                dirtyPorts = Arrays.copyOf(dirtyPorts, dirtyCount * 2);
+            }
+            dirtyPorts[dirtyCount++] = port;
+        }
+    }
+
+    private void flushPorts() {
+        for (int i = 0; i < dirtyCount; i++) {
+            dirtyPorts[i].flush();
+            dirtyPorts[i] = null;
+        }
+        dirtyCount = 0;
+    }
+
+    private void countHandlerError(Throwable ex) {
+        long n = handlerErrors.incrementAndGet();
+        if (Long.bitCount(n) == 1) { // 1st, 2nd, 4th, 8th...: a policy bug firing on every request must not flood the log
+            System.err.println("kvgate: routing stage error (" + n + " so far; the request is answered 503): " + ex);
+        }
+    }
+
+    private final class ErrorHandler implements ExceptionHandler<RouteEvent> {
+        @Override
+        public void handleEventException(Throwable ex, long sequence, RouteEvent e) {
+            countHandlerError(ex);
+            if (e != null) {
+                if (e.type == RouteEvent.ROUTE && e.request != null && e.port != null) {
+                    try {
+                        post(e.port, e.request, null, null, ROUTING_ERROR);
+                    } catch (RuntimeException again) {
+                        countHandlerError(again);
+                    }
+                }
+                e.clear();
+            }
+            flushPorts(); // the failed event may have ended its batch
+        }
+
+        @Override
+        public void handleOnStartException(Throwable ex) {
+            System.err.println("kvgate: routing stage failed to start: " + ex);
+        }
+
+        @Override
+        public void handleOnShutdownException(Throwable ex) {
+            System.err.println("kvgate: routing stage shutdown error: " + ex);
+        }
     }
 
     @Override
     public void close() {
-        wake();
+        wakeRouter();
         try {
-            disruptor.shutdown(2, java.util.concurrent.TimeUnit.SECONDS);
+            disruptor.shutdown(2, TimeUnit.SECONDS);
         } catch (com.lmax.disruptor.TimeoutException e) {
             disruptor.halt();
         }

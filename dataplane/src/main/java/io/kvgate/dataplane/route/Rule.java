@@ -1,41 +1,65 @@
 package io.kvgate.dataplane.route;
 
+import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.RuleConfig;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A rule as the routing stage runs it: its configuration, its endpoints' live state and its policy instance.
- * Immutable references; the policy's own state belongs to the routing stage.
+ * A rule as the routing stage runs it: its configuration, its endpoints' live state, its policy instances and its
+ * counters. Resolved once per request on the I/O thread ({@link RouteTable#ruleForModel}) and carried through the
+ * ring. Immutable references; the policies' state belongs to the routing stage.
  */
 public final class Rule {
     private final RuleConfig config;
     private final EndpointState[] endpoints;
+    private final EndpointConfig[] endpointConfigs;
     private final EndpointState[] prefills;
     private final EndpointState[] decodes;
     private final RoutingPolicy policy;
     private final RoutingPolicy decodePolicy;
-
-    private final io.kvgate.dataplane.kv.PromptPipeline pipeline;
+    private final RuleStats stats;
+    private final boolean pd;
     private final boolean needsPromptTokens;
+    private final Object requestStage;
+    /**
+     * The newest table holding this rule (set by the table's constructor before the table is published; a rule
+     * carried over unchanged into the next table is re-pointed when that table is built). The routing stage compares
+     * it with its applied table to know whether the rule an I/O thread resolved is current.
+     */
+    RouteTable table;
 
     Rule(RuleConfig config, EndpointState[] endpoints, RoutingPolicy policy, RoutingPolicy decodePolicy,
-         io.kvgate.dataplane.kv.PromptPipeline pipeline) {
+         RuleStats stats, Object requestStage) {
         this.config = config;
-        this.pipeline = pipeline;
-        this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
         this.endpoints = endpoints;
+        this.endpointConfigs = config.endpoints().toArray(EndpointConfig[]::new);
         this.policy = policy;
         this.decodePolicy = decodePolicy;
-        this.prefills = java.util.Arrays.stream(endpoints).filter(e -> "prefill".equals(e.config().role())).toArray(EndpointState[]::new);
-        this.decodes = java.util.Arrays.stream(endpoints).filter(e -> "decode".equals(e.config().role())).toArray(EndpointState[]::new);
+        this.stats = stats;
+        this.requestStage = requestStage;
+        this.pd = "pd".equals(config.policy());
+        this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
+        List<EndpointState> p = new ArrayList<>();
+        List<EndpointState> d = new ArrayList<>();
+        for (int i = 0; i < endpoints.length; i++) {
+            String role = endpointConfigs[i].role();
+            if ("prefill".equals(role)) {
+                p.add(endpoints[i]);
+            } else if ("decode".equals(role)) {
+                d.add(endpoints[i]);
+            }
+        }
+        this.prefills = p.toArray(EndpointState[]::new);
+        this.decodes = d.toArray(EndpointState[]::new);
     }
 
-    /** The endpoints a request in {@code role} may go to. */
+    /** The endpoints a request in {@code role} may go to ({@link RouteRequest.Role#ANY} on a P/D rule: the prefills). */
     EndpointState[] candidates(RouteRequest.Role role) {
         return switch (role) {
             case PREFILL -> prefills;
             case DECODE -> decodes;
-            case ANY -> config.policy().equals("pd") ? prefills : endpoints;
+            case ANY -> pd ? prefills : endpoints;
         };
     }
 
@@ -43,9 +67,12 @@ public final class Rule {
         return role == RouteRequest.Role.DECODE ? decodePolicy : policy;
     }
 
-    /** The rule's exact prompt pipeline (tokenizer + chat template), never null (may lack a tokenizer). */
-    public io.kvgate.dataplane.kv.PromptPipeline pipeline() {
-        return pipeline;
+    /**
+     * What the request stage attached to this rule when the table was built (its prompt pipeline); opaque to the
+     * routing stage, which never looks at it. Null when the table was built without one.
+     */
+    public Object requestStage() {
+        return requestStage;
     }
 
     /** Whether the I/O thread must render and tokenize the prompt before routing. */
@@ -54,7 +81,7 @@ public final class Rule {
     }
 
     public boolean isPd() {
-        return "pd".equals(config.policy());
+        return pd;
     }
 
     public RuleConfig config() {
@@ -65,12 +92,25 @@ public final class Rule {
         return config.name();
     }
 
+    public RuleStats stats() {
+        return stats;
+    }
+
     public List<EndpointState> endpoints() {
         return List.of(endpoints);
     }
 
+    /** The configuration of {@code endpoints().get(i)} as this rule names it. */
+    EndpointConfig endpointConfig(int i) {
+        return endpointConfigs[i];
+    }
+
     RoutingPolicy policy() {
         return policy;
+    }
+
+    RoutingPolicy decodePolicy() {
+        return decodePolicy;
     }
 
     public List<EndpointState> prefillEndpoints() {

@@ -10,23 +10,23 @@ public final class RulePolicies {
     private RulePolicies() {}
 
     /** As below, with stage timings recorded into a private (unexported) set of histograms. */
-    public static RoutingPolicy create(RuleConfig rule, EndpointState[] endpoints, BlockIndex index, NanoClock clock) {
-        return create(rule, endpoints, index, clock, new StageTimers());
+    public static RoutingPolicy create(RouteTable.RuleBuildContext ctx, BlockIndex index, NanoClock clock) {
+        return create(ctx, index, clock, new StageTimers());
     }
 
     /** @param index the gateway's block index, or null when no endpoint publishes KV events */
-    public static RoutingPolicy create(RuleConfig rule, EndpointState[] endpoints, BlockIndex index, NanoClock clock,
-                                       StageTimers stages) {
-        RuleStats stats = RuleStats.of(rule.name());
+    public static RoutingPolicy create(RouteTable.RuleBuildContext ctx, BlockIndex index, NanoClock clock, StageTimers stages) {
+        RuleConfig rule = ctx.rule();
+        RuleStats stats = ctx.stats();
         RoutingPolicy fallback = Policies.create(rule.fallback());
         return switch (rule.policy()) {
             case "session" -> new SessionPolicy(rule, fallback, stats);
-            case "chwbl" -> new ChwblPolicy(rule, endpoints, fallback, stats);
+            case "chwbl" -> new ChwblPolicy(rule, ctx.endpoints(), fallback, stats);
             case "kv_exact" -> new KvExactPolicy(rule, index, fallback, stats, clock, stages);
             case "pd" -> {
                 boolean prefillEvents = false;
-                for (EndpointState e : endpoints) {
-                    prefillEvents |= "prefill".equals(e.config().role()) && e.config().kvEvents() != null;
+                for (var e : rule.endpoints()) {
+                    prefillEvents |= "prefill".equals(e.role()) && e.kvEvents() != null;
                 }
                 // "Mode 1": exact inventory over the prefill pool when the prefills publish events.
                 RoutingPolicy prefill = "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
@@ -39,9 +39,9 @@ public final class RulePolicies {
     }
 
     /** The decode pool's policy of a P/D rule: least outstanding, pinned per conversation when configured. */
-    public static RoutingPolicy decodePolicy(RuleConfig rule) {
+    public static RoutingPolicy decodePolicy(RuleConfig rule, RuleStats stats) {
         RoutingPolicy lo = Policies.create("least_outstanding");
-        return "pd".equals(rule.policy()) && rule.pd().sessionAffinity() ? new SessionPolicy(rule, lo, RuleStats.of(rule.name())) : lo;
+        return "pd".equals(rule.policy()) && rule.pd().sessionAffinity() ? new SessionPolicy(rule, lo, stats) : lo;
     }
 
     /** Whether requests of this rule need a session key (session policy, or P/D with session affinity). */

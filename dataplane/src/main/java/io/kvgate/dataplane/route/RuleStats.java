@@ -1,75 +1,161 @@
 package io.kvgate.dataplane.route;
 
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicLong;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.Locale;
 
 /**
- * Per-rule routing counters: decisions per tier and KV misses per reason, the zero-hit watchdog and the matched
- * prompt fraction. Written by the routing stage, read by metrics/admin threads. Survives configuration swaps by
- * rule name.
+ * Per-rule routing counters of one gateway: decisions per tier, KV misses per reason, the zero-hit watchdog and the
+ * matched prompt fraction. Preallocated arrays indexed by enum, built with the rule (no map lookups, no locked
+ * increments per decision); a configuration swap carries the counts over to the new rule of the same name
+ * ({@link #carryFrom}), and a removed rule's counters leave with its table.
+ *
+ * <p>Threading: written by the routing stage only (single writer: plain read + release store); read by
+ * metrics/admin threads through acquire loads, possibly a few decisions old.
  */
 public final class RuleStats {
-    private static final ConcurrentHashMap<String, RuleStats> BY_RULE = new ConcurrentHashMap<>();
+    /** The policy tier that made a decision; the label is the metric's {@code tier} value. */
+    public enum Tier {
+        KV_EXACT, KV_COLD_READMIT, FALLBACK, SESSION_PINNED, SESSION_NEW, SESSION_REPINNED, CHWBL_OWNER, CHWBL_WALK;
 
-    final ConcurrentHashMap<String, AtomicLong> tiers = new ConcurrentHashMap<>();
-    final ConcurrentHashMap<String, AtomicLong> misses = new ConcurrentHashMap<>();
-    final AtomicLong watchdogFirings = new AtomicLong();
-    final AtomicLong lookups = new AtomicLong();
-    final AtomicLong promptBlocks = new AtomicLong();
-    final AtomicLong matchedBlocks = new AtomicLong();
+        final String label = name().toLowerCase(Locale.ROOT);
+    }
+
+    /** Why a KV-aware (or session/CHWBL) decision fell back; the label is the metric's {@code reason} value. */
+    public enum MissReason {
+        NO_KV_EVENTS, NO_TOKENS, SHORT_PROMPT, NO_MATCH, BELOW_MIN_MATCH, OVER_LOAD_BOUND, NO_SESSION_KEY, ALL_OVER_BOUND;
+
+        final String label = name().toLowerCase(Locale.ROOT);
+    }
+
+    private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
+    private static final int WATCHDOG = 0;
+    private static final int LOOKUPS = 1;
+    private static final int PROMPT_BLOCKS = 2;
+    private static final int MATCHED_BLOCKS = 3;
+
+    private final String rule;
+    private final long[] tiers = new long[Tier.values().length];
+    private final long[] misses = new long[MissReason.values().length];
+    private final long[] kv = new long[4];
     /** Consecutive lookups that matched nothing while the inventory was not empty (routing stage only). */
     int zeroHitStreak;
+    /** The watchdog's warning is printed once per rule name for the life of the gateway (routing stage only). */
     boolean watchdogWarned;
 
-    public static RuleStats of(String rule) {
-        return BY_RULE.computeIfAbsent(rule, r -> new RuleStats());
+    public RuleStats(String rule) {
+        this.rule = rule;
     }
 
-    void tier(String tier) {
-        // Single writer (the routing stage): get-then-lazySet avoids a locked increment; readers tolerate staleness.
-        AtomicLong a = tiers.get(tier);
-        if (a == null) {
-            a = tiers.computeIfAbsent(tier, k -> new AtomicLong());
-        }
-        a.lazySet(a.get() + 1);
+    public String rule() {
+        return rule;
     }
 
-    void miss(String reason) {
-        misses.computeIfAbsent(reason, k -> new AtomicLong()).incrementAndGet();
+    private static void add(long[] a, int i, long n) {
+        LONGS.setRelease(a, i, (long) LONGS.get(a, i) + n);
     }
 
-    public long tierCount(String tier) {
-        AtomicLong a = tiers.get(tier);
-        return a == null ? 0 : a.get();
+    private static long read(long[] a, int i) {
+        return (long) LONGS.getAcquire(a, i);
     }
 
-    public long missCount(String reason) {
-        AtomicLong a = misses.get(reason);
-        return a == null ? 0 : a.get();
+    void tier(Tier t) {
+        add(tiers, t.ordinal(), 1);
+    }
+
+    void miss(MissReason r) {
+        add(misses, r.ordinal(), 1);
+    }
+
+    void watchdogFired() {
+        add(kv, WATCHDOG, 1);
+    }
+
+    void lookup(int promptBlocks) {
+        add(kv, LOOKUPS, 1);
+        add(kv, PROMPT_BLOCKS, promptBlocks);
+    }
+
+    void matched(int blocks) {
+        add(kv, MATCHED_BLOCKS, blocks);
+    }
+
+    public long tierCount(Tier t) {
+        return read(tiers, t.ordinal());
+    }
+
+    public long missCount(MissReason r) {
+        return read(misses, r.ordinal());
     }
 
     public long watchdogFirings() {
-        return watchdogFirings.get();
+        return read(kv, WATCHDOG);
     }
 
-    public static void writeAll(StringBuilder out) {
+    public long lookups() {
+        return read(kv, LOOKUPS);
+    }
+
+    public long promptBlocks() {
+        return read(kv, PROMPT_BLOCKS);
+    }
+
+    public long matchedBlocks() {
+        return read(kv, MATCHED_BLOCKS);
+    }
+
+    /** Adds the counts of the same rule's previous version (routing stage, during a configuration swap). */
+    void carryFrom(RuleStats previous) {
+        for (int i = 0; i < tiers.length; i++) {
+            add(tiers, i, read(previous.tiers, i));
+        }
+        for (int i = 0; i < misses.length; i++) {
+            add(misses, i, read(previous.misses, i));
+        }
+        for (int i = 0; i < kv.length; i++) {
+            add(kv, i, read(previous.kv, i));
+        }
+        zeroHitStreak = previous.zeroHitStreak;
+        watchdogWarned = previous.watchdogWarned;
+    }
+
+    /** Prometheus text for the rules of one table (one gateway). Tiers and reasons that never fired are left out. */
+    public static void write(Iterable<Rule> rules, StringBuilder out) {
         out.append("# HELP kvgate_route_decisions_total Routing decisions by rule and the policy tier that made them.\n");
         out.append("# TYPE kvgate_route_decisions_total counter\n");
-        BY_RULE.forEach((rule, s) -> s.tiers.forEach((t, v) -> out.append("kvgate_route_decisions_total{rule=\"").append(rule)
-            .append("\",tier=\"").append(t).append("\"} ").append(v.get()).append('\n')));
+        for (Rule r : rules) {
+            for (Tier t : Tier.values()) {
+                long v = r.stats().tierCount(t);
+                if (v > 0) {
+                    out.append("kvgate_route_decisions_total{rule=\"").append(esc(r.name())).append("\",tier=\"").append(t.label)
+                        .append("\"} ").append(v).append('\n');
+                }
+            }
+        }
         out.append("# HELP kvgate_kv_misses_total KV-aware decisions that fell back, by reason.\n# TYPE kvgate_kv_misses_total counter\n");
-        BY_RULE.forEach((rule, s) -> s.misses.forEach((t, v) -> out.append("kvgate_kv_misses_total{rule=\"").append(rule)
-            .append("\",reason=\"").append(t).append("\"} ").append(v.get()).append('\n')));
-        out.append("# HELP kvgate_kv_zero_hit_watchdog_total Zero-hit streaks against a non-empty inventory (silent hash mismatch?).\n");
-        out.append("# TYPE kvgate_kv_zero_hit_watchdog_total counter\n");
-        BY_RULE.forEach((rule, s) -> out.append("kvgate_kv_zero_hit_watchdog_total{rule=\"").append(rule).append("\"} ")
-            .append(s.watchdogFirings.get()).append('\n'));
-        out.append("# HELP kvgate_kv_matched_blocks_total Prompt blocks found cached on the chosen endpoint.\n");
-        out.append("# TYPE kvgate_kv_matched_blocks_total counter\n");
-        BY_RULE.forEach((rule, s) -> out.append("kvgate_kv_matched_blocks_total{rule=\"").append(rule).append("\"} ")
-            .append(s.matchedBlocks.get()).append('\n'));
-        out.append("# HELP kvgate_kv_prompt_blocks_total Full prompt blocks looked up.\n# TYPE kvgate_kv_prompt_blocks_total counter\n");
-        BY_RULE.forEach((rule, s) -> out.append("kvgate_kv_prompt_blocks_total{rule=\"").append(rule).append("\"} ")
-            .append(s.promptBlocks.get()).append('\n'));
+        for (Rule r : rules) {
+            for (MissReason m : MissReason.values()) {
+                long v = r.stats().missCount(m);
+                if (v > 0) {
+                    out.append("kvgate_kv_misses_total{rule=\"").append(esc(r.name())).append("\",reason=\"").append(m.label)
+                        .append("\"} ").append(v).append('\n');
+                }
+            }
+        }
+        family(out, rules, "kvgate_kv_zero_hit_watchdog_total",
+            "Zero-hit streaks against a non-empty inventory (silent hash mismatch?).", WATCHDOG);
+        family(out, rules, "kvgate_kv_matched_blocks_total", "Prompt blocks found cached on the chosen endpoint.", MATCHED_BLOCKS);
+        family(out, rules, "kvgate_kv_prompt_blocks_total", "Full prompt blocks looked up.", PROMPT_BLOCKS);
+    }
+
+    private static void family(StringBuilder out, Iterable<Rule> rules, String name, String help, int counter) {
+        out.append("# HELP ").append(name).append(' ').append(help).append("\n# TYPE ").append(name).append(" counter\n");
+        for (Rule r : rules) {
+            out.append(name).append("{rule=\"").append(esc(r.name())).append("\"} ").append(read(r.stats().kv, counter)).append('\n');
+        }
+    }
+
+    private static String esc(String s) {
+        return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
     }
 }

@@ -1,70 +1,71 @@
 package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.dataplane.route.RuleStats.Tier;
 
 /**
- * Session affinity: a conversation (keyed by {@code user}, {@code X-Conversation-Id}, a configured header or cookie)
- * stays on the endpoint that served it, so its growing prefix stays cached there. Pins expire after the TTL; the
- * table is bounded (least recently used pins go first); a pinned endpoint that is unhealthy is abandoned and the
- * conversation re-pinned to wherever the fallback policy sends it.
+ * Session affinity: a conversation (keyed by {@code user}, {@code X-Conversation-Id}, a configured header or cookie,
+ * hashed to 64 bits on the I/O thread) stays on the endpoint that served it, so its growing prefix stays cached there.
+ * Pins expire after the TTL (each use renews it); the table is bounded (least recently used pins go first); a pinned
+ * endpoint that is unavailable or no longer a candidate is abandoned and the conversation re-pinned to wherever the
+ * fallback policy sends it. A configuration swap keeps the pins ({@link #carryOver}).
  *
- * <p>Routing stage only.
+ * <p>Routing stage only. No allocation per decision ({@link SessionPins}).
  */
 final class SessionPolicy implements RoutingPolicy {
-    private record Pin(EndpointState endpoint, long expiresNs) {}
-
-    private final RuleConfig.SessionConfig knobs;
+    private final long ttlNs;
     private final RoutingPolicy fallback;
     private final RuleStats stats;
-    private final LinkedHashMap<String, Pin> pins;
+    private final SessionPins pins;
 
     SessionPolicy(RuleConfig rule, RoutingPolicy fallback, RuleStats stats) {
-        this.knobs = rule.session();
+        this.ttlNs = rule.session().ttlMs() * 1_000_000L;
         this.fallback = fallback;
         this.stats = stats;
-        int max = knobs.maxEntries();
-        this.pins = new LinkedHashMap<>(Math.min(max, 1 << 16), 0.75f, true) {
-            @Override
-            protected boolean removeEldestEntry(Map.Entry<String, Pin> eldest) {
-                return size() > max;
-            }
-        };
+        this.pins = new SessionPins(rule.session().maxEntries());
     }
 
     @Override
-    public EndpointState choose(EndpointState[] c, RouteRequest r, long nowNs, StringBuilder why) {
-        String key = r.sessionKey();
-        if (key == null) {
-            stats.tier("fallback");
-            stats.miss("no_session_key");
+    public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
+        long key = r.sessionKeyHash();
+        if (key == SessionKeys.NONE) {
+            stats.tier(Tier.FALLBACK);
+            stats.miss(MissReason.NO_SESSION_KEY);
             EndpointState ep = fallback.choose(c, r, nowNs, why);
             if (r.explain()) {
                 why.append("tier=fallback(no session key)");
             }
             return ep;
         }
-        Pin pin = pins.get(key);
-        if (pin != null && nowNs - pin.expiresNs() < 0 && RoutingPolicy.eligible(pin.endpoint(), r, nowNs) && contains(c, pin.endpoint())) {
+        EndpointState pinned = pins.endpoint(key);
+        if (pinned != null && nowNs - pins.expiresNs(key) < 0 && RoutingPolicy.eligible(pinned, r, nowNs) && contains(c, pinned)) {
             if (!r.dryRun()) {
-                pins.put(key, new Pin(pin.endpoint(), nowNs + knobs.ttlMs() * 1_000_000L));
+                pins.pin(key, pinned, nowNs + ttlNs);
             }
-            stats.tier("session_pinned");
+            stats.tier(Tier.SESSION_PINNED);
             if (r.explain()) {
                 why.append("tier=session; pinned");
             }
-            return pin.endpoint();
+            return pinned;
         }
         EndpointState ep = fallback.choose(c, r, nowNs, why);
         if (ep != null && !r.dryRun()) {
-            pins.put(key, new Pin(ep, nowNs + knobs.ttlMs() * 1_000_000L));
-            stats.tier(pin == null ? "session_new" : "session_repinned");
+            pins.pin(key, ep, nowNs + ttlNs);
+            stats.tier(pinned == null ? Tier.SESSION_NEW : Tier.SESSION_REPINNED);
             if (r.explain()) {
-                why.append(pin == null ? "tier=session; new pin" : "tier=session; re-pinned (previous endpoint unavailable or expired)");
+                why.append(pinned == null ? "tier=session; new pin" : "tier=session; re-pinned (previous endpoint unavailable or expired)");
             }
         }
         return ep;
+    }
+
+    @Override
+    public void carryOver(RoutingPolicy previous) {
+        if (previous instanceof SessionPolicy p) {
+            pins.copyFrom(p.pins);
+            fallback.carryOver(p.fallback);
+        }
     }
 
     private static boolean contains(EndpointState[] c, EndpointState ep) {

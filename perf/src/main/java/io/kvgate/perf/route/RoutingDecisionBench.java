@@ -9,11 +9,15 @@ import java.util.concurrent.TimeUnit;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.http.RequestFields;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Policies;
+import io.kvgate.dataplane.route.RouteEvent;
 import io.kvgate.dataplane.route.RouteRequest;
-import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.route.RuleHasher;
+import io.kvgate.dataplane.route.RuleStats;
+import io.kvgate.dataplane.route.SessionKeys;
+
 import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.dataplane.route.RoutingPolicy;
 import io.kvgate.index.block.BlockIndex;
@@ -74,37 +78,6 @@ public class RoutingDecisionBench {
     static final int PROMPT_POOL_BLOCKS = 1 << 19;
     static final int VOCAB = 151_643;
 
-    /** A reusable request: no allocation per decision on the caller's side. */
-    static final class Req implements RouteRequest {
-        int[] tokens;
-        EndpointState chosen;
-
-        @Override
-        public String ruleName() {
-            return "chat";
-        }
-
-        @Override
-        public RequestFields fields() {
-            return null;
-        }
-
-        @Override
-        public int[] promptTokens() {
-            return tokens;
-        }
-
-        @Override
-        public boolean alreadyTried(EndpointState ep) {
-            return false;
-        }
-
-        @Override
-        public void onRouted(EndpointState endpoint, Rule rule, String explanation) {
-            chosen = endpoint;
-        }
-    }
-
     static String ruleYaml(int endpoints) {
         return ruleYaml(endpoints, 2000);
     }
@@ -162,7 +135,7 @@ public class RoutingDecisionBench {
         RoutingPolicy policy;
         int[][] pool;
         int next;
-        final Req req = new Req();
+        final RouteEvent req = RouteEvent.of(null, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, false, false);
         final StringBuilder why = new StringBuilder(256);
 
         @Setup(Level.Trial)
@@ -173,13 +146,13 @@ public class RoutingDecisionBench {
             index = new BlockIndex(new BlockIndexConfig(TOTAL_INDEX_BLOCKS + (TOTAL_INDEX_BLOCKS >> 2), endpoints, 4,
                 BlockIndexConfig.DEFAULT_MAX_PROMPT_BLOCKS,
                 BlockIndexConfig.defaultHotCacheEntries(TOTAL_INDEX_BLOCKS + (TOTAL_INDEX_BLOCKS >> 2))));
-            policy = RulePolicies.create(rule, eps, index, NanoClock.SYSTEM);
+            policy = RulePolicies.create(new RouteTable.RuleBuildContext(rule, eps, new RuleStats(rule.name())), index, NanoClock.SYSTEM);
             SplittableRandom rnd = new SplittableRandom(7);
             int prompts = PROMPT_POOL_BLOCKS / promptBlocks;
             int tokens = promptBlocks * BLOCK;
             pool = new int[prompts][];
             // The index is populated with the keys the policy itself would compute: one plain hasher, no cache.
-            io.kvgate.dataplane.kv.RuleHasher keyer = new io.kvgate.dataplane.kv.RuleHasher(rule, 0);
+            RuleHasher keyer = new RuleHasher(rule, 0);
             long[] keys = new long[promptBlocks];
             int holders = Math.max(2, endpoints / 4);
             int[] perm = new int[endpoints];
@@ -214,7 +187,7 @@ public class RoutingDecisionBench {
                     + index.insertFailures() + " evictions=" + index.evictions());
             }
             // Warm the repeated prompt's hash cache entries once, as the previous turn would have.
-            req.tokens = pool[0];
+            req.promptTokens(pool[0]);
             why.setLength(0);
             policy.choose(eps, req, System.nanoTime(), why);
         }
@@ -232,14 +205,14 @@ public class RoutingDecisionBench {
             p = 1; // pool[0] is the repeated prompt
             s.next = 1;
         }
-        s.req.tokens = s.pool[p];
+        s.req.promptTokens(s.pool[p]);
         s.why.setLength(0);
         return s.policy.choose(s.eps, s.req, System.nanoTime(), s.why);
     }
 
     @Benchmark
     public EndpointState kvExact_repeatedPrompt(KvState s) {
-        s.req.tokens = s.pool[0];
+        s.req.promptTokens(s.pool[0]);
         s.why.setLength(0);
         return s.policy.choose(s.eps, s.req, System.nanoTime(), s.why);
     }
@@ -317,7 +290,7 @@ public class RoutingDecisionBench {
 
         EndpointState[] eps;
         RoutingPolicy policy;
-        final Req req = new Req();
+        final RouteEvent req = RouteEvent.of(null, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, false, false);
         final StringBuilder why = new StringBuilder(256);
 
         @Setup(Level.Trial)

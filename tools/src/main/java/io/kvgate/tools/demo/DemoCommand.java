@@ -133,10 +133,10 @@ public final class DemoCommand {
                 writeReport(report, table, rows, plot, engines, rate, seconds, bestHit);
                 say("report written to %s (+ .svg)%n", report);
             }
-            RuleStats kv = RuleStats.of("demo");
+            RuleStats kv = gw.router().stats("demo");
             say("%nkv_exact decisions: %d by longest cached prefix, %d fell back (%d had no match yet, %d over the load bound);"
-                + " zero-hit watchdog fired %d times.%n", kv.tierCount("kv_exact"), kv.tierCount("fallback"), kv.missCount("no_match"),
-                kv.missCount("over_load_bound"), kv.watchdogFirings());
+                + " zero-hit watchdog fired %d times.%n", kv.tierCount(RuleStats.Tier.KV_EXACT), kv.tierCount(RuleStats.Tier.FALLBACK),
+                kv.missCount(RuleStats.MissReason.NO_MATCH), kv.missCount(RuleStats.MissReason.OVER_LOAD_BOUND), kv.watchdogFirings());
             showExplain(url);
             say("%nWhat to look at next: ./kvgate serve --config deploy/examples/kv-exact.yaml, ./kvgate ctl inventory,"
                 + " curl :8080/metrics, ./kvgate bench --help (README.md).%n");

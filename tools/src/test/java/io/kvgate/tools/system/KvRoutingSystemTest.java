@@ -270,7 +270,8 @@ class KvRoutingSystemTest {
         for (int i = 0; i < 4; i++) {
             post("/v1/chat/completions", chat("qwen3-wrong-seed", "warm"), false); // the engines 404 the alias; routing ran first
         }
-        assertTrue(RuleStats.of("wrongseed").watchdogFirings() >= 1, "a seed mismatch must be detected");
-        assertTrue(RuleStats.of("wrongseed").missCount("no_match") >= 3);
+        RuleStats stats = gw.router().stats("wrongseed");
+        assertTrue(stats.watchdogFirings() >= 1, "a seed mismatch must be detected");
+        assertTrue(stats.missCount(RuleStats.MissReason.NO_MATCH) >= 3);
     }
 }

@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.kv;
+package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.Fmix64ChainedTokenHasher;
@@ -10,7 +10,8 @@ import io.kvgate.index.hash.PrefixHashCache;
 /**
  * A rule's block keys for a prompt, exactly as its engines publish them (or, in learned-key mode, as the gateway
  * keys the token ids the engines' events carry). Single-threaded: one instance per thread (the routing stage owns
- * one per rule; render routes and admin build their own).
+ * one per rule; render routes and admin build their own). Lives in {@code route} because the routing stage is its
+ * main user; it depends only on {@code control} and {@code index}.
  */
 public final class RuleHasher {
     private final BlockHasher hasher;
@@ -36,8 +37,18 @@ public final class RuleHasher {
 
     /** Writes the key of every full block of {@code tokens} into {@code keysOut}; returns how many. */
     public int hash(int[] tokens, String cacheSalt, long[] keysOut) {
+        return hash(tokens, cacheSalt, keysOut, Integer.MAX_VALUE);
+    }
+
+    /**
+     * Writes the keys of the first full blocks of {@code tokens}, at most {@code maxBlocks} of them, into
+     * {@code keysOut}; returns how many. Block keys chain from the start, so a lookup that only uses the first
+     * {@code maxBlocks} blocks never needs the rest hashed (reliability review H4).
+     */
+    public int hash(int[] tokens, String cacheSalt, long[] keysOut, int maxBlocks) {
+        int tokenCount = (int) Math.min(tokens.length, (long) maxBlocks * blockSize);
         if (learned != null) {
-            int blocks = tokens.length / blockSize;
+            int blocks = tokenCount / blockSize;
             long parent = learned.rootKey();
             for (int b = 0; b < blocks; b++) {
                 parent = learned.blockKey(parent, tokens, b * blockSize, blockSize);
@@ -45,7 +56,7 @@ public final class RuleHasher {
             }
             return blocks;
         }
-        return hasher.hash(tokens, tokens.length, cacheSalt, keysOut);
+        return hasher.hash(tokens, tokenCount, cacheSalt, keysOut);
     }
 
     public int blockSize() {

@@ -1,0 +1,130 @@
+package io.kvgate.dataplane.route;
+
+/**
+ * One slot of the routing ring: a copy of everything a decision needs, filled on the publishing I/O thread by
+ * {@link #copyFrom} (the policies never call back into the request from the routing thread), plus the request and
+ * its event loop's {@link RouterPort} to hand the decision back. Preallocated by the ring and reused; references
+ * are cleared after each decision so the ring keeps no request alive.
+ *
+ * <p>The prompt tokens are the request's own array (immutable once published), not a copy: a copy would cost the
+ * I/O thread a prompt-sized write per request for nothing.
+ */
+public final class RouteEvent {
+    /** At most this many already-tried endpoints are carried (connect retries are capped well below it). */
+    public static final int MAX_TRIED = 16;
+
+    static final int ROUTE = 1;
+    /** Nothing to decide: makes a busy-spinning or sleeping routing thread run its batch start (swap, probes). */
+    static final int WAKE = 2;
+
+    int type;
+    RouteRequest request;
+    RouterPort port;
+    Rule rule;
+    RouteRequest.Role role = RouteRequest.Role.ANY;
+    int[] promptTokens;
+    String cacheSalt;
+    String lora;
+    long sessionKeyHash;
+    boolean explain;
+    boolean dryRun;
+    final int[] triedIds = new int[MAX_TRIED];
+    int triedCount;
+
+    /** Copies the request's routing inputs (publishing thread). */
+    void copyFrom(RouteRequest r, RouterPort p) {
+        type = ROUTE;
+        request = r;
+        port = p;
+        rule = r.rule();
+        role = r.role();
+        promptTokens = r.promptTokens();
+        cacheSalt = r.cacheSalt();
+        lora = r.lora();
+        sessionKeyHash = r.sessionKeyHash();
+        explain = r.explain();
+        dryRun = r.dryRun();
+        int n = Math.min(r.triedCount(), MAX_TRIED);
+        for (int i = 0; i < n; i++) {
+            triedIds[i] = r.tried(i).id();
+        }
+        triedCount = n;
+    }
+
+    void clear() {
+        request = null;
+        port = null;
+        rule = null;
+        promptTokens = null;
+        cacheSalt = null;
+        lora = null;
+    }
+
+    /** For policy unit tests and benchmarks: an event with these inputs and no request behind it. */
+    public static RouteEvent of(Rule rule, RouteRequest.Role role, int[] promptTokens, String cacheSalt, long sessionKeyHash,
+                                boolean explain, boolean dryRun) {
+        RouteEvent e = new RouteEvent();
+        e.type = ROUTE;
+        e.rule = rule;
+        e.role = role;
+        e.promptTokens = promptTokens;
+        e.cacheSalt = cacheSalt;
+        e.sessionKeyHash = sessionKeyHash;
+        e.explain = explain;
+        e.dryRun = dryRun;
+        return e;
+    }
+
+    /** Marks {@code ep} as tried (tests and benchmarks; requests report theirs through {@link RouteRequest#tried}). */
+    public RouteEvent tried(EndpointState ep) {
+        if (triedCount < MAX_TRIED) {
+            triedIds[triedCount++] = ep.id();
+        }
+        return this;
+    }
+
+    public RouteRequest.Role role() {
+        return role;
+    }
+
+    public int[] promptTokens() {
+        return promptTokens;
+    }
+
+    /** Replaces the prompt (tests and benchmarks reusing one event). */
+    public RouteEvent promptTokens(int[] tokens) {
+        this.promptTokens = tokens;
+        return this;
+    }
+
+    public String cacheSalt() {
+        return cacheSalt;
+    }
+
+    public String lora() {
+        return lora;
+    }
+
+    /** {@link SessionKeys#NONE} when the request has no session key. */
+    public long sessionKeyHash() {
+        return sessionKeyHash;
+    }
+
+    public boolean explain() {
+        return explain;
+    }
+
+    public boolean dryRun() {
+        return dryRun;
+    }
+
+    boolean alreadyTried(EndpointState ep) {
+        int id = ep.id();
+        for (int i = 0; i < triedCount; i++) {
+            if (triedIds[i] == id) {
+                return true;
+            }
+        }
+        return false;
+    }
+}

@@ -1,0 +1,266 @@
+package io.kvgate.dataplane.route;
+
+import io.netty.util.concurrent.EventExecutor;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * One event loop's connection to the routing stage: how its requests go in, how decisions come back, how completions
+ * are reported. One port per event loop ({@link RoutingStage#port}); all three hand-offs are batched and none blocks
+ * or allocates per request:
+ *
+ * <ul>
+ *   <li><b>In</b> ({@link #tryRoute}): the request's inputs are copied into a ring slot without waking the routing
+ *       thread; the first publish of an event-loop turn queues one task that wakes it at the end of the turn, so
+ *       everything one turn read costs one wake-up.</li>
+ *   <li><b>Back</b>: decisions land in this port's inbox (a single-producer/single-consumer array ring, the routing
+ *       thread producing, the loop consuming); at the end of each routing batch the stage schedules at most one drain
+ *       task per port ({@code execute(this)}, skipped while a drain is already pending), and the drain delivers every
+ *       decision with {@link RouteRequest#onRouted} on the loop. The inbox cannot overflow: a request reserves its
+ *       decision's slot when it is published and the reservation ends when the decision is drained; with no slot
+ *       free the request is refused like a full ring (503).</li>
+ *   <li><b>Completions</b> ({@link #complete}): per-endpoint counters written only by this loop (release stores);
+ *       the routing thread reads them at the start of each batch and on its idle duty cycle. A completion never wakes
+ *       the router, never waits for ring space (reliability review M14) and is never lost.</li>
+ * </ul>
+ *
+ * <p>Threading: {@link #tryRoute} and {@link #complete} are called by the port's owning thread only (the event loop;
+ * for a port with a plain {@link Executor}, callers serialize themselves); {@link #run} runs on the executor.
+ */
+public final class RouterPort implements Runnable {
+    private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
+    private static final VarHandle PUBLISHED_TAIL;
+    private static final VarHandle DRAINED_HEAD;
+    private static final VarHandle COMPLETIONS;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            PUBLISHED_TAIL = l.findVarHandle(RouterPort.class, "publishedTail", long.class);
+            DRAINED_HEAD = l.findVarHandle(RouterPort.class, "drainedHead", long.class);
+            COMPLETIONS = l.findVarHandle(RouterPort.class, "completions", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private final RoutingStage stage;
+    private final Executor executor;
+    /** Non-null when {@link #executor} is a Netty event loop: lets publishes in one loop turn share one wake-up. */
+    private final EventExecutor eventLoop;
+
+    // Inbox slots (router writes, loop reads and clears).
+    private final int capacity;
+    private final int mask;
+    private final RouteRequest[] requests;
+    private final EndpointState[] endpoints;
+    private final Rule[] rules;
+    private final String[] explanations;
+    /** Router only: next slot to fill. */
+    private long routerTail;
+    /** Slots filled and visible to the loop (router: release at the end of each batch). */
+    private volatile long publishedTail;
+    /** Loop only: next slot to deliver. */
+    private long head;
+    /** Slots delivered (drainer: release), read by the publisher for its reservation check. */
+    private volatile long drainedHead;
+    /** Publisher only: decisions asked for through this port. */
+    private long reserved;
+    private final AtomicBoolean drainScheduled = new AtomicBoolean();
+    /** Router only: this port got decisions in the current batch. */
+    boolean dirty;
+
+    // End-of-turn wake-up (loop only).
+    private boolean wakeQueued;
+    private final Runnable wakeRouterTask = this::wakeRouterAtEndOfTurn;
+
+    // Completion counters: loop writes (release), router reads (acquire).
+    private volatile CompletionCounts counts = new CompletionCounts(64);
+    /** Total completions reported (loop: release), so the router skips ports with nothing new. */
+    private volatile long completions;
+    // Router only: what it has applied so far.
+    private long completionsApplied;
+    private long[] appliedSucceeded = new long[64];
+    private long[] appliedFailed = new long[64];
+    private long[] appliedReleased = new long[64];
+
+    private static final class CompletionCounts {
+        final long[] succeeded;
+        final long[] failed;
+        final long[] released;
+
+        CompletionCounts(int endpoints) {
+            succeeded = new long[endpoints];
+            failed = new long[endpoints];
+            released = new long[endpoints];
+        }
+    }
+
+    RouterPort(RoutingStage stage, Executor executor, int capacity) {
+        if (Integer.bitCount(capacity) != 1) {
+            throw new IllegalArgumentException("capacity=" + capacity + " must be a power of two");
+        }
+        this.stage = stage;
+        this.executor = executor;
+        this.eventLoop = executor instanceof EventExecutor e ? e : null;
+        this.capacity = capacity;
+        this.mask = capacity - 1;
+        this.requests = new RouteRequest[capacity];
+        this.endpoints = new EndpointState[capacity];
+        this.rules = new Rule[capacity];
+        this.explanations = new String[capacity];
+    }
+
+    /**
+     * Publishes {@code request} for routing. Returns false when the request must be shed (503 with Retry-After): the
+     * ring is full or this loop already waits for as many decisions as its inbox holds. On true, exactly one
+     * {@link RouteRequest#onRouted} follows on this port's executor.
+     */
+    public boolean tryRoute(RouteRequest request) {
+        if (reserved - drainedHead >= capacity) {
+            stage.countInboxFull();
+            return false;
+        }
+        if (!stage.publish(request, this)) {
+            return false;
+        }
+        reserved++;
+        if (eventLoop != null && eventLoop.inEventLoop()) {
+            if (!wakeQueued) {
+                wakeQueued = true;
+                eventLoop.execute(wakeRouterTask);
+            }
+        } else {
+            stage.wakeRouter();
+        }
+        return true;
+    }
+
+    private void wakeRouterAtEndOfTurn() {
+        wakeQueued = false;
+        stage.wakeRouter();
+    }
+
+    /**
+     * A request routed to {@code endpoint} through this port finished with {@code outcome}. Called once per routed
+     * (not dry-run) decision, on this port's thread. Never blocks, never wakes the routing thread.
+     */
+    public void complete(EndpointState endpoint, Outcome outcome) {
+        int id = endpoint.id();
+        CompletionCounts c = counts;
+        if (id >= c.succeeded.length) {
+            c = grow(c, id);
+        }
+        long[] a = switch (outcome) {
+            case SUCCESS -> c.succeeded;
+            case FAILURE -> c.failed;
+            case RELEASED -> c.released;
+        };
+        LONGS.setRelease(a, id, (long) LONGS.get(a, id) + 1);
+        COMPLETIONS.setRelease(this, (long) COMPLETIONS.get(this) + 1);
+    }
+
+    private CompletionCounts grow(CompletionCounts c, int id) {
+        int n = Math.max(id + 1, c.succeeded.length * 2);
+        CompletionCounts g = new CompletionCounts(n);
+        System.arraycopy(c.succeeded, 0, g.succeeded, 0, c.succeeded.length);
+        System.arraycopy(c.failed, 0, g.failed, 0, c.failed.length);
+        System.arraycopy(c.released, 0, g.released, 0, c.released.length);
+        counts = g; // only this thread writes the counters, so nothing written to the old arrays can be missed
+        return g;
+    }
+
+    // ---- routing thread -------------------------------------------------------------------------------------
+
+    /** Queues a decision (routing thread). Made visible to the loop by {@link #flush}. */
+    void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation) {
+        int i = (int) routerTail & mask;
+        requests[i] = request;
+        endpoints[i] = endpoint;
+        rules[i] = rule;
+        explanations[i] = explanation;
+        routerTail++;
+    }
+
+    /** Publishes the queued decisions and schedules one drain unless one is pending (routing thread, end of batch). */
+    void flush() {
+        dirty = false;
+        PUBLISHED_TAIL.setVolatile(this, routerTail);
+        if (!drainScheduled.get() && drainScheduled.compareAndSet(false, true)) {
+            try {
+                executor.execute(this);
+            } catch (RejectedExecutionException e) {
+                // The loop is shutting down: its connections, and the requests waiting for these decisions, are gone.
+                drainScheduled.set(false);
+                stage.countUndeliverable();
+            }
+        }
+    }
+
+    /** Applies the completions reported since the last call to their endpoints (routing thread). */
+    void applyCompletions(EndpointState[] byId, int failureThreshold, long openNs, long nowNs) {
+        long total = (long) COMPLETIONS.getAcquire(this);
+        if (total == completionsApplied) {
+            return;
+        }
+        completionsApplied = total;
+        CompletionCounts c = counts;
+        int n = c.succeeded.length;
+        if (appliedSucceeded.length < n) {
+            appliedSucceeded = java.util.Arrays.copyOf(appliedSucceeded, n);
+            appliedFailed = java.util.Arrays.copyOf(appliedFailed, n);
+            appliedReleased = java.util.Arrays.copyOf(appliedReleased, n);
+        }
+        int limit = Math.min(n, byId.length);
+        for (int id = 0; id < limit; id++) {
+            long s = (long) LONGS.getAcquire(c.succeeded, id);
+            long f = (long) LONGS.getAcquire(c.failed, id);
+            long r = (long) LONGS.getAcquire(c.released, id);
+            long ds = s - appliedSucceeded[id];
+            long df = f - appliedFailed[id];
+            long dr = r - appliedReleased[id];
+            if ((ds | df | dr) != 0 && byId[id] != null) {
+                appliedSucceeded[id] = s;
+                appliedFailed[id] = f;
+                appliedReleased[id] = r;
+                byId[id].onCompleted(ds, df, dr, failureThreshold, openNs, nowNs);
+            }
+        }
+    }
+
+    // ---- the port's executor (the event loop) -----------------------------------------------------------------
+
+    /** Delivers every published decision (the drain task; runs on the port's executor). */
+    @Override
+    public void run() {
+        drainScheduled.set(false);
+        long tail = publishedTail;
+        while (head < tail) {
+            int i = (int) head & mask;
+            RouteRequest request = requests[i];
+            EndpointState endpoint = endpoints[i];
+            Rule rule = rules[i];
+            String explanation = explanations[i];
+            requests[i] = null;
+            endpoints[i] = null;
+            rules[i] = null;
+            explanations[i] = null;
+            head++;
+            DRAINED_HEAD.setRelease(this, head);
+            try {
+                request.onRouted(endpoint, rule, explanation);
+            } catch (RuntimeException | Error e) {
+                // One exchange's bug must not strand the decisions behind it in this batch.
+                stage.countDeliveryError(e);
+            }
+        }
+    }
+
+    /** Decisions delivered by this port so far (tests and metrics). */
+    public long delivered() {
+        return drainedHead;
+    }
+}
