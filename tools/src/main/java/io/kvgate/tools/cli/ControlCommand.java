@@ -1,87 +1,157 @@
 package io.kvgate.tools.cli;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.control.client.ControlClient;
 import java.io.IOException;
-import java.io.InputStream;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
+import java.io.PrintStream;
+import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
- * {@code ./kvgate ctl}: the operator's CLI over a running gateway's admin API ({@code admin_listen}). Prints the
- * JSON answer; exits 0 on 2xx, 1 on an error answer, 2 on usage errors, 3 when the gateway cannot be reached.
+ * {@code ./kvgate ctl}: the operator's CLI over a running gateway. Talks to the control socket by default (no token:
+ * the kernel tells the gateway who we are), or to the admin HTTP listener with {@code --admin URL --token T}.
+ * Human-readable tables by default, the gateway's JSON with {@code --json}. Exit status: 0 done, 1 refused by the
+ * gateway (the reason is printed), 2 usage error, 3 gateway unreachable.
  */
 public final class ControlCommand {
     static final String USAGE = """
-        usage: ./kvgate ctl [--admin URL] [--token T] <command>
-          --admin URL          admin API base (default http://127.0.0.1:8081, or $KVGATE_ADMIN)
-          --token T            admin token when admin_token is configured (or $KVGATE_ADMIN_TOKEN)
+        usage: ./kvgate ctl [--socket PATH | --admin URL [--token T]] [--json] <command> [args]
+          --socket PATH        control socket (default $KVGATE_SOCKET, else $RUNTIME_DIRECTORY/kvgate.sock,
+                               else /run/kvgate/kvgate.sock)
+          --admin URL          use the admin HTTP listener instead (or $KVGATE_ADMIN), e.g. http://127.0.0.1:8081
+          --token T            admin token for --admin when admin_token is configured (or $KVGATE_ADMIN_TOKEN)
+          --json               print the gateway's JSON instead of tables
         commands:
-          endpoints            health, breaker, load and counters of every endpoint
+          status               configuration version and digest, drain state, what readiness waits for
+          rules                each rule's effective settings: engine, policy, topology, hash, tokenizer, KV subscribers
+          endpoints            health, drain, breaker, load and counters of every endpoint
+          drain [ENDPOINT]     ENDPOINT (id, host:port or url): no new requests, in-flight ones finish;
+                               without ENDPOINT: the whole gateway refuses new requests (503) until undrain
+          undrain [ENDPOINT]   undo drain
+          weight ENDPOINT N    change an endpoint's weight live (a new configuration version)
+          patch RULE k=v...    change rule tunables live, e.g. patch chat kv.load_cap_factor=1.2 (a new version)
+          reload               re-read the gateway's --config file and apply it (as SIGHUP does)
+          apply FILE           validate a YAML configuration and apply it
+          check [FILE]         run every start-up check on FILE (default: the gateway's --config file); applies nothing
+          diff [FILE]          what FILE (default: the --config file) would change against the running configuration
+          config               the applied configuration as editable YAML (secrets shown as <redacted>)
+          log-level LEVEL      error|warn|info|debug
           inventory            KV inventory: blocks per endpoint, subscriber state per DP rank
-          lookup  [FILE|-]     cached prefix per endpoint for a chat/completions body (or {"model":..,"prompt_token_ids":[..]})
+          lookup  [FILE|-]     cached prefix per endpoint for a chat/completions body
           explain [FILE|-]     the routing decision for a body, without sending it
-          config               the applied configuration
-          apply FILE           validate a YAML configuration and swap it in without dropping traffic
           parity [RULE]        probe each KV endpoint: do the engine's published block keys equal the gateway's?
-          drain                report draining on /health (before a restart)
         """;
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     private ControlCommand() {}
 
     public static int run(String[] args) {
-        String admin = System.getenv().getOrDefault("KVGATE_ADMIN", "http://127.0.0.1:8081");
+        return run(args, System.out, System.err);
+    }
+
+    static int run(String[] args, PrintStream out, PrintStream err) {
+        String socket = null;
+        String admin = System.getenv("KVGATE_ADMIN");
         String token = System.getenv("KVGATE_ADMIN_TOKEN");
+        boolean json = false;
         int i = 0;
         while (i < args.length && args[i].startsWith("--")) {
             switch (args[i]) {
-                case "--admin" -> admin = args.length > i + 1 ? args[++i] : admin;
-                case "--token" -> token = args.length > i + 1 ? args[++i] : token;
+                case "--socket" -> socket = args.length > i + 1 ? args[++i] : null;
+                case "--admin" -> admin = args.length > i + 1 ? args[++i] : null;
+                case "--token" -> token = args.length > i + 1 ? args[++i] : null;
+                case "--json" -> json = true;
                 case "--help" -> {
-                    System.out.print(USAGE);
+                    out.print(USAGE);
                     return 0;
                 }
                 default -> {
-                    System.err.println("ctl: unknown option '" + args[i] + "'\n" + USAGE);
+                    err.println("ctl: unknown option '" + args[i] + "'\n" + USAGE);
                     return 2;
                 }
             }
             i++;
         }
         if (i >= args.length) {
-            System.err.print(USAGE);
+            err.print(USAGE);
             return 2;
         }
+        ControlClient client = socket == null && admin != null ? ControlClient.http(admin, token)
+            : ControlClient.socket(Path.of(socket != null ? socket : defaultSocket()));
         String cmd = args[i];
-        String arg = i + 1 < args.length ? args[i + 1] : null;
+        List<String> rest = List.of(args).subList(i + 1, args.length);
+        String arg = rest.isEmpty() ? null : rest.get(0);
         try {
-            return switch (cmd) {
-                case "endpoints" -> call(admin, token, "GET", "/admin/v1/endpoints", null);
-                case "inventory" -> call(admin, token, "GET", "/admin/v1/inventory", null);
-                case "config" -> call(admin, token, "GET", "/admin/v1/config", null);
-                case "drain" -> call(admin, token, "POST", "/admin/v1/drain", "");
-                case "parity" -> call(admin, token, "POST", "/admin/v1/parity" + (arg == null ? ""
-                    : "?rule=" + java.net.URLEncoder.encode(arg, java.nio.charset.StandardCharsets.UTF_8)), "");
-                case "lookup" -> call(admin, token, "POST", "/admin/v1/lookup", body(arg));
-                case "explain" -> call(admin, token, "POST", "/admin/v1/explain", body(arg));
-                case "apply" -> {
-                    if (arg == null) {
-                        System.err.println("ctl apply: a YAML configuration FILE is required");
-                        yield 2;
+            Call c = switch (cmd) {
+                case "status" -> new Call("GET", "/control/v1/status", null, ControlCommand::printStatus);
+                case "rules" -> new Call("GET", "/control/v1/rules", null, ControlCommand::printRules);
+                case "endpoints" -> new Call("GET", "/admin/v1/endpoints", null, ControlCommand::printEndpoints);
+                case "drain", "undrain" -> arg == null
+                    ? new Call("POST", "/control/v1/" + cmd, "", null)
+                    : new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/" + cmd, "", null);
+                case "weight" -> {
+                    if (rest.size() != 2) {
+                        yield usage(err, "ctl weight ENDPOINT N");
                     }
-                    yield call(admin, token, "PUT", "/admin/v1/config", Files.readString(Path.of(arg)));
+                    yield new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/weight", "{\"weight\":" + JSON.writeValueAsString(rest.get(1)) + "}",
+                        ControlCommand::printOutcome);
                 }
+                case "patch" -> {
+                    if (rest.size() < 2) {
+                        yield usage(err, "ctl patch RULE key=value [key=value...]");
+                    }
+                    ObjectNode body = JSON.createObjectNode();
+                    for (String kv : rest.subList(1, rest.size())) {
+                        int eq = kv.indexOf('=');
+                        if (eq <= 0) {
+                            yield usage(err, "ctl patch: '" + kv + "' is not key=value");
+                        }
+                        body.set(kv.substring(0, eq), scalar(kv.substring(eq + 1)));
+                    }
+                    yield new Call("PATCH", "/control/v1/rules/" + enc(arg), body.toString(), ControlCommand::printOutcome);
+                }
+                case "reload" -> new Call("POST", "/control/v1/reload", "", ControlCommand::printOutcome);
+                case "apply" -> arg == null ? usage(err, "ctl apply FILE")
+                    : new Call("PUT", "/admin/v1/config", Files.readString(Path.of(arg)), ControlCommand::printOutcome);
+                case "check" -> new Call("POST", "/control/v1/config/check", arg == null ? "" : Files.readString(Path.of(arg)),
+                    ControlCommand::printCheck);
+                case "diff" -> new Call("POST", "/control/v1/config/diff", arg == null ? "" : Files.readString(Path.of(arg)),
+                    ControlCommand::printDiff);
+                case "config" -> new Call("GET", "/admin/v1/config", null, (o, b) -> o.print(b));
+                case "log-level" -> arg == null ? new Call("GET", "/control/v1/log-level", null, null)
+                    : new Call("PUT", "/control/v1/log-level", "{\"level\":" + JSON.writeValueAsString(arg) + "}", null);
+                case "inventory" -> new Call("GET", "/admin/v1/inventory", null, null);
+                case "parity" -> new Call("POST", "/admin/v1/parity" + (arg == null ? "" : "?rule=" + enc(arg)), "", null);
+                case "lookup" -> new Call("POST", "/admin/v1/lookup", body(arg), null);
+                case "explain" -> new Call("POST", "/admin/v1/explain", body(arg), null);
                 default -> {
-                    System.err.println("ctl: unknown command '" + cmd + "'\n" + USAGE);
-                    yield 2;
+                    err.println("ctl: unknown command '" + cmd + "'\n" + USAGE);
+                    yield null;
                 }
             };
+            if (c == null) {
+                return 2;
+            }
+            ControlClient.Response r = client.send(c.method, c.path, c.body);
+            if (!r.ok()) {
+                printRefusal(err, r);
+                return 1;
+            }
+            if (json || c.table == null) {
+                out.println(r.body().strip());
+            } else {
+                c.table.print(out, r.body());
+            }
+            return 0;
         } catch (IOException e) {
-            System.err.println("ctl: cannot reach the admin API at " + admin + ": " + e.getMessage());
+            err.println("ctl: cannot reach the " + client.target() + ": " + e.getMessage()
+                + (admin == null ? " (is the gateway running? see --socket / --admin)" : ""));
             return 3;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -89,27 +159,179 @@ public final class ControlCommand {
         }
     }
 
+    /** Where {@code serve} puts its socket when {@code control_socket} is not set (see GatewayMain). */
+    static String defaultSocket() {
+        String env = System.getenv("KVGATE_SOCKET");
+        if (env != null && !env.isBlank()) {
+            return env;
+        }
+        String runtime = System.getenv("RUNTIME_DIRECTORY");
+        if (runtime != null && !runtime.isBlank()) {
+            return Path.of(runtime.split(":")[0], "kvgate.sock").toString();
+        }
+        return "/run/kvgate/kvgate.sock";
+    }
+
+    @FunctionalInterface
+    interface Table {
+        void print(PrintStream out, String body) throws IOException;
+    }
+
+    private record Call(String method, String path, String body, Table table) {}
+
+    private static Call usage(PrintStream err, String msg) {
+        err.println("usage: " + msg);
+        return null;
+    }
+
+    private static String enc(String s) {
+        return URLEncoder.encode(s, StandardCharsets.UTF_8);
+    }
+
+    /** A command-line value as JSON: numbers and booleans typed, anything else a string. */
+    static JsonNode scalar(String v) {
+        if (v.equals("true") || v.equals("false")) {
+            return JSON.getNodeFactory().booleanNode(Boolean.parseBoolean(v));
+        }
+        try {
+            return JSON.getNodeFactory().numberNode(Long.parseLong(v));
+        } catch (NumberFormatException e) {
+            // not an integer
+        }
+        try {
+            double d = Double.parseDouble(v);
+            if (!Double.isNaN(d) && !Double.isInfinite(d)) {
+                return JSON.getNodeFactory().numberNode(d);
+            }
+        } catch (NumberFormatException e) {
+            // a string
+        }
+        return JSON.getNodeFactory().textNode(v);
+    }
+
     private static String body(String arg) throws IOException {
         if (arg == null || arg.equals("-")) {
-            InputStream in = System.in;
-            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            return new String(System.in.readAllBytes(), StandardCharsets.UTF_8);
         }
         return Files.readString(Path.of(arg));
     }
 
-    private static int call(String admin, String token, String method, String path, String body)
-        throws IOException, InterruptedException {
-        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(admin + path)).timeout(Duration.ofSeconds(30))
-            .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
-        if (token != null) {
-            b.header("Authorization", "Bearer " + token);
+    static void printRefusal(PrintStream err, ControlClient.Response r) {
+        try {
+            JsonNode e = JSON.readTree(r.body()).path("error");
+            err.println("refused (" + r.status() + "): " + e.path("message").asText(r.body()));
+            for (JsonNode p : e.path("problems")) {
+                err.println("  - " + p.asText());
+            }
+            for (JsonNode p : e.path("restart_only")) {
+                err.println("  restart-only: " + p.asText());
+            }
+        } catch (IOException ex) {
+            err.println("refused (" + r.status() + "): " + r.body());
         }
-        if (body != null) {
-            b.header("Content-Type", path.endsWith("/config") ? "application/yaml" : "application/json");
+    }
+
+    private static void printOutcome(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        if (n.has("drained")) {
+            out.println(body);
+            return;
         }
-        HttpResponse<String> r = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build()
-            .send(b.build(), HttpResponse.BodyHandlers.ofString());
-        (r.statusCode() / 100 == 2 ? System.out : System.err).println(r.body());
-        return r.statusCode() / 100 == 2 ? 0 : 1;
+        out.println(n.path("applied").asBoolean() ? "applied: configuration version " + n.path("version").asLong()
+            : "unchanged: configuration version " + n.path("version").asLong() + " already in effect");
+        for (JsonNode c : n.path("changes")) {
+            out.println("  " + c.asText());
+        }
+    }
+
+    private static void printCheck(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        out.println("configuration OK: " + n.path("rules").asInt() + " rule(s), digest " + n.path("digest").asText());
+        for (JsonNode c : n.path("restart_only")) {
+            out.println("  needs a restart to change: " + c.asText());
+        }
+    }
+
+    private static void printDiff(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        if (n.path("changes").isEmpty()) {
+            out.println("no change against configuration version " + n.path("version").asLong());
+        }
+        for (JsonNode c : n.path("changes")) {
+            out.println(c.asText());
+        }
+        for (JsonNode c : n.path("restart_only")) {
+            out.println("restart-only (a reload would be refused): " + c.asText());
+        }
+    }
+
+    private static void printStatus(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        out.println("configuration  version " + n.path("config_version").asLong() + ", digest " + n.path("config_digest").asText()
+            + (n.path("config_file").isTextual() ? ", file " + n.path("config_file").asText() : ""));
+        out.println("draining       " + n.path("draining").asBoolean());
+        out.println("log level      " + n.path("log_level").asText());
+        JsonNode r = n.path("readiness");
+        if (!r.isMissingNode()) {
+            out.println("ready          " + r.path("ready").asBoolean());
+            for (JsonNode w : r.path("waiting_for")) {
+                out.println("  waiting for: " + w.asText());
+            }
+        }
+    }
+
+    private static void printRules(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        List<String[]> rows = new ArrayList<>();
+        rows.add(new String[] {"RULE", "MODELS", "ENGINE", "POLICY", "TOPOLOGY", "HASH", "BLOCK", "SEED", "TOKENIZER", "TEMPLATE", "KV SUBS"});
+        for (JsonNode r : n.path("rules")) {
+            JsonNode t = r.path("topology");
+            String topo = t.path("kind").asText().equals("prefill_decode")
+                ? "P/D " + t.path("prefill").asInt() + "+" + t.path("decode").asInt() : "pool of " + t.path("endpoints").asInt();
+            JsonNode tok = r.path("tokenizer");
+            List<String> models = new ArrayList<>();
+            r.path("models").forEach(m -> models.add(m.asText()));
+            rows.add(new String[] {r.path("name").asText(), String.join(",", models), r.path("engine").asText(), r.path("policy").asText(),
+                topo, r.path("hash_algo").asText(), r.path("block_size").asText(), r.path("hash_seed").asText(),
+                tok.path("dir").isTextual() ? Path.of(tok.path("dir").asText()).getFileName() + " " + shortHash(tok.path("tokenizer_sha256")) : "-",
+                shortHash(tok.path("chat_template_sha256")),
+                r.path("kv_subscribers").path("connected").asInt() + "/" + r.path("kv_subscribers").path("expected").asInt()});
+        }
+        printTable(out, rows);
+        out.println("(config version " + n.path("config_version").asLong() + "; ctl --json rules shows every setting)");
+    }
+
+    private static String shortHash(JsonNode h) {
+        return h.isTextual() && h.asText().length() >= 12 ? h.asText().substring(0, 12) : "-";
+    }
+
+    private static void printEndpoints(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        List<String[]> rows = new ArrayList<>();
+        rows.add(new String[] {"RULE", "ENDPOINT", "ID", "ROLE", "WEIGHT", "HEALTHY", "DRAINED", "BREAKER", "IN FLIGHT", "ROUTED", "FAILURES"});
+        for (JsonNode r : n.path("rules")) {
+            for (JsonNode e : r.path("endpoints")) {
+                rows.add(new String[] {r.path("name").asText(), e.path("url").asText(), e.path("id").asText(),
+                    e.path("role").asText("-"), e.path("weight").asText(), e.path("healthy").asText(), e.path("drained").asText(),
+                    e.path("breaker").asText(), e.path("outstanding").asText(), e.path("routed").asText(), e.path("failures").asText()});
+            }
+        }
+        printTable(out, rows);
+    }
+
+    static void printTable(PrintStream out, List<String[]> rows) {
+        int[] w = new int[rows.get(0).length];
+        for (String[] row : rows) {
+            for (int c = 0; c < row.length; c++) {
+                w[c] = Math.max(w[c], row[c].length());
+            }
+        }
+        for (String[] row : rows) {
+            StringBuilder sb = new StringBuilder();
+            for (int c = 0; c < row.length; c++) {
+                sb.append(row[c]).append(" ".repeat(w[c] - row[c].length() + (c + 1 < row.length ? 2 : 0)));
+            }
+            out.println(sb.toString().stripTrailing());
+        }
     }
 }

@@ -1,0 +1,125 @@
+package io.kvgate.tools.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpServer;
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code ./kvgate ctl} over the control socket against a real gateway: tables, refusals and exit codes. */
+@Timeout(60)
+class ControlCommandTest {
+    @TempDir
+    Path dir;
+    private HttpServer engine;
+    private Gateway gw;
+    private Path config;
+    private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+    private final ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+    @BeforeEach
+    void setUp() throws Exception {
+        engine = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 16);
+        engine.createContext("/", ex -> {
+            ex.sendResponseHeaders(200, -1);
+            ex.close();
+        });
+        engine.start();
+        config = dir.resolve("kvgate.yaml");
+        Files.writeString(config, """
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            health:
+              interval_ms: 60000
+            rules:
+              - name: chat
+                models: [qwen3]
+                policy: kv_exact
+                endpoints:
+                  - url: http://127.0.0.1:%d
+            """.formatted(engine.getAddress().getPort()));
+        gw = Gateway.start(new Gateway.Options(GatewayConfig.load(config), NanoClock.SYSTEM, config, dir.resolve("ctl.sock")), null);
+    }
+
+    @AfterEach
+    void tearDown() {
+        if (gw != null) {
+            gw.close(100);
+        }
+        engine.stop(0);
+    }
+
+    private int ctl(String... args) {
+        out.reset();
+        err.reset();
+        String[] all = new String[args.length + 2];
+        all[0] = "--socket";
+        all[1] = dir.resolve("ctl.sock").toString();
+        System.arraycopy(args, 0, all, 2, args.length);
+        return ControlCommand.run(all, new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+    }
+
+    private String out() {
+        return out.toString(StandardCharsets.UTF_8);
+    }
+
+    private String err() {
+        return err.toString(StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void operatorVerbsOverTheSocket() throws Exception {
+        String ep = "127.0.0.1:" + engine.getAddress().getPort();
+        assertEquals(0, ctl("rules"), err());
+        assertTrue(out().startsWith("RULE  MODELS  ENGINE  POLICY    TOPOLOGY   HASH"), out());
+        assertTrue(out().contains("chat  qwen3   vllm    kv_exact  pool of 1  sha256_cbor  16     0"), out());
+        assertEquals(0, ctl("endpoints"), err());
+        assertTrue(out().contains("http://" + ep) && out().contains("DRAINED"), out());
+        assertEquals(0, ctl("drain", ep), err());
+        assertTrue(gw.registry().get(ep).drained());
+        assertEquals(0, ctl("undrain", ep), err());
+        assertEquals(0, ctl("patch", "chat", "kv.load_cap_factor=1.2"), err());
+        assertEquals("applied: configuration version 2\n  rules[name=chat].kv.load_cap_factor: 1.5 -> 1.2\n", out());
+        assertEquals(0, ctl("status"), err());
+        assertTrue(out().startsWith("configuration  version 2, digest " + gw.applied().digest()), out());
+        // reload re-reads the file: back to version 3 with the file's value.
+        Files.writeString(config, Files.readString(config).replace("policy: kv_exact", "policy: kv_exact\n    explain: true"));
+        assertEquals(0, ctl("diff"), err());
+        assertTrue(out().contains("rules[name=chat].explain: false -> true"), out());
+        assertEquals(0, ctl("reload"), err());
+        assertTrue(out().startsWith("applied: configuration version 3"), out());
+        assertEquals(1.5, gw.config().rules().get(0).kvExact().loadCapFactor());
+        assertEquals(0, ctl("reload"));
+        assertTrue(out().startsWith("unchanged: configuration version 3"), out());
+        assertEquals(0, ctl("--json", "rules"));
+        assertTrue(out().contains("\"config_version\" : 3"), out());
+    }
+
+    @Test
+    void refusalsExitNonZeroAndSayWhy() throws Exception {
+        assertEquals(1, ctl("patch", "chat", "kv.load_cap_facter=1.2"));
+        assertTrue(err().contains("refused (400)") && err().contains("kv.load_cap_facter: is not a rule key"), err());
+        Files.writeString(config, Files.readString(config).replace("listen: 127.0.0.1:0\n", "listen: 127.0.0.1:1\n"));
+        assertEquals(1, ctl("reload"));
+        assertTrue(err().contains("refused (409)") && err().contains("restart-only: listen"), err());
+        assertEquals(1, ctl("log-level", "chatty"));
+        assertEquals(2, ctl("weight", "x"));
+        assertEquals(2, ctl("frobnicate"));
+        assertEquals(3, ControlCommand.run(new String[] {"--socket", dir.resolve("nobody-here.sock").toString(), "status"},
+            new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8)));
+        assertEquals(1, gw.applied().version(), "nothing applied");
+    }
+}
