@@ -82,8 +82,14 @@ public final class ControlClient {
             ch.connect(UnixDomainSocketAddress.of(socket));
             ByteBuffer out = ByteBuffer.allocate(head.length() + content.length);
             out.put(head.getBytes(StandardCharsets.US_ASCII)).put(content).flip();
-            while (out.hasRemaining()) {
-                ch.write(out);
+            IOException writeFailed = null;
+            try {
+                while (out.hasRemaining()) {
+                    ch.write(out);
+                }
+            } catch (IOException e) {
+                // A refused peer is answered (403) and closed as soon as it connects: read that answer anyway.
+                writeFailed = e;
             }
             ByteBuffer buf = ByteBuffer.allocate(16 << 10);
             try {
@@ -96,6 +102,9 @@ public final class ControlClient {
                 if (in.size() == 0) {
                     throw e; // a reset after a complete answer (a refused peer) is not an error
                 }
+            }
+            if (in.size() == 0 && writeFailed != null) {
+                throw writeFailed;
             }
         }
         return parse(in.toString(StandardCharsets.UTF_8));
