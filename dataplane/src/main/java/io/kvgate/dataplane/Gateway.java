@@ -15,6 +15,8 @@ import io.kvgate.dataplane.config.ControlPlane;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.http.ClientChannelInitializer;
+import io.kvgate.dataplane.http.ConnectionLimit;
+import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.kv.KvRoutes;
 import io.kvgate.dataplane.kv.KvState;
@@ -22,6 +24,9 @@ import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
 import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.proxy.ProxyExchange;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeStarter;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
@@ -84,7 +89,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final ControlSocket controlSocket;
     private volatile AppliedConfig applied;
     private volatile KvState kv;
-    private volatile boolean draining;
+    private final DrainState drain = new DrainState();
 
     private Gateway(Options o, RequestHooksFactory hooksFactory) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config());
@@ -117,42 +122,35 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
-            RequestHooks extra = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
-            GatewayContext[] holder = new GatewayContext[1];
-            PdHooks pd = new PdHooks(() -> holder[0], pdMetrics);
-            RequestHooks hooks = new RequestHooks() {
-                @Override
-                public io.netty.handler.codec.http.FullHttpResponse handleLocal(io.netty.channel.ChannelHandlerContext ctx,
-                        io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
-                        io.kvgate.dataplane.http.RequestFields fields, Rule rule) {
-                    return extra.handleLocal(ctx, head, body, fields, rule);
-                }
-
-                @Override
-                public io.kvgate.dataplane.proxy.ActiveExchange startCustomExchange(io.netty.channel.ChannelHandlerContext ctx,
-                        io.netty.handler.codec.http.HttpRequest head, io.netty.buffer.ByteBuf body,
-                        io.kvgate.dataplane.http.RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
-                        io.kvgate.dataplane.proxy.ExchangeOwner owner) {
-                    io.kvgate.dataplane.proxy.ActiveExchange ex = pd.start(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
-                    return ex != null ? ex : extra.startCustomExchange(ctx, head, body, fields, rule, requestId, explain, startNs, owner);
-                }
-            };
+            RequestHooks hooks = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
-            holder[0] = gw;
+            PdHooks pd = new PdHooks(() -> gw, pdMetrics);
+            // The exchange layer behind the front door: P/D rules get a P/D exchange, every other rule the plain proxy.
+            ExchangeStarter exchanges = (ctx, request, owner) -> {
+                ActiveExchange ex = pd.start(ctx, request, owner);
+                if (ex != null) {
+                    return ex;
+                }
+                ProxyExchange px = new ProxyExchange(gw, ctx, owner, request.head(), request.body(), request.fields(),
+                    request.rule(), request.requestId(), request.explain(), request.startNs()).withInputs(request.inputs());
+                px.start();
+                return px;
+            };
+            metrics.modelLabels(modelNames(cfg));
             metrics.addSource(pdMetrics::write);
             registerMetrics();
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
                 () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
             opened.push(health);
-            LocalRoutes local = new LocalRoutes(gw, () -> draining);
+            LocalRoutes local = new LocalRoutes(gw, drain);
             ServerBootstrap sb = new ServerBootstrap()
                 .group(boss, workers)
                 .channel(transport.serverChannel())
                 .option(ChannelOption.SO_BACKLOG, 4096)
                 .option(ChannelOption.SO_REUSEADDR, true)
                 .childOption(ChannelOption.TCP_NODELAY, true)
-                .childHandler(new ClientChannelInitializer(gw, local));
+                .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain, new ConnectionLimit(cfg.limits().maxConnections())));
             this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
             opened.push(() -> listener.close().syncUninterruptibly());
             // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
@@ -370,6 +368,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         health.reconfigure(next.health());
         AppliedConfig now = cur.next(next);
         applied = now;
+        metrics.modelLabels(modelNames(next));
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
             + String.join("; ", changes));
         return new ReloadOutcome(true, now.version(), now.digest(), changes);
@@ -390,6 +389,15 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         } catch (RestartRequiredException e) {
             throw new ConfigException(e.getMessage());
         }
+    }
+
+    /** The model names of a configuration: the only values the {@code model} metrics label may take. */
+    private static java.util.Set<String> modelNames(GatewayConfig cfg) {
+        java.util.Set<String> names = new java.util.HashSet<>();
+        for (RuleConfig r : cfg.rules()) {
+            names.addAll(r.models());
+        }
+        return names;
     }
 
     private void registerMetrics() {
@@ -504,20 +512,24 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     @Override
     public void drain(boolean on) {
-        if (draining != on) {
+        if (drain.draining() != on) {
             Log.info(on ? "draining: new requests are refused (503), requests in flight finish" : "drain undone: accepting requests");
         }
-        draining = on;
+        if (on) {
+            drain.start();
+        } else {
+            drain.undo();
+        }
     }
 
     @Override
     public boolean draining() {
-        return draining;
+        return drain.draining();
     }
 
     /** Graceful stop: no new connections, in-flight requests get up to {@code drainMs} to finish. */
     public void close(long drainMs) {
-        draining = true;
+        drain.start();
         listener.close().syncUninterruptibly();
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(drainMs);
         while (System.nanoTime() < deadline && inFlight() > 0) {

@@ -16,7 +16,7 @@ import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.ControlPlane;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
-import io.kvgate.dataplane.http.OpenAiErrors;
+import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;

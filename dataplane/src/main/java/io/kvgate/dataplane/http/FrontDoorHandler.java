@@ -2,65 +2,125 @@ package io.kvgate.dataplane.http;
 
 import io.kvgate.dataplane.kv.RoutingInputsBuilder;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
-import io.kvgate.dataplane.proxy.ActiveExchange;
-import io.kvgate.dataplane.proxy.ExchangeOwner;
+import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.ProxyExchange;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.request.ParsedRequest;
+import io.kvgate.dataplane.request.Problem;
+import io.kvgate.dataplane.request.RequestFieldExtractor;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RequestValidator;
+import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.socket.DuplexChannel;
 import io.netty.handler.codec.TooLongFrameException;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
-import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
 import io.netty.handler.timeout.IdleStateEvent;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.concurrent.ScheduledFuture;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The OpenAI front door for one client connection: handles one request at a time (a pipelining client's next
- * requests are queued, bounded, with reading paused until the current response is done), pulls the routing fields while the body arrives, answers
- * local routes, and hands proxied requests to a {@link ProxyExchange}. Every refusal is an OpenAI error object and is
- * counted; the connection is closed only when the stream can no longer be trusted (oversized input, timeouts).
- * Event-loop only.
+ * The OpenAI front door for one client connection, in stages:
+ * <ol>
+ *   <li><b>Head</b>: drain, route and method, {@code api_keys}, Content-Type and the declared length are decided
+ *       from the request head alone, before a body byte is buffered (a refused head never gets {@code 100 Continue}
+ *       and its body is never read).</li>
+ *   <li><b>Body</b>: the body buffer starts empty and grows as bytes arrive (never sized from Content-Length); the
+ *       bytes are fed once to the field extractor; the body is validated into a typed {@link Problem} or
+ *       accepted.</li>
+ *   <li><b>Prompt</b>: the rule's prompt inputs (tokens, salt, session key) are computed on this I/O thread.</li>
+ *   <li>The {@link ParsedRequest} goes to the exchange layer through {@link ExchangeStarter#start}.</li>
+ * </ol>
+ * One request is handled at a time; a pipelining client's next requests are queued (at most
+ * {@link #MAX_PIPELINED_REQUESTS}, counted as requests, not chunks) with reading paused until the current response
+ * is done. {@code request_read_timeout_ms} runs from the first byte of a request (head included) to its last
+ * (408 and close). Every refusal is an OpenAI error object and is counted. Event-loop only.
  */
 public final class FrontDoorHandler extends ChannelInboundHandlerAdapter implements ExchangeOwner {
     /** Requests a pipelining client may queue behind the one in progress; more closes the connection. */
-    private static final int MAX_PIPELINED_MESSAGES = 64;
+    static final int MAX_PIPELINED_REQUESTS = 64;
+    /** Smallest body buffer allocated when the first body bytes arrive (it then grows with the body). */
+    private static final int MIN_BODY_BUFFER = 256;
+    /**
+     * After a refusal that closes the connection while the client may still be sending, the output side is shut
+     * first and the input drained this long: closing with unread input would reset the connection and could
+     * destroy the error response before the client read it (the lingering close of nginx/Apache).
+     */
+    static final long LINGER_MS = 2_000;
 
     private final GatewayContext gw;
     private final LocalRoutes local;
+    private final ExchangeStarter starter;
+    private final DrainState drain;
     private ChannelHandlerContext ctx;
 
+    // ---- the request being read (head stage → body stage) ----
     private HttpRequest head;
+    private FrontRoute route;
+    private String path;
     private ByteBuf body;
     private RequestFieldExtractor extractor;
     private final RequestFields fields = new RequestFields();
-    private boolean discarding;
-    private ScheduledFuture<?> readDeadline;
     private long requestStartNs;
+    /** A refused head whose (empty) body is skipped until its last content; the connection then goes on. */
+    private boolean skippingBody;
+    /** The connection is being closed: every further inbound message is dropped. */
+    private boolean closing;
+    private ScheduledFuture<?> readDeadline;
 
+    // ---- the request being answered ----
     private ActiveExchange exchange;
     private boolean busy;
     private Runnable onWritable;
     private final ArrayDeque<Object> pipelined = new ArrayDeque<>();
+    private int pipelinedRequests;
 
-    public FrontDoorHandler(GatewayContext gw, LocalRoutes local) {
+    public FrontDoorHandler(GatewayContext gw, LocalRoutes local, ExchangeStarter starter, DrainState drain) {
         this.gw = gw;
         this.local = local;
+        this.starter = starter;
+        this.drain = drain;
+    }
+
+    /**
+     * The handler that must sit in front of the HTTP codec: it reports the arrival of raw bytes, which starts the
+     * read deadline on the first byte of a request head (the codec only reports a head once it is complete, so a
+     * client trickling its head would otherwise never be timed).
+     */
+    public ChannelInboundHandlerAdapter requestStartSensor() {
+        return new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext sensorCtx, Object msg) {
+                if (msg instanceof ByteBuf b && b.isReadable()) {
+                    onBytesReceived();
+                }
+                sensorCtx.fireChannelRead(msg);
+            }
+        };
+    }
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+        this.ctx = ctx;
     }
 
     @Override
@@ -68,11 +128,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         this.ctx = ctx;
         gw.metrics().openClientConnections.incrementAndGet();
         gw.metrics().clientConnectionsTotal.increment();
-    }
-
-    @Override
-    public void handlerAdded(ChannelHandlerContext ctx) {
-        this.ctx = ctx;
+        ctx.fireChannelActive();
     }
 
     @Override
@@ -87,19 +143,31 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         while ((m = pipelined.poll()) != null) {
             ReferenceCountUtil.release(m);
         }
+        pipelinedRequests = 0;
     }
 
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        if (closing) {
+            ReferenceCountUtil.release(msg);
+            if (msg instanceof LastHttpContent) {
+                ctx.close(); // the client finished sending what it had started: nothing left to linger for
+            }
+            return;
+        }
         if (busy) {
             // A pipelining client: stop reading until the current response is done (auto-read is otherwise on, so
             // the socket's read interest is not re-armed for every request).
             ctx.channel().config().setAutoRead(false);
-            if (pipelined.size() >= MAX_PIPELINED_MESSAGES) {
-                ReferenceCountUtil.release(msg);
-                gw.metrics().badRequest("pipeline_overflow");
-                ctx.close();
-                return;
+            if (msg instanceof HttpRequest) {
+                if (pipelinedRequests >= MAX_PIPELINED_REQUESTS) {
+                    ReferenceCountUtil.release(msg);
+                    gw.metrics().badRequest("pipeline_overflow");
+                    closing = true;
+                    ctx.close();
+                    return;
+                }
+                pipelinedRequests++;
             }
             pipelined.add(msg);
             return;
@@ -112,8 +180,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             if (msg instanceof HttpRequest req) {
                 onRequestHead(req);
             }
-            if (msg instanceof HttpContent c && !discarding && head != null) {
-                onContent(c);
+            if (msg instanceof HttpContent c && !closing && head != null) {
+                if (skippingBody) {
+                    onSkippedContent(c);
+                } else {
+                    onContent(c);
+                }
             }
         } finally {
             ReferenceCountUtil.release(msg);
@@ -127,6 +199,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             onWritable = null;
             r.run();
         }
+        ctx.fireChannelWritabilityChanged();
     }
 
     @Override
@@ -147,10 +220,37 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         ctx.close();
     }
 
-    // ---- request assembly ------------------------------------------------------------------------------------
+    // ---- read deadline ---------------------------------------------------------------------------------------
+
+    private void onBytesReceived() {
+        if (!busy && !closing && readDeadline == null) {
+            readDeadline = ctx.executor().schedule(this::onReadDeadline, gw.config().limits().requestReadTimeoutMs(),
+                TimeUnit.MILLISECONDS);
+        }
+    }
+
+    private void onReadDeadline() {
+        readDeadline = null;
+        if (!busy && !closing) {
+            rejectAndClose(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
+                "The request was not received within " + gw.config().limits().requestReadTimeoutMs() + " ms.");
+        }
+    }
+
+    private void cancelReadDeadline() {
+        if (readDeadline != null) {
+            readDeadline.cancel(false);
+            readDeadline = null;
+        }
+    }
+
+    // ---- head stage ------------------------------------------------------------------------------------------
 
     private void onRequestHead(HttpRequest req) {
         requestStartNs = gw.clock().nanoTime();
+        onBytesReceived(); // a pipelined head read while busy starts its clock now
+        head = req;
+        fields.reset();
         if (req.decoderResult().isFailure()) {
             Throwable cause = req.decoderResult().cause();
             if (cause instanceof TooLongHttpLineException) {
@@ -164,7 +264,50 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             }
             return;
         }
-        head = req;
+        if (drain.draining()) {
+            FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE,
+                "The gateway is draining and takes no new requests; retry (another instance will answer).", null, null);
+            r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
+            gw.metrics().shed("draining");
+            refuseHead(r, 503, true);
+            return;
+        }
+        String uri = req.uri();
+        int q = uri.indexOf('?');
+        path = q < 0 ? uri : uri.substring(0, q);
+        route = FrontRoute.of(path);
+        if (route == FrontRoute.UNKNOWN) {
+            // An unknown /v1/ route reveals nothing to a client without a key: it gets the same 401 as a known one.
+            if (path.startsWith("/v1/") && !ApiKeyAuth.authorized(gw.config().apiKeys(), req.headers())) {
+                refuseUnauthorized();
+                return;
+            }
+            gw.metrics().badRequest("unknown_route");
+            refuseHead(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "Unknown route: " + req.method() + " "
+                + path, null, null), 404, false);
+            return;
+        }
+        if (!route.allows(req.method())) {
+            gw.metrics().badRequest("method_not_allowed");
+            FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.METHOD_NOT_ALLOWED,
+                "Method not allowed on " + path + " (use " + route.allowed() + ").", null, null);
+            r.headers().set(HttpHeaderNames.ALLOW, route.allowed());
+            refuseHead(r, 405, false);
+            return;
+        }
+        if (route.needsApiKey() && !ApiKeyAuth.authorized(gw.config().apiKeys(), req.headers())) {
+            refuseUnauthorized();
+            return;
+        }
+        if (route.jsonBody()) {
+            String ct = req.headers().get(HttpHeaderNames.CONTENT_TYPE);
+            if (ct != null && !ct.regionMatches(true, 0, "application/json", 0, 16)) {
+                gw.metrics().badRequest("content_type");
+                refuseHead(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNSUPPORTED_MEDIA_TYPE,
+                    "Content-Type must be application/json (got '" + ct + "').", null, null), 415, false);
+                return;
+            }
+        }
         long declared = HttpUtil.getContentLength(req, -1L);
         int max = gw.config().limits().maxBodyBytes();
         if (declared > max) {
@@ -172,14 +315,48 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
                 "The request body (" + declared + " bytes) exceeds the limit of " + max + " bytes.");
             return;
         }
-        body = ctx.alloc().buffer((int) Math.max(256, Math.min(declared < 0 ? 4096 : declared, max)));
-        extractor = new RequestFieldExtractor(fields);
-        readDeadline = ctx.executor().schedule(this::onReadDeadline, gw.config().limits().requestReadTimeoutMs(), TimeUnit.MILLISECONDS);
+        if (route.jsonBody()) {
+            extractor = new RequestFieldExtractor(fields);
+        }
         if (HttpUtil.is100ContinueExpected(req)) {
-            ctx.writeAndFlush(new io.netty.handler.codec.http.DefaultFullHttpResponse(io.netty.handler.codec.http.HttpVersion.HTTP_1_1,
-                HttpResponseStatus.CONTINUE));
+            ctx.writeAndFlush(new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.CONTINUE));
         }
     }
+
+    private void refuseUnauthorized() {
+        gw.metrics().badRequest("unauthorized");
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNAUTHORIZED,
+            "Missing or invalid API key (Authorization: Bearer ...).", null, null);
+        r.headers().set(HttpHeaderNames.WWW_AUTHENTICATE, "Bearer");
+        refuseHead(r, 401, false);
+    }
+
+    /**
+     * Answers a request from its head alone. Its body is never buffered: when the head announces none, the
+     * connection goes on (skipping the empty last content); when a body would follow, the connection is closed
+     * after the answer (lingering), so an unauthorized or misdirected client cannot make the gateway read it.
+     */
+    private void refuseHead(FullHttpResponse r, int status, boolean close) {
+        HttpRequest req = head;
+        gw.metrics().request("", null, status, gw.clock().nanoTime() - requestStartNs);
+        boolean bodyFollows = HttpUtil.isTransferEncodingChunked(req) || HttpUtil.getContentLength(req, 0L) > 0;
+        if (close || bodyFollows || !HttpUtil.isKeepAlive(req)) {
+            closeAfter(r);
+            return;
+        }
+        r.headers().set("x-request-id", RequestIds.keepOrGenerate(req.headers().get("x-request-id")));
+        skippingBody = true;
+        ctx.writeAndFlush(r);
+    }
+
+    private void onSkippedContent(HttpContent c) {
+        if (c instanceof LastHttpContent) {
+            resetRequest();
+            drainPipelined();
+        }
+    }
+
+    // ---- body stage ------------------------------------------------------------------------------------------
 
     private void onContent(HttpContent c) {
         if (c.decoderResult().isFailure()) {
@@ -187,34 +364,26 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         ByteBuf b = c.content();
-        int max = gw.config().limits().maxBodyBytes();
-        if (body.readableBytes() + b.readableBytes() > max) {
-            rejectAndClose(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, "body_too_large",
-                "The request body exceeds the limit of " + max + " bytes.");
-            return;
-        }
         if (b.isReadable()) {
-            extractor.feed(b.nioBuffer());
+            int max = gw.config().limits().maxBodyBytes();
+            int have = body == null ? 0 : body.readableBytes();
+            if ((long) have + b.readableBytes() > max) {
+                rejectAndClose(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, "body_too_large",
+                    "The request body exceeds the limit of " + max + " bytes.");
+                return;
+            }
+            if (body == null) {
+                // Sized by what arrived, never by what the client declared: memory follows bytes actually received.
+                body = ctx.alloc().buffer(Math.min(max, Math.max(MIN_BODY_BUFFER, b.readableBytes())), max);
+            }
+            if (extractor != null) {
+                extractor.feed(b.nioBuffer());
+            }
             body.writeBytes(b);
         }
         if (c instanceof LastHttpContent) {
             cancelReadDeadline();
             dispatch();
-        }
-    }
-
-    private void onReadDeadline() {
-        readDeadline = null;
-        if (head != null && !busy) {
-            rejectAndClose(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
-                "The request was not received within " + gw.config().limits().requestReadTimeoutMs() + " ms.");
-        }
-    }
-
-    private void cancelReadDeadline() {
-        if (readDeadline != null) {
-            readDeadline.cancel(false);
-            readDeadline = null;
         }
     }
 
@@ -225,73 +394,79 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         }
         body = null;
         head = null;
+        route = null;
+        path = null;
         extractor = null;
+        skippingBody = false;
     }
 
     // ---- dispatch --------------------------------------------------------------------------------------------
 
     private void dispatch() {
-        HttpRequest req = head;
-        String uri = req.uri();
-        int q = uri.indexOf('?');
-        String path = q < 0 ? uri : uri.substring(0, q);
-        boolean proxied = path.equals("/v1/chat/completions") || path.equals("/v1/completions");
-        if (proxied && req.method().equals(HttpMethod.POST)) {
-            onProxyRoute(req, path);
-            return;
+        switch (route) {
+            case HEALTH, METRICS, MODELS -> respond(local.handle(ctx, head, route), true);
+            case CHAT_RENDER, COMPLETIONS_RENDER -> onRender();
+            case CHAT, COMPLETIONS -> onProxyRoute();
+            default -> throw new IllegalStateException("no dispatch for " + route);
         }
-        FullHttpResponse r = local.handle(ctx, req, path, body, fields, extractor);
-        respond(r, true);
     }
 
-    private void onProxyRoute(HttpRequest req, String path) {
-        String ct = req.headers().get(HttpHeaderNames.CONTENT_TYPE);
-        if (ct != null && !ct.regionMatches(true, 0, "application/json", 0, 16)) {
-            respondError(HttpResponseStatus.UNSUPPORTED_MEDIA_TYPE, "content_type",
-                "Content-Type must be application/json (got '" + ct + "').", null);
-            return;
-        }
-        if (!local.authorized(req)) {
-            respondError(HttpResponseStatus.UNAUTHORIZED, "unauthorized", "Missing or invalid API key (Authorization: Bearer ...).", null);
-            return;
-        }
-        String problem = LocalRoutes.validateBody(extractor, fields, path.equals("/v1/chat/completions"));
+    /** Validates the body and resolves the rule of its model; answers and returns null when either fails. */
+    private Rule validatedRule() {
+        Problem problem = RequestValidator.validate(extractor, fields, route.chat());
         if (problem != null) {
-            respondError(HttpResponseStatus.BAD_REQUEST, "invalid_body", problem, LocalRoutes.lastParam(fields, problem));
+            respondProblem(problem);
+            return null;
+        }
+        Rule rule = gw.router().table().ruleForModel(fields.model);
+        if (rule == null) {
+            gw.metrics().badRequest("model_not_found");
+            gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
+            respond(LocalRoutes.modelNotFound(ctx, fields.model), true);
+        }
+        return rule;
+    }
+
+    private void onRender() {
+        Rule rule = validatedRule();
+        if (rule != null) {
+            respond(local.render(ctx, head, body, fields, rule), true);
+        }
+    }
+
+    private void onProxyRoute() {
+        Rule rule = validatedRule();
+        if (rule == null) {
             return;
         }
         gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
-        Rule rule = gw.router().table().ruleForModel(fields.model);
-        if (rule == null) {
-            gw.metrics().request("", fields.model, 404, gw.clock().nanoTime() - requestStartNs);
-            respond(LocalRoutes.modelNotFound(ctx, fields.model), true);
-            return;
-        }
+        HttpRequest req = head;
         String requestId = RequestIds.keepOrGenerate(req.headers().get("x-request-id"));
-        boolean explain = "1".equals(req.headers().get("x-kvgate-explain")) || "true".equalsIgnoreCase(req.headers().get("x-kvgate-explain"));
-        ByteBuf b = body;
+        // X-Kvgate-Explain shows endpoints, their load and (kv_exact) what they cache for this prompt: a cross-tenant
+        // cache oracle unless the caller holds the admin token (a rule with explain: true explains every request).
+        boolean explain = explainAsked(req) && ApiKeyAuth.adminTokenPresented(gw.config().adminToken(), req.headers());
+        RoutingInputs inputs = RoutingInputsBuilder.build(rule, req.headers(), body, fields, route.chat(), gw.metrics(), gw.clock());
+        ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
+            requestStartNs, inputs);
         body = null; // ownership moves to the exchange
-        busy = true;
-        head = null;
         extractor = null;
-        ActiveExchange custom = gw.hooks().startCustomExchange(ctx, req, b, fields, rule, requestId, explain, requestStartNs, this);
-        if (custom != null) {
-            if (busy) {
-                exchange = custom;
-            }
-            return;
+        head = null;
+        busy = true;
+        ActiveExchange started = starter.start(ctx, parsed, this);
+        if (busy) { // the exchange may have finished (and the next pipelined request started) inside start()
+            exchange = started;
         }
-        ProxyExchange px = new ProxyExchange(gw, ctx, this, req, b, fields, rule, requestId, explain, requestStartNs)
-            .withInputs(RoutingInputsBuilder.build(rule, req.headers(), b, fields, path.equals("/v1/chat/completions"),
-                gw.metrics(), gw.clock()));
-        exchange = px;
-        px.start();
     }
 
-    private void respondError(HttpResponseStatus st, String reason, String message, String param) {
-        gw.metrics().badRequest(reason);
-        gw.metrics().request("", fields.model, st.code(), gw.clock().nanoTime() - requestStartNs);
-        respond(OpenAiErrors.response(ctx.alloc(), st, message, param, null), true);
+    private static boolean explainAsked(HttpRequest req) {
+        String v = req.headers().get("x-kvgate-explain");
+        return "1".equals(v) || "true".equalsIgnoreCase(v);
+    }
+
+    private void respondProblem(Problem p) {
+        gw.metrics().badRequest(p.reason());
+        gw.metrics().request("", null, 400, gw.clock().nanoTime() - requestStartNs);
+        respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, p.message(), p.param(), p.openAiCode()), true);
     }
 
     private void respond(FullHttpResponse r, boolean keepAliveAllowed) {
@@ -306,6 +481,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             ctx.writeAndFlush(r);
             drainPipelined();
         } else {
+            closing = true;
             ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
         }
     }
@@ -313,12 +489,29 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private void rejectAndClose(HttpResponseStatus st, String reason, String message) {
         gw.metrics().badRequest(reason);
         gw.metrics().request("", null, st.code(), gw.clock().nanoTime() - requestStartNs);
-        discarding = true;
-        resetRequest();
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, null);
+        closeAfter(r);
+    }
+
+    /**
+     * Sends a final answer with {@code Connection: close}, then closes: at once when the request was read whole,
+     * else after shutting output and draining input for at most {@link #LINGER_MS}.
+     */
+    private void closeAfter(FullHttpResponse r) {
+        boolean requestPending = head != null && !skippingBody;
+        String rid = head == null ? null : head.headers().get("x-request-id");
+        r.headers().set("x-request-id", RequestIds.keepOrGenerate(rid));
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-        r.headers().set("x-request-id", RequestIds.generate());
-        ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
+        resetRequest();
+        closing = true;
+        ctx.writeAndFlush(r).addListener((ChannelFutureListener) f -> {
+            if (requestPending && f.isSuccess() && f.channel() instanceof DuplexChannel d && d.isActive()) {
+                d.shutdownOutput();
+                ctx.executor().schedule(() -> ctx.close(), LINGER_MS, TimeUnit.MILLISECONDS);
+            } else {
+                f.channel().close();
+            }
+        });
     }
 
     // ---- ExchangeOwner ---------------------------------------------------------------------------------------
@@ -329,6 +522,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         busy = false;
         onWritable = null;
         if (!keepAlive) {
+            closing = true;
             ctx.flush();
             ctx.close();
             return;
@@ -341,7 +535,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void drainPipelined() {
         Object m;
-        while (!busy && ctx.channel().isActive() && (m = pipelined.poll()) != null) {
+        while (!busy && !closing && ctx.channel().isActive() && (m = pipelined.poll()) != null) {
+            if (m instanceof HttpRequest) {
+                pipelinedRequests--;
+            }
             onMessage(m);
         }
     }

@@ -11,6 +11,9 @@ import java.util.function.Consumer;
  * Other components contribute their families through {@link #addSource}.
  */
 public final class GatewayMetrics {
+    /** Label of requests whose model is absent or not configured. */
+    public static final String UNKNOWN_MODEL = "unknown";
+
     private record RequestKey(String rule, String model, int status) {}
 
     private record ErrorKey(String endpoint, String cause) {}
@@ -27,11 +30,25 @@ public final class GatewayMetrics {
     public final LongAdder connectRetries = new LongAdder();
     public final LongAdder midStreamErrors = new LongAdder();
     public final StageTimers stages = new StageTimers();
+    private volatile java.util.Set<String> modelLabels = java.util.Set.of();
     private final java.util.List<Consumer<StringBuilder>> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
 
+    /**
+     * The {@code model} label values allowed in {@code kvgate_requests_total}: the configured model names. Anything
+     * else a client sends is recorded as {@value #UNKNOWN_MODEL}, so label cardinality is bounded by configuration,
+     * never by client input. Replaced whole on every configuration swap.
+     */
+    public void modelLabels(java.util.Set<String> configuredModels) {
+        this.modelLabels = java.util.Set.copyOf(configuredModels);
+    }
+
+    /**
+     * @param rule  a configured rule name, or null/"" when the request never resolved to one
+     * @param model the client's model string (any value: it becomes a label only when configured)
+     */
     public void request(String rule, String model, int status, long durationNs) {
         String r = rule == null ? "" : rule;
-        String m = model == null ? "" : model;
+        String m = model != null && modelLabels.contains(model) ? model : UNKNOWN_MODEL;
         requests.computeIfAbsent(new RequestKey(r, m, status), k -> new LongAdder()).increment();
         durationByRule.computeIfAbsent(r, k -> new LatencyHistogram()).recordNs(durationNs);
     }

@@ -5,11 +5,11 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.http.OpenAiErrors;
-import io.kvgate.dataplane.http.RequestFields;
-import io.kvgate.dataplane.proxy.ActiveExchange;
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.proxy.EngineErrors;
-import io.kvgate.dataplane.proxy.ExchangeOwner;
+import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.ProxyExchange;
 import io.kvgate.dataplane.route.EndpointState;
@@ -72,7 +72,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
     private final boolean sglang;
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
 
-    private final io.kvgate.dataplane.proxy.RoutingInputs inputs;
+    private final io.kvgate.dataplane.request.RoutingInputs inputs;
     private final RouterPort port;
     private Role role = Role.PREFILL;
     private EndpointState routed;
@@ -90,7 +90,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
 
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
                       ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
-                      io.kvgate.dataplane.proxy.RoutingInputs inputs) {
+                      io.kvgate.dataplane.request.RoutingInputs inputs) {
         this.inputs = inputs;
         this.gw = gw;
         this.port = gw.router().port(ctx.channel().eventLoop());
@@ -326,7 +326,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
         decodeStarted = false;
         ByteBuf buf = Unpooled.wrappedBuffer(bytes);
         decodeLeg = new ProxyExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
-            .withInputs(new io.kvgate.dataplane.proxy.RoutingInputs(null, null, inputs.sessionKey()))
+            .withInputs(new io.kvgate.dataplane.request.RoutingInputs(null, null, inputs.sessionKey()))
             .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !sglang, new ProxyExchange.LegObserver() {
                 @Override
                 public void onResponseHead(int status) {

@@ -3,10 +3,11 @@ package io.kvgate.dataplane.pd;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.kvgate.dataplane.http.OpenAiErrors;
-import io.kvgate.dataplane.http.RequestFields;
-import io.kvgate.dataplane.proxy.ActiveExchange;
-import io.kvgate.dataplane.proxy.ExchangeOwner;
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.request.ParsedRequest;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
@@ -31,11 +32,16 @@ public final class PdHooks {
         this.metrics = metrics;
     }
 
-    public ActiveExchange start(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields, Rule rule,
-                                String requestId, boolean explain, long startNs, ExchangeOwner owner) {
+    /** Starts a P/D exchange for a request of a {@code policy: pd} rule (taking its body); null for other rules. */
+    public ActiveExchange start(ChannelHandlerContext ctx, ParsedRequest request, ExchangeOwner owner) {
+        Rule rule = request.rule();
         if (!rule.isPd()) {
             return null;
         }
+        HttpRequest head = request.head();
+        ByteBuf body = request.body();
+        RequestFields fields = request.fields();
+        String requestId = request.requestId();
         GatewayContext g = gw.get();
         ObjectNode tree;
         try (ByteBufInputStream in = new ByteBufInputStream(body, true)) {
@@ -53,9 +59,8 @@ public final class PdHooks {
             owner.onExchangeDone(keepAlive);
             return () -> { }; // answered already
         }
-        io.kvgate.dataplane.proxy.RoutingInputs inputs = io.kvgate.dataplane.kv.RoutingInputsBuilder.build(rule, head.headers(),
-            tree, fields, head.uri().startsWith("/v1/chat/completions"), g.metrics(), g.clock());
-        PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, explain, startNs, inputs);
+        PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, request.explain(),
+            request.startNs(), request.inputs());
         ex.start();
         return ex;
     }

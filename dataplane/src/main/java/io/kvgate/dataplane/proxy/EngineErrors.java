@@ -3,7 +3,7 @@ package io.kvgate.dataplane.proxy;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.kvgate.dataplane.http.OpenAiErrors;
+import io.kvgate.dataplane.openai.OpenAiErrors;
 
 /**
  * Engine error bodies come in two shapes: the OpenAI one ({@code {"error":{…}}}, newer vLLM) and the older flat one

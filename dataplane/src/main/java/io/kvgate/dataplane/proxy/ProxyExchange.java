@@ -1,7 +1,10 @@
 package io.kvgate.dataplane.proxy;
 
-import io.kvgate.dataplane.http.OpenAiErrors;
-import io.kvgate.dataplane.http.RequestFields;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.request.RoutingInputs;
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;

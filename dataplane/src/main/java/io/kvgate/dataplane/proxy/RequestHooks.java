@@ -1,6 +1,6 @@
 package io.kvgate.dataplane.proxy;
 
-import io.kvgate.dataplane.http.RequestFields;
+import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
@@ -8,8 +8,8 @@ import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpRequest;
 
 /**
- * Extension points of the front door that later layers fill in (render routes, P/D orchestration, admin). Every
- * method runs on the client connection's event loop.
+ * Extension point of the front door for routes answered locally by another component (the render routes). Runs on
+ * the client connection's event loop.
  */
 public interface RequestHooks {
     /**
@@ -18,15 +18,6 @@ public interface RequestHooks {
      */
     default FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields,
                                          Rule rule) {
-        return null;
-    }
-
-    /**
-     * Starts a custom exchange (P/D) for this rule's requests instead of the plain proxy, taking ownership of
-     * {@code body}; returns null (body untouched) when the plain proxy should handle the request.
-     */
-    default ActiveExchange startCustomExchange(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields,
-                                               Rule rule, String requestId, boolean explain, long startNs, ExchangeOwner owner) {
         return null;
     }
 

@@ -218,6 +218,7 @@ public final class DemoCommand {
                 tokenizer: %s
                 block_size: 16
                 hash_seed: "0"
+                explain: true
                 chwbl: {prefix_blocks: 8, load_factor: 0.5}
                 kv: {load_cap_factor: 2.0, speculative_ttl_ms: 2000}
                 endpoints:
@@ -244,7 +245,7 @@ public final class DemoCommand {
             r = c.send(HttpRequest.newBuilder(URI.create(url + "/v1/chat/completions")).header("content-type", "application/json")
                 .header("x-kvgate-explain", "1").POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
         }
-        say("%nA decision explained (X-Kvgate-Explain: 1 → X-Kvgate-Route):%n  %s%n",
+        say("%nA decision explained (the demo rule sets explain: true → X-Kvgate-Route on every answer):%n  %s%n",
             r.headers().firstValue("x-kvgate-route").orElse("(none)"));
     }
 

@@ -61,6 +61,7 @@ class KvRoutingSystemTest {
         String yaml = """
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
+            admin_token: %s
             health: {interval_ms: 60000}
             rules:
               - name: kv
@@ -80,7 +81,7 @@ class KvRoutingSystemTest {
                 hash_seed: "1"
                 kv: {watchdog_zero_hit_streak: 3, speculative_ttl_ms: 0}
                 endpoints:
-            %s""".formatted(modelDir, eps, modelDir, eps);
+            %s""".formatted(ADMIN_TOKEN, modelDir, eps, modelDir, eps);
         gw = GatewayLauncher.start(GatewayConfig.parse(yaml));
     }
 
@@ -96,6 +97,8 @@ class KvRoutingSystemTest {
         return io.kvgate.tools.TestPorts.free();
     }
 
+    private static final String ADMIN_TOKEN = "kv-routing-test-admin-token";
+
     private static final String SYSTEM = "You are a meticulous assistant for a logistics company. ".repeat(20);
 
     private String chat(String model, String question) {
@@ -106,14 +109,15 @@ class KvRoutingSystemTest {
     private HttpResponse<String> post(String path, String body, boolean explain) throws Exception {
         HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
             .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body));
-        if (explain) {
-            b.header("x-kvgate-explain", "1");
+        if (explain) { // explanations are for operators: the admin token unlocks them
+            b.header("x-kvgate-explain", "1").header("x-kvgate-admin-token", ADMIN_TOKEN);
         }
         return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
     }
 
     private JsonNode admin(String method, String path, String body) throws Exception {
-        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.adminPort() + path));
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.adminPort() + path))
+            .header("authorization", "Bearer " + ADMIN_TOKEN);
         b = body == null ? b.GET() : b.method(method, HttpRequest.BodyPublishers.ofString(body));
         return JSON.readTree(http.send(b.build(), HttpResponse.BodyHandlers.ofString()).body());
     }

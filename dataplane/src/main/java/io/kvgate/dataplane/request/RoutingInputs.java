@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.proxy;
+package io.kvgate.dataplane.request;
 
 /**
  * What a request brings to the routing stage besides its fields: the exact prompt tokens (rendered and tokenized on

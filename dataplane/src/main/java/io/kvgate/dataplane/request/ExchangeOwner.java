@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.proxy;
+package io.kvgate.dataplane.request;
 
 /** The client connection's side of an exchange: told once when the response is finished. Event-loop only. */
 public interface ExchangeOwner {

@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.http;
+package io.kvgate.dataplane.request;
 
 /**
  * The routing fields of one OpenAI request body, pulled out by {@link RequestFieldExtractor} without building a

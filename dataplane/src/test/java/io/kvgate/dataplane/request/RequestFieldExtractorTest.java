@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.http;
+package io.kvgate.dataplane.request;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.proxy;
+package io.kvgate.dataplane.request;
 
 /** A request in progress on a client connection. Event-loop only. */
 public interface ActiveExchange {

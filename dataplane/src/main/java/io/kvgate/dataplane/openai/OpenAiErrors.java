@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.http;
+package io.kvgate.dataplane.openai;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;

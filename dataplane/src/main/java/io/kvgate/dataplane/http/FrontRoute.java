@@ -1,0 +1,79 @@
+package io.kvgate.dataplane.http;
+
+import io.netty.handler.codec.http.HttpMethod;
+
+/**
+ * The client listener's routes, known from the request line alone. Everything the head stage decides before a
+ * body byte is buffered (method, whether an API key is needed, whether the body must be JSON) is a property of
+ * the route.
+ */
+public enum FrontRoute {
+    CHAT("/v1/chat/completions", "POST", true, true),
+    COMPLETIONS("/v1/completions", "POST", true, true),
+    CHAT_RENDER("/v1/chat/completions/render", "POST", true, true),
+    COMPLETIONS_RENDER("/v1/completions/render", "POST", true, true),
+    MODELS("/v1/models", "GET", true, false),
+    HEALTH("/health", "GET", false, false),
+    /** Needs an API key when {@code api_keys} are set: it names every engine and rule. */
+    METRICS("/metrics", "GET", true, false),
+    UNKNOWN(null, null, false, false);
+
+    private final String path;
+    private final String allowed;
+    private final boolean needsApiKey;
+    private final boolean jsonBody;
+
+    FrontRoute(String path, String allowed, boolean needsApiKey, boolean jsonBody) {
+        this.path = path;
+        this.allowed = allowed;
+        this.needsApiKey = needsApiKey;
+        this.jsonBody = jsonBody;
+    }
+
+    /** The route of a path (query string already removed). */
+    public static FrontRoute of(String path) {
+        return switch (path) {
+            case "/v1/chat/completions" -> CHAT;
+            case "/v1/completions" -> COMPLETIONS;
+            case "/v1/chat/completions/render" -> CHAT_RENDER;
+            case "/v1/completions/render" -> COMPLETIONS_RENDER;
+            case "/v1/models" -> MODELS;
+            case "/health" -> HEALTH;
+            case "/metrics" -> METRICS;
+            default -> UNKNOWN;
+        };
+    }
+
+    public String path() {
+        return path;
+    }
+
+    /** The {@code Allow} header value: the one method (HEAD too for /health) the route answers. */
+    public String allowed() {
+        return this == HEALTH ? "GET, HEAD" : allowed;
+    }
+
+    public boolean allows(HttpMethod m) {
+        return m.name().equals(allowed) || (this == HEALTH && m.equals(HttpMethod.HEAD));
+    }
+
+    /** Whether {@code api_keys} (when configured) guard the route: every {@code /v1/*} route and {@code /metrics}. */
+    public boolean needsApiKey() {
+        return needsApiKey;
+    }
+
+    /** Whether the route reads a JSON body (Content-Type checked on the head, body parsed). */
+    public boolean jsonBody() {
+        return jsonBody;
+    }
+
+    /** Proxied to an engine (as opposed to answered by the gateway). */
+    public boolean proxied() {
+        return this == CHAT || this == COMPLETIONS;
+    }
+
+    /** The body holds {@code messages} (chat) rather than {@code prompt}. */
+    public boolean chat() {
+        return this == CHAT || this == CHAT_RENDER;
+    }
+}

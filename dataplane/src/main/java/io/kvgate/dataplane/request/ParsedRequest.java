@@ -1,0 +1,100 @@
+package io.kvgate.dataplane.request;
+
+import io.kvgate.dataplane.route.Rule;
+import io.netty.buffer.ByteBuf;
+import io.netty.handler.codec.http.HttpRequest;
+
+/**
+ * One client request as the front door hands it to the exchange layer: the head, the body (read once, owned by
+ * whoever holds this view), the rule its model resolved to, and the typed fields routing needs. Built on the
+ * client connection's event loop after the head, body and prompt stages; immutable except for the ownership of
+ * {@link #body()}, which moves to the exchange with {@link ExchangeStarter#start}.
+ */
+public final class ParsedRequest {
+    private final HttpRequest head;
+    private final String path;
+    private final boolean chat;
+    private final ByteBuf body;
+    private final RequestFields fields;
+    private final Rule rule;
+    private final String requestId;
+    private final boolean explain;
+    private final long startNs;
+    private final RoutingInputs inputs;
+
+    public ParsedRequest(HttpRequest head, String path, boolean chat, ByteBuf body, RequestFields fields, Rule rule,
+                         String requestId, boolean explain, long startNs, RoutingInputs inputs) {
+        this.head = head;
+        this.path = path;
+        this.chat = chat;
+        this.body = body;
+        this.fields = fields;
+        this.rule = rule;
+        this.requestId = requestId;
+        this.explain = explain;
+        this.startNs = startNs;
+        this.inputs = inputs == null ? RoutingInputs.NONE : inputs;
+    }
+
+    /** The client's request head (method, URI, headers to forward). */
+    public HttpRequest head() {
+        return head;
+    }
+
+    /** The route path without the query string, e.g. {@code /v1/chat/completions}. */
+    public String path() {
+        return path;
+    }
+
+    /** {@code /v1/chat/completions} (messages) rather than {@code /v1/completions} (prompt). */
+    public boolean chat() {
+        return chat;
+    }
+
+    /** The whole request body as received (one buffer; reader index at its start). */
+    public ByteBuf body() {
+        return body;
+    }
+
+    /** The routing fields pulled from the body while it arrived. */
+    public RequestFields fields() {
+        return fields;
+    }
+
+    /** The client's {@code model}: always a model the {@link #rule()} serves. */
+    public String model() {
+        return fields.model;
+    }
+
+    public boolean stream() {
+        return fields.stream;
+    }
+
+    public Rule rule() {
+        return rule;
+    }
+
+    /** The client's {@code X-Request-Id} when it sent a usable one, generated otherwise. */
+    public String requestId() {
+        return requestId;
+    }
+
+    /**
+     * Whether the client may see the routing explanation ({@code X-Kvgate-Route}): asked with
+     * {@code X-Kvgate-Explain} and authorized by the admin token (a rule with {@code explain: true} explains every
+     * request regardless).
+     */
+    public boolean explain() {
+        return explain;
+    }
+
+    /** When the front door saw the request head ({@link io.kvgate.control.clock.NanoClock} time). */
+    public long startNs() {
+        return startNs;
+    }
+
+    /** The prompt stage's output: prompt tokens, cache salt, session key (each may be null). */
+    public RoutingInputs inputs() {
+        return inputs;
+    }
+}

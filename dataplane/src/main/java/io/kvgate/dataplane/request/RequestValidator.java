@@ -1,0 +1,48 @@
+package io.kvgate.dataplane.request;
+
+/**
+ * The body stage's verdict on an OpenAI request body: a typed {@link Problem} (param, reason, message) or null.
+ * Checks only what the gateway itself relies on (one well-formed JSON object, {@code model}, {@code messages} or
+ * {@code prompt}, {@code n}); the engine judges everything else. Stateless.
+ */
+public final class RequestValidator {
+    private RequestValidator() {}
+
+    /**
+     * @param extractor the parser the body was fed to (finished here)
+     * @param chat      {@code /v1/chat/completions} shape (messages) rather than completions (prompt)
+     */
+    public static Problem validate(RequestFieldExtractor extractor, RequestFields f, boolean chat) {
+        switch (extractor.finish()) {
+            case EMPTY -> {
+                return Problem.body("empty_body", "The request body is empty: send a JSON object.");
+            }
+            case NOT_OBJECT -> {
+                return Problem.body("not_an_object", "The request body must be a JSON object.");
+            }
+            case MALFORMED -> {
+                return Problem.body("malformed_json", "We could not parse the JSON body of your request: " + extractor.error());
+            }
+            default -> { }
+        }
+        if (f.modelNotString) {
+            return Problem.field("model", "invalid_model", "'model' must be a string.");
+        }
+        if (f.model == null) {
+            return Problem.field("model", "missing_model", "You must provide a model parameter.");
+        }
+        if (chat && !f.hasMessages) {
+            return Problem.field("messages", "missing_messages", "'messages' is a required property.");
+        }
+        if (chat && f.messagesNotArray) {
+            return Problem.field("messages", "invalid_messages", "'messages' must be an array of message objects.");
+        }
+        if (!chat && !f.hasPrompt) {
+            return Problem.field("prompt", "missing_prompt", "'prompt' is a required property.");
+        }
+        if (f.n < 1) {
+            return Problem.field("n", "invalid_n", "'n' must be at least 1.");
+        }
+        return null;
+    }
+}

@@ -1,0 +1,469 @@
+package io.kvgate.dataplane.http;
+
+import static io.kvgate.dataplane.http.FrontDoorHarness.AUTH;
+import static io.kvgate.dataplane.http.FrontDoorHarness.ascii;
+import static io.kvgate.dataplane.http.FrontDoorHarness.chatPost;
+import static io.kvgate.dataplane.http.FrontDoorHarness.output;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.dataplane.request.ParsedRequest;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.DefaultLastHttpContent;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpVersion;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** The front door's head and body stages over an {@link EmbeddedChannel}, split at every byte, on channel time. */
+class FrontDoorHandlerTest {
+    private static final String BODY = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    private FrontDoorHarness h;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        h = new FrontDoorHarness();
+    }
+
+    @AfterEach
+    void tearDown() {
+        h.close();
+    }
+
+    private static String statusLine(String out) {
+        return out.isEmpty() ? "" : out.substring(0, out.indexOf("\r\n"));
+    }
+
+    /** Answers the in-flight exchange with a small JSON 200 and tells the front door it is done. */
+    private void answer(int i, boolean keepAlive) {
+        ChannelHandlerContext ctx = h.contexts.get(i);
+        ByteBuf b = Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII);
+        var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK, b);
+        r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
+        ctx.writeAndFlush(r);
+        h.owners.get(i).onExchangeDone(keepAlive);
+    }
+
+    // ---- split sweeps ----------------------------------------------------------------------------------------
+
+    @Test
+    void aChatPostSplitAtEveryByteIsParsedOnceWithTheSameBody() {
+        byte[] req = chatPost(BODY, AUTH).getBytes(StandardCharsets.UTF_8);
+        for (int split = 1; split < req.length; split++) {
+            EmbeddedChannel ch = h.channel();
+            ch.writeInbound(Unpooled.wrappedBuffer(req, 0, split));
+            ch.writeInbound(Unpooled.wrappedBuffer(req, split, req.length - split));
+            assertEquals(split, h.started.size(), "split at " + split);
+            ParsedRequest p = h.started.get(split - 1);
+            assertEquals("m", p.model());
+            assertTrue(p.chat());
+            assertEquals("", output(ch), "nothing written before the exchange answers (split " + split + ")");
+            ch.finishAndReleaseAll();
+        }
+    }
+
+    @Test
+    void aChatPostFedOneByteAtATimeIsParsedOnce() {
+        byte[] req = chatPost(BODY, AUTH).getBytes(StandardCharsets.UTF_8);
+        EmbeddedChannel ch = h.channel();
+        for (int i = 0; i < req.length; i++) {
+            ch.writeInbound(Unpooled.wrappedBuffer(req, i, 1));
+            assertEquals(i == req.length - 1 ? 1 : 0, h.started.size(), "after byte " + i);
+        }
+        assertEquals("m", h.started.get(0).model());
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void everyRefusalOnTheHeadHoldsForEverySplitOfTheHead() {
+        String head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n";
+        byte[] req = head.getBytes(StandardCharsets.US_ASCII);
+        for (int split = 1; split < req.length; split++) {
+            EmbeddedChannel ch = h.channel();
+            ch.writeInbound(Unpooled.wrappedBuffer(req, 0, split));
+            ch.writeInbound(Unpooled.wrappedBuffer(req, split, req.length - split));
+            assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)), "split at " + split);
+            assertFalse(ch.isOpen(), "a refused head with a body to come closes the connection (split " + split + ")");
+            ch.finishAndReleaseAll();
+        }
+        assertEquals(0, h.started.size());
+    }
+
+    // ---- H1 / M2: memory and connections -------------------------------------------------------------------
+
+    @Test
+    void h1_headOnlyConnectionsDoNotReserveBodyMemory() {
+        String head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH
+            + "\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n";
+        EmbeddedChannel a = h.channel();
+        EmbeddedChannel b = h.channel();
+        a.writeInbound(ascii(head));
+        b.writeInbound(ascii(head));
+        // Before the fix each head reserved a Content-Length-sized buffer (8 MiB by default) until the read deadline.
+        assertTrue(h.alloc.metric().usedHeapMemory() < 1024,
+            "two authorized head-only requests hold " + h.alloc.metric().usedHeapMemory() + " B");
+        a.writeInbound(ascii("{\"model\":\"m\","));
+        long held = h.alloc.metric().usedHeapMemory();
+        assertTrue(held >= 256 && held < 1024, "the body buffer follows received bytes, held " + held + " B");
+        a.finishAndReleaseAll();
+        b.finishAndReleaseAll();
+    }
+
+    @Test
+    void m2_maxConnectionsIsEnforcedAndFreedOnClose() {
+        EmbeddedChannel a = h.channel();
+        EmbeddedChannel b = h.channel();
+        EmbeddedChannel c = h.channel();
+        EmbeddedChannel over = h.channel();
+        assertTrue(a.isOpen() && b.isOpen() && c.isOpen());
+        assertFalse(over.isOpen(), "the 4th connection over max_connections=3 is closed on accept");
+        assertEquals(3, h.connections.open());
+        a.close();
+        assertEquals(2, h.connections.open());
+        EmbeddedChannel again = h.channel();
+        assertTrue(again.isOpen(), "a closed connection frees its slot");
+        assertTrue(h.metrics.render().contains("kvgate_shed_total{reason=\"max_connections\"} 1"));
+        for (EmbeddedChannel ch : new EmbeddedChannel[] {b, c, again}) {
+            ch.finishAndReleaseAll();
+        }
+    }
+
+    @Test
+    void m2_headSlowlorisGets408AndClose() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nX-A: "));
+        ch.advanceTimeBy(999, TimeUnit.MILLISECONDS);
+        ch.writeInbound(ascii("b")); // trickling does not restart the clock
+        ch.runScheduledPendingTasks();
+        assertTrue(ch.isOpen());
+        ch.advanceTimeBy(1, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        String out = output(ch);
+        assertEquals("HTTP/1.1 408 Request Timeout", statusLine(out));
+        assertTrue(out.contains("within 1000 ms"), out);
+        assertFalse(ch.isOpen());
+        assertTrue(h.metrics.render().contains("kvgate_bad_requests_total{reason=\"request_read_timeout\"} 1"));
+    }
+
+    @Test
+    void bodyTrickleGets408() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\nContent-Length: 100\r\n\r\n{"));
+        ch.advanceTimeBy(1000, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        assertEquals("HTTP/1.1 408 Request Timeout", statusLine(output(ch)));
+        assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void anIdleKeepAliveConnectionIsNotTimedOutByTheReadDeadline() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+        ch.advanceTimeBy(5_000, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        assertEquals("", output(ch), "between requests only client_idle_timeout_ms applies");
+        assertTrue(ch.isOpen());
+        ch.finishAndReleaseAll();
+    }
+
+    // ---- limits ----------------------------------------------------------------------------------------------
+
+    @Test
+    void declaredBodyOverTheLimitIs413BeforeAnyBodyByte() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\nContent-Length: 4097\r\n\r\n"));
+        String out = output(ch);
+        assertEquals("HTTP/1.1 413 Request Entity Too Large", statusLine(out));
+        assertTrue(out.contains("exceeds the limit of 4096 bytes"), out);
+        assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void chunkedBodyOverTheLimitIs413() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\nTransfer-Encoding: chunked\r\n\r\n"));
+        String chunk = "a".repeat(4000);
+        ch.writeInbound(ascii(Integer.toHexString(chunk.length()) + "\r\n" + chunk + "\r\n"));
+        assertTrue(ch.isOpen());
+        ch.writeInbound(ascii(Integer.toHexString(chunk.length()) + "\r\n" + chunk + "\r\n"));
+        assertEquals("HTTP/1.1 413 Request Entity Too Large", statusLine(output(ch)));
+        assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void longRequestLineIs414AndLongHeadersAre431() {
+        EmbeddedChannel a = h.channel();
+        a.writeInbound(ascii("GET /" + "a".repeat(9000) + " HTTP/1.1\r\n\r\n"));
+        assertEquals("HTTP/1.1 414 Request-URI Too Long", statusLine(output(a)));
+        assertFalse(a.isOpen());
+        EmbeddedChannel b = h.channel();
+        b.writeInbound(ascii("GET /health HTTP/1.1\r\nX-Big: " + "a".repeat(17_000) + "\r\n\r\n"));
+        assertEquals("HTTP/1.1 431 Request Header Fields Too Large", statusLine(output(b)));
+        assertFalse(b.isOpen());
+    }
+
+    // ---- H8 / L4 / L5: what the head alone decides ------------------------------------------------------------
+
+    @ParameterizedTest
+    @ValueSource(strings = {"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/chat/completions/render",
+        "POST /v1/completions/render", "GET /v1/models", "GET /metrics", "POST /v1/embeddings"})
+    void h8_everyV1RouteAndMetricsNeedTheApiKey(String methodAndPath) {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(methodAndPath + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+        String out = output(ch);
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(out));
+        assertTrue(out.contains("\"type\":\"authentication_error\""), out);
+        assertTrue(ch.isOpen(), "a refused head without a body keeps the connection");
+        ch.writeInbound(ascii(methodAndPath + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n\r\n"));
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)));
+        ch.finishAndReleaseAll();
+        assertEquals(0, h.rendered);
+    }
+
+    @Test
+    void h8_renderRoutesRenderOnlyWithTheApiKey() {
+        EmbeddedChannel ch = h.channel();
+        String req = chatPost(BODY).replace("/v1/chat/completions", "/v1/chat/completions/render");
+        ch.writeInbound(ascii(req));
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)));
+        assertEquals(0, h.rendered);
+        EmbeddedChannel ok = h.channel();
+        ok.writeInbound(ascii(chatPost(BODY, AUTH).replace("/v1/chat/completions", "/v1/chat/completions/render")));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(ok)));
+        assertEquals(1, h.rendered);
+        ok.finishAndReleaseAll();
+    }
+
+    @Test
+    void healthNeedsNoKey() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void l5_metricsWithTheKeyIsServed() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("GET /metrics HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\n\r\n"));
+        String out = output(ch);
+        assertEquals("HTTP/1.1 200 OK", statusLine(out));
+        assertTrue(out.contains("kvgate_requests_total"), out);
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void l4_unauthorizedExpectContinueGetsNo100AndTheBodyIsNeverRead() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"));
+        String out = output(ch);
+        assertFalse(out.contains("100 Continue"), out);
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(out));
+        assertTrue(out.toLowerCase().contains("connection: close"), out);
+        assertFalse(ch.isOpen());
+        assertEquals(0, h.alloc.metric().usedHeapMemory(), "no body buffer was ever allocated");
+    }
+
+    @Test
+    void l4_wrongContentTypeIs415OnTheHeadWithout100Continue() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\nExpect: 100-continue\r\n"
+            + "Content-Type: text/plain\r\nContent-Length: 100\r\n\r\n"));
+        String out = output(ch);
+        assertFalse(out.contains("100 Continue"), out);
+        assertEquals("HTTP/1.1 415 Unsupported Media Type", statusLine(out));
+        assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void authorizedExpectContinueGets100ThenTheRequestIsRead() {
+        EmbeddedChannel ch = h.channel();
+        String req = chatPost(BODY, AUTH, "Expect: 100-continue");
+        int headEnd = req.indexOf("\r\n\r\n") + 4;
+        ch.writeInbound(ascii(req.substring(0, headEnd)));
+        assertEquals("HTTP/1.1 100 Continue", statusLine(output(ch)));
+        ch.writeInbound(ascii(req.substring(headEnd)));
+        assertEquals(1, h.started.size());
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void wrongMethodIs405WithAllow() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\n\r\n"));
+        String out = output(ch);
+        assertEquals("HTTP/1.1 405 Method Not Allowed", statusLine(out));
+        assertTrue(out.toLowerCase().contains("allow: post"), out);
+        ch.finishAndReleaseAll();
+    }
+
+    // ---- H2: label cardinality -------------------------------------------------------------------------------
+
+    @Test
+    void h2_clientModelStringsNeverBecomeMetricLabels() {
+        EmbeddedChannel ch = h.channel();
+        for (int i = 0; i < 50; i++) {
+            String body = "{\"model\":\"junk-" + i + "\",\"messages\":[]}";
+            ch.writeInbound(ascii(chatPost(body, AUTH))); // 404 unknown model
+            output(ch);
+            EmbeddedChannel unauthorized = h.channel();
+            unauthorized.writeInbound(ascii(chatPost(body))); // 401 (and close: a body was announced)
+            assertFalse(unauthorized.isOpen());
+        }
+        String metrics = h.metrics.render();
+        assertFalse(metrics.contains("junk-"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"\",model=\"unknown\",status=\"404\"} 50"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"\",model=\"unknown\",status=\"401\"} 50"), metrics);
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void h2_aConfiguredModelIsItsOwnLabel() {
+        h.metrics.request("chat", "m", 200, 1);
+        h.metrics.request("chat", "other", 200, 1);
+        String metrics = h.metrics.render();
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"chat\",model=\"m\",status=\"200\"} 1"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"chat\",model=\"unknown\",status=\"200\"} 1"), metrics);
+    }
+
+    // ---- M9: explain -----------------------------------------------------------------------------------------
+
+    @Test
+    void m9_explainIsHonouredOnlyWithTheAdminToken() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH, "X-Kvgate-Explain: 1")));
+        assertFalse(h.started.get(0).explain(), "no admin token: no explanation");
+        answer(0, true);
+        ch.writeInbound(ascii(chatPost(BODY, AUTH, "X-Kvgate-Explain: 1", "X-Kvgate-Admin-Token: wrong")));
+        assertFalse(h.started.get(1).explain(), "wrong admin token: no explanation");
+        answer(1, true);
+        ch.writeInbound(ascii(chatPost(BODY, AUTH, "X-Kvgate-Explain: 1", "X-Kvgate-Admin-Token: admin-token-0123456789")));
+        assertTrue(h.started.get(2).explain());
+        ch.finishAndReleaseAll();
+    }
+
+    // ---- pipelining ------------------------------------------------------------------------------------------
+
+    @Test
+    void pipelinedRequestsAreAnsweredInOrder() {
+        EmbeddedChannel ch = h.channel();
+        String one = chatPost(BODY, AUTH);
+        ch.writeInbound(ascii(one + one + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals(1, h.started.size(), "the second request waits for the first response");
+        assertFalse(ch.config().isAutoRead(), "reading pauses while requests are queued");
+        answer(0, true);
+        assertEquals(2, h.started.size());
+        answer(1, true);
+        String out = output(ch);
+        assertEquals(3, out.split("HTTP/1.1 200 OK", -1).length - 1, out);
+        assertTrue(out.endsWith("{\"status\":\"ok\"}"), out);
+        assertTrue(ch.config().isAutoRead());
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void l9_pipeliningLimitCountsRequestsNotChunks() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+        StringBuilder chunked = new StringBuilder("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + AUTH
+            + "\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (char c : BODY.toCharArray()) {
+            chunked.append("1\r\n").append(c).append("\r\n"); // 57 one-byte chunks + the last
+        }
+        chunked.append("0\r\n\r\n");
+        ch.writeInbound(ascii(chunked.toString() + chunked));
+        assertTrue(ch.isOpen(), "two pipelined requests of ~60 chunks each are within the limit of 64 requests");
+        answer(0, true);
+        assertEquals(2, h.started.size());
+        assertEquals("m", h.started.get(1).model());
+        answer(1, true);
+        assertEquals(3, h.started.size());
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void moreThanTheLimitOfPipelinedRequestsClosesTheConnection() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+        StringBuilder many = new StringBuilder();
+        for (int i = 0; i <= FrontDoorHandler.MAX_PIPELINED_REQUESTS; i++) {
+            many.append("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        }
+        ch.writeInbound(ascii(many.toString()));
+        assertFalse(ch.isOpen());
+        assertTrue(h.metrics.render().contains("kvgate_bad_requests_total{reason=\"pipeline_overflow\"} 1"));
+    }
+
+    // ---- M13 / L7: connection policy -------------------------------------------------------------------------
+
+    @Test
+    void m13_drainRefusesNewRequestsAndClosesKeepAliveAtTheNextResponse() {
+        EmbeddedChannel busy = h.channel();
+        busy.writeInbound(ascii(chatPost(BODY, AUTH)));
+        EmbeddedChannel idle = h.channel();
+        idle.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(idle)));
+
+        h.drain.start();
+        answer(0, true); // the request in progress finishes, with Connection: close, and its connection closes
+        String out = output(busy);
+        assertEquals("HTTP/1.1 200 OK", statusLine(out));
+        assertTrue(out.toLowerCase().contains("connection: close"), out);
+        assertFalse(busy.isOpen());
+
+        idle.writeInbound(ascii(chatPost(BODY, AUTH)));
+        out = output(idle);
+        assertEquals("HTTP/1.1 503 Service Unavailable", statusLine(out));
+        assertTrue(out.toLowerCase().contains("retry-after: 1"), out);
+        assertFalse(idle.isOpen());
+        assertEquals(1, h.started.size(), "no request started during drain");
+
+        h.drain.undo();
+        EmbeddedChannel after = h.channel();
+        after.writeInbound(ascii(chatPost(BODY, AUTH)));
+        assertEquals(2, h.started.size(), "drain undone: requests are served again");
+        after.finishAndReleaseAll();
+    }
+
+    @Test
+    void healthIs503WhileDraining() {
+        h.drain.start();
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals("HTTP/1.1 503 Service Unavailable", statusLine(output(ch)));
+    }
+
+    @Test
+    void l7_http10ClientsGetACloseDelimitedBodyNotChunks() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH).replace("HTTP/1.1", "HTTP/1.0")));
+        assertEquals(1, h.started.size());
+        ChannelHandlerContext ctx = h.contexts.get(0);
+        DefaultHttpResponse head = new DefaultHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK);
+        head.headers().set(HttpHeaderNames.TRANSFER_ENCODING, HttpHeaderValues.CHUNKED);
+        ctx.write(head);
+        ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer("data: a\n\n", StandardCharsets.US_ASCII)));
+        ctx.writeAndFlush(new DefaultLastHttpContent());
+        h.owners.get(0).onExchangeDone(true);
+        String out = output(ch);
+        assertFalse(out.toLowerCase().contains("transfer-encoding"), out);
+        assertTrue(out.toLowerCase().contains("connection: close"), out);
+        assertTrue(out.endsWith("\r\n\r\ndata: a\n\n"), "raw body, no chunk framing: " + out);
+        assertFalse(ch.isOpen());
+    }
+}

@@ -1,0 +1,146 @@
+package io.kvgate.dataplane.http;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.proxy.RequestHooks;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.request.ParsedRequest;
+import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.route.RulePolicies;
+import io.kvgate.dataplane.route.Rule;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.Unpooled;
+import io.netty.buffer.UnpooledByteBufAllocator;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The front door on an {@link EmbeddedChannel}: the real pipeline ({@link ClientChannelInitializer}), a real route
+ * table, and an exchange layer that records what it was handed instead of calling engines. Time is the channel's
+ * (advanced with {@code advanceTimeBy}); nothing sleeps.
+ */
+final class FrontDoorHarness implements AutoCloseable {
+    static final String BASE_YAML = """
+        listen: 127.0.0.1:0
+        admin_listen: 127.0.0.1:0
+        admin_token: admin-token-0123456789
+        api_keys: [k1]
+        limits:
+          max_body_bytes: 4096
+          request_read_timeout_ms: 1000
+          max_connections: 3
+        rules:
+          - name: chat
+            models: [m]
+            endpoints:
+              - url: http://127.0.0.1:1
+        """;
+
+    final GatewayConfig config;
+    final GatewayMetrics metrics = new GatewayMetrics();
+    final ManualClock clock = new ManualClock();
+    final RoutingStage router;
+    final GatewayContext gw;
+    final DrainState drain = new DrainState();
+    final ConnectionLimit connections;
+    final List<ParsedRequest> started = new ArrayList<>();
+    final List<ExchangeOwner> owners = new ArrayList<>();
+    final List<ChannelHandlerContext> contexts = new ArrayList<>();
+    int rendered;
+    /** Counts heap bytes of every buffer the channels allocate (cumulation, body, responses). */
+    final UnpooledByteBufAllocator alloc = new UnpooledByteBufAllocator(false, false, false);
+
+    FrontDoorHarness() throws Exception {
+        this(BASE_YAML);
+    }
+
+    FrontDoorHarness(String yaml) throws Exception {
+        config = GatewayConfig.parse(yaml);
+        RouteTable table = RouteTable.build(config, new EndpointRegistry(),
+            c -> RulePolicies.create(c, null, clock));
+        router = new RoutingStage(config.router(), table, clock);
+        RequestHooks hooks = new RequestHooks() {
+            @Override
+            public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body,
+                                                io.kvgate.dataplane.request.RequestFields fields, Rule rule) {
+                rendered++;
+                return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, "{\"rendered\":true}");
+            }
+        };
+        gw = new GatewayContext(config, router, null, metrics, clock, hooks);
+        java.util.Set<String> models = new java.util.HashSet<>();
+        config.rules().forEach(r -> models.addAll(r.models()));
+        metrics.modelLabels(models);
+        connections = new ConnectionLimit(config.limits().maxConnections());
+    }
+
+    /** Records the request and keeps it "in flight" until the test answers through {@link #owners}. */
+    final ExchangeStarter starter = (ctx, request, owner) -> {
+        started.add(request);
+        owners.add(owner);
+        contexts.add(ctx);
+        request.body().release();
+        return () -> { };
+    };
+
+    EmbeddedChannel channel() {
+        EmbeddedChannel ch = new EmbeddedChannel(false, false);
+        ch.config().setAllocator(alloc);
+        ch.pipeline().addLast(new ClientChannelInitializer(gw, new LocalRoutes(gw, drain), starter, drain, connections));
+        try {
+            ch.register();
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+        return ch;
+    }
+
+    static ByteBuf ascii(String s) {
+        return Unpooled.copiedBuffer(s, StandardCharsets.ISO_8859_1);
+    }
+
+    /** Everything the channel has written so far, as text. */
+    static String output(EmbeddedChannel ch) {
+        StringBuilder sb = new StringBuilder();
+        Object o;
+        while ((o = ch.readOutbound()) != null) {
+            ByteBuf b = (ByteBuf) o;
+            sb.append(b.toString(StandardCharsets.ISO_8859_1));
+            b.release();
+        }
+        return sb.toString();
+    }
+
+    static String chatPost(String body, String... headers) {
+        StringBuilder sb = new StringBuilder("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n");
+        for (String h : headers) {
+            sb.append(h).append("\r\n");
+        }
+        return sb.append("Content-Length: ").append(body.getBytes(StandardCharsets.UTF_8).length).append("\r\n\r\n").append(body).toString();
+    }
+
+    static final String AUTH = "Authorization: Bearer k1";
+
+    ByteBufAllocator allocator() {
+        return alloc;
+    }
+
+    @Override
+    public void close() {
+        router.close();
+    }
+}
