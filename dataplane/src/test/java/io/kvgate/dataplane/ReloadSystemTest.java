@@ -278,8 +278,9 @@ class ReloadSystemTest {
         assertEquals(2, JSON.readTree(edit.body()).get("version").asLong());
         assertEquals(200, chat("k1-very-secret", CHAT).statusCode());
         assertEquals(2, gw.config().health().retryAfterSeconds());
-        String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics")).build(),
-            HttpResponse.BodyHandlers.ofString()).body();
+        // With api_keys set, /metrics on the client listener needs a key too (it names every engine and rule).
+        String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics"))
+            .header("authorization", "Bearer k1-very-secret").build(), HttpResponse.BodyHandlers.ofString()).body();
         assertTrue(metrics.contains("kvgate_config_version 2"), metrics);
         assertTrue(metrics.contains("kvgate_config_info{version=\"2\",digest=\"" + gw.applied().digest() + "\"} 1"), metrics);
     }
