@@ -13,7 +13,15 @@ import net.openhft.hashing.LongTupleHashFunction;
  */
 interface BlockKeyer {
     /** Keys of the full blocks of {@code tokens}; {@code cacheSalt} may be null. */
-    long[] blockKeys(int[] tokens, int blockSize, String cacheSalt);
+    default long[] blockKeys(int[] tokens, int blockSize, String cacheSalt) {
+        return blockKeys(tokens, blockSize, cacheSalt, null);
+    }
+
+    /**
+     * Keys of the full blocks of {@code tokens} for a request served by LoRA adapter {@code loraName} (null = the
+     * base model). vLLM hashes the adapter name into every block's extra keys; SGLang's page hash ignores it.
+     */
+    long[] blockKeys(int[] tokens, int blockSize, String cacheSalt, String loraName);
 
     /** Whether events carry keys as unsigned (vLLM) or signed (SGLang) 64-bit integers. */
     boolean unsignedKeys();
@@ -53,7 +61,7 @@ interface BlockKeyer {
         }
 
         @Override
-        public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt) {
+        public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt, String loraName) {
             int blocks = tokens.length / blockSize;
             long[] keys = new long[blocks];
             byte[] parent = noneHash;
@@ -66,11 +74,20 @@ interface BlockKeyer {
                 for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
                     c.header(0, tokens[i] & 0xffffffffL);
                 }
-                if (cacheSalt != null && b == 0) {
-                    c.header(4, 1);
-                    c.text(cacheSalt);
-                } else {
+                // extra keys (vllm/v1/core/kv_cache_utils.py generate_block_hash_extra_keys): the LoRA name on every
+                // block, then the cache salt on block 0 only; a block with neither hashes null, not an empty tuple.
+                boolean salted = cacheSalt != null && b == 0;
+                int extras = (loraName != null ? 1 : 0) + (salted ? 1 : 0);
+                if (extras == 0) {
                     c.simpleNull();
+                } else {
+                    c.header(4, extras);
+                    if (loraName != null) {
+                        c.text(loraName);
+                    }
+                    if (salted) {
+                        c.text(cacheSalt);
+                    }
                 }
                 parent = digest(c.toBytes());
                 keys[b] = lastEightBigEndian(parent);
@@ -109,7 +126,7 @@ interface BlockKeyer {
         }
 
         @Override
-        public long[] blockKeys(int[] tokens, int pageSize, String cacheSalt) {
+        public long[] blockKeys(int[] tokens, int pageSize, String cacheSalt, String loraName) {
             int pages = tokens.length / pageSize;
             long[] keys = new long[pages];
             byte[] prior = null;

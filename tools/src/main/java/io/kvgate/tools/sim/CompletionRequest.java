@@ -2,6 +2,7 @@ package io.kvgate.tools.sim;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.tools.sim.SimulatorConfig.ContextCheck;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.util.ArrayList;
 import java.util.List;
@@ -21,7 +22,16 @@ final class CompletionRequest {
     final boolean continuousUsage;
     final int n;
     final boolean greedy;
-    /** max tokens from the request, or -1 when absent; {@link #maxTokensField} says which field was used. */
+    /** Temperature after the dialect's floor (vLLM raises (0, 0.01) to 0.01). */
+    final double temperature;
+    final Dialect dialect;
+    /** The LoRA adapter this request runs with, or null for the base model. */
+    LoraAdapters.Adapter lora;
+    static final int NO_LIMIT = Integer.MIN_VALUE;
+    static final double VLLM_MIN_TEMPERATURE = 0.01;
+    static final double VLLM_SAMPLING_EPS = 1e-5;
+    static final double SGLANG_SAMPLING_EPS = 1e-6;
+    /** max tokens from the request, or {@link #NO_LIMIT}; {@link #maxTokensField} says which field was used. */
     final int requestedMaxTokens;
     final String maxTokensField;
     final List<String> stop;
@@ -37,7 +47,7 @@ final class CompletionRequest {
 
     /** Prompts (one per batch entry; chat has one), filled by {@link #applyContext}. */
     List<int[]> prompts = new ArrayList<>();
-    /** Per prompt: tokens to generate at most (after vLLM clamping), or -1 = the model's natural length. */
+    /** Per prompt: tokens to generate at most (after vLLM clamping), or NO_LIMIT = the model's natural length. */
     int[] maxTokens;
     /** Per prompt: context room left after the prompt (a natural-length answer is cut there, "length"). */
     int[] contextRoom;
@@ -45,6 +55,7 @@ final class CompletionRequest {
     private CompletionRequest(boolean chat, ObjectNode body, Dialect dialect) {
         this.chat = chat;
         this.body = body;
+        this.dialect = dialect;
         JsonNode model = body.get("model");
         this.requestedModel = model == null || model.isNull() ? null : model.asText();
         this.stream = bool(body, "stream", false);
@@ -69,15 +80,37 @@ final class CompletionRequest {
         if (n < 1 || n > 128) {
             throw SimError.badRequest("n must be in 1..128, got " + n + ".", "n");
         }
-        double temperature = number(body, "temperature", 1.0);
-        if (temperature < 0 || temperature > 2) {
-            throw SimError.badRequest("temperature must be in [0, 2], got " + temperature + ".", "temperature");
+        double t = number(body, "temperature", 1.0);
+        if (dialect == Dialect.VLLM) {
+            if (t < 0) {
+                throw SimError.badRequest("temperature must be non-negative, got " + t + ".");
+            }
+            // vllm/sampling_params.py: 0 < t < _MAX_TEMP (0.01) is raised to 0.01 with a warning, and greedy means
+            // t < _SAMPLING_EPS (1e-5) after that, so only an exact 0 is greedy.
+            if (t > 0 && t < VLLM_MIN_TEMPERATURE) {
+                t = VLLM_MIN_TEMPERATURE;
+            }
+            this.greedy = t < VLLM_SAMPLING_EPS;
+        } else {
+            if (t < 0 || !Double.isFinite(t)) {
+                throw SimError.badRequest("temperature must be a non-negative finite number, got " + t + ".");
+            }
+            // sglang/srt/sampling/sampling_params.py: t < _SAMPLING_EPS (1e-6) becomes temperature 1, top_k 1.
+            this.greedy = t < SGLANG_SAMPLING_EPS;
         }
-        this.greedy = temperature < 1e-5;
+        this.temperature = t;
         if (chat && dialect == Dialect.VLLM) {
             JsonNode top = body.get("top_logprobs");
-            if (top != null && !top.isNull() && !bool(body, "logprobs", false)) {
-                throw SimError.badRequest("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+            if (top != null && !top.isNull()) {
+                int k = intField(body, "top_logprobs", 0);
+                // ChatCompletionRequest.check_logprobs: 0 is allowed without logprobs; -1 means "all".
+                if (k < 0 && k != -1) {
+                    throw SimError.badRequest("`top_logprobs` must be a positive value or -1.", "top_logprobs");
+                }
+                if ((k == -1 || k > 0) && !bool(body, "logprobs", false)) {
+                    throw SimError.badRequest("when using `top_logprobs`, `logprobs` must be set to true.",
+                        "top_logprobs");
+                }
             }
         }
         if (chat) {
@@ -90,26 +123,31 @@ final class CompletionRequest {
         JsonNode mt = body.get("max_tokens");
         boolean hasMct = chat && mct != null && !mct.isNull();
         boolean hasMt = mt != null && !mt.isNull();
-        // Both engines prefer max_completion_tokens (vLLM: it wins; SGLang: `max_completion_tokens or max_tokens`).
-        if (hasMct) {
+        int mctValue = hasMct ? intField(body, "max_completion_tokens", -1) : 0;
+        int mtValue = hasMt ? intField(body, "max_tokens", -1) : 0;
+        // Both engines read `max_completion_tokens or max_tokens` (Python `or`): a 0 in max_completion_tokens
+        // falls through to max_tokens.
+        if (hasMct && mctValue != 0) {
             this.maxTokensField = "max_completion_tokens";
-            this.requestedMaxTokens = intField(body, "max_completion_tokens", -1);
+            this.requestedMaxTokens = mctValue;
         } else if (hasMt) {
             this.maxTokensField = "max_tokens";
-            this.requestedMaxTokens = intField(body, "max_tokens", -1);
+            this.requestedMaxTokens = mtValue;
         } else {
             this.maxTokensField = "max_tokens";
-            this.requestedMaxTokens = -1;
+            this.requestedMaxTokens = NO_LIMIT;
         }
-        if ((hasMct || hasMt) && requestedMaxTokens < 1) {
-            throw SimError.badRequest(maxTokensField + " must be at least 1, got " + requestedMaxTokens + ".",
-                maxTokensField);
+        if (!chat && dialect == Dialect.SGLANG && hasMt && mtValue <= 0) {
+            // SGLang's CompletionRequest validator: pydantic rejects it, and SGLang's RequestValidationError
+            // handler answers 400 with type "Bad Request".
+            throw new SimError(400, "Bad Request", "max_tokens must be positive", null);
         }
         this.stop = parseStop(body.get("stop"));
         this.keepStop = dialect == Dialect.VLLM ? bool(body, "include_stop_str_in_output", false)
             : bool(body, "no_stop_trim", false);
         JsonNode seed = body.get("seed");
-        this.requestSeed = seed != null && seed.isIntegralNumber() ? seed.asLong() : 0;
+        // vLLM turns seed -1 into None (unseeded); the simulator treats both as "no seed".
+        this.requestSeed = seed != null && seed.isIntegralNumber() && seed.asLong() != -1 ? seed.asLong() : 0;
         JsonNode ktp = body.get("kv_transfer_params");
         this.kvTransferParams = ktp == null || ktp.isNull() ? null : ktp;
         this.hasBootstrap = body.has("bootstrap_room") && !body.get("bootstrap_room").isNull();
@@ -120,27 +158,70 @@ final class CompletionRequest {
             : room != null && room.isNumber() ? room.asLong() : -1;
     }
 
-    /** Parses and validates everything that does not need the tokenizer. */
-    static CompletionRequest parse(boolean chat, JsonNode json, SimulatorConfig config) {
+    /** Parses and validates everything that does not need the tokenizer; resolves the model and LoRA adapter. */
+    static CompletionRequest parse(boolean chat, JsonNode json, SimulatorConfig config, LoraAdapters loras) {
         if (json == null || !json.isObject()) {
             throw SimError.badRequest("request body must be a JSON object");
         }
         CompletionRequest r = new CompletionRequest(chat, (ObjectNode) json, config.dialect);
         if (config.dialect == Dialect.VLLM) {
-            if (r.requestedModel == null || !r.requestedModel.equals(config.model)) {
-                throw new SimError(404, "NotFoundError", "The model `" + r.requestedModel + "` does not exist.",
-                    "model");
+            // OpenAIServing._check_model: an empty model means the base model; a LoRA adapter is served under its
+            // own name; anything else is a 404.
+            String m = r.requestedModel;
+            if (m != null && !m.isEmpty() && !m.equals(config.model)) {
+                r.lora = loras.get(m);
+                if (r.lora == null) {
+                    throw new SimError(404, "NotFoundError", "The model `" + m + "` does not exist.", "model");
+                }
             }
-            if (r.n > 1 && r.greedy) {
-                throw SimError.badRequest("n must be 1 when using greedy sampling, got " + r.n + ".", "n");
-            }
+        } else {
+            r.lora = sglangLora(r, loras);
         }
         return r;
     }
 
-    /** Model name echoed in responses: vLLM only serves its own; SGLang echoes what was asked. */
+    /**
+     * SGLang (serving_base._resolve_lora_path): {@code model: "base:adapter"} (split on the first colon, stripped;
+     * an empty adapter means none) wins over the request's {@code lora_path}; the base part is never checked.
+     */
+    private static LoraAdapters.Adapter sglangLora(CompletionRequest r, LoraAdapters loras) {
+        String name = null;
+        String m = r.requestedModel;
+        int colon = m == null ? -1 : m.indexOf(':');
+        if (colon >= 0) {
+            String a = m.substring(colon + 1).strip();
+            name = a.isEmpty() ? null : a;
+        }
+        if (name == null) {
+            JsonNode lp = r.body.get("lora_path");
+            if (lp != null && lp.isArray() && !lp.isEmpty()) {
+                lp = lp.get(0);
+            }
+            if (lp != null && lp.isTextual() && !lp.asText().isEmpty()) {
+                name = lp.asText();
+            }
+        }
+        if (name == null) {
+            return null;
+        }
+        if (!loras.enabled()) {
+            throw SimError.badRequest("LoRA adapter '" + name + "' was requested, but LoRA is not enabled. Please "
+                + "launch the server with --enable-lora flag and preload adapters using --lora-paths or "
+                + "/load_lora_adapter endpoint.");
+        }
+        LoraAdapters.Adapter a = loras.get(name);
+        if (a == null) {
+            throw SimError.badRequest("Got LoRA adapter that has never been loaded: " + name);
+        }
+        return a;
+    }
+
+    /** Model name echoed in responses: vLLM its own (or the adapter's); SGLang echoes what was asked. */
     String responseModel(SimulatorConfig config) {
-        return config.dialect == Dialect.SGLANG && requestedModel != null ? requestedModel : config.model;
+        if (dialect == Dialect.SGLANG) {
+            return requestedModel != null ? requestedModel : config.model;
+        }
+        return lora != null ? lora.name() : config.model;
     }
 
     /** Tokenizes the prompt(s) and applies the dialect's context-length rule. */
@@ -172,32 +253,86 @@ final class CompletionRequest {
         }
         maxTokens = new int[prompts.size()];
         contextRoom = new int[prompts.size()];
+        int ctx = config.contextLen;
         for (int i = 0; i < prompts.size(); i++) {
             int promptTokens = prompts.get(i).length;
-            contextRoom[i] = Math.max(1, config.contextLen - promptTokens);
             if (promptTokens == 0) {
                 throw SimError.badRequest("The prompt cannot be empty.", "prompt");
             }
-            if (config.dialect == Dialect.VLLM) {
-                if (promptTokens >= config.contextLen) {
-                    throw SimError.badRequest("This model's maximum context length is " + config.contextLen
-                        + " tokens. However, your request has " + promptTokens
-                        + " input tokens. Please reduce the length of the input messages.", chat ? "messages" : "prompt");
-                }
-                // vLLM clamps max_tokens silently to what fits: finish_reason "length" tells the client.
-                maxTokens[i] = requestedMaxTokens < 0 ? -1 : Math.min(requestedMaxTokens, config.contextLen - promptTokens);
+            contextRoom[i] = Math.max(0, ctx - promptTokens);
+            if (dialect == Dialect.VLLM) {
+                maxTokens[i] = config.vllmContextCheck == ContextCheck.CLAMP ? vllmClamp(promptTokens, ctx)
+                    : vllmReject(promptTokens, ctx);
             } else {
-                int completion = Math.max(requestedMaxTokens, 0);
-                if (promptTokens + completion > config.contextLen || promptTokens >= config.contextLen) {
-                    throw SimError.badRequest("Requested token count exceeds the model's maximum context length of "
-                        + config.contextLen + " tokens. You requested a total of " + (promptTokens + completion)
-                        + " tokens: " + promptTokens + " tokens from the input messages and " + completion
-                        + " tokens for the completion. Please reduce the number of tokens in the input messages or the"
-                        + " completion to fit within the limit.", null);
-                }
-                maxTokens[i] = requestedMaxTokens;
+                maxTokens[i] = sglangCheck(promptTokens, ctx);
             }
         }
+        if (dialect == Dialect.VLLM && n > 1 && greedy) {
+            // SamplingParams._verify_greedy_sampling, after the context rule
+            throw SimError.badRequest("n must be 1 when using greedy sampling, got " + n + ".", "n");
+        }
+    }
+
+    /**
+     * vLLM (serving get_max_tokens): a prompt longer than the context is refused; otherwise max_tokens becomes
+     * min(context - prompt, requested) silently (finish_reason "length" tells the client), and SamplingParams then
+     * refuses anything below 1 — including a prompt that fills the context exactly.
+     */
+    private int vllmClamp(int promptTokens, int ctx) {
+        if (promptTokens > ctx) {
+            throw SimError.badRequest("Input length (" + promptTokens + ") exceeds model's maximum context length ("
+                + ctx + ").");
+        }
+        int room = ctx - promptTokens;
+        int max = requestedMaxTokens == NO_LIMIT ? room : Math.min(room, requestedMaxTokens);
+        if (max < 1) {
+            throw SimError.badRequest("max_tokens must be at least 1, got " + max + ".");
+        }
+        return requestedMaxTokens == NO_LIMIT ? NO_LIMIT : max;
+    }
+
+    /** vLLM builds with OpenAIServing._validate_input: 400s for a full context or an oversized max_tokens. */
+    private int vllmReject(int promptTokens, int ctx) {
+        if (promptTokens >= ctx) {
+            throw SimError.badRequest("This model's maximum context length is " + ctx + " tokens. However, your "
+                + "request has " + promptTokens + " input tokens. Please reduce the length of the input messages.",
+                "input_tokens");
+        }
+        if (requestedMaxTokens != NO_LIMIT && promptTokens + requestedMaxTokens > ctx) {
+            throw SimError.badRequest("'max_tokens' or 'max_completion_tokens' is too large: " + requestedMaxTokens
+                + ". This model's maximum context length is " + ctx + " tokens and your request has " + promptTokens
+                + " input tokens (" + requestedMaxTokens + " > " + ctx + " - " + promptTokens + ").", "max_tokens");
+        }
+        if (requestedMaxTokens != NO_LIMIT && requestedMaxTokens < 1) {
+            throw SimError.badRequest("max_tokens must be at least 1, got " + requestedMaxTokens + ".");
+        }
+        return requestedMaxTokens;
+    }
+
+    /**
+     * SGLang (TokenizerManager._validate_one_request, then SamplingParams.verify): the prompt alone must be shorter
+     * than the context, prompt + max_new_tokens must fit, and max_new_tokens may be 0 (nothing generated) but not
+     * negative.
+     */
+    private int sglangCheck(int promptTokens, int ctx) {
+        if (promptTokens >= ctx) {
+            throw SimError.badRequest("The input (" + promptTokens + " tokens) is longer than the model's context "
+                + "length (" + ctx + " tokens).");
+        }
+        if (requestedMaxTokens != NO_LIMIT) {
+            int total = promptTokens + requestedMaxTokens;
+            if (total > ctx) {
+                throw SimError.badRequest("Requested token count exceeds the model's maximum context length of "
+                    + ctx + " tokens. You requested a total of " + total + " tokens: " + promptTokens
+                    + " tokens from the input messages and " + requestedMaxTokens + " tokens for the completion. "
+                    + "Please reduce the number of tokens in the input messages or the completion to fit within the "
+                    + "limit.");
+            }
+            if (requestedMaxTokens < 0) {
+                throw SimError.badRequest("max_new_tokens must be at least 0, got " + requestedMaxTokens + ".");
+            }
+        }
+        return requestedMaxTokens;
     }
 
     private static int[] tokenIds(JsonNode arr) {

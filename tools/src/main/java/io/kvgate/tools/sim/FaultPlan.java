@@ -9,7 +9,8 @@ import com.fasterxml.jackson.databind.JsonNode;
  * <pre>
  * {"fail_next": N, "status": 500, "message": "..."}   answer N requests with this error (dialect error shape)
  * {"die_after_chunks": K, "count": N}                 close the connection after K SSE events (non-stream: no answer)
- * {"error_after_chunks": K, "count": N}               after K SSE events send data: {"error":...} and [DONE]
+ * {"error_after_chunks": K, "count": N}               after K SSE events send the dialect's error frame and [DONE]
+ * {"end_without_done": N}                             end the next N streams cleanly but without data: [DONE]
  * {"hang_next": N}                                    accept N requests and never answer
  * {"refuse_connections": true|false}                  close the listening socket until cleared
  * {"unhealthy": true|false}                           /health answers 503 (vLLM: engine core dead)
@@ -25,6 +26,7 @@ final class FaultPlan {
     int errorCount;
     int errorAfterChunks;
     int hangNext;
+    int noDoneCount;
     boolean refuseConnections;
     boolean unhealthy;
 
@@ -34,7 +36,7 @@ final class FaultPlan {
             throw SimError.badRequest("faults: body must be a JSON object");
         }
         if (cmd.path("clear").asBoolean(false)) {
-            failNext = dieCount = errorCount = hangNext = 0;
+            failNext = dieCount = errorCount = hangNext = noDoneCount = 0;
             refuseConnections = false;
             unhealthy = false;
         }
@@ -54,6 +56,9 @@ final class FaultPlan {
             errorAfterChunks = nonNegative(cmd, "error_after_chunks");
             errorCount = cmd.has("count") ? nonNegative(cmd, "count") : 1;
         }
+        if (cmd.has("end_without_done")) {
+            noDoneCount = nonNegative(cmd, "end_without_done");
+        }
         if (cmd.has("hang_next")) {
             hangNext = nonNegative(cmd, "hang_next");
         }
@@ -63,6 +68,18 @@ final class FaultPlan {
         if (cmd.has("unhealthy")) {
             unhealthy = cmd.get("unhealthy").asBoolean();
         }
+    }
+
+    com.fasterxml.jackson.databind.node.ObjectNode toJson() {
+        var f = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+        f.put("fail_next", failNext);
+        f.put("die_count", dieCount);
+        f.put("error_count", errorCount);
+        f.put("end_without_done", noDoneCount);
+        f.put("hang_next", hangNext);
+        f.put("refuse_connections", refuseConnections);
+        f.put("unhealthy", unhealthy);
+        return f;
     }
 
     private static int nonNegative(JsonNode cmd, String field) {

@@ -71,6 +71,8 @@ final class Generation {
     long plannedTtftNs;
     int dieAfterChunks = -1;
     int errorAfterChunks = -1;
+    /** Fault: the stream ends cleanly (chunked terminator) without {@code data: [DONE]}. */
+    boolean endWithoutDone;
     /** Extra top-level field for the non-streaming body (vLLM prefill: kv_transfer_params). */
     JsonNode kvTransferParamsOut;
     /** vLLM P/D: this is a prefill leg (do_remote_decode) whose answer carries kv_transfer_params. */
@@ -128,7 +130,13 @@ final class Generation {
                     limit = req.contextRoom[p];
                     natural = false;
                 }
-                seqs[p * req.n + i] = new Seq(p * req.n + i, p, seed, limit, natural);
+                Seq seq = new Seq(p * req.n + i, p, seed, limit, natural);
+                if (limit == 0) {
+                    // SGLang accepts max_tokens 0: the prompt is processed, nothing is generated.
+                    seq.finished = true;
+                    seq.finishReason = "length";
+                }
+                seqs[p * req.n + i] = seq;
             }
         }
         this.promptTokens = total;
@@ -296,13 +304,7 @@ final class Generation {
         }
         if (errorAfterChunks >= 0 && chunksWritten >= errorAfterChunks) {
             engine.stats.inc("faults_error_mid_stream");
-            ObjectNode err = JSON.objectNode();
-            ObjectNode e = err.putObject("error");
-            e.put("message", "simulated engine failure mid-stream");
-            e.put("type", "InternalServerError");
-            e.putNull("param");
-            e.put("code", 500);
-            ctx.write(new DefaultHttpContent(sse(err)));
+            ctx.write(new DefaultHttpContent(sse(engine.replies.streamErrorFrame("simulated engine failure mid-stream"))));
             ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
             writeLast();
             return false;
@@ -313,7 +315,7 @@ final class Generation {
     }
 
     private ByteBuf sse(JsonNode event) {
-        byte[] json = EngineSimulator.bytes(event);
+        byte[] json = SimReplies.bytes(event);
         ByteBuf buf = ctx.alloc().buffer(json.length + 8);
         buf.writeBytes(EngineSimulator.DATA_PREFIX).writeBytes(json).writeByte('\n').writeByte('\n');
         return buf;
@@ -328,7 +330,11 @@ final class Generation {
                 return;
             }
         }
-        ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+        if (endWithoutDone) {
+            engine.stats.inc("faults_end_without_done");
+        } else {
+            ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+        }
         completed = true;
         writeLast();
     }
@@ -385,7 +391,7 @@ final class Generation {
                 body.putNull("kv_transfer_params");
             }
         }
-        engine.respondJson(ctx, HttpResponseStatus.OK, body, requestId, keepAlive);
+        engine.replies.json(ctx, HttpResponseStatus.OK, body, requestId, keepAlive);
         completed = true;
         end();
     }

@@ -34,17 +34,21 @@ final class KvEventEncoder {
         return eventCount == 0;
     }
 
+    /**
+     * One stored run of blocks. {@code loraId}/{@code loraName}: the adapter the request ran with (vLLM's
+     * {@code lora_request.lora_int_id}/{@code lora_name}; 0/null for the base model).
+     */
     void blockStored(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens, int blockSize,
-                     String cacheSalt) {
+                     String cacheSalt, int loraId, String loraName) {
         try {
             if (onePagePerEvent) {
                 for (int b = from; b < to; b++) {
                     boolean hp = b > from || hasParent;
                     long p = b > from ? keys[b - 1] : parent;
-                    storedEvent(keys, b, b + 1, hp, p, tokens, blockSize, cacheSalt);
+                    storedEvent(keys, b, b + 1, hp, p, tokens, blockSize, cacheSalt, loraId, loraName);
                 }
             } else {
-                storedEvent(keys, from, to, hasParent, parent, tokens, blockSize, cacheSalt);
+                storedEvent(keys, from, to, hasParent, parent, tokens, blockSize, cacheSalt, loraId, loraName);
             }
         } catch (IOException e) {
             throw new IllegalStateException(e);
@@ -52,7 +56,7 @@ final class KvEventEncoder {
     }
 
     private void storedEvent(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens,
-                             int blockSize, String cacheSalt) throws IOException {
+                             int blockSize, String cacheSalt, int loraId, String loraName) throws IOException {
         eventCount++;
         MessageBufferPacker p = events;
         boolean map = form == EventForm.MAP;
@@ -92,7 +96,11 @@ final class KvEventEncoder {
         if (map) {
             p.packString("lora_id");
         }
-        p.packNil();
+        if (loraName != null) {
+            p.packInt(loraId);
+        } else {
+            p.packNil();
+        }
         if (map) {
             p.packString("medium");
         }
@@ -100,17 +108,28 @@ final class KvEventEncoder {
         if (map) {
             p.packString("lora_name");
         }
-        p.packNil();
+        if (loraName != null) {
+            p.packString(loraName);
+        } else {
+            p.packNil();
+        }
         if (map && !onePagePerEvent) {
             // vLLM: extra_keys[i] is the exact tuple hashed into block i (cache_salt on block 0 only)
             p.packString("extra_keys");
             p.packArrayHeader(to - from);
             for (int i = from; i < to; i++) {
-                if (i == 0 && cacheSalt != null) {
-                    p.packArrayHeader(1);
-                    p.packString(cacheSalt);
-                } else {
+                boolean salted = i == 0 && cacheSalt != null;
+                int extras = (loraName != null ? 1 : 0) + (salted ? 1 : 0);
+                if (extras == 0) {
                     p.packNil();
+                    continue;
+                }
+                p.packArrayHeader(extras);
+                if (loraName != null) {
+                    p.packString(loraName);
+                }
+                if (salted) {
+                    p.packString(cacheSalt);
                 }
             }
             p.packString("group_idx");

@@ -56,7 +56,7 @@ final class SimHttpHandler extends ChannelInboundHandlerAdapter {
         } finally {
             req.release();
         }
-        if (hung) {
+        if (hung || deferred) {
             return;
         }
         if (g == null || g.ended()) {
@@ -72,6 +72,21 @@ final class SimHttpHandler extends ChannelInboundHandlerAdapter {
     }
 
     private boolean hung;
+
+    /** The current request is answered later by a timer (e.g. SGLang's /health_generate); the connection waits. */
+    void defer() {
+        deferred = true;
+    }
+
+    /** The deferred answer was written: serve the next pipelined request. */
+    void completeDeferred() {
+        if (deferred) {
+            deferred = false;
+            requestDone();
+        }
+    }
+
+    private boolean deferred;
 
     /** The current request is fully answered: serve the next pipelined one. */
     void requestDone() {

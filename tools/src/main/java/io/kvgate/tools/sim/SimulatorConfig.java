@@ -25,6 +25,13 @@ public final class SimulatorConfig {
     /** KV event encoding: tag-first positional arrays (older engines) or maps with a "type" key (newer). */
     public enum EventForm { ARRAY, MAP }
 
+    /**
+     * vLLM's context-length rule: {@code clamp} (current: {@code max_tokens} silently lowered to what fits, 200 with
+     * {@code finish_reason: "length"}) or {@code reject} (builds whose {@code _validate_input} answers 400 when
+     * prompt + {@code max_tokens} exceed {@code max_model_len}).
+     */
+    public enum ContextCheck { CLAMP, REJECT }
+
     public static final int MAX_DP_RANKS = 8;
 
     Dialect dialect = Dialect.VLLM;
@@ -41,6 +48,15 @@ public final class SimulatorConfig {
     ErrorShape errorShape;           // null = dialect default (vLLM openai, SGLang flat)
     boolean enableMetrics;           // SGLang only: /metrics mounted with --enable-metrics (vLLM always)
     int maxBodyBytes = 8 << 20;
+    ContextCheck vllmContextCheck = ContextCheck.CLAMP;
+    /** LoRA adapters served (vLLM --lora-modules, SGLang --lora-paths); empty = LoRA disabled. */
+    java.util.List<String> loraAdapters = new ArrayList<>();
+    /** SGLang: SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION set, so /health is the deep probe. */
+    boolean sglangHealthGenerates;
+    /** SGLang HEALTH_CHECK_TIMEOUT: how long /health_generate waits for the scheduler before 503 (default 20 s). */
+    long healthTimeoutMs = 20_000;
+    /** vLLM builds that export vllm:gpu_cache_usage_perc instead of vllm:kv_cache_usage_perc. */
+    boolean legacyMetrics;
     Path modelDir;
     /** Words generated when the request gives no max_tokens: the "EOS" length drawn per request in [min,max]. */
     int naturalMinTokens = 8;
@@ -105,6 +121,11 @@ public final class SimulatorConfig {
     public SimulatorConfig engineId(String v) { engineId = v; return this; }
     public SimulatorConfig bootstrapPort(int v) { bootstrapPort = v; return this; }
     public SimulatorConfig bootstrapTimeoutMs(long v) { bootstrapTimeoutMs = v; return this; }
+    public SimulatorConfig vllmContextCheck(ContextCheck v) { vllmContextCheck = v; return this; }
+    public SimulatorConfig lora(String... names) { loraAdapters.addAll(List.of(names)); return this; }
+    public SimulatorConfig sglangHealthGenerates(boolean v) { sglangHealthGenerates = v; return this; }
+    public SimulatorConfig healthTimeoutMs(long v) { healthTimeoutMs = v; return this; }
+    public SimulatorConfig legacyMetrics(boolean v) { legacyMetrics = v; return this; }
 
     public Dialect dialect() { return dialect; }
     public String model() { return model; }
@@ -181,6 +202,15 @@ public final class SimulatorConfig {
             "bootstrap-port=" + bootstrapPort + ": only SGLang P/D has a bootstrap port");
         check(errors, !(dialect == Dialect.SGLANG && role == Role.PREFILL && bootstrapPort < 0),
             "bootstrap-port=none: an SGLang prefill needs --bootstrap-port (0 = ephemeral)");
+        check(errors, vllmContextCheck != null, "vllm-context-check=null: must be clamp|reject");
+        check(errors, healthTimeoutMs >= 1 && healthTimeoutMs <= 3_600_000,
+            "health-timeout-ms=" + healthTimeoutMs + ": must be in 1..3600000");
+        for (String a : loraAdapters) {
+            check(errors, a != null && !a.isBlank() && !a.equals(model),
+                "lora=" + a + ": must be a non-empty adapter name other than the base model");
+            check(errors, a == null || dialect != Dialect.SGLANG || !a.contains(":"),
+                "lora=" + a + ": SGLang splits `model` on the first ':' (base:adapter), so an adapter name cannot hold one");
+        }
         check(errors, bootstrapTimeoutMs >= 1 && bootstrapTimeoutMs <= 3_600_000,
             "bootstrap-timeout-ms=" + bootstrapTimeoutMs + ": must be in 1..3600000");
         if (!errors.isEmpty()) {
@@ -227,11 +257,17 @@ public final class SimulatorConfig {
           --ttft-ms T                  base time to first token (default 20)
           --itl-ms I                   inter-token latency (default 10)
           --prefill-us-per-token U     prefill time per uncached prompt token (default 50)
-          --max-concurrency C          running requests (default 64)
-          --queue Q                    FIFO waiting requests beyond C; more -> 503 (default 256)
+          --max-concurrency C          running requests per DP rank (default 64)
+          --queue Q                    FIFO waiting requests per DP rank beyond C; more -> 503 (default 256)
           --context-len L              model context length (default 8192)
           --error-shape flat|openai    error body shape (default: vllm openai, sglang flat)
           --enable-metrics             SGLang: mount /metrics (vLLM always does)
+          --legacy-metrics             vLLM: export vllm:gpu_cache_usage_perc (older builds) instead of kv_cache_usage_perc
+          --vllm-context-check M       clamp (default: max_tokens lowered to fit, 200) | reject (older builds: 400)
+          --lora NAME                  serve a LoRA adapter NAME (repeatable); vLLM: model=NAME, SGLang: model=BASE:NAME
+                                       or lora_path=NAME
+          --health-generates           SGLang: /health runs the deep probe (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
+          --health-timeout-ms T        SGLang: /health_generate answers 503 after T ms without progress (default 20000)
           --model-dir DIR              real tokenizer + chat template (tokenizer.json[.gz], tokenizer_config.json)
           --block-size B               KV block / page size (default vllm 16, sglang 1)
           --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
@@ -257,6 +293,14 @@ public final class SimulatorConfig {
             String flag = args[i];
             if (flag.equals("--enable-metrics")) {
                 c.enableMetrics = true;
+                continue;
+            }
+            if (flag.equals("--legacy-metrics")) {
+                c.legacyMetrics = true;
+                continue;
+            }
+            if (flag.equals("--health-generates")) {
+                c.sglangHealthGenerates = true;
                 continue;
             }
             if (i + 1 >= args.length) {
@@ -292,6 +336,9 @@ public final class SimulatorConfig {
                 case "--engine-id" -> c.engineId = v;
                 case "--bootstrap-port" -> c.bootstrapPort = intValue(flag, v);
                 case "--bootstrap-timeout-ms" -> c.bootstrapTimeoutMs = longValue(flag, v);
+                case "--vllm-context-check" -> c.vllmContextCheck = enumValue(ContextCheck.class, flag, v);
+                case "--lora" -> c.loraAdapters.add(v);
+                case "--health-timeout-ms" -> c.healthTimeoutMs = longValue(flag, v);
                 default -> throw new IllegalArgumentException(flag + ": unknown flag");
             }
         }

@@ -90,7 +90,8 @@ class VllmSurfaceTest {
     void promptLongerThanContextIs400() throws Exception {
         HttpResponse<String> r = post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":\"" + "w ".repeat(70) + "\"}");
         assertEquals(400, r.statusCode());
-        assertTrue(json(r).at("/error/message").asText().contains("maximum context length is 64 tokens"));
+        assertEquals("{\"error\":{\"message\":\"Input length (71) exceeds model's maximum context length (64).\","
+            + "\"type\":\"BadRequestError\",\"param\":null,\"code\":400}}", r.body());
     }
 
     @Test
@@ -98,9 +99,15 @@ class VllmSurfaceTest {
         HttpResponse<String> r = post(sim, "/v1/chat/completions",
             chat("m", "hi", "\"max_tokens\":7,\"max_completion_tokens\":3"));
         assertEquals(3, json(r).at("/usage/completion_tokens").asInt());
-        HttpResponse<String> bad = post(sim, "/v1/chat/completions", chat("m", "hi", "\"max_completion_tokens\":0"));
+        // `max_completion_tokens or max_tokens`: a 0 falls through to max_tokens
+        assertEquals(7, json(post(sim, "/v1/chat/completions",
+            chat("m", "hi", "\"max_tokens\":7,\"max_completion_tokens\":0"))).at("/usage/completion_tokens").asInt());
+        HttpResponse<String> bad = post(sim, "/v1/chat/completions", chat("m", "hi", "\"max_tokens\":0"));
         assertEquals(400, bad.statusCode());
-        assertEquals("max_completion_tokens must be at least 1, got 0.", json(bad).at("/error/message").asText());
+        assertEquals("{\"error\":{\"message\":\"max_tokens must be at least 1, got 0.\",\"type\":\"BadRequestError\","
+            + "\"param\":null,\"code\":400}}", bad.body());
+        HttpResponse<String> negative = post(sim, "/v1/chat/completions", chat("m", "hi", "\"max_completion_tokens\":-3"));
+        assertEquals("max_tokens must be at least 1, got -3.", json(negative).at("/error/message").asText());
     }
 
     @Test
@@ -131,7 +138,8 @@ class VllmSurfaceTest {
         assertEquals(200, get(sim, "/health").statusCode());
         HttpResponse<String> metrics = get(sim, "/metrics");
         assertEquals(200, metrics.statusCode());
-        assertTrue(metrics.body().contains("vllm:num_requests_running{model_name=\"m\"} "));
+        assertTrue(metrics.body().contains("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0.0\n"),
+            metrics.body());
         HttpResponse<String> emb = post(sim, "/v1/embeddings", "{\"model\":\"m\",\"input\":\"x\"}");
         assertEquals(404, emb.statusCode());
         assertEquals("{\"detail\":\"Not Found\"}", emb.body());

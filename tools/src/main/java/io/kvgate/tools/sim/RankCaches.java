@@ -1,0 +1,183 @@
+package io.kvgate.tools.sim;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+
+/**
+ * The prefix cache of every DP rank and the KV events it publishes (engine-contracts §2-3): block keys are computed
+ * by the dialect's {@link BlockKeyer} (cache salt and, on vLLM, the LoRA name included), each cache change becomes
+ * an event, and the events of one engine step go out as one batch with the rank's next sequence number.
+ *
+ * <p>Engine-loop confined (single writer); the publisher's socket thread only sees finished payloads.
+ */
+final class RankCaches implements AutoCloseable {
+    private final SimulatorConfig config;
+    private final SimStats stats;
+    private final BlockKeyer keyer;
+    private final int blockSize;
+    private final PrefixCache[] caches;
+    private final KvEventEncoder[] encoders;
+    private final long[] eventSeq;
+    private final KvEventPublisher publisher;
+    // the request being stored: its salt and adapter go into the BlockStored events the cache emits
+    private String storingSalt;
+    private int storingLoraId;
+    private String storingLoraName;
+
+    RankCaches(SimulatorConfig config, SimStats stats) {
+        this.config = config;
+        this.stats = stats;
+        this.keyer = BlockKeyer.forAlgo(config.effectiveHashAlgo(), config.hashSeed);
+        this.blockSize = config.effectiveBlockSize();
+        int ranks = config.dpRanks;
+        this.caches = new PrefixCache[ranks];
+        this.encoders = new KvEventEncoder[ranks];
+        this.eventSeq = new long[ranks];
+        boolean sglang = config.dialect == Dialect.SGLANG;
+        for (int r = 0; r < ranks; r++) {
+            KvEventEncoder enc = new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
+            encoders[r] = enc;
+            caches[r] = new PrefixCache(config.cacheBlocks, new PrefixCache.Listener() {
+                @Override
+                public void onStored(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens,
+                                     int bs) {
+                    stats.add("blocks_stored", to - from);
+                    enc.blockStored(keys, from, to, hasParent, parent, tokens, bs, storingSalt, storingLoraId,
+                        storingLoraName);
+                }
+
+                @Override
+                public void onRemoved(long[] keys, int count) {
+                    stats.add("blocks_evicted", count);
+                    enc.blockRemoved(keys, count);
+                }
+            });
+        }
+        this.publisher = config.kvEventsEndpoint == null ? null
+            : new KvEventPublisher(config, stats, config.kvEventsBind());
+    }
+
+    int blockSize() {
+        return blockSize;
+    }
+
+    int ranks() {
+        return caches.length;
+    }
+
+    /** Blocks cached on a rank (referenced or evictable). */
+    int cachedBlocks(int rank) {
+        return caches[rank].size();
+    }
+
+    /**
+     * Fraction of the rank's blocks held by running requests: what vLLM's {@code kv_cache_usage_perc} and SGLang's
+     * {@code token_usage} report (both count evictable cached blocks as free).
+     */
+    double usage(int rank) {
+        PrefixCache c = caches[rank];
+        return (double) (c.size() - c.freeQueueLength()) / config.cacheBlocks;
+    }
+
+    /**
+     * References the cached prefix of each of the generation's prompts and stores the rest, then publishes the
+     * step's events. Sets the generation's leases and cached-token count.
+     */
+    void acquire(Generation g) {
+        PrefixCache cache = caches[g.rank];
+        JsonNode salt = g.req.body.get("cache_salt");
+        storingSalt = salt != null && salt.isTextual() ? salt.asText() : null;
+        LoraAdapters.Adapter lora = g.req.lora;
+        // SGLang's page hash does not include the adapter (engine-contracts §3.2); vLLM's block hash does.
+        String hashedLora = lora != null && config.dialect == Dialect.VLLM ? lora.name() : null;
+        storingLoraId = lora != null ? lora.id() : 0;
+        storingLoraName = hashedLora;
+        int cached = 0;
+        for (int[] prompt : g.req.prompts) {
+            long[] keys = keyer.blockKeys(prompt, blockSize, storingSalt, hashedLora);
+            PrefixCache.Lease lease = cache.acquire(keys, prompt, blockSize);
+            g.leases.add(lease);
+            cached += lease.cachedTokens;
+        }
+        storingSalt = null;
+        storingLoraId = 0;
+        storingLoraName = null;
+        g.cachedTokens = cached;
+        stats.inc("cache_queries");
+        if (cached > 0) {
+            stats.inc("cache_hit_requests");
+            stats.add("cached_tokens", cached);
+        }
+        flushEvents(g.rank);
+    }
+
+    /** Gives the generation's blocks back to its rank's cache (they stay cached, now evictable). */
+    void release(Generation g) {
+        for (PrefixCache.Lease lease : g.leases) {
+            caches[g.rank].release(lease);
+        }
+        g.leases.clear();
+    }
+
+    /** Publishes {@code AllBlocksCleared} on every rank (SGLang at startup; cache resets). */
+    void announceCleared() {
+        for (int r = 0; r < encoders.length; r++) {
+            encoders[r].allBlocksCleared();
+            flushEvents(r);
+        }
+    }
+
+    /** Same process, every cache emptied, {@code AllBlocksCleared} published; sequence numbers continue. */
+    void resetPrefixCache() {
+        for (PrefixCache c : caches) {
+            c.clear();
+        }
+        announceCleared();
+    }
+
+    /** A new engine process: caches empty, sequence numbers and replay buffers start over. */
+    void restart() {
+        for (int r = 0; r < caches.length; r++) {
+            caches[r].clear();
+            eventSeq[r] = 0;
+            if (publisher != null) {
+                publisher.reset(r);
+            }
+        }
+        if (config.dialect == Dialect.SGLANG) {
+            announceCleared();
+        }
+    }
+
+    /** Publishes the rank's pending events as one batch (one engine step), with the next seq. */
+    private void flushEvents(int rank) {
+        KvEventEncoder enc = encoders[rank];
+        if (enc.isEmpty()) {
+            return;
+        }
+        byte[] payload = enc.finishBatch(System.currentTimeMillis() / 1000.0, rank);
+        long seq = eventSeq[rank]++;
+        if (publisher != null) {
+            publisher.offer(rank, seq, payload);
+        }
+    }
+
+    String describe() {
+        StringBuilder sb = new StringBuilder();
+        if (config.kvEventsEndpoint != null) {
+            sb.append(", kv events ").append(config.kvEventsBind() ? "bound at " : "connecting to ")
+                .append(config.kvEventsEndpoint).append(config.dpRanks > 1 ? " (+rank)" : "");
+        }
+        if (config.kvReplayEndpoint != null) {
+            sb.append(", replay ").append(config.kvReplayEndpoint);
+        }
+        return sb.toString();
+    }
+
+    @Override
+    public void close() {
+        if (publisher != null) {
+            publisher.close();
+        }
+    }
+}

@@ -1,0 +1,339 @@
+package io.kvgate.tools.sim;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufInputStream;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The routes each dialect mounts, and what each answers. A path the dialect does not mount gets FastAPI's
+ * {@code 404 {"detail":"Not Found"}}, a mounted path with another method {@code 405 {"detail":"Method Not
+ * Allowed"}}, as the engines' FastAPI apps do. Engine-loop confined.
+ */
+final class SimRoutes {
+    private static final JsonNodeFactory JSON = JsonNodeFactory.instance;
+
+    /** One request being routed. */
+    record Call(ChannelHandlerContext ctx, FullHttpRequest req, SimHttpHandler handler, String path,
+                String requestId, boolean keepAlive) {}
+
+    /** A mounted route; returns the generation when the answer is still in progress, else null. */
+    @FunctionalInterface
+    private interface Handler {
+        Generation handle(Call call);
+    }
+
+    private record Route(Set<HttpMethod> methods, Handler handler) {}
+
+    private static final Set<HttpMethod> GET = Set.of(HttpMethod.GET);
+    private static final Set<HttpMethod> POST = Set.of(HttpMethod.POST);
+    private static final Set<HttpMethod> GET_POST = Set.of(HttpMethod.GET, HttpMethod.POST);
+
+    private final EngineSimulator engine;
+    private final SimulatorConfig config;
+    private final SimReplies replies;
+    private final Map<String, Route> exact = new HashMap<>();
+
+    SimRoutes(EngineSimulator engine) {
+        this.engine = engine;
+        this.config = engine.config;
+        this.replies = engine.replies;
+        boolean vllm = config.dialect == Dialect.VLLM;
+        exact.put("/v1/chat/completions", new Route(POST, c -> engine.generate(c, true)));
+        exact.put("/v1/completions", new Route(POST, c -> engine.generate(c, false)));
+        exact.put("/v1/models", new Route(GET, this::models));
+        exact.put("/health", new Route(GET, vllm ? this::vllmHealth : this::sglangHealth));
+        if (config.metricsMounted()) {
+            exact.put("/metrics", new Route(GET, this::metrics));
+        }
+        if (vllm) {
+            exact.put("/reset_prefix_cache", new Route(POST, this::resetPrefixCache));
+            // /v1/embeddings is not mounted on a generation server: FastAPI's 404.
+        } else {
+            exact.put("/get_server_info", new Route(GET, this::serverInfo));
+            exact.put("/server_info", new Route(GET, this::serverInfo));
+            exact.put("/health_generate", new Route(GET, this::healthGenerate));
+            exact.put("/flush_cache", new Route(GET_POST, this::resetPrefixCache));
+            exact.put("/v1/embeddings", new Route(POST, c -> {
+                engine.stats.inc("embeddings_requests");
+                throw SimError.badRequest("This model does not appear to be an embedding model by default. "
+                    + "Please add `--is-embedding` when launching the server or try another model.");
+            }));
+        }
+        exact.put("/sim/stats", new Route(GET, c -> json(c, engine.statsJson())));
+        exact.put("/sim/faults", new Route(POST, this::faults));
+        exact.put("/sim/restart", new Route(POST, c -> {
+            engine.restartOnLoop();
+            return json(c, JSON.objectNode().put("restarted", true));
+        }));
+    }
+
+    Generation dispatch(ChannelHandlerContext ctx, FullHttpRequest req, SimHttpHandler handler, String requestId) {
+        String uri = req.uri();
+        int q = uri.indexOf('?');
+        String path = q >= 0 ? uri.substring(0, q) : uri;
+        Call call = new Call(ctx, req, handler, path, requestId, HttpUtil.isKeepAlive(req));
+        try {
+            Route route = exact.get(path);
+            if (route == null && config.dialect == Dialect.SGLANG && path.startsWith("/v1/models/")) {
+                // SGLang: @app.get("/v1/models/{model:path}"); vLLM mounts no retrieve route.
+                route = new Route(GET, this::retrieveModel);
+            }
+            if (route == null) {
+                engine.stats.inc("not_found");
+                replies.detail(ctx, HttpResponseStatus.NOT_FOUND, "Not Found", requestId, call.keepAlive());
+                return null;
+            }
+            if (!route.methods().contains(req.method())) {
+                replies.detail(ctx, HttpResponseStatus.METHOD_NOT_ALLOWED, "Method Not Allowed", requestId,
+                    call.keepAlive());
+                return null;
+            }
+            return route.handler().handle(call);
+        } catch (SimError e) {
+            engine.stats.inc("errors_" + e.status);
+            replies.error(ctx, e, requestId, call.keepAlive());
+            return null;
+        }
+    }
+
+    private Generation json(Call c, JsonNode body) {
+        replies.json(c.ctx(), HttpResponseStatus.OK, body, c.requestId(), c.keepAlive());
+        return null;
+    }
+
+    private Generation empty(Call c, HttpResponseStatus status) {
+        replies.bytes(c.ctx(), status, new byte[0], "application/json", c.requestId(), c.keepAlive());
+        return null;
+    }
+
+    // ---------------------------------------------------------------------------------------------- models
+
+    /**
+     * {@code GET /v1/models}. vLLM: the base model with {@code max_model_len}, then one card per LoRA adapter with
+     * {@code parent} = the base model (vllm/entrypoints/openai/models/serving.py). SGLang: the served model with
+     * {@code max_model_len}; adapters are not listed.
+     */
+    private Generation models(Call c) {
+        engine.stats.inc("models_requests");
+        ObjectNode root = JSON.objectNode();
+        root.put("object", "list");
+        ArrayNode data = root.putArray("data");
+        data.add(modelCard(config.model, config.model, null, true));
+        if (config.dialect == Dialect.VLLM) {
+            for (LoraAdapters.Adapter a : engine.loras.all()) {
+                data.add(modelCard(a.name(), a.path(), config.model, false));
+            }
+        }
+        return json(c, root);
+    }
+
+    /** SGLang {@code GET /v1/models/{model:path}}: the card, or its own OpenAI-shaped 404. */
+    private Generation retrieveModel(Call c) {
+        String id = URLDecoder.decode(c.path().substring("/v1/models/".length()), StandardCharsets.UTF_8);
+        if (!id.equals(config.model)) {
+            ObjectNode body = JSON.objectNode();
+            ObjectNode e = body.putObject("error");
+            String message = "The model '" + id + "' does not exist";
+            e.put("message", message);
+            e.put("type", "invalid_request_error");
+            e.put("param", "model");
+            e.put("code", "model_not_found");
+            throw SimError.withBody(404, message, body);
+        }
+        return json(c, modelCard(id, id, null, true));
+    }
+
+    private ObjectNode modelCard(String id, String root, String parent, boolean base) {
+        boolean vllm = config.dialect == Dialect.VLLM;
+        ObjectNode m = JSON.objectNode();
+        m.put("id", id);
+        m.put("object", "model");
+        m.put("created", config.epochSeconds.getAsLong());
+        m.put("owned_by", vllm ? "vllm" : "sglang");
+        m.put("root", root);
+        if (vllm) {
+            if (parent != null) {
+                m.put("parent", parent);
+            } else {
+                m.putNull("parent");
+            }
+        }
+        if (base) {
+            m.put("max_model_len", config.contextLen);
+        } else {
+            m.putNull("max_model_len");
+        }
+        if (vllm) {
+            ObjectNode p = m.putArray("permission").addObject();
+            p.put("id", "modelperm-" + Integer.toHexString(id.hashCode()));
+            p.put("object", "model_permission");
+            p.put("created", config.epochSeconds.getAsLong());
+            p.put("allow_create_engine", false);
+            p.put("allow_sampling", true);
+            p.put("allow_logprobs", true);
+            p.put("allow_search_indices", false);
+            p.put("allow_view", true);
+            p.put("allow_fine_tuning", false);
+            p.put("organization", "*");
+            p.putNull("group");
+            p.put("is_blocking", false);
+        }
+        return m;
+    }
+
+    /**
+     * SGLang's server info: its server args (which include {@code context_length} as launched; the simulator is
+     * always launched with one), scheduler info and version. What a gateway reads to learn the page size, DP size
+     * and P/D mode.
+     */
+    private Generation serverInfo(Call c) {
+        engine.stats.inc("server_info_requests");
+        ObjectNode o = JSON.objectNode();
+        o.put("model_path", config.model);
+        o.put("served_model_name", config.model);
+        o.put("page_size", engine.caches.blockSize());
+        o.put("dp_size", config.dpRanks);
+        o.put("context_length", config.contextLen);
+        o.put("enable_lora", engine.loras.enabled());
+        o.put("disaggregation_mode", config.role == SimulatorConfig.Role.BOTH ? "null"
+            : config.role.name().toLowerCase(Locale.ROOT));
+        if (engine.bootstrapPort() >= 0) {
+            o.put("disaggregation_bootstrap_port", engine.bootstrapPort());
+        }
+        o.put("enable_metrics", config.enableMetrics);
+        o.put("version", "sim");
+        return json(c, o);
+    }
+
+    // ---------------------------------------------------------------------------------------------- health
+
+    /** vLLM {@code /health}: {@code check_health()} of the engine core; 503 when it is dead. */
+    private Generation vllmHealth(Call c) {
+        engine.stats.inc("health_requests");
+        return empty(c, engine.faults.unhealthy ? HttpResponseStatus.SERVICE_UNAVAILABLE : HttpResponseStatus.OK);
+    }
+
+    /**
+     * SGLang {@code /health}: 200 as long as the HTTP server runs, without touching the scheduler, so a wedged
+     * engine still answers 200 — unless the server runs with {@code SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION}
+     * ({@code --health-generates}), which makes it the deep probe.
+     */
+    private Generation sglangHealth(Call c) {
+        engine.stats.inc("health_requests");
+        if (config.sglangHealthGenerates) {
+            return healthGenerate(c);
+        }
+        return empty(c, HttpResponseStatus.OK);
+    }
+
+    /**
+     * SGLang {@code /health_generate}: pushes a one-token request into the engine and answers 200 once the
+     * scheduler produced output. With a free slot that takes one first-token delay; on a saturated engine the probe
+     * waits for running work to finish (it queues behind live traffic); a wedged engine ({@code unhealthy} fault)
+     * never answers it, and after {@code HEALTH_CHECK_TIMEOUT} ({@code --health-timeout-ms}) the probe gets 503.
+     */
+    private Generation healthGenerate(Call c) {
+        engine.stats.inc("health_generate_requests");
+        SimHttpHandler handler = c.handler();
+        handler.defer();
+        ScheduledFuture<?>[] timeout = new ScheduledFuture<?>[1];
+        boolean[] answered = new boolean[1];
+        Runnable ok = () -> {
+            if (answered[0] || engine.faults.unhealthy) {
+                return;
+            }
+            answered[0] = true;
+            if (timeout[0] != null) {
+                timeout[0].cancel(false);
+            }
+            if (c.ctx().channel().isActive()) {
+                empty(c, HttpResponseStatus.OK);
+            }
+            handler.completeDeferred();
+        };
+        timeout[0] = engine.loop().schedule(() -> {
+            if (answered[0]) {
+                return;
+            }
+            answered[0] = true;
+            engine.stats.inc("health_generate_timeouts");
+            if (c.ctx().channel().isActive()) {
+                empty(c, HttpResponseStatus.SERVICE_UNAVAILABLE);
+            }
+            handler.completeDeferred();
+        }, config.healthTimeoutMs, TimeUnit.MILLISECONDS);
+        if (engine.faults.unhealthy) {
+            return null; // the scheduler never answers; the timeout does
+        }
+        if (engine.admission.hasFreeSlot()) {
+            engine.loop().schedule(ok, engine.latency.firstTokenDelayNs(1), TimeUnit.NANOSECONDS);
+        } else {
+            engine.admission.onProgress(ok);
+        }
+        return null;
+    }
+
+    private Generation metrics(Call c) {
+        replies.bytes(c.ctx(), HttpResponseStatus.OK, engine.metrics.render().getBytes(StandardCharsets.UTF_8),
+            "text/plain; version=0.0.4; charset=utf-8", c.requestId(), c.keepAlive());
+        return null;
+    }
+
+    // ---------------------------------------------------------------------------------------------- admin
+
+    /** vLLM {@code POST /reset_prefix_cache}, SGLang {@code /flush_cache}: cache emptied, AllBlocksCleared. */
+    private Generation resetPrefixCache(Call c) {
+        engine.resetPrefixCacheOnLoop();
+        return empty(c, HttpResponseStatus.OK);
+    }
+
+    private Generation faults(Call c) {
+        ChannelFuture change = engine.applyFaults(parseJson(c.req(), engine.stats));
+        if (change == null) {
+            return json(c, engine.faultsJson());
+        }
+        change.addListener(f -> replies.json(c.ctx(), HttpResponseStatus.OK, engine.faultsJson(), c.requestId(),
+            c.keepAlive()));
+        return null;
+    }
+
+    static JsonNode parseJson(FullHttpRequest req, SimStats stats) {
+        ByteBuf content = req.content();
+        if (content.readableBytes() == 0) {
+            throw SimError.badRequest("request body is empty: expected a JSON object");
+        }
+        try (InputStream in = new ByteBufInputStream(content.duplicate())) {
+            JsonNode node = SimReplies.MAPPER.readTree(in);
+            if (node == null || !node.isObject()) {
+                throw SimError.badRequest("request body must be a JSON object");
+            }
+            return node;
+        } catch (JsonProcessingException e) {
+            stats.inc("malformed_json");
+            throw SimError.badRequest("malformed JSON body: " + e.getOriginalMessage());
+        } catch (IOException e) {
+            throw SimError.badRequest("unreadable body: " + e.getMessage());
+        }
+    }
+}

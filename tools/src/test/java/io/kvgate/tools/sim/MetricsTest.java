@@ -1,0 +1,140 @@
+package io.kvgate.tools.sim;
+
+import static io.kvgate.tools.sim.SimHttp.get;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The engines' Prometheus load signals (issue #14): real names, per-DP-rank labels, values that move with the
+ * simulator's admission queues and cache.
+ */
+@Timeout(60)
+class MetricsTest {
+
+    /**
+     * Polls the metrics page until a series has {@code value} (bounded, 15 s). {@code name} is either one full
+     * series ({@code name{labels}}) or a metric name (then its first series, or any with {@code anySeries}).
+     */
+    static String awaitMetric(EngineSimulator sim, String name, String value, boolean anySeries) throws Exception {
+        String series = name.contains("{") ? Pattern.quote(name) : Pattern.quote(name) + "\\{[^}]*\\}";
+        Pattern p = Pattern.compile("^" + series + " (\\S+)$", Pattern.MULTILINE);
+        long deadline = System.nanoTime() + 15_000_000_000L;
+        String text = "";
+        while (System.nanoTime() < deadline) {
+            text = sim.metricsText();
+            Matcher m = p.matcher(text);
+            while (m.find()) {
+                if (m.group(1).equals(value)) {
+                    return text;
+                }
+                if (!anySeries) {
+                    break;
+                }
+            }
+            Thread.onSpinWait();
+            Thread.sleep(2);
+        }
+        throw new AssertionError(name + " never reached " + value + ":\n" + text);
+    }
+
+    static double value(String text, String series) {
+        Matcher m = Pattern.compile("^" + Pattern.quote(series) + " (\\S+)$", Pattern.MULTILINE).matcher(text);
+        assertTrue(m.find(), series + " missing from:\n" + text);
+        return Double.parseDouble(m.group(1));
+    }
+
+    static CompletableFuture<HttpResponse<String>> slowCompletion(EngineSimulator sim, String prompt, int rank) {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(sim.baseUrl() + "/v1/completions"))
+            .timeout(Duration.ofSeconds(30)).header("content-type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"prompt\":" + prompt + ",\"max_tokens\":15}"));
+        if (rank >= 0) {
+            b.header("x-data-parallel-rank", Integer.toString(rank));
+        }
+        return SimHttp.CLIENT.sendAsync(b.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    static String tokens(int from, int count) {
+        StringBuilder sb = new StringBuilder("[");
+        for (int i = 0; i < count; i++) {
+            sb.append(i == 0 ? "" : ",").append(from + i);
+        }
+        return sb.append(']').toString();
+    }
+
+    @Test
+    void vllmGaugesFollowTheQueueAndTheCachePerEngineCore() throws Exception {
+        SimulatorConfig c = SimHttp.fast(Dialect.VLLM).dpRanks(2).maxConcurrency(1).queueDepth(4).itlMs(20)
+            .cacheBlocks(10);
+        try (EngineSimulator sim = EngineSimulator.start(c)) {
+            String idle = sim.metricsText();
+            assertEquals(0.0, value(idle, "vllm:num_requests_running{engine=\"1\",model_name=\"m\"}"));
+            assertEquals(0.0, value(idle, "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"}"));
+            List<CompletableFuture<HttpResponse<String>>> calls = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                calls.add(slowCompletion(sim, tokens(1000 * (i + 1), 32), 1)); // 2 blocks each, all on rank 1
+            }
+            String busy = awaitMetric(sim, "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"}", "2.0", false);
+            assertEquals(1.0, value(busy, "vllm:num_requests_running{engine=\"1\",model_name=\"m\"}"));
+            assertEquals(0.2, value(busy, "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"}"),
+                "2 of 10 blocks held by the running request");
+            assertEquals(0.0, value(busy, "vllm:num_requests_running{engine=\"0\",model_name=\"m\"}"), "rank 0 idle");
+            assertEquals(0.0, value(busy, "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"}"));
+            for (CompletableFuture<HttpResponse<String>> f : calls) {
+                assertEquals(200, f.get().statusCode());
+            }
+            String done = awaitMetric(sim, "vllm:num_requests_running{engine=\"1\",model_name=\"m\"}", "0.0", false);
+            assertEquals(0.0, value(done, "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"}"));
+            assertEquals(0.0, value(done, "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"}"),
+                "finished requests' blocks stay cached but count as free");
+            assertEquals(6, sim.cachedBlocks(1));
+            assertTrue(get(sim, "/metrics").body().contains("# TYPE vllm:kv_cache_usage_perc gauge"));
+        }
+    }
+
+    @Test
+    void sglangGaugesCarryDpRankLabelsOnlyWithDataParallelism() throws Exception {
+        SimulatorConfig c = SimHttp.fast(Dialect.SGLANG).enableMetrics(true).dpRanks(2).maxConcurrency(1)
+            .queueDepth(4).itlMs(20).cacheBlocks(100);
+        try (EngineSimulator sim = EngineSimulator.start(c)) {
+            String prefix = "{model_name=\"m\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\",dp_rank=\"0\"}";
+            List<CompletableFuture<HttpResponse<String>>> calls = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                calls.add(slowCompletion(sim, tokens(500 * (i + 1), 10), 0));
+            }
+            String busy = awaitMetric(sim, "sglang:num_queue_reqs", "1.0", false);
+            assertEquals(1.0, value(busy, "sglang:num_running_reqs" + prefix));
+            assertEquals(0.1, value(busy, "sglang:token_usage" + prefix), "10 pages of 1 token of 100");
+            assertEquals(0.0, value(busy, "sglang:num_running_reqs" + prefix.replace("dp_rank=\"0\"", "dp_rank=\"1\"")));
+            for (CompletableFuture<HttpResponse<String>> f : calls) {
+                assertEquals(200, f.get().statusCode());
+            }
+        }
+        try (EngineSimulator single = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).enableMetrics(true))) {
+            String text = single.metricsText();
+            assertEquals(0.0, value(text,
+                "sglang:num_running_reqs{model_name=\"m\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\"}"));
+        }
+    }
+
+    @Test
+    void olderVllmBuildsExportGpuCacheUsage() {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).legacyMetrics(true))) {
+            String text = sim.metricsText();
+            assertEquals(0.0, value(text, "vllm:gpu_cache_usage_perc{engine=\"0\",model_name=\"m\"}"));
+            assertTrue(!text.contains("vllm:kv_cache_usage_perc"), text);
+        }
+    }
+}
