@@ -23,6 +23,8 @@ import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
+import io.kvgate.dataplane.ready.ModelProbe;
+import io.kvgate.dataplane.ready.Readiness;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.proxy.ProxyExchange;
 import io.kvgate.dataplane.request.ActiveExchange;
@@ -87,6 +89,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final Channel listener;
     private final Channel adminListener;
     private final ControlSocket controlSocket;
+    private final Readiness readiness;
+    private final ModelProbe modelProbe;
     private volatile AppliedConfig applied;
     private volatile KvState kv;
     private final DrainState drain = new DrainState();
@@ -143,7 +147,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
                 () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
             opened.push(health);
-            LocalRoutes local = new LocalRoutes(gw, drain);
+            this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining, clock);
+            this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health());
+            opened.push(modelProbe);
+            admin.readiness(this::readinessJson);
+            LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate);
             ServerBootstrap sb = new ServerBootstrap()
                 .group(boss, workers)
                 .channel(transport.serverChannel())
@@ -165,6 +173,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 opened.push(controlSocket);
             }
             health.start();
+            modelProbe.start();
             startupParityProbe(kvRoutes.parityProbe());
         } catch (Exception | Error e) {
             closeOpened();
@@ -206,6 +215,21 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 Log.warn("close during shutdown: " + e);
             }
         }
+    }
+
+    /** Readiness as {@code ctl status} shows it. */
+    private com.fasterxml.jackson.databind.node.ObjectNode readinessJson() {
+        Readiness.Report r = readiness.evaluate();
+        var n = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+        n.put("ready", r.ready());
+        var w = n.putArray("waiting_for");
+        r.waitingFor().forEach(w::add);
+        return n;
+    }
+
+    /** What {@code GET /ready} answers now. */
+    public Readiness.Report readiness() {
+        return readiness.evaluate();
     }
 
     /** The configuration version and digest: which configuration a scrape was taken under. */

@@ -20,6 +20,8 @@ final class FakeEngine implements AutoCloseable {
 
     final HttpServer server;
     volatile Mode mode = Mode.OK_JSON;
+    /** What {@code GET /v1/models} lists (readiness probes it). */
+    volatile String servedModel = "qwen3";
     final AtomicInteger requests = new AtomicInteger();
     final List<String> bodies = new CopyOnWriteArrayList<>();
     final List<String> requestIds = new CopyOnWriteArrayList<>();
@@ -34,6 +36,8 @@ final class FakeEngine implements AutoCloseable {
             return t;
         }));
         server.createContext("/health", ex -> respond(ex, 200, "application/json", "{}"));
+        server.createContext("/v1/models", ex -> respond(ex, 200, "application/json",
+            "{\"object\":\"list\",\"data\":[{\"id\":\"" + servedModel + "\",\"object\":\"model\"}]}"));
         server.createContext("/v1/", this::handle);
         server.start();
     }

@@ -14,6 +14,8 @@ public enum FrontRoute {
     COMPLETIONS_RENDER("/v1/completions/render", "POST", true, true),
     MODELS("/v1/models", "GET", true, false),
     HEALTH("/health", "GET", false, false),
+    /** Readiness (every rule can be served, KV warm): what a balancer or orchestrator gates traffic on. */
+    READY("/ready", "GET", false, false),
     /** Needs an API key when {@code api_keys} are set: it names every engine and rule. */
     METRICS("/metrics", "GET", true, false),
     UNKNOWN(null, null, false, false);
@@ -39,6 +41,7 @@ public enum FrontRoute {
             case "/v1/completions/render" -> COMPLETIONS_RENDER;
             case "/v1/models" -> MODELS;
             case "/health" -> HEALTH;
+            case "/ready" -> READY;
             case "/metrics" -> METRICS;
             default -> UNKNOWN;
         };
@@ -48,13 +51,13 @@ public enum FrontRoute {
         return path;
     }
 
-    /** The {@code Allow} header value: the one method (HEAD too for /health) the route answers. */
+    /** The {@code Allow} header value: the one method (HEAD too for /health and /ready) the route answers. */
     public String allowed() {
-        return this == HEALTH ? "GET, HEAD" : allowed;
+        return this == HEALTH || this == READY ? "GET, HEAD" : allowed;
     }
 
     public boolean allows(HttpMethod m) {
-        return m.name().equals(allowed) || (this == HEALTH && m.equals(HttpMethod.HEAD));
+        return m.name().equals(allowed) || ((this == HEALTH || this == READY) && m.equals(HttpMethod.HEAD));
     }
 
     /** Whether {@code api_keys} (when configured) guard the route: every {@code /v1/*} route and {@code /metrics}. */

@@ -13,11 +13,14 @@ import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
 import java.nio.charset.StandardCharsets;
+import io.kvgate.dataplane.ready.Readiness;
 import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.function.Supplier;
 import java.util.Set;
 
 /**
- * Routes the gateway answers itself: {@code /health}, {@code /metrics}, {@code /v1/models} and the render routes
+ * Routes the gateway answers itself: {@code /health} (liveness), {@code /ready} (readiness), {@code /metrics}, {@code /v1/models} and the render routes
  * (through the request hooks). Method, API key and Content-Type were already checked on the head by the front
  * door. Event-loop only; stateless.
  */
@@ -26,9 +29,17 @@ public final class LocalRoutes {
     private final DrainState drain;
     private final long createdEpochSeconds = System.currentTimeMillis() / 1000;
 
+    private final Supplier<Readiness.Report> readiness;
+
     public LocalRoutes(GatewayContext gw, DrainState drain) {
+        this(gw, drain, () -> new Readiness.Report(!drain.draining(), List.of()));
+    }
+
+    /** @param readiness what {@code GET /ready} reports (see {@link Readiness}) */
+    public LocalRoutes(GatewayContext gw, DrainState drain, Supplier<Readiness.Report> readiness) {
         this.gw = gw;
         this.drain = drain;
+        this.readiness = readiness;
     }
 
     FullHttpResponse handle(ChannelHandlerContext ctx, HttpRequest req, FrontRoute route) {
@@ -37,6 +48,18 @@ public final class LocalRoutes {
                 boolean draining = drain.draining();
                 yield OpenAiErrors.jsonResponse(ctx.alloc(), draining ? HttpResponseStatus.SERVICE_UNAVAILABLE : HttpResponseStatus.OK,
                     draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}");
+            }
+            case READY -> {
+                Readiness.Report rep = readiness.get();
+                StringBuilder sb = new StringBuilder("{\"ready\":").append(rep.ready()).append(",\"waiting_for\":[");
+                for (int i = 0; i < rep.waitingFor().size(); i++) {
+                    if (i > 0) {
+                        sb.append(',');
+                    }
+                    OpenAiErrors.quote(sb, rep.waitingFor().get(i));
+                }
+                yield OpenAiErrors.jsonResponse(ctx.alloc(), rep.ready() ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE,
+                    sb.append("]}").toString());
             }
             case METRICS -> {
                 byte[] text = gw.metrics().render().getBytes(StandardCharsets.UTF_8);

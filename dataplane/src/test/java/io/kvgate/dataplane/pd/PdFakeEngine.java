@@ -61,6 +61,8 @@ final class PdFakeEngine implements AutoCloseable {
             return t;
         }));
         server.createContext("/health", ex -> respond(ex, 200, "{}"));
+        // The gateway's readiness probe lists models; like a real engine, that is not a request the tests count.
+        server.createContext("/v1/models", ex -> respond(ex, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}"));
         server.createContext("/v1/", this::handle);
         server.start();
     }

@@ -1,0 +1,162 @@
+package io.kvgate.dataplane.ready;
+
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.EndpointConfig;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.ingest.zmq.SubscriberStatus;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+
+/**
+ * What {@code GET /ready} answers (and {@code ctl status} shows): ready when, for every rule, each model it serves is
+ * listed in {@code /v1/models} by a healthy, undrained endpoint of each pool the rule routes to (both pools of a P/D
+ * rule), and every {@code kv_exact} rule's expected KV subscribers (each endpoint with {@code kv_events}, each DP rank)
+ * are connected and have been for {@code kv.warmup_ms} (counted from the last one to connect). A draining gateway is
+ * not ready.
+ *
+ * <p>Model lists come from {@link #recordModels} (the probe); subscriber connection times from
+ * {@link #observeSubscribers}, called by the probe's tick and by every evaluation. Thread-safe.
+ */
+public final class Readiness {
+    /** One evaluation: ready, or what it waits for (one line each). */
+    public record Report(boolean ready, List<String> waitingFor) {}
+
+    private final Supplier<RouteTable> table;
+    private final Supplier<List<SubscriberStatus>> subscribers;
+    private final BooleanSupplier draining;
+    private final NanoClock clock;
+    /** Endpoint key → models its last /v1/models answer listed; absent until it answered. */
+    private final Map<String, Set<String>> models = new ConcurrentHashMap<>();
+    /** Endpoint key → why its last /v1/models probe failed. */
+    private final Map<String, String> modelErrors = new ConcurrentHashMap<>();
+    /** "endpointId/rank" → when that subscriber was first seen connected (cleared when it disconnects). */
+    private final Map<String, Long> connectedSinceNs = new ConcurrentHashMap<>();
+
+    public Readiness(Supplier<RouteTable> table, Supplier<List<SubscriberStatus>> subscribers, BooleanSupplier draining,
+                     NanoClock clock) {
+        this.table = table;
+        this.subscribers = subscribers;
+        this.draining = draining;
+        this.clock = clock;
+    }
+
+    /** The probe's result for one endpoint: the model ids it lists, or null with the reason it could not tell. */
+    public void recordModels(String endpointKey, Set<String> listed, String error) {
+        if (listed != null) {
+            models.put(endpointKey, Set.copyOf(listed));
+            modelErrors.remove(endpointKey);
+        } else {
+            models.remove(endpointKey);
+            modelErrors.put(endpointKey, error);
+        }
+    }
+
+    /** Notes when each KV subscriber connected (and forgets one that disconnected: its warm-up restarts). */
+    public void observeSubscribers() {
+        long now = clock.nanoTime();
+        Set<String> connected = new java.util.HashSet<>();
+        for (SubscriberStatus s : subscribers.get()) {
+            if (s.connected()) {
+                String k = s.endpointId() + "/" + s.rank();
+                connected.add(k);
+                connectedSinceNs.putIfAbsent(k, now);
+            }
+        }
+        connectedSinceNs.keySet().retainAll(connected);
+    }
+
+    public Report evaluate() {
+        observeSubscribers();
+        List<String> waiting = new ArrayList<>();
+        if (draining.getAsBoolean()) {
+            waiting.add("the gateway is draining (undo: ctl undrain)");
+        }
+        long now = clock.nanoTime();
+        for (Rule r : table.get().rules()) {
+            List<List<EndpointState>> pools = r.isPd() ? List.of(r.prefillEndpoints(), decodes(r)) : List.of(r.endpoints());
+            for (List<EndpointState> pool : pools) {
+                for (String model : r.config().models()) {
+                    if (!served(pool, model)) {
+                        waiting.add("rule " + r.name() + ": no healthy endpoint" + (r.isPd() ? " in the " + role(pool) + " pool" : "")
+                            + " lists model '" + model + "' in /v1/models (" + describe(pool) + ")");
+                    }
+                }
+            }
+            if ("kv_exact".equals(r.config().policy())) {
+                kvWaits(r, now, waiting);
+            }
+        }
+        return new Report(waiting.isEmpty(), waiting);
+    }
+
+    private static List<EndpointState> decodes(Rule r) {
+        return r.endpoints().stream().filter(e -> "decode".equals(e.config().role())).toList();
+    }
+
+    private static String role(List<EndpointState> pool) {
+        return pool.isEmpty() ? "empty" : String.valueOf(pool.get(0).config().role());
+    }
+
+    private boolean served(List<EndpointState> pool, String model) {
+        for (EndpointState ep : pool) {
+            Set<String> listed = models.get(ep.key());
+            if (ep.probeHealthy() && !ep.drained() && listed != null && listed.contains(model)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private String describe(List<EndpointState> pool) {
+        List<String> parts = new ArrayList<>();
+        for (EndpointState ep : pool) {
+            String s = ep.key() + ": ";
+            if (!ep.probeHealthy()) {
+                s += "unhealthy";
+            } else if (ep.drained()) {
+                s += "drained";
+            } else if (models.containsKey(ep.key())) {
+                s += "lists " + models.get(ep.key());
+            } else {
+                s += modelErrors.getOrDefault(ep.key(), "not probed yet");
+            }
+            parts.add(s);
+        }
+        return String.join("; ", parts);
+    }
+
+    private void kvWaits(Rule r, long now, List<String> waiting) {
+        long lastConnect = Long.MIN_VALUE;
+        Map<String, String> missing = new java.util.LinkedHashMap<>();
+        for (EndpointState ep : r.endpoints()) {
+            EndpointConfig ec = ep.config();
+            if (ec.kvEvents() == null) {
+                continue;
+            }
+            for (int rank = 0; rank < ec.dpRanks(); rank++) {
+                Long since = connectedSinceNs.get(ep.id() + "/" + rank);
+                if (since == null) {
+                    missing.put(ep.key() + " rank " + rank, ec.kvEvents());
+                } else {
+                    lastConnect = Math.max(lastConnect, since);
+                }
+            }
+        }
+        if (!missing.isEmpty()) {
+            waiting.add("rule " + r.name() + ": KV subscribers not connected: " + String.join(", ", missing.keySet()));
+            return;
+        }
+        long warmupNs = r.config().kvExact().warmupMs() * 1_000_000L;
+        if (lastConnect != Long.MIN_VALUE && now - lastConnect < warmupNs) {
+            waiting.add("rule " + r.name() + ": KV warm-up, " + ((warmupNs - (now - lastConnect)) / 1_000_000L)
+                + " ms left of kv.warmup_ms " + r.config().kvExact().warmupMs());
+        }
+    }
+}

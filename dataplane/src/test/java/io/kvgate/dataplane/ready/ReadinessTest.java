@@ -1,0 +1,108 @@
+package io.kvgate.dataplane.ready;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.route.Policies;
+import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.ingest.zmq.SubscriberStatus;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+
+/** Readiness rules on an injected clock: model listing per pool, drained endpoints, KV subscribers and warm-up. */
+class ReadinessTest {
+    private final ManualClock clock = new ManualClock();
+    private final EndpointRegistry registry = new EndpointRegistry();
+    private final List<SubscriberStatus> subs = new CopyOnWriteArrayList<>();
+    private final AtomicBoolean draining = new AtomicBoolean();
+
+    private RouteTable table(String yaml) throws Exception {
+        return RouteTable.build(GatewayConfig.parse(yaml), registry, ctx -> Policies.create("least_outstanding"));
+    }
+
+    private static SubscriberStatus sub(int endpointId, int rank, boolean connected) {
+        return new SubscriberStatus(endpointId, rank, "tcp://x", connected, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    }
+
+    @Test
+    void waitsForAHealthyEndpointListingEachModelThenForWarmKvSubscribers() throws Exception {
+        RouteTable t = table("""
+            rules:
+              - name: chat
+                models: [qwen3, qwen3-alias]
+                policy: kv_exact
+                kv:
+                  warmup_ms: 5000
+                endpoints:
+                  - url: http://127.0.0.1:9001
+                    kv_events: tcp://127.0.0.1:5557
+                    dp_ranks: 2
+                  - url: http://127.0.0.1:9002
+            """);
+        Readiness r = new Readiness(() -> t, () -> subs, draining::get, clock);
+        Readiness.Report rep = r.evaluate();
+        assertFalse(rep.ready());
+        assertEquals("rule chat: no healthy endpoint lists model 'qwen3' in /v1/models "
+            + "(127.0.0.1:9001: not probed yet; 127.0.0.1:9002: not probed yet)", rep.waitingFor().get(0));
+        r.recordModels("127.0.0.1:9001", Set.of("qwen3"), null);
+        r.recordModels("127.0.0.1:9002", null, "GET /v1/models answered 404");
+        rep = r.evaluate();
+        assertEquals(List.of("rule chat: no healthy endpoint lists model 'qwen3-alias' in /v1/models "
+            + "(127.0.0.1:9001: lists [qwen3]; 127.0.0.1:9002: GET /v1/models answered 404)",
+            "rule chat: KV subscribers not connected: 127.0.0.1:9001 rank 0, 127.0.0.1:9001 rank 1"), rep.waitingFor());
+        r.recordModels("127.0.0.1:9002", Set.of("qwen3-alias", "other"), null);
+        int id = registry.get("127.0.0.1:9001").id();
+        subs.add(sub(id, 0, true));
+        subs.add(sub(id, 1, false));
+        assertEquals(List.of("rule chat: KV subscribers not connected: 127.0.0.1:9001 rank 1"), r.evaluate().waitingFor());
+        clock.advance(3, TimeUnit.SECONDS);
+        subs.set(1, sub(id, 1, true)); // the last subscriber connects now: warm-up counts from here
+        assertEquals(List.of("rule chat: KV warm-up, 5000 ms left of kv.warmup_ms 5000"), r.evaluate().waitingFor());
+        clock.advance(4999, TimeUnit.MILLISECONDS);
+        assertFalse(r.evaluate().ready());
+        clock.advance(1, TimeUnit.MILLISECONDS);
+        assertTrue(r.evaluate().ready(), r.evaluate().waitingFor().toString());
+        // A subscriber that drops restarts the warm-up once it is back.
+        subs.set(0, sub(id, 0, false));
+        assertFalse(r.evaluate().ready());
+        subs.set(0, sub(id, 0, true));
+        assertEquals(List.of("rule chat: KV warm-up, 5000 ms left of kv.warmup_ms 5000"), r.evaluate().waitingFor());
+        draining.set(true);
+        clock.advance(5, TimeUnit.SECONDS);
+        assertEquals(List.of("the gateway is draining (undo: ctl undrain)"), r.evaluate().waitingFor());
+    }
+
+    @Test
+    void drainedEndpointsDoNotCountAndPdNeedsBothPools() throws Exception {
+        RouteTable t = table("""
+            rules:
+              - name: pd
+                models: [m]
+                policy: pd
+                pd:
+                  prefill_policy: least_outstanding
+                endpoints:
+                  - url: http://127.0.0.1:9101
+                    role: prefill
+                  - url: http://127.0.0.1:9102
+                    role: decode
+            """);
+        Readiness r = new Readiness(() -> t, () -> subs, draining::get, clock);
+        r.recordModels("127.0.0.1:9101", Set.of("m"), null);
+        assertEquals(List.of("rule pd: no healthy endpoint in the decode pool lists model 'm' in /v1/models "
+            + "(127.0.0.1:9102: not probed yet)"), r.evaluate().waitingFor());
+        r.recordModels("127.0.0.1:9102", Set.of("m"), null);
+        assertTrue(r.evaluate().ready());
+        registry.get("127.0.0.1:9102").drained(true);
+        assertEquals(List.of("rule pd: no healthy endpoint in the decode pool lists model 'm' in /v1/models "
+            + "(127.0.0.1:9102: drained)"), r.evaluate().waitingFor());
+    }
+}
