@@ -30,7 +30,7 @@ public final class ConfigTree {
     private static final ObjectMapper CANONICAL = new ObjectMapper().configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true);
 
     /** Rule keys {@code PATCH /control/v1/rules/{name}} may change live; anything else is refused, naming the key. */
-    public static final List<String> RULE_TUNABLES = List.of("fallback", "explain",
+    public static final List<String> RULE_TUNABLES = List.of("fallback", "explain", "max_n", "max_prompt_tokens",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
         "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks",
@@ -128,6 +128,8 @@ public final class ConfigTree {
         m.put("kv_key_mode", r.kvKeyMode());
         m.put("kv_capacity_blocks", r.kvCapacityBlocks());
         m.put("explain", r.explain());
+        m.put("max_n", r.maxN());
+        m.put("max_prompt_tokens", r.maxPromptTokens());
         RuleConfig.SessionConfig s = r.session();
         Map<String, Object> sm = new LinkedHashMap<>();
         sm.put("key", s.key());

@@ -26,7 +26,14 @@ public record RuleConfig(
     SessionConfig session,
     ChwblConfig chwbl,
     KvExactConfig kvExact,
-    PdConfig pd) {
+    PdConfig pd,
+    int maxN,
+    int maxPromptTokens) {
+
+    /** Default {@code max_n}: choices ({@code n}) and batched prompts one request may ask for. */
+    public static final int DEFAULT_MAX_N = 128;
+    /** Default {@code max_prompt_tokens}: 1 Mi tokens, above any context length served today. */
+    public static final int DEFAULT_MAX_PROMPT_TOKENS = 1 << 20;
 
     public static final List<String> ENGINES = List.of("vllm", "sglang");
     public static final List<String> POLICIES =
@@ -139,6 +146,10 @@ public record RuleConfig(
         String keyMode = n.oneOf("kv_key_mode", "exact", List.of("exact", "learned"));
         long capacity = n.longValue("kv_capacity_blocks", 1_000_000, 1_024, MAX_KV_CAPACITY_BLOCKS);
         boolean explain = n.bool("explain", false);
+        // Front-door bounds: each choice and each batched prompt costs the engine (and, on SGLang P/D, a bootstrap
+        // room built by the gateway), and every prompt token is rendered, tokenized and hashed by the gateway.
+        int maxN = n.intValue("max_n", DEFAULT_MAX_N, 1, 4096);
+        int maxPromptTokens = n.intValue("max_prompt_tokens", DEFAULT_MAX_PROMPT_TOKENS, 1, 1 << 24);
 
         ConfigNode s = n.child("session");
         SessionConfig session = new SessionConfig(
@@ -200,6 +211,6 @@ public record RuleConfig(
         }
         n.finish();
         return new RuleConfig(name, models, engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
-            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd);
+            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens);
     }
 }

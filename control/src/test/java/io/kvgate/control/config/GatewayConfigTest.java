@@ -100,4 +100,18 @@ class GatewayConfigTest {
         ConfigException e = assertThrows(ConfigException.class, () -> GatewayConfig.parse("rules: [\n  - name: x\n  oops"));
         assertTrue(e.getMessage().startsWith("configuration is not valid YAML"));
     }
+
+    @Test
+    void frontDoorBoundsPerRuleHaveDefaultsAndRanges() throws Exception {
+        RuleConfig r = GatewayConfig.parse(BASE).rules().get(0);
+        assertEquals(128, r.maxN());
+        assertEquals(1 << 20, r.maxPromptTokens());
+        RuleConfig set = GatewayConfig.parse(BASE.replace("    policy: round_robin\n",
+            "    policy: round_robin\n    max_n: 8\n    max_prompt_tokens: 32768\n")).rules().get(0);
+        assertEquals(8, set.maxN());
+        assertEquals(32768, set.maxPromptTokens());
+        String p = problems(BASE.replace("    policy: round_robin\n", "    policy: round_robin\n    max_n: 0\n    max_prompt_tokens: -1\n"));
+        assertTrue(p.contains("rules[0] (name=chat).max_n: value 0 must be in [1, 4096]"), p);
+        assertTrue(p.contains("rules[0] (name=chat).max_prompt_tokens: value -1 must be in [1, 16777216]"), p);
+    }
 }

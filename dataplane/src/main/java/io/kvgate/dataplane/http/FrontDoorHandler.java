@@ -5,6 +5,7 @@ import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.EngineFieldStripper;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.ExchangeStarter;
 import io.kvgate.dataplane.request.ParsedRequest;
@@ -423,6 +424,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             gw.metrics().badRequest("model_not_found");
             gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
             respond(LocalRoutes.modelNotFound(ctx, fields.model), true);
+            return null;
+        }
+        problem = RequestValidator.withinRule(fields, route.chat(), rule.name(), rule.config().maxN());
+        if (problem != null) {
+            respondProblem(problem);
+            return null;
         }
         return rule;
     }
@@ -440,6 +447,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
+        if (fields.engineFieldRangeCount > 0) {
+            gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
+        }
         HttpRequest req = head;
         String requestId = RequestIds.keepOrGenerate(req.headers().get("x-request-id"));
         // X-Kvgate-Explain shows endpoints, their load and (kv_exact) what they cache for this prompt: a cross-tenant

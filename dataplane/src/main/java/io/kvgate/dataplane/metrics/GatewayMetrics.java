@@ -29,6 +29,8 @@ public final class GatewayMetrics {
     public final LongAdder clientDisconnectsMidRequest = new LongAdder();
     public final LongAdder connectRetries = new LongAdder();
     public final LongAdder midStreamErrors = new LongAdder();
+    /** Client-sent engine-internal members ({@code kv_transfer_params}, {@code bootstrap_*}) removed from bodies. */
+    public final LongAdder engineFieldsRemoved = new LongAdder();
     public final StageTimers stages = new StageTimers();
     private volatile java.util.Set<String> modelLabels = java.util.Set.of();
     private final java.util.List<Consumer<StringBuilder>> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
@@ -102,6 +104,8 @@ public final class GatewayMetrics {
         counter(out, "kvgate_connect_retries_total", "Requests re-routed after a connect failure.", connectRetries.sum());
         counter(out, "kvgate_mid_stream_errors_total", "Streams ended with an error frame after the engine failed mid-stream.",
             midStreamErrors.sum());
+        counter(out, "kvgate_client_engine_fields_removed_total",
+            "Client-sent kv_transfer_params / bootstrap_* members removed before forwarding.", engineFieldsRemoved.sum());
         stages.write(out);
         for (Consumer<StringBuilder> s : sources) {
             s.accept(out);

@@ -70,6 +70,21 @@ public final class ParsedRequest {
         return fields.stream;
     }
 
+    /** Choices asked for ({@code n}), within the rule's {@code max_n}. */
+    public int n() {
+        return fields.n;
+    }
+
+    /** Prompts in a completions body (1 unless batched), within the rule's {@code max_n}; 0 for chat. */
+    public int promptCount() {
+        return fields.promptCount;
+    }
+
+    /** The client's {@code user} field (a string), or null. */
+    public String user() {
+        return fields.user;
+    }
+
     public Rule rule() {
         return rule;
     }

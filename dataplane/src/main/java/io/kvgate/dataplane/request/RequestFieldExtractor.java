@@ -28,6 +28,12 @@ public final class RequestFieldExtractor {
     private boolean done;
     private String error;
     private Result failure;
+    /** Start offset of the engine-internal member being read, or -1; its range ends at the next top-level token. */
+    private long internalMemberStart = -1;
+    /** The top-level prompt is an array: its elements are counted (a batch) unless they are token ids. */
+    private boolean promptArray;
+    private int promptElements;
+    private boolean promptHasInts;
 
     public RequestFieldExtractor(RequestFields fields) {
         try {
@@ -113,28 +119,53 @@ public final class RequestFieldExtractor {
                         onTopLevelContainer(t);
                     } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.START_ARRAY) {
                         fields.promptIsTokenIds = true; // [[1,2],[3]]: a list of token-id prompts
+                        promptElements++;
+                    } else if (depth == 2 && "prompt".equals(topField)) {
+                        promptElements++;
                     }
                     depth++;
                 }
                 case END_OBJECT, END_ARRAY -> {
                     depth--;
+                    if (depth == 1 && "prompt".equals(topField) && promptArray) {
+                        fields.promptCount = promptHasInts ? 1 : promptElements;
+                        promptArray = false;
+                    }
                     if (depth == 0) {
                         done = true;
+                        fields.objectEnd = (int) parser.currentTokenLocation().getByteOffset();
+                        closeInternalMember();
                     }
                 }
                 case FIELD_NAME -> {
                     if (depth == 1) {
+                        closeInternalMember();
                         topField = parser.currentName();
+                        if (RequestFields.isEngineInternal(topField)) {
+                            internalMemberStart = parser.currentTokenLocation().getByteOffset();
+                        }
                     }
                 }
                 default -> {
                     if (depth == 1) {
                         onTopLevelScalar(t);
-                    } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.VALUE_NUMBER_INT) {
-                        fields.promptIsTokenIds = true;
+                    } else if (depth == 2 && "prompt".equals(topField)) {
+                        promptElements++;
+                        if (t == JsonToken.VALUE_NUMBER_INT) {
+                            fields.promptIsTokenIds = true;
+                            promptHasInts = true;
+                        }
                     }
                 }
             }
+        }
+    }
+
+    /** Records the range of the engine-internal member that ends where the current top-level token starts. */
+    private void closeInternalMember() {
+        if (internalMemberStart >= 0) {
+            fields.addEngineFieldRange((int) internalMemberStart, (int) parser.currentTokenLocation().getByteOffset());
+            internalMemberStart = -1;
         }
     }
 
@@ -147,11 +178,52 @@ public final class RequestFieldExtractor {
                 fields.hasMessages = true;
                 fields.messagesNotArray = t != JsonToken.START_ARRAY;
             }
-            case "prompt" -> fields.hasPrompt = true;
+            case "prompt" -> {
+                fields.hasPrompt = true;
+                fields.promptIsTokenIds = false;
+                fields.promptCount = 1;
+                promptArray = t == JsonToken.START_ARRAY;
+                promptElements = 0;
+                promptHasInts = false;
+            }
             case "stream_options" -> fields.hasStreamOptions = true;
             case "kv_transfer_params" -> fields.hasKvTransferParams = true;
-            case "model" -> fields.modelNotString = true;
+            case "model" -> {
+                fields.model = null; // the last "model" wins: a container after a string leaves no model to route on
+                fields.modelNotString = true;
+            }
+            case "n" -> {
+                fields.n = 1;
+                fields.nInvalid = true;
+            }
             default -> { }
+        }
+    }
+
+    /**
+     * {@code n}: an integer (or a number with no fraction, which engines accept as one); values beyond int range
+     * count as {@link Integer#MAX_VALUE} so the rule's {@code max_n} refuses them. Anything else is invalid: engines
+     * would coerce {@code "5"}, so the gateway must not route (and size P/D rooms) on a value it did not read.
+     */
+    private void onN(JsonToken t) throws IOException {
+        fields.nInvalid = false;
+        switch (t) {
+            case VALUE_NULL -> fields.n = 1;
+            case VALUE_NUMBER_INT -> fields.n = parser.getNumberType() == JsonParser.NumberType.INT
+                ? parser.getIntValue() : (parser.getBigIntegerValue().signum() < 0 ? Integer.MIN_VALUE : Integer.MAX_VALUE);
+            case VALUE_NUMBER_FLOAT -> {
+                double d = parser.getDoubleValue();
+                if (Double.isFinite(d) && d == Math.rint(d)) {
+                    fields.n = (int) Math.max(Integer.MIN_VALUE, Math.min(Integer.MAX_VALUE, d));
+                } else {
+                    fields.n = 1;
+                    fields.nInvalid = true;
+                }
+            }
+            default -> {
+                fields.n = 1;
+                fields.nInvalid = true;
+            }
         }
     }
 
@@ -160,26 +232,23 @@ public final class RequestFieldExtractor {
             return;
         }
         switch (topField) {
-            case "model" -> {
-                if (t == JsonToken.VALUE_STRING) {
-                    fields.model = parser.getText();
-                } else if (t != JsonToken.VALUE_NULL) {
-                    fields.modelNotString = true;
-                }
+            case "model" -> { // the last occurrence wins, whatever its type ("model":"a","model":null has no model)
+                fields.model = t == JsonToken.VALUE_STRING ? parser.getText() : null;
+                fields.modelNotString = t != JsonToken.VALUE_STRING && t != JsonToken.VALUE_NULL;
             }
             case "stream" -> fields.stream = t == JsonToken.VALUE_TRUE;
             case "user" -> fields.user = t == JsonToken.VALUE_STRING ? parser.getText() : null;
-            case "prompt" -> fields.hasPrompt = t != JsonToken.VALUE_NULL;
+            case "prompt" -> {
+                fields.hasPrompt = t != JsonToken.VALUE_NULL;
+                fields.promptIsTokenIds = false;
+                fields.promptCount = fields.hasPrompt ? 1 : 0;
+            }
             case "messages" -> {
                 fields.hasMessages = t != JsonToken.VALUE_NULL;
                 fields.messagesNotArray = fields.hasMessages;
             }
             case "stream_options" -> fields.hasStreamOptions = t != JsonToken.VALUE_NULL;
-            case "n" -> {
-                if (t == JsonToken.VALUE_NUMBER_INT) {
-                    fields.n = parser.getIntValue();
-                }
-            }
+            case "n" -> onN(t);
             default -> { }
         }
     }

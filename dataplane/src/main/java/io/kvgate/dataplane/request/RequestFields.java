@@ -2,9 +2,13 @@ package io.kvgate.dataplane.request;
 
 /**
  * The routing fields of one OpenAI request body, pulled out by {@link RequestFieldExtractor} without building a
- * tree. Mutable and reused per connection; event-loop only.
+ * tree. With duplicate keys the last occurrence wins for every field (as in Python's {@code json}, which the engines
+ * use), so the gateway routes on what the engine will read. Mutable and reused per connection; event-loop only.
  */
 public final class RequestFields {
+    /** Top-level fields only engines may set (P/D sets its own): a client's copy is removed before forwarding. */
+    public static final String[] ENGINE_INTERNAL_FIELDS = {"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"};
+
     public String model;
     public boolean modelNotString;
     public boolean stream;
@@ -13,9 +17,23 @@ public final class RequestFields {
     public boolean messagesNotArray;
     public boolean hasPrompt;
     public boolean promptIsTokenIds;
+    /** Prompts in a completions body: 1 for a string or one token-id list, the list length for a batch. */
+    public int promptCount;
     public boolean hasStreamOptions;
     public int n = 1;
+    /** {@code n} was present with a value that is not an integer (a string, a fraction, a container...). */
+    public boolean nInvalid;
     public boolean hasKvTransferParams;
+    /**
+     * Byte ranges {@code [start, end)} of the top-level engine-internal members, in body order: {@code start} is the
+     * member name's opening quote, {@code end} the start of the next top-level token (the next member's name, or the
+     * closing brace for the last member), so removing a range keeps the JSON valid except for a last member's
+     * leading comma, which {@link EngineFieldStripper} takes care of.
+     */
+    public int[] engineFieldRanges = new int[8];
+    public int engineFieldRangeCount;
+    /** Offset of the body's closing brace (valid once the body parsed). */
+    public int objectEnd = -1;
 
     public void reset() {
         model = null;
@@ -26,8 +44,30 @@ public final class RequestFields {
         messagesNotArray = false;
         hasPrompt = false;
         promptIsTokenIds = false;
+        promptCount = 0;
         hasStreamOptions = false;
         n = 1;
+        nInvalid = false;
         hasKvTransferParams = false;
+        engineFieldRangeCount = 0;
+        objectEnd = -1;
+    }
+
+    void addEngineFieldRange(int start, int end) {
+        if (engineFieldRangeCount * 2 + 2 > engineFieldRanges.length) {
+            engineFieldRanges = java.util.Arrays.copyOf(engineFieldRanges, engineFieldRanges.length * 2);
+        }
+        engineFieldRanges[engineFieldRangeCount * 2] = start;
+        engineFieldRanges[engineFieldRangeCount * 2 + 1] = end;
+        engineFieldRangeCount++;
+    }
+
+    static boolean isEngineInternal(String name) {
+        for (String f : ENGINE_INTERNAL_FIELDS) {
+            if (f.equals(name)) {
+                return true;
+            }
+        }
+        return false;
     }
 }

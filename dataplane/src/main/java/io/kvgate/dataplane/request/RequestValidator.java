@@ -40,8 +40,27 @@ public final class RequestValidator {
         if (!chat && !f.hasPrompt) {
             return Problem.field("prompt", "missing_prompt", "'prompt' is a required property.");
         }
+        if (f.nInvalid) {
+            return Problem.field("n", "invalid_n", "'n' must be an integer.");
+        }
         if (f.n < 1) {
             return Problem.field("n", "invalid_n", "'n' must be at least 1.");
+        }
+        return null;
+    }
+
+    /**
+     * The rule's bounds on what one request may ask the engines for: at most {@code max_n} choices and at most
+     * {@code max_n} batched prompts (each costs engine work, and on SGLang P/D a bootstrap room the gateway builds).
+     */
+    public static Problem withinRule(RequestFields f, boolean chat, String ruleName, int maxN) {
+        if (f.n > maxN) {
+            return Problem.field("n", "n_over_max", "'n' is " + f.n + "; rule '" + ruleName + "' allows at most " + maxN
+                + " choices per request (max_n).");
+        }
+        if (!chat && f.promptCount > maxN) {
+            return Problem.field("prompt", "batch_over_max", "The request batches " + f.promptCount + " prompts; rule '"
+                + ruleName + "' allows at most " + maxN + " per request (max_n).");
         }
         return null;
     }

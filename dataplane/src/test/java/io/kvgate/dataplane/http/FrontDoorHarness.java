@@ -48,6 +48,11 @@ final class FrontDoorHarness implements AutoCloseable {
             models: [m]
             endpoints:
               - url: http://127.0.0.1:1
+          - name: small
+            models: [small]
+            max_n: 4
+            endpoints:
+              - url: http://127.0.0.1:2
         """;
 
     final GatewayConfig config;
@@ -58,6 +63,8 @@ final class FrontDoorHarness implements AutoCloseable {
     final DrainState drain = new DrainState();
     final ConnectionLimit connections;
     final List<ParsedRequest> started = new ArrayList<>();
+    /** The body each started exchange was handed, as text (the buffer itself is released). */
+    final List<String> bodies = new ArrayList<>();
     final List<ExchangeOwner> owners = new ArrayList<>();
     final List<ChannelHandlerContext> contexts = new ArrayList<>();
     int rendered;
@@ -91,6 +98,7 @@ final class FrontDoorHarness implements AutoCloseable {
     /** Records the request and keeps it "in flight" until the test answers through {@link #owners}. */
     final ExchangeStarter starter = (ctx, request, owner) -> {
         started.add(request);
+        bodies.add(request.body().toString(StandardCharsets.UTF_8));
         owners.add(owner);
         contexts.add(ctx);
         request.body().release();

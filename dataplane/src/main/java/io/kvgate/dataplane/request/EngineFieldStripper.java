@@ -1,0 +1,82 @@
+package io.kvgate.dataplane.request;
+
+import io.netty.buffer.ByteBuf;
+
+/**
+ * Removes the client's engine-internal members ({@link RequestFields#ENGINE_INTERNAL_FIELDS}: vLLM
+ * {@code kv_transfer_params}, SGLang {@code bootstrap_host/port/room}) from a request body, in place, on every rule:
+ * engines with a KV connector would otherwise pull KV from (or push it to) a host and blocks the client chose. P/D
+ * sets its own values afterwards. The body is compacted by moving bytes left within its own buffer: no copy of the
+ * body, no allocation. Stateless.
+ */
+public final class EngineFieldStripper {
+    private EngineFieldStripper() {}
+
+    /**
+     * @param body the whole JSON object body, starting at reader index 0 (the offsets in {@code f} are relative to
+     *             its first byte)
+     * @return the number of members removed (0: the body is untouched)
+     */
+    public static int strip(ByteBuf body, RequestFields f) {
+        int n = f.engineFieldRangeCount;
+        if (n == 0) {
+            return 0;
+        }
+        int[] r = f.engineFieldRanges;
+        int base = body.readerIndex();
+        // The parser reports a member name's location inside the name (past its opening quote): move every name
+        // offset back to its quote. Range ends are the next name or the closing brace, which is exact.
+        for (int k = 0; k < n; k++) {
+            r[k * 2] = quoteAtOrBefore(body, base, r[k * 2]);
+            if (r[k * 2 + 1] != f.objectEnd) {
+                r[k * 2 + 1] = quoteAtOrBefore(body, base, r[k * 2 + 1]);
+            }
+        }
+        // A run of internal members that ends the object has no following member whose name its removal can abut:
+        // take the comma before the run instead, so {"a":1,"kv_transfer_params":{}} becomes {"a":1}.
+        int last = n - 1;
+        if (r[last * 2 + 1] == f.objectEnd) {
+            int first = last;
+            while (first > 0 && r[(first - 1) * 2 + 1] == r[first * 2]) {
+                first--;
+            }
+            int start = r[first * 2];
+            int i = start - 1;
+            while (i >= 0 && isJsonWhitespace(body.getByte(base + i))) {
+                i--;
+            }
+            if (i >= 0 && body.getByte(base + i) == ',') {
+                start = i;
+            }
+            r[first * 2] = start;
+            r[first * 2 + 1] = f.objectEnd;
+            n = first + 1;
+        }
+        int write = r[0];
+        int end = body.writerIndex() - base;
+        for (int k = 0; k < n; k++) {
+            int keepFrom = r[k * 2 + 1];
+            int keepTo = k + 1 < n ? r[(k + 1) * 2] : end;
+            int len = keepTo - keepFrom;
+            if (len > 0) {
+                body.setBytes(base + write, body, base + keepFrom, len); // moves left: safe within one buffer
+                write += len;
+            }
+        }
+        body.writerIndex(base + write);
+        return f.engineFieldRangeCount;
+    }
+
+    /** The name's opening quote: the internal names (and the member names after them) are located inside the quotes. */
+    private static int quoteAtOrBefore(ByteBuf body, int base, int offset) {
+        int i = offset;
+        while (i > 0 && body.getByte(base + i) != '"') {
+            i--;
+        }
+        return i;
+    }
+
+    private static boolean isJsonWhitespace(byte b) {
+        return b == ' ' || b == '\t' || b == '\n' || b == '\r';
+    }
+}

@@ -1,0 +1,189 @@
+package io.kvgate.dataplane.http;
+
+import static io.kvgate.dataplane.http.FrontDoorHarness.AUTH;
+import static io.kvgate.dataplane.http.FrontDoorHarness.ascii;
+import static io.kvgate.dataplane.http.FrontDoorHarness.output;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.embedded.EmbeddedChannel;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The body stage through the real front door: typed validation (param, reason), duplicate keys, the rule's
+ * {@code max_n}, and the removal of client-sent engine-internal fields, each with the body split at every byte.
+ */
+class BodyStageTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private FrontDoorHarness h;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        h = new FrontDoorHarness();
+    }
+
+    @AfterEach
+    void tearDown() {
+        h.close();
+    }
+
+    private static String post(String path, String body) {
+        return "POST " + path + " HTTP/1.1\r\nHost: x\r\n" + AUTH + "\r\nContent-Type: application/json\r\nContent-Length: "
+            + body.getBytes(StandardCharsets.UTF_8).length + "\r\n\r\n" + body;
+    }
+
+    /** Sends one request and returns what the front door wrote ("" when it started an exchange). */
+    private String send(String path, String body) {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(post(path, body)));
+        String out = output(ch);
+        ch.finishAndReleaseAll();
+        return out;
+    }
+
+    private static JsonNode error(String out) throws Exception {
+        return JSON.readTree(out.substring(out.indexOf("\r\n\r\n") + 4)).get("error");
+    }
+
+    private void assertRefused(String path, String body, String param, String reason) throws Exception {
+        String out = send(path, body);
+        assertTrue(out.startsWith("HTTP/1.1 400 "), out);
+        JsonNode e = error(out);
+        assertEquals(param == null ? "null" : param, e.get("param").isNull() ? "null" : e.get("param").asText(), out);
+        assertEquals("invalid_request_error", e.get("type").asText());
+        assertTrue(h.metrics.render().contains("kvgate_bad_requests_total{reason=\"" + reason + "\"}"), reason);
+    }
+
+    // ---- typed validation -------------------------------------------------------------------------------------
+
+    @Test
+    void eachProblemNamesItsParamAndReason() throws Exception {
+        assertRefused("/v1/chat/completions", "", null, "empty_body");
+        assertRefused("/v1/chat/completions", "[1]", null, "not_an_object");
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[", null, "malformed_json");
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[]} {}", null, "malformed_json");
+        assertRefused("/v1/chat/completions", "{\"model\":5,\"messages\":[]}", "model", "invalid_model");
+        assertRefused("/v1/chat/completions", "{\"messages\":[]}", "model", "missing_model");
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\"}", "messages", "missing_messages");
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":\"hi\"}", "messages", "invalid_messages");
+        assertRefused("/v1/completions", "{\"model\":\"m\"}", "prompt", "missing_prompt");
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"n\":0}", "n", "invalid_n");
+        assertEquals(0, h.started.size());
+    }
+
+    @Test
+    void malformedJsonDeepInsideTheBodyIsRefused() throws Exception {
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\",}]}", null,
+            "malformed_json");
+    }
+
+    // ---- L6: duplicate keys ------------------------------------------------------------------------------------
+
+    @Test
+    void l6_duplicateModelKeysNeverRouteOnAValueTheEngineDoesNotRead() throws Exception {
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"model\":null,\"messages\":[]}", "model", "missing_model");
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"model\":{\"a\":1},\"messages\":[]}", "model", "invalid_model");
+        assertEquals("", send("/v1/chat/completions", "{\"model\":7,\"model\":\"m\",\"messages\":[]}"));
+        assertEquals("m", h.started.get(0).model(), "the last model wins, as in the engines' JSON parser");
+    }
+
+    // ---- H5 (front-door half): n and batches -------------------------------------------------------------------
+
+    @ParameterizedTest
+    @ValueSource(strings = {"129", "2147483647", "2147483648", "99999999999999999999999", "1e10", "1.5e3"})
+    void h5_nAboveMaxNIsRefusedBeforeAnyExchange(String n) throws Exception {
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"n\":" + n + "}", "n", "n_over_max");
+        assertEquals(0, h.started.size());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"\"5\"", "2.5", "true", "[1]", "{}"})
+    void nThatIsNotAnIntegerIsRefused(String n) throws Exception {
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"n\":" + n + "}", "n", "invalid_n");
+    }
+
+    @Test
+    void nUpToMaxNIsAccepted() {
+        assertEquals("", send("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"n\":128}"));
+        assertEquals("", send("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"n\":4.0}"));
+        assertEquals(128, h.started.get(0).n());
+        assertEquals(4, h.started.get(1).n());
+    }
+
+    @Test
+    void maxNIsPerRule() throws Exception {
+        assertEquals("", send("/v1/chat/completions", "{\"model\":\"small\",\"messages\":[],\"n\":4}"));
+        String out = send("/v1/chat/completions", "{\"model\":\"small\",\"messages\":[],\"n\":5}");
+        assertTrue(error(out).get("message").asText().contains("rule 'small' allows at most 4 choices"), out);
+    }
+
+    @Test
+    void h5_batchedPromptsAboveMaxNAreRefused() throws Exception {
+        StringBuilder five = new StringBuilder("[");
+        for (int i = 0; i < 5; i++) {
+            five.append(i == 0 ? "" : ",").append("\"p").append(i).append('"');
+        }
+        five.append(']');
+        assertRefused("/v1/completions", "{\"model\":\"small\",\"prompt\":" + five + "}", "prompt", "batch_over_max");
+        assertRefused("/v1/completions", "{\"model\":\"small\",\"prompt\":[[1],[2],[3],[4],[5]]}", "prompt", "batch_over_max");
+        // One token-id prompt is one prompt however long it is; four prompts are within max_n: 4.
+        assertEquals("", send("/v1/completions", "{\"model\":\"small\",\"prompt\":[1,2,3,4,5,6,7,8,9,10]}"));
+        assertEquals("", send("/v1/completions", "{\"model\":\"small\",\"prompt\":[\"a\",\"b\",\"c\",\"d\"]}"));
+        assertEquals(1, h.started.get(0).promptCount());
+        assertEquals(4, h.started.get(1).promptCount());
+    }
+
+    // ---- M8: engine-internal fields -----------------------------------------------------------------------------
+
+    private static String withoutInternal(String body) throws Exception {
+        ObjectNode o = (ObjectNode) JSON.readTree(body);
+        o.remove(java.util.List.of("kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"));
+        return o.toString();
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {
+        "{\"kv_transfer_params\":{\"do_remote_prefill\":true,\"remote_host\":\"10.0.0.99\"},\"model\":\"m\",\"messages\":[]}",
+        "{\"model\":\"m\",\"kv_transfer_params\":{\"remote_block_ids\":[1,2]},\"messages\":[]}",
+        "{\"model\":\"m\",\"messages\":[],\"kv_transfer_params\":{\"remote_port\":5600}}",
+        "{\"model\":\"m\",\"messages\":[] , \"bootstrap_host\" : \"evil\" ,\n \"bootstrap_port\":1, \"bootstrap_room\":[1,2] }",
+        "{\"bootstrap_room\":7,\"model\":\"m\",\"bootstrap_host\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"kv_transfer_params\"}],\"kv_transfer_params\":null}",
+        "{\"model\":\"m\",\"messages\":[{\"kv_transfer_params\":{}}],\"user\":\"u\"}"})
+    void m8_clientEngineFieldsAreRemovedAtEverySplit(String body) throws Exception {
+        String expected = withoutInternal(body);
+        byte[] req = post("/v1/chat/completions", body).getBytes(StandardCharsets.UTF_8);
+        for (int split = 1; split < req.length; split++) {
+            EmbeddedChannel ch = h.channel();
+            ch.writeInbound(Unpooled.wrappedBuffer(req, 0, split));
+            ch.writeInbound(Unpooled.wrappedBuffer(req, split, req.length - split));
+            String forwarded = h.bodies.get(h.bodies.size() - 1);
+            assertEquals(JSON.readTree(expected), JSON.readTree(forwarded), "split " + split + ": " + forwarded);
+            ch.finishAndReleaseAll();
+        }
+        assertEquals(req.length - 1, h.started.size());
+    }
+
+    @Test
+    void m8_aBodyWithoutEngineFieldsIsForwardedByteForByte() {
+        String body = "{ \"model\" : \"m\",\n  \"messages\":[{\"role\":\"user\",\"content\":\"bootstrap_host\"}] }";
+        assertEquals("", send("/v1/chat/completions", body));
+        assertEquals(body, h.bodies.get(0));
+        assertTrue(h.metrics.render().contains("kvgate_client_engine_fields_removed_total 0"));
+    }
+
+    @Test
+    void m8_removalsAreCounted() {
+        send("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"bootstrap_host\":\"x\",\"bootstrap_port\":1}");
+        assertEquals("{\"model\":\"m\",\"messages\":[]}", h.bodies.get(0));
+        assertTrue(h.metrics.render().contains("kvgate_client_engine_fields_removed_total 2"));
+    }
+}
