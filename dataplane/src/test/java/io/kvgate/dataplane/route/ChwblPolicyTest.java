@@ -1,0 +1,102 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static io.kvgate.dataplane.route.RouteFixtures.decide;
+import static io.kvgate.dataplane.route.RouteFixtures.endpoints;
+import static io.kvgate.dataplane.route.RouteFixtures.table;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.dataplane.route.RuleStats.Tier;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/** Consistent hashing with bounded loads: owner affinity, the bounded clockwise walk, fallback. */
+class ChwblPolicyTest {
+    private final ManualClock clock = new ManualClock();
+
+    private Rule rule(double loadFactor) {
+        return table(config("", RouteFixtures.rule("c", "    policy: chwbl\n    fallback: round_robin\n    block_size: 16\n"
+            + "    chwbl: {prefix_blocks: 1, virtual_nodes: 64, load_factor: " + loadFactor + "}\n", endpoints(4))), null, clock)
+            .ruleByName("c");
+    }
+
+    private static RouteEvent request(Rule r, int[] tokens) {
+        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false);
+    }
+
+    private static int[] prompt(int family, int tail) {
+        int[] t = new int[40];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = i < 16 ? family * 1000 + i : tail * 7 + i; // the first block (the key) is the family's
+        }
+        return t;
+    }
+
+    @Test
+    void aPromptFamilyGoesToItsOwnerAndFamiliesSpread() {
+        Rule r = rule(0.25);
+        EndpointState owner = decide(r, request(r, prompt(1, 1)), clock.nanoTime());
+        owner.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        for (int i = 2; i < 10; i++) {
+            EndpointState ep = decide(r, request(r, prompt(1, i)), clock.nanoTime());
+            assertSame(owner, ep, "same first block, same owner");
+            ep.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        }
+        Set<EndpointState> owners = new HashSet<>();
+        for (int f = 0; f < 64; f++) {
+            EndpointState ep = decide(r, request(r, prompt(f, 0)), clock.nanoTime());
+            owners.add(ep);
+            ep.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        }
+        assertEquals(4, owners.size(), "64 families over 4 endpoints reach every endpoint");
+        assertEquals(73, r.stats().tierCount(Tier.CHWBL_OWNER));
+    }
+
+    @Test
+    void anOwnerOverTheBoundSendsTheRequestClockwiseToTheNextEndpointUnderIt() {
+        Rule r = rule(0.0);
+        EndpointState owner = decide(r, request(r, prompt(5, 0)), clock.nanoTime());
+        // owner: 1 in flight, total 1, bound = ceil((1 + 1) / 4) = 1: owner is full
+        EndpointState next = decide(r, request(r, prompt(5, 1)), clock.nanoTime());
+        assertNotSame(owner, next);
+        assertEquals(1, r.stats().tierCount(Tier.CHWBL_WALK));
+    }
+
+    @Test
+    void theWalkNeverPicksAnEndpointOverTheBound() {
+        Rule r = rule(0.25);
+        SplittableRandom rnd = new SplittableRandom(3);
+        for (int i = 0; i < 2000; i++) {
+            long total = 0;
+            for (EndpointState e : r.endpoints()) {
+                total += e.outstanding();
+            }
+            double bound = Math.ceil(1.25 * (total + 1) / 4);
+            EndpointState ep = decide(r, request(r, prompt(rnd.nextInt(8), i)), clock.nanoTime());
+            assertNotNull(ep);
+            assertTrue(ep.outstanding() <= bound, "load after the decision " + ep.outstanding() + " <= bound " + bound);
+            if (rnd.nextInt(3) == 0) { // requests finish at random
+                EndpointState done = r.endpoints().get(rnd.nextInt(4));
+                if (done.outstanding() > 0) {
+                    done.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+                }
+            }
+        }
+    }
+
+    @Test
+    void aRequestWithoutTokensTakesTheFallback() {
+        Rule r = rule(0.25);
+        assertNotNull(decide(r, request(r, null), clock.nanoTime()));
+        assertEquals(1, r.stats().missCount(MissReason.NO_TOKENS));
+        assertEquals(1, r.stats().tierCount(Tier.FALLBACK));
+    }
+}

@@ -1,0 +1,221 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static io.kvgate.dataplane.route.RouteFixtures.decide;
+import static io.kvgate.dataplane.route.RouteFixtures.table;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.dataplane.route.RuleStats.Tier;
+import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexConfig;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * kv_exact against a real block index filled with the keys the engines would publish: bounded and soft modes,
+ * fallbacks, cold re-admission, the zero-hit watchdog, the speculative overlay, and the H4 hashing bound.
+ */
+class KvExactPolicyTest {
+    private static final int BLOCK = 16;
+    private final ManualClock clock = new ManualClock();
+    private BlockIndex index;
+
+    @AfterEach
+    void closeIndex() {
+        if (index != null) {
+            index.close();
+        }
+    }
+
+    private Rule rule(String kvKnobs, int maxPromptBlocks) {
+        index = new BlockIndex(new BlockIndexConfig(4096, 8, 2, maxPromptBlocks, 1024));
+        String[] eps = new String[3];
+        for (int i = 0; i < 3; i++) {
+            eps[i] = "url: http://127.0.0.1:" + (20000 + i) + "\n        kv_events: tcp://127.0.0.1:" + (30000 + i);
+        }
+        return table(config("", RouteFixtures.rule("kv", "    policy: kv_exact\n    fallback: least_outstanding\n"
+            + "    block_size: 16\n    hash_seed: \"0\"\n    hash_algo: sha256_cbor\n    kv: {" + kvKnobs + "}\n", eps)), index, clock)
+            .ruleByName("kv");
+    }
+
+    private Rule rule(String kvKnobs) {
+        return rule("speculative_ttl_ms: 0, " + kvKnobs, 8192);
+    }
+
+    private static int[] prompt(int blocks, int seed) {
+        int[] t = new int[blocks * BLOCK];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = seed * 100_003 + i;
+        }
+        return t;
+    }
+
+    /** Publishes the first {@code blocks} block keys of {@code tokens} as cached on {@code ep}. */
+    private void cache(Rule r, EndpointState ep, int[] tokens, int blocks) {
+        long[] keys = new long[tokens.length / BLOCK];
+        new RuleHasher(r.config(), 0).hash(tokens, null, keys);
+        for (int b = 0; b < blocks; b++) {
+            index.stored(ep.id(), 0, keys[b]);
+        }
+    }
+
+    private static RouteEvent request(Rule r, int[] tokens) {
+        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false);
+    }
+
+    private EndpointState ep(Rule r, int i) {
+        return r.endpoints().get(i);
+    }
+
+    @Test
+    void theLongestCachedPrefixWins() {
+        Rule r = rule("mode: bounded");
+        int[] p = prompt(8, 1);
+        cache(r, ep(r, 1), p, 6);
+        cache(r, ep(r, 2), p, 2);
+        assertSame(ep(r, 1), decide(r, request(r, p), clock.nanoTime()));
+        assertEquals(1, r.stats().tierCount(Tier.KV_EXACT));
+        assertEquals(6, r.stats().matchedBlocks());
+        assertEquals(8, r.stats().promptBlocks());
+    }
+
+    @Test
+    void anEndpointOverTheLoadBoundIsPassedOverForTheNextBestPrefix() {
+        Rule r = rule("mode: bounded, load_cap_factor: 1.5, load_slack: 2");
+        int[] p = prompt(8, 2);
+        cache(r, ep(r, 1), p, 6);
+        cache(r, ep(r, 2), p, 2);
+        for (int i = 0; i < 10; i++) {
+            ep(r, 1).onRouted(clock.nanoTime());
+        }
+        // mean (10 + 1) / 3 = 3.67; cap = max(1.5 × 3.67, 3.67 + 2) = 5.67 < 11
+        assertSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()));
+    }
+
+    @Test
+    void whenOnlyOverloadedEndpointsHoldThePrefixTheLoadIsSpread() {
+        Rule r = rule("mode: bounded");
+        int[] p = prompt(8, 3);
+        cache(r, ep(r, 1), p, 8);
+        for (int i = 0; i < 10; i++) {
+            ep(r, 1).onRouted(clock.nanoTime());
+        }
+        EndpointState chosen = decide(r, request(r, p), clock.nanoTime());
+        assertNotSame(ep(r, 1), chosen);
+        assertEquals(1, r.stats().missCount(MissReason.OVER_LOAD_BOUND));
+    }
+
+    @Test
+    void softModeTradesMissedBlocksAgainstLoad() {
+        Rule r = rule("mode: soft, lambda: 1.0");
+        int[] p = prompt(8, 4);
+        cache(r, ep(r, 0), p, 4);
+        cache(r, ep(r, 1), p, 2);
+        for (int i = 0; i < 3; i++) {
+            ep(r, 0).onRouted(clock.nanoTime()); // cost (8-4) + 3 = 7
+        }
+        ep(r, 1).onRouted(clock.nanoTime()); // cost (8-2) + 1 = 7: tie, broken by the lower load
+        ep(r, 2).onRouted(clock.nanoTime());
+        ep(r, 2).onRouted(clock.nanoTime()); // cost 8 + 2 = 10
+        assertSame(ep(r, 1), decide(r, request(r, p), clock.nanoTime()));
+        // now ep1 has load 2: cost 8; ep0 (7) is cheapest
+        assertSame(ep(r, 0), decide(r, request(r, p), clock.nanoTime()));
+    }
+
+    @Test
+    void fallbacksAreCountedByReason() {
+        Rule r = rule("mode: bounded, min_match_blocks: 3");
+        cache(r, ep(r, 0), prompt(4, 9), 4); // a non-empty inventory
+        decide(r, request(r, null), clock.nanoTime());
+        decide(r, request(r, new int[BLOCK - 1]), clock.nanoTime());
+        decide(r, request(r, prompt(4, 5)), clock.nanoTime());
+        int[] p = prompt(4, 6);
+        cache(r, ep(r, 2), p, 2);
+        decide(r, request(r, p), clock.nanoTime());
+        assertEquals(1, r.stats().missCount(MissReason.NO_TOKENS));
+        assertEquals(1, r.stats().missCount(MissReason.SHORT_PROMPT));
+        assertEquals(1, r.stats().missCount(MissReason.NO_MATCH));
+        assertEquals(1, r.stats().missCount(MissReason.BELOW_MIN_MATCH));
+        assertEquals(4, r.stats().tierCount(Tier.FALLBACK));
+    }
+
+    @Test
+    void withoutAnIndexEveryDecisionFallsBack() {
+        Rule r = table(config("", RouteFixtures.rule("kv", "    policy: kv_exact\n    fallback: round_robin\n",
+            RouteFixtures.endpoints(2))), null, clock).ruleByName("kv");
+        assertSame(r.endpoints().get(0), decide(r, request(r, prompt(4, 1)), clock.nanoTime()));
+        assertSame(r.endpoints().get(1), decide(r, request(r, prompt(4, 1)), clock.nanoTime()));
+        assertEquals(2, r.stats().missCount(MissReason.NO_KV_EVENTS));
+    }
+
+    @Test
+    void aColdEndpointIsReadmittedEveryNthDecision() {
+        Rule r = rule("mode: bounded, cold_readmit_every: 3");
+        int[] p = prompt(8, 7);
+        cache(r, ep(r, 0), p, 8);
+        cache(r, ep(r, 1), p, 8);
+        // ep2 holds nothing: cold
+        assertSame(ep(r, 0), decide(r, request(r, p), clock.nanoTime()));
+        assertSame(ep(r, 1), decide(r, request(r, p), clock.nanoTime()), "equal prefixes: the less loaded");
+        assertSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()), "the third decision re-admits the cold endpoint");
+        assertEquals(1, r.stats().tierCount(Tier.KV_COLD_READMIT));
+        assertNotSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()));
+    }
+
+    @Test
+    void theZeroHitWatchdogFiresOnAStreakOfMissesAgainstANonEmptyInventory() {
+        Rule r = rule("mode: bounded, watchdog_zero_hit_streak: 3");
+        decide(r, request(r, prompt(4, 1)), clock.nanoTime());
+        decide(r, request(r, prompt(4, 2)), clock.nanoTime());
+        decide(r, request(r, prompt(4, 3)), clock.nanoTime());
+        assertEquals(0, r.stats().watchdogFirings(), "an empty inventory explains the misses");
+        int[] cached = prompt(4, 10);
+        cache(r, ep(r, 0), cached, 4);
+        decide(r, request(r, prompt(4, 11)), clock.nanoTime());
+        decide(r, request(r, prompt(4, 12)), clock.nanoTime());
+        decide(r, request(r, cached), clock.nanoTime()); // a hit resets the streak
+        decide(r, request(r, prompt(4, 13)), clock.nanoTime());
+        decide(r, request(r, prompt(4, 14)), clock.nanoTime());
+        assertEquals(0, r.stats().watchdogFirings());
+        decide(r, request(r, prompt(4, 15)), clock.nanoTime());
+        assertEquals(1, r.stats().watchdogFirings());
+    }
+
+    @Test
+    void aRoutedPromptCountsAsCachedOnItsEndpointUntilTheSpeculativeTtlPasses() {
+        Rule r = rule("mode: bounded, speculative_ttl_ms: 1000", 8192);
+        cache(r, ep(r, 0), prompt(2, 99), 2); // inventory not empty
+        int[] p = prompt(8, 8);
+        EndpointState first = decide(r, request(r, p), clock.nanoTime());
+        assertEquals(1, r.stats().missCount(MissReason.NO_MATCH));
+        assertSame(first, decide(r, request(r, p), clock.nanoTime()), "the overlay remembers where the prefix went");
+        assertEquals(1, r.stats().tierCount(Tier.KV_EXACT));
+        clock.advance(1001, TimeUnit.MILLISECONDS);
+        decide(r, request(r, p), clock.nanoTime());
+        assertEquals(2, r.stats().missCount(MissReason.NO_MATCH), "after the TTL only the index counts");
+    }
+
+    /**
+     * Regression for reliability review H4: a prompt far longer than the index's lookup limit used to be hashed in
+     * full on the routing thread (4M tokens ≈ 0.4–0.9 s while every rule waited). Only the blocks the lookup uses are
+     * hashed now, and the decision is the same as for the truncated prompt.
+     */
+    @Test
+    void neverHashesMoreBlocksThanTheLookupUses() {
+        Rule r = rule("speculative_ttl_ms: 0", 64);
+        int[] huge = prompt(64 * 200, 1); // 12,800 blocks, 204,800 tokens
+        cache(r, ep(r, 2), java.util.Arrays.copyOf(huge, 64 * BLOCK), 64);
+        assertSame(ep(r, 2), decide(r, request(r, huge), clock.nanoTime()));
+        KvExactPolicy p = (KvExactPolicy) r.policy();
+        assertEquals(64, p.lastHashedBlocks());
+        assertEquals(64, r.stats().promptBlocks());
+        assertEquals(64, r.stats().matchedBlocks());
+        assertTrue(r.stats().tierCount(Tier.KV_EXACT) == 1);
+    }
+}

@@ -1,0 +1,62 @@
+package io.kvgate.dataplane.route;
+
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.index.block.BlockIndex;
+
+/** Configurations, tables and scripted requests for routing unit tests (no threads, no network). */
+final class RouteFixtures {
+    private RouteFixtures() {}
+
+    /** A gateway configuration around {@code rules} (YAML list items, indented by two spaces). */
+    static GatewayConfig config(String extra, String rules) {
+        try {
+            return GatewayConfig.parse("listen: 127.0.0.1:18080\nadmin_listen: 127.0.0.1:18081\n" + extra + "rules:\n" + rules);
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** One rule named {@code name} serving model {@code name}, with {@code settings} lines (4-space indent) and endpoints. */
+    static String rule(String name, String settings, String... endpointLines) {
+        StringBuilder y = new StringBuilder();
+        y.append("  - name: ").append(name).append("\n    models: [").append(name).append("]\n    engine: vllm\n").append(settings);
+        y.append("    endpoints:\n");
+        for (String e : endpointLines) {
+            y.append("      - ").append(e).append('\n');
+        }
+        return y.toString();
+    }
+
+    /** {@code url: http://127.0.0.1:(20000+i)} for i in 0..n-1. */
+    static String[] endpoints(int n) {
+        String[] e = new String[n];
+        for (int i = 0; i < n; i++) {
+            e[i] = "url: http://127.0.0.1:" + (20000 + i);
+        }
+        return e;
+    }
+
+    static RouteTable table(GatewayConfig cfg, BlockIndex index, NanoClock clock) {
+        return RouteTable.build(cfg, new EndpointRegistry(), ctx -> RulePolicies.create(ctx, index, clock));
+    }
+
+    static RouteEvent event(Rule rule) {
+        return RouteEvent.of(rule, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, false, false);
+    }
+
+    /** Decides {@code e} as the routing stage would (policy + load accounting), without the ring. */
+    static EndpointState decide(Rule rule, RouteEvent e, long nowNs) {
+        EndpointState ep = rule.policyFor(e.role()).choose(rule.candidates(e.role()), e, nowNs, new StringBuilder());
+        if (ep != null && !e.dryRun()) {
+            ep.onRouted(nowNs);
+        }
+        return ep;
+    }
+
+    /** Returns one request's load to {@code ep} with {@code outcome} (threshold 3, open 1 s). */
+    static void finish(EndpointState ep, Outcome outcome, long nowNs) {
+        ep.onCompleted(outcome == Outcome.SUCCESS ? 1 : 0, outcome == Outcome.FAILURE ? 1 : 0, outcome == Outcome.RELEASED ? 1 : 0,
+            3, 1_000_000_000L, nowNs);
+    }
+}
