@@ -70,6 +70,8 @@ public final class RouterPort implements Runnable {
     /** Publisher only: decisions asked for through this port. */
     private long reserved;
     private final AtomicBoolean drainScheduled = new AtomicBoolean();
+    /** Drain tasks run (drainer only; tests read it after the drains). */
+    private long drains;
     /** Router only: this port got decisions in the current batch. */
     boolean dirty;
 
@@ -237,6 +239,7 @@ public final class RouterPort implements Runnable {
     @Override
     public void run() {
         drainScheduled.set(false);
+        drains++;
         long tail = publishedTail;
         while (head < tail) {
             int i = (int) head & mask;
@@ -257,6 +260,16 @@ public final class RouterPort implements Runnable {
                 stage.countDeliveryError(e);
             }
         }
+    }
+
+    /** Decisions the routing thread made visible to the loop so far (tests). */
+    long published() {
+        return publishedTail;
+    }
+
+    /** Drain tasks that ran (tests). */
+    long drains() {
+        return drains;
     }
 
     /** Decisions delivered by this port so far (tests and metrics). */

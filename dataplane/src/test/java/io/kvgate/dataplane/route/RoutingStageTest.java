@@ -1,0 +1,401 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static io.kvgate.dataplane.route.RouteFixtures.endpoints;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.route.EndpointState.Breaker;
+import io.kvgate.dataplane.route.RuleStats.Tier;
+import io.netty.channel.DefaultEventLoop;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The routing stage with its real Disruptor thread: batched hand-back, ring and inbox bounds, the exception handler,
+ * completions that never touch the ring (M14), state kept across a swap. The routing thread is held inside a
+ * decision with a latch (a "gate" request) wherever a test needs a deterministic batch.
+ */
+class RoutingStageTest {
+    private static final Duration LIMIT = Duration.ofSeconds(10);
+
+    private final ManualClock clock = new ManualClock();
+    private final CountDownLatch gateEntered = new CountDownLatch(1);
+    private final CountDownLatch gateOpen = new CountDownLatch(1);
+    private RoutingStage stage;
+
+    /** Round robin, except: salt "gate" holds the routing thread until the test opens it; salt "boom" throws. */
+    private final class ScriptedPolicy implements RoutingPolicy {
+        private final RoutingPolicy rr = Policies.create("round_robin");
+
+        @Override
+        public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
+            if ("gate".equals(r.cacheSalt())) {
+                gateEntered.countDown();
+                try {
+                    gateOpen.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            if ("boom".equals(r.cacheSalt())) {
+                throw new IllegalStateException("policy bug");
+            }
+            return rr.choose(c, r, nowNs, why);
+        }
+    }
+
+    /** An executor the test drains itself, counting how often the stage scheduled a drain. */
+    private static final class TestLoop implements Executor {
+        final ArrayDeque<Runnable> tasks = new ArrayDeque<>();
+        final AtomicInteger executes = new AtomicInteger();
+
+        @Override
+        public synchronized void execute(Runnable task) {
+            executes.incrementAndGet();
+            tasks.add(task);
+        }
+
+        void runAll() {
+            while (true) {
+                Runnable r;
+                synchronized (this) {
+                    r = tasks.poll();
+                }
+                if (r == null) {
+                    return;
+                }
+                r.run();
+            }
+        }
+    }
+
+    private static final class Req implements RouteRequest {
+        final Rule rule;
+        final String salt;
+        final long session;
+        volatile EndpointState endpoint;
+        volatile String explanation;
+        volatile Thread deliveredOn;
+        final AtomicInteger decisions = new AtomicInteger();
+
+        Req(Rule rule, String salt, long session) {
+            this.rule = rule;
+            this.salt = salt;
+            this.session = session;
+        }
+
+        @Override
+        public Rule rule() {
+            return rule;
+        }
+
+        @Override
+        public String cacheSalt() {
+            return salt;
+        }
+
+        @Override
+        public long sessionKeyHash() {
+            return session;
+        }
+
+        @Override
+        public void onRouted(EndpointState ep, Rule r, String why) {
+            endpoint = ep;
+            explanation = why;
+            deliveredOn = Thread.currentThread();
+            decisions.incrementAndGet();
+        }
+    }
+
+    @AfterEach
+    void close() {
+        gateOpen.countDown();
+        if (stage != null) {
+            stage.close();
+        }
+    }
+
+    private static void await(BooleanSupplier condition, String what) {
+        long deadline = System.nanoTime() + LIMIT.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("timed out waiting for " + what);
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    /**
+     * Runs the loop's tasks until {@code n} decisions were delivered through {@code port} (the drain task is queued
+     * just after the decisions become visible, so waiting for visibility alone is not enough).
+     */
+    private static void deliver(TestLoop loop, RouterPort port, long n) {
+        await(() -> {
+            loop.runAll();
+            return port.delivered() >= n;
+        }, n + " decisions delivered");
+        assertEquals(n, port.delivered());
+    }
+
+    private Rule start(String extraConfig, int endpointCount) {
+        GatewayConfig cfg = config(extraConfig, RouteFixtures.rule("r", "    policy: round_robin\n", endpoints(endpointCount)));
+        stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, new EndpointRegistry(), ctx -> new ScriptedPolicy()), clock);
+        return stage.table().ruleByName("r");
+    }
+
+    private void holdRouter(RouterPort port, Rule r) throws InterruptedException {
+        assertTrue(port.tryRoute(new Req(r, "gate", SessionKeys.NONE)));
+        assertTrue(gateEntered.await(LIMIT.toSeconds(), TimeUnit.SECONDS), "the routing thread entered the gate");
+    }
+
+    @Test
+    void decisionsComeBackOnThePortsExecutorOneDrainPerBatch() throws Exception {
+        Rule r = start("", 2);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        holdRouter(port, r);
+        List<Req> batch = new ArrayList<>();
+        for (int i = 0; i < 50; i++) {
+            Req q = new Req(r, null, SessionKeys.NONE);
+            batch.add(q);
+            assertTrue(port.tryRoute(q));
+        }
+        gateOpen.countDown();
+        await(() -> port.published() == 51, "51 decisions published");
+        assertEquals(1, loop.executes.get(), "one drain scheduled for the gate's batch and the 50 behind it (still pending)");
+        for (Req q : batch) {
+            assertNull(q.endpoint, "nothing is delivered before the loop runs its drain task");
+        }
+        loop.runAll();
+        assertEquals(1, port.drains());
+        for (Req q : batch) {
+            assertEquals(1, q.decisions.get());
+            assertNotNull(q.endpoint);
+            assertSame(Thread.currentThread(), q.deliveredOn, "onRouted runs on the port's executor, not the routing thread");
+        }
+        // The next batch gets exactly one new drain task.
+        for (int i = 0; i < 20; i++) {
+            assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        }
+        await(() -> port.published() == 71, "71 decisions published");
+        await(() -> loop.executes.get() >= 2, "a second drain");
+        loop.runAll();
+        assertEquals(71, port.delivered());
+        assertTrue(loop.executes.get() <= 21, "at most one drain per routing batch");
+    }
+
+    @Test
+    void onANettyEventLoopTheDecisionArrivesOnThatLoop() throws Exception {
+        Rule r = start("", 1);
+        DefaultEventLoop loop = new DefaultEventLoop();
+        try {
+            RouterPort port = stage.port(loop);
+            Req[] reqs = new Req[30];
+            CompletableFuture<Boolean> published = new CompletableFuture<>();
+            loop.execute(() -> { // one loop turn publishes all 30: one wake-up of the router at its end
+                boolean all = true;
+                for (int i = 0; i < reqs.length; i++) {
+                    reqs[i] = new Req(r, null, SessionKeys.NONE);
+                    all &= port.tryRoute(reqs[i]);
+                }
+                published.complete(all);
+            });
+            assertTrue(published.get(10, TimeUnit.SECONDS));
+            await(() -> port.delivered() == 30, "30 decisions delivered");
+            Thread loopThread = loop.submit(Thread::currentThread).get(10, TimeUnit.SECONDS);
+            for (Req q : reqs) {
+                assertSame(loopThread, q.deliveredOn);
+            }
+        } finally {
+            loop.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void aFullRingIsRefusedAndCountedThenAcceptsAgain() throws Exception {
+        Rule r = start("router: {ring_size: 16}\n", 1);
+        TestLoop a = new TestLoop();
+        TestLoop b = new TestLoop();
+        RouterPort portA = stage.port(a);
+        RouterPort portB = stage.port(b);
+        holdRouter(portA, r);
+        for (int i = 0; i < 7; i++) {
+            assertTrue(portA.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        }
+        for (int i = 0; i < 8; i++) {
+            assertTrue(portB.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        }
+        assertFalse(portB.tryRoute(new Req(r, null, SessionKeys.NONE)), "16 slots taken: the 17th request is shed");
+        assertEquals(1, stage.ringFullRejects());
+        gateOpen.countDown();
+        await(() -> portA.published() == 8 && portB.published() == 8 && stage.ringRemaining() == 16, "all 16 decided, ring free");
+        assertTrue(portB.tryRoute(new Req(r, null, SessionKeys.NONE)));
+    }
+
+    @Test
+    void aLoopThatDoesNotDrainItsDecisionsIsRefusedBeforeItsInboxCouldOverflow() throws Exception {
+        Rule r = start("router: {ring_size: 16}\n", 1);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        for (int i = 0; i < 16; i++) {
+            assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        }
+        await(() -> port.published() == 16 && stage.ringRemaining() == 16, "16 decided, the ring empty again");
+        assertFalse(port.tryRoute(new Req(r, null, SessionKeys.NONE)), "16 decisions wait in the inbox: refused");
+        assertEquals(1, stage.inboxFullRejects());
+        assertEquals(0, stage.ringFullRejects());
+        deliver(loop, port, 16);
+        assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+    }
+
+    @Test
+    void anExceptionInAPolicyAnswersThatRequestWithNoEndpointAndRoutingGoesOn() {
+        Rule r = start("", 1);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        Req bad = new Req(r, "boom", SessionKeys.NONE);
+        Req good = new Req(r, null, SessionKeys.NONE);
+        assertTrue(port.tryRoute(bad));
+        assertTrue(port.tryRoute(good));
+        deliver(loop, port, 2);
+        assertNull(bad.endpoint);
+        assertEquals(RoutingStage.ROUTING_ERROR, bad.explanation);
+        assertNotNull(good.endpoint);
+        assertEquals(1, stage.handlerErrors());
+    }
+
+    /**
+     * Regression for reliability review M14: completions used to be published into the routing ring with a blocking
+     * publish, so a stalled routing thread with a full ring froze every I/O thread that finished a request. Now a
+     * completion is a counter on the loop's port: it returns at once with the router stalled and the ring full, and
+     * the load returns when the router runs again.
+     */
+    @Test
+    void completionsNeverWaitForTheRoutingThreadOrTheRing() throws Exception {
+        Rule r = start("router: {ring_size: 16}\n", 2);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        List<Req> routed = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            Req q = new Req(r, null, SessionKeys.NONE);
+            routed.add(q);
+            assertTrue(port.tryRoute(q));
+        }
+        deliver(loop, port, 10);
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        await(() -> a.outstanding() + b.outstanding() == 10, "load counted");
+        TestLoop other = new TestLoop();
+        RouterPort filler = stage.port(other);
+        holdRouter(filler, r);
+        while (filler.tryRoute(new Req(r, null, SessionKeys.NONE))) {
+            // fill the ring behind the stalled router
+        }
+        assertEquals(0, stage.ringRemaining());
+        assertTimeoutPreemptively(Duration.ofSeconds(2), () -> {
+            for (Req q : routed) {
+                port.complete(q.endpoint, Outcome.SUCCESS);
+            }
+        }, "completing must not wait for ring space");
+        gateOpen.countDown();
+        await(() -> filler.published() == 16, "the router ran again");
+        await(() -> a.outstanding() + b.outstanding() == 16, "the 10 completions returned their load (16 filler requests remain)");
+    }
+
+    @Test
+    void failuresReportedThroughThePortOpenTheBreakerAtTheNextBatch() throws Exception {
+        Rule r = start("health: {breaker_failure_threshold: 2, breaker_open_ms: 1000}\n", 2);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        EndpointState a = r.endpoints().get(0);
+        Req first = new Req(r, null, SessionKeys.NONE);
+        Req second = new Req(r, null, SessionKeys.NONE);
+        Req third = new Req(r, null, SessionKeys.NONE);
+        port.tryRoute(first);
+        port.tryRoute(second);
+        port.tryRoute(third);
+        deliver(loop, port, 3);
+        assertSame(a, first.endpoint);
+        assertSame(a, third.endpoint);
+        port.complete(first.endpoint, Outcome.FAILURE);
+        port.complete(third.endpoint, Outcome.FAILURE);
+        port.complete(second.endpoint, Outcome.SUCCESS);
+        List<Req> next = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            Req q = new Req(r, null, SessionKeys.NONE);
+            next.add(q);
+            port.tryRoute(q);
+        }
+        deliver(loop, port, 7);
+        assertEquals(Breaker.OPEN, a.breaker());
+        for (Req q : next) {
+            assertSame(r.endpoints().get(1), q.endpoint, "the open endpoint gets nothing");
+        }
+        clock.advance(1, TimeUnit.SECONDS);
+        Req trial = new Req(r, null, SessionKeys.NONE);
+        Req afterTrial = new Req(r, null, SessionKeys.NONE);
+        port.tryRoute(trial);
+        port.tryRoute(afterTrial);
+        deliver(loop, port, 9);
+        assertTrue(trial.endpoint == a || afterTrial.endpoint == a, "after the open period one trial goes to the endpoint");
+    }
+
+    @Test
+    void aSwapKeepsSessionPinsAndCountersOfRulesThatRemain() throws Exception {
+        GatewayConfig cfg = config("", RouteFixtures.rule("chat", "    policy: session\n    session: {ttl_ms: 60000}\n", endpoints(3)));
+        EndpointRegistry registry = new EndpointRegistry();
+        stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, null, clock)), clock);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        long alice = SessionKeys.hash("alice");
+        Rule before = stage.table().ruleByName("chat");
+        port.tryRoute(new Req(before, null, SessionKeys.hash("bob")));
+        Req first = new Req(before, null, alice);
+        port.tryRoute(first);
+        deliver(loop, port, 2);
+
+        // A changed rule (other TTL, other fallback): new policy objects, same name.
+        GatewayConfig next = config("", RouteFixtures.rule("chat",
+            "    policy: session\n    fallback: round_robin\n    session: {ttl_ms: 120000}\n", endpoints(3)));
+        RouteTable table = RouteTable.build(next, registry, ctx -> RulePolicies.create(ctx, null, clock), stage.table());
+        stage.swap(table);
+        Rule after = stage.table().ruleByName("chat");
+        assertTrue(after != before, "the rule was rebuilt");
+        Req again = new Req(after, null, alice);
+        port.tryRoute(again);
+        Req stale = new Req(before, null, alice); // resolved by an I/O thread before the swap
+        port.tryRoute(stale);
+        deliver(loop, port, 4);
+        assertSame(first.endpoint, again.endpoint, "the conversation keeps its endpoint across the reload");
+        assertSame(first.endpoint, stale.endpoint, "a request resolved against the old table is routed by the new rule");
+        assertEquals(2, after.stats().tierCount(Tier.SESSION_NEW), "counters carried over");
+        assertEquals(2, after.stats().tierCount(Tier.SESSION_PINNED));
+
+        GatewayConfig removed = config("", RouteFixtures.rule("other", "    policy: round_robin\n", endpoints(1)));
+        stage.swap(RouteTable.build(removed, registry, ctx -> RulePolicies.create(ctx, null, clock), stage.table()));
+        Req orphan = new Req(after, null, alice);
+        port.tryRoute(orphan);
+        deliver(loop, port, 5);
+        assertNull(orphan.endpoint);
+        assertEquals(RoutingStage.RULE_REMOVED, orphan.explanation);
+    }
+}
