@@ -31,6 +31,7 @@ interface BlockKeyer {
             case "sha256_cbor" -> new VllmCbor(false, hashSeed);
             case "xxhash_cbor" -> new VllmCbor(true, hashSeed);
             case "sha256_sglang" -> new SglangPage();
+            case "trtllm_internal" -> new TrtllmInternal(new java.security.SecureRandom().nextLong());
             default -> throw new IllegalArgumentException("hash-algo=" + algo + ": unknown");
         };
     }
@@ -160,6 +161,53 @@ interface BlockKeyer {
         @Override
         public boolean unsignedKeys() {
             return false;
+        }
+    }
+
+    /**
+     * TensorRT-LLM: the block hash in its KV events is the engine's internal radix-tree hash (a 64-bit
+     * {@code size_t} of the block's tokens chained on its parent), not reproducible outside the process — a gateway
+     * must key blocks by the events' tokens and map the engine's hashes to its own. Modelled as a chained SHA-256
+     * under a random per-process salt, so hashes differ between engines and across restarts, like the real ones.
+     */
+    final class TrtllmInternal implements BlockKeyer {
+        private final MessageDigest sha;
+        private final byte[] salt = new byte[8];
+
+        TrtllmInternal(long processSalt) {
+            try {
+                this.sha = MessageDigest.getInstance("SHA-256");
+            } catch (NoSuchAlgorithmException e) {
+                throw new IllegalStateException(e);
+            }
+            putLong(salt, 0, processSalt);
+        }
+
+        @Override
+        public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt, String loraName) {
+            int blocks = tokens.length / blockSize;
+            long[] keys = new long[blocks];
+            byte[] parent = salt;
+            byte[] le = new byte[4];
+            for (int b = 0; b < blocks; b++) {
+                sha.update(parent);
+                for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
+                    int t = tokens[i];
+                    le[0] = (byte) t;
+                    le[1] = (byte) (t >>> 8);
+                    le[2] = (byte) (t >>> 16);
+                    le[3] = (byte) (t >>> 24);
+                    sha.update(le);
+                }
+                parent = sha.digest();
+                keys[b] = lastEightBigEndian(parent);
+            }
+            return keys;
+        }
+
+        @Override
+        public boolean unsignedKeys() {
+            return true;
         }
     }
 

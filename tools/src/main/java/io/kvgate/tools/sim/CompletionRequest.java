@@ -64,7 +64,7 @@ final class CompletionRequest {
         if (hasStreamOptions && !so.isObject()) {
             throw SimError.badRequest("stream_options: must be an object", "stream_options");
         }
-        if (dialect == Dialect.VLLM) {
+        if (dialect.vllmLike()) {
             if (hasStreamOptions && !stream) {
                 throw SimError.badRequest("Stream options can only be defined when `stream=True`.", "stream_options");
             }
@@ -81,7 +81,7 @@ final class CompletionRequest {
             throw SimError.badRequest("n must be in 1..128, got " + n + ".", "n");
         }
         double t = number(body, "temperature", 1.0);
-        if (dialect == Dialect.VLLM) {
+        if (dialect.vllmLike()) {
             if (t < 0) {
                 throw SimError.badRequest("temperature must be non-negative, got " + t + ".");
             }
@@ -99,7 +99,7 @@ final class CompletionRequest {
             this.greedy = t < SGLANG_SAMPLING_EPS;
         }
         this.temperature = t;
-        if (chat && dialect == Dialect.VLLM) {
+        if (chat && dialect.vllmLike()) {
             JsonNode top = body.get("top_logprobs");
             if (top != null && !top.isNull()) {
                 int k = intField(body, "top_logprobs", 0);
@@ -143,7 +143,7 @@ final class CompletionRequest {
             throw new SimError(400, "Bad Request", "max_tokens must be positive", null);
         }
         this.stop = parseStop(body.get("stop"));
-        this.keepStop = dialect == Dialect.VLLM ? bool(body, "include_stop_str_in_output", false)
+        this.keepStop = dialect.vllmLike() ? bool(body, "include_stop_str_in_output", false)
             : bool(body, "no_stop_trim", false);
         JsonNode seed = body.get("seed");
         // vLLM turns seed -1 into None (unseeded); the simulator treats both as "no seed".
@@ -163,6 +163,9 @@ final class CompletionRequest {
         if (json == null || !json.isObject()) {
             throw SimError.badRequest("request body must be a JSON object");
         }
+        if (config.dialect == Dialect.TRTLLM) {
+            rejectUnknownTrtllmFields(chat, (ObjectNode) json); // pydantic runs before anything else
+        }
         CompletionRequest r = new CompletionRequest(chat, (ObjectNode) json, config.dialect);
         if (config.dialect == Dialect.VLLM) {
             // OpenAIServing._check_model: an empty model means the base model; a LoRA adapter is served under its
@@ -174,11 +177,45 @@ final class CompletionRequest {
                     throw new SimError(404, "NotFoundError", "The model `" + m + "` does not exist.", "model");
                 }
             }
-        } else {
+        } else if (config.dialect == Dialect.SGLANG) {
             r.lora = sglangLora(r, loras);
         }
         return r;
     }
+
+    /**
+     * TensorRT-LLM's request models forbid unknown fields (pydantic {@code extra="forbid"}), and trtllm-serve answers
+     * a RequestValidationError with {@code 400 {"error": "<the validation error as text>"}} — so a vLLM
+     * {@code kv_transfer_params} or an SGLang bootstrap field leaking into a TensorRT-LLM request fails loudly.
+     */
+    private static void rejectUnknownTrtllmFields(boolean chat, ObjectNode body) {
+        java.util.Set<String> known = chat ? TRTLLM_CHAT_FIELDS : TRTLLM_COMPLETION_FIELDS;
+        var names = body.fieldNames();
+        while (names.hasNext()) {
+            String f = names.next();
+            if (!known.contains(f) && !TRTLLM_COMMON_FIELDS.contains(f)) {
+                ObjectNode err = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+                String text = "[{'type': 'extra_forbidden', 'loc': ('body', '" + f + "'), 'msg': 'Extra inputs are not "
+                    + "permitted', 'input': " + body.get(f) + "}]";
+                err.put("error", text);
+                throw SimError.withBody(400, text, err);
+            }
+        }
+    }
+
+    /** Fields of TensorRT-LLM's CompletionRequest/ChatCompletionRequest (openai_protocol.py) the sim accepts. */
+    private static final java.util.Set<String> TRTLLM_COMMON_FIELDS = java.util.Set.of("model", "frequency_penalty",
+        "logit_bias", "logprobs", "max_tokens", "n", "presence_penalty", "response_format", "seed", "stop", "stream",
+        "stream_options", "temperature", "top_p", "user", "use_beam_search", "top_k", "top_p_min", "min_p",
+        "repetition_penalty", "length_penalty", "early_stopping", "stop_token_ids", "include_stop_str_in_output",
+        "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens",
+        "return_context_logits", "return_generation_logits", "lora_request", "disaggregated_params", "prompt_logprobs",
+        "add_special_tokens", "detokenize", "cache_salt");
+    private static final java.util.Set<String> TRTLLM_CHAT_FIELDS = java.util.Set.of("messages", "top_logprobs",
+        "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls", "echo", "add_generation_prompt",
+        "documents", "chat_template", "chat_template_kwargs", "reasoning_effort", "mm_processor_kwargs");
+    private static final java.util.Set<String> TRTLLM_COMPLETION_FIELDS = java.util.Set.of("prompt", "best_of", "echo",
+        "suffix");
 
     /**
      * SGLang (serving_base._resolve_lora_path): {@code model: "base:adapter"} (split on the first colon, stripped;
@@ -260,14 +297,14 @@ final class CompletionRequest {
                 throw SimError.badRequest("The prompt cannot be empty.", "prompt");
             }
             contextRoom[i] = Math.max(0, ctx - promptTokens);
-            if (dialect == Dialect.VLLM) {
+            if (dialect.vllmLike()) {
                 maxTokens[i] = config.vllmContextCheck == ContextCheck.CLAMP ? vllmClamp(promptTokens, ctx)
                     : vllmReject(promptTokens, ctx);
             } else {
                 maxTokens[i] = sglangCheck(promptTokens, ctx);
             }
         }
-        if (dialect == Dialect.VLLM && n > 1 && greedy) {
+        if (dialect.vllmLike() && n > 1 && greedy) {
             // SamplingParams._verify_greedy_sampling, after the context rule
             throw SimError.badRequest("n must be 1 when using greedy sampling, got " + n + ".", "n");
         }

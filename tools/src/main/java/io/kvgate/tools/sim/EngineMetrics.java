@@ -51,7 +51,7 @@ final class EngineMetrics {
             counter(sb, "vllm:generation_tokens_total", engineLabel, stats.get("completion_tokens"));
             counter(sb, "vllm:prefix_cache_queries_total", engineLabel, stats.get("prompt_tokens"));
             counter(sb, "vllm:prefix_cache_hits_total", engineLabel, stats.get("cached_tokens"));
-        } else {
+        } else if (config.dialect == Dialect.SGLANG) {
             String engineType = config.role == Role.BOTH ? "unified" : config.role.name().toLowerCase(Locale.ROOT);
             String[] labels = new String[ranks];
             for (int r = 0; r < ranks; r++) {

@@ -254,7 +254,7 @@ public final class EngineSimulator implements AutoCloseable {
         CompletionRequest cr;
         int rank;
         try {
-            cr = CompletionRequest.parse(chat, SimRoutes.parseJson(call.req(), stats), config, loras);
+            cr = CompletionRequest.parse(chat, SimRoutes.parseJson(call.req(), stats, config), config, loras);
             cr.applyContext(tokenizer, config);
             rank = chooseRank(call.req(), cr);
         } catch (SimError e) {
@@ -480,6 +480,10 @@ public final class EngineSimulator implements AutoCloseable {
 
     EventLoop loop() {
         return loop;
+    }
+
+    PdCoordinator pd() {
+        return pd;
     }
 
     Class<? extends ServerChannel> serverChannelClass() {

@@ -77,6 +77,8 @@ final class Generation {
     JsonNode kvTransferParamsOut;
     /** vLLM P/D: this is a prefill leg (do_remote_decode) whose answer carries kv_transfer_params. */
     boolean pdPrefill;
+    /** TensorRT-LLM P/D: a context_only request whose answer carries choices[0].disaggregated_params. */
+    boolean trtllmContext;
     /** vLLM P/D decode: blocks pulled from the prefill. */
     int transferredBlocks;
     /** P/D decode: prompt tokens whose KV arrived from the prefill (no prefill time here). */
@@ -304,7 +306,14 @@ final class Generation {
         }
         if (errorAfterChunks >= 0 && chunksWritten >= errorAfterChunks) {
             engine.stats.inc("faults_error_mid_stream");
-            ctx.write(new DefaultHttpContent(sse(engine.replies.streamErrorFrame("simulated engine failure mid-stream"))));
+            ObjectNode frame = engine.replies.streamErrorFrame("simulated engine failure mid-stream");
+            if (frame == null) {
+                // trtllm-serve's stream generators catch nothing: the response is aborted mid-body.
+                ctx.channel().close();
+                end();
+                return false;
+            }
+            ctx.write(new DefaultHttpContent(sse(frame)));
             ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
             writeLast();
             return false;
@@ -354,7 +363,8 @@ final class Generation {
             end();
             return;
         }
-        boolean vllm = engine.config.dialect == Dialect.VLLM;
+        Dialect dialect = engine.config.dialect;
+        boolean vllm = dialect.vllmLike();
         ObjectNode body = header(req.chat ? "chat.completion" : "text_completion");
         ArrayNode choices = body.putArray("choices");
         for (Seq s : seqs) {
@@ -376,12 +386,21 @@ final class Generation {
             c.putNull("logprobs");
             c.put("finish_reason", s.finishReason);
             putStopReason(c, s);
-            if (vllm && !req.chat) {
+            if (dialect == Dialect.VLLM && !req.chat) {
                 c.putNull("prompt_logprobs");
+            }
+            if (trtllmContext && s.index == 0) {
+                c.set("disaggregated_params", engine.pd().trtllmContextParams(this, firstTokenId(s)));
             }
         }
         body.set("usage", usage());
-        if (vllm) {
+        if (trtllmContext) {
+            var ids = body.putArray("prompt_token_ids");
+            for (int t : req.prompts.get(0)) {
+                ids.add(t);
+            }
+        }
+        if (dialect == Dialect.VLLM) {
             if (req.chat) {
                 body.putNull("prompt_logprobs");
             }
@@ -397,7 +416,7 @@ final class Generation {
     }
 
     private void putStopReason(ObjectNode c, Seq s) {
-        String field = engine.config.dialect == Dialect.VLLM ? "stop_reason" : "matched_stop";
+        String field = engine.config.dialect.vllmLike() ? "stop_reason" : "matched_stop";
         if (s.stopReason != null) {
             c.put(field, s.stopReason);
         } else {
@@ -415,7 +434,7 @@ final class Generation {
     }
 
     private ObjectNode chunk(Seq s, String delta, boolean role, String finishReason) {
-        boolean vllm = engine.config.dialect == Dialect.VLLM;
+        boolean vllm = engine.config.dialect.vllmLike();
         ObjectNode o = header(req.chat ? "chat.completion.chunk" : "text_completion");
         ObjectNode c = o.putArray("choices").addObject();
         c.put("index", s.index);
@@ -454,6 +473,12 @@ final class Generation {
             o.putNull("usage");
         }
         return o;
+    }
+
+    /** A stable token id for the sequence's first generated word (the simulator generates words, not ids). */
+    private static int firstTokenId(Seq s) {
+        String first = s.text.toString().strip().split(" ", 2)[0];
+        return Math.floorMod(first.hashCode(), 150_000);
     }
 
     ObjectNode usage() {

@@ -98,7 +98,73 @@ final class PdCoordinator implements AutoCloseable {
      * refuse it.
      */
     boolean gate(Generation g) {
-        return config.dialect == Dialect.VLLM ? gateVllm(g) : gateSglang(g);
+        return switch (config.dialect) {
+            case VLLM -> gateVllm(g);
+            case SGLANG -> gateSglang(g);
+            case TRTLLM -> gateTrtllm(g);
+        };
+    }
+
+    /**
+     * TensorRT-LLM (sequential, disaggregated_params): a {@code context_only} request runs the prefill and answers
+     * one token with {@code choices[0].disaggregated_params} (request_type, first_gen_tokens, ctx_request_id,
+     * encoded_opaque_state) and the top-level {@code prompt_token_ids}; a {@code generation_only} request must carry
+     * params a known context server issued (else the KV transfer fails: 500) and skips the prefill.
+     */
+    private boolean gateTrtllm(Generation g) {
+        JsonNode dp = g.req.body.get("disaggregated_params");
+        if (dp == null || dp.isNull()) {
+            if (config.role == Role.DECODE) {
+                engine.stats.inc("pd_decode_without_params");
+            }
+            return true;
+        }
+        String type = dp.path("request_type").asText("");
+        switch (type) {
+            case "context_only" -> {
+                if (config.role == Role.DECODE) {
+                    throw SimError.badRequest("context_only request sent to a generation server");
+                }
+                engine.stats.inc("pd_prefill_requests");
+                g.trtllmContext = true;
+                g.limitToFirstToken();
+                return true;
+            }
+            case "generation_only" -> {
+                if (config.role == Role.PREFILL) {
+                    throw SimError.badRequest("generation_only request sent to a context server");
+                }
+                String state = dp.path("encoded_opaque_state").asText(null);
+                String reason = dp.path("ctx_request_id").isIntegralNumber() && state != null
+                    ? registry.consumeOpaque(state)
+                    : "disaggregated_params needs ctx_request_id and encoded_opaque_state from the context server";
+                if (reason != null) {
+                    engine.stats.inc("pd_decode_rejected");
+                    throw new SimError(500, "InternalServerError", "KV cache transfer failed: " + reason, null);
+                }
+                engine.stats.inc("pd_decode_with_params");
+                g.transferredTokens = Integer.MAX_VALUE; // the whole prompt arrives with the KV
+                return true;
+            }
+            case "context_and_generation" -> {
+                return true;
+            }
+            default -> throw SimError.badRequest("Unknown disaggregated request type: " + type);
+        }
+    }
+
+    /** TensorRT-LLM context server finished its forward: the params its answer carries. */
+    ObjectNode trtllmContextParams(Generation g, int firstToken) {
+        long ctxId = ++remoteRequestCounter;
+        ObjectNode p = JSON.objectNode();
+        p.put("request_type", "context_only");
+        p.putArray("first_gen_tokens").add(firstToken);
+        p.put("ctx_request_id", ctxId);
+        p.put("encoded_opaque_state", registry.issueOpaque("sim-trtllm\u0000" + engineId + '\u0000' + ctxId + '\u0000'
+            + g.promptTokens));
+        p.putNull("draft_tokens");
+        engine.stats.inc("pd_prefill_params_issued");
+        return p;
     }
 
     private boolean gateVllm(Generation g) {

@@ -98,6 +98,49 @@ public final class PdRegistry {
         return null;
     }
 
+    /**
+     * TensorRT-LLM context server: issues the {@code encoded_opaque_state} for one context-only request (base64 of
+     * the sim's material; in secret mode with an HMAC so another process can verify it).
+     */
+    synchronized String issueOpaque(String material) {
+        String state = java.util.Base64.getEncoder().encodeToString(
+            (secret != null ? material + '\u0000' + hmac(material) : material).getBytes(StandardCharsets.UTF_8));
+        if (secret == null) {
+            issued.put("trtllm\u0000" + state, material);
+        }
+        return state;
+    }
+
+    /** TensorRT-LLM generation server: null when the state was issued (and not yet used), else the reason. */
+    synchronized String consumeOpaque(String state) {
+        if (secret != null) {
+            String decoded;
+            try {
+                decoded = new String(java.util.Base64.getDecoder().decode(state), StandardCharsets.UTF_8);
+            } catch (IllegalArgumentException e) {
+                return "encoded_opaque_state is not base64";
+            }
+            int cut = decoded.lastIndexOf('\u0000');
+            if (cut < 0 || !MessageDigest.isEqual(decoded.substring(cut + 1).getBytes(StandardCharsets.US_ASCII),
+                hmac(decoded.substring(0, cut)).getBytes(StandardCharsets.US_ASCII))) {
+                return "encoded_opaque_state was not issued by a known context server (signature mismatch)";
+            }
+            return null;
+        }
+        return issued.remove("trtllm\u0000" + state) != null ? null
+            : "encoded_opaque_state was not issued by a known context server or was already used";
+    }
+
+    private String hmac(String material) {
+        try {
+            Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(secret, "HmacSHA256"));
+            return HexFormat.of().formatHex(mac.doFinal(material.getBytes(StandardCharsets.UTF_8)));
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HmacSHA256 unavailable", e);
+        }
+    }
+
     private static String key(JsonNode params) {
         return params.path("remote_engine_id").asText() + '\u0000' + params.path("remote_request_id").asText();
     }

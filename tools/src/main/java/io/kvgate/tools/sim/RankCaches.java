@@ -13,12 +13,15 @@ import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 final class RankCaches implements AutoCloseable {
     private final SimulatorConfig config;
     private final SimStats stats;
-    private final BlockKeyer keyer;
+    /** Replaced on restart for TensorRT-LLM, whose internal hashes change with the process. */
+    private BlockKeyer keyer;
     private final int blockSize;
     private final PrefixCache[] caches;
     private final KvEventEncoder[] encoders;
     private final long[] eventSeq;
     private final KvEventPublisher publisher;
+    /** TensorRT-LLM: the drained JSON event buffer instead of msgpack batches (null for the other dialects). */
+    private final TrtllmKvEvents trtllmEvents;
     // the request being stored: its salt and adapter go into the BlockStored events the cache emits
     private String storingSalt;
     private int storingLoraId;
@@ -34,7 +37,10 @@ final class RankCaches implements AutoCloseable {
         this.encoders = new KvEventEncoder[ranks];
         this.eventSeq = new long[ranks];
         boolean sglang = config.dialect == Dialect.SGLANG;
+        this.trtllmEvents = config.dialect == Dialect.TRTLLM
+            ? new TrtllmKvEvents(config.kvEventBuffer(), config.contextLen, ranks, config.cacheBlocks) : null;
         for (int r = 0; r < ranks; r++) {
+            final int rank = r;
             KvEventEncoder enc = new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
             encoders[r] = enc;
             caches[r] = new PrefixCache(config.cacheBlocks, new PrefixCache.Listener() {
@@ -42,6 +48,10 @@ final class RankCaches implements AutoCloseable {
                 public void onStored(long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens,
                                      int bs) {
                     stats.add("blocks_stored", to - from);
+                    if (trtllmEvents != null) {
+                        trtllmEvents.stored(rank, keys, from, to, hasParent, parent, tokens, bs);
+                        return;
+                    }
                     enc.blockStored(keys, from, to, hasParent, parent, tokens, bs, storingSalt, storingLoraId,
                         storingLoraName);
                 }
@@ -49,12 +59,24 @@ final class RankCaches implements AutoCloseable {
                 @Override
                 public void onRemoved(long[] keys, int count) {
                     stats.add("blocks_evicted", count);
+                    if (trtllmEvents != null) {
+                        trtllmEvents.removed(rank, keys, count);
+                        return;
+                    }
                     enc.blockRemoved(keys, count);
                 }
             });
         }
         this.publisher = config.kvEventsEndpoint == null ? null
             : new KvEventPublisher(config, stats, config.kvEventsBind());
+        if (trtllmEvents != null) {
+            trtllmEvents.start();
+        }
+    }
+
+    /** TensorRT-LLM {@code POST /kv_cache_events}: the buffered events, removed from the buffer. */
+    com.fasterxml.jackson.databind.node.ArrayNode drainTrtllmEvents() {
+        return trtllmEvents.drain();
     }
 
     int blockSize() {
@@ -121,6 +143,9 @@ final class RankCaches implements AutoCloseable {
 
     /** Publishes {@code AllBlocksCleared} on every rank (SGLang at startup; cache resets). */
     void announceCleared() {
+        if (trtllmEvents != null) {
+            return; // TensorRT-LLM has no such event
+        }
         for (int r = 0; r < encoders.length; r++) {
             encoders[r].allBlocksCleared();
             flushEvents(r);
@@ -147,10 +172,17 @@ final class RankCaches implements AutoCloseable {
         if (config.dialect == Dialect.SGLANG) {
             announceCleared();
         }
+        if (trtllmEvents != null) {
+            keyer = BlockKeyer.forAlgo(config.effectiveHashAlgo(), config.hashSeed);
+            trtllmEvents.start();
+        }
     }
 
     /** Publishes the rank's pending events as one batch (one engine step), with the next seq. */
     private void flushEvents(int rank) {
+        if (trtllmEvents != null) {
+            return; // buffered until drained
+        }
         KvEventEncoder enc = encoders[rank];
         if (enc.isEmpty()) {
             return;

@@ -60,8 +60,13 @@ final class SimReplies {
      * {@code create_streaming_error_response} dumps its ErrorResponse, i.e. {@code {"error":{message,type,param,code}}}
      * (a GenerationError is typed InternalServerError, 500). SGLang: catches the ValueError, wraps its flat
      * ErrorResponse under "error": {@code {"error":{"object":"error",message,type:"BadRequestError",param,code:400}}}.
+     * TensorRT-LLM: null — trtllm-serve's stream generators catch nothing, so the stream is cut without a frame and
+     * without {@code [DONE]}.
      */
     ObjectNode streamErrorFrame(String message) {
+        if (config.dialect == Dialect.TRTLLM) {
+            return null; // no frame: the response is aborted (see Generation)
+        }
         ObjectNode frame = JSON.objectNode();
         ObjectNode e = frame.putObject("error");
         if (config.dialect == Dialect.SGLANG) {

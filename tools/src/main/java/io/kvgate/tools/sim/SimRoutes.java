@@ -58,15 +58,23 @@ final class SimRoutes {
         this.engine = engine;
         this.config = engine.config;
         this.replies = engine.replies;
-        boolean vllm = config.dialect == Dialect.VLLM;
+        Dialect dialect = config.dialect;
         exact.put("/v1/chat/completions", new Route(POST, c -> engine.generate(c, true)));
         exact.put("/v1/completions", new Route(POST, c -> engine.generate(c, false)));
         exact.put("/v1/models", new Route(GET, this::models));
-        exact.put("/health", new Route(GET, vllm ? this::vllmHealth : this::sglangHealth));
+        exact.put("/health", new Route(GET, switch (dialect) {
+            case VLLM -> this::vllmHealth;
+            case SGLANG -> this::sglangHealth;
+            case TRTLLM -> this::trtllmHealth;
+        }));
         if (config.metricsMounted()) {
-            exact.put("/metrics", new Route(GET, this::metrics));
+            exact.put("/metrics", new Route(GET, dialect == Dialect.TRTLLM ? this::trtllmIterationStats : this::metrics));
         }
-        if (vllm) {
+        if (dialect == Dialect.TRTLLM) {
+            exact.put("/health_generate", new Route(GET, this::trtllmHealthGenerate));
+            exact.put("/version", new Route(GET, c -> json(c, JSON.objectNode().put("version", "sim"))));
+            exact.put("/kv_cache_events", new Route(POST, this::trtllmKvCacheEvents));
+        } else if (dialect == Dialect.VLLM) {
             exact.put("/reset_prefix_cache", new Route(POST, this::resetPrefixCache));
             // /v1/embeddings is not mounted on a generation server: FastAPI's 404.
         } else {
@@ -170,6 +178,11 @@ final class SimRoutes {
         m.put("id", id);
         m.put("object", "model");
         m.put("created", config.epochSeconds.getAsLong());
+        if (config.dialect == Dialect.TRTLLM) {
+            // openai_protocol.ModelCard: id, object, created, owned_by — no context length to discover
+            m.put("owned_by", "tensorrt_llm");
+            return m;
+        }
         m.put("owned_by", vllm ? "vllm" : "sglang");
         m.put("root", root);
         if (vllm) {
@@ -294,6 +307,83 @@ final class SimRoutes {
         return null;
     }
 
+    /**
+     * trtllm-serve {@code /health}: 200 with no body, or 503 with a plain-text reason when the executor is dead
+     * ({@code unhealthy} fault).
+     */
+    private Generation trtllmHealth(Call c) {
+        engine.stats.inc("health_requests");
+        if (engine.faults.unhealthy) {
+            return text(c, HttpResponseStatus.SERVICE_UNAVAILABLE,
+                "LLM is unavailable. Please check the server logs for more details.");
+        }
+        return empty(c, HttpResponseStatus.OK);
+    }
+
+    /**
+     * trtllm-serve {@code /health_generate}: runs a one-token chat request; 200 "Generation health check OK", or
+     * 500 "Generation health check failed" when the engine cannot generate ({@code unhealthy} fault). Like SGLang's,
+     * it waits for a free slot when the engine is saturated.
+     */
+    private Generation trtllmHealthGenerate(Call c) {
+        engine.stats.inc("health_generate_requests");
+        if (engine.faults.unhealthy) {
+            return text(c, HttpResponseStatus.INTERNAL_SERVER_ERROR, "Generation health check failed");
+        }
+        SimHttpHandler handler = c.handler();
+        handler.defer();
+        Runnable ok = () -> {
+            if (c.ctx().channel().isActive()) {
+                text(c, HttpResponseStatus.OK, "Generation health check OK");
+            }
+            handler.completeDeferred();
+        };
+        if (engine.admission.hasFreeSlot()) {
+            engine.loop().schedule(ok, engine.latency.firstTokenDelayNs(1), TimeUnit.NANOSECONDS);
+        } else {
+            engine.admission.onProgress(ok);
+        }
+        return null;
+    }
+
+    /** trtllm-serve {@code POST /kv_cache_events}: drains the event buffer (each event is returned once). */
+    private Generation trtllmKvCacheEvents(Call c) {
+        engine.stats.inc("kv_cache_events_reads");
+        return json(c, engine.caches.drainTrtllmEvents());
+    }
+
+    /**
+     * trtllm-serve {@code /metrics}: a JSON list of iteration stats (not Prometheus), here one snapshot of the
+     * fields a load-aware router reads: active and queued requests and the KV block pool.
+     */
+    private Generation trtllmIterationStats(Call c) {
+        ArrayNode list = JSON.arrayNode();
+        for (int r = 0; r < config.dpRanks; r++) {
+            ObjectNode s = list.addObject();
+            s.put("iter", engine.stats.get("generations_started"));
+            s.put("timestamp", java.time.Instant.ofEpochSecond(config.epochSeconds.getAsLong()).toString());
+            s.put("numActiveRequests", engine.admission.running(r));
+            s.put("numQueuedRequests", engine.admission.waiting(r));
+            s.put("maxNumActiveRequests", config.maxConcurrency);
+            ObjectNode kv = s.putObject("kvCacheStats");
+            int used = (int) Math.round(engine.caches.usage(r) * config.cacheBlocks);
+            kv.put("maxNumBlocks", config.cacheBlocks);
+            kv.put("freeNumBlocks", config.cacheBlocks - used);
+            kv.put("usedNumBlocks", used);
+            kv.put("tokensPerBlock", engine.caches.blockSize());
+            if (config.dpRanks > 1) {
+                s.put("attention_dp_rank", r);
+            }
+        }
+        return json(c, list);
+    }
+
+    private Generation text(Call c, HttpResponseStatus status, String body) {
+        replies.bytes(c.ctx(), status, body.getBytes(StandardCharsets.UTF_8), "text/plain; charset=utf-8",
+            c.requestId(), c.keepAlive());
+        return null;
+    }
+
     private Generation metrics(Call c) {
         replies.bytes(c.ctx(), HttpResponseStatus.OK, engine.metrics.render().getBytes(StandardCharsets.UTF_8),
             "text/plain; version=0.0.4; charset=utf-8", c.requestId(), c.keepAlive());
@@ -316,6 +406,19 @@ final class SimRoutes {
         change.addListener(f -> replies.json(c.ctx(), HttpResponseStatus.OK, engine.faultsJson(), c.requestId(),
             c.keepAlive()));
         return null;
+    }
+
+    static JsonNode parseJson(FullHttpRequest req, SimStats stats, SimulatorConfig config) {
+        try {
+            return parseJson(req, stats);
+        } catch (SimError e) {
+            if (config.dialect != Dialect.TRTLLM) {
+                throw e;
+            }
+            // trtllm-serve's RequestValidationError handler: 400 {"error": "<text>"}
+            ObjectNode body = JSON.objectNode().put("error", e.getMessage());
+            throw SimError.withBody(400, e.getMessage(), body);
+        }
     }
 
     static JsonNode parseJson(FullHttpRequest req, SimStats stats) {

@@ -14,7 +14,14 @@ import java.util.function.LongSupplier;
  */
 public final class SimulatorConfig {
     /** Which engine's wire behaviour to reproduce. */
-    public enum Dialect { VLLM, SGLANG }
+    public enum Dialect {
+        VLLM, SGLANG, TRTLLM;
+
+        /** Request/response shapes: TensorRT-LLM's OpenAI protocol is modelled on vLLM's (see CompletionRequest). */
+        boolean vllmLike() {
+            return this != SGLANG;
+        }
+    }
 
     /** Error body shape: {@code flat} = {"object":"error",...} (older vLLM, SGLang), {@code openai} = {"error":{...}}. */
     public enum ErrorShape { FLAT, OPENAI }
@@ -57,6 +64,8 @@ public final class SimulatorConfig {
     long healthTimeoutMs = 20_000;
     /** vLLM builds that export vllm:gpu_cache_usage_perc instead of vllm:kv_cache_usage_perc. */
     boolean legacyMetrics;
+    /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
+    int kvEventBufferSize = 1024;
     Path modelDir;
     /** Words generated when the request gives no max_tokens: the "EOS" length drawn per request in [min,max]. */
     int naturalMinTokens = 8;
@@ -126,6 +135,7 @@ public final class SimulatorConfig {
     public SimulatorConfig sglangHealthGenerates(boolean v) { sglangHealthGenerates = v; return this; }
     public SimulatorConfig healthTimeoutMs(long v) { healthTimeoutMs = v; return this; }
     public SimulatorConfig legacyMetrics(boolean v) { legacyMetrics = v; return this; }
+    public SimulatorConfig kvEventBuffer(int v) { kvEventBufferSize = v; return this; }
 
     public Dialect dialect() { return dialect; }
     public String model() { return model; }
@@ -133,6 +143,11 @@ public final class SimulatorConfig {
 
     ErrorShape effectiveErrorShape() {
         return errorShape != null ? errorShape : (dialect == Dialect.VLLM ? ErrorShape.OPENAI : ErrorShape.FLAT);
+    }
+
+    /** TensorRT-LLM's {@code event_buffer_max_size}: KV events kept until {@code POST /kv_cache_events} drains them. */
+    int kvEventBuffer() {
+        return kvEventBufferSize;
     }
 
     boolean kvEventsBind() {
@@ -144,21 +159,29 @@ public final class SimulatorConfig {
     }
 
     int effectiveBlockSize() {
-        return blockSize > 0 ? blockSize : (dialect == Dialect.VLLM ? 16 : 1);
+        return blockSize > 0 ? blockSize : switch (dialect) {
+            case VLLM -> 16;
+            case SGLANG -> 1;
+            case TRTLLM -> 32; // tokens_per_block
+        };
     }
 
     String effectiveHashAlgo() {
-        return hashAlgo != null ? hashAlgo : (dialect == Dialect.VLLM ? "sha256_cbor" : "sha256_sglang");
+        return hashAlgo != null ? hashAlgo : switch (dialect) {
+            case VLLM -> "sha256_cbor";
+            case SGLANG -> "sha256_sglang";
+            case TRTLLM -> "trtllm_internal";
+        };
     }
 
     boolean metricsMounted() {
-        return dialect == Dialect.VLLM || enableMetrics;
+        return dialect != Dialect.SGLANG || enableMetrics;
     }
 
     /** Checks every field once; throws {@link IllegalArgumentException} naming field, value and rule. */
     public SimulatorConfig validate() {
         List<String> errors = new ArrayList<>();
-        check(errors, dialect != null, "dialect=null: must be vllm or sglang");
+        check(errors, dialect != null, "dialect=null: must be vllm, sglang or trtllm");
         check(errors, port >= 0 && port <= 65535, "port=" + port + ": must be in 0..65535");
         check(errors, model != null && !model.isBlank(), "model=" + model + ": must be a non-empty name");
         check(errors, ttftMs >= 0 && ttftMs <= 600_000, "ttft-ms=" + ttftMs + ": must be in 0..600000");
@@ -181,9 +204,18 @@ public final class SimulatorConfig {
         if (dialect == Dialect.VLLM) {
             check(errors, algo.equals("sha256_cbor") || algo.equals("xxhash_cbor"),
                 "hash-algo=" + algo + ": vllm supports sha256_cbor|xxhash_cbor");
-        } else {
+        } else if (dialect == Dialect.SGLANG) {
             check(errors, algo.equals("sha256_sglang"), "hash-algo=" + algo + ": sglang supports sha256_sglang");
+        } else {
+            check(errors, algo.equals("trtllm_internal"),
+                "hash-algo=" + algo + ": trtllm block hashes are internal to the engine (trtllm_internal)");
+            check(errors, kvEventsEndpoint == null,
+                "kv-events=" + kvEventsEndpoint + ": TensorRT-LLM has no ZMQ publisher; its events are drained from "
+                    + "POST /kv_cache_events");
+            check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for trtllm");
         }
+        check(errors, kvEventBufferSize >= 0 && kvEventBufferSize <= 10_000_000,
+            "kv-event-buffer=" + kvEventBufferSize + ": must be in 0..10000000");
         check(errors, hashSeed != null, "hash-seed=null: must be a string (vLLM PYTHONHASHSEED)");
         check(errors, dpRanks >= 1 && dpRanks <= MAX_DP_RANKS, "dp-ranks=" + dpRanks + ": must be in 1.." + MAX_DP_RANKS);
         check(errors, kvEventsEndpoint == null || Endpoint.parse(kvEventsEndpoint) != null,
@@ -251,7 +283,7 @@ public final class SimulatorConfig {
 
     /** Usage text of {@code ./kvgate sim}. */
     static final String USAGE = """
-        usage: ./kvgate sim --dialect vllm|sglang --port P --model NAME [options]
+        usage: ./kvgate sim --dialect vllm|sglang|trtllm --port P --model NAME [options]
           --host H                     bind address (default 127.0.0.1)
           --seed N                     generated-text seed (default 0)
           --ttft-ms T                  base time to first token (default 20)
@@ -268,10 +300,12 @@ public final class SimulatorConfig {
                                        or lora_path=NAME
           --health-generates           SGLang: /health runs the deep probe (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
           --health-timeout-ms T        SGLang: /health_generate answers 503 after T ms without progress (default 20000)
+          --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
+                                       them (default 1024; older events are dropped, so event ids jump)
           --model-dir DIR              real tokenizer + chat template (tokenizer.json[.gz], tokenizer_config.json)
-          --block-size B               KV block / page size (default vllm 16, sglang 1)
+          --block-size B               KV block / page size (default vllm 16, sglang 1, trtllm 32)
           --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
-          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang)
+          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), trtllm_internal
           --hash-seed S                vLLM PYTHONHASHSEED string (default "0")
           --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
           --kv-events tcp://H:P        ZMQ PUB per rank on P + rank (like the engines: H = * binds, else connects)
@@ -339,6 +373,7 @@ public final class SimulatorConfig {
                 case "--vllm-context-check" -> c.vllmContextCheck = enumValue(ContextCheck.class, flag, v);
                 case "--lora" -> c.loraAdapters.add(v);
                 case "--health-timeout-ms" -> c.healthTimeoutMs = longValue(flag, v);
+                case "--kv-event-buffer" -> c.kvEventBufferSize = intValue(flag, v);
                 default -> throw new IllegalArgumentException(flag + ": unknown flag");
             }
         }
