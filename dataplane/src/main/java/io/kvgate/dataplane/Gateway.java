@@ -158,7 +158,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 .option(ChannelOption.SO_BACKLOG, 4096)
                 .option(ChannelOption.SO_REUSEADDR, true)
                 .childOption(ChannelOption.TCP_NODELAY, true)
-                .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain, new ConnectionLimit(cfg.limits().maxConnections())));
+                .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain, new ConnectionLimit(() -> config().limits().maxConnections())));
             this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
             opened.push(() -> listener.close().syncUninterruptibly());
             // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
@@ -235,8 +235,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** The configuration version and digest: which configuration a scrape was taken under. */
     private void writeConfigMetrics(StringBuilder out) {
         AppliedConfig a = applied;
-        GatewayMetrics.gauge(out, "kvgate_config_version", "Version of the applied configuration (1 at start-up, +1 per accepted change).",
-            a.version());
+        out.append("# HELP kvgate_config_version Version of the applied configuration (1 at start-up, +1 per accepted change).\n")
+            .append("# TYPE kvgate_config_version gauge\nkvgate_config_version ").append(a.version()).append('\n');
         out.append("# HELP kvgate_config_info The applied configuration's digest (SHA-256 of its redacted effective form).\n")
             .append("# TYPE kvgate_config_info gauge\n")
             .append("kvgate_config_info{version=\"").append(a.version()).append("\",digest=\"").append(a.digest()).append("\"} 1\n");

@@ -133,6 +133,20 @@ class ReloadSystemTest {
     }
 
     @Test
+    void loweredConnectionLimitRefusesTheNextConnection() throws Exception {
+        gw = Gateway.start(GatewayConfig.parse(base()));
+        put(base().replace("max_body_bytes: 65536", "max_body_bytes: 65536\n  max_connections: 1"));
+        try (java.net.Socket held = new java.net.Socket("127.0.0.1", gw.port())) {
+            held.getOutputStream().write("GET /health HTTP/1.1\r\nhost: x\r\n\r\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            assertTrue(new String(held.getInputStream().readNBytes(12), java.nio.charset.StandardCharsets.US_ASCII).startsWith("HTTP/1.1 200"));
+            try (java.net.Socket extra = new java.net.Socket("127.0.0.1", gw.port())) {
+                extra.setSoTimeout(10_000);
+                assertEquals(-1, extra.getInputStream().read(), "the connection over the new limit is closed at once");
+            }
+        }
+    }
+
+    @Test
     void policyChangeMakesNewDecisionsAndRemovedEndpointGetsNoTraffic() throws Exception {
         gw = Gateway.start(GatewayConfig.parse(base()));
         for (int i = 0; i < 8; i++) {
@@ -281,7 +295,7 @@ class ReloadSystemTest {
         // With api_keys set, /metrics on the client listener needs a key too (it names every engine and rule).
         String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics"))
             .header("authorization", "Bearer k1-very-secret").build(), HttpResponse.BodyHandlers.ofString()).body();
-        assertTrue(metrics.contains("kvgate_config_version 2"), metrics);
+        assertTrue(metrics.contains("kvgate_config_version 2\n"), metrics);
         assertTrue(metrics.contains("kvgate_config_info{version=\"2\",digest=\"" + gw.applied().digest() + "\"} 1"), metrics);
     }
 }

@@ -9,9 +9,17 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class ConnectionLimit {
     private final AtomicInteger open = new AtomicInteger();
-    private final int max;
+    private final java.util.function.IntSupplier max;
 
     public ConnectionLimit(int max) {
+        this(() -> max);
+    }
+
+    /**
+     * @param max the limit in effect now, read per accepted connection (a reload that lowers it refuses new
+     *            connections until enough of the open ones closed; none is cut)
+     */
+    public ConnectionLimit(java.util.function.IntSupplier max) {
         this.max = max;
     }
 
@@ -19,7 +27,7 @@ public final class ConnectionLimit {
     public boolean tryAcquire() {
         while (true) {
             int n = open.get();
-            if (n >= max) {
+            if (n >= max.getAsInt()) {
                 return false;
             }
             if (open.compareAndSet(n, n + 1)) {
@@ -38,6 +46,6 @@ public final class ConnectionLimit {
     }
 
     public int max() {
-        return max;
+        return max.getAsInt();
     }
 }

@@ -93,8 +93,8 @@ public final class ControlCommand {
                 case "rules" -> new Call("GET", "/control/v1/rules", null, ControlCommand::printRules);
                 case "endpoints" -> new Call("GET", "/admin/v1/endpoints", null, ControlCommand::printEndpoints);
                 case "drain", "undrain" -> arg == null
-                    ? new Call("POST", "/control/v1/" + cmd, "", null)
-                    : new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/" + cmd, "", null);
+                    ? new Call("POST", "/control/v1/" + cmd, "", ControlCommand::printDrain)
+                    : new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/" + cmd, "", ControlCommand::printDrain);
                 case "weight" -> {
                     if (rest.size() != 2) {
                         yield usage(err, "ctl weight ENDPOINT N");
@@ -150,8 +150,11 @@ public final class ControlCommand {
             }
             return 0;
         } catch (IOException e) {
-            err.println("ctl: cannot reach the " + client.target() + ": " + e.getMessage()
-                + (admin == null ? " (is the gateway running? see --socket / --admin)" : ""));
+            String msg = String.valueOf(e.getMessage());
+            err.println("ctl: cannot reach the " + client.target() + ": " + msg
+                + (msg.contains("Permission denied") ? " (the socket is owner-only: run ctl as the gateway's user; other uids"
+                    + " also need control_allowed_uids and access to the socket file)"
+                    : socket != null || admin == null ? " (is the gateway running? see --socket / --admin)" : ""));
             return 3;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -219,9 +222,14 @@ public final class ControlCommand {
     static void printRefusal(PrintStream err, ControlClient.Response r) {
         try {
             JsonNode e = JSON.readTree(r.body()).path("error");
-            err.println("refused (" + r.status() + "): " + e.path("message").asText(r.body()));
-            for (JsonNode p : e.path("problems")) {
-                err.println("  - " + p.asText());
+            String message = e.path("message").asText(r.body());
+            JsonNode problems = e.path("problems");
+            boolean oneProblemIsTheMessage = problems.size() == 1 && message.endsWith(problems.get(0).asText());
+            err.println("refused (" + r.status() + "): " + (problems.size() > 1 ? problems.size() + " problems" : message));
+            if (!oneProblemIsTheMessage && problems.size() > 0) {
+                for (JsonNode p : problems) {
+                    err.println("  - " + p.asText());
+                }
             }
             for (JsonNode p : e.path("restart_only")) {
                 err.println("  restart-only: " + p.asText());
@@ -241,6 +249,17 @@ public final class ControlCommand {
             : "unchanged: configuration version " + n.path("version").asLong() + " already in effect");
         for (JsonNode c : n.path("changes")) {
             out.println("  " + c.asText());
+        }
+    }
+
+    private static void printDrain(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        if (n.has("endpoint")) {
+            out.println("endpoint " + n.path("endpoint").asText() + (n.path("drained").asBoolean()
+                ? " drained: no new requests, " + n.path("outstanding").asInt() + " in flight finish" : " undrained: takes requests again"));
+        } else {
+            out.println(n.path("draining").asBoolean() ? "gateway draining: new requests are refused (503); undo with ctl undrain"
+                : "gateway accepting requests");
         }
     }
 
