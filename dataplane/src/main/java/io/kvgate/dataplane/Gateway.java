@@ -26,7 +26,7 @@ import io.kvgate.dataplane.pd.PdMetrics;
 import io.kvgate.dataplane.ready.ModelProbe;
 import io.kvgate.dataplane.ready.Readiness;
 import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.ProxyExchange;
+import io.kvgate.dataplane.proxy.PlainExchange;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.ExchangeStarter;
 import io.kvgate.dataplane.proxy.RequestHooks;
@@ -94,6 +94,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private volatile AppliedConfig applied;
     private volatile KvState kv;
     private final DrainState drain = new DrainState();
+    /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
+    private io.kvgate.dataplane.proxy.LiveExchanges liveExchanges;
 
     private Gateway(Options o, RequestHooksFactory hooksFactory) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config());
@@ -129,6 +131,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             RequestHooks hooks = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
+            this.liveExchanges = gw.live();
             PdHooks pd = new PdHooks(() -> gw, pdMetrics);
             // The exchange layer behind the front door: P/D rules get a P/D exchange, every other rule the plain proxy.
             ExchangeStarter exchanges = (ctx, request, owner) -> {
@@ -136,7 +139,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 if (ex != null) {
                     return ex;
                 }
-                ProxyExchange px = new ProxyExchange(gw, ctx, owner, request.head(), request.body(), request.fields(),
+                PlainExchange px = new PlainExchange(gw, ctx, owner, request.head(), request.body(), request.fields(),
                     request.rule(), request.requestId(), request.explain(), request.startNs()).withInputs(request.inputs());
                 px.start();
                 return px;
@@ -563,6 +566,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 Thread.currentThread().interrupt();
                 break;
             }
+        }
+        if (liveExchanges != null) {
+            liveExchanges.endAll(1_000); // the deadline passed: no live stream is cut silently
         }
         closeOpened();
     }

@@ -1,6 +1,7 @@
 package io.kvgate.dataplane;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -90,14 +91,19 @@ class GatewayProxySystemTest {
         assertEquals(CHAT, a.bodies.get(0), "the body reaches the engine byte for byte");
     }
 
+    /** L3: the client keeps its id on the response; the engine gets a gateway-unique one, so two clients never collide. */
     @Test
-    void keepsClientRequestId() throws Exception {
+    void l3_clientRequestIdOnResponseEngineGetsUniqueIds() throws Exception {
         startGateway("round_robin", a.url());
-        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
-            .header("Content-Type", "application/json").header("X-Request-Id", "my-id-123")
-            .POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(), HttpResponse.BodyHandlers.ofString());
-        assertEquals("my-id-123", r.headers().firstValue("x-request-id").orElseThrow());
-        assertEquals("my-id-123", a.requestIds.get(0));
+        for (int i = 0; i < 2; i++) {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+                .header("Content-Type", "application/json").header("X-Request-Id", "my-id-123")
+                .POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(), HttpResponse.BodyHandlers.ofString());
+            assertEquals("my-id-123", r.headers().firstValue("x-request-id").orElseThrow());
+        }
+        assertEquals(2, a.requestIds.size());
+        assertNotEquals("my-id-123", a.requestIds.get(0));
+        assertNotEquals(a.requestIds.get(0), a.requestIds.get(1), "same client id, distinct engine ids");
     }
 
     @Test

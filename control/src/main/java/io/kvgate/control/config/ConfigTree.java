@@ -70,6 +70,7 @@ public final class ConfigTree {
         lm.put("request_read_timeout_ms", l.requestReadTimeoutMs());
         lm.put("client_idle_timeout_ms", l.clientIdleTimeoutMs());
         lm.put("max_connections", l.maxConnections());
+        lm.put("client_stall_timeout_ms", l.clientStallTimeoutMs());
         t.put("limits", lm);
         GatewayConfig.Upstream u = c.upstream();
         Map<String, Object> um = new LinkedHashMap<>();

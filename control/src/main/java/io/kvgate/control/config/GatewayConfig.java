@@ -82,7 +82,7 @@ public record GatewayConfig(
 
     /** Client-side bounds: what one request may cost the gateway before it is refused. */
     public record Limits(int maxBodyBytes, int maxHeaderBytes, int maxInitialLineBytes, long requestReadTimeoutMs,
-                         long clientIdleTimeoutMs, int maxConnections) {
+                         long clientIdleTimeoutMs, int maxConnections, long clientStallTimeoutMs) {
         public Duration requestReadTimeout() {
             return Duration.ofMillis(requestReadTimeoutMs);
         }
@@ -207,7 +207,8 @@ public record GatewayConfig(
         Limits limits = new Limits(l.intValue("max_body_bytes", 8 << 20, 1024, 1 << 30),
             l.intValue("max_header_bytes", 16 << 10, 1024, 1 << 20), l.intValue("max_initial_line_bytes", 8 << 10, 256, 1 << 20),
             l.longValue("request_read_timeout_ms", 30_000, 1, 3_600_000), l.longValue("client_idle_timeout_ms", 120_000, 1, 86_400_000L),
-            l.intValue("max_connections", 100_000, 1, 10_000_000));
+            l.intValue("max_connections", 100_000, 1, 10_000_000),
+            l.longValue("client_stall_timeout_ms", 60_000, 1, 3_600_000));
         l.finish();
 
         ConfigNode u = n.child("upstream");

@@ -6,25 +6,30 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.openai.OpenAiErrors;
-import io.kvgate.dataplane.request.RequestFields;
-import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.proxy.EngineErrors;
-import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.proxy.ExchangeRouting;
 import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.ProxyExchange;
+import io.kvgate.dataplane.proxy.ForwardedHeaders;
+import io.kvgate.dataplane.proxy.LiveExchanges;
+import io.kvgate.dataplane.proxy.PlainExchange;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.RouteRequest;
-import io.kvgate.dataplane.route.RouterPort;
-import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.route.Rule;
-import io.kvgate.dataplane.upstream.UpstreamCall;
-import io.kvgate.dataplane.upstream.UpstreamListener;
+import io.kvgate.dataplane.route.SessionKeys;
+import io.kvgate.dataplane.http.RequestIds;
+import io.kvgate.dataplane.upstream.LegFailure;
+import io.kvgate.dataplane.upstream.LegListener;
+import io.kvgate.dataplane.upstream.UpstreamLeg;
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpMethod;
@@ -52,10 +57,21 @@ import java.util.concurrent.ThreadLocalRandom;
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
  *
- * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, except {@link #onRouted}.
+ * <p>Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
+ * the leg owns whatever it buffers, so a cancelled prefill frees it) and a {@link PlainExchange} in decode-leg mode,
+ * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
+ * sets its own. Both legs carry the same gateway-unique request id (the engines correlate on it).
+ *
+ * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, except {@link #onRouted}. An
+ * exception anywhere ends the exchange with a 500 and frees the connection ({@link #abort}).
  */
-public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeOwner {
+public final class PdExchange extends LiveExchanges.Entry implements RouteRequest, ActiveExchange, ExchangeOwner {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /**
+     * Most sequences one request may ask for (SGLang needs one bootstrap room per sequence): the default of the
+     * front door's per-rule {@code max_n}; beyond it the request is refused with 400 before anything is built.
+     */
+    static final int MAX_SEQUENCES = 128;
 
     private final GatewayContext gw;
     private final PdMetrics metrics;
@@ -72,16 +88,17 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
     private final boolean sglang;
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
 
-    private final io.kvgate.dataplane.request.RoutingInputs inputs;
-    private final RouterPort port;
+    private final RoutingInputs inputs;
+    private final ExchangeRouting routing;
     private Role role = Role.PREFILL;
-    private EndpointState routed;
     private String routedWhy;
 
     private EndpointState prefillEp;
     private EndpointState decodeEp;
-    private UpstreamCall prefillCall;
-    private ProxyExchange decodeLeg;
+    private final String upstreamRequestId = RequestIds.generate();
+    private UpstreamLeg prefillLeg;
+    private PlainExchange decodeLeg;
+    private boolean listed;
     private long prefillStartNs;
     private int transportRetries;
     private boolean decodeStarted;
@@ -90,10 +107,10 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
 
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
                       ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
-                      io.kvgate.dataplane.request.RoutingInputs inputs) {
+                      RoutingInputs inputs) {
         this.inputs = inputs;
         this.gw = gw;
-        this.port = gw.router().port(ctx.channel().eventLoop());
+        this.routing = gw.routing(ctx.channel().eventLoop());
         this.metrics = metrics;
         this.ctx = ctx;
         this.owner = owner;
@@ -110,15 +127,28 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
 
     public void start() {
         metrics.requests.increment();
-        routeNext(Role.PREFILL);
+        try {
+            int sequences = batchSize();
+            if (sequences > MAX_SEQUENCES) {
+                gw.metrics().badRequest("too_many_sequences");
+                respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "This request asks for " + sequences
+                    + " sequences; at most " + MAX_SEQUENCES + " are allowed per request on this model.", "n", "invalid_value"), 400, false);
+                return;
+            }
+            listed = true;
+            gw.live().add(ctx.channel().eventLoop(), this);
+            routeNext(Role.PREFILL);
+        } catch (Throwable t) {
+            abort(t);
+        }
     }
 
     private void routeNext(Role r) {
         role = r;
-        if (!port.tryRoute(this)) {
+        if (!routing.tryRoute(this)) {
             gw.metrics().shed("router_ring_full");
             if (prefillEp != null && r == Role.DECODE && sglang) {
-                port.complete(prefillEp, Outcome.RELEASED);
+                routing.complete(prefillEp, Outcome.RELEASED);
             }
             fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
         }
@@ -168,28 +198,32 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
 
     /** The routing decision for the current role, on the event loop. */
     @Override
-    public void onRouted(EndpointState endpoint, Rule r, String why) {
-        this.routed = endpoint;
+    public void onRouted(EndpointState ep, Rule r, String why) {
         this.routedWhy = why;
-        onDecision();
+        try {
+            onDecision(ep);
+        } catch (Throwable t) {
+            if (ep != null && prefillLeg == null && decodeLeg == null) {
+                routing.complete(ep, Outcome.RELEASED); // no leg took this endpoint over
+            }
+            abort(t);
+        }
     }
 
-    private void onDecision() {
-        EndpointState ep = routed;
-        routed = null;
+    private void onDecision(EndpointState ep) {
         if (clientGone || done) {
             if (ep != null) {
-                port.complete(ep, Outcome.RELEASED);
+                routing.complete(ep, Outcome.RELEASED);
             }
-            if (role == Role.DECODE && prefillEp != null && sglang && prefillCall == null) {
-                port.complete(prefillEp, Outcome.RELEASED);
+            if (role == Role.DECODE && prefillEp != null && sglang && prefillLeg == null) {
+                routing.complete(prefillEp, Outcome.RELEASED);
             }
             return;
         }
         if (role == Role.PREFILL) {
             if (ep == null) {
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy prefill endpoint for model '" + fields.model + "'"
-                    + (connectFailed.isEmpty() ? "" : " (could not connect to " + connectFailed + ")"), "no_healthy_endpoint", true);
+                    + (connectFailed.isEmpty() ? "" : " (could not connect to " + connectFailed.size() + ")"), "no_healthy_endpoint", true);
                 return;
             }
             prefillEp = ep;
@@ -201,7 +235,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
         } else {
             if (ep == null) {
                 if (sglang) {
-                    port.complete(prefillEp, Outcome.RELEASED);
+                    routing.complete(prefillEp, Outcome.RELEASED);
                 }
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
                     "no_healthy_endpoint", true);
@@ -245,7 +279,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
             params = n == null ? null : n.get("kv_transfer_params");
         } catch (Exception e) {
             metrics.failure("prefill", "invalid_json");
-            fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg (" + prefillEp.key() + ") answered with invalid JSON",
+            fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg answered with invalid JSON",
                 "prefill_invalid_response", false);
             return;
         }
@@ -316,18 +350,21 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
 
     private void startPrefillCall(byte[] bytes) {
         prefillStartNs = gw.clock().nanoTime();
-        prefillCall = new UpstreamCall(gw.pool(), ctx.channel().eventLoop(), prefillEp, HttpMethod.POST, request.uri(),
-            ProxyExchange.forwardHeaders(request.headers(), requestId), Unpooled.wrappedBuffer(bytes), new PrefillLeg(),
-            pd.prefillTimeoutMs());
-        prefillCall.start();
+        ByteBuf buf = ctx.alloc().buffer(bytes.length).writeBytes(bytes);
+        prefillLeg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), prefillEp, routing, gw.metrics(),
+            HttpMethod.POST, request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), buf,
+            UpstreamLeg.Timeouts.ofMillis(pd.prefillTimeoutMs(), gw.config().upstream().idleTimeoutMs(),
+                gw.config().limits().clientStallTimeoutMs()), new PrefillListener());
+        prefillLeg.start();
     }
 
     private void startDecodeLeg(byte[] bytes, boolean preChosen) {
         decodeStarted = false;
-        ByteBuf buf = Unpooled.wrappedBuffer(bytes);
-        decodeLeg = new ProxyExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
-            .withInputs(new io.kvgate.dataplane.request.RoutingInputs(null, null, inputs.sessionKey()))
-            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !sglang, new ProxyExchange.LegObserver() {
+        ByteBuf buf = ctx.alloc().buffer(bytes.length).writeBytes(bytes);
+        decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
+            .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
+            .withUpstreamRequestId(upstreamRequestId)
+            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !sglang, new PlainExchange.LegObserver() {
                 @Override
                 public void onResponseHead(int status) {
                     decodeStarted = true;
@@ -341,61 +378,64 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
         }
     }
 
-    private final class PrefillLeg implements UpstreamListener {
-        private int status;
-        private ByteBuf text;
-
+    /**
+     * The prefill leg's answer. vLLM's is JSON and aggregated (bounded: over {@code limits.max_body_bytes} is a
+     * 502 naming the leg); SGLang's success is drained as it arrives (nothing is kept), its error aggregated to be
+     * relayed. Whatever is aggregated belongs to the leg, so a cancelled prefill never leaks it.
+     */
+    private final class PrefillListener implements LegListener {
         @Override
-        public void onResponseHead(UpstreamCall call, HttpResponse head) {
-            status = head.status().code();
-            text = ctx.alloc().buffer(512);
+        public void onHead(UpstreamLeg leg, HttpResponse head) {
+            int status = head.status().code();
+            if (status >= 400) {
+                leg.aggregate(gw.config().upstream().maxErrorBodyBytes());
+            } else if (!sglang) {
+                leg.aggregate(gw.config().limits().maxBodyBytes());
+            }
         }
 
         @Override
-        public void onContent(UpstreamCall call, HttpContent content, boolean last) {
-            int room = gw.config().limits().maxBodyBytes() - text.readableBytes();
-            ByteBuf c = content.content();
-            text.writeBytes(c, c.readerIndex(), Math.min(room, c.readableBytes()));
-            content.release();
+        public void onContent(UpstreamLeg leg, HttpContent content, boolean last) {
+            content.release(); // SGLang success: drained
             if (last) {
-                String s = text.toString(StandardCharsets.UTF_8);
-                text.release();
-                text = null;
-                prefillCall = null;
-                port.complete(prefillEp, status >= 500 ? Outcome.FAILURE : Outcome.SUCCESS);
-                metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
-                if (clientGone || done) {
-                    return;
-                }
-                if (sglang) {
-                    onSglangPrefillAnswered(status, s);
-                } else {
-                    onVllmPrefillAnswered(status, s);
-                }
+                onPrefillDone(leg, leg.head().status().code(), "");
             }
         }
 
         @Override
-        public void onReadComplete(UpstreamCall call) {
-            // The prefill answer is small and aggregated: keep reading.
+        public void onAggregated(UpstreamLeg leg, HttpResponse head, ByteBuf body) {
+            onPrefillDone(leg, head.status().code(), body.toString(StandardCharsets.UTF_8));
         }
 
         @Override
-        public void onFailure(UpstreamCall call, Failure failure, Throwable cause) {
-            if (text != null) {
-                text.release();
-                text = null;
+        public void onFailure(UpstreamLeg leg, LegFailure failure, Throwable cause) {
+            if (leg != prefillLeg) {
+                return;
             }
-            prefillCall = null;
-            onPrefillFailed(failure);
+            prefillLeg = null;
+            onPrefillFailed(leg.endpoint(), failure);
         }
     }
 
-    private void onPrefillFailed(UpstreamListener.Failure failure) {
-        EndpointState ep = prefillEp;
-        port.complete(ep, Outcome.FAILURE);
-        metrics.failure("prefill", failure.name().toLowerCase(java.util.Locale.ROOT));
-        gw.metrics().upstreamError(ep.key(), "prefill_" + failure.name().toLowerCase(java.util.Locale.ROOT));
+    private void onPrefillDone(UpstreamLeg leg, int status, String text) {
+        if (leg != prefillLeg) {
+            return;
+        }
+        prefillLeg = null;
+        metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
+        if (clientGone || done) {
+            return;
+        }
+        if (sglang) {
+            onSglangPrefillAnswered(status, text);
+        } else {
+            onVllmPrefillAnswered(status, text);
+        }
+    }
+
+    private void onPrefillFailed(EndpointState ep, LegFailure failure) {
+        // The leg already returned the endpoint's load and charged its breaker as the failure's class says.
+        metrics.failure("prefill", failure.metricName());
         if (clientGone || done) {
             return;
         }
@@ -414,8 +454,8 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
                     routeNext(Role.PREFILL);
                     return;
                 }
-                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any prefill endpoint (tried " + connectFailed + ")",
-                    "upstream_connect_failed", true);
+                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any prefill endpoint ("
+                    + connectFailed.size() + " tried)", failure.code(), true);
             }
             case EARLY_CLOSE, MID_BODY -> {
                 if (transportRetries == 0) {
@@ -424,11 +464,15 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
                     routeNext(Role.PREFILL);
                     return;
                 }
-                fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg (" + ep.key() + ") failed twice: the engine closed the connection",
+                fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg failed twice: the engine closed the connection",
                     "prefill_failed", false);
             }
             case FIRST_BYTE_TIMEOUT, IDLE_TIMEOUT -> fail(HttpResponseStatus.GATEWAY_TIMEOUT,
-                "The prefill leg (" + ep.key() + ") did not answer within " + pd.prefillTimeoutMs() + " ms", "prefill_timeout", false);
+                "The prefill leg did not answer within " + pd.prefillTimeoutMs() + " ms", "prefill_timeout", false);
+            case RESPONSE_TOO_LARGE -> fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg's answer exceeds the gateway's limit of "
+                + gw.config().limits().maxBodyBytes() + " bytes", failure.code(), false);
+            case INTERNAL -> abort(new IllegalStateException("prefill leg failed inside the gateway"));
+            case CLIENT_STALL, CANCELLED, ENGINE_5XX -> throw new IllegalStateException("a prefill leg never fails with " + failure);
         }
     }
 
@@ -447,7 +491,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
         } catch (Exception e) {
             msg = text;
         }
-        fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg (" + prefillEp.key() + ") failed with HTTP " + status + ": " + msg,
+        fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg failed with HTTP " + status + ": " + msg,
             "prefill_failed", false);
     }
 
@@ -467,6 +511,7 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
             return;
         }
         done = true;
+        unlist();
         r.headers().set("x-request-id", requestId);
         boolean keepAlive = HttpUtil.isKeepAlive(request);
         if (!keepAlive) {
@@ -483,14 +528,83 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
             return;
         }
         clientGone = true;
-        if (prefillCall != null) {
-            prefillCall.cancel();
-            prefillCall = null;
-            port.complete(prefillEp, Outcome.RELEASED);
+        unlist();
+        if (prefillLeg != null) {
+            prefillLeg.cancel(); // the leg returns the endpoint and frees whatever it had aggregated
+            prefillLeg = null;
         }
         if (decodeLeg != null) {
             decodeLeg.onClientGone();
         }
+    }
+
+    private void unlist() {
+        if (listed) {
+            listed = false;
+            gw.live().remove(this);
+        }
+    }
+
+    /**
+     * The watchdog: something threw inside this exchange. Both legs end (their endpoints uncharged), the client
+     * gets a 500 unless decode already answered, and the connection is closed; never a hang.
+     */
+    void abort(Throwable t) {
+        if (done || clientGone) {
+            return;
+        }
+        System.err.println("kvgate: P/D exchange failed inside the gateway (answered 500, connection closed): " + t);
+        boolean decodeAnswered = decodeLeg != null && decodeLeg.responseStarted();
+        done = true;
+        unlist();
+        try {
+            if (prefillLeg != null) {
+                prefillLeg.abortInternal();
+                prefillLeg = null;
+            }
+            if (decodeLeg != null) {
+                decodeLeg.abortSilently();
+                decodeLeg = null;
+            }
+            if (decodeAnswered) {
+                ctx.close();
+            } else {
+                FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.INTERNAL_SERVER_ERROR,
+                    "The gateway failed while handling this request.", null, LegFailure.INTERNAL.code());
+                r.headers().set("x-request-id", requestId);
+                r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+                ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
+            }
+            gw.metrics().request(rule.name(), fields.model, 500, gw.clock().nanoTime() - startNs);
+        } catch (Throwable again) {
+            ctx.close();
+        } finally {
+            owner.onExchangeDone(false);
+        }
+    }
+
+    /** The drain deadline passed: a live decode stream gets its error frame; anything earlier a 503. */
+    @Override
+    protected void endForDrain() {
+        if (done || clientGone) {
+            return;
+        }
+        if (decodeLeg != null && decodeLeg.responseStarted()) {
+            decodeLeg.endDrained(); // ends the stream; its owner (this) then cancels the prefill
+            return;
+        }
+        if (prefillLeg != null) {
+            prefillLeg.cancel();
+            prefillLeg = null;
+        }
+        if (decodeLeg != null) {
+            decodeLeg.abortSilently();
+            decodeLeg = null;
+        }
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE,
+            "The gateway is shutting down; retry the request.", null, "shutting_down");
+        r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        respond(r, 503, false);
     }
 
     // ---- ExchangeOwner for the decode leg ----------------------------------------------------------------------
@@ -498,10 +612,10 @@ public final class PdExchange implements RouteRequest, ActiveExchange, ExchangeO
     @Override
     public void onExchangeDone(boolean keepAlive) {
         done = true;
-        if (prefillCall != null) {
-            prefillCall.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more
-            prefillCall = null;
-            port.complete(prefillEp, Outcome.RELEASED);
+        unlist();
+        if (prefillLeg != null) {
+            prefillLeg.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more
+            prefillLeg = null;
         }
         owner.onExchangeDone(keepAlive);
     }

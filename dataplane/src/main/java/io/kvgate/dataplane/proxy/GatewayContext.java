@@ -4,7 +4,10 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.upstream.UpstreamConnector;
 import io.kvgate.dataplane.upstream.UpstreamPool;
+import io.netty.channel.EventLoop;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -21,15 +24,32 @@ public final class GatewayContext {
     private final GatewayMetrics metrics;
     private final NanoClock clock;
     private final RequestHooks hooks;
+    private final UpstreamConnector connector;
+    private final LiveExchanges live;
+    private final Function<EventLoop, ExchangeRouting> routing;
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
                           NanoClock clock, RequestHooks hooks) {
+        this(config, router, pool, metrics, clock, hooks, pool, new LiveExchanges(), ExchangeRouting.ports(router));
+    }
+
+    /**
+     * @param connector where legs get engine connections (the pool; embedded channels in tests)
+     * @param live      the exchanges in progress, ended at the drain deadline
+     * @param routing   an event loop's way to the routing stage (its {@code RouterPort}; scripted in tests)
+     */
+    public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
+                          NanoClock clock, RequestHooks hooks, UpstreamConnector connector, LiveExchanges live,
+                          Function<EventLoop, ExchangeRouting> routing) {
         this.config = config;
         this.router = router;
         this.pool = pool;
         this.metrics = metrics;
         this.clock = clock;
         this.hooks = hooks;
+        this.connector = connector;
+        this.live = live;
+        this.routing = routing;
     }
 
     /** A context over a fixed configuration (tests and tools that never reload). */
@@ -61,5 +81,18 @@ public final class GatewayContext {
 
     public RequestHooks hooks() {
         return hooks;
+    }
+
+    public UpstreamConnector connector() {
+        return connector;
+    }
+
+    public LiveExchanges live() {
+        return live;
+    }
+
+    /** The routing stage as seen from {@code loop}: decisions for requests published here come back on it. */
+    public ExchangeRouting routing(EventLoop loop) {
+        return routing.apply(loop);
     }
 }

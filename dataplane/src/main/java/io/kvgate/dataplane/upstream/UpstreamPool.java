@@ -21,7 +21,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * used on the event loop of the client connection it serves, so a proxied byte never crosses threads and the pool
  * needs no locks.
  */
-public final class UpstreamPool {
+public final class UpstreamPool implements UpstreamConnector {
     private final Class<? extends SocketChannel> channelClass;
     // Replaced by a reload (read per connect / per release, so the next request uses the new values).
     private volatile GatewayConfig.Upstream cfg;
@@ -53,7 +53,8 @@ public final class UpstreamPool {
     }
 
     /** An idle pooled connection to {@code ep} that is still open, or null. Event-loop only. */
-    Channel pollIdle(EndpointState ep) {
+    @Override
+    public Channel pollIdle(EndpointState ep) {
         ArrayDeque<Channel> q = idle.get().get(ep.key());
         if (q == null) {
             return null;
@@ -68,7 +69,8 @@ public final class UpstreamPool {
         return null;
     }
 
-    ChannelFuture connect(EventLoop loop, EndpointState ep) {
+    @Override
+    public ChannelFuture connect(EventLoop loop, EndpointState ep) {
         GatewayConfig.Upstream cfg = this.cfg;
         GatewayConfig.Limits limits = this.limits;
         Bootstrap b = new Bootstrap()
@@ -80,7 +82,7 @@ public final class UpstreamPool {
                 @Override
                 protected void initChannel(SocketChannel ch) {
                     ch.pipeline().addLast("codec", new HttpClientCodec(limits.maxInitialLineBytes(), 64 << 10, 64 << 10));
-                    ch.pipeline().addLast("call", new UpstreamCall.Handler());
+                    ch.pipeline().addLast("call", new UpstreamLeg.Handler());
                 }
             });
         connectsOpened.incrementAndGet();
@@ -95,7 +97,8 @@ public final class UpstreamPool {
     }
 
     /** Returns a connection whose last response completed cleanly. Event-loop only. */
-    void release(EndpointState ep, Channel ch) {
+    @Override
+    public void release(EndpointState ep, Channel ch) {
         ch.config().setAutoRead(true); // an idle connection keeps reading: a close or stray bytes retire it at once
         if (!ch.isActive() || cfg.maxIdlePerEndpoint() == 0) {
             ch.close();

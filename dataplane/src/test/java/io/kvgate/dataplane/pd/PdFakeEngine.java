@@ -21,7 +21,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * A strict P/D engine for gateway tests, enforcing each dialect's protocol the way the engines do: a vLLM decode
  * accepts only kv_transfer_params a prefill of this fleet issued; an SGLang prefill answers only once its decode has
- * joined the same bootstrap room (so a sequential proxy deadlocks and fails the test).
+ * joined the same bootstrap room (so a sequential proxy deadlocks and fails the test), and an SGLang decode produces
+ * nothing before that prefill has "sent" its KV (so a dead prefill leaves decode waiting, as in the engine).
  */
 final class PdFakeEngine implements AutoCloseable {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -30,9 +31,16 @@ final class PdFakeEngine implements AutoCloseable {
     static final class Fleet {
         final Map<String, String> issued = new ConcurrentHashMap<>();
         final Map<Long, CountDownLatch> rooms = new ConcurrentHashMap<>();
+        final Map<Long, CountDownLatch> transferred = new ConcurrentHashMap<>();
 
+        /** Counted down when a decode joins the room. */
         CountDownLatch room(long id) {
             return rooms.computeIfAbsent(id, k -> new CountDownLatch(1));
+        }
+
+        /** Counted down when the room's prefill has sent its KV (a decode produces nothing before that). */
+        CountDownLatch transferred(long id) {
+            return transferred.computeIfAbsent(id, k -> new CountDownLatch(1));
         }
     }
 
@@ -151,10 +159,21 @@ final class PdFakeEngine implements AutoCloseable {
                 Thread.currentThread().interrupt();
                 return;
             }
+            fleet.transferred(room).countDown();
             respond(ex, 200, "{\"id\":\"p\",\"choices\":[{\"index\":0,\"text\":\"\"}]}");
             return;
         }
         fleet.room(room).countDown();
+        try {
+            // As SGLang's decode: nothing is produced before the prefill's KV has arrived.
+            if (!fleet.transferred(room).await(3, TimeUnit.SECONDS)) {
+                respond(ex, 500, "{\"object\":\"error\",\"message\":\"prefill never sent KV for room " + room + "\",\"code\":500}");
+                return;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+        }
         answer(ex, body, false);
     }
 

@@ -2,6 +2,7 @@ package io.kvgate.dataplane.pd;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -195,13 +196,22 @@ class PdSystemTest {
         prefill.fault = PdFakeEngine.Fault.CLOSE_BEFORE_ANSWER;
         prefill.faultCount = 1;
         HttpResponse<String> r = chat(BODY);
-        // Decode may answer before the gateway sees the prefill die; either way the client gets a real answer.
+        // The decode waits for the dead prefill's KV: only the pair retry can answer.
         assertEquals(200, r.statusCode(), r.body());
+        assertEquals(1, gw.pdMetrics().pairRetries.sum(), "exactly one pair retry");
+        assertEquals(1, gw.pdMetrics().failures("prefill", "early_close"));
+        assertEquals(2, decode.requests.get(), "the first decode was aborted, a second one joined the fresh room");
+        assertNotEquals(decode.bodies.get(0).get("bootstrap_room").asLong(), decode.bodies.get(1).get("bootstrap_room").asLong(),
+            "the retry uses a fresh room");
+
         prefill.fault = PdFakeEngine.Fault.HTTP_400;
         prefill.faultCount = 1;
-        decode.fault = PdFakeEngine.Fault.NONE;
         r = chat(BODY);
-        assertTrue(r.statusCode() == 400 || r.statusCode() == 200, r.statusCode() + " " + r.body());
+        // The prefill refuses before any KV moved, so decode has produced nothing: the 4xx is relayed and decode aborted.
+        assertEquals(400, r.statusCode(), r.body());
+        assertTrue(r.body().contains("prompt too long"), r.body());
+        assertEquals(1, gw.pdMetrics().pairRetries.sum(), "a 4xx is not retried");
+        assertEquals(1, gw.pdMetrics().failures("prefill", "http_400"));
     }
 
     @Test

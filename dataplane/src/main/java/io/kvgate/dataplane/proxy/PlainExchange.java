@@ -1,0 +1,659 @@
+package io.kvgate.dataplane.proxy;
+
+import io.kvgate.dataplane.http.RequestIds;
+import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RoutingInputs;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.SessionKeys;
+import io.kvgate.dataplane.upstream.LegFailure;
+import io.kvgate.dataplane.upstream.LegListener;
+import io.kvgate.dataplane.upstream.UpstreamLeg;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.DefaultLastHttpContent;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One client request relayed through one {@link UpstreamLeg} (a plain rule's request, or the decode leg of a P/D
+ * request): routed on the routing stage, then sent and relayed on the client connection's event loop.
+ *
+ * <p><b>Phases</b> ({@link Phase}): {@code ROUTING} (waiting for the decision) → {@code UPSTREAM} (a leg is live, the
+ * client has nothing yet) → {@code RELAYING} (the response head went to the client) → {@code DONE}. A connect failure
+ * re-routes to another endpoint (nothing reached the client; the body is still whole, the leg sends duplicates).
+ *
+ * <p><b>Relay</b>: streams go to the client chunk by chunk as the engine produces them, bytes never re-serialized;
+ * SSE is framed by {@link SseFramer} (partial events held back). The next upstream read waits until the client's
+ * write of the previous batch completed ({@link UpstreamLeg#readAfter}). Error answers (and a P/D decode's JSON,
+ * which must lose {@code kv_transfer_params}) are aggregated within a bound and re-emitted in the OpenAI shape; over
+ * the bound the client gets a 502 naming the leg, never a truncated body. Once a stream has started, a failure is
+ * one {@code data: {"error":…}} event plus {@code data: [DONE]}: a silent close looks like success to the SDKs.
+ *
+ * <p><b>Watchdog</b>: an exception anywhere in the exchange (routing decision, leg callbacks) ends it with a 500 or
+ * an error frame, returns the endpoint's load and frees the connection ({@link #abort}); it never hangs.
+ *
+ * <p>Threading: event-loop only; the routing decision arrives on the event loop too ({@link #onRouted}, delivered in
+ * a batch by the loop's router port).
+ */
+public final class PlainExchange extends LiveExchanges.Entry implements RouteRequest, LegListener, ActiveExchange {
+    /** Where the exchange is; see the class comment. */
+    public enum Phase { ROUTING, UPSTREAM, RELAYING, DONE }
+
+    /** Lets an orchestrator (P/D) follow and couple this leg. Event-loop only. */
+    public interface LegObserver {
+        /** The engine's response head arrived (the leg produced output). */
+        default void onResponseHead(int status) {}
+
+        /** The leg failed before its response head; return true to take over (no client answer is sent). */
+        default boolean onFailedBeforeHead(LegFailure failure) {
+            return false;
+        }
+
+        LegObserver NONE = new LegObserver() {};
+    }
+
+    private final GatewayContext gw;
+    private final ChannelHandlerContext ctx;
+    private final ExchangeOwner owner;
+    private final HttpRequest request;
+    private final ExchangeRouting routing;
+    private final String model;
+    private final Rule rule;
+    private final String ruleName;
+    private final String requestId;
+    private final boolean explain;
+    private final long startNs;
+    private final List<EndpointState> tried = new ArrayList<>(2);
+    private ByteBuf body;
+    private String upstreamRequestId;
+    private Role role = Role.ANY;
+    private long firstByteTimeoutMs;
+    private boolean pdDecodeJson;
+    private String legName = "engine";
+    private LegObserver observer = LegObserver.NONE;
+    private RoutingInputs inputs = RoutingInputs.NONE;
+    private boolean listed;
+
+    private String routedWhy;
+    private long routedAtNs;
+    private long dispatchNs;
+
+    private Phase phase = Phase.ROUTING;
+    private boolean clientGone;
+    /** An endpoint the router counted for this request that no leg has taken over yet (the watchdog returns it). */
+    private EndpointState heldEndpoint;
+    private EndpointState lastEndpoint;
+    private UpstreamLeg leg;
+    private int status;
+    private boolean sse;
+    private SseFramer framer;
+    private ChannelFuture lastWrite;
+    private long sentAtNs;
+
+    public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
+                         RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
+        this.gw = gw;
+        this.ctx = ctx;
+        this.owner = owner;
+        this.request = request;
+        this.body = body;
+        this.routing = gw.routing(ctx.channel().eventLoop());
+        this.model = fields.model;
+        this.rule = rule;
+        this.ruleName = rule.name();
+        this.requestId = requestId;
+        this.explain = explain || rule.config().explain();
+        this.startNs = startNs;
+        this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
+        // Two clients may send the same X-Request-Id: the engine gets a gateway-unique one, the client its own back.
+        this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
+    }
+
+    /**
+     * Configures this exchange as the decode leg of a P/D request. {@code decodeJson}: a JSON answer is aggregated
+     * (within {@code limits.max_body_bytes}) to strip {@code kv_transfer_params} before it reaches the client.
+     */
+    public PlainExchange asLeg(Role legRole, long legFirstByteTimeoutMs, boolean decodeJson, LegObserver legObserver) {
+        this.role = legRole;
+        this.firstByteTimeoutMs = legFirstByteTimeoutMs;
+        this.pdDecodeJson = decodeJson;
+        this.observer = legObserver;
+        this.legName = legRole == Role.DECODE ? "decode leg" : "engine";
+        return this;
+    }
+
+    /** The request id the engine sees (P/D: the same for both legs, so the engines can correlate them). */
+    public PlainExchange withUpstreamRequestId(String id) {
+        this.upstreamRequestId = id;
+        return this;
+    }
+
+    /** What KV-aware and affinity policies route on (computed by the I/O thread before the ring). */
+    public PlainExchange withInputs(RoutingInputs in) {
+        this.inputs = in;
+        return this;
+    }
+
+    public Phase phase() {
+        return phase;
+    }
+
+    // ---- RouteRequest ----------------------------------------------------------------------------------------
+
+    @Override
+    public Role role() {
+        return role;
+    }
+
+    @Override
+    public int[] promptTokens() {
+        return inputs.promptTokens();
+    }
+
+    @Override
+    public String cacheSalt() {
+        return inputs.cacheSalt();
+    }
+
+    @Override
+    public long sessionKeyHash() {
+        return SessionKeys.hash(inputs.sessionKey());
+    }
+
+    @Override
+    public boolean explain() {
+        return explain;
+    }
+
+    @Override
+    public Rule rule() {
+        return rule;
+    }
+
+    @Override
+    public int triedCount() {
+        return tried.size();
+    }
+
+    @Override
+    public EndpointState tried(int i) {
+        return tried.get(i);
+    }
+
+    /** The routing decision, on the event loop. */
+    @Override
+    public void onRouted(EndpointState ep, Rule decidedBy, String why) {
+        this.routedWhy = why;
+        onDecision(ep);
+    }
+
+    // ---- start -----------------------------------------------------------------------------------------------
+
+    /** Starts routing a plain rule's request; on a full ring the request is shed at once with 503. */
+    public void start() {
+        try {
+            if (role == Role.ANY) {
+                listed = true; // a P/D leg is listed through its orchestrator
+                gw.live().add(ctx.channel().eventLoop(), this);
+            }
+            routedAtNs = gw.clock().nanoTime();
+            dispatchNs = routedAtNs;
+            if (!routing.tryRoute(this)) {
+                gw.metrics().shed("router_ring_full");
+                finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+            }
+        } catch (Throwable t) {
+            abort(t);
+        }
+    }
+
+    /** Starts on an endpoint the routing stage already chose (and counted) for this request. */
+    public void startOn(EndpointState ep, String why) {
+        this.routedWhy = why;
+        this.routedAtNs = gw.clock().nanoTime();
+        this.dispatchNs = routedAtNs;
+        onDecision(ep);
+    }
+
+    private void onDecision(EndpointState ep) {
+        heldEndpoint = ep;
+        try {
+            gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
+            if (phase == Phase.DONE) {
+                returnHeldEndpoint(); // the client left (or the exchange ended) while routing
+                return;
+            }
+            if (ep == null) {
+                gw.metrics().shed("no_healthy_endpoint");
+                String msg = tried.isEmpty()
+                    ? "No healthy endpoint is available for model '" + model + "'" + (routedWhy == null ? "" : " (" + routedWhy + ")")
+                    : "Could not connect to any endpoint for model '" + model + "' (" + tried.size() + " tried)";
+                finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "no_healthy_endpoint", true);
+                return;
+            }
+            tried.add(ep);
+            lastEndpoint = ep;
+            phase = Phase.UPSTREAM;
+            var limits = gw.config().limits();
+            leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(),
+                request.method(), request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), body.retain(),
+                UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
+                this);
+            heldEndpoint = null; // the leg reports the endpoint's outcome from here on
+            leg.start();
+        } catch (Throwable t) {
+            abort(t);
+        }
+    }
+
+    private void returnHeldEndpoint() {
+        EndpointState ep = heldEndpoint;
+        heldEndpoint = null;
+        if (ep != null) {
+            routing.complete(ep, Outcome.RELEASED);
+        }
+    }
+
+    // ---- leg events ------------------------------------------------------------------------------------------
+
+    @Override
+    public void onSent(UpstreamLeg l, long connectNs) {
+        long now = gw.clock().nanoTime();
+        sentAtNs = now;
+        if (connectNs > 0) {
+            gw.metrics().stages.recordNs(Stage.UPSTREAM_CONNECT, connectNs);
+        }
+        if (tried.size() == 1) {
+            // Everything between the last request byte and the engine's socket, except opening a connection.
+            gw.metrics().stages.recordNs(Stage.GATEWAY_ADDED, now - dispatchNs - connectNs);
+        }
+    }
+
+    @Override
+    public void onHead(UpstreamLeg l, HttpResponse head) {
+        if (phase != Phase.UPSTREAM) {
+            return;
+        }
+        long now = gw.clock().nanoTime();
+        gw.metrics().timeToFirstByte(ruleName, now - startNs);
+        gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
+        status = head.status().code();
+        String ct = head.headers().get(HttpHeaderNames.CONTENT_TYPE, "");
+        sse = ct.startsWith("text/event-stream");
+        observer.onResponseHead(status);
+        if (!sse && status >= 400) {
+            // Aggregated (bounded) to re-emit the engine's error in the OpenAI shape.
+            l.aggregate(gw.config().upstream().maxErrorBodyBytes());
+            return;
+        }
+        if (!sse && pdDecodeJson && ct.startsWith("application/json")) {
+            l.aggregate(gw.config().limits().maxBodyBytes());
+            return;
+        }
+        HttpResponse out = new DefaultHttpResponse(HttpVersion.HTTP_1_1, head.status());
+        ForwardedHeaders.toClient(head.headers(), out.headers());
+        if (!head.headers().contains(HttpHeaderNames.CONTENT_LENGTH)) {
+            HttpUtil.setTransferEncodingChunked(out, true);
+        }
+        decorate(out);
+        if (sse) {
+            framer = new SseFramer();
+        }
+        phase = Phase.RELAYING;
+        lastWrite = ctx.write(out);
+    }
+
+    private void decorate(HttpResponse r) {
+        r.headers().set("x-request-id", requestId);
+        if (explain) {
+            r.headers().set("x-kvgate-route", explanation());
+        }
+        if (!HttpUtil.isKeepAlive(request)) {
+            r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        }
+    }
+
+    private String explanation() {
+        return "endpoint=" + (lastEndpoint == null ? "none" : lastEndpoint.key()) + "; rule=" + ruleName
+            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size();
+    }
+
+    @Override
+    public void onContent(UpstreamLeg l, HttpContent content, boolean last) {
+        if (phase != Phase.RELAYING) {
+            content.release();
+            return;
+        }
+        if (sse) {
+            ByteBuf chunk = content.content().retain();
+            content.release();
+            if (last) {
+                ctx.writeAndFlush(new DefaultLastHttpContent(framer.finish(ctx.alloc(), chunk)));
+                finish(status, HttpUtil.isKeepAlive(request));
+                return;
+            }
+            ByteBuf out = framer.next(ctx.alloc(), chunk);
+            if (out.isReadable()) {
+                lastWrite = ctx.write(new DefaultHttpContent(out));
+            } else {
+                out.release();
+            }
+            return;
+        }
+        if (last) {
+            ctx.writeAndFlush(content);
+            finish(status, HttpUtil.isKeepAlive(request));
+        } else {
+            lastWrite = ctx.write(content);
+        }
+    }
+
+    /** Read-after-write: flush what this batch wrote and read the next upstream batch once the client took it. */
+    @Override
+    public void onReadComplete(UpstreamLeg l) {
+        if (phase != Phase.RELAYING) {
+            l.read();
+            return;
+        }
+        ChannelFuture w = lastWrite;
+        lastWrite = null;
+        ctx.flush();
+        l.readAfter(w);
+    }
+
+    @Override
+    public void onAggregated(UpstreamLeg l, HttpResponse head, ByteBuf aggregated) {
+        if (phase != Phase.UPSTREAM) {
+            return;
+        }
+        String text = aggregated.toString(StandardCharsets.UTF_8);
+        String json = status >= 400 ? EngineErrors.toOpenAiShape(text, status) : EngineErrors.withoutKvTransferParams(text);
+        FullHttpResponse r = OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), json);
+        decorate(r);
+        boolean keepAlive = HttpUtil.isKeepAlive(request);
+        ctx.writeAndFlush(r);
+        finish(status, keepAlive);
+    }
+
+    @Override
+    public void onFailure(UpstreamLeg l, LegFailure failure, Throwable cause) {
+        if (l != leg || phase == Phase.DONE) {
+            return;
+        }
+        leg = null;
+        boolean started = phase == Phase.RELAYING;
+        switch (failure) {
+            case CONNECT -> {
+                if (!started && observer.onFailedBeforeHead(failure)) {
+                    finishSilently();
+                    return;
+                }
+                if (tried.size() < gw.config().upstream().maxConnectAttempts()) {
+                    gw.metrics().connectRetries.increment();
+                    phase = Phase.ROUTING;
+                    routedAtNs = gw.clock().nanoTime();
+                    if (routing.tryRoute(this)) {
+                        return;
+                    }
+                    gw.metrics().shed("router_ring_full");
+                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+                    return;
+                }
+                if (cause instanceof io.netty.channel.ConnectTimeoutException) {
+                    finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "Connecting to the engines for model '" + model
+                        + "' timed out (" + tried.size() + " tried)", "upstream_connect_timeout", true);
+                } else {
+                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any endpoint for model '"
+                        + model + "' (" + tried.size() + " tried)", failure.code(), true);
+                }
+            }
+            case EARLY_CLOSE -> {
+                if (observer.onFailedBeforeHead(failure)) {
+                    finishSilently();
+                    return;
+                }
+                finishWithError(failure.clientStatus(), "The " + legName + " closed the connection before responding", failure.code(), false);
+            }
+            case FIRST_BYTE_TIMEOUT -> finishWithError(failure.clientStatus(), "The " + legName + " did not answer within "
+                + firstByteTimeoutMs + " ms", failure.code(), false);
+            case MID_BODY, IDLE_TIMEOUT -> {
+                String why = failure == LegFailure.IDLE_TIMEOUT
+                    ? "The " + legName + " stopped sending for " + gw.config().upstream().idleTimeoutMs() + " ms"
+                    : "The " + legName + " failed in the middle of the response";
+                failMidStream(failure, why);
+            }
+            case RESPONSE_TOO_LARGE -> {
+                int limit = status >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
+                failMidStream(failure, "The " + legName + "'s answer exceeds the gateway's limit of " + limit + " bytes");
+            }
+            case CLIENT_STALL -> {
+                // The client took nothing for the stall timeout: it cannot be answered any more; free the connection.
+                gw.metrics().badRequest("client_stalled");
+                phase = Phase.DONE;
+                record(status == 0 ? 408 : status);
+                release();
+                ctx.close();
+                owner.onExchangeDone(false);
+            }
+            case INTERNAL -> abort(cause);
+            case ENGINE_5XX, CANCELLED -> throw new IllegalStateException("a leg never fails with " + failure);
+        }
+    }
+
+    private void failMidStream(LegFailure failure, String message) {
+        if (phase != Phase.RELAYING) {
+            finishWithError(failure.clientStatus(), message, failure.code(), false);
+            return;
+        }
+        if (sse) {
+            gw.metrics().midStreamErrors.increment();
+            endStreamWithError(message, failure.code());
+            finish(status, HttpUtil.isKeepAlive(request));
+        } else {
+            // A truncated JSON body cannot be repaired: closing is the only honest signal.
+            ctx.close();
+            finish(status, false);
+        }
+    }
+
+    /** One error event plus {@code [DONE]}, then the end of the chunked body. */
+    private void endStreamWithError(String message, String code) {
+        if (framer != null) {
+            framer.discard(); // the engine died inside this event: drop it, the client never saw any of it
+        }
+        String frames = OpenAiErrors.sseErrorFrames(message, "upstream_error", code);
+        ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8)));
+        ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+    }
+
+    // ---- endings ---------------------------------------------------------------------------------------------
+
+    private void finish(int st, boolean keepAlive) {
+        phase = Phase.DONE;
+        record(st);
+        release();
+        owner.onExchangeDone(keepAlive);
+    }
+
+    /** The orchestrator took over: no client answer from this leg. */
+    private void finishSilently() {
+        phase = Phase.DONE;
+        release();
+    }
+
+    private void finishWithError(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+        if (phase == Phase.DONE) {
+            return;
+        }
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, code);
+        if (retryAfter) {
+            r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
+        }
+        decorate(r);
+        boolean keepAlive = HttpUtil.isKeepAlive(request);
+        ctx.writeAndFlush(r);
+        finish(st.code(), keepAlive);
+    }
+
+    private void record(int st) {
+        gw.metrics().request(ruleName, model, st, gw.clock().nanoTime() - startNs);
+    }
+
+    private void release() {
+        if (listed) {
+            gw.live().remove(this);
+            listed = false;
+        }
+        if (body != null && body.refCnt() > 0) {
+            body.release();
+        }
+        body = null;
+        if (framer != null) {
+            framer.discard();
+        }
+    }
+
+    /**
+     * The watchdog: something threw inside this exchange. It ends now, whatever it was doing: the leg (if any) is
+     * torn down without charging the endpoint, the client gets a 500 (or an error frame on a started stream) and
+     * the connection is closed, so nothing is left half-owned.
+     */
+    void abort(Throwable t) {
+        if (phase == Phase.DONE) {
+            return;
+        }
+        Phase was = phase;
+        phase = Phase.DONE;
+        System.err.println("kvgate: exchange failed inside the gateway (answered 500, connection closed): " + t);
+        try {
+            if (leg != null) {
+                leg.abortInternal();
+                leg = null;
+            }
+            returnHeldEndpoint();
+            if (!clientGone) {
+                if (was != Phase.RELAYING) {
+                    FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.INTERNAL_SERVER_ERROR,
+                        "The gateway failed while handling this request.", null, LegFailure.INTERNAL.code());
+                    r.headers().set("x-request-id", requestId);
+                    r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+                    ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
+                } else if (sse) {
+                    endStreamWithError("The gateway failed while relaying this stream.", LegFailure.INTERNAL.code());
+                    ctx.close();
+                } else {
+                    ctx.close();
+                }
+            }
+            record(500);
+        } catch (Throwable again) {
+            ctx.close();
+        } finally {
+            release();
+            if (!clientGone) {
+                owner.onExchangeDone(false);
+            }
+        }
+    }
+
+    /** The client went away: cancel the engine's work (closing the connection aborts the request there). */
+    @Override
+    public void onClientGone() {
+        if (phase == Phase.DONE || clientGone) {
+            return;
+        }
+        clientGone = true;
+        gw.metrics().clientDisconnectsMidRequest.increment();
+        boolean routing = phase == Phase.ROUTING;
+        phase = Phase.DONE;
+        if (leg != null) {
+            leg.cancel();
+            leg = null;
+        }
+        if (!routing) {
+            record(499);
+        }
+        // While routing, run() returns the endpoint when the decision arrives.
+        release();
+    }
+
+    /**
+     * Abandons the leg without answering the client (the orchestrator will): cancels the engine call and returns
+     * the endpoint's load. Returns false if the leg already finished.
+     */
+    public boolean abortSilently() {
+        if (phase == Phase.DONE) {
+            return false;
+        }
+        phase = Phase.DONE;
+        if (leg != null) {
+            leg.cancel();
+            leg = null;
+        }
+        release();
+        return true;
+    }
+
+    /** The drain deadline passed: a live stream gets an error frame and {@code [DONE]}; anything earlier a 503. */
+    @Override
+    protected void endForDrain() {
+        if (phase == Phase.DONE) {
+            return;
+        }
+        if (leg != null) {
+            leg.cancel();
+            leg = null;
+        }
+        String msg = "The gateway is shutting down; retry the request.";
+        if (phase == Phase.RELAYING) {
+            if (sse) {
+                endStreamWithError(msg, "shutting_down");
+            } else {
+                ctx.close();
+            }
+            finish(status, false);
+            return;
+        }
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE, msg, null, "shutting_down");
+        r.headers().set("x-request-id", requestId);
+        r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        ctx.writeAndFlush(r);
+        finish(503, false);
+    }
+
+    /** Ends this exchange as at the drain deadline (a P/D orchestrator ending its decode leg). */
+    public void endDrained() {
+        endForDrain();
+    }
+
+    public boolean responseStarted() {
+        return phase == Phase.RELAYING || (phase == Phase.UPSTREAM && leg != null && leg.answered());
+    }
+
+    public boolean isFinished() {
+        return phase == Phase.DONE;
+    }
+}

@@ -1,0 +1,13 @@
+package io.kvgate.dataplane.upstream;
+
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
+
+/**
+ * Where a leg reports, exactly once, that the request it carried to an endpoint is over and how it ended for the
+ * endpoint (the routing stage's load and breaker bookkeeping: the event loop's {@code RouterPort}).
+ */
+@FunctionalInterface
+public interface EndpointOutcomes {
+    void complete(EndpointState endpoint, Outcome outcome);
+}

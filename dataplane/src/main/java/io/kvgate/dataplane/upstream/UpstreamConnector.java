@@ -1,0 +1,21 @@
+package io.kvgate.dataplane.upstream;
+
+import io.kvgate.dataplane.route.EndpointState;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.EventLoop;
+
+/**
+ * Where legs get engine connections: {@link UpstreamPool} in the gateway, embedded channels in tests. Every channel
+ * handed out has an {@code HttpClientCodec} followed by an {@link UpstreamLeg.Handler}. Event-loop only.
+ */
+public interface UpstreamConnector {
+    /** An idle keep-alive connection to {@code ep} that is still open, or null. */
+    Channel pollIdle(EndpointState ep);
+
+    /** Opens a new connection to {@code ep} on {@code loop}. */
+    ChannelFuture connect(EventLoop loop, EndpointState ep);
+
+    /** Takes back a connection whose last response completed cleanly and may be reused. */
+    void release(EndpointState ep, Channel ch);
+}

@@ -1,0 +1,566 @@
+package io.kvgate.dataplane.upstream;
+
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.EventLoop;
+import io.netty.handler.codec.http.DefaultFullHttpRequest;
+import io.netty.handler.codec.http.EmptyHttpHeaders;
+import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpHeaders;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import io.netty.util.ReferenceCountUtil;
+import io.netty.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One HTTP request to one engine and its response: the single leg type of the data path. A plain request is one
+ * leg; a P/D request composes two. Runs on the client connection's event loop; the engine connection is pooled per
+ * (event loop, endpoint), so no proxied byte crosses threads.
+ *
+ * <p><b>States</b> ({@link State}): {@code NEW → CONNECTING → SENT → HEAD → STREAMING → DONE}, or {@code FAILED} /
+ * {@code CANCELLED} from any live state. Every way out goes through {@link #end}, the one teardown: it stops the
+ * timer, releases the request body and any aggregate, returns the connection to the pool (only after a clean,
+ * keep-alive response) or closes it, and reports the endpoint's outcome exactly once, classified by
+ * {@link LegFailure} (engine 5xx and transport failures charge the endpoint, 4xx and the client's or the gateway's
+ * own failures do not).
+ *
+ * <p><b>Body</b>: the leg holds one reference to the request body and writes a retained duplicate on every send,
+ * so a resend (the stale keep-alive race: a pooled connection the engine had already closed) carries all of it.
+ *
+ * <p><b>Back-pressure</b>: the engine connection never auto-reads while it serves a leg. After each read batch the
+ * listener writes to the client and calls {@link #readAfter} with the write's future; the next upstream read
+ * happens when the client has taken the bytes (Netty's read-after-write proxy idiom). Time spent waiting on the
+ * client is the client's: it does not count toward the engine's idle timeout, and a client that takes nothing
+ * for the stall timeout ends the leg as {@link LegFailure#CLIENT_STALL}.
+ *
+ * <p><b>Time</b> comes from the event loop's ticker, the same clock that runs the timers, so tests drive every
+ * timeout with {@code EmbeddedChannel.advanceTimeBy}.
+ */
+public final class UpstreamLeg {
+    /** Where a leg is in its life. Terminal: {@link #DONE}, {@link #FAILED}, {@link #CANCELLED}. */
+    public enum State {
+        NEW, CONNECTING, SENT, HEAD, STREAMING, DONE, FAILED, CANCELLED;
+
+        public boolean terminal() {
+            return this == DONE || this == FAILED || this == CANCELLED;
+        }
+    }
+
+    /** Timeouts of one leg, in nanoseconds. */
+    public record Timeouts(long firstByteNs, long idleNs, long clientStallNs) {
+        public static Timeouts ofMillis(long firstByteMs, long idleMs, long clientStallMs) {
+            return new Timeouts(TimeUnit.MILLISECONDS.toNanos(firstByteMs), TimeUnit.MILLISECONDS.toNanos(idleMs),
+                TimeUnit.MILLISECONDS.toNanos(clientStallMs));
+        }
+    }
+
+    private final UpstreamConnector connector;
+    private final EventLoop loop;
+    private final EndpointState endpoint;
+    private final EndpointOutcomes outcomes;
+    private final GatewayMetrics metrics;
+    private final HttpMethod method;
+    private final String uri;
+    private final HttpHeaders headers;
+    private final ByteBuf body;
+    private final LegListener listener;
+    private final Timeouts timeouts;
+    private final ChannelFutureListener onClientWritten = this::onClientWritten;
+
+    private State state = State.NEW;
+    private Channel channel;
+    private boolean reused;
+    private boolean resentFresh;
+    private boolean anyResponseBytes;
+    private boolean skippingInformational;
+    private long connectStartNs;
+    private long connectNs;
+    private long sentAtNs;
+    /** When the engine became responsible for the next bytes (last read request or last bytes read). */
+    private long engineClockFromNs;
+    /** When reads were paused to wait for the client's write, or -1 while the gateway is reading. */
+    private long clientHoldSinceNs = -1;
+    private ScheduledFuture<?> timer;
+    private long timerDeadlineNs;
+    private HttpResponse head;
+    private int aggregateLimit = -1;
+    private CompositeByteBuf aggregate;
+
+    /**
+     * @param headers request headers, owned by the leg from now on ({@code host} and {@code content-length} are set here)
+     * @param body    the request body; the leg takes over this reference and releases it in its teardown
+     */
+    public UpstreamLeg(UpstreamConnector connector, EventLoop loop, EndpointState endpoint, EndpointOutcomes outcomes,
+                       GatewayMetrics metrics, HttpMethod method, String uri, HttpHeaders headers, ByteBuf body,
+                       Timeouts timeouts, LegListener listener) {
+        this.connector = connector;
+        this.loop = loop;
+        this.endpoint = endpoint;
+        this.outcomes = outcomes;
+        this.metrics = metrics;
+        this.method = method;
+        this.uri = uri;
+        this.headers = headers;
+        this.body = body;
+        this.timeouts = timeouts;
+        this.listener = listener;
+    }
+
+    public EndpointState endpoint() {
+        return endpoint;
+    }
+
+    public State state() {
+        return state;
+    }
+
+    /** The final response head, or null before it arrived. */
+    public HttpResponse head() {
+        return head;
+    }
+
+    /** Whether the response head arrived (the engine produced output). */
+    public boolean answered() {
+        return head != null;
+    }
+
+    private long now() {
+        return loop.ticker().nanoTime();
+    }
+
+    // ---- lifecycle -------------------------------------------------------------------------------------------
+
+    public void start() {
+        if (state != State.NEW) {
+            throw new IllegalStateException("leg already started: " + state);
+        }
+        state = State.CONNECTING;
+        Channel idle = connector.pollIdle(endpoint);
+        if (idle != null) {
+            reused = true;
+            attach(idle);
+            send();
+            return;
+        }
+        connectFresh();
+    }
+
+    private void connectFresh() {
+        state = State.CONNECTING;
+        connectStartNs = now();
+        ChannelFuture f = connector.connect(loop, endpoint);
+        f.addListener(x -> {
+            if (state != State.CONNECTING) {
+                if (x.isSuccess()) {
+                    f.channel().close(); // the leg ended while connecting
+                }
+                return;
+            }
+            if (!x.isSuccess()) {
+                fail(LegFailure.CONNECT, x.cause());
+                return;
+            }
+            connectNs = now() - connectStartNs;
+            attach(f.channel());
+            send();
+        });
+    }
+
+    private void send() {
+        headers.set("host", endpoint.hostHeader());
+        headers.setInt("content-length", body.readableBytes());
+        // A duplicate per send: the encoder may consume the buffer it is given (it copies small bodies into the
+        // head), and a resend must still carry every byte.
+        DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, method, uri, body.retainedDuplicate(),
+            headers, EmptyHttpHeaders.INSTANCE);
+        state = State.SENT;
+        sentAtNs = now();
+        engineClockFromNs = sentAtNs;
+        Channel sentOn = channel;
+        channel.writeAndFlush(req).addListener(f -> {
+            if (!f.isSuccess() && channel == sentOn && !state.terminal()) {
+                // The request did not leave: on a reused connection this is the stale keep-alive race.
+                fail(LegFailure.CONNECT, f.cause());
+            }
+        });
+        if (state != State.SENT) {
+            return; // the write failed synchronously
+        }
+        scheduleTimer(sentAtNs + timeouts.firstByteNs());
+        channel.read();
+        listener.onSent(this, connectNs);
+    }
+
+    /** Reads the next response bytes now (aggregating legs and listeners that need no back-pressure). */
+    public void read() {
+        if (state.terminal() || channel == null) {
+            return;
+        }
+        if (clientHoldSinceNs >= 0) {
+            clientHoldSinceNs = -1;
+        }
+        engineClockFromNs = now();
+        long idleDeadline = engineClockFromNs + timeouts.idleNs();
+        if (head != null && (timer == null || timerDeadlineNs - idleDeadline > 0)) {
+            scheduleTimer(idleDeadline); // back from a client hold whose (later) stall deadline was armed
+        }
+        channel.read();
+    }
+
+    /**
+     * Reads the next response bytes once {@code clientWrite} (the last write of this batch to the client) has
+     * completed. While it is pending the engine is not charged idle time; a client that takes nothing for the
+     * stall timeout ends the leg as {@link LegFailure#CLIENT_STALL}.
+     */
+    public void readAfter(ChannelFuture clientWrite) {
+        if (state.terminal()) {
+            return;
+        }
+        if (clientWrite == null || clientWrite.isSuccess()) {
+            read();
+            return;
+        }
+        if (clientWrite.isDone()) {
+            return; // the client write failed: the client connection is closing and will cancel the exchange
+        }
+        clientHoldSinceNs = now();
+        long stallDeadline = clientHoldSinceNs + timeouts.clientStallNs();
+        if (timer == null || stallDeadline < timerDeadlineNs) {
+            scheduleTimer(stallDeadline);
+        }
+        clientWrite.addListener(onClientWritten);
+    }
+
+    private void onClientWritten(ChannelFuture f) {
+        if (f.isSuccess() && !state.terminal() && clientHoldSinceNs >= 0) {
+            read();
+        }
+    }
+
+    /**
+     * From {@link LegListener#onHead}: gather the whole body (at most {@code maxBytes}) and deliver it through
+     * {@link LegListener#onAggregated}; a larger body ends the leg as {@link LegFailure#RESPONSE_TOO_LARGE}.
+     * The aggregate belongs to the leg, so every way the leg ends releases it.
+     */
+    public void aggregate(int maxBytes) {
+        if (state != State.HEAD) {
+            throw new IllegalStateException("aggregate() only from onHead, not in " + state);
+        }
+        aggregateLimit = maxBytes;
+        aggregate = channel.alloc().compositeBuffer(Integer.MAX_VALUE);
+    }
+
+    /**
+     * Abandons the leg without telling its listener (the caller decided): the connection is closed (never pooled),
+     * which makes the engine abort the request; the endpoint is not charged. Returns false if the leg had ended.
+     */
+    public boolean cancel() {
+        return end(State.CANCELLED, LegFailure.CANCELLED, null);
+    }
+
+    /** Ends the leg as failed and tells the listener (unless it already ended). */
+    private void fail(LegFailure failure, Throwable cause) {
+        if (state.terminal()) {
+            return;
+        }
+        if (failure == LegFailure.CONNECT || failure == LegFailure.EARLY_CLOSE) {
+            if (reused && !anyResponseBytes && !resentFresh) {
+                // A pooled connection the engine had already closed (the keep-alive race): the request goes again
+                // once on a fresh connection to the same endpoint, as HTTP clients do, before anyone hears of it.
+                resentFresh = true;
+                reused = false;
+                cancelTimer();
+                Channel old = channel;
+                detach();
+                old.close();
+                connectFresh();
+                return;
+            }
+        }
+        end(State.FAILED, failure, cause);
+        notifyFailure(failure, cause);
+    }
+
+    private void notifyFailure(LegFailure failure, Throwable cause) {
+        try {
+            listener.onFailure(this, failure, cause);
+        } catch (Throwable t) {
+            // The listener's own failure path failed: nothing more the leg can do; the exchange watchdog owns it.
+            System.err.println("kvgate: leg listener failed while handling " + failure + ": " + t);
+        }
+    }
+
+    /**
+     * The one teardown. Returns false if the leg had already ended. {@code failure} null means a complete response
+     * (classified by its status).
+     */
+    private boolean end(State terminal, LegFailure failure, Throwable cause) {
+        if (state.terminal()) {
+            return false;
+        }
+        boolean keepConnection = terminal == State.DONE && head != null && HttpUtil.isKeepAlive(head);
+        state = terminal;
+        cancelTimer();
+        clientHoldSinceNs = -1;
+        if (body.refCnt() > 0) {
+            body.release();
+        }
+        if (aggregate != null) {
+            aggregate.release();
+            aggregate = null;
+        }
+        if (channel != null) {
+            Channel ch = channel;
+            detach();
+            if (keepConnection) {
+                connector.release(endpoint, ch);
+            } else {
+                ch.close();
+            }
+        }
+        LegFailure charged = failure != null ? failure : LegFailure.ofStatus(head == null ? 0 : head.status().code());
+        if (charged != null && charged != LegFailure.CANCELLED) {
+            metrics.upstreamError(endpoint.key(), charged.metricName());
+        }
+        outcomes.complete(endpoint, charged == null ? Outcome.SUCCESS : charged.outcome());
+        return true;
+    }
+
+    /**
+     * Ends the leg from the outside because something in the gateway failed while handling it (the exchange
+     * watchdog); the listener is not called back. The endpoint is not charged.
+     */
+    public boolean abortInternal() {
+        return end(State.FAILED, LegFailure.INTERNAL, null);
+    }
+
+    // ---- timer -----------------------------------------------------------------------------------------------
+
+    private void scheduleTimer(long deadlineNs) {
+        cancelTimer();
+        timerDeadlineNs = deadlineNs;
+        timer = loop.schedule(this::onTimer, Math.max(0, deadlineNs - now()), TimeUnit.NANOSECONDS);
+    }
+
+    private void cancelTimer() {
+        if (timer != null) {
+            timer.cancel(false);
+            timer = null;
+        }
+    }
+
+    private void onTimer() {
+        timer = null;
+        if (state.terminal()) {
+            return;
+        }
+        long now = now();
+        long deadline;
+        LegFailure onExpiry;
+        if (clientHoldSinceNs >= 0) {
+            deadline = clientHoldSinceNs + timeouts.clientStallNs();
+            onExpiry = LegFailure.CLIENT_STALL;
+        } else if (head == null && !skippingInformational && state != State.HEAD) {
+            deadline = sentAtNs + timeouts.firstByteNs();
+            onExpiry = LegFailure.FIRST_BYTE_TIMEOUT;
+        } else {
+            deadline = engineClockFromNs + timeouts.idleNs();
+            onExpiry = LegFailure.IDLE_TIMEOUT;
+        }
+        if (now - deadline >= 0) {
+            guarded(() -> fail(onExpiry, null));
+        } else {
+            scheduleTimer(deadline);
+        }
+    }
+
+    // ---- response --------------------------------------------------------------------------------------------
+
+    private void attach(Channel ch) {
+        this.channel = ch;
+        ch.config().setAutoRead(false); // reads are requested one batch at a time (see readAfter)
+        ch.pipeline().get(Handler.class).leg = this;
+    }
+
+    private void detach() {
+        Handler h = channel.pipeline().get(Handler.class);
+        if (h != null && h.leg == this) {
+            h.leg = null;
+        }
+        channel = null;
+    }
+
+    private void onRead(Object msg) {
+        if (state.terminal()) {
+            ReferenceCountUtil.release(msg);
+            return;
+        }
+        anyResponseBytes = true;
+        engineClockFromNs = now();
+        if (msg instanceof HttpResponse r) {
+            if (r.decoderResult().isFailure()) {
+                ReferenceCountUtil.release(msg);
+                fail(LegFailure.EARLY_CLOSE, r.decoderResult().cause());
+                return;
+            }
+            int code = r.status().code();
+            if (code >= 100 && code < 200) {
+                // 1xx (100 Continue, 103 Early Hints): not the answer. The decoder follows the head with an empty
+                // last content; both are dropped, and the final head is still to come. 101 is never asked for.
+                ReferenceCountUtil.release(msg);
+                if (code == 101) {
+                    fail(LegFailure.EARLY_CLOSE, new IllegalStateException("engine switched protocols (101) unasked"));
+                    return;
+                }
+                skippingInformational = true;
+                return;
+            }
+            head = r;
+            state = State.HEAD;
+            listener.onHead(this, r);
+            if (state.terminal()) {
+                ReferenceCountUtil.release(msg);
+                return;
+            }
+            if (timer != null && clientHoldSinceNs < 0) {
+                scheduleTimer(engineClockFromNs + timeouts.idleNs()); // from the first-byte deadline to idle checks
+            }
+            state = State.STREAMING;
+        }
+        if (msg instanceof HttpContent c) {
+            if (skippingInformational) {
+                if (c instanceof LastHttpContent) {
+                    skippingInformational = false;
+                }
+                c.release();
+                return;
+            }
+            if (c.decoderResult().isFailure()) {
+                c.release();
+                fail(LegFailure.MID_BODY, c.decoderResult().cause());
+                return;
+            }
+            boolean last = c instanceof LastHttpContent;
+            if (aggregate != null) {
+                onAggregateContent(c, last);
+                return;
+            }
+            if (last) {
+                end(State.DONE, null, null);
+            }
+            listener.onContent(this, c, last);
+        }
+    }
+
+    private void onAggregateContent(HttpContent c, boolean last) {
+        ByteBuf b = c.content();
+        if (aggregate.readableBytes() + b.readableBytes() > aggregateLimit) {
+            c.release();
+            fail(LegFailure.RESPONSE_TOO_LARGE, null);
+            return;
+        }
+        if (b.isReadable()) {
+            aggregate.addComponent(true, b.retain());
+        }
+        c.release();
+        if (!last) {
+            return;
+        }
+        CompositeByteBuf all = aggregate;
+        aggregate = null; // handed to the listener below; end() must not release it a second time
+        HttpResponse h = head;
+        end(State.DONE, null, null);
+        try {
+            listener.onAggregated(this, h, all);
+        } finally {
+            all.release();
+        }
+    }
+
+    private void onReadComplete() {
+        if (state.terminal() || channel == null) {
+            return;
+        }
+        if (aggregate != null || skippingInformational || head == null) {
+            channel.read(); // nothing has reached the client yet: keep reading
+            return;
+        }
+        listener.onReadComplete(this);
+    }
+
+    /** Runs {@code r}; an exception ends the leg as {@link LegFailure#INTERNAL} and tells the listener. */
+    private void guarded(Runnable r) {
+        try {
+            r.run();
+        } catch (Throwable t) {
+            onInternalError(t);
+        }
+    }
+
+    private void onInternalError(Throwable t) {
+        if (end(State.FAILED, LegFailure.INTERNAL, t)) {
+            notifyFailure(LegFailure.INTERNAL, t);
+        }
+    }
+
+    /** The engine channel's handler: forwards to whichever leg currently owns the connection. */
+    public static final class Handler extends ChannelInboundHandlerAdapter {
+        UpstreamLeg leg;
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            UpstreamLeg l = leg;
+            if (l == null) {
+                ReferenceCountUtil.release(msg); // bytes on an idle pooled connection: it is no longer trustworthy
+                ctx.close();
+                return;
+            }
+            try {
+                l.onRead(msg);
+            } catch (Throwable t) {
+                l.onInternalError(t);
+            }
+        }
+
+        @Override
+        public void channelReadComplete(ChannelHandlerContext ctx) {
+            UpstreamLeg l = leg;
+            if (l != null) {
+                try {
+                    l.onReadComplete();
+                } catch (Throwable t) {
+                    l.onInternalError(t);
+                }
+            }
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            UpstreamLeg l = leg;
+            if (l != null) {
+                l.guarded(() -> l.fail(l.head != null ? LegFailure.MID_BODY : LegFailure.EARLY_CLOSE, null));
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            UpstreamLeg l = leg;
+            if (l != null) {
+                l.guarded(() -> l.fail(l.head != null ? LegFailure.MID_BODY : LegFailure.EARLY_CLOSE, cause));
+            }
+            ctx.close();
+        }
+    }
+}

@@ -1,0 +1,265 @@
+package io.kvgate.dataplane.proxy;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.Policies;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.upstream.EmbeddedEngines;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelOutboundHandlerAdapter;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.embedded.EmbeddedChannel;
+import io.netty.handler.codec.http.DefaultHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import io.netty.util.ReferenceCountUtil;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One client connection as an {@link EmbeddedChannel}, engine connections from {@link EmbeddedEngines}, and routing
+ * decisions scripted by the test: an exchange runs entirely on the test thread.
+ */
+final class ExchangeKit implements AutoCloseable {
+    /** Holds the client's writes (a client that does not read) until {@link #release()}. */
+    static final class HoldingWrites extends ChannelOutboundHandlerAdapter {
+        boolean holding;
+        private final ArrayDeque<Object[]> held = new ArrayDeque<>();
+        private ChannelHandlerContext ctx;
+
+        @Override
+        public void handlerAdded(ChannelHandlerContext c) {
+            ctx = c;
+        }
+
+        @Override
+        public void write(ChannelHandlerContext c, Object msg, ChannelPromise promise) {
+            if (holding) {
+                held.add(new Object[] {msg, promise});
+            } else {
+                c.write(msg, promise);
+            }
+        }
+
+        @Override
+        public void flush(ChannelHandlerContext c) {
+            if (!holding) {
+                c.flush();
+            }
+        }
+
+        void release() {
+            holding = false;
+            Object[] w;
+            while ((w = held.poll()) != null) {
+                ctx.write(w[0], (ChannelPromise) w[1]);
+            }
+            ctx.flush();
+        }
+
+        void drop() {
+            Object[] w;
+            while ((w = held.poll()) != null) {
+                ReferenceCountUtil.release(w[0]);
+            }
+        }
+    }
+
+    /** Captures the context exchanges write through (the front door's position in the pipeline). */
+    static final class Capture extends ChannelInboundHandlerAdapter {
+        ChannelHandlerContext ctx;
+
+        @Override
+        public void handlerAdded(ChannelHandlerContext c) {
+            ctx = c;
+        }
+    }
+
+    /** Routing decisions on the test thread: requests wait in {@link #pending} until the test decides. */
+    static final class ScriptedRouting implements ExchangeRouting {
+        final List<RouteRequest> pending = new ArrayList<>();
+        final EmbeddedEngines outcomes;
+        boolean full;
+
+        ScriptedRouting(EmbeddedEngines outcomes) {
+            this.outcomes = outcomes;
+        }
+
+        @Override
+        public boolean tryRoute(RouteRequest request) {
+            if (full) {
+                return false;
+            }
+            pending.add(request);
+            return true;
+        }
+
+        @Override
+        public void complete(EndpointState endpoint, Outcome outcome) {
+            outcomes.complete(endpoint, outcome);
+        }
+    }
+
+    static final class Owner implements ExchangeOwner {
+        int done;
+        Boolean keepAlive;
+
+        @Override
+        public void onExchangeDone(boolean k) {
+            done++;
+            keepAlive = k;
+        }
+
+        @Override
+        public boolean clientWritable() {
+            return true;
+        }
+
+        @Override
+        public void onClientWritable(Runnable action) {
+            action.run();
+        }
+    }
+
+    final HoldingWrites writes = new HoldingWrites();
+    final Capture capture = new Capture();
+    final EmbeddedChannel client = new EmbeddedChannel(writes, capture);
+    final EmbeddedEngines engines = new EmbeddedEngines();
+    final ScriptedRouting routing = new ScriptedRouting(engines);
+    final GatewayMetrics metrics = new GatewayMetrics();
+    final LiveExchanges live = new LiveExchanges();
+    final Owner owner = new Owner();
+    final GatewayConfig config;
+    final GatewayContext gw;
+    final Rule rule;
+    final EndpointState ep1 = EmbeddedEngines.endpoint("10.0.0.1", 8000);
+    final EndpointState ep2 = EmbeddedEngines.endpoint("10.0.0.2", 8000);
+    final List<ByteBuf> engineBytes = new ArrayList<>();
+
+    /** What the client received so far. */
+    HttpResponse head;
+    final StringBuilder body = new StringBuilder();
+    boolean ended;
+
+    ExchangeKit(String extraYaml, String policy) throws Exception {
+        client.freezeTime();
+        config = GatewayConfig.parse("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            upstream: {first_byte_timeout_ms: 1000, idle_timeout_ms: 2000}
+            %s
+            rules:
+              - name: r
+                models: [m]
+                engine: vllm
+                policy: %s
+                endpoints:
+                  - url: http://10.0.0.1:8000%s
+                  - url: http://10.0.0.2:8000%s
+            """.formatted(extraYaml, policy, policy.equals("pd") ? "\n        role: prefill" : "",
+            policy.equals("pd") ? "\n        role: decode" : ""));
+        gw = new GatewayContext(() -> config, null, null, metrics, new ManualClock(), null, engines, live, loop -> routing);
+        rule = RouteTable.build(config, new EndpointRegistry(), c -> Policies.create("round_robin")).ruleForModel("m");
+    }
+
+    ExchangeKit(String extraYaml) throws Exception {
+        this(extraYaml, "round_robin");
+    }
+
+    static HttpRequest request(String... headers) {
+        HttpRequest r = new DefaultHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.POST, "/v1/chat/completions");
+        r.headers().set("content-type", "application/json");
+        for (int i = 0; i < headers.length; i += 2) {
+            r.headers().add(headers[i], headers[i + 1]);
+        }
+        return r;
+    }
+
+    static RequestFields fields() {
+        RequestFields f = new RequestFields();
+        f.model = "m";
+        return f;
+    }
+
+    PlainExchange plain(String requestBody, HttpRequest req) {
+        return new PlainExchange(gw, capture.ctx, owner, req, EmbeddedEngines.bytes(requestBody), fields(), rule,
+            io.kvgate.dataplane.http.RequestIds.keepOrGenerate(req.headers().get("x-request-id")), false, 0);
+    }
+
+    /** The routing stage decides {@code ep} for the oldest pending request; the decision runs on the loop. */
+    void decide(EndpointState ep) {
+        RouteRequest r = routing.pending.remove(0);
+        r.onRouted(ep, rule, "test");
+        client.runPendingTasks();
+    }
+
+    EmbeddedChannel engine(int i) {
+        return engines.opened.get(i);
+    }
+
+    /** The request the engine received on connection {@code i}, as text. */
+    String engineGot(int i) {
+        return EmbeddedEngines.written(engine(i));
+    }
+
+    void engineSends(int i, String s) {
+        ByteBuf b = EmbeddedEngines.bytes(s);
+        engineBytes.add(b);
+        engine(i).writeInbound(b);
+        client.runPendingTasks();
+    }
+
+    void advance(long ms) {
+        client.advanceTimeBy(ms, TimeUnit.MILLISECONDS);
+        client.runScheduledPendingTasks();
+        client.runPendingTasks();
+    }
+
+    /** Reads what reached the client's socket so far into {@link #head}/{@link #body}. */
+    ExchangeKit received() {
+        Object o;
+        while ((o = client.readOutbound()) != null) {
+            if (o instanceof HttpResponse h) {
+                head = h;
+            }
+            if (o instanceof HttpContent c) {
+                body.append(c.content().toString(StandardCharsets.UTF_8));
+                ended |= c instanceof LastHttpContent || o instanceof FullHttpResponse;
+            }
+            ReferenceCountUtil.release(o);
+        }
+        return this;
+    }
+
+    @Override
+    public void close() {
+        writes.drop();
+        client.finishAndReleaseAll();
+        for (EmbeddedChannel ch : engines.opened) {
+            ch.finishAndReleaseAll();
+        }
+        for (ByteBuf b : engineBytes) {
+            if (b.refCnt() != 0) {
+                throw new AssertionError("an engine buffer was not released (refCnt " + b.refCnt() + ")");
+            }
+        }
+    }
+}
