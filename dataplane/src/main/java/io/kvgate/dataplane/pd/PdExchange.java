@@ -513,7 +513,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         done = true;
         unlist();
         r.headers().set("x-request-id", requestId);
-        boolean keepAlive = HttpUtil.isKeepAlive(request);
+        boolean keepAlive = HttpUtil.isKeepAlive(request) && !r.headers().contains(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE, true);
         if (!keepAlive) {
             r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         }

@@ -40,17 +40,39 @@ public final class ForwardedHeaders {
             || AsciiString.contentEqualsIgnoreCase(name, "x-request-id");
     }
 
-    /** Whether {@code name} appears in one of the {@code Connection:} values of {@code in}. */
-    private static boolean listedInConnection(HttpHeaders in, CharSequence name) {
+    /**
+     * The header names listed in {@code Connection:} besides {@code keep-alive}/{@code close} (which name no header
+     * that would be forwarded anyway), or null when there are none: the common case costs one lookup, no allocation.
+     */
+    private static String[] connectionListed(HttpHeaders in) {
+        String[] listed = null;
+        int n = 0;
         for (String v : in.getAll(HttpHeaderNames.CONNECTION)) {
             int start = 0;
             for (int i = 0; i <= v.length(); i++) {
                 if (i == v.length() || v.charAt(i) == ',') {
                     String token = v.substring(start, i).strip();
-                    if (!token.isEmpty() && AsciiString.contentEqualsIgnoreCase(token, name)) {
-                        return true;
-                    }
                     start = i + 1;
+                    if (token.isEmpty() || token.equalsIgnoreCase("keep-alive") || token.equalsIgnoreCase("close")) {
+                        continue;
+                    }
+                    if (listed == null) {
+                        listed = new String[4];
+                    } else if (n == listed.length) {
+                        listed = java.util.Arrays.copyOf(listed, n * 2);
+                    }
+                    listed[n++] = token;
+                }
+            }
+        }
+        return listed == null ? null : java.util.Arrays.copyOf(listed, n);
+    }
+
+    private static boolean listed(String[] listed, CharSequence name) {
+        if (listed != null) {
+            for (String l : listed) {
+                if (AsciiString.contentEqualsIgnoreCase(l, name)) {
+                    return true;
                 }
             }
         }
@@ -60,12 +82,12 @@ public final class ForwardedHeaders {
     /** The client's headers as an engine should see them, with {@code upstreamRequestId} as its request id. */
     public static HttpHeaders toEngine(HttpHeaders in, String upstreamRequestId) {
         HttpHeaders h = UNVALIDATED.newHeaders(); // every name and value was validated by the decoder
-        boolean hasConnection = in.contains(HttpHeaderNames.CONNECTION);
+        String[] connectionListed = in.contains(HttpHeaderNames.CONNECTION) ? connectionListed(in) : null;
         Iterator<Map.Entry<CharSequence, CharSequence>> it = in.iteratorCharSequence();
         while (it.hasNext()) {
             Map.Entry<CharSequence, CharSequence> e = it.next();
             CharSequence k = e.getKey();
-            if (isHopByHop(k) || gatewayOnly(k) || (hasConnection && listedInConnection(in, k))) {
+            if (isHopByHop(k) || gatewayOnly(k) || listed(connectionListed, k)) {
                 continue;
             }
             h.add(k, e.getValue());
@@ -76,12 +98,12 @@ public final class ForwardedHeaders {
 
     /** An engine's response headers as the client should see them (the caller sets the client's request id). */
     public static void toClient(HttpHeaders engine, HttpHeaders out) {
-        boolean hasConnection = engine.contains(HttpHeaderNames.CONNECTION);
+        String[] connectionListed = engine.contains(HttpHeaderNames.CONNECTION) ? connectionListed(engine) : null;
         Iterator<Map.Entry<CharSequence, CharSequence>> it = engine.iteratorCharSequence();
         while (it.hasNext()) {
             Map.Entry<CharSequence, CharSequence> e = it.next();
             CharSequence k = e.getKey();
-            if (isHopByHop(k) || (hasConnection && listedInConnection(engine, k))) {
+            if (isHopByHop(k) || listed(connectionListed, k)) {
                 continue;
             }
             out.add(k, e.getValue());
