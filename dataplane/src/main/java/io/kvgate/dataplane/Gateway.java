@@ -97,7 +97,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
     private io.kvgate.dataplane.proxy.LiveExchanges liveExchanges;
 
-    private Gateway(Options o, RequestHooksFactory hooksFactory) throws Exception {
+    private Gateway(Options o) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config());
         this.applied = AppliedConfig.first(cfg);
         this.clock = o.clock();
@@ -128,7 +128,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
-            RequestHooks hooks = hooksFactory == null ? kvRoutes : hooksFactory.create(this);
+            RequestHooks hooks = kvRoutes;
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
             this.liveExchanges = gw.live();
@@ -318,22 +318,17 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         t.start();
     }
 
-    /** Builds the extra request hooks (render routes, P/D) once the gateway's parts exist. */
-    @FunctionalInterface
-    public interface RequestHooksFactory {
-        RequestHooks create(Gateway gateway);
-    }
-
     public static Gateway start(GatewayConfig cfg) throws Exception {
-        return start(Options.of(cfg), null);
+        return start(Options.of(cfg));
     }
 
-    public static Gateway start(GatewayConfig cfg, NanoClock clock, RequestHooksFactory hooks) throws Exception {
-        return start(new Options(cfg, clock, null, null), hooks);
+    public static Gateway start(GatewayConfig cfg, NanoClock clock) throws Exception {
+        return start(new Options(cfg, clock, null, null));
     }
 
-    public static Gateway start(Options options, RequestHooksFactory hooks) throws Exception {
-        return new Gateway(options, hooks);
+    /** Starts a gateway; when any part fails to start, the parts already started are closed before this throws. */
+    public static Gateway start(Options options) throws Exception {
+        return new Gateway(options);
     }
 
     /**

@@ -1,6 +1,5 @@
 package io.kvgate.dataplane;
 
-import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 
 /** Starts a fully wired gateway (all request hooks installed): the one entry point for serve, demo and tests. */
@@ -8,6 +7,6 @@ public final class GatewayLauncher {
     private GatewayLauncher() {}
 
     public static Gateway start(GatewayConfig cfg) throws Exception {
-        return Gateway.start(cfg, NanoClock.SYSTEM, null);
+        return Gateway.start(cfg);
     }
 }

@@ -64,7 +64,7 @@ public final class GatewayMain {
             return 0;
         }
         Path socket = controlSocketPath(cfg, file);
-        Gateway gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket), null);
+        Gateway gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket));
         Log.info("serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
             + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort()
             + (socket == null ? ", no control socket" : ", control socket " + socket));

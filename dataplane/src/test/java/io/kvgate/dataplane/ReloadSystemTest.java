@@ -201,6 +201,19 @@ class ReloadSystemTest {
     }
 
     @Test
+    void adminDrainStopsNewRequestsAndCanBeUndone() throws Exception {
+        gw = Gateway.start(GatewayConfig.parse(base()));
+        assertEquals(200, admin("POST", "/admin/v1/drain", "", null).statusCode());
+        HttpResponse<String> r = chat("k1", CHAT);
+        assertEquals(503, r.statusCode(), r.body());
+        assertEquals(503, http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/health")).build(),
+            HttpResponse.BodyHandlers.ofString()).statusCode());
+        assertEquals(200, admin("DELETE", "/admin/v1/drain", null, null).statusCode());
+        assertEquals(200, chat("k1", CHAT).statusCode(), "drain undone");
+        assertEquals(1, a.requests.get() + b.requests.get(), "the request refused while draining never reached an engine");
+    }
+
+    @Test
     void restartOnlyChangesAreRefusedWith409NamingThem() throws Exception {
         gw = Gateway.start(GatewayConfig.parse(base()));
         HttpResponse<String> r = admin("PUT", "/admin/v1/config",

@@ -51,7 +51,7 @@ class ControlCommandTest {
                 endpoints:
                   - url: http://127.0.0.1:%d
             """.formatted(engine.getAddress().getPort()));
-        gw = Gateway.start(new Gateway.Options(GatewayConfig.load(config), NanoClock.SYSTEM, config, dir.resolve("ctl.sock")), null);
+        gw = Gateway.start(new Gateway.Options(GatewayConfig.load(config), NanoClock.SYSTEM, config, dir.resolve("ctl.sock")));
     }
 
     @AfterEach
