@@ -67,11 +67,6 @@ import java.util.concurrent.ThreadLocalRandom;
  */
 public final class PdExchange extends LiveExchanges.Entry implements RouteRequest, ActiveExchange, ExchangeOwner {
     private static final ObjectMapper JSON = new ObjectMapper();
-    /**
-     * Most sequences one request may ask for (SGLang needs one bootstrap room per sequence): the default of the
-     * front door's per-rule {@code max_n}; beyond it the request is refused with 400 before anything is built.
-     */
-    static final int MAX_SEQUENCES = 128;
 
     private final GatewayContext gw;
     private final PdMetrics metrics;
@@ -128,11 +123,14 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     public void start() {
         metrics.requests.increment();
         try {
+            // SGLang needs one bootstrap room per sequence: the rule's max_n bounds them (the front door refuses more
+            // already; this keeps the arrays bounded whoever starts the exchange).
             int sequences = batchSize();
-            if (sequences > MAX_SEQUENCES) {
+            int maxSequences = rule.config().maxN();
+            if (sequences > maxSequences) {
                 gw.metrics().badRequest("too_many_sequences");
                 respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "This request asks for " + sequences
-                    + " sequences; at most " + MAX_SEQUENCES + " are allowed per request on this model.", "n", "invalid_value"), 400, false);
+                    + " sequences; at most " + maxSequences + " are allowed per request on this model.", "n", "invalid_value"), 400, false);
                 return;
             }
             listed = true;
