@@ -21,10 +21,18 @@ final class Admission {
     private final List<ArrayDeque<Generation>> waiting;
     /** Starts an admitted generation (cache lookup, timers). */
     private final Consumer<Generation> starter;
+    /** Whether a generation can start when a slot is free (llama.cpp: its pinned slot must be idle). */
+    private final java.util.function.Predicate<Generation> ready;
     /** Deep health probes waiting for the engine to make progress (SGLang {@code /health_generate}). */
     private final ArrayDeque<Runnable> progressWaiters = new ArrayDeque<>();
 
     Admission(int ranks, int maxRunning, int queueDepth, Consumer<Generation> starter) {
+        this(ranks, maxRunning, queueDepth, starter, g -> true);
+    }
+
+    Admission(int ranks, int maxRunning, int queueDepth, Consumer<Generation> starter,
+              java.util.function.Predicate<Generation> ready) {
+        this.ready = ready;
         this.maxRunning = maxRunning;
         this.queueDepth = queueDepth;
         this.running = new int[ranks];
@@ -38,7 +46,7 @@ final class Admission {
     /** Starts the generation or queues it. Returns false when the rank's queue is full (nothing was changed). */
     boolean offer(Generation g) {
         int r = g.rank;
-        if (running[r] < maxRunning) {
+        if (running[r] < maxRunning && ready.test(g)) {
             running[r]++;
             g.started = true;
             starter.accept(g);
@@ -61,16 +69,33 @@ final class Admission {
             running[r] = Math.max(0, running[r] - 1);
         }
         ArrayDeque<Generation> q = waiting.get(r);
-        while (running[r] < maxRunning && !q.isEmpty()) {
-            Generation next = q.pollFirst();
-            if (next.ctx.channel().isActive()) {
-                running[r]++;
-                next.started = true;
-                starter.accept(next);
-            } else {
-                stats.inc("aborted_while_queued");
-                next.end();
+        // FIFO, except that a request waiting for a specific busy slot lets the ones behind it go first. Each pass
+        // restarts the scan: starting a generation can end it (and re-enter this method) at once.
+        List<Generation> abandoned = new ArrayList<>();
+        boolean progressed = true;
+        while (running[r] < maxRunning && progressed) {
+            progressed = false;
+            for (var it = q.iterator(); it.hasNext(); ) {
+                Generation next = it.next();
+                if (!next.ctx.channel().isActive()) {
+                    it.remove();
+                    abandoned.add(next);
+                    progressed = true;
+                    break;
+                }
+                if (ready.test(next)) {
+                    it.remove();
+                    running[r]++;
+                    next.started = true;
+                    starter.accept(next);
+                    progressed = true;
+                    break;
+                }
             }
+        }
+        for (Generation a : abandoned) {
+            stats.inc("aborted_while_queued");
+            a.end();
         }
         if (g.started) {
             Runnable w;

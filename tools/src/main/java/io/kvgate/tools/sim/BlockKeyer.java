@@ -31,6 +31,17 @@ interface BlockKeyer {
             case "sha256_cbor" -> new VllmCbor(false, hashSeed);
             case "xxhash_cbor" -> new VllmCbor(true, hashSeed);
             case "sha256_sglang" -> new SglangPage();
+            case "none" -> new BlockKeyer() { // llama.cpp: per-slot prompt cache, nothing is keyed by block
+                @Override
+                public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt, String loraName) {
+                    return new long[0];
+                }
+
+                @Override
+                public boolean unsignedKeys() {
+                    return true;
+                }
+            };
             case "trtllm_internal" -> new TrtllmInternal(new java.security.SecureRandom().nextLong());
             default -> throw new IllegalArgumentException("hash-algo=" + algo + ": unknown");
         };

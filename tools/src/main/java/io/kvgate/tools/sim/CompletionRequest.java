@@ -27,6 +27,10 @@ final class CompletionRequest {
     final Dialect dialect;
     /** The LoRA adapter this request runs with, or null for the base model. */
     LoraAdapters.Adapter lora;
+    /** llama.cpp: the slot the request pins ({@code id_slot}), or -1. */
+    int idSlot = -1;
+    /** llama.cpp: reuse the slot's cached prefix ({@code cache_prompt}, default true). */
+    boolean cachePrompt = true;
     static final int NO_LIMIT = Integer.MIN_VALUE;
     static final double VLLM_MIN_TEMPERATURE = 0.01;
     static final double VLLM_SAMPLING_EPS = 1e-5;
@@ -179,6 +183,16 @@ final class CompletionRequest {
             }
         } else if (config.dialect == Dialect.SGLANG) {
             r.lora = sglangLora(r, loras);
+        } else if (config.dialect == Dialect.LLAMACPP) {
+            if (r.n != 1) {
+                throw SimError.badRequest("Only one completion choice is allowed");
+            }
+            r.idSlot = intField(r.body, "id_slot", -1);
+            if (r.idSlot < -1 || r.idSlot >= config.maxConcurrency) {
+                throw SimError.badRequest("Invalid id_slot: " + r.idSlot + " (the server has " + config.maxConcurrency
+                    + " slots)");
+            }
+            r.cachePrompt = bool(r.body, "cache_prompt", true);
         }
         return r;
     }
@@ -297,7 +311,10 @@ final class CompletionRequest {
                 throw SimError.badRequest("The prompt cannot be empty.", "prompt");
             }
             contextRoom[i] = Math.max(0, ctx - promptTokens);
-            if (dialect.vllmLike()) {
+            if (dialect == Dialect.LLAMACPP) {
+                maxTokens[i] = llamaCheck(promptTokens, Math.max(1, ctx / config.maxConcurrency));
+                contextRoom[i] = Math.max(0, ctx / config.maxConcurrency - promptTokens);
+            } else if (dialect.vllmLike()) {
                 maxTokens[i] = config.vllmContextCheck == ContextCheck.CLAMP ? vllmClamp(promptTokens, ctx)
                     : vllmReject(promptTokens, ctx);
             } else {
@@ -326,6 +343,29 @@ final class CompletionRequest {
             throw SimError.badRequest("max_tokens must be at least 1, got " + max + ".");
         }
         return requestedMaxTokens == NO_LIMIT ? NO_LIMIT : max;
+    }
+
+    /**
+     * llama.cpp: a prompt that does not fit the slot's context is refused with its own error type and the two
+     * numbers; max_tokens is the generation budget and the answer stops at the context end ("length").
+     */
+    private int llamaCheck(int promptTokens, int slotCtx) {
+        if (promptTokens >= slotCtx) {
+            ObjectNode body = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+            ObjectNode e = body.putObject("error");
+            String message = "request (" + promptTokens + " tokens) exceeds the available context size (" + slotCtx
+                + " tokens), try increasing it";
+            e.put("code", 400);
+            e.put("message", message);
+            e.put("type", "exceed_context_size_error");
+            e.put("n_prompt_tokens", promptTokens);
+            e.put("n_ctx", slotCtx);
+            throw SimError.withBody(400, message, body);
+        }
+        if (requestedMaxTokens == NO_LIMIT || requestedMaxTokens < 0) {
+            return NO_LIMIT; // n_predict -1: until EOS or the context end
+        }
+        return Math.min(requestedMaxTokens, slotCtx - promptTokens);
     }
 
     /** vLLM builds with OpenAIServing._validate_input: 400s for a full context or an oversized max_tokens. */

@@ -24,7 +24,12 @@ final class EngineMetrics {
     private final RankCaches caches;
     private final SimStats stats;
 
-    EngineMetrics(SimulatorConfig config, Admission admission, RankCaches caches, SimStats stats) {
+    /** llama.cpp: the slots' cache usage (null for the other dialects). */
+    private final java.util.function.DoubleSupplier llamaUsage;
+
+    EngineMetrics(SimulatorConfig config, Admission admission, RankCaches caches, SimStats stats,
+                  java.util.function.DoubleSupplier llamaUsage) {
+        this.llamaUsage = llamaUsage;
         this.config = config;
         this.admission = admission;
         this.caches = caches;
@@ -51,6 +56,14 @@ final class EngineMetrics {
             counter(sb, "vllm:generation_tokens_total", engineLabel, stats.get("completion_tokens"));
             counter(sb, "vllm:prefix_cache_queries_total", engineLabel, stats.get("prompt_tokens"));
             counter(sb, "vllm:prefix_cache_hits_total", engineLabel, stats.get("cached_tokens"));
+        } else if (config.dialect == Dialect.LLAMACPP) {
+            // llama-server --metrics
+            gaugeValue(sb, "llamacpp:requests_processing", "Number of requests processing.", admission.totalRunning());
+            gaugeValue(sb, "llamacpp:requests_deferred", "Number of requests deferred.", admission.totalWaiting());
+            gaugeValue(sb, "llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.",
+                llamaUsage == null ? 0 : llamaUsage.getAsDouble());
+            counter(sb, "llamacpp:prompt_tokens_total", "", stats.get("prompt_tokens"));
+            counter(sb, "llamacpp:tokens_predicted_total", "", stats.get("completion_tokens"));
         } else if (config.dialect == Dialect.SGLANG) {
             String engineType = config.role == Role.BOTH ? "unified" : config.role.name().toLowerCase(Locale.ROOT);
             String[] labels = new String[ranks];
@@ -82,6 +95,12 @@ final class EngineMetrics {
             };
             sb.append(name).append(labels[r]).append(' ').append(v).append('\n');
         }
+    }
+
+    private static void gaugeValue(StringBuilder sb, String name, String help, double value) {
+        sb.append("# HELP ").append(name).append(' ').append(help).append('\n');
+        sb.append("# TYPE ").append(name).append(" gauge\n");
+        sb.append(name).append(' ').append(value).append('\n');
     }
 
     private static void counter(StringBuilder sb, String name, String label, long value) {

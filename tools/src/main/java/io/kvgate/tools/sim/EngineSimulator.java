@@ -54,6 +54,10 @@ public final class EngineSimulator implements AutoCloseable {
     final SimReplies replies;
     final RankCaches caches;
     final Admission admission;
+    /** llama.cpp's slot prompt cache (null for the other dialects, which cache blocks in {@link #caches}). */
+    final LlamaSlots slots;
+    /** llama.cpp: System.nanoTime() when the model has "loaded" (/health and requests answer 503 before). */
+    private final long loadedAtNanos;
     final EngineMetrics metrics;
     private final Transport transport;
     private final EventLoopGroup group;
@@ -78,8 +82,12 @@ public final class EngineSimulator implements AutoCloseable {
         this.loras = new LoraAdapters(config.loraAdapters);
         this.replies = new SimReplies(config);
         this.caches = new RankCaches(config, stats);
-        this.admission = new Admission(config.dpRanks, config.maxConcurrency, config.queueDepth, this::startGeneration);
-        this.metrics = new EngineMetrics(config, admission, caches, stats);
+        this.slots = config.dialect == Dialect.LLAMACPP ? new LlamaSlots(config.maxConcurrency, config.contextLen) : null;
+        this.admission = slots == null
+            ? new Admission(config.dpRanks, config.maxConcurrency, config.queueDepth, this::startGeneration)
+            : new Admission(1, config.maxConcurrency, config.queueDepth, this::startGeneration, slots::ready);
+        this.loadedAtNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.loadMs);
+        this.metrics = new EngineMetrics(config, admission, caches, stats, slots == null ? null : slots::usage);
         this.transport = Transport.select("epoll");
         this.group = transport.newGroup(1, "sim-" + config.dialect.name().toLowerCase(Locale.ROOT));
         this.loop = group.next();
@@ -230,12 +238,23 @@ public final class EngineSimulator implements AutoCloseable {
 
     // ------------------------------------------------------------------------------------------ generations
 
+    /** llama.cpp: still loading the model (503 "Loading model" on /health and every request). */
+    boolean loading() {
+        return slots != null && System.nanoTime() < loadedAtNanos;
+    }
+
     /** POST /v1/chat/completions and /v1/completions: validate, pick a rank, apply faults, gate, admit. */
     Generation generate(SimRoutes.Call call, boolean chat) {
         ChannelHandlerContext ctx = call.ctx();
         String requestId = call.requestId();
         boolean keepAlive = call.keepAlive();
         stats.inc(chat ? "chat_requests" : "completion_requests");
+        if (loading()) {
+            stats.inc("errors_503");
+            replies.json(ctx, io.netty.handler.codec.http.HttpResponseStatus.SERVICE_UNAVAILABLE,
+                SimReplies.llamaError(503, "Loading model"), requestId, keepAlive);
+            return null;
+        }
         // Faults apply to generation requests in arrival order.
         if (faults.hangNext > 0) {
             faults.hangNext--;
@@ -339,7 +358,16 @@ public final class EngineSimulator implements AutoCloseable {
     /** Admission gave the generation a running slot: look up the cache, plan the first token, start. */
     private void startGeneration(Generation g) {
         stats.add("prompt_tokens", g.promptTokens);
-        caches.acquire(g);
+        if (slots != null) {
+            slots.acquire(g);
+            stats.inc("cache_queries");
+            if (g.cachedTokens > 0) {
+                stats.inc("cache_hit_requests");
+                stats.add("cached_tokens", g.cachedTokens);
+            }
+        } else {
+            caches.acquire(g);
+        }
         if (g.pdPrefill) {
             PrefixCache.Lease first = g.leases.get(0);
             int full = g.req.prompts.get(0).length / caches.blockSize();
@@ -363,7 +391,11 @@ public final class EngineSimulator implements AutoCloseable {
 
     /** Called exactly once per generation (normal end, client abort, fault, rejection). */
     void onGenerationEnd(Generation g) {
-        caches.release(g);
+        if (slots != null) {
+            slots.release(g);
+        } else {
+            caches.release(g);
+        }
         if (g.started) {
             stats.add("completion_tokens", g.completionTokens());
             stats.inc("generations_finished");

@@ -85,6 +85,8 @@ final class Generation {
     int transferredTokens;
     /** SGLang P/D: bootstrap room, -1 when none. */
     long pdRoom = -1;
+    /** llama.cpp: the slot it runs on, -1 before. */
+    int slot = -1;
     /** True once admitted to a running slot. */
     boolean started;
     private boolean completed;
@@ -314,7 +316,10 @@ final class Generation {
                 return false;
             }
             ctx.write(new DefaultHttpContent(sse(frame)));
-            ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+            if (engine.config.dialect != Dialect.LLAMACPP) {
+                // llama-server ends the stream after its error event, without [DONE]
+                ctx.write(new DefaultHttpContent(Unpooled.wrappedBuffer(DONE)));
+            }
             writeLast();
             return false;
         }

@@ -102,6 +102,7 @@ final class PdCoordinator implements AutoCloseable {
             case VLLM -> gateVllm(g);
             case SGLANG -> gateSglang(g);
             case TRTLLM -> gateTrtllm(g);
+            case LLAMACPP -> true; // no disaggregation (refused at configuration)
         };
     }
 

@@ -35,6 +35,9 @@ final class SimReplies {
 
     /** The error body in the configured shape; {@code code} is the HTTP status as an integer, like both engines. */
     ObjectNode errorBody(SimError e) {
+        if (config.dialect == Dialect.LLAMACPP) {
+            return llamaError(e.status, e.getMessage());
+        }
         ObjectNode inner = JSON.objectNode();
         ObjectNode body;
         if (config.effectiveErrorShape() == ErrorShape.FLAT) {
@@ -67,6 +70,9 @@ final class SimReplies {
         if (config.dialect == Dialect.TRTLLM) {
             return null; // no frame: the response is aborted (see Generation)
         }
+        if (config.dialect == Dialect.LLAMACPP) {
+            return llamaError(500, message);
+        }
         ObjectNode frame = JSON.objectNode();
         ObjectNode e = frame.putObject("error");
         if (config.dialect == Dialect.SGLANG) {
@@ -82,6 +88,26 @@ final class SimReplies {
             e.put("code", 500);
         }
         return frame;
+    }
+
+    /**
+     * llama-server's {@code format_error_response}: {@code {"error":{"code":N,"message":"...","type":"..."}}} with an
+     * OpenAI-style type by status (no {@code param}).
+     */
+    static ObjectNode llamaError(int status, String message) {
+        ObjectNode body = JSON.objectNode();
+        ObjectNode e = body.putObject("error");
+        e.put("code", status);
+        e.put("message", message);
+        e.put("type", switch (status) {
+            case 401 -> "authentication_error";
+            case 403 -> "permission_error";
+            case 404 -> "not_found_error";
+            case 501 -> "not_supported_error";
+            case 503 -> "unavailable_error";
+            default -> status >= 500 ? "server_error" : "invalid_request_error";
+        });
+        return body;
     }
 
     void error(ChannelHandlerContext ctx, SimError e, String requestId, boolean keepAlive) {

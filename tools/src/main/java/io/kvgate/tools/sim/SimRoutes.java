@@ -66,11 +66,14 @@ final class SimRoutes {
             case VLLM -> this::vllmHealth;
             case SGLANG -> this::sglangHealth;
             case TRTLLM -> this::trtllmHealth;
+            case LLAMACPP -> this::llamaHealth;
         }));
         if (config.metricsMounted()) {
             exact.put("/metrics", new Route(GET, dialect == Dialect.TRTLLM ? this::trtllmIterationStats : this::metrics));
         }
-        if (dialect == Dialect.TRTLLM) {
+        if (dialect == Dialect.LLAMACPP) {
+            exact.put("/slots", new Route(GET, this::llamaSlots));
+        } else if (dialect == Dialect.TRTLLM) {
             exact.put("/health_generate", new Route(GET, this::trtllmHealthGenerate));
             exact.put("/version", new Route(GET, c -> json(c, JSON.objectNode().put("version", "sim"))));
             exact.put("/kv_cache_events", new Route(POST, this::trtllmKvCacheEvents));
@@ -344,6 +347,36 @@ final class SimRoutes {
             engine.admission.onProgress(ok);
         }
         return null;
+    }
+
+    /**
+     * llama-server {@code /health}: {@code {"status":"ok"}}, or 503 {@code unavailable_error} "Loading model" while
+     * the model loads (not a failure: the server is up and will be ready).
+     */
+    private Generation llamaHealth(Call c) {
+        engine.stats.inc("health_requests");
+        if (engine.loading()) {
+            replies.json(c.ctx(), HttpResponseStatus.SERVICE_UNAVAILABLE, SimReplies.llamaError(503, "Loading model"),
+                c.requestId(), c.keepAlive());
+            return null;
+        }
+        if (engine.faults.unhealthy) {
+            replies.json(c.ctx(), HttpResponseStatus.INTERNAL_SERVER_ERROR, SimReplies.llamaError(500,
+                "simulated server failure"), c.requestId(), c.keepAlive());
+            return null;
+        }
+        return json(c, JSON.objectNode().put("status", "ok"));
+    }
+
+    /** llama-server {@code GET /slots} ({@code ?fail_on_no_slot=1}: 503 when every slot is busy). */
+    private Generation llamaSlots(Call c) {
+        if (engine.loading()) {
+            throw SimError.withBody(503, "Loading model", SimReplies.llamaError(503, "Loading model"));
+        }
+        if (c.req().uri().contains("fail_on_no_slot=1") && !engine.slots.anyIdle()) {
+            throw SimError.withBody(503, "no slot available", SimReplies.llamaError(503, "no slot available"));
+        }
+        return json(c, engine.slots.toJson(config.model));
     }
 
     /** trtllm-serve {@code POST /kv_cache_events}: drains the event buffer (each event is returned once). */

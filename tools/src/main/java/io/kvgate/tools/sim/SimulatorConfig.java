@@ -15,11 +15,11 @@ import java.util.function.LongSupplier;
 public final class SimulatorConfig {
     /** Which engine's wire behaviour to reproduce. */
     public enum Dialect {
-        VLLM, SGLANG, TRTLLM;
+        VLLM, SGLANG, TRTLLM, LLAMACPP;
 
         /** Request/response shapes: TensorRT-LLM's OpenAI protocol is modelled on vLLM's (see CompletionRequest). */
         boolean vllmLike() {
-            return this != SGLANG;
+            return this == VLLM || this == TRTLLM;
         }
     }
 
@@ -64,6 +64,8 @@ public final class SimulatorConfig {
     long healthTimeoutMs = 20_000;
     /** vLLM builds that export vllm:gpu_cache_usage_perc instead of vllm:kv_cache_usage_perc. */
     boolean legacyMetrics;
+    /** llama.cpp: how long the model "loads" after start; /health and requests answer 503 until then. */
+    long loadMs;
     /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
     int kvEventBufferSize = 1024;
     Path modelDir;
@@ -136,6 +138,7 @@ public final class SimulatorConfig {
     public SimulatorConfig healthTimeoutMs(long v) { healthTimeoutMs = v; return this; }
     public SimulatorConfig legacyMetrics(boolean v) { legacyMetrics = v; return this; }
     public SimulatorConfig kvEventBuffer(int v) { kvEventBufferSize = v; return this; }
+    public SimulatorConfig loadMs(long v) { loadMs = v; return this; }
 
     public Dialect dialect() { return dialect; }
     public String model() { return model; }
@@ -163,6 +166,7 @@ public final class SimulatorConfig {
             case VLLM -> 16;
             case SGLANG -> 1;
             case TRTLLM -> 32; // tokens_per_block
+            case LLAMACPP -> 1; // slot prompt cache: no blocks
         };
     }
 
@@ -171,17 +175,18 @@ public final class SimulatorConfig {
             case VLLM -> "sha256_cbor";
             case SGLANG -> "sha256_sglang";
             case TRTLLM -> "trtllm_internal";
+            case LLAMACPP -> "none";
         };
     }
 
     boolean metricsMounted() {
-        return dialect != Dialect.SGLANG || enableMetrics;
+        return (dialect != Dialect.SGLANG && dialect != Dialect.LLAMACPP) || enableMetrics;
     }
 
     /** Checks every field once; throws {@link IllegalArgumentException} naming field, value and rule. */
     public SimulatorConfig validate() {
         List<String> errors = new ArrayList<>();
-        check(errors, dialect != null, "dialect=null: must be vllm, sglang or trtllm");
+        check(errors, dialect != null, "dialect=null: must be vllm, sglang, trtllm or llamacpp");
         check(errors, port >= 0 && port <= 65535, "port=" + port + ": must be in 0..65535");
         check(errors, model != null && !model.isBlank(), "model=" + model + ": must be a non-empty name");
         check(errors, ttftMs >= 0 && ttftMs <= 600_000, "ttft-ms=" + ttftMs + ": must be in 0..600000");
@@ -206,6 +211,12 @@ public final class SimulatorConfig {
                 "hash-algo=" + algo + ": vllm supports sha256_cbor|xxhash_cbor");
         } else if (dialect == Dialect.SGLANG) {
             check(errors, algo.equals("sha256_sglang"), "hash-algo=" + algo + ": sglang supports sha256_sglang");
+        } else if (dialect == Dialect.LLAMACPP) {
+            check(errors, algo.equals("none"), "hash-algo=" + algo + ": llama.cpp caches prompts per slot, no block hashes");
+            check(errors, kvEventsEndpoint == null, "kv-events=" + kvEventsEndpoint + ": llama.cpp publishes no KV events");
+            check(errors, role == Role.BOTH, "role=" + role + ": llama.cpp has no prefill/decode disaggregation");
+            check(errors, dpRanks == 1, "dp-ranks=" + dpRanks + ": llama.cpp parallelism is --max-concurrency slots");
+            check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for llamacpp");
         } else {
             check(errors, algo.equals("trtllm_internal"),
                 "hash-algo=" + algo + ": trtllm block hashes are internal to the engine (trtllm_internal)");
@@ -214,6 +225,8 @@ public final class SimulatorConfig {
                     + "POST /kv_cache_events");
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for trtllm");
         }
+        check(errors, loadMs >= 0 && loadMs <= 3_600_000, "load-ms=" + loadMs + ": must be in 0..3600000");
+        check(errors, loadMs == 0 || dialect == Dialect.LLAMACPP, "load-ms=" + loadMs + ": only llamacpp models loading");
         check(errors, kvEventBufferSize >= 0 && kvEventBufferSize <= 10_000_000,
             "kv-event-buffer=" + kvEventBufferSize + ": must be in 0..10000000");
         check(errors, hashSeed != null, "hash-seed=null: must be a string (vLLM PYTHONHASHSEED)");
@@ -283,23 +296,24 @@ public final class SimulatorConfig {
 
     /** Usage text of {@code ./kvgate sim}. */
     static final String USAGE = """
-        usage: ./kvgate sim --dialect vllm|sglang|trtllm --port P --model NAME [options]
+        usage: ./kvgate sim --dialect vllm|sglang|trtllm|llamacpp --port P --model NAME [options]
           --host H                     bind address (default 127.0.0.1)
           --seed N                     generated-text seed (default 0)
           --ttft-ms T                  base time to first token (default 20)
           --itl-ms I                   inter-token latency (default 10)
           --prefill-us-per-token U     prefill time per uncached prompt token (default 50)
-          --max-concurrency C          running requests per DP rank (default 64)
+          --max-concurrency C          running requests per DP rank (default 64); llamacpp: slots (--parallel)
           --queue Q                    FIFO waiting requests per DP rank beyond C; more -> 503 (default 256)
           --context-len L              model context length (default 8192)
           --error-shape flat|openai    error body shape (default: vllm openai, sglang flat)
-          --enable-metrics             SGLang: mount /metrics (vLLM always does)
+          --enable-metrics             SGLang, llamacpp: mount /metrics (vLLM and trtllm always do)
           --legacy-metrics             vLLM: export vllm:gpu_cache_usage_perc (older builds) instead of kv_cache_usage_perc
           --vllm-context-check M       clamp (default: max_tokens lowered to fit, 200) | reject (older builds: 400)
           --lora NAME                  serve a LoRA adapter NAME (repeatable); vLLM: model=NAME, SGLang: model=BASE:NAME
                                        or lora_path=NAME
           --health-generates           SGLang: /health runs the deep probe (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
           --health-timeout-ms T        SGLang: /health_generate answers 503 after T ms without progress (default 20000)
+          --load-ms T                  llamacpp: /health and requests answer 503 "Loading model" for T ms after start
           --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
                                        them (default 1024; older events are dropped, so event ids jump)
           --model-dir DIR              real tokenizer + chat template (tokenizer.json[.gz], tokenizer_config.json)
@@ -374,6 +388,7 @@ public final class SimulatorConfig {
                 case "--lora" -> c.loraAdapters.add(v);
                 case "--health-timeout-ms" -> c.healthTimeoutMs = longValue(flag, v);
                 case "--kv-event-buffer" -> c.kvEventBufferSize = intValue(flag, v);
+                case "--load-ms" -> c.loadMs = longValue(flag, v);
                 default -> throw new IllegalArgumentException(flag + ": unknown flag");
             }
         }

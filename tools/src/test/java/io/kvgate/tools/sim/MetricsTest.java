@@ -29,7 +29,7 @@ class MetricsTest {
      * series ({@code name{labels}}) or a metric name (then its first series, or any with {@code anySeries}).
      */
     static String awaitMetric(EngineSimulator sim, String name, String value, boolean anySeries) throws Exception {
-        String series = name.contains("{") ? Pattern.quote(name) : Pattern.quote(name) + "\\{[^}]*\\}";
+        String series = name.contains("{") ? Pattern.quote(name) : Pattern.quote(name) + "(\\{[^}]*\\})?";
         Pattern p = Pattern.compile("^" + series + " (\\S+)$", Pattern.MULTILINE);
         long deadline = System.nanoTime() + 15_000_000_000L;
         String text = "";
@@ -37,7 +37,7 @@ class MetricsTest {
             text = sim.metricsText();
             Matcher m = p.matcher(text);
             while (m.find()) {
-                if (m.group(1).equals(value)) {
+                if (m.group(m.groupCount()).equals(value)) {
                     return text;
                 }
                 if (!anySeries) {

@@ -72,7 +72,7 @@ class SimulatorUnitTest {
     void badFlagsNameFieldValueAndRule() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
             () -> SimulatorConfig.parse(new String[] {"--dialect", "trt"}));
-        assertEquals("--dialect=trt: must be one of vllm|sglang|trtllm", e.getMessage());
+        assertEquals("--dialect=trt: must be one of vllm|sglang|trtllm|llamacpp", e.getMessage());
         IllegalArgumentException v = assertThrows(IllegalArgumentException.class,
             () -> new SimulatorConfig().maxConcurrency(0).dpRanks(9).validate());
         assertTrue(v.getMessage().contains("max-concurrency=0: must be in 1..1000000"), v.getMessage());
