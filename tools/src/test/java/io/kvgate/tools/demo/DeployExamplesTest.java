@@ -2,14 +2,17 @@ package io.kvgate.tools.demo;
 
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
-import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.config.ConfigCheck;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
-/** Every example configuration shipped in deploy/examples is valid (users copy them). */
+/**
+ * Every example configuration shipped in deploy/examples passes every start-up check (users copy them): parsing
+ * and the checks that build objects (hash seed and algorithm, tokenizer directories loadable).
+ */
 class DeployExamplesTest {
     @Test
     void examplesValidate() throws Exception {
@@ -20,7 +23,7 @@ class DeployExamplesTest {
         }
         assertFalse(files.isEmpty());
         for (Path f : files) {
-            GatewayConfig.load(f); // throws with every problem named
+            ConfigCheck.load(f); // exactly what `serve --check` and start-up run; throws with every problem named
         }
     }
 }
