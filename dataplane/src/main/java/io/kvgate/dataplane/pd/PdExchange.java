@@ -2,7 +2,6 @@ package io.kvgate.dataplane.pd;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.openai.OpenAiErrors;
@@ -125,7 +124,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         try {
             // SGLang needs one bootstrap room per sequence: the rule's max_n bounds them (the front door refuses more
             // already; this keeps the arrays bounded whoever starts the exchange).
-            int sequences = batchSize();
+            int sequences = PdBodies.sequences(body);
             int maxSequences = rule.config().maxN();
             if (sequences > maxSequences) {
                 gw.metrics().badRequest("too_many_sequences");
@@ -247,23 +246,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     // ---- vLLM ------------------------------------------------------------------------------------------------
 
     private void startVllmPrefill() {
-        ObjectNode p = body.deepCopy();
-        p.put("stream", false);
-        p.put("max_tokens", 1);
-        if (p.has("max_completion_tokens")) {
-            p.put("max_completion_tokens", 1);
-        }
-        p.remove("stream_options");
-        p.remove("min_tokens");
-        p.remove("min_completion_tokens");
-        ObjectNode kv = p.putObject("kv_transfer_params");
-        kv.put("do_remote_decode", true);
-        kv.put("do_remote_prefill", false);
-        kv.putNull("remote_engine_id");
-        kv.putNull("remote_block_ids");
-        kv.putNull("remote_host");
-        kv.putNull("remote_port");
-        startPrefillCall(bytes(p));
+        startPrefillCall(PdBodies.vllmPrefill(body, ctx.alloc()));
     }
 
     private void onVllmPrefillAnswered(int status, String text) {
@@ -281,52 +264,22 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 "prefill_invalid_response", false);
             return;
         }
-        ObjectNode d = body.deepCopy();
-        if (params != null && params.isObject()) {
+        boolean found = params != null && params.isObject();
+        if (found) {
             metrics.paramsFound.increment();
-            d.set("kv_transfer_params", params);
         } else {
-            // Prompt shorter than a block, or first token EOS: decode recomputes the prompt itself.
-            metrics.paramsMissing.increment();
-            d.remove("kv_transfer_params");
+            metrics.paramsMissing.increment(); // prompt shorter than a block, or first token EOS: decode recomputes
         }
-        startDecodeLeg(bytes(d), false);
+        startDecodeLeg(PdBodies.vllmDecode(body, found ? params : null, ctx.alloc()), false);
     }
 
     // ---- SGLang ----------------------------------------------------------------------------------------------
 
     private void startSglangPair() {
-        ObjectNode b = body.deepCopy();
-        int batch = batchSize();
-        String host = prefillEp.config().host();
-        int port = prefillEp.config().bootstrapPort();
-        if (batch <= 1) {
-            b.put("bootstrap_host", host);
-            b.put("bootstrap_port", port);
-            b.put("bootstrap_room", room());
-        } else {
-            ArrayNode hosts = b.putArray("bootstrap_host");
-            ArrayNode ports = b.putArray("bootstrap_port");
-            ArrayNode rooms = b.putArray("bootstrap_room");
-            for (int i = 0; i < batch; i++) {
-                hosts.add(host);
-                ports.add(port);
-                rooms.add(room());
-            }
-        }
-        byte[] bytes = bytes(b);
-        startPrefillCall(bytes);
-        startDecodeLeg(bytes, true);
-    }
-
-    /** Batched completions prompts, or chat with n > 1, carry one room per sequence. */
-    private int batchSize() {
-        JsonNode prompt = body.get("prompt");
-        if (prompt != null && prompt.isArray() && prompt.size() > 0 && (prompt.get(0).isTextual() || prompt.get(0).isArray())) {
-            return prompt.size();
-        }
-        JsonNode n = body.get("n");
-        return body.has("messages") && n != null && n.isInt() && n.asInt() > 1 ? n.asInt() : 1;
+        ByteBuf both = PdBodies.sglang(body, PdBodies.sequences(body), prefillEp.config().host(),
+            prefillEp.config().bootstrapPort(), PdExchange::room, ctx.alloc());
+        startPrefillCall(both.retain()); // each leg holds a reference and sends duplicates: one buffer serves both
+        startDecodeLeg(both, true);
     }
 
     /** Uniform in [0, 2^63 − 1]. */
@@ -346,9 +299,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     // ---- legs ------------------------------------------------------------------------------------------------
 
-    private void startPrefillCall(byte[] bytes) {
+    /** Takes over {@code buf}'s reference. */
+    private void startPrefillCall(ByteBuf buf) {
         prefillStartNs = gw.clock().nanoTime();
-        ByteBuf buf = ctx.alloc().buffer(bytes.length).writeBytes(bytes);
         prefillLeg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), prefillEp, routing, gw.metrics(),
             HttpMethod.POST, request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), buf,
             UpstreamLeg.Timeouts.ofMillis(pd.prefillTimeoutMs(), gw.config().upstream().idleTimeoutMs(),
@@ -356,9 +309,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         prefillLeg.start();
     }
 
-    private void startDecodeLeg(byte[] bytes, boolean preChosen) {
+    /** Takes over {@code buf}'s reference. */
+    private void startDecodeLeg(ByteBuf buf, boolean preChosen) {
         decodeStarted = false;
-        ByteBuf buf = ctx.alloc().buffer(bytes.length).writeBytes(bytes);
         decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
             .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
             .withUpstreamRequestId(upstreamRequestId)
@@ -626,13 +579,5 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public void onClientWritable(Runnable action) {
         owner.onClientWritable(action);
-    }
-
-    private static byte[] bytes(ObjectNode n) {
-        try {
-            return JSON.writeValueAsBytes(n);
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
-        }
     }
 }
