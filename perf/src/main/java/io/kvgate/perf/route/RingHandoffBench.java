@@ -98,6 +98,34 @@ public class RingHandoffBench {
             req.rule = table.ruleByName("chat");
         }
 
+        /** The routing thread's own allocation, measured per iteration (JMH's -prof gc adds every thread's noise). */
+        private final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        private long routerThreadId = -1;
+        private long bytesAtStart;
+        private long decisionsAtStart;
+
+        @Setup(Level.Iteration)
+        public void startIteration() {
+            if (routerThreadId < 0) {
+                for (Thread t : Thread.getAllStackTraces().keySet()) {
+                    if (t.getName().equals("kvgate-router")) {
+                        routerThreadId = t.threadId();
+                    }
+                }
+            }
+            bytesAtStart = threads.getThreadAllocatedBytes(routerThreadId);
+            decisionsAtStart = stage.routed();
+        }
+
+        @TearDown(Level.Iteration)
+        public void endIteration() {
+            long bytes = threads.getThreadAllocatedBytes(routerThreadId) - bytesAtStart;
+            long decisions = stage.routed() - decisionsAtStart;
+            System.out.printf("%n  routing thread (%s): %d bytes allocated over %d decisions = %.4f B/decision%n",
+                waitStrategy, bytes, decisions, decisions == 0 ? Double.NaN : (double) bytes / decisions);
+        }
+
         @TearDown(Level.Trial)
         public void tearDown() {
             stage.close();
