@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Front-door benchmark: the same 1 KiB and 16 KiB OpenAI chat POSTs sent (a) straight to an origin, (b) through
-# nginx, (c) through HAProxy, (d) through kvgate. Every proxy is pinned to core 1; the load generator and the origin
-# share core 0. One run measures, side by side:
+# nginx, (c) through HAProxy, (d) through kvgate. Every proxy is pinned as a whole process to core 1 (taskset); the
+# load generator and the origin share core 0. One run measures, side by side:
 #   - throughput at saturation: wrk, POST body from a Lua script, fixed connections, closed loop;
 #   - latency at fixed request rates: h2load --h1 --rps (paced, per-request log -> p50/p99/p99.9);
 #   - the proxy's own cost: CPU microseconds and context switches per request (from /proc, all its threads/workers);
 #   - a repeat of the kvgate-vs-nginx throughput pair (the machine is shared and noisy: read the ratios);
+#   - kvgate's kv_exact rule against a round-robin rule on the same 1 KiB token-id prompts (/v1/completions),
+#     three interleaved rounds: what KV-aware routing costs per request on the same core;
 #   - profiles at 1 KiB saturation: perf cpu-clock per proxy (kernel / user / JIT split, top symbols), syscalls and
 #     epoll_ctl per request (perf stat tracepoints), and a JFR recording of kvgate (useful with PRIO=nice only).
 # Everything listens on 127.0.0.1 only. Every process started here is recorded by PID and only those are killed.
 #
-# usage: perf/frontdoor-bench.sh            (about 6 minutes; results: perf/results/frontdoor-2026-11-30.md)
-# env:   DURATION_S=10 LAT_DURATION_S=6 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=rr|nice|none OUT=DIR
+# usage: perf/frontdoor-bench.sh            (about 7 minutes; results: perf/results/frontdoor-*.md)
+# env:   DURATION_S=10 LAT_DURATION_S=6 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=none|rr|nice OUT=DIR
 #        KVGATE_JAVA_OPTS=...  SKIP_PROFILE=1  PROFILE_S=6
 #        KVGATE_B_OPTS="-D..."  adds a second gateway, "kvgate-b" (same config, these extra JVM options; own ports
 #        +6/+7) measured side by side with the first in every step: an A/B harness for a gateway change.
@@ -25,12 +27,12 @@ CONNS="${CONNS:-32}"
 LAT_CONNS="${LAT_CONNS:-16}"
 RATES="${RATES:-2000 8000}"
 LAT_DURATION_S="${LAT_DURATION_S:-6}"
-# The machine is shared with unrelated CPU-bound work. Under the default scheduler a proxy that sleeps in epoll_wait
-# waits milliseconds to be scheduled again (measured: nginx alone, one connection, p50 1.3 ms instead of 0.1 ms), so
-# every process of this benchmark (origin, proxies, load generators) runs SCHED_RR priority 10 by default: the
-# proxy under test gets its core when it has work, equally for all four targets. The kernel's RT throttling still
-# leaves 5% of each core to everything else. PRIO=nice runs them at nice -10 instead, PRIO=none as they come.
-PRIO="${PRIO:-rr}"
+# Scheduling. The default is the normal scheduler (CFS), as a gateway host runs it: PRIO=none. PRIO=rr runs every
+# process of the benchmark (origin, proxies, load generators) SCHED_RR priority 10, so that on a machine shared with
+# unrelated CPU-bound work the proxy under test gets its core whenever it has work (the kernel's RT throttling still
+# leaves 5% of each core to everything else); it hides the cost of thread hand-offs (a woken thread does not preempt
+# its waker), so report it separately, never instead of the CFS run. PRIO=nice runs them at nice -10.
+PRIO="${PRIO:-none}"
 case "$PRIO" in
   rr) PRI=(chrt -r 10) ;;
   nice) PRI=(nice -n -10) ;;
@@ -43,6 +45,7 @@ PORT_BASE="${PORT_BASE:-19100}"
 ORIGIN_PORT=$((PORT_BASE + 1)); NGINX_PORT=$((PORT_BASE + 2)); HAPROXY_PORT=$((PORT_BASE + 3))
 KVGATE_PORT=$((PORT_BASE + 4)); KVGATE_ADMIN_PORT=$((PORT_BASE + 5))
 KVGATE_B_PORT=$((PORT_BASE + 6)); KVGATE_B_ADMIN_PORT=$((PORT_BASE + 7)); KVGATE_B_OPTS="${KVGATE_B_OPTS:-}"
+KV_EVENTS_PORT=$((PORT_BASE + 8)) # named by the kv_exact rule; nothing listens there
 OUT="${OUT:-${TMPDIR:-/tmp}/kvgate-frontdoor-$(date -u +%Y%m%dT%H%M%SZ)}" # raw logs and profiles
 RUN="$OUT/run"
 export KVGATE_JAVA_OPTS="${KVGATE_JAVA_OPTS:--Xms512m -Xmx512m -XX:+AlwaysPreTouch}"
@@ -86,21 +89,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for port in $ORIGIN_PORT $NGINX_PORT $HAPROXY_PORT $KVGATE_PORT $KVGATE_ADMIN_PORT $KVGATE_B_PORT $KVGATE_B_ADMIN_PORT; do
+for port in $ORIGIN_PORT $NGINX_PORT $HAPROXY_PORT $KVGATE_PORT $KVGATE_ADMIN_PORT $KVGATE_B_PORT $KVGATE_B_ADMIN_PORT $KV_EVENTS_PORT; do
   if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "port $port is in use: set PORT_BASE" >&2; exit 1; fi
 done
 
 render() { # template -> file with the ports and run dir filled in
   sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@NGINX_PORT@#$NGINX_PORT#g" \
       -e "s#@HAPROXY_PORT@#$HAPROXY_PORT#g" -e "s#@KVGATE_PORT@#$KVGATE_PORT#g" \
-      -e "s#@KVGATE_ADMIN_PORT@#$KVGATE_ADMIN_PORT#g" "$1" > "$2"
+      -e "s#@KVGATE_ADMIN_PORT@#$KVGATE_ADMIN_PORT#g" -e "s#@KV_EVENTS_PORT@#$KV_EVENTS_PORT#g" "$1" > "$2"
 }
 render "$HERE/nginx-origin.conf.in" "$RUN/origin.conf"
 render "$HERE/nginx-proxy.conf.in" "$RUN/nginx-proxy.conf"
 render "$HERE/haproxy.cfg.in" "$RUN/haproxy.cfg"
 render "$HERE/kvgate.yaml.in" "$RUN/kvgate.yaml"
-sed -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@KVGATE_PORT@#$KVGATE_B_PORT#g" -e "s#@KVGATE_ADMIN_PORT@#$KVGATE_B_ADMIN_PORT#g" \
-  "$HERE/kvgate.yaml.in" > "$RUN/kvgate-b.yaml"
+sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@KVGATE_PORT@#$KVGATE_B_PORT#g" -e "s#@KVGATE_ADMIN_PORT@#$KVGATE_B_ADMIN_PORT#g" \
+  -e "s#@KV_EVENTS_PORT@#$((KV_EVENTS_PORT + 1))#g" "$HERE/kvgate.yaml.in" > "$RUN/kvgate-b.yaml"
 
 # Request bodies: one chat message padded so the whole JSON body is exactly the payload size.
 make_body() { # bytes file
@@ -111,12 +114,24 @@ make_body() { # bytes file
 }
 make_body 1024 "$RUN/body-1k.json"
 make_body 16384 "$RUN/body-16k.json"
+# Token-id prompts for the kv_exact / round-robin pair: exactly 1024 bytes, the same ids for both (the model names
+# have the same length). About 150 tokens: 9 full blocks of 16 are hashed and looked up per request.
+make_token_body() { # model file
+  local pre="{\"model\":\"$1\",\"prompt\":[" post='],"max_tokens":1}' ids="" i=100000
+  while [ $(( ${#pre} + ${#ids} + 7 + ${#post} )) -le 1024 ]; do ids="${ids:+$ids,}$i"; i=$((i + 7919)); done
+  local pad=$(( 1024 - ${#pre} - ${#ids} - ${#post} )) # spaces inside the array (still valid JSON)
+  { printf '%s%s' "$pre" "$ids"; head -c "$pad" /dev/zero | tr '\0' ' '; printf '%s' "$post"; } > "$2"
+  [ "$(stat -c %s "$2")" = 1024 ]
+}
+make_token_body bench-kv "$RUN/body-kv.json"
+make_token_body bench-rr "$RUN/body-rr.json"
 
 # Build once, here: each `./kvgate serve` below would otherwise build on its own (and two builds at once collide).
 log "building kvgate if needed"
 (cd "$ROOT" && ./kvgate --help) > "$RUN/build.log" 2>&1 || true
 JAR="$ROOT/tools/target/kvgate-tools.jar"
-if [ ! -f "$JAR" ] || [ -n "$(find "$ROOT" -path "$ROOT/.git" -prune -o \( -path '*/src/main/*' -o -name pom.xml \) -newer "$JAR" -print -quit)" ]; then
+# (perf/ is not part of the gateway: its sources do not make the gateway stale, as in the launcher)
+if [ ! -f "$JAR" ] || [ -n "$(find "$ROOT" \( -path "$ROOT/.git" -o -path "$ROOT/perf" \) -prune -o \( -path '*/src/main/*' -o -name pom.xml \) -newer "$JAR" -print -quit)" ]; then
   echo "kvgate build failed or is stale; see $RUN/build.log" >&2; tail -20 "$RUN/build.log" >&2; exit 1
 fi
 
@@ -141,7 +156,7 @@ fi
 for t in "${TARGETS[@]}"; do
   ok=0
   for _ in $(seq 300); do
-    kill -0 "${PID[$t]}" 2>/dev/null || { echo "$t exited; see $RUN" >&2; tail -20 "$RUN"/*.log >&2; exit 1; }
+    kill -0 "${PID[$t]}" 2>/dev/null || { echo "$t exited; see $RUN" >&2; tail -n 20 "$RUN"/*.log >&2; exit 1; }
     code=$(curl -s -o "$RUN/check-$t.json" -w '%{http_code}' -H 'Content-Type: application/json' \
       --data-binary @"$RUN/body-16k.json" "http://127.0.0.1:${PORT[$t]}/v1/chat/completions" || true)
     if [ "$code" = 200 ] && grep -q chatcmpl-bench "$RUN/check-$t.json"; then ok=1; break; fi
@@ -149,7 +164,12 @@ for t in "${TARGETS[@]}"; do
   done
   [ $ok = 1 ] || { echo "$t did not answer 200 on 127.0.0.1:${PORT[$t]} (last: $code)" >&2; exit 1; }
 done
-log "all targets answer 200 with the origin's completion"
+for m in kv rr; do
+  code=$(curl -s -o "$RUN/check-kvgate-$m.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$RUN/body-$m.json" "http://127.0.0.1:$KVGATE_PORT/v1/completions" || true)
+  [ "$code" = 200 ] || { echo "kvgate rule bench-$m did not answer 200 (got $code): $(cat "$RUN/check-kvgate-$m.json")" >&2; exit 1; }
+done
+log "all targets answer 200 with the origin's completion (kvgate: also the kv_exact and round-robin token-id rules)"
 
 # ---- measurement helpers -----------------------------------------------------------------------------------------
 proc_tree() { echo "$1"; pgrep -P "$1" || true; } # nginx: master + worker; java/haproxy: one process
@@ -167,14 +187,15 @@ ctx_switches() { # voluntary + involuntary context switches of every thread of t
 }
 HZ=$(getconf CLK_TCK)
 BODY() { echo "$RUN/body-$1.json"; }
+URI() { case "$1" in kv|rr) echo /v1/completions ;; *) echo /v1/chat/completions ;; esac; }
 
 # measure_tput TARGET PAYLOAD LABEL -> appends "LABEL target payload rps cpu_us_per_req cs_per_req non2xx" to tput.tsv
 measure_tput() {
   local t=$1 pl=$2 label=$3 f="$OUT/wrk-$3-$1-$2.txt"
   local c0 s0 c1 s1
   c0=$(cpu_ticks "${PID[$t]}"); s0=$(ctx_switches "${PID[$t]}")
-  BODY_FILE="$(BODY "$pl")" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d"${DURATION_S}s" --latency -s "$HERE/post.lua" \
-    "http://127.0.0.1:${PORT[$t]}" > "$f" 2>&1
+  BODY_FILE="$(BODY "$pl")" URI_PATH="$(URI "$pl")" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" \
+    -d"${DURATION_S}s" --latency -s "$HERE/post.lua" "http://127.0.0.1:${PORT[$t]}" > "$f" 2>&1
   c1=$(cpu_ticks "${PID[$t]}"); s1=$(ctx_switches "${PID[$t]}")
   local rps n2 total
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
@@ -232,6 +253,14 @@ log "repeat: nginx vs kvgate, throughput, two more rounds"
 for r in r2 r3; do for pl in 1k 16k; do
   measure_tput nginx "$pl" $r; for g in "${GATEWAYS[@]}"; do measure_tput "$g" "$pl" $r; done
 done; done
+log "kvgate: kv_exact rule vs round-robin rule, 1 KiB token-id prompts, three interleaved rounds"
+for g in "${GATEWAYS[@]}"; do
+  for m in kv rr; do
+    BODY_FILE="$(BODY $m)" URI_PATH=/v1/completions "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d5s \
+      -s "$HERE/post.lua" "http://127.0.0.1:${PORT[$g]}" > "$OUT/warmup-$g-$m.txt" 2>&1
+  done
+done
+for r in r1 r2 r3; do for g in "${GATEWAYS[@]}"; do measure_tput "$g" rr $r; measure_tput "$g" kv $r; done; done
 
 # ---- profiles at saturation, 1 KiB (separate from the measured runs: recording costs a little) ------------------
 # Every proxy: perf cpu-clock sampling (kernel vs user vs JIT-compiled code, per thread; JIT symbols come from the
@@ -299,6 +328,17 @@ fi
 
 # ---- summary -----------------------------------------------------------------------------------------------------
 {
+  echo "## Run"
+  echo
+  echo "| | |"
+  echo "|---|---|"
+  echo "| date | $(date -u +%Y-%m-%dT%H:%M:%SZ) (end of run) |"
+  echo "| machine | $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r) |"
+  echo "| scheduler | PRIO=$PRIO ($(case $PRIO in none) echo 'default CFS, nice 0' ;; rr) echo 'SCHED_RR 10 for every benchmark process' ;; *) echo 'CFS, nice -10' ;; esac)) |"
+  echo "| layout | proxy under test: core $CORE_PROXY (whole process, taskset); wrk / h2load + origin: core $CORE_LOAD |"
+  echo "| load average at the end | $(cut -d' ' -f1-3 /proc/loadavg) |"
+  echo "| kvgate commit | $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) |"
+  echo
   echo "## Throughput at saturation (wrk -t1 -c$CONNS, ${DURATION_S}s, closed loop)"
   echo
   echo "Proxy core busy = CPU us/req x req/s (100% = the proxy saturated core $CORE_PROXY); capacity = 1e6 / CPU us/req,"
@@ -327,13 +367,26 @@ fi
   for g in "${GATEWAYS[@]}"; do for pl in 1k 16k; do
     r=$(awk -F'\t' -v pl="$pl" -v g="$g" '$3 == pl && $2 == "nginx" {n[$1] = $5} $3 == pl && $2 == g {k[$1] = $5}
       END {for (i = 1; i <= 3; i++) {r = "r" i; if (k[r] > 0) printf "%s %.2f; ", r, n[r] / k[r]}}' "$OUT/tput.tsv")
-    echo "| CPU capacity (nginx CPU/req ÷ $g CPU/req) | $pl | $r |"
+    echo "| CPU capacity (nginx CPU/req ÷ $g CPU/req; ≥ 0.91 = $g CPU/req ≤ 1.1× nginx's) | $pl | $r |"
   done; done
   for g in "${GATEWAYS[@]}"; do for pl in 1k 16k; do
     r=$(awk -F'\t' -v pl="$pl" -v g="$g" '$3 == pl && $2 == "nginx" {n[$4] = $7} $3 == pl && $2 == g {k[$4] = $7}
       END {for (x in n) if (n[x] > 0) printf "@%s/s %.2f; ", x, k[x] / n[x]}' "$OUT/lat.tsv")
-    echo "| p99 ($g/nginx, ≤ 1.00 is the goal) | $pl | $r |"
+    echo "| p99 ($g/nginx, ≤ 1.20 is the goal) | $pl | $r |"
   done; done
+  for g in "${GATEWAYS[@]}"; do for pl in 1k 16k; do
+    r=$(awk -F'\t' -v pl="$pl" -v g="$g" '$3 == pl && $2 == "nginx" {n[$4] = $6} $3 == pl && $2 == g {k[$4] = $6}
+      END {for (x in n) if (n[x] > 0) printf "@%s/s %.2f; ", x, k[x] / n[x]}' "$OUT/lat.tsv")
+    echo "| p50 ($g/nginx, ≤ 1.20 is the goal) | $pl | $r |"
+  done; done
+  for g in "${GATEWAYS[@]}"; do
+    r=$(awk -F'\t' -v g="$g" '$2 == g && $3 == "rr" {n[$1] = $4} $2 == g && $3 == "kv" {k[$1] = $4}
+      END {for (i = 1; i <= 3; i++) {r = "r" i; if (n[r] > 0) printf "%s %.2f; ", r, k[r] / n[r]}}' "$OUT/tput.tsv")
+    echo "| throughput ($g kv_exact rule / round-robin rule, ≥ 0.80 is the goal) | 1k token ids | $r |"
+    r=$(awk -F'\t' -v g="$g" '$2 == g && $3 == "rr" {n[$1] = $5} $2 == g && $3 == "kv" {k[$1] = $5}
+      END {for (i = 1; i <= 3; i++) {r = "r" i; if (k[r] > 0) printf "%s %.2f; ", r, n[r] / k[r]}}' "$OUT/tput.tsv")
+    echo "| CPU capacity ($g round-robin CPU/req ÷ kv_exact CPU/req) | 1k token ids | $r |"
+  done
   if [ -s "$OUT/syscalls.tsv" ]; then
     echo
     echo "## Kernel work per request at 1 KiB saturation (perf stat tracepoints, ${PROFILE_S}s)"
