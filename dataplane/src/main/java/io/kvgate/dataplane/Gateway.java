@@ -114,7 +114,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.workers = opened(transport.newGroup(threads, "kvgate-io"));
             this.adminGroup = opened(transport.newGroup(1, "kvgate-admin"));
             if (cfg.needsKvIndex()) {
-                kv = new KvState(cfg.kvIndexCapacityBlocks(), clock);
+                kv = new KvState(cfg.kvIndexCapacityBlocks(), clock, cfg.ingest());
             }
             RouteTable table = buildTable(cfg, kv, null);
             if (kv != null) {
@@ -267,6 +267,31 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             {"kvgate_kv_block_ops_total", "counter", "Block store/remove operations applied to the index."},
             {"kvgate_kv_last_seq", "gauge", "Last sequence number received."}};
         var status = k.status();
+        out.append("# HELP kvgate_kv_subscriber_up 1 when the (endpoint, rank) subscription is open and connected; 0 while resolving, connecting or retrying.\n");
+        out.append("# TYPE kvgate_kv_subscriber_up gauge\n");
+        for (var st : status) {
+            out.append("kvgate_kv_subscriber_up{rule=\"").append(st.label()).append("\",endpoint=\"")
+                .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
+                .append(st.rank()).append("\"} ").append(st.up() ? 1 : 0).append('\n');
+        }
+        out.append("# HELP kvgate_kv_subscriber_errors_total Subscription failures by cause (resolve, bind, connect, replay, denied, internal).\n");
+        out.append("# TYPE kvgate_kv_subscriber_errors_total counter\n");
+        for (var st : status) {
+            for (var en : st.errors().entrySet()) {
+                out.append("kvgate_kv_subscriber_errors_total{rule=\"").append(st.label()).append("\",endpoint=\"")
+                    .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
+                    .append(st.rank()).append("\",cause=\"").append(en.getKey()).append("\"} ").append(en.getValue()).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_kv_dropped_events_total KV events dropped whole by a per-event limit, by reason.\n");
+        out.append("# TYPE kvgate_kv_dropped_events_total counter\n");
+        for (var st : status) {
+            for (var en : st.droppedEvents().entrySet()) {
+                out.append("kvgate_kv_dropped_events_total{endpoint=\"")
+                    .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
+                    .append(st.rank()).append("\",reason=\"").append(en.getKey()).append("\"} ").append(en.getValue()).append('\n');
+            }
+        }
         for (String[] f : families) {
             out.append("# HELP ").append(f[0]).append(' ').append(f[2]).append("\n# TYPE ").append(f[0]).append(' ').append(f[1]).append('\n');
             for (var st : status) {
@@ -360,7 +385,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
         List<String> changes = ConfigTree.diff(cur.config(), next);
         // Build phase: nothing live changes. A new index is opened only when the first KV endpoint appears.
-        KvState newKv = kv == null && next.needsKvIndex() ? new KvState(next.kvIndexCapacityBlocks(), clock) : null;
+        KvState newKv = kv == null && next.needsKvIndex() ? new KvState(next.kvIndexCapacityBlocks(), clock, next.ingest()) : null;
         RouteTable table;
         try {
             table = buildTable(next, newKv != null ? newKv : kv, router.table());

@@ -1,6 +1,8 @@
 package io.kvgate.control.config;
 
 import java.net.URI;
+import java.util.List;
+import java.util.regex.Pattern;
 
 /**
  * One engine endpoint of a rule.
@@ -14,9 +16,22 @@ import java.net.URI;
  * @param kvReplay       ZMQ ROUTER endpoint for replay of missed batches (rank r at port + r), or null
  * @param role           P/D role ("prefill" | "decode") or null outside P/D rules
  * @param bootstrapPort  SGLang prefill bootstrap port (P/D), or 0
+ * @param kvEventsAllow  bind mode only: peer addresses (IPv4/IPv6 literals or CIDR blocks) allowed to connect to the
+ *                       bound socket, enforced by a ZAP handler; empty = any peer
+ * @param kvEventsCurveServerKey  CURVE: the Z85 public key of the side that binds (the engine's publisher when we
+ *                       connect; ours, for reference, when we bind), or null for no CURVE
+ * @param kvEventsCurveSecretFile CURVE: file holding the gateway's Z85 secret key (40 chars), required with the key
  */
 public record EndpointConfig(String url, String host, int port, int weight, String kvEvents, boolean kvEventsBind,
-                             String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort) {
+                             String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort,
+                             List<String> kvEventsAllow, String kvEventsCurveServerKey, String kvEventsCurveSecretFile) {
+
+    /** The shape before the peer allow-list and CURVE keys existed. */
+    public EndpointConfig(String url, String host, int port, int weight, String kvEvents, boolean kvEventsBind,
+                          String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort) {
+        this(url, host, port, weight, kvEvents, kvEventsBind, kvTopic, dpRanks, kvReplay, role, bootstrapPort, List.of(),
+            null, null);
+    }
 
     /** P/D role, typed (null outside P/D rules). */
     public enum Role { PREFILL, DECODE }
@@ -65,6 +80,28 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         if (replay != null && kvEvents == null) {
             n.problem("kv_replay", replay, "needs kv_events on the same endpoint");
         }
+        List<String> allow = n.stringList("kv_events_allow");
+        for (String a : allow) {
+            if (!ADDRESS_OR_CIDR.matcher(a).matches()) {
+                n.problem("kv_events_allow", a, "must list IP addresses or CIDR blocks (e.g. 10.0.0.7, 10.0.0.0/24, fd00::/8)");
+            }
+        }
+        if (!allow.isEmpty() && !bind) {
+            n.problem("kv_events_allow", allow, "applies only with kv_events_bind: true (a connecting subscriber chooses its peer)");
+        }
+        String curveKey = n.string("kv_events_curve_server_key", null);
+        String curveSecret = n.string("kv_events_curve_secret_file", null);
+        if (curveKey != null && !Z85_KEY.matcher(curveKey).matches()) {
+            n.problem("kv_events_curve_server_key", curveKey, "must be a 40-character Z85 CURVE public key");
+        }
+        if ((curveKey == null) != (curveSecret == null)) {
+            n.problem(curveKey == null ? "kv_events_curve_secret_file" : "kv_events_curve_server_key",
+                curveKey == null ? curveSecret : curveKey,
+                "needs both kv_events_curve_server_key and kv_events_curve_secret_file");
+        }
+        if (curveSecret != null && !java.nio.file.Files.isReadable(java.nio.file.Path.of(curveSecret))) {
+            n.problem("kv_events_curve_secret_file", curveSecret, "is not a readable file");
+        }
         String role = n.string("role", null);
         if (role != null && !role.equals("prefill") && !role.equals("decode")) {
             n.problem("role", role, "must be one of prefill|decode");
@@ -76,6 +113,11 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
             bootstrapPort = 8998;
         }
         n.finish();
-        return new EndpointConfig(url, host, port, weight, kvEvents, bind, topic, dpRanks, replay, role, bootstrapPort);
+        return new EndpointConfig(url, host, port, weight, kvEvents, bind, topic, dpRanks, replay, role, bootstrapPort,
+            List.copyOf(allow), curveKey, curveSecret);
     }
+
+    private static final Pattern ADDRESS_OR_CIDR = Pattern.compile(
+        "(\\d{1,3}(\\.\\d{1,3}){3}(/\\d{1,2})?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(/\\d{1,3})?)");
+    private static final Pattern Z85_KEY = Pattern.compile("[0-9a-zA-Z.\\-:+=^!/*?&<>()\\[\\]{}@%$#]{40}");
 }

@@ -41,7 +41,17 @@ public record GatewayConfig(
     String adminTokenFile,
     String controlSocket,
     List<Integer> controlAllowedUids,
-    AdminLimits adminLimits) {
+    AdminLimits adminLimits,
+    Ingest ingest) {
+
+    /** The shape before the {@code ingest} section existed: default ingest bounds. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, Ingest.DEFAULTS);
+    }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
 
@@ -53,7 +63,8 @@ public record GatewayConfig(
      * takes effect for the next request (connection-level limits: for the next connection).
      */
     public static final List<String> RESTART_ONLY = List.of("listen", "admin_listen", "transport", "io_threads",
-        "router.ring_size", "router.wait_strategy", "control_socket", "rules[*].kv_capacity_blocks (the index size)");
+        "router.ring_size", "router.wait_strategy", "control_socket", "rules[*].kv_capacity_blocks (the index size)",
+        "ingest");
 
     /** The socket transport, typed. */
     public enum TransportKind { EPOLL, IO_URING, NIO }
@@ -125,6 +136,21 @@ public record GatewayConfig(
         public WaitStrategy waitStrategyKind() {
             return WaitStrategy.valueOf(waitStrategy.toUpperCase(Locale.ROOT));
         }
+    }
+
+    /**
+     * KV-event ingest bounds (section {@code ingest}): what one engine, or any peer of a bound socket, may cost.
+     *
+     * @param maxFrameBytes      largest ZeroMQ frame accepted ({@code ZMQ_MAXMSGSIZE} on every SUB and DEALER): a
+     *                           peer declaring a larger frame is disconnected before any buffer is reserved
+     * @param receiveBufferBytes worst-case bytes one socket may queue; its receive high-water mark is
+     *                           {@code receiveBufferBytes / maxFrameBytes} messages (ZeroMQ counts messages, not bytes)
+     * @param retryInitialMs     first delay before re-opening a subscription that failed (unresolvable host, bind in
+     *                           use, ...); doubles per failure
+     * @param retryMaxMs         cap of that delay
+     */
+    public record Ingest(int maxFrameBytes, long receiveBufferBytes, long retryInitialMs, long retryMaxMs) {
+        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 100, 30_000);
     }
 
     public static GatewayConfig load(Path file) throws ConfigException {
@@ -271,6 +297,20 @@ public record GatewayConfig(
             al.longValue("idle_timeout_ms", 60_000, 100, 86_400_000L), al.intValue("max_body_bytes", 4 << 20, 1024, 1 << 30));
         al.finish();
 
+        ConfigNode in = n.child("ingest");
+        Ingest ingest = new Ingest(in.intValue("max_frame_bytes", Ingest.DEFAULTS.maxFrameBytes(), 1024, 1 << 30),
+            in.longValue("receive_buffer_bytes", Ingest.DEFAULTS.receiveBufferBytes(), 1024, 1L << 40),
+            in.longValue("retry_initial_ms", Ingest.DEFAULTS.retryInitialMs(), 1, 600_000),
+            in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000));
+        if (ingest.receiveBufferBytes() < ingest.maxFrameBytes()) {
+            in.problem("receive_buffer_bytes", ingest.receiveBufferBytes(), "must be >= ingest.max_frame_bytes ("
+                + ingest.maxFrameBytes() + "): a socket must be able to hold one largest frame");
+        }
+        if (ingest.retryMaxMs() < ingest.retryInitialMs()) {
+            in.problem("retry_max_ms", ingest.retryMaxMs(), "must be >= ingest.retry_initial_ms (" + ingest.retryInitialMs() + ")");
+        }
+        in.finish();
+
         List<RuleConfig> rules = new ArrayList<>();
         for (ConfigNode rn : n.children("rules")) {
             rules.add(RuleConfig.read(rn));
@@ -303,7 +343,8 @@ public record GatewayConfig(
         }
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
-            List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits);
+            List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
+            ingest);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {
@@ -366,6 +407,9 @@ public record GatewayConfig(
         }
         if (!Objects.equals(controlSocket, next.controlSocket)) {
             changed.add("control_socket");
+        }
+        if (!Objects.equals(ingest, next.ingest)) {
+            changed.add("ingest");
         }
         if (needsKvIndex() && next.needsKvIndex() && kvIndexCapacityBlocks() != next.kvIndexCapacityBlocks()) {
             changed.add("rules[*].kv_capacity_blocks (index capacity " + kvIndexCapacityBlocks() + " -> "

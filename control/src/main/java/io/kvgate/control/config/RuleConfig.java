@@ -57,7 +57,16 @@ public record RuleConfig(
     /** Longest-cached-prefix routing knobs. */
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
-                                boolean parityProbeAtStartup, long warmupMs) {
+                                boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights) {
+
+        /** The shape before {@code kv.tier_weights} existed: default tier weights. */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, TierWeights.DEFAULTS);
+        }
+
         public KvMode modeKind() {
             return KvMode.valueOf(mode.toUpperCase(Locale.ROOT));
         }
@@ -65,6 +74,25 @@ public record RuleConfig(
         /** How long after its expected KV subscribers connected a rule counts as warm for {@code GET /ready}. */
         public Duration warmup() {
             return Duration.ofMillis(warmupMs);
+        }
+    }
+
+    /**
+     * {@code kv.tier_weights}: what a cached block is worth by the memory tier the engine reported it in
+     * ({@code medium}): a block in CPU memory must be copied back to the GPU, one on disk read first. Keys are the
+     * tiers the index distinguishes: {@code GPU} (also events without a medium), {@code CPU_TIER} (vLLM "CPU", SGLang
+     * "CPU_PINNED") and {@code DISK} (vLLM "STORAGE", SGLang "DISK", "EXTERNAL", unknown names); values in [0, 1].
+     */
+    public record TierWeights(double gpu, double cpu, double disk) {
+        public static final TierWeights DEFAULTS = new TierWeights(1.0, 0.8, 0.5);
+
+        /** Weight of an index tier code (0 = GPU, 1 = CPU, 2 = DISK). */
+        public double of(int tier) {
+            return switch (tier) {
+                case 0 -> gpu;
+                case 1 -> cpu;
+                default -> disk;
+            };
         }
     }
 
@@ -109,6 +137,14 @@ public record RuleConfig(
 
     public static String defaultHashAlgo(String engine) {
         return "sglang".equals(engine) ? "sha256_sglang" : "sha256_cbor";
+    }
+
+    private static TierWeights tierWeights(ConfigNode t) {
+        TierWeights d = TierWeights.DEFAULTS;
+        TierWeights w = new TierWeights(t.doubleValue("GPU", d.gpu(), 0.0, 1.0), t.doubleValue("CPU_TIER", d.cpu(), 0.0, 1.0),
+            t.doubleValue("DISK", d.disk(), 0.0, 1.0));
+        t.finish();
+        return w;
     }
 
     static RuleConfig read(ConfigNode n) {
@@ -175,7 +211,8 @@ public record RuleConfig(
             k.doubleValue("lambda", 4.0, 0.0, 1e6),
             k.intValue("min_match_blocks", 1, 0, 1 << 20), k.intValue("cold_readmit_every", 64, 0, 1 << 20),
             k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
-            k.bool("parity_probe_at_startup", false), k.longValue("warmup_ms", 0, 0, 3_600_000));
+            k.bool("parity_probe_at_startup", false), k.longValue("warmup_ms", 0, 0, 3_600_000),
+            tierWeights(k.child("tier_weights")));
         k.finish();
 
         ConfigNode p = n.child("pd");

@@ -39,6 +39,40 @@ class GatewayConfigTest {
     }
 
     @Test
+    void ingestBoundsAllowListAndTierWeights() throws Exception {
+        GatewayConfig d = GatewayConfig.parse(BASE);
+        assertEquals(GatewayConfig.Ingest.DEFAULTS, d.ingest());
+        assertEquals(16 << 20, d.ingest().maxFrameBytes());
+        assertEquals(RuleConfig.TierWeights.DEFAULTS, d.rules().get(0).kvExact().tierWeights());
+        assertEquals(0.8, d.rules().get(0).kvExact().tierWeights().of(1));
+
+        GatewayConfig c = GatewayConfig.parse("ingest:\n  max_frame_bytes: 1048576\n  receive_buffer_bytes: 8388608\n"
+            + BASE.replace("weight: 2", "weight: 2\n        kv_events: tcp://0.0.0.0:5557\n        kv_events_bind: true\n"
+            + "        kv_events_allow: [10.0.0.7, 10.1.0.0/16, 'fd00::/8']")
+            .replace("policy: round_robin", "policy: round_robin\n    kv:\n      tier_weights: {CPU_TIER: 0.6, DISK: 0.1}"));
+        assertEquals(1 << 20, c.ingest().maxFrameBytes());
+        assertEquals(8L << 20, c.ingest().receiveBufferBytes());
+        assertEquals(java.util.List.of("10.0.0.7", "10.1.0.0/16", "fd00::/8"), c.rules().get(0).endpoints().get(0).kvEventsAllow());
+        assertEquals(new RuleConfig.TierWeights(1.0, 0.6, 0.1), c.rules().get(0).kvExact().tierWeights());
+
+        String p = problems("ingest:\n  max_frame_bytes: 100\n  receive_buffer_bytes: 2048\n  retry_initial_ms: 500\n"
+            + "  retry_max_ms: 100\n" + BASE);
+        assertTrue(p.contains("ingest.max_frame_bytes: value 100 must be in [1024, 1073741824]"), p);
+        assertTrue(p.contains("ingest.retry_max_ms: value 100 must be >= ingest.retry_initial_ms (500)"), p);
+        p = problems("ingest:\n  max_frame_bytes: 4096\n  receive_buffer_bytes: 2048\n" + BASE);
+        assertTrue(p.contains("ingest.receive_buffer_bytes: value 2048 must be >= ingest.max_frame_bytes (4096)"), p);
+        p = problems(BASE.replace("weight: 2", "weight: 2\n        kv_events: tcp://127.0.0.1:5557\n        kv_events_allow: [example.com]"));
+        assertTrue(p.contains("kv_events_allow: value 'example.com' must list IP addresses or CIDR blocks"), p);
+        assertTrue(p.contains("kv_events_allow: value [example.com] applies only with kv_events_bind: true"), p);
+        p = problems(BASE.replace("weight: 2", "weight: 2\n        kv_events: tcp://127.0.0.1:5557\n        kv_events_curve_server_key: short"));
+        assertTrue(p.contains("kv_events_curve_server_key: value 'short' must be a 40-character Z85 CURVE public key"), p);
+        assertTrue(p.contains("needs both kv_events_curve_server_key and kv_events_curve_secret_file"), p);
+        p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    kv:\n      tier_weights: {GPU: 2, TAPE: 0.1}"));
+        assertTrue(p.contains("kv.tier_weights.GPU: value 2 must be in [0.0, 1.0]"), p);
+        assertTrue(p.contains("kv.tier_weights.TAPE: unknown key"), p);
+    }
+
+    @Test
     void unknownKeysAreErrorsNamingThePath() {
         assertTrue(problems(BASE + "    polcy: x\n").contains("rules[0] (name=chat).polcy: unknown key"));
         assertTrue(problems("lisen: 1:2\n" + BASE.substring(BASE.indexOf("admin"))).contains("lisen: unknown key"));

@@ -191,6 +191,12 @@ public final class KvRoutes implements RequestHooks {
                     ObjectNode so = sn.addObject();
                     so.put("rank", s.rank());
                     so.put("uri", s.uri());
+                    so.put("state", s.state());
+                    so.put("last_error", s.lastError());
+                    ObjectNode errs = so.putObject("errors");
+                    s.errors().forEach(errs::put);
+                    ObjectNode dropped = so.putObject("dropped_events");
+                    s.droppedEvents().forEach(dropped::put);
                     so.put("connected", s.connected());
                     so.put("last_seq", s.lastSeq());
                     so.put("gaps", s.gaps());

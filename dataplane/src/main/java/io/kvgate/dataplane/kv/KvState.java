@@ -8,10 +8,13 @@ import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
+import io.kvgate.ingest.zmq.IngestConfig;
 import io.kvgate.ingest.zmq.KeyMode;
 import io.kvgate.ingest.zmq.KvEventIngest;
 import io.kvgate.ingest.zmq.KvEventSource;
 import io.kvgate.ingest.zmq.SubscriberStatus;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,8 +33,13 @@ public final class KvState implements AutoCloseable {
     private final Map<Integer, KvEventSource> subscribed = new HashMap<>();
 
     public KvState(long capacityBlocks, NanoClock clock) {
+        this(capacityBlocks, clock, GatewayConfig.Ingest.DEFAULTS);
+    }
+
+    public KvState(long capacityBlocks, NanoClock clock, GatewayConfig.Ingest bounds) {
         this.index = new BlockIndex(BlockIndexConfig.of((int) Math.min(Integer.MAX_VALUE - 8, capacityBlocks), MAX_ENDPOINTS));
-        this.ingest = new KvEventIngest(index, clock);
+        this.ingest = new KvEventIngest(index, clock, IngestConfig.of(bounds.maxFrameBytes(), bounds.receiveBufferBytes(),
+            bounds.retryInitialMs(), bounds.retryMaxMs()));
         ingest.start();
     }
 
@@ -70,8 +78,19 @@ public final class KvState implements AutoCloseable {
                         + ": its KV events are not indexed (restart the gateway to compact ids)");
                     continue;
                 }
+                KvEventSource.Curve curve;
+                try {
+                    curve = e.kvEventsCurveServerKey() == null ? null
+                        : KvEventSource.Curve.fromSecretFile(e.kvEventsCurveServerKey(), Path.of(e.kvEventsCurveSecretFile()));
+                } catch (IOException | IllegalArgumentException ex) {
+                    System.err.println("kvgate: endpoint " + ep.key() + ": kv_events_curve_secret_file=" + e.kvEventsCurveSecretFile()
+                        + " cannot be used (" + ex.getMessage() + "): its KV events are not subscribed");
+                    continue;
+                }
+                // An endpoint shared by several rules is subscribed once; metrics label it with the first rule.
+                KvEventSource prev = want.get(ep.id());
                 want.put(ep.id(), new KvEventSource(ep.id(), e.kvEvents(), e.dpRanks(), e.kvReplay(), e.kvEventsBind(),
-                    e.kvTopic(), mode));
+                    e.kvTopic(), mode, prev == null ? r.name() : prev.label(), e.kvEventsAllow(), curve));
             }
         }
         for (var it = subscribed.entrySet().iterator(); it.hasNext(); ) {
@@ -101,9 +120,13 @@ public final class KvState implements AutoCloseable {
         return ingest.status();
     }
 
+    /** Stops ingest first; the off-heap map is closed only once the ingest thread can no longer write it (L12). */
     @Override
     public void close() {
-        ingest.close();
-        index.close();
+        if (ingest.stop(10_000)) {
+            index.close();
+        } else {
+            System.err.println("kvgate: KV ingest did not stop within 10 s; the block index is left open (process exit frees it)");
+        }
     }
 }

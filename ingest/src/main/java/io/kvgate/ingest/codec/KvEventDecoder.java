@@ -25,8 +25,13 @@ import java.nio.charset.StandardCharsets;
  * <p><b>Malformed input</b> never escapes: {@link #decode} returns {@link #MALFORMED} and counts it. Each event
  * is parsed completely before its callback, so a frame broken in its n-th event delivers the n-1 complete events
  * before it and drops the rest; the caller treats a malformed frame like a sequence gap (see ingest), because the
- * dropped part may have held removals. Events larger than the preallocated buffers ({@code maxBlocksPerEvent},
- * {@code maxTokenIntsPerEvent}) are malformed too (counted separately as oversize).
+ * dropped part may have held removals.
+ *
+ * <p><b>Per-event limits</b> ({@code maxBlocksPerEvent}, {@code maxTokenIntsPerEvent}, the preallocated buffers)
+ * cost one event, never the frame or the inventory: a BlockStored beyond either limit is skipped whole and counted
+ * ({@link #droppedTooManyBlocks()}, {@link #droppedTooManyTokens()}; a cold window, not a phantom), and a
+ * BlockRemoved beyond the block limit is delivered in consecutive chunks of at most {@code maxBlocksPerEvent} keys
+ * (dropping a removal would leave phantom blocks).
  *
  * <p><b>Threading contract:</b> one decoder per ingest thread; not thread-safe. Counters are plain fields read by
  * the owning thread (the subscriber publishes them).
@@ -65,6 +70,15 @@ public final class KvEventDecoder {
     private long frames;
     private long malformedFrames;
     private long oversizeEvents;
+    private long droppedTooManyBlocks;
+    private long droppedTooManyTokens;
+    /** The BlockStored being parsed exceeded a limit: parse to its end, deliver nothing. */
+    private int storedDropReason;
+    /** The BlockRemoved being parsed was already delivered in chunks. */
+    private boolean removedChunked;
+    private static final int DROP_NONE = 0;
+    private static final int DROP_BLOCKS = 1;
+    private static final int DROP_TOKENS = 2;
     private long unknownEvents;
     private long handlerErrors;
     private long storedEvents;
@@ -181,6 +195,7 @@ public final class KvEventDecoder {
                     throw in.fail("BlockStored with fewer than 4 fields");
                 }
                 stored.reset();
+                storedDropReason = DROP_NONE;
                 readHashes(stored);
                 readParent();
                 readTokens();
@@ -210,6 +225,7 @@ public final class KvEventDecoder {
                     throw in.fail("BlockRemoved without block_hashes");
                 }
                 removed.reset();
+                removedChunked = false;
                 readHashes(null);
                 int i = 1;
                 if (i < fields) {
@@ -260,8 +276,10 @@ public final class KvEventDecoder {
         boolean blockSizeSeen = false;
         if (tag == TAG_STORED) {
             stored.reset();
+            storedDropReason = DROP_NONE;
         } else if (tag == TAG_REMOVED) {
             removed.reset();
+            removedChunked = false;
         }
         for (int i = 0; i < n; i++) {
             if (tag == TAG_CLEARED) {
@@ -342,6 +360,15 @@ public final class KvEventDecoder {
     }
 
     private void deliverStored() {
+        if (storedDropReason != DROP_NONE) {
+            oversizeEvents++;
+            if (storedDropReason == DROP_BLOCKS) {
+                droppedTooManyBlocks++;
+            } else {
+                droppedTooManyTokens++;
+            }
+            return;
+        }
         storedEvents++;
         lastEventCount++;
         handler.onBlockStored(stored);
@@ -350,7 +377,9 @@ public final class KvEventDecoder {
     private void deliverRemoved() {
         removedEvents++;
         lastEventCount++;
-        handler.onBlockRemoved(removed);
+        if (!removedChunked) {
+            handler.onBlockRemoved(removed);
+        }
     }
 
     private void deliverCleared() {
@@ -369,8 +398,26 @@ public final class KvEventDecoder {
     private void readHashes(BlockStoredEvent target) {
         int n = in.readArrayHeader();
         if (n > keys.length) {
+            if (target != null) {
+                storedDropReason = DROP_BLOCKS;
+                skip(n);
+                target.blockCount = 0;
+                return;
+            }
+            // A removal too large for one buffer: deliver it in chunks (its medium, if any, follows the hashes and
+            // is unknown here: NONE means "any tier" to the sink).
             oversizeEvents++;
-            throw in.fail("more than maxBlocksPerEvent block hashes");
+            for (int done = 0; done < n; ) {
+                int chunk = Math.min(keys.length, n - done);
+                for (int i = 0; i < chunk; i++) {
+                    keys[i] = readHash();
+                }
+                removed.blockCount = chunk;
+                handler.onBlockRemoved(removed);
+                done += chunk;
+            }
+            removedChunked = true;
+            return;
         }
         for (int i = 0; i < n; i++) {
             keys[i] = readHash();
@@ -414,22 +461,25 @@ public final class KvEventDecoder {
             int cell;
             if (MsgpackReader.isInt(f)) {
                 cell = 1;
+                long t = in.readLong();
                 if (ints >= tokens.length) {
-                    oversizeEvents++;
-                    throw in.fail("more than maxTokenIntsPerEvent token ids");
+                    storedDropReason = storedDropReason == DROP_NONE ? DROP_TOKENS : storedDropReason;
+                } else {
+                    tokens[ints++] = (int) t;
                 }
-                tokens[ints++] = (int) in.readLong();
             } else if (MsgpackReader.isArray(f)) {
                 cell = 2;
                 if (in.readArrayHeader() != 2) {
                     throw in.fail("token cell array is not a pair");
                 }
+                long t0 = in.readLong();
+                long t1 = in.readLong();
                 if (ints + 2 > tokens.length) {
-                    oversizeEvents++;
-                    throw in.fail("more than maxTokenIntsPerEvent token ids");
+                    storedDropReason = storedDropReason == DROP_NONE ? DROP_TOKENS : storedDropReason;
+                } else {
+                    tokens[ints++] = (int) t0;
+                    tokens[ints++] = (int) t1;
                 }
-                tokens[ints++] = (int) in.readLong();
-                tokens[ints++] = (int) in.readLong();
             } else {
                 throw in.fail("token cell is neither integer nor pair");
             }
@@ -522,6 +572,16 @@ public final class KvEventDecoder {
 
     public long oversizeEvents() {
         return oversizeEvents;
+    }
+
+    /** BlockStored events skipped whole for more than {@code maxBlocksPerEvent} hashes. */
+    public long droppedTooManyBlocks() {
+        return droppedTooManyBlocks;
+    }
+
+    /** BlockStored events skipped whole for more than {@code maxTokenIntsPerEvent} token ints. */
+    public long droppedTooManyTokens() {
+        return droppedTooManyTokens;
     }
 
     public long unknownEvents() {

@@ -4,30 +4,48 @@ import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.Fmix64ChainedTokenHasher;
 
 /**
- * Ingest tuning, validated once.
+ * Ingest tuning, validated once (messages name the field, the value and the rule).
  *
- * @param maxFrameBytes        largest payload frame accepted (bigger ones are counted as decode errors)
- * @param replayTimeoutNs      a replay that has not finished by then is abandoned and the rank cleared
- * @param replayBackoffNs      after a failed replay, no new replay for this long (gaps clear instead)
- * @param receiveHighWaterMark SUB receive queue bound in messages: holds live batches while a replay runs
- * @param maxMessagesPerPoll   per socket per duty cycle, so one busy engine cannot starve the others
- * @param learnedKeyCapacity   engine-key to own-key mappings kept for learned-key endpoints
- * @param hasher               own chained hash for learned-key endpoints
+ * @param maxFrameBytes      largest ZeroMQ frame accepted: set as {@code ZMQ_MAXMSGSIZE} on every SUB and DEALER,
+ *                           so a peer that declares a larger frame is disconnected by JeroMQ's decoder before any
+ *                           buffer is reserved (config {@code ingest.max_frame_bytes})
+ * @param receiveBufferBytes worst-case bytes one socket may queue ({@code ingest.receive_buffer_bytes}); ZeroMQ's
+ *                           high-water mark counts messages, so it is set to {@code receiveBufferBytes /
+ *                           maxFrameBytes} (see {@link #receiveHighWaterMark()}); holds live batches while a replay
+ *                           runs
+ * @param replayTimeoutNs    a replay that has not finished by then is abandoned and the rank cleared
+ * @param replayBackoffNs    after a failed replay, no new replay for this long (gaps clear instead)
+ * @param retryInitialNs     first delay before re-opening a subscription that failed; doubles per failure
+ * @param retryMaxNs         cap of that delay
+ * @param maxMessagesPerPoll per socket per duty cycle, so one busy engine cannot starve the others
+ * @param learnedKeyCapacity engine-key to own-key mappings kept for learned-key endpoints
+ * @param hasher             own chained hash for learned-key endpoints
  */
-public record IngestConfig(int maxFrameBytes, long replayTimeoutNs, long replayBackoffNs, int receiveHighWaterMark,
-                           int maxMessagesPerPoll, int learnedKeyCapacity, ChainedTokenHasher hasher) {
+public record IngestConfig(int maxFrameBytes, long receiveBufferBytes, long replayTimeoutNs, long replayBackoffNs,
+                           long retryInitialNs, long retryMaxNs, int maxMessagesPerPoll, int learnedKeyCapacity,
+                           ChainedTokenHasher hasher) {
+
+    public static final int DEFAULT_MAX_FRAME_BYTES = 16 << 20;
+    public static final long DEFAULT_RECEIVE_BUFFER_BYTES = 256L << 20;
 
     public IngestConfig {
         if (maxFrameBytes < 1024 || maxFrameBytes > 1 << 30) {
-            throw new IllegalArgumentException("maxFrameBytes=" + maxFrameBytes + " must be in 1024..1073741824");
+            throw new IllegalArgumentException("ingest.max_frame_bytes=" + maxFrameBytes + " must be in 1024..1073741824");
+        }
+        if (receiveBufferBytes < maxFrameBytes) {
+            throw new IllegalArgumentException("ingest.receive_buffer_bytes=" + receiveBufferBytes
+                + " must be >= ingest.max_frame_bytes=" + maxFrameBytes);
         }
         if (replayTimeoutNs <= 0 || replayBackoffNs < 0) {
             throw new IllegalArgumentException("replayTimeoutNs=" + replayTimeoutNs + " must be > 0, replayBackoffNs="
                 + replayBackoffNs + " must be >= 0");
         }
-        if (receiveHighWaterMark < 1 || maxMessagesPerPoll < 1) {
-            throw new IllegalArgumentException("receiveHighWaterMark=" + receiveHighWaterMark
-                + " and maxMessagesPerPoll=" + maxMessagesPerPoll + " must be >= 1");
+        if (retryInitialNs <= 0 || retryMaxNs < retryInitialNs) {
+            throw new IllegalArgumentException("ingest.retry_initial_ms=" + retryInitialNs / 1_000_000
+                + " must be > 0 and <= ingest.retry_max_ms=" + retryMaxNs / 1_000_000);
+        }
+        if (maxMessagesPerPoll < 1) {
+            throw new IllegalArgumentException("maxMessagesPerPoll=" + maxMessagesPerPoll + " must be >= 1");
         }
         if (learnedKeyCapacity < 16) {
             throw new IllegalArgumentException("learnedKeyCapacity=" + learnedKeyCapacity + " must be >= 16");
@@ -38,7 +56,37 @@ public record IngestConfig(int maxFrameBytes, long replayTimeoutNs, long replayB
     }
 
     public static IngestConfig defaults() {
-        return new IngestConfig(16 << 20, 2_000_000_000L, 30_000_000_000L, 100_000, 1024, 1 << 20,
-            Fmix64ChainedTokenHasher.INSTANCE);
+        return new IngestConfig(DEFAULT_MAX_FRAME_BYTES, DEFAULT_RECEIVE_BUFFER_BYTES, 2_000_000_000L, 30_000_000_000L,
+            100_000_000L, 30_000_000_000L, 1024, 1 << 20, Fmix64ChainedTokenHasher.INSTANCE);
+    }
+
+    /** Defaults with the gateway's {@code ingest} section applied. */
+    public static IngestConfig of(int maxFrameBytes, long receiveBufferBytes, long retryInitialMs, long retryMaxMs) {
+        IngestConfig d = defaults();
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, d.replayTimeoutNs(), d.replayBackoffNs(),
+            retryInitialMs * 1_000_000L, retryMaxMs * 1_000_000L, d.maxMessagesPerPoll(), d.learnedKeyCapacity(),
+            d.hasher());
+    }
+
+    public IngestConfig withRetry(long initialNs, long maxNs) {
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, replayTimeoutNs, replayBackoffNs, initialNs, maxNs,
+            maxMessagesPerPoll, learnedKeyCapacity, hasher);
+    }
+
+    public IngestConfig withFrames(int maxFrameBytes, long receiveBufferBytes) {
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, replayTimeoutNs, replayBackoffNs, retryInitialNs,
+            retryMaxNs, maxMessagesPerPoll, learnedKeyCapacity, hasher);
+    }
+
+    /** Receive high-water mark in messages: worst-case queued bytes per socket stay within receiveBufferBytes. */
+    public int receiveHighWaterMark() {
+        return (int) Math.max(1, Math.min(Integer.MAX_VALUE, receiveBufferBytes / maxFrameBytes));
+    }
+
+    /** Delay before retry number {@code failures} (1 = first failure): initial * 2^(failures-1), capped. */
+    public long retryDelayNs(int failures) {
+        int shift = Math.max(0, Math.min(failures - 1, 40));
+        long d = retryInitialNs << shift;
+        return d <= 0 || d > retryMaxNs || (d >>> shift) != retryInitialNs ? retryMaxNs : d;
     }
 }

@@ -1,8 +1,17 @@
 package io.kvgate.ingest.zmq;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
-import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.Map;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
@@ -11,13 +20,30 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.LearnedKeyMap;
 import io.kvgate.ingest.codec.KvEventDecoder;
+import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 
 /**
- * KV-event ingest: one JeroMQ SUB per (endpoint, DP rank), all polled by ONE ingest thread that decodes the
- * msgpack payloads and is the single writer of the {@link BlockIndex}. Ingest never blocks the data plane: the
- * routing thread only reads the index.
+ * KV-event ingest, a supervised agent in Agrona's duty-cycle style: one JeroMQ SUB per (endpoint, DP rank), all
+ * polled by ONE ingest thread that decodes the msgpack payloads and is the single writer of the {@link BlockIndex}.
+ * Ingest never blocks the data plane: the routing thread only reads the index.
+ *
+ * <p><b>Supervision</b> (review H6): every step of the duty cycle is guarded. A subscription that cannot be opened
+ * (a {@code kv_events}/{@code kv_replay} name that does not resolve yet, a bind port in use, a replay socket that
+ * cannot be re-opened) or that throws while being served is closed and retried with capped exponential backoff
+ * ({@link IngestConfig#retryDelayNs}) on the injected clock; it shows as state {@code retrying} with its last error
+ * in {@link #status()}. Nothing one endpoint sends or fails at stops ingest for the others, and an exception that
+ * escapes a whole duty cycle is counted ({@link #agentErrors()}) and the loop goes on. Host names are resolved by a
+ * {@link HostResolver} on a resolver executor, never on the ingest thread (a slow DNS answer stalls no one).
+ *
+ * <p><b>Commands are bounded</b>: {@link #addEndpoint}/{@link #removeEndpoint} record the wanted state per endpoint
+ * id (latest wins, at most {@code maxEndpoints} entries) and the agent reconciles on its next cycle, so the pending
+ * work can never grow beyond the endpoint count, even while a cycle is slow.
+ *
+ * <p><b>Hostile input</b> (review H7): see {@link RankSubscriber#open} for the per-socket bounds. In bind mode every
+ * connecting peer is checked by this agent's ZAP handler (the endpoint's {@code kv_events_allow} list); refused
+ * peers are counted on the endpoint's subscribers ({@code denied}).
  *
  * <p><b>Sequence handling per rank</b> (engine-contracts §2.3): batches in order are applied; a forward jump is
  * filled by replay when a replay endpoint is configured (a DEALER sends the 8-byte big-endian start seq to the
@@ -25,26 +51,38 @@ import org.zeromq.ZMQ;
  * rank's SUB is not read, so live batches wait in its bounded queue and those the replay already covered are
  * skipped). A gap replay cannot fill (the engine's buffer moved on, or the replay timed out) clears the rank, as
  * do a seq going backwards (engine restart), an AllBlocksCleared, and a malformed payload (its lost part may have
- * held removals: a phantom block is a correctness bug, a cold window only costs performance). An engine that is
- * not up yet, or restarts, is retried by ZMQ itself; the socket monitor tracks connected state.
+ * held removals: a phantom block is a correctness bug, a cold window only costs performance). A clear is O(1) in
+ * the index ({@link BlockIndex#clearRank}), so a stream of forged or broken frames costs O(1) per frame.
  *
  * <p><b>Threading contract:</b> {@link #addEndpoint}, {@link #removeEndpoint}, {@link #status} and
- * {@link #close} are thread-safe: changes are commands executed by the ingest thread. {@link #start()} runs the
- * duty cycle on a thread of its own; tests may instead call {@link #doWork(long)} from one thread.
+ * {@link #close} are thread-safe. {@link #start()} runs the duty cycle on a thread of its own; tests may instead call
+ * {@link #doWork(long)} from one thread. {@link #close()} returns only once the ingest thread has stopped writing,
+ * so the index may be closed after it (review L12).
  */
 public final class KvEventIngest implements AutoCloseable {
     private static final int KIND_SUB = 0;
     private static final int KIND_DEALER = 1;
     private static final int KIND_MONITOR = 2;
+    private static final int KIND_ZAP = 3;
+    /** Where JeroMQ sends ZAP requests (RFC 27); one handler per context. */
+    private static final String ZAP_ENDPOINT = "inproc://zeromq.zap.01";
 
     private final BlockIndex index;
     private final NanoClock clock;
     private final IngestConfig config;
+    private final HostResolver resolver;
+    private final Executor resolverExecutor;
+    private final ExecutorService ownedResolverExecutor;
     private final ZContext ctx = new ZContext(1);
     private final KvEventDecoder decoder;
     private final IndexEventSink sink;
     private final LearnedKeyMap learned;
-    private final ConcurrentLinkedQueue<Runnable> commands = new ConcurrentLinkedQueue<>();
+
+    /** Wanted changes per endpoint id, latest wins (bounded by the endpoint count). */
+    private final ConcurrentHashMap<Integer, Change> pending = new ConcurrentHashMap<>();
+
+    private record Change(KvEventSource source, boolean clearFirst) {
+    }
 
     private final List<RankSubscriber> subscribers = new ArrayList<>();
     private volatile RankSubscriber[] published = new RankSubscriber[0];
@@ -54,24 +92,52 @@ public final class KvEventIngest implements AutoCloseable {
     private boolean pollerDirty = true;
     private int nextMonitorId;
 
+    private ZMQ.Socket zap;
+    private final Map<String, PeerAllowList> allowByDomain = new HashMap<>();
+
     // Frames of the message being read: alternate between two buffers so the last two frames (seq, payload) survive.
     private final byte[][] frameBuf;
     private final int[] frameLen = new int[2];
     private int lastFrame;
+    private final boolean[] topicOk = new boolean[1];
 
     private final AtomicLong duplicates = new AtomicLong();
     private final AtomicLong shortMessages = new AtomicLong();
+    private final AtomicLong agentErrors = new AtomicLong();
+    private final AtomicLong zapAllowed = new AtomicLong();
+    private final AtomicLong zapDenied = new AtomicLong();
+    private volatile String lastAgentError = "";
     private volatile boolean running;
     private Thread thread;
 
-    public KvEventIngest(BlockIndex index, NanoClock clock, IngestConfig config) {
+    public KvEventIngest(BlockIndex index, NanoClock clock, IngestConfig config, HostResolver resolver,
+                         Executor resolverExecutor) {
         this.index = index;
         this.clock = clock;
         this.config = config;
+        this.resolver = resolver;
+        if (resolverExecutor == null) {
+            ThreadPoolExecutor ex = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS,
+                new ArrayBlockingQueue<>(index.config().maxEndpoints() * 8), r -> {
+                    Thread t = new Thread(r, "kvgate-ingest-resolver");
+                    t.setDaemon(true);
+                    return t;
+                });
+            this.ownedResolverExecutor = ex;
+            this.resolverExecutor = ex;
+        } else {
+            this.ownedResolverExecutor = null;
+            this.resolverExecutor = resolverExecutor;
+        }
         this.learned = new LearnedKeyMap(config.learnedKeyCapacity());
         this.sink = new IndexEventSink(index, config.hasher(), learned);
         this.decoder = new KvEventDecoder(sink);
+        // The SUB's MAXMSGSIZE makes a larger frame impossible; the buffers hold the largest allowed frame.
         this.frameBuf = new byte[][] {new byte[config.maxFrameBytes()], new byte[config.maxFrameBytes()]};
+    }
+
+    public KvEventIngest(BlockIndex index, NanoClock clock, IngestConfig config) {
+        this(index, clock, config, HostResolver.SYSTEM, null);
     }
 
     public KvEventIngest(BlockIndex index, NanoClock clock) {
@@ -92,11 +158,23 @@ public final class KvEventIngest implements AutoCloseable {
     private void run() {
         try {
             while (running) {
-                doWork(10);
+                try {
+                    doWork(10);
+                } catch (Throwable t) {
+                    // Every step inside is guarded per subscriber; this is the last line: count, pause, go on.
+                    onAgentError(t);
+                    LockSupport.parkNanos(1_000_000);
+                }
             }
         } finally {
             closeAll();
         }
+    }
+
+    private void onAgentError(Throwable t) {
+        agentErrors.incrementAndGet();
+        lastAgentError = RankSubscriber.describe(t);
+        pollerDirty = true;
     }
 
     /** Subscribes to every DP rank of an endpoint (replacing an existing subscription with the same id). */
@@ -105,34 +183,64 @@ public final class KvEventIngest implements AutoCloseable {
             throw new IllegalArgumentException("endpointId=" + source.endpointId() + " must be in 0.."
                 + (index.config().maxEndpoints() - 1));
         }
-        commands.add(() -> {
-            dropEndpoint(source.endpointId());
-            for (int r = 0; r < source.dpRanks(); r++) {
-                RankSubscriber s = new RankSubscriber(source, r, nextMonitorId++);
-                s.open(ctx, config.receiveHighWaterMark());
-                subscribers.add(s);
-            }
-            publish();
-        });
+        pending.compute(source.endpointId(), (id, old) -> new Change(source, old != null && old.clearFirst()));
     }
 
     /** Unsubscribes and forgets every block the endpoint held. */
     public void removeEndpoint(int endpointId) {
-        commands.add(() -> {
-            dropEndpoint(endpointId);
-            index.removeEndpoint(endpointId);
+        pending.put(endpointId, new Change(null, true));
+    }
+
+    /** Changes recorded and not yet applied by the agent (at most one per endpoint). */
+    public int pendingChanges() {
+        return pending.size();
+    }
+
+    private int applyChanges() {
+        if (pending.isEmpty()) {
+            return 0;
+        }
+        int work = 0;
+        for (Integer id : pending.keySet()) {
+            Change c = pending.remove(id);
+            if (c == null) {
+                continue;
+            }
+            work++;
+            try {
+                dropEndpoint(id);
+                if (c.clearFirst()) {
+                    index.removeEndpoint(id);
+                }
+                if (c.source() != null) {
+                    KvEventSource src = c.source();
+                    if (src.bind()) {
+                        allowByDomain.put("kvgate-endpoint-" + id, new PeerAllowList(src.allow()));
+                    }
+                    for (int r = 0; r < src.dpRanks(); r++) {
+                        subscribers.add(new RankSubscriber(src, r, nextMonitorId++));
+                    }
+                }
+            } catch (RuntimeException e) {
+                onAgentError(e);
+            }
             publish();
-        });
+        }
+        return work;
     }
 
     private void dropEndpoint(int endpointId) {
         for (int i = subscribers.size() - 1; i >= 0; i--) {
             RankSubscriber s = subscribers.get(i);
             if (s.source.endpointId() == endpointId) {
-                s.close(ctx);
+                s.close();
+                if (s.resolving != null) {
+                    s.resolving.cancel(false);
+                }
                 subscribers.remove(i);
             }
         }
+        allowByDomain.remove("kvgate-endpoint-" + endpointId);
     }
 
     private void publish() {
@@ -140,7 +248,7 @@ public final class KvEventIngest implements AutoCloseable {
         pollerDirty = true;
     }
 
-    /** Per (endpoint, rank) counters; safe from any thread. */
+    /** Per (endpoint, rank) state and counters; safe from any thread. */
     public List<SubscriberStatus> status() {
         RankSubscriber[] subs = published;
         List<SubscriberStatus> out = new ArrayList<>(subs.length);
@@ -160,6 +268,24 @@ public final class KvEventIngest implements AutoCloseable {
         return shortMessages.get();
     }
 
+    /** Exceptions that escaped a whole duty cycle or a reconcile step (not attributed to one subscriber). */
+    public long agentErrors() {
+        return agentErrors.get();
+    }
+
+    public String lastAgentError() {
+        return lastAgentError;
+    }
+
+    /** Bind-mode peers admitted / refused by the ZAP handler. */
+    public long zapAllowed() {
+        return zapAllowed.get();
+    }
+
+    public long zapDenied() {
+        return zapDenied.get();
+    }
+
     public long learnedUnknownParents() {
         return sink.learnedUnknownParents;
     }
@@ -169,16 +295,13 @@ public final class KvEventIngest implements AutoCloseable {
     }
 
     /**
-     * One duty cycle: run pending commands, wait up to {@code pollTimeoutMs} for socket activity, drain ready
-     * sockets (bounded per socket), expire replays. Returns the amount of work done (0 = idle).
+     * One duty cycle: apply pending endpoint changes, open or retry due subscriptions, wait up to
+     * {@code pollTimeoutMs} for socket activity, drain ready sockets (bounded per socket), expire replays. Each step
+     * is guarded per subscriber. Returns the amount of work done (0 = idle).
      */
     public int doWork(long pollTimeoutMs) {
-        int work = 0;
-        Runnable cmd;
-        while ((cmd = commands.poll()) != null) {
-            cmd.run();
-            work++;
-        }
+        int work = applyChanges();
+        work += supervise(clock.nanoTime());
         if (pollerDirty) {
             rebuildPoller();
         }
@@ -193,56 +316,221 @@ public final class KvEventIngest implements AutoCloseable {
                     continue;
                 }
                 RankSubscriber s = itemSub[i];
-                switch (itemKind[i]) {
-                    case KIND_SUB -> work += drainLive(s);
-                    case KIND_DEALER -> work += drainReplay(s);
-                    default -> work += s.pollMonitor();
+                if (s != null && !s.isOpen()) {
+                    continue; // failed earlier in this cycle
+                }
+                try {
+                    switch (itemKind[i]) {
+                        case KIND_SUB -> work += drainLive(s);
+                        case KIND_DEALER -> work += drainReplay(s);
+                        case KIND_MONITOR -> work += s.pollMonitor();
+                        default -> work += serveZap();
+                    }
+                } catch (RuntimeException e) {
+                    if (s == null) {
+                        onAgentError(e);
+                    } else {
+                        s.failed(RankSubscriber.CAUSE_INTERNAL, RankSubscriber.describe(e), clock.nanoTime(), config);
+                        pollerDirty = true;
+                    }
                 }
             }
         }
         long now = clock.nanoTime();
         for (RankSubscriber s : subscribers) {
             if (s.replaying && now - s.replayDeadlineNs >= 0) {
-                replayFailed(s, now);
+                try {
+                    replayFailed(s, now);
+                } catch (RuntimeException e) {
+                    s.failed(RankSubscriber.CAUSE_INTERNAL, RankSubscriber.describe(e), now, config);
+                    pollerDirty = true;
+                }
                 work++;
             }
         }
         return work;
     }
 
+    /** Opens subscriptions that are new or whose retry is due; collects finished host resolutions. */
+    private int supervise(long now) {
+        int work = 0;
+        for (RankSubscriber s : subscribers) {
+            RankSubscriber.State st = s.state();
+            if (s.isOpen() || (st == RankSubscriber.State.RETRYING && now - s.nextAttemptNs < 0)) {
+                continue;
+            }
+            try {
+                if (s.resolving == null) {
+                    work++;
+                    startResolving(s);
+                }
+                if (s.resolving != null && s.resolving.isDone()) {
+                    work++;
+                    CompletableFuture<String[]> f = s.resolving;
+                    s.resolving = null;
+                    String[] addr;
+                    try {
+                        addr = f.join();
+                    } catch (CompletionException | java.util.concurrent.CancellationException e) {
+                        Throwable c = e.getCause() == null ? e : e.getCause();
+                        s.failed(RankSubscriber.CAUSE_RESOLVE, RankSubscriber.describe(c), now, config);
+                        continue;
+                    }
+                    if (s.source.bind()) {
+                        ensureZapHandler();
+                    }
+                    s.open(ctx, config, addr[0], addr[1]);
+                    pollerDirty = true;
+                }
+            } catch (RankSubscriber.OpenFailure e) {
+                s.failed(e.cause, e.getMessage(), now, config);
+            } catch (RuntimeException e) {
+                s.failed(RankSubscriber.CAUSE_INTERNAL, RankSubscriber.describe(e), now, config);
+            }
+        }
+        return work;
+    }
+
+    private void startResolving(RankSubscriber s) {
+        String liveHost = hostOf(s.liveUri);
+        String replayHost = s.replayUri == null ? null : hostOf(s.replayUri);
+        boolean liveLiteral = liveHost == null || "*".equals(liveHost) || PeerAllowList.literal(liveHost) != null;
+        boolean replayLiteral = replayHost == null || PeerAllowList.literal(replayHost) != null;
+        if (liveLiteral && replayLiteral) {
+            s.resolving = CompletableFuture.completedFuture(new String[] {s.liveUri, s.replayUri});
+            return;
+        }
+        s.resolvingStarted();
+        String live = s.liveUri;
+        String replay = s.replayUri;
+        try {
+            s.resolving = CompletableFuture.supplyAsync(() -> new String[] {
+                liveLiteral ? live : withHost(live, resolveOrThrow(liveHost)),
+                replay == null || replayLiteral ? replay : withHost(replay, resolveOrThrow(replayHost))},
+                resolverExecutor);
+        } catch (RejectedExecutionException e) {
+            s.resolving = CompletableFuture.failedFuture(new IllegalStateException("resolver queue full"));
+        }
+    }
+
+    private String resolveOrThrow(String host) {
+        try {
+            String ip = resolver.resolve(host);
+            if (PeerAllowList.literal(ip) == null) {
+                throw new IllegalStateException("resolver returned '" + ip + "' for " + host + ", not an IP literal");
+            }
+            return ip;
+        } catch (java.net.UnknownHostException e) {
+            throw new CompletionException(new java.net.UnknownHostException(host + " does not resolve ("
+                + e.getMessage() + ")"));
+        }
+    }
+
+    /** The host of {@code tcp://host:port} ({@code [v6]} brackets removed), null for other transports. */
+    static String hostOf(String uri) {
+        if (!uri.startsWith("tcp://")) {
+            return null;
+        }
+        String hp = uri.substring("tcp://".length());
+        String host = hp.substring(0, hp.lastIndexOf(':'));
+        return host.startsWith("[") && host.endsWith("]") ? host.substring(1, host.length() - 1) : host;
+    }
+
+    static String withHost(String uri, String ip) {
+        String port = uri.substring(uri.lastIndexOf(':'));
+        return "tcp://" + (ip.indexOf(':') >= 0 ? "[" + ip + "]" : ip) + port;
+    }
+
+    private void ensureZapHandler() {
+        if (zap == null) {
+            ZMQ.Socket z = ctx.createSocket(SocketType.REP);
+            z.setLinger(0);
+            z.bind(ZAP_ENDPOINT);
+            zap = z;
+            pollerDirty = true;
+        }
+    }
+
+    /**
+     * Answers ZAP requests (RFC 27: version, request id, domain, address, identity, mechanism, credentials...): a
+     * peer is admitted when the endpoint's allow-list contains its address. Runs on the ingest thread, between
+     * batches; JeroMQ holds the peer's handshake until the answer.
+     */
+    private int serveZap() {
+        int n = 0;
+        for (int m = 0; m < 64; m++) {
+            byte[] version = zap.recv(ZMQ.DONTWAIT);
+            if (version == null) {
+                break;
+            }
+            List<byte[]> frames = new ArrayList<>(8);
+            frames.add(version);
+            while (zap.hasReceiveMore()) {
+                frames.add(zap.recv());
+            }
+            n++;
+            byte[] requestId = frames.size() > 1 ? frames.get(1) : new byte[0];
+            String domain = frames.size() > 2 ? new String(frames.get(2), java.nio.charset.StandardCharsets.UTF_8) : "";
+            String address = frames.size() > 3 ? new String(frames.get(3), java.nio.charset.StandardCharsets.UTF_8) : "";
+            PeerAllowList allow = allowByDomain.get(domain);
+            boolean ok = frames.size() >= 6 && allow != null && allow.allows(address);
+            if (ok) {
+                zapAllowed.incrementAndGet();
+            } else {
+                zapDenied.incrementAndGet();
+                for (RankSubscriber s : subscribers) {
+                    if (s.zapDomain.equals(domain)) {
+                        s.denied(address);
+                    }
+                }
+            }
+            zap.sendMore("1.0");
+            zap.sendMore(requestId);
+            zap.sendMore(ok ? "200" : "400");
+            zap.sendMore(ok ? "OK" : "address not in kv_events_allow");
+            zap.sendMore("");
+            zap.send("");
+        }
+        return n;
+    }
+
     private void rebuildPoller() {
         if (poller != null) {
             poller.close();
         }
-        int n = 0;
+        int n = zap == null ? 0 : 1;
         for (RankSubscriber s : subscribers) {
-            n += 2 + (s.replaying ? 1 : 0);
+            if (s.isOpen()) {
+                n += 2;
+            }
         }
         poller = ctx.createPoller(Math.max(1, n));
         itemSub = new RankSubscriber[n];
         itemKind = new int[n];
         int i = 0;
+        if (zap != null) {
+            itemKind[i] = KIND_ZAP;
+            poller.register(zap, ZMQ.Poller.POLLIN);
+            i++;
+        }
         for (RankSubscriber s : subscribers) {
+            if (!s.isOpen()) {
+                continue;
+            }
             // A replaying rank's SUB is left unread: live batches queue in ZMQ until the replay is done.
+            itemSub[i] = s;
             if (s.replaying) {
-                itemSub[i] = s;
                 itemKind[i] = KIND_DEALER;
                 poller.register(s.dealer, ZMQ.Poller.POLLIN);
-                i++;
             } else {
-                itemSub[i] = s;
                 itemKind[i] = KIND_SUB;
                 poller.register(s.sub, ZMQ.Poller.POLLIN);
-                i++;
             }
+            i++;
             itemSub[i] = s;
             itemKind[i] = KIND_MONITOR;
             poller.register(s.monitor, ZMQ.Poller.POLLIN);
             i++;
-        }
-        if (i < n) {
-            itemSub = java.util.Arrays.copyOf(itemSub, i);
-            itemKind = java.util.Arrays.copyOf(itemKind, i);
         }
         pollerDirty = false;
     }
@@ -250,7 +538,7 @@ public final class KvEventIngest implements AutoCloseable {
     /**
      * Reads one multipart message into the two alternating buffers. Returns the frame count (0 = nothing to read);
      * afterwards {@link #lastFrame} indexes the buffer holding the last frame, the other one holds the frame
-     * before it. Frame lengths beyond the buffer are kept (callers treat them as oversize).
+     * before it. Frames never exceed the buffers: the sockets' MAXMSGSIZE equals their size.
      */
     private int readMessage(ZMQ.Socket socket, byte[] topicOrNull, boolean[] topicOk) {
         int b = 0;
@@ -271,8 +559,6 @@ public final class KvEventIngest implements AutoCloseable {
         lastFrame = b;
         return frames;
     }
-
-    private final boolean[] topicOk = new boolean[1];
 
     private static boolean startsWith(byte[] buf, int len, byte[] prefix) {
         if (len < prefix.length) {
@@ -297,7 +583,7 @@ public final class KvEventIngest implements AutoCloseable {
 
     private int drainLive(RankSubscriber s) {
         int work = 0;
-        for (int m = 0; m < config.maxMessagesPerPoll() && !s.replaying; m++) {
+        for (int m = 0; m < config.maxMessagesPerPoll() && !s.replaying && s.isOpen(); m++) {
             int frames = readMessage(s.sub, s.topic, topicOk);
             if (frames == 0) {
                 break;
@@ -388,10 +674,14 @@ public final class KvEventIngest implements AutoCloseable {
         s.replaying = false;
         s.replayBackoff = true;
         s.replayBackoffUntilNs = now + config.replayBackoffNs();
-        s.resetDealer(ctx);
         clear(s);
         s.seq.reset();
         pollerDirty = true;
+        try {
+            s.resetDealer(ctx, config);
+        } catch (RankSubscriber.OpenFailure e) {
+            s.failed(e.cause, e.getMessage(), now, config);
+        }
     }
 
     private void clear(RankSubscriber s) {
@@ -402,16 +692,24 @@ public final class KvEventIngest implements AutoCloseable {
     private void apply(RankSubscriber s, long seq) {
         int len = frameLen[lastFrame];
         s.set(RankSubscriber.C_LAST_SEQ, seq);
-        if (len > frameBuf[lastFrame].length) {
+        if (len > frameBuf[lastFrame].length) { // cannot happen with MAXMSGSIZE = buffer size; kept as a guard
             s.add(RankSubscriber.C_DECODE_ERRORS, 1);
             clear(s);
             return;
         }
         sink.target(s.source.endpointId(), s.rank, s.source.keyMode());
+        long tooManyBlocks = decoder.droppedTooManyBlocks();
+        long tooManyTokens = decoder.droppedTooManyTokens();
         int r = decoder.decode(frameBuf[lastFrame], 0, len);
         s.add(RankSubscriber.C_BATCHES, 1);
         s.add(RankSubscriber.C_EVENTS, decoder.lastEventCount());
         s.add(RankSubscriber.C_BLOCK_OPS, sink.blockOps());
+        if (decoder.droppedTooManyBlocks() != tooManyBlocks) {
+            s.add(RankSubscriber.C_DROPPED, decoder.droppedTooManyBlocks() - tooManyBlocks);
+        }
+        if (decoder.droppedTooManyTokens() != tooManyTokens) {
+            s.add(RankSubscriber.C_DROPPED + 1, decoder.droppedTooManyTokens() - tooManyTokens);
+        }
         if (sink.clears() > 0) {
             s.add(RankSubscriber.C_CLEARS, sink.clears());
         }
@@ -421,34 +719,64 @@ public final class KvEventIngest implements AutoCloseable {
         }
     }
 
-    /** Stops the ingest thread (or, without one, closes the sockets on the caller's thread) and waits. */
-    @Override
-    public void close() {
+    /**
+     * Stops the ingest thread and waits until it has closed its sockets and will never write to the index again;
+     * without a thread, closes the sockets on the caller's thread. Returns false (and leaves the thread running)
+     * only if it did not stop within {@code timeoutMs}: the caller must then NOT close the index (review L12).
+     */
+    public boolean stop(long timeoutMs) {
         Thread t;
         synchronized (this) {
             t = thread;
             running = false;
         }
+        boolean stopped = true;
         if (t != null) {
             try {
-                t.join(5_000);
+                t.join(timeoutMs);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+            stopped = !t.isAlive();
         } else {
             closeAll();
         }
+        if (stopped && ownedResolverExecutor != null) {
+            ownedResolverExecutor.shutdownNow();
+        }
+        return stopped;
+    }
+
+    /** {@link #stop(long)} with 10 s; see there. */
+    @Override
+    public void close() {
+        if (!stop(10_000)) {
+            System.err.println("kvgate: ingest thread did not stop within 10 s; the block index is left open");
+        }
+    }
+
+    /** Whether the ingest thread (if one was started) has finished. */
+    public boolean stopped() {
+        Thread t = thread;
+        return t == null ? !running : !t.isAlive();
     }
 
     private void closeAll() {
         for (RankSubscriber s : subscribers) {
-            s.close(ctx);
+            s.close();
+            if (s.resolving != null) {
+                s.resolving.cancel(false);
+            }
         }
         subscribers.clear();
         published = new RankSubscriber[0];
         if (poller != null) {
             poller.close();
             poller = null;
+        }
+        if (zap != null) {
+            zap.close();
+            zap = null;
         }
         ctx.close();
     }

@@ -14,11 +14,66 @@ import java.nio.charset.StandardCharsets;
  * @param bind         bind instead of connect (see above)
  * @param topic        topic prefix ("" subscribes to everything; vLLM default "kv" is common)
  * @param keyMode      engine keys or learned keys
+ * @param label        how metrics and the inventory name the source ({@code rule} label), "" when unnamed
+ * @param allow        bind mode: peer addresses or CIDR blocks allowed to connect (ZAP); empty = any peer
+ * @param curve        CURVE keys, or null for the NULL mechanism
  */
 public record KvEventSource(int endpointId, String kvEventsUri, int dpRanks, String replayUri, boolean bind,
-                            String topic, KeyMode keyMode) {
+                            String topic, KeyMode keyMode, String label, java.util.List<String> allow, Curve curve) {
+
+    /**
+     * CURVE keys (Z85, 40 chars each). When we connect, {@code serverPublicKey} is the engine publisher's key and
+     * {@code ourSecretKey} our client secret (our public key is derived); when we bind we are the CURVE server and
+     * {@code ourSecretKey} is the server secret.
+     */
+    public record Curve(String serverPublicKey, String ourPublicKey, String ourSecretKey) {
+        public Curve {
+            for (String k : new String[] {serverPublicKey, ourPublicKey, ourSecretKey}) {
+                if (k == null || k.length() != 40) {
+                    throw new IllegalArgumentException("CURVE keys must be 40-character Z85 strings");
+                }
+            }
+        }
+
+        /**
+         * Reads our key pair from a file: a ZeroMQ certificate ({@code public-key = "..."}, {@code secret-key =
+         * "..."}, as {@code zcert} writes) or two bare Z85 keys, public then secret.
+         */
+        public static Curve fromSecretFile(String serverPublicKey, java.nio.file.Path file) throws java.io.IOException {
+            String text = java.nio.file.Files.readString(file);
+            java.util.regex.Matcher pub = java.util.regex.Pattern.compile("public-key\\s*=\\s*\"([^\"]{40})\"").matcher(text);
+            java.util.regex.Matcher sec = java.util.regex.Pattern.compile("secret-key\\s*=\\s*\"([^\"]{40})\"").matcher(text);
+            if (pub.find() && sec.find()) {
+                return new Curve(serverPublicKey, pub.group(1), sec.group(1));
+            }
+            String[] words = text.trim().split("\\s+");
+            if (words.length == 2 && words[0].length() == 40 && words[1].length() == 40) {
+                return new Curve(serverPublicKey, words[0], words[1]);
+            }
+            throw new IllegalArgumentException("kv_events_curve_secret_file=" + file
+                + " must hold a ZeroMQ certificate (public-key = \"...\", secret-key = \"...\") or two Z85 keys");
+        }
+
+        @Override
+        public String toString() {
+            return "Curve[serverPublicKey=" + serverPublicKey + ", ourPublicKey=" + ourPublicKey
+                + ", ourSecretKey=<redacted>]";
+        }
+    }
+
+    public KvEventSource(int endpointId, String kvEventsUri, int dpRanks, String replayUri, boolean bind, String topic,
+                         KeyMode keyMode) {
+        this(endpointId, kvEventsUri, dpRanks, replayUri, bind, topic, keyMode, "", java.util.List.of(), null);
+    }
 
     public KvEventSource {
+        if (label == null) {
+            label = "";
+        }
+        allow = allow == null ? java.util.List.of() : java.util.List.copyOf(allow);
+        for (String a : allow) {
+            PeerAllowList.parse(a); // throws with the offending entry
+        }
         if (endpointId < 0) {
             throw new IllegalArgumentException("endpointId=" + endpointId + " must be >= 0");
         }

@@ -1,5 +1,8 @@
 package io.kvgate.ingest.zmq;
 
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicLongArray;
 
 import org.zeromq.SocketType;
@@ -9,13 +12,41 @@ import org.zeromq.ZMQ;
 import org.zeromq.ZMonitor;
 
 /**
- * The sockets and sequence state of one (endpoint, DP rank) publisher: a SUB on the live stream, an optional
- * DEALER on the replay ROUTER, and a PAIR reading the SUB's socket monitor for connection state.
+ * The sockets, sequence state and supervision state of one (endpoint, DP rank) publisher: a SUB on the live stream,
+ * an optional DEALER on the replay ROUTER, and a PAIR reading the SUB's socket monitor for connection state.
+ *
+ * <p><b>Life cycle</b> ({@link State}): {@code RESOLVING} (hosts are being resolved off the ingest thread) then
+ * {@code CONNECTING} (sockets open, no peer yet) and {@code UP} (a peer is connected); any failure to open (a name
+ * that does not resolve, a bind port in use, a failing replay socket) or an exception while serving the rank closes
+ * its sockets and moves it to {@code RETRYING} until {@link #nextAttemptNs} (capped exponential backoff on the
+ * ingest's clock). The sequence tracker survives a retry, so the first batch after it is judged against the last one
+ * applied (a gap: replayed or cleared).
  *
  * <p><b>Threading contract:</b> created, used and closed on the ingest thread only; {@link #status()} is safe from
- * any thread (counters are published with release stores).
+ * any thread (counters are published with release stores, the state and last error are volatile).
  */
 final class RankSubscriber {
+    /** Supervision states; {@link #wire()} is what the inventory and metrics show. */
+    enum State {
+        RESOLVING, CONNECTING, UP, RETRYING;
+
+        String wire() {
+            return name().toLowerCase(java.util.Locale.ROOT);
+        }
+    }
+
+    /** Failure causes (label {@code cause} of {@code kvgate_kv_subscriber_errors_total}). */
+    static final String[] CAUSES = {"resolve", "bind", "connect", "replay", "denied", "internal"};
+    static final int CAUSE_RESOLVE = 0;
+    static final int CAUSE_BIND = 1;
+    static final int CAUSE_CONNECT = 2;
+    static final int CAUSE_REPLAY = 3;
+    static final int CAUSE_DENIED = 4;
+    static final int CAUSE_INTERNAL = 5;
+
+    /** Per-event limit reasons (an event dropped whole, the rest of its batch applied). */
+    static final String[] DROP_REASONS = {"too_many_blocks", "too_many_tokens"};
+
     static final int C_LAST_SEQ = 0;
     static final int C_GAPS = 1;
     static final int C_REPLAYS = 2;
@@ -28,7 +59,9 @@ final class RankSubscriber {
     static final int C_EVENTS = 9;
     static final int C_BLOCK_OPS = 10;
     static final int C_CONNECTED = 11;
-    private static final int COUNTERS = 12;
+    static final int C_ERRORS = 12; // .. + CAUSES.length
+    static final int C_DROPPED = C_ERRORS + CAUSES.length; // .. + DROP_REASONS.length
+    private static final int COUNTERS = C_DROPPED + DROP_REASONS.length;
 
     private static final byte[] EMPTY = new byte[0];
 
@@ -37,6 +70,7 @@ final class RankSubscriber {
     final String liveUri;
     final String replayUri;
     final byte[] topic;
+    final String zapDomain;
     final SequenceTracker seq = new SequenceTracker();
     private final AtomicLongArray counters = new AtomicLongArray(COUNTERS);
     private final byte[] replayRequest = new byte[8];
@@ -45,6 +79,16 @@ final class RankSubscriber {
     ZMQ.Socket dealer;
     ZMQ.Socket monitor;
     private final String monitorAddress;
+    /** The replay URI with its host resolved (set by {@link #open}). */
+    private String replayAddress;
+
+    private volatile State state = State.RESOLVING;
+    private volatile String lastError = "";
+    /** Consecutive failures (reset once a peer connects): the backoff exponent. */
+    int failures;
+    long nextAttemptNs;
+    /** Host resolution in flight: {live IP literal, replay IP literal or null}. */
+    CompletableFuture<String[]> resolving;
 
     boolean replaying;
     long replayStartSeq;
@@ -61,49 +105,115 @@ final class RankSubscriber {
         this.replayUri = source.replayUri() == null ? null : KvEventSource.forRank(source.replayUri(), rank);
         this.topic = source.topicBytes();
         this.monitorAddress = "inproc://kvgate-ingest-monitor-" + uniqueId;
+        this.zapDomain = "kvgate-endpoint-" + source.endpointId();
         counters.set(C_LAST_SEQ, -1);
     }
 
-    void open(ZContext ctx, int receiveHighWaterMark) {
-        sub = ctx.createSocket(SocketType.SUB);
-        sub.setLinger(0);
-        sub.setRcvHWM(receiveHighWaterMark);
-        // An engine that is not up yet is normal: ZMQ keeps retrying; cap the interval so a restart is seen fast.
-        sub.setReconnectIVL(100);
-        sub.setReconnectIVLMax(5_000);
-        sub.monitor(monitorAddress, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED);
-        monitor = ctx.createSocket(SocketType.PAIR);
-        monitor.setLinger(0);
-        monitor.connect(monitorAddress);
-        sub.subscribe(topic);
-        if (source.bind()) {
-            sub.bind(liveUri);
-        } else {
-            sub.connect(liveUri);
+    State state() {
+        return state;
+    }
+
+    boolean isOpen() {
+        return sub != null;
+    }
+
+    /**
+     * Opens the sockets against resolved addresses. On failure every socket opened so far is closed and the
+     * exception says which step failed ({@link OpenFailure#cause}).
+     */
+    void open(ZContext ctx, IngestConfig config, String liveAddress, String replayAddress) {
+        this.replayAddress = replayAddress;
+        try {
+            sub = ctx.createSocket(SocketType.SUB);
+            sub.setLinger(0);
+            // Hostile-input bounds (review H7): JeroMQ reserves a buffer of the size a frame header declares, so the
+            // size is capped before any peer can connect; the queue is bounded in bytes via the message count.
+            sub.setMaxMsgSize(config.maxFrameBytes());
+            sub.setRcvHWM(config.receiveHighWaterMark());
+            // An engine that is not up yet is normal: ZMQ keeps retrying; cap the interval so a restart is seen fast.
+            sub.setReconnectIVL(100);
+            sub.setReconnectIVLMax(5_000);
+            applySecurity(sub, source.bind());
+            sub.monitor(monitorAddress, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED
+                | ZMQ.HANDSHAKE_FAILED_AUTH);
+            monitor = ctx.createSocket(SocketType.PAIR);
+            monitor.setLinger(0);
+            monitor.connect(monitorAddress);
+            sub.subscribe(topic);
+        } catch (RuntimeException e) {
+            close();
+            throw new OpenFailure(CAUSE_INTERNAL, "socket setup: " + describe(e), e);
         }
-        if (replayUri != null) {
-            openDealer(ctx);
+        try {
+            if (source.bind()) {
+                sub.bind(liveAddress);
+            } else {
+                sub.connect(liveAddress);
+            }
+        } catch (RuntimeException e) {
+            close();
+            throw new OpenFailure(source.bind() ? CAUSE_BIND : CAUSE_CONNECT,
+                (source.bind() ? "bind " : "connect ") + liveAddress + ": " + describe(e), e);
+        }
+        if (replayAddress != null) {
+            try {
+                openDealer(ctx, config);
+            } catch (RuntimeException e) {
+                close();
+                throw new OpenFailure(CAUSE_REPLAY, "replay connect " + replayAddress + ": " + describe(e), e);
+            }
+        }
+        state = State.CONNECTING;
+    }
+
+    private void applySecurity(ZMQ.Socket s, boolean server) {
+        KvEventSource.Curve c = source.curve();
+        if (c != null) {
+            if (server) {
+                s.setCurveServer(true);
+                s.setCurveSecretKey(ZMQ.Curve.z85Decode(c.ourSecretKey()));
+            } else {
+                s.setCurveServerKey(ZMQ.Curve.z85Decode(c.serverPublicKey()));
+                s.setCurvePublicKey(ZMQ.Curve.z85Decode(c.ourPublicKey()));
+                s.setCurveSecretKey(ZMQ.Curve.z85Decode(c.ourSecretKey()));
+            }
+        }
+        if (server) {
+            // Every accepted peer goes through the ingest's ZAP handler (allow-list by address; CURVE clients too).
+            s.setZapDomain(zapDomain);
         }
     }
 
-    void openDealer(ZContext ctx) {
+    private void openDealer(ZContext ctx, IngestConfig config) {
         dealer = ctx.createSocket(SocketType.DEALER);
         dealer.setLinger(0);
+        dealer.setMaxMsgSize(config.maxFrameBytes());
+        dealer.setRcvHWM(config.receiveHighWaterMark());
         dealer.setReconnectIVL(100);
         dealer.setReconnectIVLMax(5_000);
-        dealer.connect(replayUri);
+        applySecurity(dealer, false);
+        dealer.connect(replayAddress);
     }
 
     /** Drops the replay socket (and any late replies of an abandoned request) and opens a fresh one. */
-    void resetDealer(ZContext ctx) {
+    void resetDealer(ZContext ctx, IngestConfig config) {
         if (dealer != null) {
             dealer.close();
             dealer = null;
         }
-        openDealer(ctx);
+        try {
+            openDealer(ctx, config);
+        } catch (RuntimeException e) {
+            if (dealer != null) {
+                dealer.close();
+                dealer = null;
+            }
+            throw new OpenFailure(CAUSE_REPLAY, "replay reconnect " + replayAddress + ": " + describe(e), e);
+        }
     }
 
-    void close(ZContext ctx) {
+    /** Closes every socket (idempotent); the supervision state is the caller's to set. */
+    void close() {
         if (sub != null) {
             sub.close();
             sub = null;
@@ -116,7 +226,42 @@ final class RankSubscriber {
             monitor.close();
             monitor = null;
         }
+        connections = 0;
+        replaying = false;
         counters.setRelease(C_CONNECTED, 0);
+    }
+
+    /** Records a failure: sockets closed, state {@code RETRYING} until {@code now + backoff}. */
+    void failed(int cause, String message, long nowNs, IngestConfig config) {
+        close();
+        if (resolving != null) {
+            resolving.cancel(false);
+            resolving = null;
+        }
+        failures++;
+        add(C_ERRORS + cause, 1);
+        lastError = CAUSES[cause] + ": " + message;
+        nextAttemptNs = nowNs + config.retryDelayNs(failures);
+        state = State.RETRYING;
+    }
+
+    void resolvingStarted() {
+        state = State.RESOLVING;
+    }
+
+    /** A peer refused by the ZAP handler: counted and shown, the socket stays bound for the allowed peers. */
+    void denied(String address) {
+        add(C_ERRORS + CAUSE_DENIED, 1);
+        lastError = CAUSES[CAUSE_DENIED] + ": peer " + address + " is not in kv_events_allow";
+    }
+
+    static String describe(Throwable e) {
+        String m = e.getMessage();
+        Throwable c = e.getCause();
+        if ((m == null || m.isEmpty()) && c != null) {
+            m = c.toString();
+        }
+        return e.getClass().getSimpleName() + (m == null || m.isEmpty() ? "" : " " + m);
     }
 
     /**
@@ -154,10 +299,14 @@ final class RankSubscriber {
                 }
                 everConnected = true;
                 connections++;
+                failures = 0; // a peer answered: the next failure starts the backoff from the beginning
             } else if (ev == ZMonitor.Event.DISCONNECTED) {
                 connections = Math.max(0, connections - 1);
             }
             counters.setRelease(C_CONNECTED, connections > 0 ? 1 : 0);
+            if (state != State.RETRYING) {
+                state = connections > 0 ? State.UP : State.CONNECTING;
+            }
         }
         return n;
     }
@@ -175,8 +324,33 @@ final class RankSubscriber {
     }
 
     SubscriberStatus status() {
-        return new SubscriberStatus(source.endpointId(), rank, liveUri, get(C_CONNECTED) != 0, get(C_LAST_SEQ),
-            get(C_GAPS), get(C_REPLAYS), get(C_REPLAY_FAILURES), get(C_RESTARTS), get(C_RECONNECTS),
-            get(C_DECODE_ERRORS), get(C_CLEARS), get(C_BATCHES), get(C_EVENTS), get(C_BLOCK_OPS));
+        Map<String, Long> errors = new LinkedHashMap<>();
+        for (int c = 0; c < CAUSES.length; c++) {
+            long v = get(C_ERRORS + c);
+            if (v != 0) {
+                errors.put(CAUSES[c], v);
+            }
+        }
+        Map<String, Long> dropped = new LinkedHashMap<>();
+        for (int r = 0; r < DROP_REASONS.length; r++) {
+            long v = get(C_DROPPED + r);
+            if (v != 0) {
+                dropped.put(DROP_REASONS[r], v);
+            }
+        }
+        return new SubscriberStatus(source.endpointId(), rank, liveUri, source.label(), state.wire(), lastError,
+            errors, get(C_CONNECTED) != 0, get(C_LAST_SEQ), get(C_GAPS), get(C_REPLAYS), get(C_REPLAY_FAILURES),
+            get(C_RESTARTS), get(C_RECONNECTS), get(C_DECODE_ERRORS), get(C_CLEARS), get(C_BATCHES), get(C_EVENTS),
+            get(C_BLOCK_OPS), dropped);
+    }
+
+    /** Why {@link #open} or {@link #resetDealer} failed: a {@link #CAUSES} index and a message for the inventory. */
+    static final class OpenFailure extends RuntimeException {
+        final int cause;
+
+        OpenFailure(int cause, String message, Throwable e) {
+            super(message, e);
+            this.cause = cause;
+        }
     }
 }

@@ -1,8 +1,17 @@
 package io.kvgate.ingest.zmq;
 
+import java.util.Map;
+
 /**
- * A snapshot of one (endpoint, DP rank) subscriber's counters (each read atomically, not all at one instant).
+ * A snapshot of one (endpoint, DP rank) subscriber's state and counters (each read atomically, not all at one
+ * instant).
  *
+ * @param label          the source's label (the rule that names the endpoint), "" when unnamed
+ * @param state          {@code resolving}, {@code connecting}, {@code up} or {@code retrying} (see
+ *                       {@link RankSubscriber.State})
+ * @param lastError      the last failure ("cause: message"), "" when none yet
+ * @param errors         failures by cause ({@code resolve}, {@code bind}, {@code connect}, {@code replay},
+ *                       {@code denied}, {@code internal}); only causes seen are present
  * @param connected      at least one live ZMQ connection (socket monitor)
  * @param lastSeq        last applied batch seq, -1 before the first
  * @param gaps           forward jumps in seq
@@ -10,14 +19,21 @@ package io.kvgate.ingest.zmq;
  * @param replayFailures replays that timed out or could not fill the gap
  * @param restarts       seq went backwards (publisher restarted)
  * @param reconnects     connections established after the first
- * @param decodeErrors   malformed or oversize payloads (and short messages)
+ * @param decodeErrors   malformed payloads (and short messages)
  * @param clears         times this rank's inventory was cleared (restart, unfillable gap, decode error,
  *                       AllBlocksCleared)
  * @param batches        batches applied
  * @param events         events applied
  * @param blockOps       block store/remove operations applied to the index
+ * @param droppedEvents  events dropped whole by a per-event limit, by reason ({@code too_many_blocks}, ...)
  */
-public record SubscriberStatus(int endpointId, int rank, String uri, boolean connected, long lastSeq, long gaps,
-                               long replays, long replayFailures, long restarts, long reconnects,
-                               long decodeErrors, long clears, long batches, long events, long blockOps) {
+public record SubscriberStatus(int endpointId, int rank, String uri, String label, String state, String lastError,
+                               Map<String, Long> errors, boolean connected, long lastSeq, long gaps, long replays,
+                               long replayFailures, long restarts, long reconnects, long decodeErrors, long clears,
+                               long batches, long events, long blockOps, Map<String, Long> droppedEvents) {
+
+    /** 1 when the subscription is open and connected to at least one peer. */
+    public boolean up() {
+        return "up".equals(state);
+    }
 }

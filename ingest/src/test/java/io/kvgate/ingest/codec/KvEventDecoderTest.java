@@ -369,8 +369,13 @@ class KvEventDecoderTest {
                 p.packInt(i);
             }
         });
-        assertEquals(KvEventDecoder.MALFORMED, decoder.decode(tooMany, 0, tooMany.length));
+        // A removal beyond the buffer is delivered in chunks (dropping it would leave phantom blocks).
+        rec.events.clear();
+        assertEquals(1, decoder.decode(tooMany, 0, tooMany.length));
         assertEquals(1, decoder.oversizeEvents());
+        assertEquals(2, rec.events.size());
+        assertTrue(rec.events.get(0).startsWith("R keys=[0,1,2,"), rec.events.get(0));
+        assertEquals("R keys=[64] medium=none group=-1", rec.events.get(1));
         byte[] deep = new byte[4000];
         java.util.Arrays.fill(deep, (byte) 0x91); // 4000 nested 1-element arrays
         byte[] framed = new byte[deep.length + 12];
@@ -380,6 +385,47 @@ class KvEventDecoderTest {
         framed[11] = (byte) 0x91; // events[0] = [ [ [ ... (skipped as unknown-tag array)
         System.arraycopy(deep, 0, framed, 12, deep.length);
         assertEquals(KvEventDecoder.MALFORMED, decoder.decode(framed, 0, framed.length));
+    }
+
+    @Test
+    void oversizeStoredEventsAreDroppedByReasonAndTheRestOfTheBatchApplies() throws IOException {
+        byte[] f = pack(p -> {
+            p.packArrayHeader(2).packDouble(0).packArrayHeader(4);
+            // 65 hashes > maxBlocksPerEvent 64
+            p.packArrayHeader(5);
+            str(p, "BlockStored");
+            p.packArrayHeader(65);
+            for (int i = 0; i < 65; i++) {
+                p.packInt(i);
+            }
+            p.packNil();
+            p.packArrayHeader(65);
+            for (int i = 0; i < 65; i++) {
+                p.packInt(i);
+            }
+            p.packInt(1);
+            // 257 token ints > maxTokenIntsPerEvent 256, in bigram cells
+            p.packArrayHeader(5);
+            str(p, "BlockStored");
+            longs(p, 7);
+            p.packNil();
+            p.packArrayHeader(129);
+            for (int i = 0; i < 129; i++) {
+                p.packArrayHeader(2).packInt(i).packInt(i + 1);
+            }
+            p.packInt(129);
+            p.packArrayHeader(2);
+            str(p, "BlockRemoved");
+            longs(p, 3);
+            p.packArrayHeader(1);
+            str(p, "AllBlocksCleared");
+        });
+        rec.events.clear();
+        assertEquals(2, decoder.decode(f, 0, f.length), "the two oversize events are dropped, the rest delivered");
+        assertEquals(List.of("R keys=[3] medium=none group=-1", "C"), rec.events);
+        assertEquals(1, decoder.droppedTooManyBlocks());
+        assertEquals(1, decoder.droppedTooManyTokens());
+        assertEquals(0, decoder.malformedFrames());
     }
 
     @Test
