@@ -104,6 +104,7 @@ public final class KvEventIngest implements AutoCloseable {
     private final AtomicLong duplicates = new AtomicLong();
     private final AtomicLong shortMessages = new AtomicLong();
     private final AtomicLong agentErrors = new AtomicLong();
+    private final AtomicLong ioThreadErrors = new AtomicLong();
     private final AtomicLong zapAllowed = new AtomicLong();
     private final AtomicLong zapDenied = new AtomicLong();
     private volatile String lastAgentError = "";
@@ -129,6 +130,15 @@ public final class KvEventIngest implements AutoCloseable {
             this.ownedResolverExecutor = null;
             this.resolverExecutor = resolverExecutor;
         }
+        // JeroMQ's I/O thread reports what it cannot handle here instead of dying silently.
+        ctx.setUncaughtExceptionHandler((t, e) -> {
+            ioThreadErrors.incrementAndGet();
+            lastAgentError = "zmq " + t.getName() + ": " + RankSubscriber.describe(e);
+        });
+        ctx.setNotificationExceptionHandler((t, e) -> {
+            ioThreadErrors.incrementAndGet();
+            lastAgentError = "zmq " + t.getName() + ": " + RankSubscriber.describe(e);
+        });
         this.learned = new LearnedKeyMap(config.learnedKeyCapacity());
         this.sink = new IndexEventSink(index, config.hasher(), learned);
         this.decoder = new KvEventDecoder(sink);
@@ -271,6 +281,11 @@ public final class KvEventIngest implements AutoCloseable {
     /** Exceptions that escaped a whole duty cycle or a reconcile step (not attributed to one subscriber). */
     public long agentErrors() {
         return agentErrors.get();
+    }
+
+    /** Exceptions JeroMQ's I/O thread reported (see {@link #lastAgentError()}). */
+    public long ioThreadErrors() {
+        return ioThreadErrors.get();
     }
 
     public String lastAgentError() {

@@ -32,6 +32,14 @@ public record SubscriberStatus(int endpointId, int rank, String uri, String labe
                                long replayFailures, long restarts, long reconnects, long decodeErrors, long clears,
                                long batches, long events, long blockOps, Map<String, Long> droppedEvents) {
 
+    /** The shape before supervision: state derived from {@code connected}, no errors, no drops. */
+    public SubscriberStatus(int endpointId, int rank, String uri, boolean connected, long lastSeq, long gaps,
+                            long replays, long replayFailures, long restarts, long reconnects, long decodeErrors,
+                            long clears, long batches, long events, long blockOps) {
+        this(endpointId, rank, uri, "", connected ? "up" : "connecting", "", Map.of(), connected, lastSeq, gaps,
+            replays, replayFailures, restarts, reconnects, decodeErrors, clears, batches, events, blockOps, Map.of());
+    }
+
     /** 1 when the subscription is open and connected to at least one peer. */
     public boolean up() {
         return "up".equals(state);
