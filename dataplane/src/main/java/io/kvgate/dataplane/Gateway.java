@@ -369,7 +369,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
         BlockIndex index = kvState == null ? null : kvState.index();
         return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, index, clock, metrics.stages),
-            rc -> io.kvgate.dataplane.kv.PromptPipeline.forModelDir(rc.tokenizer()), previous);
+            rc -> io.kvgate.dataplane.prompt.PromptPipeline.forModelDir(rc.tokenizer()), previous);
     }
 
     @Override

@@ -461,8 +461,8 @@ public final class AdminApi {
                 tok.put("dir", rc.tokenizer());
                 tok.put("tokenizer_sha256", fileDigest(Path.of(rc.tokenizer())));
                 Rule live = router.table().ruleByName(rc.name());
-                String template = live == null || !io.kvgate.dataplane.kv.PromptPipeline.of(live).hasTokenizer() ? null
-                    : io.kvgate.dataplane.kv.PromptPipeline.of(live).tokenizer().config().chatTemplate();
+                String template = live == null || !io.kvgate.dataplane.prompt.PromptPipeline.of(live).hasTokenizer() ? null
+                    : io.kvgate.dataplane.prompt.PromptPipeline.of(live).tokenizer().config().chatTemplate();
                 tok.put("chat_template_sha256", template == null ? null : sha256(template.getBytes(StandardCharsets.UTF_8)));
             }
             int expected = 0;

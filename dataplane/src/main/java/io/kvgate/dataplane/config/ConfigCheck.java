@@ -3,7 +3,7 @@ package io.kvgate.dataplane.config;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.kv.PromptPipeline;
+import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.route.RuleHasher;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -1,8 +1,8 @@
 package io.kvgate.dataplane.http;
 
-import io.kvgate.dataplane.kv.RoutingInputsBuilder;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.prompt.PromptStage;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.EngineFieldStripper;
@@ -13,7 +13,6 @@ import io.kvgate.dataplane.request.Problem;
 import io.kvgate.dataplane.request.RequestFieldExtractor;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RequestValidator;
-import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelFutureListener;
@@ -426,7 +425,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             respond(LocalRoutes.modelNotFound(ctx, fields.model), true);
             return null;
         }
-        problem = RequestValidator.withinRule(fields, route.chat(), rule.name(), rule.config().maxN());
+        problem = RequestValidator.withinRule(fields, route.chat(), rule.name(), rule.config().maxN(),
+            rule.config().maxPromptTokens());
         if (problem != null) {
             respondProblem(problem);
             return null;
@@ -455,9 +455,13 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         // X-Kvgate-Explain shows endpoints, their load and (kv_exact) what they cache for this prompt: a cross-tenant
         // cache oracle unless the caller holds the admin token (a rule with explain: true explains every request).
         boolean explain = explainAsked(req) && ApiKeyAuth.adminTokenPresented(gw.config().adminToken(), req.headers());
-        RoutingInputs inputs = RoutingInputsBuilder.build(rule, req.headers(), body, fields, route.chat(), gw.metrics(), gw.clock());
+        PromptStage.Outcome prompt = PromptStage.run(rule, req.headers(), body, fields, route.chat(), gw.metrics(), gw.clock());
+        if (prompt.problem() != null) {
+            respondProblem(prompt.problem());
+            return;
+        }
         ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
-            requestStartNs, inputs);
+            requestStartNs, prompt.inputs());
         body = null; // ownership moves to the exchange
         extractor = null;
         head = null;

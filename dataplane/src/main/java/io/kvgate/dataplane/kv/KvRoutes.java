@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.kv;
 
+import io.kvgate.dataplane.prompt.PromptPipeline;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;

@@ -34,6 +34,8 @@ public final class RequestFieldExtractor {
     private boolean promptArray;
     private int promptElements;
     private boolean promptHasInts;
+    /** Ints in the token-id list of a batch being read ({@code "prompt":[[1,2],[3]]}). */
+    private int subListInts;
 
     public RequestFieldExtractor(RequestFields fields) {
         try {
@@ -129,7 +131,13 @@ public final class RequestFieldExtractor {
                     depth--;
                     if (depth == 1 && "prompt".equals(topField) && promptArray) {
                         fields.promptCount = promptHasInts ? 1 : promptElements;
+                        if (promptHasInts) {
+                            fields.promptTokenIdsMax = promptElements;
+                        }
                         promptArray = false;
+                    } else if (depth == 2 && "prompt".equals(topField) && promptArray) {
+                        fields.promptTokenIdsMax = Math.max(fields.promptTokenIdsMax, subListInts);
+                        subListInts = 0;
                     }
                     if (depth == 0) {
                         done = true;
@@ -155,6 +163,8 @@ public final class RequestFieldExtractor {
                             fields.promptIsTokenIds = true;
                             promptHasInts = true;
                         }
+                    } else if (depth == 3 && "prompt".equals(topField) && t == JsonToken.VALUE_NUMBER_INT) {
+                        subListInts++;
                     }
                 }
             }
@@ -182,9 +192,11 @@ public final class RequestFieldExtractor {
                 fields.hasPrompt = true;
                 fields.promptIsTokenIds = false;
                 fields.promptCount = 1;
+                fields.promptTokenIdsMax = 0;
                 promptArray = t == JsonToken.START_ARRAY;
                 promptElements = 0;
                 promptHasInts = false;
+                subListInts = 0;
             }
             case "stream_options" -> fields.hasStreamOptions = true;
             case "kv_transfer_params" -> fields.hasKvTransferParams = true;
@@ -242,6 +254,7 @@ public final class RequestFieldExtractor {
                 fields.hasPrompt = t != JsonToken.VALUE_NULL;
                 fields.promptIsTokenIds = false;
                 fields.promptCount = fields.hasPrompt ? 1 : 0;
+                fields.promptTokenIdsMax = 0;
             }
             case "messages" -> {
                 fields.hasMessages = t != JsonToken.VALUE_NULL;

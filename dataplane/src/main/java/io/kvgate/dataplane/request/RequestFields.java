@@ -19,6 +19,8 @@ public final class RequestFields {
     public boolean promptIsTokenIds;
     /** Prompts in a completions body: 1 for a string or one token-id list, the list length for a batch. */
     public int promptCount;
+    /** Ids of the longest token-id prompt (a list of ints, or one list of a batch); 0 for text prompts. */
+    public int promptTokenIdsMax;
     public boolean hasStreamOptions;
     public int n = 1;
     /** {@code n} was present with a value that is not an integer (a string, a fraction, a container...). */
@@ -45,6 +47,7 @@ public final class RequestFields {
         hasPrompt = false;
         promptIsTokenIds = false;
         promptCount = 0;
+        promptTokenIdsMax = 0;
         hasStreamOptions = false;
         n = 1;
         nInvalid = false;

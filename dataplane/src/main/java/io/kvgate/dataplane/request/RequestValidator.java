@@ -53,7 +53,7 @@ public final class RequestValidator {
      * The rule's bounds on what one request may ask the engines for: at most {@code max_n} choices and at most
      * {@code max_n} batched prompts (each costs engine work, and on SGLang P/D a bootstrap room the gateway builds).
      */
-    public static Problem withinRule(RequestFields f, boolean chat, String ruleName, int maxN) {
+    public static Problem withinRule(RequestFields f, boolean chat, String ruleName, int maxN, int maxPromptTokens) {
         if (f.n > maxN) {
             return Problem.field("n", "n_over_max", "'n' is " + f.n + "; rule '" + ruleName + "' allows at most " + maxN
                 + " choices per request (max_n).");
@@ -62,6 +62,17 @@ public final class RequestValidator {
             return Problem.field("prompt", "batch_over_max", "The request batches " + f.promptCount + " prompts; rule '"
                 + ruleName + "' allows at most " + maxN + " per request (max_n).");
         }
+        if (!chat && f.promptTokenIdsMax > maxPromptTokens) {
+            // Token ids were counted while the body streamed in: refused before any parse, render or hash.
+            return contextLengthExceeded("prompt", f.promptTokenIdsMax + " tokens", ruleName, maxPromptTokens);
+        }
         return null;
+    }
+
+    /** 400 {@code context_length_exceeded}, as OpenAI answers a prompt over the model's context, naming the limit. */
+    public static Problem contextLengthExceeded(String param, String what, String ruleName, int maxPromptTokens) {
+        return new Problem(param, "context_length_exceeded", "The prompt has " + what + "; rule '" + ruleName
+            + "' accepts at most " + maxPromptTokens + " prompt tokens (max_prompt_tokens). Please reduce the length of the "
+            + ("messages".equals(param) ? "messages." : "prompt."), "context_length_exceeded");
     }
 }

@@ -28,6 +28,8 @@ final class BpeModel {
     /** open-addressing table of model ids keyed by the hash of their bytes (for ignore_merges whole-word hits). */
     private final int[] wordTable;
     private final int wordMask;
+    /** Bytes of the longest model token: a word of n bytes encodes to at least ceil(n / maxTokenBytes) ids. */
+    private final int maxTokenBytes;
 
     BpeModel(byte[][] idToBytes, int[] mergeLeft, int[] mergeRight, int[] mergeResult, boolean ignoreMerges) {
         this.idToBytes = idToBytes;
@@ -36,11 +38,13 @@ final class BpeModel {
         int[] table = new int[tableSize(idToBytes.length)];
         Arrays.fill(table, -1);
         int wmask = table.length - 1;
+        int longest = 1;
         for (int id = 0; id < idToBytes.length; id++) {
             byte[] b = idToBytes[id];
             if (b == null) {
                 continue;
             }
+            longest = Math.max(longest, b.length);
             if (b.length == 1) {
                 byteIds[b[0] & 0xFF] = id;
             }
@@ -52,6 +56,7 @@ final class BpeModel {
         }
         this.wordTable = table;
         this.wordMask = wmask;
+        this.maxTokenBytes = longest;
         for (int b = 0; b < 256; b++) {
             if (byteIds[b] < 0) {
                 throw new IllegalArgumentException("model.vocab: byte 0x" + Integer.toHexString(b)
@@ -325,5 +330,10 @@ final class BpeModel {
                 heap = new long[n * 4]; // pushes <= (len - 1) + 2 per merge < 3 * len
             }
         }
+    }
+
+    /** Bytes of the longest token of the model vocabulary (at least 1). */
+    int maxTokenBytes() {
+        return maxTokenBytes;
     }
 }

@@ -397,6 +397,35 @@ public final class HfTokenizer {
     }
 
     /**
+     * As {@link #encode}, but gives up as soon as the text certainly has more than {@code maxTokens} ids: before a
+     * pre-tokenized word is run through BPE, the ids it must at least produce (its length over the longest token's
+     * byte length) are added to the count so far, so an over-long text is refused before the expensive merges of
+     * the word that crosses the limit (a megabyte "word" of one letter is refused without being merged).
+     *
+     * @return the ids, or null when the text has more than {@code maxTokens} of them
+     */
+    public int[] encodeAtMost(CharSequence text, boolean addSpecialTokens, int maxTokens) {
+        Ctx ctx = SCRATCH.get();
+        IntBuf out = ctx.out;
+        out.clear();
+        ctx.limit = maxTokens;
+        ctx.over = false;
+        try {
+            encodeAll(text, addSpecialTokens, ctx);
+            return ctx.over || out.size > maxTokens ? null : Arrays.copyOf(out.a, out.size);
+        } finally {
+            ctx.limit = Integer.MAX_VALUE;
+            ctx.over = false;
+            ctx.trim();
+        }
+    }
+
+    /** Bytes of the longest model token: {@code n} UTF-8 bytes of text encode to at least {@code ceil(n / this)} ids. */
+    public int maxTokenBytes() {
+        return model.maxTokenBytes();
+    }
+
+    /**
      * As {@link #encode} but hands each id to {@code sink} instead of allocating an array. The sink runs on the
      * calling thread after encoding and must not call back into this tokenizer.
      *
@@ -424,7 +453,7 @@ public final class HfTokenizer {
         int len = text.length();
         int segStart = 0;
         int[] found = ctx.found;
-        while (segStart <= len) {
+        while (segStart <= len && !ctx.over) {
             long m = added.find(text, segStart, segStart, len, found);
             if (m < 0) {
                 encodeSegment(text, segStart, len, ctx);
@@ -474,7 +503,7 @@ public final class HfTokenizer {
         splitter.split(t, a, b, ends);
         int p = a;
         int[] e = ends.a;
-        for (int k = 0, n = ends.size; k < n; k++) {
+        for (int k = 0, n = ends.size; k < n && !ctx.over; k++) {
             int end = e[k];
             encodeChunk(t, p, end, ctx);
             p = end;
@@ -497,6 +526,13 @@ public final class HfTokenizer {
     }
 
     private void bpe(CharSequence s, int from, int to, Ctx ctx) {
+        // UTF-16 units never outnumber UTF-8 bytes, so (to - from) / maxTokenBytes ids are certain: stop here when
+        // they alone cross the caller's limit (the merges below are the expensive part).
+        if (ctx.limit != Integer.MAX_VALUE
+            && (long) ctx.out.size + (to - from + model.maxTokenBytes() - 1) / model.maxTokenBytes() > ctx.limit) {
+            ctx.over = true;
+            return;
+        }
         int len = utf8(s, from, to, ctx);
         ctx.bpe.ensure(len);
         model.encodeWord(ctx.utf8, len, ctx.bpe, ctx.out);
@@ -621,6 +657,10 @@ public final class HfTokenizer {
         byte[] utf8 = new byte[256];
         BpeModel.Scratch bpe = new BpeModel.Scratch();
         final int[] found = new int[1];
+        /** {@link #encodeAtMost}'s limit for the call in progress ({@code Integer.MAX_VALUE}: none). */
+        int limit = Integer.MAX_VALUE;
+        /** Set when the call in progress certainly produces more than {@link #limit} ids; encoding stops. */
+        boolean over;
 
         void trim() {
             if (out.a.length > SCRATCH_RETAIN_LIMIT) {

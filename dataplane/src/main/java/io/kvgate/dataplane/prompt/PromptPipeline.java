@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.kv;
+package io.kvgate.dataplane.prompt;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -60,6 +60,18 @@ public final class PromptPipeline {
         return tokenizer;
     }
 
+    /** Parses a request body held in a buffer (its reader index is left where it was). */
+    public static JsonNode parse(io.netty.buffer.ByteBuf body) throws PromptException {
+        try {
+            if (body.hasArray()) {
+                return JSON.readTree(body.array(), body.arrayOffset() + body.readerIndex(), body.readableBytes());
+            }
+            return JSON.readTree((java.io.InputStream) new io.netty.buffer.ByteBufInputStream(body.duplicate()));
+        } catch (IOException e) {
+            throw new PromptException("body", "request body is not valid JSON: " + e.getMessage());
+        }
+    }
+
     public static JsonNode parse(byte[] body) throws PromptException {
         try {
             return JSON.readTree(body);
@@ -111,6 +123,75 @@ public final class PromptPipeline {
         }
         List<RenderedPrompt> all = renderer.renderCompletion(body);
         return all.isEmpty() ? null : all.get(0);
+    }
+
+    /** Returned by the bounded methods below when the prompt has more tokens than allowed (compare by identity). */
+    public static final int[] TOO_LONG = new int[0];
+
+    /**
+     * A rendered chat prompt's token ids as the engine will see them, at most {@code maxTokens} of them (tokenized
+     * without special tokens: the template wrote them). An over-long rendering is refused by length before
+     * tokenizing when its length alone proves it (no token is longer than {@link HfTokenizer#maxTokenBytes()}
+     * bytes), else while tokenizing.
+     *
+     * @param text {@link #renderChatText}'s output (null without a tokenizer/template)
+     * @return the ids, {@link #TOO_LONG}, or null when {@code text} is null
+     */
+    public int[] chatTokens(String text, int maxTokens) {
+        if (text == null) {
+            return null;
+        }
+        if (certainlyOver(text, maxTokens)) {
+            return TOO_LONG;
+        }
+        int[] ids = tokenizer.encodeAtMost(text, false, maxTokens);
+        return ids == null ? TOO_LONG : ids;
+    }
+
+    /**
+     * The first prompt of a completions body (a batch shares one routing decision), at most {@code maxTokens} ids:
+     * token ids as given, text tokenized with special tokens (as the engines do).
+     *
+     * @return the ids, {@link #TOO_LONG}, or null for a text prompt without a tokenizer
+     */
+    public int[] firstCompletionTokens(JsonNode body, int maxTokens) throws PromptException {
+        JsonNode p = body.get("prompt");
+        if (p == null || p.isNull()) {
+            throw new PromptException("prompt", "prompt is required");
+        }
+        JsonNode first = p.isArray() && !p.isEmpty() && (p.get(0).isTextual() || p.get(0).isArray()) ? p.get(0) : p;
+        if (first.isTextual()) {
+            if (tokenizer == null) {
+                return null;
+            }
+            String text = first.textValue();
+            if (certainlyOver(text, maxTokens)) {
+                return TOO_LONG;
+            }
+            int[] ids = tokenizer.encodeAtMost(text, true, maxTokens);
+            return ids == null ? TOO_LONG : ids;
+        }
+        if (!first.isArray() || first.isEmpty()) {
+            throw new PromptException("prompt", "prompt must be a string, an array of strings, an array of token ids "
+                + "or an array of token-id arrays, and not empty");
+        }
+        if (first.size() > maxTokens) {
+            return TOO_LONG;
+        }
+        int[] out = new int[first.size()];
+        for (int i = 0; i < out.length; i++) {
+            JsonNode t = first.get(i);
+            if (!t.isIntegralNumber() || !t.canConvertToInt() || t.intValue() < 0) {
+                throw new PromptException("prompt", "token-id prompts must contain only non-negative integers");
+            }
+            out[i] = t.intValue();
+        }
+        return out;
+    }
+
+    /** Whether {@code text} has more than {@code maxTokens} tokens by its length alone (UTF-16 units ≤ UTF-8 bytes). */
+    private boolean certainlyOver(String text, int maxTokens) {
+        return (long) text.length() > (long) maxTokens * tokenizer.maxTokenBytes();
     }
 
     /** All prompts of a completions batch (render routes show every one). */

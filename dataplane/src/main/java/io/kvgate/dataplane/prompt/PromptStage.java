@@ -1,0 +1,122 @@
+package io.kvgate.dataplane.prompt;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.request.Problem;
+import io.kvgate.dataplane.request.RequestValidator;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RoutingInputs;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RulePolicies;
+import io.kvgate.index.block.BlockIndexConfig;
+import io.kvgate.index.prompt.PromptException;
+import io.netty.buffer.ByteBuf;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaders;
+import io.netty.handler.codec.http.cookie.Cookie;
+import io.netty.handler.codec.http.cookie.ServerCookieDecoder;
+
+/**
+ * The prompt stage, on the request's I/O thread before the routing ring: the rule's {@code max_prompt_tokens} bound,
+ * then render + tokenize for rules whose policy reads the prompt, and the session key for session rules.
+ * <ul>
+ *   <li>Token-id prompts are counted while the body streams in (no parse needed): over the bound → 400
+ *       {@code context_length_exceeded} on every rule.</li>
+ *   <li>Text and chat prompts are bounded where the gateway tokenizes them: refused by length alone when it proves
+ *       the bound is crossed, else while tokenizing, before the rest of the text is merged.</li>
+ *   <li>At most the index's lookup depth ({@link BlockIndexConfig#DEFAULT_MAX_PROMPT_BLOCKS} blocks) of tokens goes
+ *       to the routing stage: lookups never read further, so the routing thread never hashes more.</li>
+ * </ul>
+ * A prompt the pipeline cannot render is not the gateway's error to report (the engine judges the request): it is
+ * routed by the fallback and counted. The tokenizer keeps its scratch and caches per thread. Stateless.
+ */
+public final class PromptStage {
+    private PromptStage() {}
+
+    /** The stage's verdict: the routing inputs, or the problem that refuses the request (then inputs is null). */
+    public record Outcome(RoutingInputs inputs, Problem problem) {
+        static Outcome of(RoutingInputs inputs) {
+            return new Outcome(inputs, null);
+        }
+    }
+
+    public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, RequestFields fields, boolean chat,
+                              GatewayMetrics metrics, NanoClock clock) {
+        RuleConfig rc = rule.config();
+        int maxTokens = rc.maxPromptTokens(); // token-id prompts were already bounded by the body stage
+        String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
+        if (!rule.needsPromptTokens()) {
+            return Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
+        }
+        PromptPipeline pipeline = PromptPipeline.of(rule);
+        if (!pipeline.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
+            metrics.shed("kv_no_tokenizer_text_prompt");
+            return Outcome.of(new RoutingInputs(null, null, session));
+        }
+        long t0 = clock.nanoTime();
+        JsonNode tree;
+        try {
+            tree = PromptPipeline.parse(body);
+        } catch (PromptException e) {
+            metrics.shed("kv_render_failed");
+            return Outcome.of(new RoutingInputs(null, null, session));
+        }
+        long t1 = clock.nanoTime();
+        metrics.stages.recordNs(Stage.PARSE, t1 - t0);
+        String salt = tree.path("cache_salt").isTextual() ? tree.get("cache_salt").asText() : null;
+        int[] tokens;
+        try {
+            if (chat) {
+                String text = pipeline.renderChatText(tree);
+                long t2 = clock.nanoTime();
+                metrics.stages.recordNs(Stage.RENDER, t2 - t1);
+                tokens = pipeline.chatTokens(text, maxTokens);
+                metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t2);
+            } else {
+                tokens = pipeline.firstCompletionTokens(tree, maxTokens);
+                metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t1);
+            }
+        } catch (PromptException | RuntimeException e) {
+            metrics.shed("kv_render_failed");
+            return Outcome.of(new RoutingInputs(null, null, session));
+        }
+        if (tokens == PromptPipeline.TOO_LONG) {
+            return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
+                "more than " + maxTokens + " tokens", rule.name(), maxTokens));
+        }
+        return Outcome.of(new RoutingInputs(routingPrefix(tokens, rc.blockSize()), salt, session));
+    }
+
+    /** The tokens the routing stage can use: lookups read at most the index's prompt depth, so nothing past it. */
+    static int[] routingPrefix(int[] tokens, int blockSize) {
+        if (tokens == null) {
+            return null;
+        }
+        long cap = (long) BlockIndexConfig.DEFAULT_MAX_PROMPT_BLOCKS * blockSize;
+        return tokens.length <= cap ? tokens : java.util.Arrays.copyOf(tokens, (int) cap);
+    }
+
+    static String sessionKey(RuleConfig.SessionConfig s, HttpHeaders headers, RequestFields fields) {
+        return switch (s.key()) {
+            case "user" -> fields.user != null ? fields.user : headers.get("x-conversation-id");
+            case "conversation" -> headers.get("x-conversation-id");
+            case "header" -> headers.get(s.header());
+            case "cookie" -> {
+                String raw = headers.get(HttpHeaderNames.COOKIE);
+                if (raw == null) {
+                    yield null;
+                }
+                for (Cookie c : ServerCookieDecoder.LAX.decode(raw)) {
+                    if (c.name().equals(s.cookie())) {
+                        yield c.value();
+                    }
+                }
+                yield null;
+            }
+            default -> null;
+        };
+    }
+}
