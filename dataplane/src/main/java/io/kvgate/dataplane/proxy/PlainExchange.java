@@ -2,7 +2,6 @@ package io.kvgate.dataplane.proxy;
 
 import io.kvgate.dataplane.http.RequestIds;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
-import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
@@ -16,23 +15,12 @@ import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
-import io.netty.channel.ChannelFuture;
-import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.handler.codec.http.DefaultHttpContent;
-import io.netty.handler.codec.http.DefaultHttpResponse;
-import io.netty.handler.codec.http.DefaultLastHttpContent;
-import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
-import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
-import io.netty.handler.codec.http.HttpUtil;
-import io.netty.handler.codec.http.HttpVersion;
-import io.netty.handler.codec.http.LastHttpContent;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -45,8 +33,8 @@ import java.util.List;
  * client has nothing yet) → {@code RELAYING} (the response head went to the client) → {@code DONE}. A connect failure
  * re-routes to another endpoint (nothing reached the client; the body is still whole, the leg sends duplicates).
  *
- * <p><b>Relay</b>: streams go to the client chunk by chunk as the engine produces them, bytes never re-serialized;
- * SSE is framed by {@link SseFramer} (partial events held back). The next upstream read waits until the client's
+ * <p><b>Relay</b> (the client-facing writes live in {@link ClientResponse}): streams go to the client chunk by chunk
+ * as the engine produces them, bytes never re-serialized; SSE is framed by {@link SseFramer} (partial events held back). The next upstream read waits until the client's
  * write of the previous batch completed ({@link UpstreamLeg#readAfter}). Error answers (and a P/D decode's JSON,
  * which must lose {@code kv_transfer_params}) are aggregated within a bound and re-emitted in the OpenAI shape; over
  * the bound the client gets a 502 naming the leg, never a truncated body. Once a stream has started, a failure is
@@ -108,9 +96,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private EndpointState lastEndpoint;
     private UpstreamLeg leg;
     private int status;
-    private boolean sse;
-    private SseFramer framer;
-    private ChannelFuture lastWrite;
+    private final ClientResponse client;
     private long sentAtNs;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
@@ -121,6 +107,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.request = request;
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
+        this.client = new ClientResponse(ctx, request, requestId);
         this.model = fields.model;
         this.rule = rule;
         this.ruleName = rule.name();
@@ -302,7 +289,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
         status = head.status().code();
         String ct = head.headers().get(HttpHeaderNames.CONTENT_TYPE, "");
-        sse = ct.startsWith("text/event-stream");
+        boolean sse = ct.startsWith("text/event-stream");
         observer.onResponseHead(status);
         if (!sse && status >= 400) {
             // Aggregated (bounded) to re-emit the engine's error in the OpenAI shape.
@@ -313,30 +300,15 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             l.aggregate(gw.config().limits().maxBodyBytes());
             return;
         }
-        HttpResponse out = new DefaultHttpResponse(HttpVersion.HTTP_1_1, head.status());
-        ForwardedHeaders.toClient(head.headers(), out.headers());
-        if (!head.headers().contains(HttpHeaderNames.CONTENT_LENGTH)) {
-            HttpUtil.setTransferEncodingChunked(out, true);
-        }
-        decorate(out);
-        if (sse) {
-            framer = new SseFramer();
-        }
         phase = Phase.RELAYING;
-        lastWrite = ctx.write(out);
+        client.startRelay(head, sse, explanation());
     }
 
-    private void decorate(HttpResponse r) {
-        r.headers().set("x-request-id", requestId);
-        if (explain) {
-            r.headers().set("x-kvgate-route", explanation());
-        }
-        if (!HttpUtil.isKeepAlive(request)) {
-            r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-        }
-    }
-
+    /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
     private String explanation() {
+        if (!explain) {
+            return null;
+        }
         return "endpoint=" + (lastEndpoint == null ? "none" : lastEndpoint.key()) + "; rule=" + ruleName
             + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size();
     }
@@ -347,27 +319,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             content.release();
             return;
         }
-        if (sse) {
-            ByteBuf chunk = content.content().retain();
-            content.release();
-            if (last) {
-                ctx.writeAndFlush(new DefaultLastHttpContent(framer.finish(ctx.alloc(), chunk)));
-                finish(status, HttpUtil.isKeepAlive(request));
-                return;
-            }
-            ByteBuf out = framer.next(ctx.alloc(), chunk);
-            if (out.isReadable()) {
-                lastWrite = ctx.write(new DefaultHttpContent(out));
-            } else {
-                out.release();
-            }
-            return;
-        }
+        client.relay(content, last);
         if (last) {
-            ctx.writeAndFlush(content);
-            finish(status, HttpUtil.isKeepAlive(request));
-        } else {
-            lastWrite = ctx.write(content);
+            finish(status, client.keepAlive());
         }
     }
 
@@ -378,10 +332,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             l.read();
             return;
         }
-        ChannelFuture w = lastWrite;
-        lastWrite = null;
-        ctx.flush();
-        l.readAfter(w);
+        l.readAfter(client.flushBatch());
     }
 
     @Override
@@ -391,11 +342,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
         String text = aggregated.toString(StandardCharsets.UTF_8);
         String json = status >= 400 ? EngineErrors.toOpenAiShape(text, status) : EngineErrors.withoutKvTransferParams(text);
-        FullHttpResponse r = OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), json);
-        decorate(r);
-        boolean keepAlive = HttpUtil.isKeepAlive(request);
-        ctx.writeAndFlush(r);
-        finish(status, keepAlive);
+        client.answerJson(status, json, explanation());
+        finish(status, client.keepAlive());
     }
 
     @Override
@@ -455,7 +403,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                 phase = Phase.DONE;
                 record(status == 0 ? 408 : status);
                 release();
-                ctx.close();
+                client.close();
                 owner.onExchangeDone(false);
             }
             case INTERNAL -> abort(cause);
@@ -468,25 +416,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             finishWithError(failure.clientStatus(), message, failure.code(), false);
             return;
         }
-        if (sse) {
+        if (client.sse()) {
             gw.metrics().midStreamErrors.increment();
-            endStreamWithError(message, failure.code());
-            finish(status, HttpUtil.isKeepAlive(request));
-        } else {
-            // A truncated JSON body cannot be repaired: closing is the only honest signal.
-            ctx.close();
-            finish(status, false);
         }
-    }
-
-    /** One error event plus {@code [DONE]}, then the end of the chunked body. */
-    private void endStreamWithError(String message, String code) {
-        if (framer != null) {
-            framer.discard(); // the engine died inside this event: drop it, the client never saw any of it
-        }
-        String frames = OpenAiErrors.sseErrorFrames(message, "upstream_error", code);
-        ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8)));
-        ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+        boolean open = client.endStreamWithError(message, failure.code());
+        finish(status, open && client.keepAlive());
     }
 
     // ---- endings ---------------------------------------------------------------------------------------------
@@ -508,14 +442,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (phase == Phase.DONE) {
             return;
         }
-        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, code);
-        if (retryAfter) {
-            r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
-        }
-        decorate(r);
-        boolean keepAlive = HttpUtil.isKeepAlive(request);
-        ctx.writeAndFlush(r);
-        finish(st.code(), keepAlive);
+        client.answerError(st, message, code, retryAfter ? gw.config().health().retryAfterSeconds() : -1, explanation());
+        finish(st.code(), client.keepAlive());
     }
 
     private void record(int st) {
@@ -531,9 +459,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             body.release();
         }
         body = null;
-        if (framer != null) {
-            framer.discard();
-        }
+        client.discard();
     }
 
     /**
@@ -556,21 +482,16 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             returnHeldEndpoint();
             if (!clientGone) {
                 if (was != Phase.RELAYING) {
-                    FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.INTERNAL_SERVER_ERROR,
-                        "The gateway failed while handling this request.", null, LegFailure.INTERNAL.code());
-                    r.headers().set("x-request-id", requestId);
-                    r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-                    ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
-                } else if (sse) {
-                    endStreamWithError("The gateway failed while relaying this stream.", LegFailure.INTERNAL.code());
-                    ctx.close();
+                    client.answerErrorAndClose(HttpResponseStatus.INTERNAL_SERVER_ERROR,
+                        "The gateway failed while handling this request.", LegFailure.INTERNAL.code());
                 } else {
-                    ctx.close();
+                    client.endStreamWithError("The gateway failed while relaying this stream.", LegFailure.INTERNAL.code());
+                    client.close();
                 }
             }
             record(500);
         } catch (Throwable again) {
-            ctx.close();
+            client.close();
         } finally {
             release();
             if (!clientGone) {
@@ -629,18 +550,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
         String msg = "The gateway is shutting down; retry the request.";
         if (phase == Phase.RELAYING) {
-            if (sse) {
-                endStreamWithError(msg, "shutting_down");
-            } else {
-                ctx.close();
-            }
+            client.endStreamWithError(msg, "shutting_down");
             finish(status, false);
             return;
         }
-        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE, msg, null, "shutting_down");
-        r.headers().set("x-request-id", requestId);
-        r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-        ctx.writeAndFlush(r);
+        client.answerErrorAndClose(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "shutting_down");
         finish(503, false);
     }
 

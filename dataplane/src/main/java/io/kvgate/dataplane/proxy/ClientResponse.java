@@ -1,0 +1,168 @@
+package io.kvgate.dataplane.proxy;
+
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.DefaultLastHttpContent;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The client's side of one exchange: everything written to the client connection goes through here. A response is
+ * either relayed (the engine's head, then its body chunk by chunk; SSE through an {@link SseFramer}) or answered in
+ * one piece (an error, a normalized engine error, a P/D decode's JSON). Every response carries the client's request
+ * id, the route explanation when asked for, and {@code Connection: close} when the request did not allow keep-alive.
+ * The last write of each read batch is kept for read-after-write back-pressure ({@link #flushBatch}). Event-loop only.
+ */
+final class ClientResponse {
+    private final ChannelHandlerContext ctx;
+    private final HttpRequest request;
+    private final String requestId;
+    private boolean streaming;
+    private SseFramer framer;
+    private ChannelFuture lastWrite;
+
+    ClientResponse(ChannelHandlerContext ctx, HttpRequest request, String requestId) {
+        this.ctx = ctx;
+        this.request = request;
+        this.requestId = requestId;
+    }
+
+    boolean keepAlive() {
+        return HttpUtil.isKeepAlive(request);
+    }
+
+    /** Whether a relayed response head went out (the status can no longer change). */
+    boolean streaming() {
+        return streaming;
+    }
+
+    /** Whether the relayed response is a server-sent-event stream. */
+    boolean sse() {
+        return framer != null;
+    }
+
+    private void decorate(HttpResponse r, String explanation) {
+        r.headers().set("x-request-id", requestId);
+        if (explanation != null) {
+            r.headers().set("x-kvgate-route", explanation);
+        }
+        if (!keepAlive()) {
+            r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        }
+    }
+
+    /** Starts relaying the engine's response: its head, with the gateway's own headers. */
+    void startRelay(HttpResponse engineHead, boolean sse, String explanation) {
+        HttpResponse out = new DefaultHttpResponse(HttpVersion.HTTP_1_1, engineHead.status());
+        ForwardedHeaders.toClient(engineHead.headers(), out.headers());
+        if (!engineHead.headers().contains(HttpHeaderNames.CONTENT_LENGTH)) {
+            HttpUtil.setTransferEncodingChunked(out, true);
+        }
+        decorate(out, explanation);
+        if (sse) {
+            framer = new SseFramer();
+        }
+        streaming = true;
+        lastWrite = ctx.write(out);
+    }
+
+    /** Relays one body chunk (taking it over); {@code last} ends and flushes the response. */
+    void relay(HttpContent content, boolean last) {
+        if (framer != null) {
+            ByteBuf chunk = content.content().retain();
+            content.release();
+            if (last) {
+                ctx.writeAndFlush(new DefaultLastHttpContent(framer.finish(ctx.alloc(), chunk)));
+                return;
+            }
+            ByteBuf out = framer.next(ctx.alloc(), chunk);
+            if (out.isReadable()) {
+                lastWrite = ctx.write(new DefaultHttpContent(out));
+            } else {
+                out.release();
+            }
+            return;
+        }
+        if (last) {
+            ctx.writeAndFlush(content);
+        } else {
+            lastWrite = ctx.write(content);
+        }
+    }
+
+    /** Flushes this read batch's writes; returns the last one (null: nothing was written), for read-after-write. */
+    ChannelFuture flushBatch() {
+        ChannelFuture w = lastWrite;
+        lastWrite = null;
+        ctx.flush();
+        return w;
+    }
+
+    /** The whole answer at once: a JSON body with {@code status}. */
+    void answerJson(int status, String json, String explanation) {
+        FullHttpResponse r = OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), json);
+        decorate(r, explanation);
+        ctx.writeAndFlush(r);
+    }
+
+    /** The gateway's own error, in the OpenAI shape; {@code retryAfterSeconds} < 0 for none. */
+    void answerError(HttpResponseStatus status, String message, String code, long retryAfterSeconds, String explanation) {
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), status, message, null, code);
+        if (retryAfterSeconds >= 0) {
+            r.headers().set(HttpHeaderNames.RETRY_AFTER, retryAfterSeconds);
+        }
+        decorate(r, explanation);
+        ctx.writeAndFlush(r);
+    }
+
+    /** An error answer after which the connection is closed, whatever the request allowed. */
+    void answerErrorAndClose(HttpResponseStatus status, String message, String code) {
+        FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), status, message, null, code);
+        r.headers().set("x-request-id", requestId);
+        r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
+    }
+
+    /**
+     * Ends a started stream that cannot finish: on SSE one error event plus {@code [DONE]} (the partial event the
+     * engine died in is dropped) and the end of the chunked body; any other body can only be cut by closing.
+     * Returns whether the connection can carry on (SSE) or was closed.
+     */
+    boolean endStreamWithError(String message, String code) {
+        if (framer == null) {
+            ctx.close(); // a truncated JSON body cannot be repaired: closing is the only honest signal
+            return false;
+        }
+        framer.discard();
+        String frames = OpenAiErrors.sseErrorFrames(message, "upstream_error", code);
+        ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8)));
+        ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+        return true;
+    }
+
+    void close() {
+        ctx.close();
+    }
+
+    /** Frees what is held back (the exchange ended). */
+    void discard() {
+        if (framer != null) {
+            framer.discard();
+        }
+    }
+}
