@@ -262,6 +262,28 @@ for g in "${GATEWAYS[@]}"; do
 done
 for r in r1 r2 r3; do for g in "${GATEWAYS[@]}"; do measure_tput "$g" rr $r; measure_tput "$g" kv $r; done; done
 
+# ---- gateway-wide allocation per proxied request (1 KiB, saturation) ------------------------------------------------
+# JFR records every thread's cumulative allocated bytes when the recording starts and when it stops (alloc.jfc: no
+# other events), around one wrk run: bytes / requests = what one proxied request allocates in the whole gateway
+# (I/O thread, routing thread, everything). nginx allocates from per-request pools and has no GC heap: nothing to
+# compare but its CPU.
+alloc_per_request() { # gateway
+  local g=$1 jdk rec total
+  jdk="$(dirname "$(readlink -f /proc/"${PID[$g]}"/exe)")"
+  rec="$OUT/alloc-$g-1k.jfr"
+  "$jdk/jcmd" "${PID[$g]}" JFR.start name=alloc settings="$HERE/alloc.jfc" filename="$rec" > "$RUN/jfr-alloc-start-$g.txt" 2>&1 || return 0
+  BODY_FILE="$(BODY 1k)" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" -d"${ALLOC_S:-6}s" -s "$HERE/post.lua" \
+    "http://127.0.0.1:${PORT[$g]}" > "$OUT/wrk-alloc-$g-1k.txt" 2>&1
+  "$jdk/jcmd" "${PID[$g]}" JFR.stop name=alloc > "$RUN/jfr-alloc-stop-$g.txt" 2>&1 || return 0
+  total=$(awk '/requests in/ {print $1}' "$OUT/wrk-alloc-$g-1k.txt")
+  "$jdk/jfr" print --json --events jdk.ThreadAllocationStatistics "$rec" | python3 "$HERE/jfr-alloc.py" \
+    | awk -v g="$g" -v n="$total" '{printf "%s\t%d\t%d\t%.0f\t%d\n", g, n, $1, $1 / n, $2}' >> "$OUT/alloc.tsv"
+  log "allocation $g 1k: $(tail -n 1 "$OUT/alloc.tsv" | cut -f4) bytes per request"
+}
+: > "$OUT/alloc.tsv"
+log "gateway-wide allocation per request (JFR ThreadAllocationStatistics around a ${ALLOC_S:-6}s 1 KiB run)"
+for g in "${GATEWAYS[@]}"; do alloc_per_request "$g"; done
+
 # ---- profiles at saturation, 1 KiB (separate from the measured runs: recording costs a little) ------------------
 # Every proxy: perf cpu-clock sampling (kernel vs user vs JIT-compiled code, per thread; JIT symbols come from the
 # perf map that `jcmd Compiler.perfmap` writes) and syscall counts per request (tracepoints). kvgate: also JFR.
@@ -387,6 +409,15 @@ fi
       END {for (i = 1; i <= 3; i++) {r = "r" i; if (k[r] > 0) printf "%s %.2f; ", r, n[r] / k[r]}}' "$OUT/tput.tsv")
     echo "| CPU capacity ($g round-robin CPU/req ÷ kv_exact CPU/req) | 1k token ids | $r |"
   done
+  if [ -s "$OUT/alloc.tsv" ]; then
+    echo
+    echo "## Heap allocation per proxied request, whole gateway (1 KiB, saturation, JFR ThreadAllocationStatistics)"
+    echo
+    echo "| target | requests | bytes allocated (all threads) | bytes / request | threads |"
+    echo "|---|---:|---:|---:|---:|"
+    awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$OUT/alloc.tsv"
+    echo "| nginx | - | - | 0 (no GC heap: per-request pools) | - |"
+  fi
   if [ -s "$OUT/syscalls.tsv" ]; then
     echo
     echo "## Kernel work per request at 1 KiB saturation (perf stat tracepoints, ${PROFILE_S}s)"
