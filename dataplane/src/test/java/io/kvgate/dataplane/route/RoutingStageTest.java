@@ -322,6 +322,26 @@ class RoutingStageTest {
     }
 
     @Test
+    void completionCountersGrowPastTheFirstEndpointIds() {
+        Rule r = start("", 150); // ids 0..149: the port's counters start with room for 64
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        List<Req> reqs = new ArrayList<>();
+        for (int i = 0; i < 150; i++) {
+            Req q = new Req(r, null, SessionKeys.NONE);
+            reqs.add(q);
+            assertTrue(port.tryRoute(q));
+        }
+        deliver(loop, port, 150);
+        await(() -> r.endpoints().stream().allMatch(e -> e.outstanding() == 1), "one request on each of 150 endpoints");
+        for (int i = reqs.size() - 1; i >= 0; i--) { // the highest id first: the counters grow once, then fit
+            port.complete(reqs.get(i).endpoint, i % 2 == 0 ? Outcome.SUCCESS : Outcome.RELEASED);
+        }
+        assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE))); // a batch start applies the completions
+        await(() -> r.endpoints().stream().mapToInt(EndpointState::outstanding).sum() == 1, "all 150 returned");
+    }
+
+    @Test
     void failuresReportedThroughThePortOpenTheBreakerAtTheNextBatch() throws Exception {
         Rule r = start("health: {breaker_failure_threshold: 2, breaker_open_ms: 1000}\n", 2);
         TestLoop loop = new TestLoop();
