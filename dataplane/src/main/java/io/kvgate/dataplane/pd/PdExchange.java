@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.proxy.EngineErrors;
 import io.kvgate.dataplane.proxy.ExchangeRouting;
@@ -504,7 +505,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (done || clientGone) {
             return;
         }
-        System.err.println("kvgate: P/D exchange failed inside the gateway (answered 500, connection closed): " + t);
+        Log.error("P/D exchange failed inside the gateway (answered 500, connection closed): " + t);
         boolean decodeAnswered = decodeLeg != null && decodeLeg.responseStarted();
         done = true;
         unlist();

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.proxy;
 
+import io.kvgate.control.log.Log;
 import io.netty.channel.EventLoop;
 import io.netty.util.concurrent.FastThreadLocal;
 import java.util.List;
@@ -94,7 +95,7 @@ public final class LiveExchanges {
                             try {
                                 e.endForDrain();
                             } catch (RuntimeException ex) {
-                                System.err.println("kvgate: ending an exchange at the drain deadline failed: " + ex);
+                                Log.error("ending an exchange at the drain deadline failed: " + ex);
                             }
                             e = next;
                         }

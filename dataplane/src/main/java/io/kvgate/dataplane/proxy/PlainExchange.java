@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.proxy;
 
+import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.http.RequestIds;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ActiveExchange;
@@ -473,7 +474,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
         Phase was = phase;
         phase = Phase.DONE;
-        System.err.println("kvgate: exchange failed inside the gateway (answered 500, connection closed): " + t);
+        Log.error("exchange failed inside the gateway (answered 500, connection closed): " + t);
         try {
             if (leg != null) {
                 leg.abortInternal();

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.upstream;
 
+import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
@@ -298,7 +299,7 @@ public final class UpstreamLeg {
             listener.onFailure(this, failure, cause);
         } catch (Throwable t) {
             // The listener's own failure path failed: nothing more the leg can do; the exchange watchdog owns it.
-            System.err.println("kvgate: leg listener failed while handling " + failure + ": " + t);
+            Log.error("leg listener failed while handling " + failure + ": " + t);
         }
     }
 
