@@ -16,7 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the mode set by the test, records what it received.
  */
 final class FakeEngine implements AutoCloseable {
-    enum Mode { OK_JSON, SSE, SSE_DIE_MIDWAY, FLAT_ERROR_400, OPENAI_ERROR_400, HANG, SLOW_SSE }
+    enum Mode { OK_JSON, SSE, SSE_DIE_MIDWAY, FLAT_ERROR_400, OPENAI_ERROR_400, HANG, SLOW_SSE, SSE_THEN_HANG }
 
     final HttpServer server;
     volatile Mode mode = Mode.OK_JSON;
@@ -67,6 +67,19 @@ final class FakeEngine implements AutoCloseable {
             case HANG -> {
                 try {
                     Thread.sleep(30_000);
+                } catch (InterruptedException ignored) {
+                    Thread.currentThread().interrupt();
+                }
+                ex.close();
+            }
+            case SSE_THEN_HANG -> {
+                ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+                ex.sendResponseHeaders(200, 0);
+                OutputStream os = ex.getResponseBody();
+                os.write("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t0\"}}]}\n\n".getBytes(StandardCharsets.UTF_8));
+                os.flush();
+                try {
+                    Thread.sleep(30_000); // a long generation: the stream stays open
                 } catch (InterruptedException ignored) {
                     Thread.currentThread().interrupt();
                 }

@@ -117,6 +117,30 @@ class GatewayProxySystemTest {
         assertTrue(r.body().endsWith("data: [DONE]\n\n"));
     }
 
+    /** Drain: at the deadline a live stream ends with an error frame and [DONE], never a silent cut. */
+    @Test
+    @Timeout(20)
+    void drainDeadlineEndsALiveStreamWithAnErrorFrameAndDone() throws Exception {
+        startGateway("round_robin", a.url());
+        a.mode = FakeEngine.Mode.SSE_THEN_HANG;
+        HttpResponse<java.util.stream.Stream<String>> r = http.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+            .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(),
+            HttpResponse.BodyHandlers.ofLines());
+        assertEquals(200, r.statusCode());
+        java.util.Iterator<String> lines = r.body().iterator();
+        assertTrue(lines.next().contains("\"t0\""), "the stream is live");
+        Gateway g = gw;
+        gw = null;
+        g.close(0); // the drain deadline is now
+        StringBuilder rest = new StringBuilder();
+        while (lines.hasNext()) {
+            rest.append(lines.next()).append('\n');
+        }
+        String tail = rest.toString();
+        assertTrue(tail.contains("\"code\":\"shutting_down\"") && tail.contains("data: [DONE]"), tail);
+    }
+
     @Test
     void midStreamDeathBecomesErrorFrameThenDone() throws Exception {
         startGateway("round_robin", a.url());
