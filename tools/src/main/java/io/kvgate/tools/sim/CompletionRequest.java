@@ -70,7 +70,7 @@ final class CompletionRequest {
         }
         if (dialect.vllmLike()) {
             if (hasStreamOptions && !stream) {
-                throw SimError.badRequest("Stream options can only be defined when `stream=True`.", "stream_options");
+                throw requestValidation("Stream options can only be defined when `stream=True`.", "stream_options");
             }
             // vLLM's StreamOptions.include_usage defaults to True once the object is present, and
             // continuous_usage_stats only counts when include_usage is on.
@@ -109,10 +109,10 @@ final class CompletionRequest {
                 int k = intField(body, "top_logprobs", 0);
                 // ChatCompletionRequest.check_logprobs: 0 is allowed without logprobs; -1 means "all".
                 if (k < 0 && k != -1) {
-                    throw SimError.badRequest("`top_logprobs` must be a positive value or -1.", "top_logprobs");
+                    throw requestValidation("`top_logprobs` must be a positive value or -1.", "top_logprobs");
                 }
                 if ((k == -1 || k > 0) && !bool(body, "logprobs", false)) {
-                    throw SimError.badRequest("when using `top_logprobs`, `logprobs` must be set to true.",
+                    throw requestValidation("when using `top_logprobs`, `logprobs` must be set to true.",
                         "top_logprobs");
                 }
             }
@@ -160,6 +160,17 @@ final class CompletionRequest {
         JsonNode room = body.get("bootstrap_room");
         this.bootstrapRoom = room != null && room.isArray() && !room.isEmpty() ? room.get(0).asLong()
             : room != null && room.isNumber() ? room.asLong() : -1;
+    }
+
+    /**
+     * vLLM's request-model validators ({@code @model_validator(mode="before")}) raise VLLMValidationError inside
+     * pydantic, so FastAPI answers through vLLM's RequestValidationError handler: 400 with type
+     * {@code "Bad Request"} (the status phrase, not "BadRequestError") and the validator's parameter as
+     * {@code param}. The real message wraps the validator's text in pydantic's error listing ("... Value error,
+     * &lt;text&gt; ..."); the simulator keeps only {@code "Value error, <text>"}.
+     */
+    private static SimError requestValidation(String message, String param) {
+        return new SimError(400, "Bad Request", "Value error, " + message, param);
     }
 
     /** Parses and validates everything that does not need the tokenizer; resolves the model and LoRA adapter. */

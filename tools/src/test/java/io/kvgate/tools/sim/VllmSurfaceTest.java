@@ -66,7 +66,7 @@ class VllmSurfaceTest {
         HttpResponse<String> r = post(sim, "/v1/chat/completions",
             chat("m", "hi", "\"stream_options\":{\"include_usage\":true}"));
         assertEquals(400, r.statusCode());
-        assertEquals("BadRequestError", json(r).at("/error/type").asText());
+        assertEquals("Bad Request", json(r).at("/error/type").asText(), "vLLM's RequestValidationError handler");
     }
 
     @Test
