@@ -305,6 +305,7 @@ final class SimRoutes {
         if (engine.admission.hasFreeSlot()) {
             engine.loop().schedule(ok, engine.latency.firstTokenDelayNs(1), TimeUnit.NANOSECONDS);
         } else {
+            engine.stats.inc("health_generate_queued");
             engine.admission.onProgress(ok);
         }
         return null;

@@ -53,7 +53,7 @@ class HealthAndTemplateTest {
     @Test
     void sglangDeepProbeQueuesBehindLiveTraffic() throws Exception {
         // one slot, busy with a slow stream: /health_generate answers only once that generation finishes
-        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).maxConcurrency(1).itlMs(20))) {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).maxConcurrency(1).itlMs(50))) {
             CompletableFuture<HttpResponse<String>> busy = SimHttp.CLIENT.sendAsync(HttpRequest.newBuilder(
                     URI.create(sim.baseUrl() + "/v1/completions")).timeout(Duration.ofSeconds(20))
                 .header("content-type", "application/json")
@@ -62,7 +62,9 @@ class HealthAndTemplateTest {
             MetricsTest.awaitMetric(sim, "sglang:num_running_reqs", "1.0", false);
             HttpResponse<String> probe = get(sim, "/health_generate");
             assertEquals(200, probe.statusCode());
-            assertTrue(busy.isDone(), "the probe was answered only after the running generation finished");
+            assertEquals(1, sim.stats().get("health_generate_queued"), "no free slot: the probe waited");
+            // the engine counts the finished generation before it answers the waiting probe
+            assertEquals(1, sim.stats().get("generations_finished"), "answered only after the generation finished");
             assertEquals(200, busy.get().statusCode());
         }
     }

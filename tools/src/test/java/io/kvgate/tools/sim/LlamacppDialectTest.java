@@ -94,7 +94,7 @@ class LlamacppDialectTest {
 
     @Test
     void busySlotsShowInSlotsAndMetrics() throws Exception {
-        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(1).itlMs(20)
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(1).itlMs(40)
             .enableMetrics(true))) {
             CompletableFuture<HttpResponse<String>> slow = MetricsTest.slowCompletion(sim, MetricsTest.tokens(1, 8), -1);
             CompletableFuture<HttpResponse<String>> queued = MetricsTest.slowCompletion(sim, MetricsTest.tokens(50, 8), -1);

@@ -76,7 +76,7 @@ class MetricsTest {
 
     @Test
     void vllmGaugesFollowTheQueueAndTheCachePerEngineCore() throws Exception {
-        SimulatorConfig c = SimHttp.fast(Dialect.VLLM).dpRanks(2).maxConcurrency(1).queueDepth(4).itlMs(20)
+        SimulatorConfig c = SimHttp.fast(Dialect.VLLM).dpRanks(2).maxConcurrency(1).queueDepth(4).itlMs(40)
             .cacheBlocks(10);
         try (EngineSimulator sim = EngineSimulator.start(c)) {
             String idle = sim.metricsText();
@@ -107,7 +107,7 @@ class MetricsTest {
     @Test
     void sglangGaugesCarryDpRankLabelsOnlyWithDataParallelism() throws Exception {
         SimulatorConfig c = SimHttp.fast(Dialect.SGLANG).enableMetrics(true).dpRanks(2).maxConcurrency(1)
-            .queueDepth(4).itlMs(20).cacheBlocks(100);
+            .queueDepth(4).itlMs(40).cacheBlocks(100);
         try (EngineSimulator sim = EngineSimulator.start(c)) {
             String prefix = "{model_name=\"m\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\",dp_rank=\"0\"}";
             List<CompletableFuture<HttpResponse<String>>> calls = new ArrayList<>();
