@@ -19,6 +19,7 @@ import io.kvgate.dataplane.http.ConnectionLimit;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.kv.KvRoutes;
+import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
@@ -128,7 +129,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
-            RequestHooks hooks = kvRoutes;
+            RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
             this.liveExchanges = gw.live();

@@ -1,14 +1,13 @@
 package io.kvgate.dataplane.kv;
 
 import io.kvgate.dataplane.prompt.PromptPipeline;
+import io.kvgate.dataplane.prompt.RenderRoutes;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.openai.OpenAiErrors;
-import io.kvgate.dataplane.request.RequestFields;
-import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.RouterPort;
@@ -19,23 +18,18 @@ import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.RenderedPrompt;
 import io.kvgate.ingest.zmq.SubscriberStatus;
-import io.netty.buffer.ByteBuf;
-import io.netty.buffer.ByteBufUtil;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.handler.codec.http.FullHttpResponse;
-import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
- * What the gateway shows about prompts and the KV inventory without sending anything to an engine: the render
- * routes ({@code POST /v1/chat/completions/render}, {@code /v1/completions/render}) and the admin routes
- * ({@code GET /admin/v1/inventory}, {@code POST /admin/v1/lookup}, {@code POST /admin/v1/explain}). Thread-safe:
+ * What the gateway shows about the KV inventory without sending anything to an engine: the admin routes
+ * ({@code GET /admin/v1/inventory}, {@code POST /admin/v1/lookup}, {@code POST /admin/v1/explain}); the render
+ * routes are {@link RenderRoutes}. Thread-safe:
  * every call builds its own hasher and index reader.
  */
-public final class KvRoutes implements RequestHooks {
+public final class KvRoutes {
     private static final ObjectMapper JSON = new ObjectMapper();
     private final io.kvgate.dataplane.route.RoutingStage router;
     private final java.util.function.Supplier<KvState> kvState;
@@ -97,69 +91,6 @@ public final class KvRoutes implements RequestHooks {
         ObjectNode out = JSON.createObjectNode();
         out.set("results", results);
         return AdminApi.Reply.json(200, out.toPrettyString());
-    }
-
-    // ---- render routes ---------------------------------------------------------------------------------------
-
-    @Override
-    public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields, Rule rule) {
-        boolean chat = head.uri().startsWith("/v1/chat/completions/render");
-        try {
-            ObjectNode out = render(rule, PromptPipeline.parse(ByteBufUtil.getBytes(body)), chat);
-            return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, out.toString());
-        } catch (PromptException e) {
-            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, e.getMessage(), e.param(), null);
-        } catch (RuntimeException e) {
-            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "cannot render: " + e.getMessage(), null, null);
-        }
-    }
-
-    /** {@code {"prompt": text|null, "prompt_token_ids": [...], "block_keys": [...]}} (plus "prompts" for a batch). */
-    ObjectNode render(Rule rule, JsonNode body, boolean chat) throws PromptException {
-        PromptPipeline p = PromptPipeline.of(rule);
-        if (!p.hasTokenizer() && (chat || !isTokenIdPrompt(body))) {
-            throw new PromptException("model", "rule '" + rule.name() + "' has no tokenizer configured: only token-id "
-                + "completions prompts can be rendered (set rules[].tokenizer to the model directory)");
-        }
-        List<RenderedPrompt> all = p.renderAll(chat, body);
-        if (all.isEmpty()) {
-            throw new PromptException(chat ? "messages" : "prompt", "nothing to render");
-        }
-        String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
-        RuleHasher hasher = new RuleHasher(rule.config(), 0);
-        ObjectNode out = one(all.get(0), hasher, salt);
-        if (all.size() > 1) {
-            ArrayNode batch = out.putArray("prompts");
-            for (RenderedPrompt rp : all) {
-                batch.add(one(rp, hasher, salt));
-            }
-        }
-        return out;
-    }
-
-    private static ObjectNode one(RenderedPrompt rp, RuleHasher hasher, String salt) {
-        ObjectNode o = JSON.createObjectNode();
-        if (rp.text() == null) {
-            o.putNull("prompt");
-        } else {
-            o.put("prompt", rp.text());
-        }
-        ArrayNode ids = o.putArray("prompt_token_ids");
-        for (int t : rp.tokenIds()) {
-            ids.add(t);
-        }
-        long[] keys = new long[rp.tokenIds().length / hasher.blockSize() + 1];
-        int n = hasher.hash(rp.tokenIds(), salt, keys);
-        ArrayNode bk = o.putArray("block_keys");
-        for (int i = 0; i < n; i++) {
-            bk.addRawValue(new com.fasterxml.jackson.databind.util.RawValue(hasher.format(keys[i])));
-        }
-        return o;
-    }
-
-    private static boolean isTokenIdPrompt(JsonNode body) {
-        JsonNode p = body.get("prompt");
-        return p != null && p.isArray() && p.size() > 0 && (p.get(0).isIntegralNumber() || p.get(0).isArray());
     }
 
     // ---- admin -----------------------------------------------------------------------------------------------
@@ -245,14 +176,16 @@ public final class KvRoutes implements RequestHooks {
             return q.apply(rule, body, chat);
         } catch (PromptException e) {
             return AdminApi.Reply.json(400, OpenAiErrors.json(e.getMessage(), "invalid_request_error", e.param(), null));
+        } catch (RenderRoutes.PromptTooLongException e) {
+            return AdminApi.Reply.json(400, OpenAiErrors.json(e.getMessage(), "invalid_request_error", null, "context_length_exceeded"));
         } catch (Exception e) {
             return AdminApi.Reply.json(400, OpenAiErrors.json("bad request: " + e.getMessage(), "invalid_request_error", null, null));
         }
     }
 
     /** Cached prefix length per endpoint of the rule (blocks and tokens), from the index alone. */
-    private AdminApi.Reply lookup(Rule rule, JsonNode body, boolean chat) throws PromptException {
-        ObjectNode rendered = render(rule, body, chat);
+    private AdminApi.Reply lookup(Rule rule, JsonNode body, boolean chat) throws PromptException, RenderRoutes.PromptTooLongException {
+        ObjectNode rendered = RenderRoutes.render(rule, body, chat);
         int[] tokens = JSON.convertValue(rendered.get("prompt_token_ids"), int[].class);
         KvState kv = kvState.get();
         RuleHasher hasher = new RuleHasher(rule.config(), 0);

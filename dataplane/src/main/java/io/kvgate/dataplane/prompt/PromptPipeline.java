@@ -159,7 +159,49 @@ public final class PromptPipeline {
         if (p == null || p.isNull()) {
             throw new PromptException("prompt", "prompt is required");
         }
-        JsonNode first = p.isArray() && !p.isEmpty() && (p.get(0).isTextual() || p.get(0).isArray()) ? p.get(0) : p;
+        return completionTokens(isBatch(p) ? p.get(0) : p, maxTokens);
+    }
+
+    /**
+     * Every prompt of a completions body (a batch renders each) or the one chat prompt, each at most
+     * {@code maxTokens} ids: what the render routes show.
+     *
+     * @return the prompts, or null when one of them has more than {@code maxTokens} ids
+     */
+    public List<RenderedPrompt> renderAllAtMost(boolean chat, JsonNode body, int maxTokens) throws PromptException {
+        if (chat) {
+            String text = renderChatText(body);
+            if (text == null) {
+                return List.of();
+            }
+            int[] ids = chatTokens(text, maxTokens);
+            return ids == TOO_LONG ? null : List.of(new RenderedPrompt(text, ids));
+        }
+        JsonNode p = body.get("prompt");
+        if (p == null || p.isNull()) {
+            throw new PromptException("prompt", "prompt is required");
+        }
+        List<RenderedPrompt> out = new java.util.ArrayList<>();
+        for (JsonNode one : isBatch(p) ? p : List.of(p)) {
+            int[] ids = completionTokens(one, maxTokens);
+            if (ids == TOO_LONG) {
+                return null;
+            }
+            if (ids == null) {
+                return List.of();
+            }
+            out.add(new RenderedPrompt(one.isTextual() ? one.textValue() : null, ids));
+        }
+        return out;
+    }
+
+    /** A list of prompts (strings or token-id lists) rather than one token-id list. */
+    private static boolean isBatch(JsonNode p) {
+        return p.isArray() && !p.isEmpty() && (p.get(0).isTextual() || p.get(0).isArray());
+    }
+
+    /** One completions prompt: a string (tokenized with special tokens) or a token-id list; null: text, no tokenizer. */
+    private int[] completionTokens(JsonNode first, int maxTokens) throws PromptException {
         if (first.isTextual()) {
             if (tokenizer == null) {
                 return null;

@@ -21,6 +21,12 @@ public final class ParsedRequest {
     private final boolean explain;
     private final long startNs;
     private final RoutingInputs inputs;
+    // Copied from the connection's RequestFields, which the front door reuses for the connection's next request.
+    private final String model;
+    private final boolean stream;
+    private final int n;
+    private final int promptCount;
+    private final String user;
 
     public ParsedRequest(HttpRequest head, String path, boolean chat, ByteBuf body, RequestFields fields, Rule rule,
                          String requestId, boolean explain, long startNs, RoutingInputs inputs) {
@@ -34,6 +40,11 @@ public final class ParsedRequest {
         this.explain = explain;
         this.startNs = startNs;
         this.inputs = inputs == null ? RoutingInputs.NONE : inputs;
+        this.model = fields.model;
+        this.stream = fields.stream;
+        this.n = fields.n;
+        this.promptCount = fields.promptCount;
+        this.user = fields.user;
     }
 
     /** The client's request head (method, URI, headers to forward). */
@@ -56,33 +67,37 @@ public final class ParsedRequest {
         return body;
     }
 
-    /** The routing fields pulled from the body while it arrived. */
+    /**
+     * The routing fields pulled from the body while it arrived. The object belongs to the connection and is reset
+     * for its next request: read it while the exchange runs, keep the typed getters below beyond that.
+     */
     public RequestFields fields() {
         return fields;
     }
 
     /** The client's {@code model}: always a model the {@link #rule()} serves. */
     public String model() {
-        return fields.model;
+        return model;
     }
 
+    /** The client's {@code stream} flag (the relay follows the engine's Content-Type, not this). */
     public boolean stream() {
-        return fields.stream;
+        return stream;
     }
 
     /** Choices asked for ({@code n}), within the rule's {@code max_n}. */
     public int n() {
-        return fields.n;
+        return n;
     }
 
     /** Prompts in a completions body (1 unless batched), within the rule's {@code max_n}; 0 for chat. */
     public int promptCount() {
-        return fields.promptCount;
+        return promptCount;
     }
 
     /** The client's {@code user} field (a string), or null. */
     public String user() {
-        return fields.user;
+        return user;
     }
 
     public Rule rule() {

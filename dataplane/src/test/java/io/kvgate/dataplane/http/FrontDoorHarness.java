@@ -76,11 +76,16 @@ final class FrontDoorHarness implements AutoCloseable {
     }
 
     FrontDoorHarness(String yaml) throws Exception {
+        this(yaml, null);
+    }
+
+    /** @param renderRoutes the render routes' hooks, or null for a stub that counts calls in {@link #rendered} */
+    FrontDoorHarness(String yaml, RequestHooks renderRoutes) throws Exception {
         config = GatewayConfig.parse(yaml);
         RouteTable table = RouteTable.build(config, new EndpointRegistry(),
             c -> RulePolicies.create(c, null, clock));
         router = new RoutingStage(config.router(), table, clock);
-        RequestHooks hooks = new RequestHooks() {
+        RequestHooks hooks = renderRoutes != null ? renderRoutes : new RequestHooks() {
             @Override
             public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body,
                                                 io.kvgate.dataplane.request.RequestFields fields, Rule rule) {

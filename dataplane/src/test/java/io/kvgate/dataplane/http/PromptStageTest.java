@@ -65,7 +65,7 @@ class PromptStageTest {
                 block_size: 1
                 endpoints:
                   - url: http://127.0.0.1:3
-            """.formatted(modelDir(), modelDir()));
+            """.formatted(modelDir(), modelDir()), new io.kvgate.dataplane.prompt.RenderRoutes());
     }
 
     @AfterEach
@@ -169,5 +169,20 @@ class PromptStageTest {
         assertTrue(allocated < (1 << 20), "refusing allocated " + allocated + " B");
         JsonNode e = error(send("/v1/chat/completions", chat("q", text)));
         assertEquals("context_length_exceeded", e.get("code").asText());
+    }
+
+    @Test
+    void renderRoutesShowTheTokensUnderTheSameBound() throws Exception {
+        String ok = send("/v1/chat/completions/render", chat("q", "Where is parcel 9?"));
+        assertTrue(ok.startsWith("HTTP/1.1 200 "), ok);
+        JsonNode r = JSON.readTree(ok.substring(ok.indexOf("\r\n\r\n") + 4));
+        assertTrue(r.get("prompt").asText().contains("Where is parcel 9?"), r.toString());
+        assertTrue(r.get("prompt_token_ids").size() > 5);
+        JsonNode e = error(send("/v1/chat/completions/render", chat("q", "word ".repeat(200))));
+        assertEquals("context_length_exceeded", e.get("code").asText());
+        String batch = send("/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"c d\",\"e f\"]}");
+        assertEquals(3, JSON.readTree(batch.substring(batch.indexOf("\r\n\r\n") + 4)).get("prompts").size(), batch);
+        error(send("/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"" + "x y ".repeat(100) + "\"]}"));
+        assertEquals(0, h.started.size());
     }
 }
