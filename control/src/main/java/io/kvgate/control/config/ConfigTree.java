@@ -33,6 +33,7 @@ public final class ConfigTree {
     public static final List<String> RULE_TUNABLES = List.of("fallback", "explain", "max_n", "max_prompt_tokens",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
+        "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "max_n", "max_prompt_tokens",
         "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks",
         "session.ttl_ms", "session.max_entries",
         "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
@@ -96,6 +97,13 @@ public final class ConfigTree {
         rm.put("ring_size", c.router().ringSize());
         rm.put("wait_strategy", c.router().waitStrategy());
         t.put("router", rm);
+        GatewayConfig.Ingest in = c.ingest();
+        Map<String, Object> im = new LinkedHashMap<>();
+        im.put("max_frame_bytes", in.maxFrameBytes());
+        im.put("receive_buffer_bytes", in.receiveBufferBytes());
+        im.put("retry_initial_ms", in.retryInitialMs());
+        im.put("retry_max_ms", in.retryMaxMs());
+        t.put("ingest", im);
         if (c.apiKeysFile() != null) {
             t.put("api_keys_file", c.apiKeysFile());
         } else if (!c.apiKeys().isEmpty()) {
@@ -162,6 +170,11 @@ public final class ConfigTree {
         km.put("watchdog_zero_hit_streak", k.watchdogZeroHitStreak());
         km.put("parity_probe_at_startup", k.parityProbeAtStartup());
         km.put("warmup_ms", k.warmupMs());
+        Map<String, Object> tw = new LinkedHashMap<>();
+        tw.put("GPU", k.tierWeights().gpu());
+        tw.put("CPU_TIER", k.tierWeights().cpu());
+        tw.put("DISK", k.tierWeights().disk());
+        km.put("tier_weights", tw);
         m.put("kv", km);
         RuleConfig.PdConfig p = r.pd();
         Map<String, Object> pm = new LinkedHashMap<>();
@@ -180,6 +193,13 @@ public final class ConfigTree {
                 em.put("kv_events_bind", e.kvEventsBind());
                 em.put("kv_topic", e.kvTopic());
                 em.put("dp_ranks", e.dpRanks());
+                if (!e.kvEventsAllow().isEmpty()) {
+                    em.put("kv_events_allow", new ArrayList<>(e.kvEventsAllow()));
+                }
+                if (e.kvEventsCurveServerKey() != null) {
+                    em.put("kv_events_curve_server_key", e.kvEventsCurveServerKey());
+                    em.put("kv_events_curve_secret_file", e.kvEventsCurveSecretFile());
+                }
             }
             if (e.kvReplay() != null) {
                 em.put("kv_replay", e.kvReplay());
@@ -236,9 +256,9 @@ public final class ConfigTree {
         }
     }
 
-    /** Whether two configurations are the same in every effective value, secrets included. */
+    /** Whether two configurations are the same in every effective value, secrets included (record equality). */
     public static boolean sameEffective(GatewayConfig a, GatewayConfig b) {
-        return toTree(a, true).equals(toTree(b, true));
+        return a.equals(b);
     }
 
     /**

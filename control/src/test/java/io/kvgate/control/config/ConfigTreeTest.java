@@ -109,6 +109,8 @@ class ConfigTreeTest {
         assertEquals(List.of("listen", "router.ring_size", "rules[*].kv_capacity_blocks (index capacity 2000000 -> 4000000)"),
             cur.restartOnlyChanges(next));
         assertEquals(List.of(), cur.restartOnlyChanges(GatewayConfig.parse(FULL.replace("k2-secret", "k9"))));
+        assertEquals(List.of("ingest"),
+            cur.restartOnlyChanges(GatewayConfig.parse(FULL + "ingest:\n  retry_max_ms: 5000\n")));
     }
 
     @Test
