@@ -12,6 +12,7 @@ import io.kvgate.dataplane.request.ParsedRequest;
 import io.kvgate.dataplane.request.Problem;
 import io.kvgate.dataplane.request.RequestFieldExtractor;
 import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;

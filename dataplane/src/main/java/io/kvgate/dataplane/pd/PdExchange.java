@@ -21,7 +21,7 @@ import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
-import io.kvgate.dataplane.http.RequestIds;
+import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;

@@ -1,7 +1,7 @@
 package io.kvgate.dataplane.proxy;
 
 import io.kvgate.control.log.Log;
-import io.kvgate.dataplane.http.RequestIds;
+import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.ExchangeOwner;

@@ -201,7 +201,7 @@ final class ExchangeKit implements AutoCloseable {
 
     PlainExchange plain(String requestBody, HttpRequest req) {
         return new PlainExchange(gw, capture.ctx, owner, req, EmbeddedEngines.bytes(requestBody), fields(), rule,
-            io.kvgate.dataplane.http.RequestIds.keepOrGenerate(req.headers().get("x-request-id")), false, 0);
+            io.kvgate.dataplane.request.RequestIds.keepOrGenerate(req.headers().get("x-request-id")), false, 0);
     }
 
     /** The routing stage decides {@code ep} for the oldest pending request; the decision runs on the loop. */
