@@ -1,6 +1,5 @@
 package io.kvgate.dataplane.pd;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
@@ -26,6 +25,7 @@ import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
@@ -40,7 +40,6 @@ import io.netty.handler.codec.http.HttpUtil;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ThreadLocalRandom;
 
 /**
  * One request through prefill/decode disaggregation, in the dialect of the rule's engine.
@@ -57,7 +56,8 @@ import java.util.concurrent.ThreadLocalRandom;
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
  *
- * <p>Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
+ * <p>What differs between the dialects lives in {@link VllmDialect} and {@link SglangDialect} (the bodies in
+ * {@link PdBodies}); this class is the orchestrator they share. Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
  * the leg owns whatever it buffers, so a cancelled prefill frees it) and a {@link PlainExchange} in decode-leg mode,
  * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
  * sets its own. Both legs carry the same gateway-unique request id (the engines correlate on it).
@@ -80,7 +80,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private final String requestId;
     private final boolean explain;
     private final long startNs;
-    private final boolean sglang;
+    private final PdDialect dialect;
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
 
     private final RoutingInputs inputs;
@@ -117,7 +117,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.requestId = requestId;
         this.explain = explain;
         this.startNs = startNs;
-        this.sglang = rule.config().isSglang();
+        this.dialect = PdDialect.of(rule.config().isSglang());
     }
 
     public void start() {
@@ -141,11 +141,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    private void routeNext(Role r) {
+    void routeNext(Role r) {
         role = r;
         if (!routing.tryRoute(this)) {
             gw.metrics().shed("router_ring_full");
-            if (prefillEp != null && r == Role.DECODE && sglang) {
+            if (prefillEp != null && r == Role.DECODE && dialect.concurrent()) {
                 routing.complete(prefillEp, Outcome.RELEASED);
             }
             fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
@@ -213,7 +213,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             if (ep != null) {
                 routing.complete(ep, Outcome.RELEASED);
             }
-            if (role == Role.DECODE && prefillEp != null && sglang && prefillLeg == null) {
+            if (role == Role.DECODE && prefillEp != null && dialect.concurrent() && prefillLeg == null) {
                 routing.complete(prefillEp, Outcome.RELEASED);
             }
             return;
@@ -225,83 +225,54 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 return;
             }
             prefillEp = ep;
-            if (sglang) {
-                routeNext(Role.DECODE);
-            } else {
-                startVllmPrefill();
-            }
+            dialect.onPrefillChosen(this);
         } else {
             if (ep == null) {
-                if (sglang) {
-                    routing.complete(prefillEp, Outcome.RELEASED);
-                }
+                routing.complete(prefillEp, Outcome.RELEASED); // only concurrent dialects route decode here
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
                     "no_healthy_endpoint", true);
                 return;
             }
             decodeEp = ep;
-            startSglangPair();
+            dialect.onDecodeChosen(this);
         }
     }
 
-    // ---- vLLM ------------------------------------------------------------------------------------------------
+    // ---- what the dialects use ----------------------------------------------------------------------------
 
-    private void startVllmPrefill() {
-        startPrefillCall(PdBodies.vllmPrefill(body, ctx.alloc()));
+    /** The client's request as a tree (never modified: dialects build copies). */
+    ObjectNode clientBody() {
+        return body;
     }
 
-    private void onVllmPrefillAnswered(int status, String text) {
-        if (status >= 400) {
-            relayPrefillError(status, text);
-            return;
-        }
-        JsonNode params = null;
-        try {
-            JsonNode n = JSON.readTree(text);
-            params = n == null ? null : n.get("kv_transfer_params");
-        } catch (Exception e) {
-            metrics.failure("prefill", "invalid_json");
-            fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg answered with invalid JSON",
-                "prefill_invalid_response", false);
-            return;
-        }
-        boolean found = params != null && params.isObject();
-        if (found) {
-            metrics.paramsFound.increment();
-        } else {
-            metrics.paramsMissing.increment(); // prompt shorter than a block, or first token EOS: decode recomputes
-        }
-        startDecodeLeg(PdBodies.vllmDecode(body, found ? params : null, ctx.alloc()), false);
+    ByteBufAllocator alloc() {
+        return ctx.alloc();
     }
 
-    // ---- SGLang ----------------------------------------------------------------------------------------------
-
-    private void startSglangPair() {
-        ByteBuf both = PdBodies.sglang(body, PdBodies.sequences(body), prefillEp.config().host(),
-            prefillEp.config().bootstrapPort(), PdExchange::room, ctx.alloc());
-        startPrefillCall(both.retain()); // each leg holds a reference and sends duplicates: one buffer serves both
-        startDecodeLeg(both, true);
+    PdMetrics metrics() {
+        return metrics;
     }
 
-    /** Uniform in [0, 2^63 − 1]. */
-    static long room() {
-        return ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE;
+    EndpointState prefillEndpoint() {
+        return prefillEp;
     }
 
-    private void onSglangPrefillAnswered(int status, String text) {
-        if (status >= 400 && !decodeStarted) {
-            if (decodeLeg != null) {
-                decodeLeg.abortSilently();
-            }
-            relayPrefillError(status, text);
+    /** Whether the decode engine produced its response head (it has the KV; its outcome decides). */
+    boolean decodeStarted() {
+        return decodeStarted;
+    }
+
+    /** Abandons the decode leg without answering (the orchestrator answers). */
+    void abortDecode() {
+        if (decodeLeg != null) {
+            decodeLeg.abortSilently();
         }
-        // 2xx: drained. An error after decode started is decode's business now.
     }
 
     // ---- legs ------------------------------------------------------------------------------------------------
 
-    /** Takes over {@code buf}'s reference. */
-    private void startPrefillCall(ByteBuf buf) {
+    /** Starts the prefill leg on the chosen prefill endpoint, taking over {@code buf}'s reference. */
+    void startPrefillLeg(ByteBuf buf) {
         prefillStartNs = gw.clock().nanoTime();
         prefillLeg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), prefillEp, routing, gw.metrics(),
             HttpMethod.POST, request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), buf,
@@ -310,13 +281,16 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         prefillLeg.start();
     }
 
-    /** Takes over {@code buf}'s reference. */
-    private void startDecodeLeg(ByteBuf buf, boolean preChosen) {
+    /**
+     * Starts the decode leg, taking over {@code buf}'s reference: on the decode endpoint already chosen
+     * ({@code preChosen}), or routed now.
+     */
+    void startDecodeLeg(ByteBuf buf, boolean preChosen) {
         decodeStarted = false;
         decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
             .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
             .withUpstreamRequestId(upstreamRequestId)
-            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !sglang, new PlainExchange.LegObserver() {
+            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !dialect.concurrent(), new PlainExchange.LegObserver() {
                 @Override
                 public void onResponseHead(int status) {
                     decodeStarted = true;
@@ -341,7 +315,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             int status = head.status().code();
             if (status >= 400) {
                 leg.aggregate(gw.config().upstream().maxErrorBodyBytes());
-            } else if (!sglang) {
+            } else if (dialect.gathersPrefillAnswer()) {
                 leg.aggregate(gw.config().limits().maxBodyBytes());
             }
         }
@@ -378,11 +352,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (clientGone || done) {
             return;
         }
-        if (sglang) {
-            onSglangPrefillAnswered(status, text);
-        } else {
-            onVllmPrefillAnswered(status, text);
-        }
+        dialect.onPrefillAnswered(this, status, text);
     }
 
     private void onPrefillFailed(EndpointState ep, LegFailure failure) {
@@ -391,10 +361,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (clientGone || done) {
             return;
         }
-        if (sglang && decodeStarted) {
+        if (dialect.concurrent() && decodeStarted) {
             return; // decode already has the KV cache; its outcome decides
         }
-        if (sglang && decodeLeg != null) {
+        if (dialect.concurrent() && decodeLeg != null) {
             decodeLeg.abortSilently(); // coupled legs: never leave decode waiting 300 s for a dead prefill
             decodeLeg = null;
         }
@@ -428,7 +398,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    private void relayPrefillError(int status, String text) {
+    void relayPrefillError(int status, String text) {
         metrics.failure("prefill", "http_" + status);
         if (status < 500) {
             // The engine judged the request itself: the client sees exactly that (in the OpenAI shape).
@@ -449,7 +419,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     // ---- client side -----------------------------------------------------------------------------------------
 
-    private void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+    void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, code);
         if (retryAfter) {
             r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
