@@ -9,6 +9,7 @@ import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
+import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -45,7 +46,11 @@ public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequ
             try {
                 reply = api.handle(req.method().name(), req.uri(), req.content().toString(StandardCharsets.UTF_8));
             } catch (RuntimeException e) {
+                Log.error("admin: " + req.method() + " " + req.uri() + " failed: " + e);
                 reply = new AdminApi.Reply(500, OpenAiErrors.json("admin error: " + e, "server_error", null, null), "application/json");
+            }
+            if (Log.enabled(Log.Level.DEBUG)) {
+                Log.debug("admin: " + req.method() + " " + req.uri() + " -> " + reply.status() + " (" + ctx.channel().remoteAddress() + ")");
             }
             byte[] bytes = reply.body().getBytes(StandardCharsets.UTF_8);
             r = new io.netty.handler.codec.http.DefaultFullHttpResponse(req.protocolVersion(), HttpResponseStatus.valueOf(reply.status()),
@@ -71,6 +76,7 @@ public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequ
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        Log.debug("admin: connection closed after " + cause);
         ctx.close();
     }
 }
