@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.testkit.RefusedPort;
+import io.kvgate.testkit.TestPorts;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.Socket;
@@ -17,11 +19,13 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** The real gateway on loopback in front of fake engines: routing, relaying and every failure path of the front door. */
 @Timeout(60)
+@Tag("system")
 class GatewayProxySystemTest {
     private FakeEngine a;
     private FakeEngine b;
@@ -207,28 +211,24 @@ class GatewayProxySystemTest {
 
     @Test
     void connectFailureFailsOverTransparently() throws Exception {
-        int deadPort;
-        try (java.net.ServerSocket ss = new java.net.ServerSocket(0)) {
-            deadPort = ss.getLocalPort();
+        try (RefusedPort dead = TestPorts.refused()) {
+            startGateway("round_robin", dead.url(), a.url());
+            for (int i = 0; i < 6; i++) {
+                assertEquals(200, post("/v1/chat/completions", CHAT).statusCode());
+            }
+            assertEquals(6, a.requests.get());
         }
-        startGateway("round_robin", "http://127.0.0.1:" + deadPort, a.url());
-        for (int i = 0; i < 6; i++) {
-            assertEquals(200, post("/v1/chat/completions", CHAT).statusCode());
-        }
-        assertEquals(6, a.requests.get());
     }
 
     @Test
     void allEndpointsDownIsFast503WithRetryAfter() throws Exception {
-        int deadPort;
-        try (java.net.ServerSocket ss = new java.net.ServerSocket(0)) {
-            deadPort = ss.getLocalPort();
+        try (RefusedPort dead = TestPorts.refused()) {
+            startGateway("round_robin", dead.url());
+            HttpResponse<String> r = post("/v1/chat/completions", CHAT);
+            assertEquals(503, r.statusCode());
+            assertTrue(r.headers().firstValue("retry-after").isPresent());
+            assertTrue(r.body().contains("\"error\""));
         }
-        startGateway("round_robin", "http://127.0.0.1:" + deadPort);
-        HttpResponse<String> r = post("/v1/chat/completions", CHAT);
-        assertEquals(503, r.statusCode());
-        assertTrue(r.headers().firstValue("retry-after").isPresent());
-        assertTrue(r.body().contains("\"error\""));
     }
 
     @Test

@@ -8,17 +8,21 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
+import io.kvgate.testkit.RefusedPort;
+import io.kvgate.testkit.TestPorts;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** P/D through the real gateway against strict fake engines of both dialects, including the failure paths. */
 @Timeout(60)
+@Tag("system")
 class PdSystemTest {
     private final PdFakeEngine.Fleet fleet = new PdFakeEngine.Fleet();
     private PdFakeEngine prefill;
@@ -138,15 +142,13 @@ class PdSystemTest {
 
     @Test
     void prefillConnectFailureTriesAnotherPrefill() throws Exception {
-        int dead;
-        try (java.net.ServerSocket ss = new java.net.ServerSocket(0)) {
-            dead = ss.getLocalPort();
+        try (RefusedPort dead = TestPorts.refused()) {
+            start("vllm", false, dead.url());
+            for (int i = 0; i < 4; i++) {
+                assertEquals(200, chat(BODY).statusCode());
+            }
+            assertEquals(4, decode.decodesWithParams.get());
         }
-        start("vllm", false, "http://127.0.0.1:" + dead);
-        for (int i = 0; i < 4; i++) {
-            assertEquals(200, chat(BODY).statusCode());
-        }
-        assertEquals(4, decode.decodesWithParams.get());
     }
 
     @Test

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -19,7 +20,10 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.block.Fmix64ChainedTokenHasher;
+import io.kvgate.testkit.TestPorts;
+import io.kvgate.testkit.ZmqHandshake;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -27,7 +31,11 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /** Real JeroMQ PUB/ROUTER on 127.0.0.1 against the real ingest, pumped from the test thread with bounded loops. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Tag("system")
 class KvEventIngestSystemTest {
+    /** Waits for the network (ZeroMQ delivery on a loaded machine), never for a timeout under test. */
+    private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(20);
+    private static final Duration PUMP_TIMEOUT = Duration.ofSeconds(20);
     private final BlockIndex index = new BlockIndex(1 << 14, 16);
     private final BlockIndexReader reader = index.newReader();
     private KvEventIngest ingest;
@@ -48,8 +56,10 @@ class KvEventIngestSystemTest {
         return e;
     }
 
+    /** Pumps the ingest and the engines' replay sockets from the test thread until {@code cond} holds (bounded). */
     private void pumpUntil(String what, BooleanSupplier cond) {
-        for (int i = 0; i < 5_000; i++) {
+        long deadline = System.nanoTime() + PUMP_TIMEOUT.toNanos();
+        while (System.nanoTime() - deadline < 0) {
             ingest.doWork(2);
             for (TestEngine e : engines) {
                 e.pumpReplay();
@@ -58,7 +68,7 @@ class KvEventIngestSystemTest {
                 return;
             }
         }
-        fail("not reached: " + what + " status=" + ingest.status());
+        fail("not reached within " + PUMP_TIMEOUT.toSeconds() + " s: " + what + " status=" + ingest.status());
     }
 
     private SubscriberStatus status(int endpointId, int rank) {
@@ -70,21 +80,17 @@ class KvEventIngestSystemTest {
         throw new AssertionError("no subscriber " + endpointId + "/" + rank);
     }
 
-    /** PUB/SUB drops until the subscription has propagated: send empty batches until one lands, then drain. */
+    /** PUB/SUB drops until the subscription has propagated: the shared slow-joiner handshake, pumped from here. */
     private void handshake(TestEngine e, int endpointId, int rank) {
-        for (int i = 0; i < 2_000; i++) {
-            e.publish(batch(), false);
-            for (int k = 0; k < 3; k++) {
+        ZmqHandshake.await("engine " + endpointId + " rank " + rank + " subscribed", HANDSHAKE_TIMEOUT,
+            () -> e.publish(batch(), false),
+            () -> {
                 ingest.doWork(1);
                 e.pumpReplay();
-            }
-            if (status(endpointId, rank).lastSeq() >= 0) {
-                long last = e.sent.size() - 1L;
-                pumpUntil("handshake drained", () -> status(endpointId, rank).lastSeq() == last);
-                return;
-            }
-        }
-        fail("handshake never completed: " + ingest.status());
+                return status(endpointId, rank).lastSeq();
+            },
+            () -> "status=" + ingest.status() + "\nengine PUB " + e.pub.getLastEndpoint() + "\n"
+                + TestPorts.socketsOn(Integer.parseInt(e.pub.getLastEndpoint().replaceAll(".*:", ""))));
     }
 
     private void awaitSeq(TestEngine e, int endpointId, int rank) {
@@ -94,7 +100,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void twoRanksLoopbackIndexEqualsWhatWasPublished() {
-        int port = TestEngine.freePorts(2);
+        int port = TestPorts.free(2);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(new KvEventSource(3, "tcp://127.0.0.1:" + port, 2, null, false, "kv", KeyMode.ENGINE));
         TestEngine r0 = engine("tcp://127.0.0.1:" + port, false, null, false);
@@ -153,7 +159,7 @@ class KvEventIngestSystemTest {
     @ParameterizedTest(name = "fiveFrameReplay={0}")
     @ValueSource(booleans = {false, true})
     void gapIsFilledByReplay(boolean fiveFrame) {
-        int port = TestEngine.freePorts(2);
+        int port = TestPorts.free(2);
         String live = "tcp://127.0.0.1:" + port;
         String replay = "tcp://127.0.0.1:" + (port + 1);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
@@ -186,7 +192,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void gapWithoutReplayClearsTheRank() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         String live = "tcp://127.0.0.1:" + port;
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(new KvEventSource(2, live, 1, null, false, "", KeyMode.ENGINE));
@@ -204,7 +210,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void replayBufferThatMovedOnClearsAndKeepsWhatItHas() {
-        int port = TestEngine.freePorts(2);
+        int port = TestPorts.free(2);
         String live = "tcp://127.0.0.1:" + port;
         String replay = "tcp://127.0.0.1:" + (port + 1);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
@@ -227,7 +233,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void seqGoingBackwardsIsARestartThatClears() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         String live = "tcp://127.0.0.1:" + port;
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(new KvEventSource(5, live, 1, null, false, "kv", KeyMode.ENGINE));
@@ -246,7 +252,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void gatewayBindsForEnginesThatConnectAndEngineStartingLaterIsNotAnError() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         String uri = "tcp://127.0.0.1:" + port;
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(new KvEventSource(6, uri, 1, null, true, "kv", KeyMode.ENGINE));
@@ -265,7 +271,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void malformedPayloadsAndShortMessagesAreCountedNotFatal() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         String live = "tcp://127.0.0.1:" + port;
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(new KvEventSource(7, live, 1, null, false, "kv", KeyMode.ENGINE));
@@ -285,7 +291,7 @@ class KvEventIngestSystemTest {
 
     @Test
     void learnedKeyModeIndexesOwnHashesAndMapsRemovals() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         String live = "tcp://127.0.0.1:" + port;
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(new KvEventSource(8, live, 1, null, false, "kv", KeyMode.LEARNED));
@@ -318,15 +324,22 @@ class KvEventIngestSystemTest {
     @Test
     void replayTimeoutClearsAndBacksOff() {
         ManualClock clock = new ManualClock();
-        int port = TestEngine.freePorts(2);
+        int port = TestPorts.free(2);
         String live = "tcp://127.0.0.1:" + port;
         String replay = "tcp://127.0.0.1:" + (port + 1); // nothing listens: the replay never answers
         ingest = new KvEventIngest(index, clock);
         ingest.addEndpoint(new KvEventSource(9, live, 1, replay, false, "kv", KeyMode.ENGINE));
         TestEngine e = engine(live, false, null, false);
-        ingest.doWork(1);
-        // without a replay server, the first mid-stream batch starts a replay that cannot answer; drive it by clock
-        for (int i = 0; i < 2_000 && status(9, 0).replays() == 0; i++) {
+        // Seq 0 is never sent, so whichever batch reaches the subscriber first is mid-stream (seq >= 1) and starts a
+        // replay that nothing answers. (Were seq 0 the first to land, after a subscription that joined before the
+        // first publish, it would be applied in order and no replay would ever start.)
+        e.publish(batch(), true);
+        ingest.doWork(1); // applies addEndpoint: the subscriber exists from here on
+        long deadline = System.nanoTime() + HANDSHAKE_TIMEOUT.toNanos();
+        while (status(9, 0).replays() == 0) {
+            if (System.nanoTime() - deadline > 0) {
+                fail("no batch reached the subscriber within " + HANDSHAKE_TIMEOUT.toSeconds() + " s: " + ingest.status());
+            }
             e.publish(batch(stored(50)), false);
             ingest.doWork(1);
         }

@@ -1,7 +1,6 @@
 package io.kvgate.ingest.zmq;
 
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -34,7 +33,7 @@ final class TestEngine implements AutoCloseable {
         pub.setLinger(0);
         pub.setSndHWM(100_000);
         if (pubConnects) {
-            pub.connect(pubUri);
+            ZmqConnect.connect(pub, pubUri);
         } else {
             pub.bind(pubUri);
         }
@@ -167,26 +166,5 @@ final class TestEngine implements AutoCloseable {
 
     static Ev cleared() {
         return p -> p.packArrayHeader(1).packString("AllBlocksCleared");
-    }
-
-    /** A base port with {@code count} consecutive free ports on 127.0.0.1 (checked, then released). */
-    static int freePorts(int count) {
-        for (int attempt = 0; attempt < 200; attempt++) {
-            // Below the kernel's ephemeral range (32768+): a released ephemeral port can be reused as the local
-            // port of any outgoing connection before the test binds it.
-            int base = 20_000 + (int) (Math.random() * (12_000 - count));
-            boolean ok = true;
-            for (int i = 0; i < count && ok; i++) {
-                try (ServerSocket s = new ServerSocket(base + i, 1, java.net.InetAddress.getLoopbackAddress())) {
-                    s.setReuseAddress(true);
-                } catch (IOException e) {
-                    ok = false;
-                }
-            }
-            if (ok) {
-                return base;
-            }
-        }
-        throw new IllegalStateException("no free port range");
     }
 }

@@ -181,6 +181,14 @@ public final class EngineSimulator implements AutoCloseable {
         return onLoop(metrics::render);
     }
 
+    /**
+     * Seq of the last KV event batch a rank has published, -1 before its first (tests: a subscriber has caught up
+     * when it has received this seq; requests publish their batch before they are answered).
+     */
+    public long lastEventSeq(int rank) {
+        return onLoop(() -> eventSeq[rank] - 1);
+    }
+
     /** Live counters (thread-safe). */
     public SimStats stats() {
         return stats;

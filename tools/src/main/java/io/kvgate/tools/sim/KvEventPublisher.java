@@ -1,5 +1,6 @@
 package io.kvgate.tools.sim;
 
+import io.kvgate.ingest.zmq.ZmqConnect;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
@@ -56,7 +57,7 @@ final class KvEventPublisher implements AutoCloseable {
                 if (bindPub) {
                     pubs[r].bind(pubEp.withPortOffset(r));
                 } else {
-                    pubs[r].connect(pubEp.withPortOffset(r));
+                    ZmqConnect.connect(pubs[r], pubEp.withPortOffset(r));
                 }
                 replay[r] = new ArrayDeque<>();
                 if (replayEp != null) {

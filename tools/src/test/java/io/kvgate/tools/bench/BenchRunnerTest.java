@@ -8,20 +8,23 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.clock.NanoClock;
+import io.kvgate.testkit.RefusedPort;
+import io.kvgate.testkit.TestPorts;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** System tests: the real generator against a scripted server on loopback. */
 @Timeout(60)
+@Tag("system")
 class BenchRunnerTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String[] TOKENS = {"a", "b", "c", "d", "e"};
@@ -152,13 +155,11 @@ class BenchRunnerTest {
             assertEquals(3, t.requests);
             assertEquals(3, t.errors(ErrorClass.TIMEOUT));
         }
-        int closedPort;
-        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            closedPort = s.getLocalPort();
+        try (RefusedPort closed = TestPorts.refused()) {
+            TargetReport t = run(base(closed.url()).rate(20).duration(0.25).build()).first();
+            assertEquals(5, t.requests);
+            assertEquals(5, t.errors(ErrorClass.CONNECT));
         }
-        TargetReport t = run(base("http://127.0.0.1:" + closedPort).rate(20).duration(0.25).build()).first();
-        assertEquals(5, t.requests);
-        assertEquals(5, t.errors(ErrorClass.CONNECT));
     }
 
     /**

@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
@@ -34,6 +35,7 @@ import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 @DisabledIfSystemProperty(named = NodeSdkCheck.SKIP_PROPERTY, matches = "true",
     disabledReason = "OpenAI Node SDK system test skipped on request (-D" + NodeSdkCheck.SKIP_PROPERTY + "=true)")
+@Tag("system")
 class OpenAiNodeSdkSystemTest {
     private static final long NODE_RUN_TIMEOUT_MS = 60_000;
     private static final String MODEL = "qwen3";

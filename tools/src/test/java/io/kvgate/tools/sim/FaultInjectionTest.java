@@ -17,11 +17,13 @@ import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** The admin fault routes, the bounded admission queue, and /sim/stats accounting. */
 @Timeout(60)
+@Tag("system")
 class FaultInjectionTest {
 
     @Test

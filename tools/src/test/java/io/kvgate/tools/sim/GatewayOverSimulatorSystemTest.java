@@ -13,11 +13,13 @@ import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** The real gateway in front of simulated engines: the simulator's protocol checks pass only for a correct proxy. */
 @Timeout(60)
+@Tag("system")
 class GatewayOverSimulatorSystemTest {
 
     static HttpResponse<String> chat(Gateway gw, String body, String requestId) throws Exception {

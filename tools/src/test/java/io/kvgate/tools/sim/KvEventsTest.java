@@ -11,11 +11,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import io.kvgate.tools.sim.SimulatorConfig.EventForm;
+import io.kvgate.ingest.zmq.ZmqConnect;
+import io.kvgate.testkit.TestPorts;
+import io.kvgate.testkit.ZmqHandshake;
 import java.io.IOException;
-import java.net.ServerSocket;
+import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.msgpack.core.MessagePack;
@@ -30,15 +35,13 @@ import org.zeromq.ZMQ;
 
 /** Cache hits in usage and KV events on the wire, decoded here with msgpack-core. */
 @Timeout(60)
+@Tag("system")
 class KvEventsTest {
 
-    record Message(String topic, long seq, Value payload) {}
+    /** Waits for ZeroMQ delivery on a loaded machine; no timeout is under test here. */
+    private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
 
-    static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
-        }
-    }
+    record Message(String topic, long seq, Value payload) {}
 
     static Message receive(ZMQ.Socket sub) throws IOException {
         byte[] topic = sub.recv();
@@ -61,31 +64,50 @@ class KvEventsTest {
         if (bind) {
             sub.bind(endpoint);
         } else {
-            sub.connect(endpoint);
+            ZmqConnect.connect(sub, endpoint);
         }
         return sub;
     }
 
-    /** Sends throwaway requests until the slow-joining SUB sees a batch (PUB drops before subscription). */
-    static void warmUp(EngineSimulator sim, ZMQ.Socket sub) throws Exception {
-        sub.setReceiveTimeOut(200);
-        for (int i = 0; i < 100; i++) {
-            post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + warmPrompt(i) + ",\"max_tokens\":1}");
-            byte[] topic = sub.recv();
-            if (topic != null) {
-                sub.recv();
-                sub.recv();
-                sub.setReceiveTimeOut(10_000);
-                // drain anything else already queued
-                sub.setReceiveTimeOut(100);
-                while (sub.recv() != null) {
-                    // discard
+    /**
+     * The shared slow-joiner handshake: throwaway requests (pinned to {@code rank}) until one of their batches
+     * reaches {@code sub}, then every batch up to the last one published; what the test receives next is its own.
+     */
+    static void warmUp(EngineSimulator sim, ZMQ.Socket sub, int rank) {
+        sub.setReceiveTimeOut(100);
+        int[] sent = {0};
+        ZmqHandshake.await("simulator rank " + rank + " publishing to the test's SUB", HANDSHAKE_TIMEOUT,
+            () -> {
+                String body = "{\"model\":\"m\",\"prompt\":" + handshakePrompt(sent[0]++) + ",\"max_tokens\":1}";
+                HttpResponse<String> r = rank == 0 ? post(sim, "/v1/completions", body)
+                    : post(sim, "/v1/completions", body, "x-data-parallel-rank", String.valueOf(rank));
+                assertEquals(200, r.statusCode(), r.body());
+                return sim.lastEventSeq(rank);
+            },
+            () -> {
+                byte[] topic = sub.recv();
+                if (topic == null) {
+                    return -1;
                 }
-                sub.setReceiveTimeOut(10_000);
-                return;
-            }
+                long seq = ByteBuffer.wrap(sub.recv()).getLong();
+                sub.recv();
+                return seq;
+            },
+            () -> "simulator counters " + sim.stats().toJson().get("counters"));
+        sub.setReceiveTimeOut(10_000);
+    }
+
+    static void warmUp(EngineSimulator sim, ZMQ.Socket sub) {
+        warmUp(sim, sub, 0);
+    }
+
+    /** One block of token ids no test prompt uses (tests use {@link #warmPrompt} from 90,000 up). */
+    static String handshakePrompt(int i) {
+        StringBuilder sb = new StringBuilder("[");
+        for (int t = 0; t < 16; t++) {
+            sb.append(t == 0 ? "" : ",").append(1_000_000 + i * 16 + t);
         }
-        throw new AssertionError("subscriber never joined: " + sim.stats().toJson().get("counters"));
+        return sb.append(']').toString();
     }
 
     static String warmPrompt(int i) {
@@ -98,7 +120,7 @@ class KvEventsTest {
 
     @Test
     void vllmArrayEventsMatchTheHashContractAndHitsShowInUsage() throws Exception {
-        int port = freePort();
+        int port = TestPorts.free();
         SimulatorConfig c = SimHttp.fast(Dialect.VLLM).kvEvents("tcp://127.0.0.1:" + port).kvEventsMode("bind")
             .cacheBlocks(1000);
         try (EngineSimulator sim = EngineSimulator.start(c); ZContext zmq = new ZContext()) {
@@ -162,7 +184,7 @@ class KvEventsTest {
 
     @Test
     void evictionPublishesBlockRemovedAndMapForm() throws Exception {
-        int port = freePort();
+        int port = TestPorts.free();
         SimulatorConfig c = SimHttp.fast(Dialect.VLLM).kvEvents("tcp://127.0.0.1:" + port).kvEventsMode("bind")
             .cacheBlocks(3).eventForm(EventForm.MAP);
         try (EngineSimulator sim = EngineSimulator.start(c); ZContext zmq = new ZContext()) {
@@ -195,8 +217,8 @@ class KvEventsTest {
 
     @Test
     void sglangOneEventPerPageSignedKeysClearedOnRestartAndReplay() throws Exception {
-        int port = freePort();
-        int replayPort = freePort();
+        int port = TestPorts.free(2);
+        int replayPort = port + 1;
         // concrete host + auto mode: the engine CONNECTS and the subscriber binds (engine-contracts §2.1)
         SimulatorConfig c = SimHttp.fast(Dialect.SGLANG).blockSize(4).kvEvents("tcp://127.0.0.1:" + port)
             .kvReplay("tcp://127.0.0.1:" + replayPort);
@@ -220,7 +242,7 @@ class KvEventsTest {
                 // replay from seq 0: AllBlocksCleared at startup is batch 0
                 ZMQ.Socket dealer = zmq.createSocket(SocketType.DEALER);
                 dealer.setReceiveTimeOut(10_000);
-                dealer.connect("tcp://127.0.0.1:" + replayPort);
+                ZmqConnect.connect(dealer, "tcp://127.0.0.1:" + replayPort);
                 dealer.sendMore(new byte[0]);
                 dealer.send(KvEventPublisher.seqBytes(0));
                 List<Long> seqs = new ArrayList<>();
@@ -258,7 +280,7 @@ class KvEventsTest {
 
     @Test
     void resetPrefixCachePublishesAllBlocksClearedWithTheNextSeq() throws Exception {
-        int port = freePort();
+        int port = TestPorts.free();
         SimulatorConfig c = SimHttp.fast(Dialect.VLLM).kvEvents("tcp://127.0.0.1:" + port).kvEventsMode("bind");
         try (EngineSimulator sim = EngineSimulator.start(c); ZContext zmq = new ZContext()) {
             ZMQ.Socket sub = subscriber(zmq, "tcp://127.0.0.1:" + port, false);
@@ -277,26 +299,17 @@ class KvEventsTest {
 
     @Test
     void dpRanksPublishOnPortPlusRank() throws Exception {
-        int port = freePort();
+        int port = TestPorts.free(2); // rank r publishes on port + r
         SimulatorConfig c = SimHttp.fast(Dialect.VLLM).dpRanks(2).kvEvents("tcp://127.0.0.1:" + port)
             .kvEventsMode("bind");
         try (EngineSimulator sim = EngineSimulator.start(c); ZContext zmq = new ZContext()) {
             ZMQ.Socket sub1 = subscriber(zmq, "tcp://127.0.0.1:" + (port + 1), false);
-            sub1.setReceiveTimeOut(200);
-            Message got = null;
-            for (int i = 0; i < 100 && got == null; i++) {
-                post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + warmPrompt(i) + ",\"max_tokens\":1}",
-                    "x-data-parallel-rank", "1");
-                byte[] topic = sub1.recv();
-                if (topic != null) {
-                    byte[] seq = sub1.recv();
-                    byte[] payload = sub1.recv();
-                    got = new Message(new String(topic), ByteBuffer.wrap(seq).getLong(),
-                        MessagePack.newDefaultUnpacker(payload).unpackValue());
-                }
-            }
-            assertNotNull(got);
-            assertEquals(1, got.payload().asArrayValue().get(2).asIntegerValue().asInt());
+            warmUp(sim, sub1, 1);
+            post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + warmPrompt(0) + ",\"max_tokens\":1}",
+                "x-data-parallel-rank", "1");
+            Message got = receive(sub1);
+            assertEquals(sim.lastEventSeq(1), got.seq(), "the batch of the request pinned to rank 1");
+            assertEquals(1, got.payload().asArrayValue().get(2).asIntegerValue().asInt(), "dp rank in the payload");
             assertEquals(400, post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":\"x\"}",
                 "x-data-parallel-rank", "2").statusCode());
             assertTrue(sim.cachedBlocks(1) > 0, "pinned requests were cached on rank 1");

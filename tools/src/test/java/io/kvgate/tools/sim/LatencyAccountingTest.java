@@ -7,11 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** The planned TTFT of each request (recorded in /sim/stats) charges prefill time only for uncached tokens. */
 @Timeout(60)
+@Tag("system")
 class LatencyAccountingTest {
 
     @Test

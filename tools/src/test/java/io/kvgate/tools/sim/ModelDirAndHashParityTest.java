@@ -17,6 +17,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.SplittableRandom;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -59,6 +60,7 @@ class ModelDirAndHashParityTest {
     }
 
     @Test
+    @Tag("system")
     @Timeout(60)
     void modelDirUsesTheRealTokenizerAndChatTemplate() throws Exception {
         Path qwen = repoRoot().resolve("deploy/models/qwen3");

@@ -7,17 +7,21 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.testkit.RefusedPort;
+import io.kvgate.testkit.TestPorts;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import io.kvgate.tools.sim.SimulatorConfig.Role;
 import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** P/D legs enforced like the engines (engine-contracts §4): vLLM sequential params, SGLang rendezvous. */
 @Timeout(60)
+@Tag("system")
 class PdProtocolTest {
     static final String LONG_PROMPT = "one two three four five six seven eight nine ten eleven twelve thirteen "
         + "fourteen fifteen sixteen seventeen eighteen nineteen twenty twentyone twentytwo twentythree twentyfour "
@@ -169,9 +173,10 @@ class PdProtocolTest {
             HttpResponse<String> missing = post(decode, "/v1/chat/completions", SimHttp.chat("m", "x", ""));
             assertEquals(400, missing.statusCode());
             assertTrue(json(missing).get("message").asText().contains("bootstrap_room"));
-            int closedPort = KvEventsTest.freePort();
-            HttpResponse<String> unreachable = post(decode, "/v1/chat/completions", sglangBody(closedPort, 1, false));
-            assertEquals(500, unreachable.statusCode());
+            try (RefusedPort closed = TestPorts.refused()) {
+                HttpResponse<String> unreachable = post(decode, "/v1/chat/completions", sglangBody(closed.port(), 1, false));
+                assertEquals(500, unreachable.statusCode());
+            }
             assertEquals(1, decode.stats().get("pd_bootstrap_unreachable"));
         }
         try (EngineSimulator both = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG))) {

@@ -12,11 +12,13 @@ import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** SGLang dialect: what it accepts that vLLM refuses, and what it refuses that vLLM clamps (§1). */
 @Timeout(60)
+@Tag("system")
 class SglangSurfaceTest {
     static EngineSimulator sim;
 

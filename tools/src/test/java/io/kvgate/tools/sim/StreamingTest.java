@@ -18,11 +18,13 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** SSE framing byte for byte, usage chunks, one HTTP chunk per event, n and stop in streams. */
 @Timeout(60)
+@Tag("system")
 class StreamingTest {
     static EngineSimulator vllm;
     static EngineSimulator sglang;

@@ -13,11 +13,13 @@ import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** vLLM dialect: validation order, error texts and shapes, clamping, precedence (engine-contracts §1). */
 @Timeout(60)
+@Tag("system")
 class VllmSurfaceTest {
     static EngineSimulator sim;
     static EngineSimulator flat;

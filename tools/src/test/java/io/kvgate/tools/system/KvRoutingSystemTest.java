@@ -9,6 +9,8 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
+import io.kvgate.testkit.TestPorts;
+import io.kvgate.testkit.ZmqHandshake;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
 import java.net.URI;
@@ -16,14 +18,17 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.Timeout;
@@ -36,8 +41,11 @@ import org.junit.jupiter.api.Timeout;
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+@Tag("system")
 class KvRoutingSystemTest {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** Waits for ZeroMQ delivery on a loaded machine; no timeout is under test here. */
+    private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
     private final List<EngineSimulator> sims = new ArrayList<>();
     private final List<Integer> kvPorts = new ArrayList<>();
     private Gateway gw;
@@ -53,7 +61,7 @@ class KvRoutingSystemTest {
             int kv = freePort();
             EngineSimulator s = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("qwen3")
                 .modelDir(modelDir).ttftMs(1).itlMs(1).prefillUsPerToken(1).blockSize(16).hashSeed("0")
-                .kvEvents("tcp://*:" + kv));
+                .kvEvents("tcp://127.0.0.1:" + kv).kvEventsMode("bind")); // the gateway connects
             sims.add(s);
             kvPorts.add(kv);
             eps.append("      - url: ").append(s.baseUrl()).append("\n        kv_events: tcp://127.0.0.1:").append(kv).append('\n');
@@ -83,6 +91,8 @@ class KvRoutingSystemTest {
                 endpoints:
             %s""".formatted(ADMIN_TOKEN, modelDir, eps, modelDir, eps);
         gw = GatewayLauncher.start(GatewayConfig.parse(yaml));
+        // Every test may publish right away: the gateway's subscribers have joined all three publishers.
+        handshake(gw);
     }
 
     @AfterAll
@@ -94,7 +104,55 @@ class KvRoutingSystemTest {
     }
 
     private static int freePort() {
-        return io.kvgate.tools.TestPorts.free();
+        return TestPorts.free();
+    }
+
+    /**
+     * The shared ZeroMQ slow-joiner handshake between every simulator and {@code g}'s subscribers: throwaway
+     * requests straight to the engine until one of its batches is indexed, then until the last one is. PUB drops
+     * what it publishes before the subscription arrives, and no {@code kv_replay} is configured to fill the gap, so
+     * without this the first test's events could be lost. ({@code subscribers[].connected} is a TCP state, not
+     * "subscribed".)
+     */
+    private void handshake(Gateway g) {
+        for (int i = 0; i < sims.size(); i++) {
+            EngineSimulator sim = sims.get(i);
+            int endpoint = i;
+            int[] sent = {0};
+            ZmqHandshake.await("gateway " + g.port() + " subscribed to engine " + i, HANDSHAKE_TIMEOUT,
+                () -> {
+                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(sim.baseUrl() + "/v1/completions"))
+                        .header("content-type", "application/json")
+                        .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\",\"max_tokens\":1,\"prompt\":"
+                            + handshakePrompt(endpoint, sent[0]++) + "}")).build(), HttpResponse.BodyHandlers.ofString());
+                    assertEquals(200, r.statusCode(), r.body());
+                    return sim.lastEventSeq(0);
+                },
+                () -> {
+                    TimeUnit.MILLISECONDS.sleep(10);
+                    return inventory(g).get("rules").get(0).get("endpoints").get(endpoint).get("subscribers").get(0)
+                        .get("last_seq").asLong();
+                },
+                () -> "inventory: " + inventory(g));
+        }
+    }
+
+    /** One block of token ids per attempt, distinct per engine and from every chat prompt's ids. */
+    private static String handshakePrompt(int engine, int attempt) {
+        StringBuilder sb = new StringBuilder("[");
+        for (int t = 0; t < 16; t++) {
+            sb.append(t == 0 ? "" : ",").append(10_000 + (engine * 2_000 + attempt) * 16 + t);
+        }
+        return sb.append(']').toString();
+    }
+
+    private JsonNode inventory(Gateway g) {
+        try {
+            return JSON.readTree(http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.adminPort()
+                + "/admin/v1/inventory")).build(), HttpResponse.BodyHandlers.ofString()).body());
+        } catch (Exception e) {
+            throw new IllegalStateException("inventory of gateway " + g.port() + ": " + e, e);
+        }
     }
 
     private static final String ADMIN_TOKEN = "kv-routing-test-admin-token";
@@ -122,12 +180,15 @@ class KvRoutingSystemTest {
         return JSON.readTree(http.send(b.build(), HttpResponse.BodyHandlers.ofString()).body());
     }
 
-    /** Waits (bounded) for an asynchronous condition: events travel over ZeroMQ. */
-    private static void await(String what, BooleanSupplier cond) throws InterruptedException {
+    /**
+     * Waits (bounded) for an asynchronous condition: events travel over ZeroMQ. {@code state} is evaluated at the
+     * deadline, so the failure shows what the gateway held then.
+     */
+    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (!cond.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("timed out waiting for " + what);
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
             }
             TimeUnit.MILLISECONDS.sleep(20);
         }
@@ -143,19 +204,6 @@ class KvRoutingSystemTest {
 
     @Test
     void repeatedPrefixLandsWhereItIsCachedAndInventoryMatchesEngines() throws Exception {
-        await("all subscribers connected (inventory: " + admin("GET", "/admin/v1/inventory", null) + ")", () -> {
-            try {
-                JsonNode eps = admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints");
-                for (JsonNode e : eps) {
-                    if (!e.get("subscribers").get(0).get("connected").asBoolean()) {
-                        return false;
-                    }
-                }
-                return true;
-            } catch (Exception e) {
-                return false;
-            }
-        });
         HttpResponse<String> first = post("/v1/chat/completions", chat("qwen3", "Where is parcel 1?"), true);
         assertEquals(200, first.statusCode(), first.body());
         String firstRoute = first.headers().firstValue("x-kvgate-route").orElseThrow();
@@ -169,7 +217,7 @@ class KvRoutingSystemTest {
         assertTrue(idx >= 0, firstRoute);
         final int owner = idx;
         await("the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
-            && inventoryBlocks(owner) > 0);
+            && inventoryBlocks(owner) > 0, () -> "engine holds " + sims.get(owner).cachedBlocks(0) + "; inventory: " + inventory(gw));
 
         Set<String> endpoints = new HashSet<>();
         long cached = 0;
@@ -187,7 +235,8 @@ class KvRoutingSystemTest {
         // The inventory equals what each engine holds, block for block count.
         for (int i = 0; i < sims.size(); i++) {
             final int e = i;
-            await("inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0));
+            await("inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0),
+                () -> "engine holds " + sims.get(e).cachedBlocks(0) + "; inventory: " + inventory(gw));
         }
 
         // Lookup and render agree with the engine: the whole shared prefix is cached on the owner.
@@ -243,20 +292,7 @@ class KvRoutingSystemTest {
             %s""".formatted(eps)));
         try {
             // Its subscribers must have joined the engines' publishers before the probe's events are published.
-            await("the second gateway's subscribers connected", () -> {
-                try {
-                    JsonNode inv = JSON.readTree(http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + wrong.adminPort()
-                        + "/admin/v1/inventory")).build(), HttpResponse.BodyHandlers.ofString()).body());
-                    for (JsonNode e : inv.get("rules").get(0).get("endpoints")) {
-                        if (!e.get("subscribers").get(0).get("connected").asBoolean()) {
-                            return false;
-                        }
-                    }
-                    return true;
-                } catch (Exception e) {
-                    return false;
-                }
-            });
+            handshake(wrong);
             HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + wrong.adminPort()
                 + "/admin/v1/parity?rule=wrong&timeout_ms=3000")).POST(HttpRequest.BodyPublishers.noBody()).build(),
                 HttpResponse.BodyHandlers.ofString());
@@ -274,7 +310,8 @@ class KvRoutingSystemTest {
     void wrongSeedTripsTheZeroHitWatchdog() throws Exception {
         // Warm the engines' caches through the correct rule first so the inventory is not empty.
         assertEquals(200, post("/v1/chat/completions", chat("qwen3", "warm"), false).statusCode());
-        await("inventory not empty", () -> inventoryBlocks(0) + inventoryBlocks(1) + inventoryBlocks(2) > 0);
+        await("inventory not empty", () -> inventoryBlocks(0) + inventoryBlocks(1) + inventoryBlocks(2) > 0,
+            () -> "inventory: " + inventory(gw));
         for (int i = 0; i < 4; i++) {
             post("/v1/chat/completions", chat("qwen3-wrong-seed", "warm"), false); // the engines 404 the alias; routing ran first
         }
