@@ -60,7 +60,8 @@ final class NodeSdkCheck {
      */
     static NodeSdkCheck locate(Path repoRoot) throws IOException, InterruptedException {
         Path nodeDir = repoRoot.resolve("tools/src/test/node");
-        String fix = "run `.ci/setup` (it runs `npm install` in tools/src/test/node), or opt out explicitly with -D"
+        String fix = "run `./kvgate test` (installs it on first use) or `.ci/setup` (npm ci in tools/src/test/node), "
+            + "or opt out explicitly with -D"
             + SKIP_PROPERTY + "=true";
         Path packageJson = nodeDir.resolve("package.json");
         if (!Files.isRegularFile(packageJson)) {
