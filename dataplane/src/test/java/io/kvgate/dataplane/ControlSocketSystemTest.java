@@ -24,12 +24,14 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The control socket: owner-only file, peer uid check, the control routes, and refusals naming what was refused. */
 @Timeout(60)
+@Tag("system")
 class ControlSocketSystemTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String CHAT = "{\"model\":\"qwen3\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";

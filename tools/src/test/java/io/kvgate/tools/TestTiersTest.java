@@ -23,7 +23,7 @@ class TestTiersTest {
     static final Pattern OPENS_THE_WORLD = Pattern.compile(
         "EngineSimulator\\.start|GatewayLauncher\\.start|Gateway\\.start|new ZContext|new ServerSocket|new Socket\\("
             + "|HttpClient\\.new|TestLlmServer\\(|ScriptedEngine\\.start|new FakeEngine|new PdFakeEngine"
-            + "|new TestEngine|ProcessBuilder|TestPorts\\.");
+            + "|new TestEngine|ProcessBuilder|TestPorts\\.|HttpServer\\.create|ControlSocket\\.");
     static final Pattern TAGGED = Pattern.compile("@Tag\\(\"(system|soak)\"\\)");
 
     @Test

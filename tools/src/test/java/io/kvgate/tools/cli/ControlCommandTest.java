@@ -15,12 +15,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** {@code ./kvgate ctl} over the control socket against a real gateway: tables, refusals and exit codes. */
 @Timeout(60)
+@Tag("system")
 class ControlCommandTest {
     @TempDir
     Path dir;
