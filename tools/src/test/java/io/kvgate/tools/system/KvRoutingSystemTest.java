@@ -148,9 +148,12 @@ class KvRoutingSystemTest {
 
     private JsonNode inventory(Gateway g) {
         try {
-            return JSON.readTree(http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.adminPort()
-                + "/admin/v1/inventory")).build(), HttpResponse.BodyHandlers.ofString()).body());
-        } catch (Exception e) {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.adminPort()
+                + "/admin/v1/inventory")).header("authorization", "Bearer " + ADMIN_TOKEN).build(),
+                HttpResponse.BodyHandlers.ofString());
+            assertEquals(200, r.statusCode(), "GET /admin/v1/inventory: " + r.body());
+            return JSON.readTree(r.body());
+        } catch (java.io.IOException | InterruptedException e) {
             throw new IllegalStateException("inventory of gateway " + g.port() + ": " + e, e);
         }
     }
