@@ -11,11 +11,13 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** {@code GET /ready} over loopback: not ready until an endpoint lists the model, not ready while draining. */
 @Timeout(60)
+@Tag("system")
 class ReadySystemTest {
     private FakeEngine a;
     private Gateway gw;

@@ -14,6 +14,10 @@ import java.util.function.Supplier;
  * lost (PUB/SUB keeps order on one connection and drops only above the high-water mark), and no handshake message is
  * still queued in front of the message the test reads next.
  *
+ * <p>The throwaway messages published before the subscription arrived are lost to the subscriber for good: when
+ * they change the publisher's state (an engine caching a block), a test that compares totals resets that state
+ * after the handshake (an engine's {@code AllBlocksCleared}) or publishes throwaway messages that change nothing.
+ *
  * <p>Both sides are given as callbacks, so the same handshake serves a test-owned PUB against the real ingest
  * (pumped from the test thread), an engine simulator against a test-owned SUB, and a simulator against a running
  * gateway (polled through its admin API).

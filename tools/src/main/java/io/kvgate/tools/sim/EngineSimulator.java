@@ -186,7 +186,7 @@ public final class EngineSimulator implements AutoCloseable {
      * when it has received this seq; requests publish their batch before they are answered).
      */
     public long lastEventSeq(int rank) {
-        return onLoop(() -> eventSeq[rank] - 1);
+        return onLoop(() -> caches.lastEventSeq(rank));
     }
 
     /** Live counters (thread-safe). */

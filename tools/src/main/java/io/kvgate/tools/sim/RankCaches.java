@@ -87,6 +87,11 @@ final class RankCaches implements AutoCloseable {
         return caches.length;
     }
 
+    /** Seq of the rank's last published event batch, -1 before the first. */
+    long lastEventSeq(int rank) {
+        return eventSeq[rank] - 1;
+    }
+
     /** Blocks cached on a rank (referenced or evictable). */
     int cachedBlocks(int rank) {
         return caches[rank].size();

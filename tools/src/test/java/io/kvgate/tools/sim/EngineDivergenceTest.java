@@ -18,6 +18,7 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -27,6 +28,7 @@ import org.junit.jupiter.api.Timeout;
  * Row numbers refer to the review's divergence table.
  */
 @Timeout(60)
+@Tag("system")
 class EngineDivergenceTest {
     static EngineSimulator vllm;
     static EngineSimulator vllmReject;

@@ -16,12 +16,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Health probe semantics per engine (review #29) and the chat-template switch when tools are present (#32). */
 @Timeout(60)
+@Tag("system")
 class HealthAndTemplateTest {
 
     @Test

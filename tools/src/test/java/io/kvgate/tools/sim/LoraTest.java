@@ -17,6 +17,7 @@ import io.kvgate.tools.sim.SimulatorConfig.EventForm;
 import java.net.http.HttpResponse;
 import java.util.Arrays;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.msgpack.core.MessagePack;
@@ -31,6 +32,7 @@ import org.msgpack.value.ValueFactory;
  * {@code lora_path}, with its page hash unchanged.
  */
 @Timeout(60)
+@Tag("system")
 class LoraTest {
     static final int[] TOKENS_1_32 = BlockKeyerTest.range(1, 32, 1);
 

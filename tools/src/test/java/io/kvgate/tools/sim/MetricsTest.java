@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -22,6 +23,7 @@ import org.junit.jupiter.api.Timeout;
  * simulator's admission queues and cache.
  */
 @Timeout(60)
+@Tag("system")
 class MetricsTest {
 
     /**
