@@ -21,6 +21,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -29,6 +30,7 @@ import org.junit.jupiter.api.Timeout;
  * KVCacheEventSerializer's output), {@code disaggregated_params} P/D, its error and health shapes.
  */
 @Timeout(60)
+@Tag("system")
 class TrtllmDialectTest {
     static JsonNode fixtures() throws Exception {
         try (InputStream in = TrtllmDialectTest.class.getResourceAsStream("trtllm/kv_cache_events.json")) {
