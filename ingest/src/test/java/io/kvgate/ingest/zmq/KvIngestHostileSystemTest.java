@@ -19,6 +19,7 @@ import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -29,6 +30,8 @@ import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexReader;
+import io.kvgate.testkit.TestPorts;
+import io.kvgate.testkit.ZmqHandshake;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -89,32 +92,24 @@ class KvIngestHostileSystemTest {
     }
 
     /**
-     * A publisher whose batches reach the ingest: publishes a marker block until the index holds it, then waits
-     * until every batch it sent is applied. PUB/SUB drops until the subscription has propagated, and JeroMQ 0.6.0
-     * stalls about one loopback handshake in 40 (connected, never a byte; see RankSubscriber.HANDSHAKE_TIMEOUT_MS):
-     * a publisher that has delivered nothing after 3 s is replaced by a fresh one (the network is retried, never an
-     * assertion).
+     * A publisher whose batches reach the ingest: the shared slow-joiner handshake ({@link ZmqHandshake}) with a
+     * marker block as the throwaway batch, so the index holds the marker afterwards. A JeroMQ connect that stalls
+     * (see {@link ZmqConnect}) is retried by the bounded ZMTP handshake timer on both sides, never by the test.
      */
     private TestEngine subscribedPublisher(String pubUri, boolean pubConnects, int endpointId, long marker) {
-        for (int attempt = 0; attempt < 5; attempt++) {
-            TestEngine e = engine(pubUri, pubConnects);
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
-            while (System.nanoTime() - deadline < 0) {
-                e.publish(batch(stored(marker)), false);
-                for (int k = 0; k < 3; k++) {
-                    ingest.doWork(1);
-                }
-                if (reader.holds(endpointId, marker)) {
-                    return e;
-                }
-            }
-            e.close();
-            engines.remove(e);
-        }
-        fail("marker " + marker + " never indexed from " + pubUri + ": " + ingest.status() + " zap allowed/denied="
-            + ingest.zapAllowed() + "/" + ingest.zapDenied() + " io errors=" + ingest.ioThreadErrors() + " last="
-            + ingest.lastAgentError());
-        return null;
+        TestEngine e = engine(pubUri, pubConnects);
+        ZmqHandshake.await("publisher " + pubUri + " -> endpoint " + endpointId, Duration.ofSeconds(20),
+            () -> e.publish(batch(stored(marker)), false),
+            () -> {
+                ingest.doWork(1);
+                // Landed = this publisher's marker is indexed (another publisher may share the bound socket, so the
+                // rank's last seq alone does not say whose batch arrived); then drained to its last seq.
+                return reader.holds(endpointId, marker) ? status(endpointId).lastSeq() : -1;
+            },
+            () -> ingest.status() + " zap allowed/denied=" + ingest.zapAllowed() + "/" + ingest.zapDenied()
+                + " io errors=" + ingest.ioThreadErrors() + " last=" + ingest.lastAgentError());
+        assertTrue(reader.holds(endpointId, marker), "marker " + marker + " indexed");
+        return e;
     }
 
     private void awaitSeq(TestEngine e, int endpointId) {
@@ -132,8 +127,8 @@ class KvIngestHostileSystemTest {
 
     @Test
     void unresolvableHostBesideAGoodOneRetriesWithBackoffAndSubscribesOnceItResolves() {
-        int good = TestEngine.freePorts(1);
-        int later = TestEngine.freePorts(1);
+        int good = TestPorts.free(1);
+        int later = TestPorts.free(1);
         java.util.concurrent.atomic.AtomicReference<String> lateIp = new java.util.concurrent.atomic.AtomicReference<>();
         HostResolver resolver = host -> {
             if (host.equals("kv-later.test") && lateIp.get() != null) {
@@ -181,7 +176,7 @@ class KvIngestHostileSystemTest {
 
     @Test
     void bindPortInUseIsRetriedUntilThePortIsFree() throws Exception {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         ServerSocket squatter = new ServerSocket();
         squatter.setReuseAddress(false);
         squatter.bind(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), port));
@@ -234,7 +229,7 @@ class KvIngestHostileSystemTest {
 
     @Test
     void rawPeerDeclaringA2GbFrameIsCutOffWithoutReservingMemoryAndIngestContinues() throws Exception {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(bindSource(5, "tcp://127.0.0.1:" + port, List.of()));
         pumpUntil("bound", () -> status(5).state().equals("connecting"));
@@ -272,7 +267,7 @@ class KvIngestHostileSystemTest {
 
     @Test
     void bindModeAllowListRefusesOtherPeersThroughZap() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(bindSource(6, "tcp://127.0.0.1:" + port, List.of("10.9.9.0/24")));
         pumpUntil("bound", () -> status(6).state().equals("connecting"));
@@ -302,7 +297,7 @@ class KvIngestHostileSystemTest {
 
     @Test
     void forgedSeqJumpsAndInterleavedPublishersAreCountedAndTheIndexStaysConsistent() {
-        int port = TestEngine.freePorts(1);
+        int port = TestPorts.free(1);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.addEndpoint(bindSource(7, "tcp://127.0.0.1:" + port, List.of()));
         pumpUntil("bound", () -> status(7).state().equals("connecting"));
@@ -366,7 +361,7 @@ class KvIngestHostileSystemTest {
         };
         // Direct executor: the resolver runs ON the ingest thread, so the thread is stuck inside a duty cycle.
         KvEventIngest stuckIngest = new KvEventIngest(index, clock, IngestConfig.defaults(), stuck, Runnable::run);
-        stuckIngest.addEndpoint(connectSource(8, "tcp://slow.test:" + TestEngine.freePorts(1)));
+        stuckIngest.addEndpoint(connectSource(8, "tcp://slow.test:" + TestPorts.free(1)));
         stuckIngest.start();
         assertTrue(resolving.await(10, TimeUnit.SECONDS));
         assertFalse(stuckIngest.stop(100), "a thread still inside a duty cycle is reported, not abandoned");
