@@ -12,12 +12,14 @@ import java.nio.channels.ServerSocketChannel;
 import java.nio.file.Path;
 import java.util.Set;
 import java.util.TreeSet;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** A gateway that fails half-way through start-up closes everything it had already opened. */
 @Timeout(60)
+@Tag("system")
 class GatewayStartFailureTest {
     @TempDir
     Path dir;

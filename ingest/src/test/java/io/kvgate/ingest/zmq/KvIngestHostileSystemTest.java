@@ -33,6 +33,7 @@ import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -43,6 +44,7 @@ import org.junit.jupiter.api.Timeout;
  * index stays consistent; shutdown never leaves the ingest writing. Pumped from the test thread with bounded loops.
  */
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
+@Tag("system")
 class KvIngestHostileSystemTest {
     private static final long MS = 1_000_000L;
     private final BlockIndex index = new BlockIndex(1 << 14, 16);

@@ -12,11 +12,13 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.http.HttpResponse;
 import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** {@code --dialect llamacpp}: llama-server's slot prompt cache, loading-time 503, {@code /slots}, error shapes. */
 @Timeout(60)
+@Tag("system")
 class LlamacppDialectTest {
     static int cached(EngineSimulator sim, String prompt, String extra) throws Exception {
         HttpResponse<String> r = post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + prompt
