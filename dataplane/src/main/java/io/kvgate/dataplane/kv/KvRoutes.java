@@ -148,7 +148,16 @@ public final class KvRoutes {
             idx.put("memberships", kv.index().memberships());
             idx.put("capacity_blocks", kv.index().config().capacityBlocks());
             idx.put("evictions", kv.index().evictions());
+            idx.put("clears", kv.index().clears());
+            idx.put("reclaimed", kv.index().reclaimed());
             idx.put("bytes", kv.index().sizeBytes());
+            ObjectNode ing = root.putObject("ingest");
+            ing.put("agent_errors", kv.ingest().agentErrors());
+            ing.put("io_thread_errors", kv.ingest().ioThreadErrors());
+            ing.put("last_agent_error", kv.ingest().lastAgentError());
+            ing.put("pending_changes", kv.ingest().pendingChanges());
+            ing.put("zap_allowed", kv.ingest().zapAllowed());
+            ing.put("zap_denied", kv.ingest().zapDenied());
         }
         return root;
     }

@@ -3,6 +3,7 @@ package io.kvgate.dataplane.route;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexReader;
+import io.kvgate.index.block.Holders;
 import io.kvgate.index.block.SpeculativeOverlay;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.dataplane.metrics.StageTimers;
@@ -41,6 +42,8 @@ final class KvExactPolicy implements RoutingPolicy {
     private final long[] keys;
     private int[] ids = new int[16];
     private int[] matched = new int[16];
+    /** Memory tier of each candidate's last matched block (see {@link BlockIndexReader#longestPrefix}). */
+    private int[] tiers = new int[16];
     private long decisions;
     private final NanoClock clock;
     private final StageTimers stages;
@@ -120,11 +123,12 @@ final class KvExactPolicy implements RoutingPolicy {
         if (ids.length < c.length) {
             ids = new int[c.length];
             matched = new int[c.length];
+            tiers = new int[c.length];
         }
         for (int i = 0; i < c.length; i++) {
             ids[i] = c[i].id();
         }
-        reader.longestPrefix(keys, n, ids, c.length, matched, overlay);
+        reader.longestPrefix(keys, n, ids, c.length, matched, tiers, overlay);
         stages.recordNs(StageTimers.Stage.LOOKUP, clock.nanoTime() - t1);
         stats.lookup(n);
 
@@ -168,7 +172,7 @@ final class KvExactPolicy implements RoutingPolicy {
                 if (!RoutingPolicy.eligible(c[i], r, nowNs)) {
                     continue;
                 }
-                double cost = (n - matched[i]) + knobs.lambda() * c[i].outstanding();
+                double cost = (n - weighted(i)) + knobs.lambda() * c[i].outstanding();
                 if (cost < bestCost || (cost == bestCost && c[i].outstanding() < best.outstanding())) {
                     bestCost = cost;
                     best = c[i];
@@ -182,8 +186,8 @@ final class KvExactPolicy implements RoutingPolicy {
                 if (!RoutingPolicy.eligible(c[i], r, nowNs) || c[i].outstanding() + 1 > cap) {
                     continue;
                 }
-                if (best == null || matched[i] > matched[bestIdx]
-                    || (matched[i] == matched[bestIdx] && c[i].outstanding() < best.outstanding())) {
+                if (best == null || weighted(i) > weighted(bestIdx)
+                    || (weighted(i) == weighted(bestIdx) && c[i].outstanding() < best.outstanding())) {
                     best = c[i];
                     bestIdx = i;
                 }
@@ -199,9 +203,15 @@ final class KvExactPolicy implements RoutingPolicy {
         stats.tier(Tier.KV_EXACT);
         stats.matched(matched[bestIdx]);
         if (r.explain()) {
-            explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks");
+            explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks (tier "
+                + Holders.tierName(tiers[bestIdx]) + ", weight " + knobs.tierWeights().of(tiers[bestIdx]) + ")");
         }
         return best;
+    }
+
+    /** A candidate's match weighed by the memory tier it is in ({@code kv.tier_weights}). */
+    private double weighted(int i) {
+        return matched[i] * knobs.tierWeights().of(tiers[i]);
     }
 
     private void watchdog(EndpointState[] c, RouteEvent r, long nowNs) {
@@ -250,6 +260,9 @@ final class KvExactPolicy implements RoutingPolicy {
         why.append("; matched=");
         for (int i = 0; i < c.length; i++) {
             why.append(i == 0 ? "" : ",").append(c[i].key()).append(':').append(matched[i]);
+            if (matched[i] > 0) {
+                why.append('@').append(Holders.tierName(tiers[i]));
+            }
         }
         why.append("; load=");
         for (int i = 0; i < c.length; i++) {

@@ -85,6 +85,36 @@ class KvExactPolicyTest {
         assertEquals(8, r.stats().promptBlocks());
     }
 
+    /** Publishes the first {@code blocks} block keys of {@code tokens} as cached on {@code ep} in {@code tier}. */
+    private void cacheInTier(Rule r, EndpointState ep, int[] tokens, int blocks, int tier) {
+        long[] keys = new long[tokens.length / BLOCK];
+        new RuleHasher(r.config(), 0).hash(tokens, null, keys);
+        for (int b = 0; b < blocks; b++) {
+            index.stored(ep.id(), 0, keys[b], tier);
+        }
+    }
+
+    @Test
+    void memoryTiersWeighTheMatchByTheTierOfItsLastBlock() {
+        Rule r = rule("mode: bounded");
+        int[] p = prompt(8, 11);
+        cacheInTier(r, ep(r, 1), p, 8, io.kvgate.index.block.Holders.TIER_DISK); // 8 x 0.5 = 4
+        cacheInTier(r, ep(r, 2), p, 6, io.kvgate.index.block.Holders.TIER_GPU);  // 6 x 1.0 = 6
+        assertSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()), "6 blocks on GPU beat 8 on disk");
+
+        index.close(); // each rule() builds its own index
+        Rule cheapDisk = rule("mode: bounded, tier_weights: {DISK: 0.9}");
+        cacheInTier(cheapDisk, ep(cheapDisk, 1), p, 8, io.kvgate.index.block.Holders.TIER_DISK); // 7.2
+        cacheInTier(cheapDisk, ep(cheapDisk, 2), p, 6, io.kvgate.index.block.Holders.TIER_GPU);  // 6
+        assertSame(ep(cheapDisk, 1), decide(cheapDisk, request(cheapDisk, p), clock.nanoTime()));
+
+        index.close();
+        Rule soft = rule("mode: soft, lambda: 0.0");
+        cacheInTier(soft, ep(soft, 1), p, 8, io.kvgate.index.block.Holders.TIER_CPU); // 8 x 0.8 = 6.4
+        cacheInTier(soft, ep(soft, 2), p, 6, io.kvgate.index.block.Holders.TIER_GPU); // 6
+        assertSame(ep(soft, 1), decide(soft, request(soft, p), clock.nanoTime()), "cost 8 - 6.4 < 8 - 6");
+    }
+
     @Test
     void anEndpointOverTheLoadBoundIsPassedOverForTheNextBestPrefix() {
         Rule r = rule("mode: bounded, load_cap_factor: 1.5, load_slack: 2");

@@ -44,6 +44,9 @@ public final class BlockIndexReader {
     private final int[] candidateOf;
     private final long[] indexBits;
     private final long[] overlayBits;
+    // Per probed position and candidate: the tiers it holds the block in (best tier = GPU, else CPU, else DISK).
+    private final long[] gpuBits;
+    private final long[] cpuBits;
     private final int[] probedStamp;
     // Private cache of probed blocks (key -> endpoint bitmap), invalidated from the writer's change log.
     private final boolean cacheEnabled;
@@ -51,11 +54,15 @@ public final class BlockIndexReader {
     private final ChangeLog.Sink invalidator = this::invalidate;
     private final long[] cacheKeys;
     private final long[] cacheBits;
+    private final long[] cacheGpu;
+    private final long[] cacheCpu;
     private final int[] cacheGen;
     private final int cacheMask;
     private int gen = 1;
     private long logHead;
     private long cacheFlushes;
+    private long clearFlushes;
+    private long seenClearEpoch;
     private int stamp;
     private long probes;
     private long hotHits;
@@ -70,30 +77,48 @@ public final class BlockIndexReader {
         Arrays.fill(candidateOf, -1);
         this.indexBits = new long[maxPromptBlocks * words];
         this.overlayBits = new long[maxPromptBlocks * words];
+        this.gpuBits = new long[maxPromptBlocks * words];
+        this.cpuBits = new long[maxPromptBlocks * words];
         this.probedStamp = new int[maxPromptBlocks];
         this.changes = index.changes();
         this.cacheEnabled = cfg.maxEndpoints() <= 64 && cfg.hotCacheEntries() > 0;
         int slots = cacheEnabled ? Integer.highestOneBit(Math.max(16, cfg.hotCacheEntries() - 1)) << 1 : 1;
         this.cacheKeys = new long[slots];
         this.cacheBits = new long[slots];
+        this.cacheGpu = new long[slots];
+        this.cacheCpu = new long[slots];
         this.cacheGen = new int[slots];
         this.cacheMask = slots - 1;
         this.logHead = changes.tail();
+        this.seenClearEpoch = index.clearEpoch();
     }
 
     /** Applies the writer's changes since the last lookup to the private cache. */
     private void syncCache() {
+        long epoch = index.clearEpoch();
+        if (epoch != seenClearEpoch) {
+            // A holder was cleared in O(1) (no per-block change log entries): every cached bitmap may hold it.
+            seenClearEpoch = epoch;
+            clearFlushes++;
+            logHead = changes.tail();
+            dropCache();
+            return;
+        }
         long r = changes.drain(logHead, invalidator);
         if (r < 0) {
             logHead = -1 - r;
             cacheFlushes++;
-            gen++;
-            if (gen == 0) {
-                Arrays.fill(cacheGen, 0);
-                gen = 1;
-            }
+            dropCache();
         } else {
             logHead = r;
+        }
+    }
+
+    private void dropCache() {
+        gen++;
+        if (gen == 0) {
+            Arrays.fill(cacheGen, 0);
+            gen = 1;
         }
     }
 
@@ -109,19 +134,29 @@ public final class BlockIndexReader {
         return (int) (h >>> 40) & cacheMask;
     }
 
-    private void markCandidates(long bitmap, int base) {
+    private void markCandidates(long bitmap, long gpu, long cpu, int base) {
         while (bitmap != 0) {
-            int cand = candidateOf[Long.numberOfTrailingZeros(bitmap)];
+            int ep = Long.numberOfTrailingZeros(bitmap);
+            int cand = candidateOf[ep];
             if (cand >= 0) {
-                indexBits[base + (cand >>> 6)] |= 1L << (cand & 63);
+                long bit = 1L << (cand & 63);
+                int w = base + (cand >>> 6);
+                indexBits[w] |= bit;
+                if ((gpu & (1L << ep)) != 0) {
+                    gpuBits[w] |= bit;
+                }
+                if ((cpu & (1L << ep)) != 0) {
+                    cpuBits[w] |= bit;
+                }
             }
             bitmap &= bitmap - 1;
         }
     }
 
     /**
-     * Copies the holder cells of {@code key} (see {@link Holders}) into {@code cellsOut}; returns how many, 0 when
-     * the block is absent. {@code cellsOut} must hold {@code maxEndpoints * 8} cells.
+     * Copies the live holder cells of {@code key} (see {@link Holders}: one cell per (endpoint, rank), its
+     * reference count summed over memory tiers) into {@code cellsOut}; returns how many, 0 when the block is absent
+     * or only cleared holders had it. {@code cellsOut} must hold {@code maxEndpoints * 8} cells.
      */
     public int holders(long key, int[] cellsOut) {
         keyStore.writeLong(0, key);
@@ -134,11 +169,54 @@ public final class BlockIndexReader {
             Data<byte[]> v = e.value();
             RandomDataInput in = v.bytes();
             long off = v.offset();
-            int n = (int) (v.size() / Holders.CELL_BYTES);
+            int n = (int) (v.size() / Holders.WORD_BYTES);
+            int out = 0;
             for (int i = 0; i < n; i++) {
-                cellsOut[i] = in.readInt(off + (long) i * Holders.CELL_BYTES);
+                long w = in.readLong(off + (long) i * Holders.WORD_BYTES);
+                if (!index.live(w)) {
+                    continue;
+                }
+                int cell = Holders.cellOf(w);
+                int j = 0;
+                while (j < out && Holders.holderOf(cellsOut[j]) != Holders.holderOf(cell)) {
+                    j++;
+                }
+                if (j == out) {
+                    cellsOut[out++] = cell;
+                } else {
+                    int ref = Math.min(Holders.MAX_REF, Holders.refOf(cellsOut[j]) + Holders.refOf(cell));
+                    cellsOut[j] = (cellsOut[j] & ~0xFFFF) | ref;
+                }
             }
-            return n;
+            return out;
+        }
+    }
+
+    /**
+     * The fastest memory tier ({@link Holders#TIER_GPU}, ...) in which any rank of {@code endpointId} holds
+     * {@code key}, or -1 when it does not hold it.
+     */
+    public int tier(int endpointId, long key) {
+        keyStore.writeLong(0, key);
+        try (ExternalMapQueryContext<Long, byte[], ?> c = index.map().queryContext(keyStore, 0, KEY_BYTES)) {
+            c.readLock().lock();
+            MapEntry<Long, byte[]> e = c.entry();
+            if (e == null) {
+                return -1;
+            }
+            Data<byte[]> v = e.value();
+            RandomDataInput in = v.bytes();
+            long off = v.offset();
+            int n = (int) (v.size() / Holders.WORD_BYTES);
+            int best = -1;
+            for (int i = 0; i < n; i++) {
+                long w = in.readLong(off + (long) i * Holders.WORD_BYTES);
+                if (Holders.endpointOf(Holders.cellOf(w)) == endpointId && index.live(w)
+                    && (best < 0 || Holders.tierOf(w) < best)) {
+                    best = Holders.tierOf(w);
+                }
+            }
+            return best;
         }
     }
 
@@ -154,9 +232,10 @@ public final class BlockIndexReader {
             Data<byte[]> v = e.value();
             RandomDataInput in = v.bytes();
             long off = v.offset();
-            int n = (int) (v.size() / Holders.CELL_BYTES);
+            int n = (int) (v.size() / Holders.WORD_BYTES);
             for (int i = 0; i < n; i++) {
-                if (Holders.endpointOf(in.readInt(off + (long) i * Holders.CELL_BYTES)) == endpointId) {
+                long w = in.readLong(off + (long) i * Holders.WORD_BYTES);
+                if (Holders.endpointOf(Holders.cellOf(w)) == endpointId && index.live(w)) {
                     return true;
                 }
             }
@@ -173,11 +252,25 @@ public final class BlockIndexReader {
      */
     public void longestPrefix(long[] keys, int keyCount, int[] endpointIds, int endpointCount,
                               int[] matchedBlocksOut, SpeculativeOverlay overlay) {
+        longestPrefix(keys, keyCount, endpointIds, endpointCount, matchedBlocksOut, null, overlay);
+    }
+
+    /**
+     * As {@link #longestPrefix(long[], int, int[], int, int[], SpeculativeOverlay)}, and for each candidate with a
+     * match the memory tier of its LAST matched block in {@code tierOut[c]} ({@link Holders#TIER_GPU} when the
+     * match is speculative or empty): engines offload least-recently-used blocks first, and a prefix's tail is used
+     * by fewer requests than its head, so the last block is where a prefix is slowest. {@code tierOut} may be null.
+     */
+    public void longestPrefix(long[] keys, int keyCount, int[] endpointIds, int endpointCount,
+                              int[] matchedBlocksOut, int[] tierOut, SpeculativeOverlay overlay) {
         lookups++;
         int n = Math.min(keyCount, maxPromptBlocks);
         int m = Math.min(endpointCount, candidateOf.length);
         for (int c = 0; c < endpointCount; c++) {
             matchedBlocksOut[c] = 0;
+            if (tierOut != null) {
+                tierOut[c] = Holders.TIER_GPU;
+            }
         }
         if (n <= 0 || m <= 0) {
             return;
@@ -204,7 +297,11 @@ public final class BlockIndexReader {
                     continue;
                 }
                 int cc = candidateOf[ep]; // duplicates share the first occurrence's bit
-                matchedBlocksOut[c] = depth(keys, n, cc, overlay, now);
+                int d = depth(keys, n, cc, overlay, now);
+                matchedBlocksOut[c] = d;
+                if (tierOut != null && d > 0) {
+                    tierOut[c] = tierAt(d - 1, cc); // position d - 1 was probed on the way (held)
+                }
             }
         } finally {
             for (int c = 0; c < m; c++) {
@@ -236,6 +333,15 @@ public final class BlockIndexReader {
         return lo;
     }
 
+    private int tierAt(int pos, int c) {
+        int w = pos * words + (c >>> 6);
+        long bit = 1L << (c & 63);
+        if ((indexBits[w] & bit) == 0 || (gpuBits[w] & bit) != 0) {
+            return Holders.TIER_GPU; // speculative (overlay only) or held on GPU
+        }
+        return (cpuBits[w] & bit) != 0 ? Holders.TIER_CPU : Holders.TIER_DISK;
+    }
+
     private boolean held(long[] keys, int pos, int c, SpeculativeOverlay overlay, long now) {
         int base = pos * words;
         if (probedStamp[pos] != stamp) {
@@ -252,13 +358,15 @@ public final class BlockIndexReader {
         for (int w = 0; w < words; w++) {
             indexBits[base + w] = 0;
             overlayBits[base + w] = 0;
+            gpuBits[base + w] = 0;
+            cpuBits[base + w] = 0;
         }
         int slot = 0;
         if (cacheEnabled) {
             slot = cacheSlot(key);
             if (cacheGen[slot] == gen && cacheKeys[slot] == key) {
                 hotHits++;
-                markCandidates(cacheBits[slot], base);
+                markCandidates(cacheBits[slot], cacheGpu[slot], cacheCpu[slot], base);
                 if (overlay != null) {
                     overlay.mark(key, now, candidateOf, overlayBits, base, indexBits);
                 }
@@ -270,17 +378,37 @@ public final class BlockIndexReader {
             ctx.readLock().lock();
             MapEntry<Long, byte[]> e = ctx.entry();
             long bitmap = 0;
+            long gpu = 0;
+            long cpu = 0;
             if (e != null) {
                 Data<byte[]> v = e.value();
                 RandomDataInput in = v.bytes();
                 long off = v.offset();
-                int cellsN = (int) (v.size() / Holders.CELL_BYTES);
-                for (int i = 0; i < cellsN; i++) {
-                    int ep = Holders.endpointOf(in.readInt(off + (long) i * Holders.CELL_BYTES));
-                    bitmap |= 1L << ep; // meaningful only with <= 64 endpoints (cache enabled)
+                int wordsN = (int) (v.size() / Holders.WORD_BYTES);
+                for (int i = 0; i < wordsN; i++) {
+                    long word = in.readLong(off + (long) i * Holders.WORD_BYTES);
+                    if (!index.live(word)) {
+                        continue; // a cleared holder's word, not reclaimed yet
+                    }
+                    int ep = Holders.endpointOf(Holders.cellOf(word));
+                    int tier = Holders.tierOf(word);
+                    long epBit = 1L << ep; // meaningful only with <= 64 endpoints (cache enabled)
+                    bitmap |= epBit;
+                    if (tier == Holders.TIER_GPU) {
+                        gpu |= epBit;
+                    } else if (tier == Holders.TIER_CPU) {
+                        cpu |= epBit;
+                    }
                     int cand = ep < candidateOf.length ? candidateOf[ep] : -1;
                     if (cand >= 0) {
-                        indexBits[base + (cand >>> 6)] |= 1L << (cand & 63);
+                        long bit = 1L << (cand & 63);
+                        int w = base + (cand >>> 6);
+                        indexBits[w] |= bit;
+                        if (tier == Holders.TIER_GPU) {
+                            gpuBits[w] |= bit;
+                        } else if (tier == Holders.TIER_CPU) {
+                            cpuBits[w] |= bit;
+                        }
                     }
                 }
             }
@@ -288,6 +416,8 @@ public final class BlockIndexReader {
                 // Absent blocks are cached too (bitmap 0): inserts are in the change log like every change.
                 cacheKeys[slot] = key;
                 cacheBits[slot] = bitmap;
+                cacheGpu[slot] = gpu;
+                cacheCpu[slot] = cpu;
                 cacheGen[slot] = gen;
             }
         }
@@ -304,6 +434,11 @@ public final class BlockIndexReader {
     /** Times the reader fell a whole change-log behind and dropped its cache. */
     public long cacheFlushes() {
         return cacheFlushes;
+    }
+
+    /** Times a clear (O(1) in the index) made this reader drop its cache. */
+    public long clearFlushes() {
+        return clearFlushes;
     }
 
     /** Probes answered by this reader's cache of probed blocks. */

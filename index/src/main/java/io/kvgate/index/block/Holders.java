@@ -24,8 +24,49 @@ public final class Holders {
     public static final int MAX_RANKS = 8;
     /** Sticky saturation value of the per-holder reference count. */
     public static final int MAX_REF = 0xFFFF;
-    /** Bytes per holder cell. */
+    /** Bytes per holder cell as the read API returns it ({@link BlockIndexReader#holders}). */
     public static final int CELL_BYTES = 4;
+
+    /**
+     * Bytes per stored membership word in the off-heap map: the 32-bit cell above in the low half, and in the high
+     * half the memory tier (bits 33..32) and the holder's generation (bits 63..34) at the time of the store. A word
+     * whose generation is not the holder's current one belongs to a cleared holder: readers ignore it and the
+     * writer drops it when it next touches the block (O(1) clears, see {@link BlockIndex#clearRank}).
+     */
+    public static final int WORD_BYTES = 8;
+
+    /** Memory tiers the index distinguishes (from the event's {@code medium}). */
+    public static final int TIER_GPU = 0;
+    public static final int TIER_CPU = 1;
+    public static final int TIER_DISK = 2;
+    /** For removals without a medium: any tier of the holder (the fastest first). */
+    public static final int TIER_ANY = -1;
+    /** Generations are 30 bits; see {@link BlockIndex#clearRank} for what happens at the wrap. */
+    public static final int MAX_GENERATION = (1 << 30) - 1;
+
+    public static String tierName(int tier) {
+        return switch (tier) {
+            case TIER_GPU -> "GPU";
+            case TIER_CPU -> "CPU_TIER";
+            default -> "DISK";
+        };
+    }
+
+    static long word(int cell, int tier, int generation) {
+        return (cell & 0xFFFFFFFFL) | ((long) tier << 32) | ((long) generation << 34);
+    }
+
+    static int cellOf(long word) {
+        return (int) word;
+    }
+
+    static int tierOf(long word) {
+        return (int) (word >>> 32) & 3;
+    }
+
+    static int generationOf(long word) {
+        return (int) (word >>> 34);
+    }
 
     private Holders() {
     }

@@ -73,10 +73,12 @@ class BlockIndexTest {
             assertFalse(r.holds(0, 3));
             idx.removeEndpoint(1);
             assertEquals(0, idx.blocks(1));
+            idx.reclaimAll(); // clears are O(1): entries of cleared holders are reclaimed lazily
             assertEquals(250, idx.size());
             idx.clearRank(0, 1);
-            assertEquals(0, idx.size());
             assertEquals(0, idx.memberships());
+            idx.reclaimAll();
+            assertEquals(0, idx.size());
         }
     }
 
@@ -246,6 +248,7 @@ class BlockIndexTest {
                     model.values().removeIf(Map::isEmpty);
                 }
             }
+            idx.reclaimAll();
             assertEquals(model.size(), idx.size());
             long members = 0;
             for (int ep = 0; ep < 6; ep++) {
@@ -289,6 +292,84 @@ class BlockIndexTest {
                     got.put(Holders.holderOf(cells[i]), Holders.refOf(cells[i]));
                 }
                 assertEquals(en.getValue(), got, "key " + en.getKey());
+            }
+        }
+    }
+
+    @Test
+    void clearsAreO1AndDeadWordsAreReclaimedLazily() {
+        try (BlockIndex idx = new BlockIndex(1 << 18, 4)) {
+            BlockIndexReader r = idx.newReader();
+            for (long k = 0; k < 100_000; k++) {
+                idx.stored(1, 0, k); // a big inventory of someone else
+            }
+            for (long k = 0; k < 1_000; k++) {
+                idx.stored(2, 0, k);
+                idx.stored(2, 1, k + 500);
+            }
+            assertEquals(1_500, idx.blocks(2));
+            long visitsBefore = idx.entriesVisited();
+            assertEquals(500, idx.clearRank(2, 0), "blocks only rank 0 of endpoint 2 held");
+            assertEquals(1_000, idx.blocks(2), "rank 1 keeps its 1000 blocks");
+            assertEquals(0, idx.clearEntryVisits());
+            assertEquals(visitsBefore, idx.entriesVisited(), "a clear visits no entry");
+            assertFalse(r.holds(2, 10), "dead from the instant of the clear");
+            assertTrue(r.holds(2, 600));
+            assertTrue(r.holds(1, 10));
+            // 10^6 clears, each after one store: every clear is O(1), every store touches one entry.
+            for (int i = 0; i < 1_000_000; i++) {
+                idx.stored(3, 0, 7_000_000L + (i & 1023));
+                idx.clearRank(3, 0);
+            }
+            assertEquals(0, idx.blocks(3));
+            assertEquals(0, idx.clearEntryVisits(), "no clear walked the map");
+            assertEquals(visitsBefore + 1_000_000, idx.entriesVisited(), "one entry visit per store, none per clear");
+            assertTrue(idx.reclaimed() >= 1_000_000 - 1024, "dead words dropped by the next store to their block: "
+                + idx.reclaimed());
+            assertEquals(1_000_001, idx.clears());
+            // Clearing a holder that holds nothing spends no generation and keeps reader caches.
+            long epoch = idx.clearEpoch();
+            idx.clearRank(3, 0);
+            assertEquals(epoch, idx.clearEpoch());
+            idx.reclaimAll();
+            assertEquals(100_000, idx.size(), "the lazy sweep removed the 1024 entries only the cleared holder had");
+            assertEquals(idx.memberships(), idx.blocks(1) + idx.blocks(2));
+        }
+    }
+
+    @Test
+    void tiersAreRecordedPerMembershipAndRemovedPerTier() {
+        try (BlockIndex idx = new BlockIndex(4096, 4)) {
+            BlockIndexReader r = idx.newReader();
+            idx.stored(0, 0, 5L, Holders.TIER_CPU);
+            assertEquals(Holders.TIER_CPU, r.tier(0, 5L));
+            idx.stored(0, 0, 5L, Holders.TIER_GPU);
+            assertEquals(Holders.TIER_GPU, r.tier(0, 5L), "the fastest tier wins");
+            assertEquals(1, idx.blocks(0));
+            idx.removed(0, 0, 5L, Holders.TIER_GPU);
+            assertEquals(Holders.TIER_CPU, r.tier(0, 5L), "offloaded: still held, on the CPU tier");
+            assertEquals(1, idx.blocks(0));
+            int[] cells = new int[32];
+            assertEquals(1, r.holders(5L, cells));
+            assertEquals(1, Holders.refOf(cells[0]));
+            idx.removed(0, 0, 5L, Holders.TIER_DISK);
+            assertEquals(1, idx.unknownRemovals(), "not held on disk");
+            idx.removed(0, 0, 5L, Holders.TIER_ANY);
+            assertEquals(-1, r.tier(0, 5L));
+            assertEquals(0, idx.blocks(0));
+
+            long[] chain = chain(9, 16);
+            for (int i = 0; i < 16; i++) {
+                idx.stored(1, 0, chain[i], i < 10 ? Holders.TIER_GPU : Holders.TIER_DISK);
+                idx.stored(2, 0, chain[i], i < 6 ? Holders.TIER_GPU : Holders.TIER_CPU);
+            }
+            int[] out = new int[3];
+            int[] tiers = new int[3];
+            for (int pass = 0; pass < 2; pass++) { // the second pass is answered from the reader cache
+                r.longestPrefix(chain, 16, new int[] {1, 2, 3}, 3, out, tiers, null);
+                assertArrayEquals(new int[] {16, 16, 0}, out);
+                assertArrayEquals(new int[] {Holders.TIER_DISK, Holders.TIER_CPU, Holders.TIER_GPU}, tiers,
+                    "the tier of the last matched block");
             }
         }
     }

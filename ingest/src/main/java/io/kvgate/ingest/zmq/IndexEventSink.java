@@ -6,14 +6,18 @@ import io.kvgate.index.block.LearnedKeyMap;
 import io.kvgate.ingest.codec.BlockRemovedEvent;
 import io.kvgate.ingest.codec.BlockStoredEvent;
 import io.kvgate.ingest.codec.KvEventHandler;
+import io.kvgate.ingest.codec.Medium;
+import io.kvgate.index.block.Holders;
 
 /**
  * Applies decoded events to the {@link BlockIndex} for the (endpoint, rank) it is currently aimed at
  * ({@link #target}); one instance per ingest thread, re-aimed before each payload, so decoding and applying
  * allocate nothing.
  *
- * <p>Every medium (GPU, CPU, disk tiers) is indexed: a block offloaded to CPU is still a prefix hit, and the
- * per-holder reference count makes "stored on GPU, stored on CPU, removed from GPU" leave the block held.
+ * <p>Every medium is indexed, each in its memory tier ({@link #tierOf}): a block offloaded to CPU is still a prefix
+ * hit (weighed by {@code kv.tier_weights} at routing), and per-(holder, tier) reference counts make "stored on GPU,
+ * stored on CPU, removed from GPU" leave the block held on the CPU tier. A removal without a medium (older engines)
+ * removes from the fastest tier that holds the block.
  *
  * <p>Learned-key mode: blocks are keyed by {@link ChainedTokenHasher} over the event's own token cells, chained
  * from the own key of {@code parent_block_hash} (looked up in the {@link LearnedKeyMap}) or from the root when
@@ -61,13 +65,23 @@ final class IndexEventSink implements KvEventHandler {
         return clears;
     }
 
+    /** The index tier of an event's {@code medium}: GPU (also absent), CPU_TIER (CPU, CPU_PINNED), DISK (the rest). */
+    static int tierOf(int medium) {
+        return switch (medium) {
+            case Medium.NONE, Medium.GPU -> Holders.TIER_GPU;
+            case Medium.CPU, Medium.CPU_PINNED -> Holders.TIER_CPU;
+            default -> Holders.TIER_DISK; // STORAGE, DISK, EXTERNAL, and names this gateway does not know
+        };
+    }
+
     @Override
     public void onBlockStored(BlockStoredEvent e) {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
+        int tier = tierOf(e.medium());
         if (!learnedMode) {
             for (int i = 0; i < n; i++) {
-                index.stored(endpointId, rank, keys[i]);
+                index.stored(endpointId, rank, keys[i], tier);
             }
             blockOps += n;
             return;
@@ -91,7 +105,7 @@ final class IndexEventSink implements KvEventHandler {
             }
             long own = hasher.blockKey(parent, e.tokens(), from, cellInts);
             learned.put(keys[i], own);
-            index.stored(endpointId, rank, own);
+            index.stored(endpointId, rank, own, tier);
             blockOps++;
             parent = own;
         }
@@ -101,6 +115,7 @@ final class IndexEventSink implements KvEventHandler {
     public void onBlockRemoved(BlockRemovedEvent e) {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
+        int tier = e.medium() == Medium.NONE ? Holders.TIER_ANY : tierOf(e.medium());
         for (int i = 0; i < n; i++) {
             long key = keys[i];
             if (learnedMode) {
@@ -110,7 +125,7 @@ final class IndexEventSink implements KvEventHandler {
                     continue;
                 }
             }
-            index.removed(endpointId, rank, key);
+            index.removed(endpointId, rank, key, tier);
             blockOps++;
         }
     }

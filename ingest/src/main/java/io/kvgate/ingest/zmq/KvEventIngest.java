@@ -321,10 +321,14 @@ public final class KvEventIngest implements AutoCloseable {
             rebuildPoller();
         }
         if (itemKind.length == 0) {
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(pollTimeoutMs));
+            if (index.reclaimStep() == 0) {
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(pollTimeoutMs));
+            }
             return work;
         }
-        int ready = poller.poll(pollTimeoutMs);
+        // Idle: reclaim dead words of cleared holders (one segment) instead of waiting, and poll without waiting.
+        int reclaimed = work == 0 ? index.reclaimStep() : 0;
+        int ready = poller.poll(reclaimed > 0 ? 0 : pollTimeoutMs);
         if (ready > 0) {
             for (int i = 0; i < itemKind.length; i++) {
                 if (!poller.pollin(i)) {
@@ -732,6 +736,14 @@ public final class KvEventIngest implements AutoCloseable {
             s.add(RankSubscriber.C_DECODE_ERRORS, 1);
             clear(s);
         }
+    }
+
+    /** Tests: feeds one live message (seq, payload) to subscriber {@code s} as if its SUB had received it. */
+    void injectLive(RankSubscriber s, long seq, byte[] payload) {
+        System.arraycopy(payload, 0, frameBuf[0], 0, payload.length);
+        frameLen[0] = payload.length;
+        lastFrame = 0;
+        onLive(s, seq);
     }
 
     /**
