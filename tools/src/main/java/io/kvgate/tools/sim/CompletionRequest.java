@@ -119,7 +119,7 @@ final class CompletionRequest {
         }
         if (chat) {
             validateMessages(body);
-            validateTools(body);
+            validateTools(body, dialect);
         } else if (!body.has("prompt") || body.get("prompt").isNull()) {
             throw SimError.badRequest("Field required: prompt", "prompt");
         }
@@ -450,11 +450,15 @@ final class CompletionRequest {
         }
     }
 
-    private static void validateTools(ObjectNode body) {
+    private static void validateTools(ObjectNode body, Dialect dialect) {
         JsonNode tools = body.get("tools");
         JsonNode choice = body.get("tool_choice");
         boolean hasTools = tools != null && !tools.isNull();
         if (hasTools && (!tools.isArray() || tools.isEmpty())) {
+            if (dialect == Dialect.VLLM) {
+                // ChatCompletionRequest.check_tool_usage, a request-model validator (protocol.py L899-983)
+                throw requestValidation("`tools` must not be an empty array.", "tools");
+            }
             throw SimError.badRequest("tools: must be a non-empty list when present", "tools");
         }
         if (choice == null || choice.isNull()) {

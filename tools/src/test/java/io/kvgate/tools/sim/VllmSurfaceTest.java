@@ -123,7 +123,8 @@ class VllmSurfaceTest {
 
     @Test
     void toolValidation() throws Exception {
-        assertEquals(400, post(sim, "/v1/chat/completions", chat("m", "hi", "\"tools\":[]")).statusCode());
+        assertEquals("{\"error\":{\"message\":\"Value error, `tools` must not be an empty array.\",\"type\":\"Bad Request\","
+            + "\"param\":\"tools\",\"code\":400}}", post(sim, "/v1/chat/completions", chat("m", "hi", "\"tools\":[]")).body());
         assertEquals(400, post(sim, "/v1/chat/completions", chat("m", "hi", "\"tool_choice\":\"auto\"")).statusCode());
         String tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],";
         assertEquals(400, post(sim, "/v1/chat/completions", chat("m", "hi",
