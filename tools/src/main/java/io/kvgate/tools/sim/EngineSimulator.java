@@ -189,6 +189,14 @@ public final class EngineSimulator implements AutoCloseable {
         return onLoop(() -> caches.lastEventSeq(rank));
     }
 
+    /** Test instrumentation: every KV event batch payload the engine publishes, as (rank, msgpack payload). */
+    void tapKvBatches(java.util.function.BiConsumer<Integer, byte[]> tap) {
+        onLoop(() -> {
+            caches.tapBatches(tap);
+            return null;
+        });
+    }
+
     /** Live counters (thread-safe). */
     public SimStats stats() {
         return stats;

@@ -26,6 +26,17 @@ final class RankCaches implements AutoCloseable {
     private String storingSalt;
     private int storingLoraId;
     private String storingLoraName;
+    /**
+     * SGLang with a LoRA adapter: the radix tree keys blocks by (tokens, adapter), but the event hash ignores the
+     * adapter, so a cached block's published key differs from its cache key. Aligned with the keys being stored;
+     * null when they are the same.
+     */
+    private long[] storingEventKeys;
+    /** Per rank: cache key → published key, for the blocks whose two keys differ (SGLang LoRA blocks). */
+    private final java.util.List<java.util.HashMap<Long, Long>> publishedKeyOf;
+    private long[] removedScratch = new long[64];
+    /** Test tap: every published batch (rank, payload), or null. */
+    private java.util.function.BiConsumer<Integer, byte[]> batchTap;
 
     RankCaches(SimulatorConfig config, SimStats stats) {
         this.config = config;
@@ -37,10 +48,12 @@ final class RankCaches implements AutoCloseable {
         this.encoders = new KvEventEncoder[ranks];
         this.eventSeq = new long[ranks];
         boolean sglang = config.dialect == Dialect.SGLANG;
+        this.publishedKeyOf = new java.util.ArrayList<>(ranks);
         this.trtllmEvents = config.dialect == Dialect.TRTLLM
             ? new TrtllmKvEvents(config.kvEventBuffer(), config.contextLen, ranks, config.cacheBlocks) : null;
         for (int r = 0; r < ranks; r++) {
             final int rank = r;
+            publishedKeyOf.add(new java.util.HashMap<>());
             KvEventEncoder enc = new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
             encoders[r] = enc;
             caches[r] = new PrefixCache(config.cacheBlocks, new PrefixCache.Listener() {
@@ -52,8 +65,17 @@ final class RankCaches implements AutoCloseable {
                         trtllmEvents.stored(rank, keys, from, to, hasParent, parent, tokens, bs);
                         return;
                     }
-                    enc.blockStored(keys, from, to, hasParent, parent, tokens, bs, storingSalt, storingLoraId,
-                        storingLoraName);
+                    long[] published = keys;
+                    long publishedParent = parent;
+                    if (storingEventKeys != null) {
+                        for (int i = from; i < to; i++) {
+                            publishedKeyOf.get(rank).put(keys[i], storingEventKeys[i]);
+                        }
+                        published = storingEventKeys;
+                        publishedParent = from > 0 ? storingEventKeys[from - 1] : parent;
+                    }
+                    enc.blockStored(published, from, to, hasParent, publishedParent, tokens, bs, storingSalt,
+                        storingLoraId, storingLoraName);
                 }
 
                 @Override
@@ -63,7 +85,19 @@ final class RankCaches implements AutoCloseable {
                         trtllmEvents.removed(rank, keys, count);
                         return;
                     }
-                    enc.blockRemoved(keys, count);
+                    java.util.HashMap<Long, Long> map = publishedKeyOf.get(rank);
+                    if (map.isEmpty()) {
+                        enc.blockRemoved(keys, count);
+                        return;
+                    }
+                    if (removedScratch.length < count) {
+                        removedScratch = new long[count];
+                    }
+                    for (int i = 0; i < count; i++) {
+                        Long published = map.remove(keys[i]);
+                        removedScratch[i] = published != null ? published : keys[i];
+                    }
+                    enc.blockRemoved(removedScratch, count);
                 }
             });
         }
@@ -119,13 +153,19 @@ final class RankCaches implements AutoCloseable {
         String hashedLora = lora != null && config.dialect == Dialect.VLLM ? lora.name() : null;
         storingLoraId = lora != null ? lora.id() : 0;
         storingLoraName = hashedLora;
+        boolean separateRadix = lora != null && config.dialect == Dialect.SGLANG;
         int cached = 0;
         for (int[] prompt : g.req.prompts) {
             long[] keys = keyer.blockKeys(prompt, blockSize, storingSalt, hashedLora);
+            if (separateRadix) {
+                storingEventKeys = keys;
+                keys = radixKeys(keys, lora.id());
+            }
             PrefixCache.Lease lease = cache.acquire(keys, prompt, blockSize);
             g.leases.add(lease);
             cached += lease.cachedTokens;
         }
+        storingEventKeys = null;
         storingSalt = null;
         storingLoraId = 0;
         storingLoraName = null;
@@ -136,6 +176,22 @@ final class RankCaches implements AutoCloseable {
             stats.add("cached_tokens", cached);
         }
         flushEvents(g.rank);
+    }
+
+    /**
+     * SGLang keys its radix tree by (tokens, LoRA id), so an adapter's blocks never serve the base model or another
+     * adapter in the engine, while the events it publishes carry the adapter-blind page hash. The simulator's cache
+     * key mixes the adapter id into the page hash (splitmix64 finalizer); only the engine sees it.
+     */
+    private static long[] radixKeys(long[] pageHashes, int loraId) {
+        long[] out = new long[pageHashes.length];
+        for (int i = 0; i < out.length; i++) {
+            long z = pageHashes[i] ^ (0x9E3779B97F4A7C15L * loraId);
+            z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+            z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+            out[i] = z ^ (z >>> 31);
+        }
+        return out;
     }
 
     /** Gives the generation's blocks back to its rank's cache (they stay cached, now evictable). */
@@ -162,6 +218,9 @@ final class RankCaches implements AutoCloseable {
         for (PrefixCache c : caches) {
             c.clear();
         }
+        for (java.util.HashMap<Long, Long> m : publishedKeyOf) {
+            m.clear();
+        }
         announceCleared();
     }
 
@@ -169,6 +228,7 @@ final class RankCaches implements AutoCloseable {
     void restart() {
         for (int r = 0; r < caches.length; r++) {
             caches[r].clear();
+            publishedKeyOf.get(r).clear();
             eventSeq[r] = 0;
             if (publisher != null) {
                 publisher.reset(r);
@@ -194,9 +254,17 @@ final class RankCaches implements AutoCloseable {
         }
         byte[] payload = enc.finishBatch(System.currentTimeMillis() / 1000.0, rank);
         long seq = eventSeq[rank]++;
+        if (batchTap != null) {
+            batchTap.accept(rank, payload);
+        }
         if (publisher != null) {
             publisher.offer(rank, seq, payload);
         }
+    }
+
+    /** Test instrumentation: sees every published batch payload. Engine loop. */
+    void tapBatches(java.util.function.BiConsumer<Integer, byte[]> tap) {
+        this.batchTap = tap;
     }
 
     String describe() {

@@ -142,6 +142,60 @@ class LoraTest {
         }
     }
 
+    @Test
+    void sglangAdapterBlocksAreSeparateInTheEngineButPublishedUnderTheBaseHash() throws Exception {
+        List<long[]> storedKeys = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).lora("sql").blockSize(4)
+            .cacheBlocks(4))) {
+            sim.tapKvBatches((rank, payload) -> {
+                try {
+                    for (Value ev : MessagePack.newDefaultUnpacker(payload).unpackValue().asArrayValue().get(1)
+                        .asArrayValue()) {
+                        ArrayValue e = ev.asArrayValue();
+                        if (e.get(0).asStringValue().asString().equals("BlockStored")) {
+                            storedKeys.add(new long[] {e.get(1).asArrayValue().get(0).asIntegerValue().asLong()});
+                        } else if (e.get(0).asStringValue().asString().equals("BlockRemoved")) {
+                            storedKeys.add(new long[] {-1, e.get(1).asArrayValue().get(0).asIntegerValue().asLong()});
+                        }
+                    }
+                } catch (java.io.IOException ex) {
+                    throw new java.io.UncheckedIOException(ex);
+                }
+            });
+            String prompt = Arrays.toString(BlockKeyerTest.range(1, 9, 1)).replace(" ", "");
+            String base = "{\"model\":\"m\",\"prompt\":" + prompt + ",\"max_tokens\":1}";
+            String sql = "{\"model\":\"m:sql\",\"prompt\":" + prompt + ",\"max_tokens\":1}";
+            assertEquals(0, json(post(sim, "/v1/completions", sql)).at("/usage/prompt_tokens_details/cached_tokens").asInt());
+            assertEquals(8, json(post(sim, "/v1/completions", sql)).at("/usage/prompt_tokens_details/cached_tokens").asInt());
+            assertEquals(0, json(post(sim, "/v1/completions", base)).at("/usage/prompt_tokens_details/cached_tokens").asInt(),
+                "the adapter's radix subtree is separate: its pages do not serve the base model");
+            long[] pageHashes = BlockKeyer.forAlgo("sha256_sglang", "").blockKeys(BlockKeyerTest.range(1, 9, 1), 4, null);
+            // both copies were announced with the same (adapter-blind) page hashes: 2 pages each
+            List<Long> stored = new java.util.ArrayList<>();
+            for (long[] k : storedKeys) {
+                if (k.length == 1) {
+                    stored.add(k[0]);
+                }
+            }
+            assertEquals(List.of(pageHashes[0], pageHashes[1], pageHashes[0], pageHashes[1]), stored);
+            // a third prompt evicts the adapter's copy (least recently used, capacity 4): the removal names the
+            // published page hashes, not the engine's (tokens, adapter) keys
+            post(sim, "/v1/completions", "{\"model\":\"m\",\"prompt\":" + Arrays.toString(BlockKeyerTest.range(100, 108, 1))
+                .replace(" ", "") + ",\"max_tokens\":1}");
+            List<Long> removed = new java.util.ArrayList<>();
+            for (long[] k : storedKeys) {
+                if (k.length == 2) {
+                    removed.add(k[1]);
+                }
+            }
+            assertEquals(1, removed.size(), "one BlockRemoved event");
+            assertTrue(removed.get(0) == pageHashes[0] || removed.get(0) == pageHashes[1], "published, not internal: "
+                + removed);
+            assertEquals(8, json(post(sim, "/v1/completions", base)).at("/usage/prompt_tokens_details/cached_tokens")
+                .asInt(), "the base copy survived");
+        }
+    }
+
     private static String lastLora(EngineSimulator sim) {
         JsonNode recent = sim.stats().toJson().get("recent");
         return recent.get(recent.size() - 1).path("lora").asText(null);
