@@ -349,6 +349,54 @@ class KvIngestHostileSystemTest {
     }
 
     @Test
+    void bindModeWithCurveAdmitsOnlyPeersThatKnowTheServerKey() {
+        org.zeromq.ZMQ.Curve.KeyPair server = org.zeromq.ZMQ.Curve.generateKeyPair();
+        org.zeromq.ZMQ.Curve.KeyPair client = org.zeromq.ZMQ.Curve.generateKeyPair();
+        int port = TestPorts.free(1);
+        ingest = new KvEventIngest(index, NanoClock.SYSTEM);
+        ingest.addEndpoint(new KvEventSource(9, "tcp://127.0.0.1:" + port, 1, null, true, "kv", KeyMode.ENGINE, "r1",
+            List.of(), new KvEventSource.Curve(server.publicKey, server.publicKey, server.secretKey)));
+        pumpUntil("bound", () -> status(9).state().equals("connecting"));
+        try (org.zeromq.ZContext pctx = new org.zeromq.ZContext(1)) {
+            // A plain (NULL mechanism) publisher cannot complete the handshake: nothing it sends is indexed.
+            org.zeromq.ZMQ.Socket plain = pctx.createSocket(org.zeromq.SocketType.PUB);
+            plain.setLinger(0);
+            plain.connect("tcp://127.0.0.1:" + port);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+            while (System.nanoTime() - deadline < 0) {
+                plain.sendMore("kv");
+                plain.sendMore(TestEngine.be(0));
+                plain.send(batch(stored(91)));
+                ingest.doWork(1);
+            }
+            assertFalse(reader.holds(9, 91), "a peer without the server key delivers nothing");
+            plain.close();
+            // A CURVE client with the server's public key is admitted (through the ZAP handler) and delivers.
+            boolean delivered = false;
+            for (int attempt = 0; attempt < 5 && !delivered; attempt++) {
+                org.zeromq.ZMQ.Socket pub = pctx.createSocket(org.zeromq.SocketType.PUB);
+                pub.setLinger(0);
+                pub.setCurveServerKey(org.zeromq.ZMQ.Curve.z85Decode(server.publicKey));
+                pub.setCurvePublicKey(org.zeromq.ZMQ.Curve.z85Decode(client.publicKey));
+                pub.setCurveSecretKey(org.zeromq.ZMQ.Curve.z85Decode(client.secretKey));
+                pub.connect("tcp://127.0.0.1:" + port);
+                deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+                long seq = 0;
+                while (!delivered && System.nanoTime() - deadline < 0) {
+                    pub.sendMore("kv");
+                    pub.sendMore(TestEngine.be(seq++));
+                    pub.send(batch(stored(92)));
+                    ingest.doWork(1);
+                    delivered = reader.holds(9, 92);
+                }
+                pub.close(); // a stalled handshake (see subscribedPublisher): try a fresh socket
+            }
+            assertTrue(delivered, "the CURVE publisher's events are indexed: " + ingest.status());
+            assertTrue(ingest.zapAllowed() > 0, "CURVE peers pass through the ZAP handler too");
+        }
+    }
+
+    @Test
     void stopWaitsForTheIngestThreadAndReportsOneThatDoesNotStop() throws Exception {
         CountDownLatch resolving = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
