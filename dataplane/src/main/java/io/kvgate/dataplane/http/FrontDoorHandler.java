@@ -87,6 +87,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     /** The connection is being closed: every further inbound message is dropped. */
     private boolean closing;
     private ScheduledFuture<?> readDeadline;
+    private final Runnable onReadDeadline = this::onReadDeadline; // one per connection, not one per request
 
     // ---- the request being answered ----
     private ActiveExchange exchange;
@@ -225,7 +226,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void onBytesReceived() {
         if (!busy && !closing && readDeadline == null) {
-            readDeadline = ctx.executor().schedule(this::onReadDeadline, gw.config().limits().requestReadTimeoutMs(),
+            readDeadline = ctx.executor().schedule(onReadDeadline, gw.config().limits().requestReadTimeoutMs(),
                 TimeUnit.MILLISECONDS);
         }
     }

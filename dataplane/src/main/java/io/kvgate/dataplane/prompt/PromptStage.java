@@ -38,8 +38,11 @@ public final class PromptStage {
 
     /** The stage's verdict: the routing inputs, or the problem that refuses the request (then inputs is null). */
     public record Outcome(RoutingInputs inputs, Problem problem) {
+        /** Nothing to route on (plain rules without sessions): shared, no allocation per request. */
+        static final Outcome NONE = new Outcome(RoutingInputs.NONE, null);
+
         static Outcome of(RoutingInputs inputs) {
-            return new Outcome(inputs, null);
+            return inputs == RoutingInputs.NONE ? NONE : new Outcome(inputs, null);
         }
     }
 
