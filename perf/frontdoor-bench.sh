@@ -115,7 +115,7 @@ make_body() { # bytes file
 make_body 1024 "$RUN/body-1k.json"
 make_body 16384 "$RUN/body-16k.json"
 # Token-id prompts for the kv_exact / round-robin pair: exactly 1024 bytes, the same ids for both (the model names
-# have the same length). About 150 tokens: 9 full blocks of 16 are hashed and looked up per request.
+# have the same length). 136 token ids: 8 full blocks of 16 are hashed and looked up per request.
 make_token_body() { # model file
   local pre="{\"model\":\"$1\",\"prompt\":[" post='],"max_tokens":1}' ids="" i=100000
   while [ $(( ${#pre} + ${#ids} + 7 + ${#post} )) -le 1024 ]; do ids="${ids:+$ids,}$i"; i=$((i + 7919)); done
