@@ -73,7 +73,7 @@ class FrontDoorSystemTest {
     void l4_anUnauthorizedClientStillSendingItsBodyReadsIts401() throws Exception {
         try (Socket s = connect()) {
             OutputStream out = s.getOutputStream();
-            int length = 4 << 20;
+            int length = 1 << 20;
             out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
                 + length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
             byte[] chunk = new byte[64 << 10];
@@ -114,6 +114,8 @@ class FrontDoorSystemTest {
                     if (again.getInputStream().read() == 'H') {
                         break;
                     }
+                } catch (IOException stillOverTheLimit) {
+                    // closed on accept with our request unread: the kernel resets instead of a clean end of stream
                 }
                 assertTrue(System.nanoTime() < deadline, "the closed connection's slot was never returned");
                 Thread.sleep(10); // waits for the gateway's I/O thread to process a close on loopback (no clock to inject)
