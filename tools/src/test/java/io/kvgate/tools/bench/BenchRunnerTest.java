@@ -194,11 +194,14 @@ class BenchRunnerTest {
             BenchReport report = run(base(server.url()).closedLoop(4).duration(0.5).build());
             TargetReport t = report.first();
             assertEquals("closed-loop", t.mode);
-            assertTrue(t.ok > 20, "ok " + t.ok);
             assertEquals(0, t.errors);
             assertTrue(Double.isNaN(t.offeredRps));
+            // Saturation, seen by the server rather than counted against the clock (a CPU-starved run completed only
+            // 8 requests in the 0.5 s): exactly 4 connections, 4 requests outstanding at once and never more.
             assertEquals(4, server.connections.get());
-            // 4 connections x 5 ms service: at most ~800/s.
+            assertEquals(4, server.maxInFlight.get(), "most requests outstanding at once");
+            assertTrue(t.ok >= 4, "every connection's request completed: ok " + t.ok);
+            // 4 connections x 5 ms service: at most ~800/s however fast the machine is.
             assertTrue(t.achievedRps < 900, "achieved " + t.achievedRps);
             assertTrue(report.toJson().contains("\"offered_rps\" : null"));
         }

@@ -98,6 +98,9 @@ final class TestLlmServer implements AutoCloseable {
     private final Channel server;
     final AtomicInteger requests = new AtomicInteger();
     final AtomicInteger connections = new AtomicInteger();
+    /** Requests received and not yet answered, and the most there ever were at once. */
+    final AtomicInteger inFlight = new AtomicInteger();
+    final AtomicInteger maxInFlight = new AtomicInteger();
     final ConcurrentLinkedQueue<String> bodies = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<String> paths = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<String> headers = new ConcurrentLinkedQueue<>();
@@ -121,7 +124,8 @@ final class TestLlmServer implements AutoCloseable {
                                     paths.add(req.uri());
                                     headers.add(req.headers().toString());
                                 }
-                                respond(ctx, planForBody.apply(body));
+                                maxInFlight.accumulateAndGet(inFlight.incrementAndGet(), Math::max);
+                                respond(ctx, planForBody.apply(body), inFlight);
                             }
                         });
                 }
@@ -137,11 +141,12 @@ final class TestLlmServer implements AutoCloseable {
         return "http://127.0.0.1:" + port();
     }
 
-    private static void respond(ChannelHandlerContext ctx, Plan plan) {
+    private static void respond(ChannelHandlerContext ctx, Plan plan, AtomicInteger inFlight) {
         if (plan.mute()) {
             return;
         }
         Runnable write = () -> {
+            inFlight.decrementAndGet(); // answered (the head goes out now)
             if (plan.sseChunks() == null) {
                 DefaultFullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1,
                     HttpResponseStatus.valueOf(plan.status()), Unpooled.copiedBuffer(plan.body(), StandardCharsets.UTF_8));
