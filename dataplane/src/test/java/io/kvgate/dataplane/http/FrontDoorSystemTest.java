@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.Timeout;
  * still reach the client (lingering close, not a reset), and max_connections closes the connection over it.
  */
 @Timeout(30)
+@Tag("system")
 class FrontDoorSystemTest {
     private Gateway gw;
 
