@@ -34,7 +34,7 @@ public final class ConfigTree {
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
         "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "max_n", "max_prompt_tokens",
-        "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks",
+        "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks", "chwbl.prefix_chars",
         "session.ttl_ms", "session.max_entries",
         "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
 
@@ -150,6 +150,8 @@ public final class ConfigTree {
         }
         sm.put("ttl_ms", s.ttlMs());
         sm.put("max_entries", s.maxEntries());
+        sm.put("pin_slot", s.pinSlot());
+        sm.put("slots", s.slots());
         m.put("session", sm);
         RuleConfig.ChwblConfig ch = r.chwbl();
         Map<String, Object> cm = new LinkedHashMap<>();
@@ -157,6 +159,7 @@ public final class ConfigTree {
         cm.put("prefix_blocks", ch.prefixBlocks());
         cm.put("virtual_nodes", ch.virtualNodes());
         cm.put("load_factor", ch.loadFactor());
+        cm.put("prefix_chars", ch.prefixChars());
         m.put("chwbl", cm);
         RuleConfig.KvExactConfig k = r.kvExact();
         Map<String, Object> km = new LinkedHashMap<>();

@@ -35,13 +35,19 @@ public record RuleConfig(
     /** Default {@code max_prompt_tokens}: 1 Mi tokens, above any context length served today. */
     public static final int DEFAULT_MAX_PROMPT_TOKENS = 1 << 20;
 
-    public static final List<String> ENGINES = List.of("vllm", "sglang");
+    public static final List<String> ENGINES = List.of("vllm", "sglang", "trtllm", "llamacpp");
     public static final List<String> POLICIES =
         List.of("round_robin", "weighted", "least_outstanding", "session", "chwbl", "kv_exact", "pd");
     public static final List<String> FALLBACKS = List.of("round_robin", "weighted", "least_outstanding");
 
     /** Session affinity: which request attribute pins a conversation to an endpoint. */
-    public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {
+    public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot,
+                                int slots) {
+        /** The shape before {@code session.pin_slot} existed: no llama.cpp slot pinning. */
+        public SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {
+            this(key, header, cookie, ttlMs, maxEntries, false, DEFAULT_SESSION_SLOTS);
+        }
+
         public SessionKey keyKind() {
             return SessionKey.valueOf(key.toUpperCase(Locale.ROOT));
         }
@@ -52,7 +58,22 @@ public record RuleConfig(
     }
 
     /** Consistent hashing with bounded loads on a prompt-prefix key. */
-    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {}
+    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars) {
+        /** The shape before {@code chwbl.prefix_chars} existed: the default text prefix. */
+        public ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {
+            this(prefixTokens, prefixBlocks, virtualNodes, loadFactor, DEFAULT_PREFIX_CHARS);
+        }
+    }
+
+    /**
+     * Default {@code chwbl.prefix_chars}: without a tokenizer a {@code chwbl} rule keys on this many characters of
+     * the request text (chat message contents or the completions prompt, see {@code RequestFields#textPrefix}).
+     */
+    public static final int DEFAULT_PREFIX_CHARS = 1024;
+    /** The largest {@code chwbl.prefix_chars}: the body stage keeps at most this many characters per request. */
+    public static final int MAX_PREFIX_CHARS = 16_384;
+    /** Default {@code session.slots}: llama-server's default {@code --parallel} is 4 (one slot per parallel sequence). */
+    public static final int DEFAULT_SESSION_SLOTS = 4;
 
     /** Longest-cached-prefix routing knobs. */
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -100,7 +121,14 @@ public record RuleConfig(
     public static final long MAX_KV_CAPACITY_BLOCKS = 1_000_000_000L;
 
     /** Typed vocabularies: each constant's lower-case name is the configuration value. */
-    public enum Engine { VLLM, SGLANG }
+    public enum Engine {
+        VLLM, SGLANG, TRTLLM, LLAMACPP;
+
+        /** Whether the engine answers 503 on {@code /health} and on requests while its model loads (llama-server). */
+        public boolean answers503WhileLoading() {
+            return this == LLAMACPP;
+        }
+    }
 
     public enum Policy { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING, SESSION, CHWBL, KV_EXACT, PD }
 
@@ -139,6 +167,24 @@ public record RuleConfig(
         return "sglang".equals(engine) ? "sha256_sglang" : "sha256_cbor";
     }
 
+    /**
+     * The policies an engine cannot serve: llama.cpp publishes no KV events and has no prefill/decode split;
+     * TensorRT-LLM publishes KV events only through its draining HTTP endpoint, which the ingest agent does not poll
+     * yet (issue #15), so a {@code kv_exact} rule over it would route on an index that never fills.
+     */
+    private static void engineSupportsPolicy(ConfigNode n, String engine, String policy) {
+        if ("llamacpp".equals(engine) && ("kv_exact".equals(policy) || "pd".equals(policy))) {
+            n.problem("policy", policy, "engine 'llamacpp' cannot serve it: llama-server publishes no KV-cache events"
+                + ("pd".equals(policy) ? " and has no prefill/decode disaggregation" : " (kv_exact routes on them)")
+                + "; use round_robin, weighted, least_outstanding, session or chwbl");
+        }
+        if ("trtllm".equals(engine) && "kv_exact".equals(policy)) {
+            n.problem("policy", policy, "engine 'trtllm' is not supported yet: TensorRT-LLM publishes KV-cache events only"
+                + " through its draining HTTP endpoint (/kv_cache_events), which kvgate does not poll yet; use chwbl for"
+                + " prefix affinity");
+        }
+    }
+
     private static TierWeights tierWeights(ConfigNode t) {
         TierWeights d = TierWeights.DEFAULTS;
         TierWeights w = new TierWeights(t.doubleValue("GPU", d.gpu(), 0.0, 1.0), t.doubleValue("CPU_TIER", d.cpu(), 0.0, 1.0),
@@ -156,6 +202,7 @@ public record RuleConfig(
         String engine = n.oneOf("engine", "vllm", ENGINES);
         boolean sglang = "sglang".equals(engine);
         String policy = n.oneOf("policy", "round_robin", POLICIES);
+        engineSupportsPolicy(n, engine, policy);
         String fallback = n.oneOf("fallback", "least_outstanding", FALLBACKS);
         List<EndpointConfig> endpoints = new ArrayList<>();
         for (ConfigNode e : n.children("endpoints")) {
@@ -191,7 +238,16 @@ public record RuleConfig(
         SessionConfig session = new SessionConfig(
             s.oneOf("key", "user", List.of("user", "conversation", "header", "cookie")),
             s.string("header", null), s.string("cookie", null),
-            s.longValue("ttl_ms", 600_000, 1, 86_400_000L), s.intValue("max_entries", 100_000, 1, 10_000_000));
+            s.longValue("ttl_ms", 600_000, 1, 86_400_000L), s.intValue("max_entries", 100_000, 1, 10_000_000),
+            s.bool("pin_slot", false), s.intValue("slots", DEFAULT_SESSION_SLOTS, 1, 4096));
+        if (session.pinSlot() && !"llamacpp".equals(engine)) {
+            s.problem("pin_slot", true, "pins a llama.cpp slot (id_slot): only valid with engine 'llamacpp' (this rule's engine is '"
+                + engine + "')");
+        }
+        if (session.pinSlot() && !"session".equals(policy)) {
+            s.problem("pin_slot", true, "pins the slot of a session-affine request: only valid under policy 'session' (this rule's policy is '"
+                + policy + "')");
+        }
         if ("header".equals(session.key()) && session.header() == null) {
             s.problems().add(s.where("header") + ": is required when session.key is 'header'");
         }
@@ -202,7 +258,8 @@ public record RuleConfig(
 
         ConfigNode c = n.child("chwbl");
         ChwblConfig chwbl = new ChwblConfig(c.intValue("prefix_tokens", 0, 0, 1 << 20), c.intValue("prefix_blocks", 4, 0, 1 << 16),
-            c.intValue("virtual_nodes", 128, 1, 4096), c.doubleValue("load_factor", 0.25, 0.0, 10.0));
+            c.intValue("virtual_nodes", 128, 1, 4096), c.doubleValue("load_factor", 0.25, 0.0, 10.0),
+            c.intValue("prefix_chars", DEFAULT_PREFIX_CHARS, 1, MAX_PREFIX_CHARS));
         c.finish();
 
         ConfigNode k = n.child("kv");
@@ -239,6 +296,13 @@ public record RuleConfig(
             }
         } else if (prefills + decodes > 0) {
             n.problems().add(n.where("endpoints") + ": role is only valid under policy 'pd' (this rule's policy is '" + policy + "')");
+        }
+        for (EndpointConfig e : endpoints) {
+            if (e.kvEvents() != null && ("llamacpp".equals(engine) || "trtllm".equals(engine))) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " is only valid"
+                    + " for engines that publish KV events over ZeroMQ (vllm, sglang); engine '" + engine + "' "
+                    + ("llamacpp".equals(engine) ? "publishes none" : "publishes through a draining HTTP endpoint kvgate does not poll yet"));
+            }
         }
         for (EndpointConfig e : endpoints) {
             if (e.bootstrapPort() > 0 && !(sglang && "pd".equals(policy) && "prefill".equals(e.role()))) {

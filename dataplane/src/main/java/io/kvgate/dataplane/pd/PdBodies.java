@@ -62,6 +62,41 @@ final class PdBodies {
     }
 
     /**
+     * TensorRT-LLM context leg: the client's request with {@code stream:false}, {@code max_tokens:1} (and
+     * {@code max_completion_tokens:1} if present), without {@code stream_options}/{@code min_tokens}, plus
+     * {@code disaggregated_params: {"request_type": "context_only"}}.
+     */
+    static ByteBuf trtllmContext(ObjectNode client, ByteBufAllocator alloc) {
+        ObjectNode p = client.deepCopy();
+        p.put("stream", false);
+        p.put("max_tokens", 1);
+        if (p.has("max_completion_tokens")) {
+            p.put("max_completion_tokens", 1);
+        }
+        p.remove("stream_options");
+        p.remove("min_tokens");
+        p.putObject("disaggregated_params").put("request_type", "context_only");
+        return write(p, alloc);
+    }
+
+    /**
+     * TensorRT-LLM generation leg: the client's original request plus the context answer's
+     * {@code disaggregated_params} (every member kept verbatim) with {@code request_type: "generation_only"}; with
+     * none ({@code contextParams} null) the original request.
+     */
+    static ByteBuf trtllmGeneration(ObjectNode client, JsonNode contextParams, ByteBufAllocator alloc) {
+        ObjectNode d = client.deepCopy();
+        if (contextParams != null) {
+            ObjectNode params = ((ObjectNode) contextParams).deepCopy();
+            params.put("request_type", "generation_only");
+            d.set("disaggregated_params", params);
+        } else {
+            d.remove("disaggregated_params");
+        }
+        return write(d, alloc);
+    }
+
+    /**
      * SGLang (both legs get the same body): the client's request plus {@code bootstrap_host/port/room}, arrays of
      * length {@code sequences} when it asks for more than one sequence.
      */

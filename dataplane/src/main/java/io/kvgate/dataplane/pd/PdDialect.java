@@ -1,13 +1,20 @@
 package io.kvgate.dataplane.pd;
 
+import io.kvgate.control.config.RuleConfig;
+
 /**
  * What differs between the P/D dialects ({@code ../shared/docs/engine-contracts.md} §4); {@link PdExchange} owns
  * everything they share (routing, the two legs, failures, the client's answer). Stateless; event-loop only.
  */
-sealed interface PdDialect permits VllmDialect, SglangDialect {
-    /** The dialect of a rule's engine. */
-    static PdDialect of(boolean sglang) {
-        return sglang ? SglangDialect.INSTANCE : VllmDialect.INSTANCE;
+sealed interface PdDialect permits VllmDialect, SglangDialect, TrtllmDialect {
+    /** The dialect of a rule's engine (configuration refuses {@code pd} on engines without one: llama.cpp). */
+    static PdDialect of(RuleConfig.Engine engine) {
+        return switch (engine) {
+            case SGLANG -> SglangDialect.INSTANCE;
+            case TRTLLM -> TrtllmDialect.INSTANCE;
+            case VLLM -> VllmDialect.INSTANCE;
+            case LLAMACPP -> throw new IllegalArgumentException("llama.cpp has no prefill/decode disaggregation");
+        };
     }
 
     /**

@@ -56,7 +56,11 @@ import java.util.List;
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
  *
- * <p>What differs between the dialects lives in {@link VllmDialect} and {@link SglangDialect} (the bodies in
+ * <p><b>TensorRT-LLM (sequential):</b> like vLLM, with {@code disaggregated_params}: the context leg carries
+ * {@code {"request_type":"context_only"}}, its answer's {@code choices[0].disaggregated_params} go into the
+ * generation leg with {@code request_type:"generation_only"}, and the client never sees them.
+ *
+ * <p>What differs between the dialects lives in {@link VllmDialect}, {@link TrtllmDialect} and {@link SglangDialect} (the bodies in
  * {@link PdBodies}); this class is the orchestrator they share. Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
  * the leg owns whatever it buffers, so a cancelled prefill frees it) and a {@link PlainExchange} in decode-leg mode,
  * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
@@ -117,7 +121,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.requestId = requestId;
         this.explain = explain;
         this.startNs = startNs;
-        this.dialect = PdDialect.of(rule.config().isSglang());
+        this.dialect = PdDialect.of(rule.config().engineKind());
     }
 
     public void start() {

@@ -41,17 +41,24 @@ public final class EngineErrors {
     }
 
     /**
-     * A P/D decode leg's JSON answer without {@code kv_transfer_params}: that object names internal hosts and ports
-     * and must never reach a client. Bodies without it are returned unchanged (no re-serialization).
+     * A P/D decode leg's JSON answer without the engines' transfer objects: vLLM's top-level {@code kv_transfer_params}
+     * and TensorRT-LLM's {@code disaggregated_params} (top level or per choice). They name internal hosts, ports and
+     * opaque KV state and must never reach a client. Bodies without them are returned unchanged (no re-serialization).
      */
     public static String withoutKvTransferParams(String body) {
-        if (!body.contains("\"kv_transfer_params\"")) {
+        if (!body.contains("\"kv_transfer_params\"") && !body.contains("\"disaggregated_params\"")) {
             return body;
         }
         try {
             JsonNode n = JSON.readTree(body);
             if (n instanceof ObjectNode o) {
                 o.remove("kv_transfer_params");
+                o.remove("disaggregated_params");
+                for (JsonNode choice : o.path("choices")) {
+                    if (choice instanceof ObjectNode c) {
+                        c.remove("disaggregated_params");
+                    }
+                }
                 return JSON.writeValueAsString(o);
             }
         } catch (Exception ignored) {

@@ -4,7 +4,8 @@ import io.netty.buffer.ByteBuf;
 
 /**
  * Removes the client's engine-internal members ({@link RequestFields#ENGINE_INTERNAL_FIELDS}: vLLM
- * {@code kv_transfer_params}, SGLang {@code bootstrap_host/port/room}) from a request body, in place, on every rule:
+ * {@code kv_transfer_params}, SGLang {@code bootstrap_host/port/room}, TensorRT-LLM {@code disaggregated_params})
+ * from a request body, in place, on every rule:
  * engines with a KV connector would otherwise pull KV from (or push it to) a host and blocks the client chose. P/D
  * sets its own values afterwards. The body is compacted by moving bytes left within its own buffer: no copy of the
  * body, no allocation. Stateless.

@@ -7,7 +7,8 @@ package io.kvgate.dataplane.request;
  */
 public final class RequestFields {
     /** Top-level fields only engines may set (P/D sets its own): a client's copy is removed before forwarding. */
-    public static final String[] ENGINE_INTERNAL_FIELDS = {"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"};
+    public static final String[] ENGINE_INTERNAL_FIELDS =
+        {"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "disaggregated_params"};
 
     public String model;
     public boolean modelNotString;

@@ -146,7 +146,7 @@ class BodyStageTest {
 
     private static String withoutInternal(String body) throws Exception {
         ObjectNode o = (ObjectNode) JSON.readTree(body);
-        o.remove(java.util.List.of("kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"));
+        o.remove(java.util.List.of("kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "disaggregated_params"));
         return o.toString();
     }
 
@@ -157,7 +157,9 @@ class BodyStageTest {
         "{\"model\":\"m\",\"messages\":[],\"kv_transfer_params\":{\"remote_port\":5600}}",
         "{\"model\":\"m\",\"messages\":[] , \"bootstrap_host\" : \"evil\" ,\n \"bootstrap_port\":1, \"bootstrap_room\":[1,2] }",
         "{\"bootstrap_room\":7,\"model\":\"m\",\"bootstrap_host\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"kv_transfer_params\"}],\"kv_transfer_params\":null}",
-        "{\"model\":\"m\",\"messages\":[{\"kv_transfer_params\":{}}],\"user\":\"u\"}"})
+        "{\"model\":\"m\",\"messages\":[{\"kv_transfer_params\":{}}],\"user\":\"u\"}",
+        "{\"model\":\"m\",\"disaggregated_params\":{\"request_type\":\"generation_only\",\"ctx_request_id\":9},\"messages\":[]}",
+        "{\"model\":\"m\",\"messages\":[],\"disaggregated_params\":{\"request_type\":\"context_only\"}}"})
     void m8_clientEngineFieldsAreRemovedAtEverySplit(String body) throws Exception {
         String expected = withoutInternal(body);
         byte[] req = post("/v1/chat/completions", body).getBytes(StandardCharsets.UTF_8);

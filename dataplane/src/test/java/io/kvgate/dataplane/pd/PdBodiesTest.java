@@ -86,4 +86,48 @@ class PdBodiesTest {
         assertEquals(Integer.MAX_VALUE, PdBodies.sequences(tree("{\"messages\":[],\"n\":2147483647}")),
             "counted, not built: the exchange refuses it against max_n");
     }
+
+    @Test
+    void trtllmContextIsContextOnlyForOneUnstreamedToken() throws Exception {
+        ObjectNode client = tree("{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"max_completion_tokens\":60,"
+            + "\"stream_options\":{\"include_usage\":true},\"min_tokens\":3,\"messages\":[]}");
+        String before = client.toString();
+        JsonNode p = read(PdBodies.trtllmContext(client, ALLOC));
+        assertFalse(p.get("stream").asBoolean());
+        assertEquals(1, p.get("max_tokens").asInt());
+        assertEquals(1, p.get("max_completion_tokens").asInt());
+        assertFalse(p.has("stream_options") || p.has("min_tokens") || p.has("kv_transfer_params"));
+        assertEquals("{\"request_type\":\"context_only\"}", p.get("disaggregated_params").toString());
+        assertEquals(before, client.toString(), "the client's tree is not modified");
+    }
+
+    @Test
+    void trtllmGenerationCarriesTheContextParamsAsGenerationOnly() throws Exception {
+        ObjectNode client = tree("{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"messages\":[]}");
+        JsonNode params = JSON.readTree("{\"request_type\":\"context_only\",\"first_gen_tokens\":[7],\"ctx_request_id\":3,"
+            + "\"encoded_opaque_state\":\"b3BhcXVl\",\"draft_tokens\":null}");
+        String paramsBefore = params.toString();
+        JsonNode d = read(PdBodies.trtllmGeneration(client, params, ALLOC));
+        assertEquals(50, d.get("max_tokens").asInt());
+        assertTrue(d.get("stream").asBoolean());
+        JsonNode dp = d.get("disaggregated_params");
+        assertEquals("generation_only", dp.get("request_type").asText());
+        assertEquals(3, dp.get("ctx_request_id").asInt());
+        assertEquals("b3BhcXVl", dp.get("encoded_opaque_state").asText());
+        assertEquals("[7]", dp.get("first_gen_tokens").toString());
+        assertTrue(dp.has("draft_tokens"), "every member of the context's params is kept");
+        assertEquals(paramsBefore, params.toString(), "the context answer's tree is not modified");
+        assertFalse(read(PdBodies.trtllmGeneration(client, null, ALLOC)).has("disaggregated_params"),
+            "no params: the original request (the generation server computes the prompt)");
+    }
+
+    @Test
+    void decodeAnswersLoseTheTransferObjectsOfEveryDialect() throws Exception {
+        String trt = "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\",\"disaggregated_params\":{\"ctx_request_id\":1}}],"
+            + "\"disaggregated_params\":{\"encoded_opaque_state\":\"s\"},\"kv_transfer_params\":{\"remote_host\":\"10.0.0.1\"}}";
+        JsonNode out = JSON.readTree(io.kvgate.dataplane.proxy.EngineErrors.withoutKvTransferParams(trt));
+        assertEquals("{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\"}]}", out.toString());
+        String clean = "{\"id\":\"y\",  \"choices\":[]}";
+        assertTrue(clean == io.kvgate.dataplane.proxy.EngineErrors.withoutKvTransferParams(clean), "untouched without them");
+    }
 }
