@@ -56,8 +56,11 @@ public final class PromptStage {
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
-            metrics.shed("kv_no_tokenizer_text_prompt");
-            return Outcome.of(new RoutingInputs(null, null, session));
+            long textKey = textPrefixKey(rc, fields, chat);
+            if (textKey == RoutingInputs.NO_TEXT_KEY) {
+                metrics.shed("kv_no_tokenizer_text_prompt");
+            }
+            return Outcome.of(new RoutingInputs(null, null, session, textKey));
         }
         long t0 = clock.nanoTime();
         JsonNode tree;
@@ -91,6 +94,18 @@ public final class PromptStage {
                 "more than " + maxTokens + " tokens", rule.name(), maxTokens));
         }
         return Outcome.of(new RoutingInputs(routingPrefix(tokens, rc.blockSize()), salt, session));
+    }
+
+    /**
+     * A {@code chwbl} rule without a tokenizer keys on the request text's first {@code chwbl.prefix_chars}
+     * characters, as the body stage captured them (chat: message contents; completions: the prompt): no second parse.
+     * {@link RoutingInputs#NO_TEXT_KEY} for other policies and for requests without text (the fallback routes them).
+     */
+    static long textPrefixKey(RuleConfig rc, RequestFields fields, boolean chat) {
+        if (rc.policyKind() != RuleConfig.Policy.CHWBL || fields.textPrefixFromMessages != chat) {
+            return RoutingInputs.NO_TEXT_KEY;
+        }
+        return RoutingInputs.textPrefixKey(fields.textPrefix, rc.chwbl().prefixChars());
     }
 
     /** The tokens the routing stage can use: lookups read at most the index's prompt depth, so nothing past it. */

@@ -15,6 +15,7 @@ import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
+import io.kvgate.control.config.RuleConfig;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.HttpContent;
@@ -139,6 +140,18 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         return this;
     }
 
+    /**
+     * The body for one attempt (the leg takes over the reference): the client's, or, on a llama.cpp session rule with
+     * {@code session.pin_slot}, the client's plus the session's slot ({@link SlotPin}).
+     */
+    private ByteBuf legBody() {
+        RuleConfig.SessionConfig s = rule.config().session();
+        if (s.pinSlot() && inputs.sessionKey() != null && rule.config().policyKind() == RuleConfig.Policy.SESSION) {
+            return SlotPin.withIdSlot(body, SlotPin.slotOf(inputs.sessionKey(), s.slots()), ctx.alloc());
+        }
+        return body.retain();
+    }
+
     /** What KV-aware and affinity policies route on (computed by the I/O thread before the ring). */
     public PlainExchange withInputs(RoutingInputs in) {
         this.inputs = in;
@@ -169,6 +182,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     @Override
     public long sessionKeyHash() {
         return SessionKeys.hash(inputs.sessionKey());
+    }
+
+    @Override
+    public long textPrefixKey() {
+        return inputs.textPrefixKey();
     }
 
     @Override
@@ -247,9 +265,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             phase = Phase.UPSTREAM;
             var limits = gw.config().limits();
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(),
-                request.method(), request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), body.retain(),
+                request.method(), request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
-                this);
+                this).answers503WhileLoading(rule.config().engineKind().answers503WhileLoading());
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
             leg.start();
         } catch (Throwable t) {

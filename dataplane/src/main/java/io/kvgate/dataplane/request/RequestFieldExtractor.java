@@ -36,6 +36,9 @@ public final class RequestFieldExtractor {
     private boolean promptHasInts;
     /** Ints in the token-id list of a batch being read ({@code "prompt":[[1,2],[3]]}). */
     private int subListInts;
+    /** Member name inside the chat message being read (depth 3) and inside one of its content parts (depth 5). */
+    private String messageField;
+    private String partField;
 
     public RequestFieldExtractor(RequestFields fields) {
         try {
@@ -138,6 +141,11 @@ public final class RequestFieldExtractor {
                     } else if (depth == 2 && "prompt".equals(topField) && promptArray) {
                         fields.promptTokenIdsMax = Math.max(fields.promptTokenIdsMax, subListInts);
                         subListInts = 0;
+                    } else if (depth == 2 && "messages".equals(topField) && t == JsonToken.END_OBJECT) {
+                        fields.appendText(RequestFields.MESSAGE_END);
+                        messageField = null;
+                    } else if (depth == 4 && "messages".equals(topField)) {
+                        partField = null; // a content part ended
                     }
                     if (depth == 0) {
                         done = true;
@@ -152,6 +160,10 @@ public final class RequestFieldExtractor {
                         if (RequestFields.isEngineInternal(topField)) {
                             internalMemberStart = parser.currentTokenLocation().getByteOffset();
                         }
+                    } else if (depth == 3 && "messages".equals(topField)) {
+                        messageField = parser.currentName();
+                    } else if (depth == 5 && "messages".equals(topField)) {
+                        partField = parser.currentName();
                     }
                 }
                 default -> {
@@ -159,16 +171,26 @@ public final class RequestFieldExtractor {
                         onTopLevelScalar(t);
                     } else if (depth == 2 && "prompt".equals(topField)) {
                         promptElements++;
+                        if (t == JsonToken.VALUE_STRING && promptElements == 1) {
+                            appendCurrentText(); // a batch keys on its first prompt, as the tokenizer path does
+                        }
                         if (t == JsonToken.VALUE_NUMBER_INT) {
                             fields.promptIsTokenIds = true;
                             promptHasInts = true;
                         }
                     } else if (depth == 3 && "prompt".equals(topField) && t == JsonToken.VALUE_NUMBER_INT) {
                         subListInts++;
+                    } else if (t == JsonToken.VALUE_STRING && "messages".equals(topField)
+                        && "content".equals(messageField) && (depth == 3 || (depth == 5 && "text".equals(partField)))) {
+                        appendCurrentText();
                     }
                 }
             }
         }
+    }
+
+    private void appendCurrentText() throws IOException {
+        fields.appendText(parser.getTextCharacters(), parser.getTextOffset(), parser.getTextLength());
     }
 
     /** Records the range of the engine-internal member that ends where the current top-level token starts. */
@@ -187,8 +209,14 @@ public final class RequestFieldExtractor {
             case "messages" -> {
                 fields.hasMessages = true;
                 fields.messagesNotArray = t != JsonToken.START_ARRAY;
+                fields.textPrefix.setLength(0); // the last "messages" wins
+                fields.textPrefixFromMessages = true;
+                messageField = null;
+                partField = null;
             }
             case "prompt" -> {
+                fields.textPrefix.setLength(0);
+                fields.textPrefixFromMessages = false;
                 fields.hasPrompt = true;
                 fields.promptIsTokenIds = false;
                 fields.promptCount = 1;
@@ -251,12 +279,19 @@ public final class RequestFieldExtractor {
             case "stream" -> fields.stream = t == JsonToken.VALUE_TRUE;
             case "user" -> fields.user = t == JsonToken.VALUE_STRING ? parser.getText() : null;
             case "prompt" -> {
+                fields.textPrefix.setLength(0);
+                fields.textPrefixFromMessages = false;
+                if (t == JsonToken.VALUE_STRING) {
+                    appendCurrentText();
+                }
                 fields.hasPrompt = t != JsonToken.VALUE_NULL;
                 fields.promptIsTokenIds = false;
                 fields.promptCount = fields.hasPrompt ? 1 : 0;
                 fields.promptTokenIdsMax = 0;
             }
             case "messages" -> {
+                fields.textPrefix.setLength(0);
+                fields.textPrefixFromMessages = true;
                 fields.hasMessages = t != JsonToken.VALUE_NULL;
                 fields.messagesNotArray = fields.hasMessages;
             }

@@ -37,6 +37,19 @@ public final class RequestFields {
     public int engineFieldRangeCount;
     /** Offset of the body's closing brace (valid once the body parsed). */
     public int objectEnd = -1;
+    /** The most characters of request text the body stage keeps ({@code chwbl.prefix_chars} is bounded by it). */
+    public static final int MAX_TEXT_PREFIX_CHARS = io.kvgate.control.config.RuleConfig.MAX_PREFIX_CHARS;
+    /** Ends each chat message's text in {@link #textPrefix}: "ab" + "c" and "a" + "bc" are different conversations. */
+    public static final char MESSAGE_END = '\u001e';
+    /**
+     * The first {@link #MAX_TEXT_PREFIX_CHARS} characters of the request's text in one canonical form, captured while
+     * the body streams in (no second parse): for chat, each message's {@code content} (a string, or the {@code text}
+     * of its parts, in order) followed by {@link #MESSAGE_END}; for completions, the prompt string (the first one of
+     * a batch). What {@code chwbl} keys on when the rule has no tokenizer. Reused per connection.
+     */
+    public final StringBuilder textPrefix = new StringBuilder();
+    /** {@link #textPrefix} came from {@code messages} (chat), not from {@code prompt}. */
+    public boolean textPrefixFromMessages;
 
     public void reset() {
         model = null;
@@ -55,6 +68,22 @@ public final class RequestFields {
         hasKvTransferParams = false;
         engineFieldRangeCount = 0;
         objectEnd = -1;
+        textPrefix.setLength(0);
+        textPrefixFromMessages = false;
+    }
+
+    /** Appends request text to {@link #textPrefix} up to its bound (the rest is not needed to key on a prefix). */
+    void appendText(char[] chars, int offset, int length) {
+        int room = MAX_TEXT_PREFIX_CHARS - textPrefix.length();
+        if (room > 0) {
+            textPrefix.append(chars, offset, Math.min(room, length));
+        }
+    }
+
+    void appendText(char c) {
+        if (textPrefix.length() < MAX_TEXT_PREFIX_CHARS) {
+            textPrefix.append(c);
+        }
     }
 
     void addEngineFieldRange(int start, int end) {

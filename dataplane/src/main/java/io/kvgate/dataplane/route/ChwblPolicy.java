@@ -9,7 +9,9 @@ import java.util.Arrays;
  * Consistent hashing with bounded loads on a prompt-prefix key: a prompt family (same system prompt, same few-shot
  * block) lands on the same engine, so its prefix stays warm there, without any KV events. Each endpoint owns
  * {@code virtual_nodes × weight} points on a 64-bit ring; the key is the hash of the first {@code prefix_tokens}
- * tokens (or {@code prefix_blocks} blocks) of the rendered or token-id prompt. The owner takes the request unless it
+ * tokens (or {@code prefix_blocks} blocks) of the rendered or token-id prompt, or, when the rule has no tokenizer and
+ * the prompt is text, the hash of its first {@code prefix_chars} characters (computed by the prompt stage from the
+ * text the body stage captured). The owner takes the request unless it
  * is over the bound {@code (1+ε)·mean load}; then the walk goes clockwise to the next endpoint under it — the bound is
  * always applied, also for hot keys.
  *
@@ -79,7 +81,9 @@ final class ChwblPolicy implements RoutingPolicy {
     @Override
     public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         int[] tokens = r.promptTokens();
-        if (tokens == null || tokens.length == 0) {
+        boolean hasTokens = tokens != null && tokens.length > 0;
+        long textKey = r.textPrefixKey();
+        if (!hasTokens && textKey == 0L) {
             stats.miss(MissReason.NO_TOKENS);
             stats.tier(Tier.FALLBACK);
             EndpointState ep = fallback.choose(c, r, nowNs, why);
@@ -100,7 +104,7 @@ final class ChwblPolicy implements RoutingPolicy {
             return null;
         }
         double bound = Math.ceil((1.0 + knobs.loadFactor()) * (load + 1) / eligible);
-        long key = keyOf(tokens);
+        long key = hasTokens ? keyOf(tokens) : mix(textKey ^ 0x6A09E667F3BCC909L);
         int start = search(key);
         EndpointState owner = c[owners[start]];
         for (int step = 0; step < points.length; step++) {
@@ -108,7 +112,7 @@ final class ChwblPolicy implements RoutingPolicy {
             if (RoutingPolicy.eligible(e, r, nowNs) && e.outstanding() + 1 <= bound) {
                 stats.tier(e == owner ? Tier.CHWBL_OWNER : Tier.CHWBL_WALK);
                 if (r.explain()) {
-                    why.append("tier=chwbl; key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
+                    why.append(hasTokens ? "tier=chwbl; key=" : "tier=chwbl(text_prefix); key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
                         .append(e == owner ? "" : " (over bound or unavailable: walked clockwise)").append("; bound=")
                         .append((long) bound).append("; load=").append(e.outstanding());
                 }

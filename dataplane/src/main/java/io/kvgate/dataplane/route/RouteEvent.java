@@ -26,6 +26,8 @@ public final class RouteEvent {
     String cacheSalt;
     String lora;
     long sessionKeyHash;
+    /** chwbl without a tokenizer: the hash of the request text's prefix, 0 when none. */
+    long textPrefixKey;
     boolean explain;
     boolean dryRun;
     final int[] triedIds = new int[MAX_TRIED];
@@ -42,6 +44,7 @@ public final class RouteEvent {
         cacheSalt = r.cacheSalt();
         lora = r.lora();
         sessionKeyHash = r.sessionKeyHash();
+        textPrefixKey = r.textPrefixKey();
         explain = r.explain();
         dryRun = r.dryRun();
         int n = Math.min(r.triedCount(), MAX_TRIED);
@@ -103,6 +106,17 @@ public final class RouteEvent {
 
     public String lora() {
         return lora;
+    }
+
+    /** The request text's prefix key (chwbl without a tokenizer), 0 when none. */
+    public long textPrefixKey() {
+        return textPrefixKey;
+    }
+
+    /** Sets the text-prefix key (tests and benchmarks reusing one event). */
+    public RouteEvent textPrefixKey(long key) {
+        this.textPrefixKey = key;
+        return this;
     }
 
     /** {@link SessionKeys#NONE} when the request has no session key. */

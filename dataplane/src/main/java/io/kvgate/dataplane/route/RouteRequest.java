@@ -34,6 +34,11 @@ public interface RouteRequest {
     }
 
     /** The session affinity key as {@link SessionKeys#hash}, or {@link SessionKeys#NONE}. */
+    default long textPrefixKey() {
+        return 0L; // RoutingInputs.NO_TEXT_KEY
+    }
+
+    /** {@link SessionKeys#NONE} when the request has no session key. */
     default long sessionKeyHash() {
         return SessionKeys.NONE;
     }

@@ -29,7 +29,10 @@ import java.util.function.Supplier;
 /**
  * Active HTTP probes: every interval, GET the health path of every endpoint of the current rule set; after
  * {@code unhealthy_threshold} consecutive failures (or {@code healthy_threshold} successes) the verdict is sent to
- * the routing stage, which owns health. Runs entirely on one event loop (its own state needs no locks).
+ * the routing stage, which owns health. An engine that answers 503 while its model loads (llama-server) is not
+ * ready on that answer at once, without counting it as a failure: loading is a state the engine states, not a fault
+ * to confirm, and the successes after it bring the endpoint in as after any outage. Runs entirely on one event loop
+ * (its own state needs no locks).
  */
 public final class HealthChecker implements AutoCloseable {
     private final EventLoop loop;
@@ -80,14 +83,14 @@ public final class HealthChecker implements AutoCloseable {
         for (Rule r : rules.get()) {
             for (EndpointState ep : r.endpoints()) {
                 if (seen.add(ep)) {
-                    probe(ep);
+                    probe(ep, r.config().engineKind().answers503WhileLoading());
                 }
             }
         }
         streaks.keySet().retainAll(seen);
     }
 
-    private void probe(EndpointState ep) {
+    private void probe(EndpointState ep, boolean loading503) {
         GatewayConfig.Health cfg = this.cfg;
         Bootstrap b = new Bootstrap().group(loop).channel(channelClass)
             .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) cfg.timeoutMs())
@@ -102,7 +105,8 @@ public final class HealthChecker implements AutoCloseable {
                         protected void channelRead0(ChannelHandlerContext ctx, HttpObject msg) {
                             if (msg instanceof HttpResponse r && !answered) {
                                 answered = true;
-                                verdict(ep, r.status().code() == 200);
+                                int code = r.status().code();
+                                verdict(ep, code == 200 ? Verdict.UP : loading503 && code == 503 ? Verdict.LOADING : Verdict.DOWN);
                                 ctx.close();
                             }
                         }
@@ -111,7 +115,7 @@ public final class HealthChecker implements AutoCloseable {
                         public void channelInactive(ChannelHandlerContext ctx) {
                             if (!answered) {
                                 answered = true;
-                                verdict(ep, false);
+                                verdict(ep, Verdict.DOWN);
                             }
                         }
 
@@ -124,7 +128,7 @@ public final class HealthChecker implements AutoCloseable {
             });
         b.connect(ep.config().host(), ep.config().port()).addListener(f -> {
             if (!f.isSuccess()) {
-                verdict(ep, false);
+                verdict(ep, Verdict.DOWN);
                 return;
             }
             Channel ch = ((io.netty.channel.ChannelFuture) f).channel();
@@ -141,10 +145,21 @@ public final class HealthChecker implements AutoCloseable {
         });
     }
 
-    private void verdict(EndpointState ep, boolean ok) {
+    /** What one probe said. */
+    enum Verdict { UP, DOWN, LOADING }
+
+    void verdict(EndpointState ep, Verdict v) {
         GatewayConfig.Health cfg = this.cfg;
         int[] s = streaks.computeIfAbsent(ep, k -> new int[] {0, 0, 1});
-        if (ok) {
+        if (v == Verdict.LOADING) {
+            s[0] = 0; // the failure streak is left as it was: loading is no failure
+            if (s[2] == 1) {
+                s[2] = 0;
+                router.probe(ep, false);
+            }
+            return;
+        }
+        if (v == Verdict.UP) {
             s[0]++;
             s[1] = 0;
             if (s[2] == 0 && s[0] >= cfg.healthyThreshold()) {

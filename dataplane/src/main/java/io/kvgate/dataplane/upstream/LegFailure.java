@@ -22,6 +22,11 @@ public enum LegFailure {
     IDLE_TIMEOUT(true, HttpResponseStatus.GATEWAY_TIMEOUT, "upstream_timeout"),
     /** The engine answered with a 5xx status: a complete response, but the breaker counts it. */
     ENGINE_5XX(true, HttpResponseStatus.BAD_GATEWAY, "upstream_error"),
+    /**
+     * The engine answered 503 while its model loads (llama-server answers every request so until it is ready): the
+     * endpoint is not ready yet, which the health probe tracks; the breaker is not charged.
+     */
+    ENGINE_LOADING(false, HttpResponseStatus.SERVICE_UNAVAILABLE, "upstream_loading"),
     /** An aggregated answer (error body, P/D JSON) exceeded the gateway's bound: refused, never truncated. */
     RESPONSE_TOO_LARGE(false, HttpResponseStatus.BAD_GATEWAY, "upstream_response_too_large"),
     /** The client took no bytes for {@code limits.client_stall_timeout_ms}: the client's doing, not the engine's. */

@@ -78,6 +78,8 @@ public final class UpstreamLeg {
     private final ByteBuf body;
     private final LegListener listener;
     private final Timeouts timeouts;
+    /** The engine answers 503 while its model loads (llama-server): such a 503 does not charge the breaker. */
+    private boolean loading503;
     private final ChannelFutureListener onClientWritten = this::onClientWritten;
 
     private State state = State.NEW;
@@ -117,6 +119,12 @@ public final class UpstreamLeg {
         this.body = body;
         this.timeouts = timeouts;
         this.listener = listener;
+    }
+
+    /** Marks the engine as one that answers 503 while loading: that answer is {@link LegFailure#ENGINE_LOADING}. */
+    public UpstreamLeg answers503WhileLoading(boolean yes) {
+        this.loading503 = yes;
+        return this;
     }
 
     public EndpointState endpoint() {
@@ -331,7 +339,11 @@ public final class UpstreamLeg {
                 ch.close();
             }
         }
-        LegFailure charged = failure != null ? failure : LegFailure.ofStatus(head == null ? 0 : head.status().code());
+        int status = head == null ? 0 : head.status().code();
+        LegFailure charged = failure != null ? failure : LegFailure.ofStatus(status);
+        if (charged == LegFailure.ENGINE_5XX && status == 503 && loading503) {
+            charged = LegFailure.ENGINE_LOADING;
+        }
         if (charged != null && charged != LegFailure.CANCELLED) {
             metrics.upstreamError(endpoint.key(), charged.metricName());
         }

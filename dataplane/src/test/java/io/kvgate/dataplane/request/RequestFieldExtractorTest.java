@@ -83,4 +83,48 @@ class RequestFieldExtractorTest {
         RequestFields g = extract("{\"model\":\"m\",\"prompt\":[[1,2],[3]]}".getBytes(StandardCharsets.UTF_8));
         assertTrue(g.promptIsTokenIds);
     }
+
+    // ---- the request text chwbl keys on without a tokenizer ----------------------------------------------------
+
+    private static final char END = RequestFields.MESSAGE_END;
+
+    @Test
+    void chatTextPrefixIsEveryMessagesContentInOrderAtEverySplitPosition() {
+        String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"You are \\\"terse\\\" ✓ 😀\"},"
+            + "{\"content\":[{\"type\":\"text\",\"text\":\"part one\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"u\"}},"
+            + "{\"text\":\" two\",\"type\":\"text\"}],\"role\":\"user\"},{\"role\":\"assistant\",\"content\":null,"
+            + "\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}],\"user\":\"content\"}";
+        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        String expected = "You are \"terse\" ✓ 😀" + END + "part one two" + END + END;
+        for (int i = 0; i <= b.length; i++) {
+            RequestFields f = extract(b, i);
+            assertEquals(expected, f.textPrefix.toString(), "split at " + i);
+            assertTrue(f.textPrefixFromMessages);
+        }
+    }
+
+    @Test
+    void completionTextPrefixIsThePromptOrTheFirstOfABatch() {
+        RequestFields one = extract("{\"prompt\":\"Once upon\",\"model\":\"m\"}".getBytes(StandardCharsets.UTF_8));
+        assertEquals("Once upon", one.textPrefix.toString());
+        assertFalse(one.textPrefixFromMessages);
+        byte[] batch = "{\"model\":\"m\",\"prompt\":[\"first\",\"second\"]}".getBytes(StandardCharsets.UTF_8);
+        for (int i = 0; i <= batch.length; i++) {
+            assertEquals("first", extract(batch, i).textPrefix.toString(), "split at " + i);
+        }
+        assertEquals("", extract("{\"prompt\":[1,2,3]}".getBytes(StandardCharsets.UTF_8)).textPrefix.toString(),
+            "token ids are no text");
+        assertEquals("b", extract("{\"prompt\":\"a\",\"prompt\":\"b\"}".getBytes(StandardCharsets.UTF_8)).textPrefix.toString(),
+            "the last prompt wins, as in the engine");
+    }
+
+    @Test
+    void messageBoundariesAreKeptAndTheTextIsBounded() {
+        RequestFields ab = extract("{\"messages\":[{\"content\":\"ab\"},{\"content\":\"c\"}]}".getBytes(StandardCharsets.UTF_8));
+        RequestFields a = extract("{\"messages\":[{\"content\":\"a\"},{\"content\":\"bc\"}]}".getBytes(StandardCharsets.UTF_8));
+        assertFalse(ab.textPrefix.toString().equals(a.textPrefix.toString()));
+        String big = "x".repeat(RequestFields.MAX_TEXT_PREFIX_CHARS + 100);
+        RequestFields f = extract(("{\"messages\":[{\"content\":\"" + big + "\"}]}").getBytes(StandardCharsets.UTF_8), 7000);
+        assertEquals(RequestFields.MAX_TEXT_PREFIX_CHARS, f.textPrefix.length());
+    }
 }

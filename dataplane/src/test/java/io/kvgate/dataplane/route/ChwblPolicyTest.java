@@ -99,4 +99,40 @@ class ChwblPolicyTest {
         assertEquals(1, r.stats().missCount(MissReason.NO_TOKENS));
         assertEquals(1, r.stats().tierCount(Tier.FALLBACK));
     }
+
+    private static RouteEvent textRequest(Rule r, String text) {
+        return request(r, null).textPrefixKey(io.kvgate.dataplane.request.RoutingInputs.textPrefixKey(text, 32));
+    }
+
+    @Test
+    void withoutTokensTheTextPrefixKeyKeepsAFamilyOnItsOwner() {
+        Rule r = rule(0.25);
+        String system = "You are a helpful assistant. Q:"; // 31 chars: the 32-char key covers it and one more
+        EndpointState owner = decide(r, textRequest(r, system + "a question"), clock.nanoTime());
+        owner.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        for (int i = 0; i < 8; i++) {
+            EndpointState ep = decide(r, textRequest(r, system + "a different tail " + i), clock.nanoTime());
+            assertSame(owner, ep, "same first 32 characters, same owner");
+            ep.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        }
+        Set<EndpointState> owners = new HashSet<>();
+        for (int f = 0; f < 64; f++) {
+            EndpointState ep = decide(r, textRequest(r, "family " + f + " system prompt, long enough to key"), clock.nanoTime());
+            owners.add(ep);
+            ep.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        }
+        assertEquals(4, owners.size(), "64 text families over 4 endpoints reach every endpoint");
+        assertEquals(73, r.stats().tierCount(Tier.CHWBL_OWNER));
+        assertEquals(0, r.stats().missCount(MissReason.NO_TOKENS));
+    }
+
+    @Test
+    void theTextPrefixKeyIsBoundedToItsCharsAndNeverTheNoKeyValue() {
+        long k = io.kvgate.dataplane.request.RoutingInputs.textPrefixKey("abcdef", 3);
+        assertEquals(k, io.kvgate.dataplane.request.RoutingInputs.textPrefixKey("abcxyz", 3));
+        assertTrue(k != io.kvgate.dataplane.request.RoutingInputs.textPrefixKey("abd", 3));
+        assertTrue(k != io.kvgate.dataplane.request.RoutingInputs.textPrefixKey("abc", 2), "the length is part of the key");
+        assertEquals(io.kvgate.dataplane.request.RoutingInputs.NO_TEXT_KEY,
+            io.kvgate.dataplane.request.RoutingInputs.textPrefixKey("", 1024));
+    }
 }
