@@ -256,6 +256,22 @@ class UpstreamLegTest {
     }
 
     @Test
+    void aLoadingEngines503IsNotChargedButAnotherEngines503AndItsOther5xxAre() {
+        leg(BODY).answers503WhileLoading(true).start();
+        engineSends(engines.opened.get(0), "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
+        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
+            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, new Recorder()).answers503WhileLoading(true).start();
+        engineSends(engines.opened.get(1), "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n");
+        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
+            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, new Recorder()).start();
+        engineSends(engines.opened.get(2), "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
+        assertEquals(List.of(new Completion(ep, Outcome.RELEASED), new Completion(ep, Outcome.FAILURE),
+            new Completion(ep, Outcome.FAILURE)), engines.outcomes);
+        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"engine_loading\"} 1"));
+        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"engine_5xx\"} 2"));
+    }
+
+    @Test
     void aggregationIsBoundedAndNeverTruncatedAtEverySplit() {
         String over = "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 17\r\n\r\n{\"error\":\"12345\"}";
         for (int split = 1; split < over.length(); split++) {
