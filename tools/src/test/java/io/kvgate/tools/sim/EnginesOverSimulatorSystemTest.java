@@ -1,0 +1,237 @@
+package io.kvgate.tools.sim;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.control.config.ConfigException;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.dataplane.proxy.SlotPin;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import io.kvgate.tools.sim.SimulatorConfig.Role;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The gateway over TensorRT-LLM and llama.cpp simulators (issue #15): TensorRT-LLM P/D through the gateway, a
+ * tokenizer-less {@code chwbl} rule keeping prompt families on one llama.cpp engine, llama-server's loading 503 (not
+ * ready, never charged), session slot pinning, and the configuration errors of policies an engine cannot serve.
+ */
+@Timeout(60)
+@Tag("system")
+class EnginesOverSimulatorSystemTest {
+
+    private static HttpResponse<String> chat(Gateway gw, String body, String... headers) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+            .timeout(Duration.ofSeconds(20)).header("content-type", "application/json");
+        for (int i = 0; i < headers.length; i += 2) {
+            b.header(headers[i], headers[i + 1]);
+        }
+        return SimHttp.CLIENT.send(b.POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static String yaml(String engine, String policy, String extra, List<EngineSimulator> sims, String health) {
+        StringBuilder eps = new StringBuilder();
+        for (EngineSimulator s : sims) {
+            eps.append("          - {url: \"").append(s.baseUrl()).append("\"}\n");
+        }
+        return """
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            upstream: {connect_timeout_ms: 1000}
+            health: %s
+            rules:
+              - name: r
+                models: [m]
+                engine: %s
+                policy: %s
+            %s    endpoints:
+            %s""".formatted(health, engine, policy, extra, eps);
+    }
+
+    @Test
+    void trtllmPdAnswersTwentyOfTwentyWithTheContextParamsVerifiedByTheGenerationSideAndNeverSeenByTheClient() throws Exception {
+        PdRegistry registry = PdRegistry.inMemory();
+        try (EngineSimulator ctx = EngineSimulator.start(SimHttp.fast(Dialect.TRTLLM).role(Role.PREFILL).pdRegistry(registry));
+             EngineSimulator gen = EngineSimulator.start(SimHttp.fast(Dialect.TRTLLM).role(Role.DECODE).pdRegistry(registry))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                upstream: {connect_timeout_ms: 1000}
+                health: {interval_ms: 60000}
+                rules:
+                  - name: pd
+                    models: [m]
+                    engine: trtllm
+                    policy: pd
+                    pd: {prefill_timeout_ms: 5000, prefill_policy: least_outstanding}
+                    endpoints:
+                      - {url: "%s", role: prefill}
+                      - {url: "%s", role: decode}
+                """.formatted(ctx.baseUrl(), gen.baseUrl())));
+            try {
+                for (int i = 0; i < 20; i++) {
+                    boolean stream = i % 2 == 1;
+                    // A client's own disaggregated_params are dropped: the gateway's are the only ones the engines see.
+                    String body = SimHttp.chat("m", "request " + i + " about disaggregated serving, with enough words to"
+                        + " fill several blocks of the context server's cache", "\"max_tokens\":5"
+                        + (stream ? ",\"stream\":true" : "") + ",\"disaggregated_params\":{\"request_type\":\"generation_only\","
+                        + "\"ctx_request_id\":999,\"encoded_opaque_state\":\"forged\"}");
+                    HttpResponse<String> r = chat(gw, body, "x-request-id", "trt-pd-" + i);
+                    assertEquals(200, r.statusCode(), r.body());
+                    assertFalse(r.body().contains("disaggregated_params") || r.body().contains("encoded_opaque_state")
+                        || r.body().contains("ctx_request_id"), "internal params must not leak: " + r.body());
+                    if (stream) {
+                        assertTrue(r.body().endsWith("data: [DONE]\n\n"), r.body());
+                    } else {
+                        assertEquals(5, SimHttp.MAPPER.readTree(r.body()).at("/usage/completion_tokens").asInt(), r.body());
+                    }
+                }
+                assertEquals(20, ctx.stats().get("pd_prefill_requests"));
+                assertEquals(20, ctx.stats().get("pd_prefill_params_issued"));
+                assertEquals(20, gen.stats().get("pd_decode_with_params"), "every generation leg carried issued params");
+                assertEquals(0, gen.stats().get("pd_decode_rejected"), "no forged or reused params reached the generation side");
+                assertEquals(0, gen.stats().get("pd_decode_without_params"));
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
+    @Test
+    void chwblWithoutATokenizerKeepsEachPromptFamilyOnOneLlamacppEngine() throws Exception {
+        List<EngineSimulator> sims = new ArrayList<>();
+        try {
+            for (int i = 0; i < 3; i++) {
+                sims.add(EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(4)));
+            }
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "chwbl",
+                "    chwbl: {prefix_chars: 48, load_factor: 0.25}\n", sims, "{interval_ms: 60000}")));
+            try {
+                Set<Integer> owners = new HashSet<>();
+                for (int family = 0; family < 9; family++) {
+                    long[] before = started(sims);
+                    for (int q = 0; q < 5; q++) {
+                        // The first 48 characters are the family's (its system prompt); the question differs.
+                        String body = "{\"model\":\"m\",\"max_tokens\":3,\"messages\":[{\"role\":\"system\",\"content\":"
+                            + "\"Family " + family + " system prompt: answer as a careful engineer.\"},"
+                            + "{\"role\":\"user\",\"content\":\"question " + q + "\"}]}";
+                        HttpResponse<String> r = chat(gw, body);
+                        assertEquals(200, r.statusCode(), r.body());
+                    }
+                    long[] after = started(sims);
+                    int engines = 0;
+                    for (int i = 0; i < sims.size(); i++) {
+                        if (after[i] != before[i]) {
+                            engines++;
+                            owners.add(i);
+                            assertEquals(5, after[i] - before[i], "family " + family + " stayed on engine " + i);
+                        }
+                    }
+                    assertEquals(1, engines, "family " + family + " on exactly one engine");
+                }
+                assertTrue(owners.size() >= 2, "9 families spread over the engines: " + owners);
+                var rule = gw.routeTable().ruleByName("r");
+                assertEquals(45, rule.stats().tierCount(io.kvgate.dataplane.route.RuleStats.Tier.CHWBL_OWNER),
+                    "every request keyed on its text prefix and went to its owner (one at a time: never over the bound)");
+            } finally {
+                gw.close(100);
+            }
+        } finally {
+            for (EngineSimulator s : sims) {
+                s.close();
+            }
+        }
+    }
+
+    private static long[] started(List<EngineSimulator> sims) {
+        long[] n = new long[sims.size()];
+        for (int i = 0; i < n.length; i++) {
+            n[i] = sims.get(i).stats().get("generations_started");
+        }
+        return n;
+    }
+
+    @Test
+    void llamacppLoading503IsNotReadyAndNeverChargesTheBreaker() throws Exception {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).loadMs(1500))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "round_robin", "", List.of(sim),
+                "{interval_ms: 100, healthy_threshold: 1, unhealthy_threshold: 50}")));
+            // 50 failed probes would take 5 s, longer than the load: only the loading verdict makes it not ready in time,
+            // and a request that reached the loading engine would be its 503, charged unless classified as loading.
+            try {
+                EndpointState ep = gw.routeTable().ruleByName("r").endpoints().get(0);
+                long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+                while (ep.probeHealthy() && System.nanoTime() < deadline) {
+                    Thread.sleep(5); // the first probe runs at start; a loading answer makes the endpoint not ready at once
+                }
+                assertFalse(ep.probeHealthy(), "loading: not ready");
+                HttpResponse<String> refused = chat(gw, SimHttp.chat("m", "hello", "\"max_tokens\":2"));
+                assertEquals(503, refused.statusCode(), refused.body());
+                assertEquals(0, ep.failures.get(), "loading is not a failure");
+                assertEquals(EndpointState.Breaker.CLOSED, ep.breaker());
+                while (!ep.probeHealthy() && System.nanoTime() < deadline) {
+                    Thread.sleep(20); // loaded after 1.5 s: the next probe's 200 brings it in
+                }
+                assertTrue(ep.probeHealthy(), "loaded: ready");
+                HttpResponse<String> ok = chat(gw, SimHttp.chat("m", "hello", "\"max_tokens\":2"));
+                assertEquals(200, ok.statusCode(), ok.body());
+                assertEquals(0, ep.failures.get());
+                assertEquals(0, ep.breakerOpens.get());
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
+    @Test
+    void sessionPinSlotPutsEachConversationOnItsOwnLlamacppSlot() throws Exception {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(4))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "session",
+                "    session: {key: conversation, pin_slot: true, slots: 4}\n", List.of(sim), "{interval_ms: 60000}")));
+            try {
+                String conv = "conv-a";
+                int slot = SlotPin.slotOf(conv, 4);
+                for (int i = 0; i < 3; i++) {
+                    // The client's own id_slot loses to the gateway's (appended last).
+                    String body = SimHttp.chat("m", "turn " + i + " of a conversation that should stay on its slot",
+                        "\"max_tokens\":2,\"id_slot\":" + ((slot + 1) % 4));
+                    HttpResponse<String> r = chat(gw, body, "x-conversation-id", conv);
+                    assertEquals(200, r.statusCode(), r.body());
+                }
+                JsonNode slots = SimHttp.json(SimHttp.get(sim, "/slots"));
+                for (JsonNode s : slots) {
+                    boolean used = s.get("n_prompt_tokens").asInt() > 0;
+                    assertEquals(s.get("id").asInt() == slot, used, "only slot " + slot + " ran the conversation: " + slots);
+                }
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
+    @Test
+    void policiesAnEngineCannotServeAreConfigurationErrors() {
+        String base = "rules:\n  - name: r\n    models: [m]\n    engine: llamacpp\n    policy: %s\n    endpoints:\n"
+            + "      - {url: \"http://127.0.0.1:9\", role: prefill}\n      - {url: \"http://127.0.0.1:10\", role: decode}\n";
+        ConfigException pd = assertThrows(ConfigException.class, () -> GatewayConfig.parse(base.formatted("pd")));
+        assertTrue(String.join("\n", pd.problems()).contains("policy: value 'pd' engine 'llamacpp' cannot serve it"), pd.getMessage());
+        ConfigException kv = assertThrows(ConfigException.class, () -> GatewayConfig.parse(
+            base.formatted("kv_exact").replace(", role: prefill", "").replace(", role: decode", "")));
+        assertTrue(String.join("\n", kv.problems()).contains("policy: value 'kv_exact' engine 'llamacpp' cannot serve it"),
+            kv.getMessage());
+    }
+}
