@@ -363,7 +363,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
      */
     private RouteTable buildTable(GatewayConfig cfg, KvState kvState, RouteTable previous) {
         for (RuleConfig r : cfg.rules()) {
-            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null) {
+            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null && r.policyKind() != RuleConfig.Policy.CHWBL) {
+                // chwbl without a tokenizer keys text prompts on chwbl.prefix_chars characters: nothing to warn about
                 Log.warn("rule '" + r.name() + "' (" + r.policy() + ") has no tokenizer: token-id prompts are "
                     + "routed exactly, text and chat prompts take the fallback policy (" + r.fallback() + ")");
             }
