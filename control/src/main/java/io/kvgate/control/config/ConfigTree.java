@@ -404,20 +404,46 @@ public final class ConfigTree {
             fb.keySet().removeIf(k -> k.startsWith("api_keys["));
         }
         List<String> out = new ArrayList<>();
+        java.util.Set<String> reported = new java.util.HashSet<>();
         for (Map.Entry<String, Object> e : fa.entrySet()) {
             Object nb = fb.get(e.getKey());
             if (!fb.containsKey(e.getKey())) {
-                out.add(e.getKey() + ": " + e.getValue() + " -> (removed)");
+                String gone = wholeElementMissing(e.getKey(), fb);
+                if (gone == null) {
+                    out.add(e.getKey() + ": " + e.getValue() + " -> (removed)");
+                } else if (reported.add(gone)) {
+                    out.add(gone + ": removed");
+                }
             } else if (!Objects.equals(e.getValue(), nb)) {
                 out.add(e.getKey() + ": " + e.getValue() + " -> " + nb);
             }
         }
         for (Map.Entry<String, Object> e : fb.entrySet()) {
             if (!fa.containsKey(e.getKey())) {
-                out.add(e.getKey() + ": (absent) -> " + e.getValue());
+                String added = wholeElementMissing(e.getKey(), fa);
+                if (added == null) {
+                    out.add(e.getKey() + ": (absent) -> " + e.getValue());
+                } else if (reported.add(added)) {
+                    out.add(added + ": added");
+                }
             }
         }
         return out;
+    }
+
+    /**
+     * The outermost rule or endpoint ({@code ...[name=x]} / {@code ...[url=y]}) holding {@code key} that has no key
+     * at all on the other side, or null: a whole added or removed element is one line of the diff, not one per field.
+     */
+    private static String wholeElementMissing(String key, Map<String, Object> other) {
+        for (int i = key.indexOf("]."); i >= 0; i = key.indexOf("].", i + 1)) {
+            String element = key.substring(0, i + 1);
+            String fields = element + ".";
+            if (other.keySet().stream().noneMatch(k -> k.startsWith(fields))) {
+                return element;
+            }
+        }
+        return null;
     }
 
     private static void flatten(String prefix, Object v, Map<String, Object> out) {

@@ -172,4 +172,11 @@ class ConfigTreeTest {
         assertNotEquals(ConfigTree.digest(cur), ConfigTree.digest(next));
         assertThrows(ConfigException.class, () -> ConfigTree.withEndpointWeight(cur, "127.0.0.1:1", 2));
     }
+    @Test
+    void aWholeAddedOrRemovedEndpointIsOneLineOfTheDiff() throws Exception {
+        GatewayConfig cur = GatewayConfig.parse(FULL);
+        GatewayConfig moved = GatewayConfig.parse(FULL.replace("127.0.0.1:9003", "127.0.0.1:9999"));
+        assertEquals(List.of("rules[name=sess].endpoints[url=http://127.0.0.1:9003]: removed",
+            "rules[name=sess].endpoints[url=http://127.0.0.1:9999]: added"), ConfigTree.diff(cur, moved));
+    }
 }
