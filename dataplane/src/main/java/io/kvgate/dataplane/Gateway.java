@@ -19,7 +19,9 @@ import io.kvgate.dataplane.http.ConnectionLimit;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.kv.KvRoutes;
+import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.prompt.RenderRoutes;
+import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
@@ -95,11 +97,13 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private volatile AppliedConfig applied;
     private volatile KvState kv;
     private final DrainState drain = new DrainState();
+    /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
+    private final TokenizerCache tokenizers = new TokenizerCache();
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
     private io.kvgate.dataplane.proxy.LiveExchanges liveExchanges;
 
     private Gateway(Options o) throws Exception {
-        GatewayConfig cfg = ConfigCheck.conclude(o.config());
+        GatewayConfig cfg = ConfigCheck.conclude(o.config(), tokenizers);
         this.applied = AppliedConfig.first(cfg);
         this.clock = o.clock();
         this.configFile = o.configFile() == null ? null : o.configFile().toAbsolutePath();
@@ -371,12 +375,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
         BlockIndex index = kvState == null ? null : kvState.index();
         return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, index, clock, metrics.stages),
-            rc -> io.kvgate.dataplane.prompt.PromptPipeline.forModelDir(rc.tokenizer()), previous);
+            rc -> PromptPipeline.forModelDir(rc.tokenizer(), tokenizers), previous);
     }
 
     @Override
     public synchronized ReloadOutcome reload(GatewayConfig next) throws ConfigException, RestartRequiredException {
-        ConfigCheck.conclude(next);
+        ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
         List<String> restartOnly = cur.config().restartOnlyChanges(next);
         if (!restartOnly.isEmpty()) {
@@ -417,6 +421,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         health.reconfigure(next.health());
         AppliedConfig now = cur.next(next);
         applied = now;
+        tokenizers.retainOnly(next.rules().stream().map(RuleConfig::tokenizer).toList());
         metrics.modelLabels(modelNames(next));
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
             + String.join("; ", changes));

@@ -3,7 +3,7 @@ package io.kvgate.dataplane.config;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.prompt.PromptPipeline;
+import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.route.RuleHasher;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -34,6 +34,14 @@ public final class ConfigCheck {
 
     /** Runs the checks that need built objects; returns {@code cfg} when it passes. */
     public static GatewayConfig conclude(GatewayConfig cfg) throws ConfigException {
+        return conclude(cfg, new TokenizerCache());
+    }
+
+    /**
+     * As {@link #conclude(GatewayConfig)}, loading tokenizers through the gateway's cache so the table built next
+     * uses the very tokenizers this check loaded.
+     */
+    public static GatewayConfig conclude(GatewayConfig cfg, TokenizerCache tokenizers) throws ConfigException {
         List<String> problems = new ArrayList<>();
         for (int i = 0; i < cfg.rules().size(); i++) {
             RuleConfig r = cfg.rules().get(i);
@@ -47,7 +55,7 @@ public final class ConfigCheck {
             }
             if (r.tokenizer() != null) {
                 try {
-                    PromptPipeline.forModelDir(r.tokenizer());
+                    tokenizers.load(r.tokenizer());
                 } catch (RuntimeException e) {
                     problems.add(where + ".tokenizer: value '" + r.tokenizer() + "' cannot be loaded: " + rootMessage(e));
                 }

@@ -7,20 +7,17 @@ import io.kvgate.index.prompt.PromptRenderer;
 import io.kvgate.index.prompt.RenderedPrompt;
 import io.kvgate.index.tokenize.HfTokenizer;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A rule's exact prompt pipeline: the model's own chat template rendered as transformers does, then the HF
  * tokenizer, so the gateway hashes the same tokens the engine caches. Runs on the I/O threads (before the routing
- * ring: it must not serialize on one thread). Immutable and thread-safe; tokenizers are loaded once per model
- * directory and shared across rules and configuration swaps.
+ * ring: it must not serialize on one thread). Immutable and thread-safe; the gateway's {@link TokenizerCache} shares
+ * one tokenizer per model directory across rules and across configuration swaps that leave the directory unchanged.
  */
 public final class PromptPipeline {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final ConcurrentHashMap<Path, HfTokenizer> TOKENIZERS = new ConcurrentHashMap<>();
 
     private final HfTokenizer tokenizer;
     private final PromptRenderer renderer;
@@ -31,25 +28,19 @@ public final class PromptPipeline {
             tokenizer.config().bosToken(), tokenizer.config().eosToken());
     }
 
-    /** The pipeline the gateway attached to {@code rule} when it built the table (built now if none was attached). */
+    /** The pipeline the gateway attached to {@code rule} when it built the table (loaded now if none was attached). */
     public static PromptPipeline of(io.kvgate.dataplane.route.Rule rule) {
         return rule.requestStage() instanceof PromptPipeline p ? p : forModelDir(rule.config().tokenizer());
     }
 
     /** @param modelDir the rule's {@code tokenizer} directory, or null: then only token-id prompts are exact */
+    public static PromptPipeline forModelDir(String modelDir, TokenizerCache tokenizers) {
+        return new PromptPipeline(modelDir == null ? null : tokenizers.load(modelDir));
+    }
+
+    /** As {@link #forModelDir(String, TokenizerCache)}, loading the tokenizer afresh (tools and tests). */
     public static PromptPipeline forModelDir(String modelDir) {
-        if (modelDir == null) {
-            return new PromptPipeline(null);
-        }
-        Path p = Path.of(modelDir).toAbsolutePath().normalize();
-        HfTokenizer t = TOKENIZERS.computeIfAbsent(p, dir -> {
-            try {
-                return HfTokenizer.load(dir);
-            } catch (IOException e) {
-                throw new UncheckedIOException("cannot load tokenizer from " + dir + ": " + e.getMessage(), e);
-            }
-        });
-        return new PromptPipeline(t);
+        return new PromptPipeline(modelDir == null ? null : TokenizerCache.read(Path.of(modelDir)));
     }
 
     public boolean hasTokenizer() {
