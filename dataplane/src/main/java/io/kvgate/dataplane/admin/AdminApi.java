@@ -442,7 +442,7 @@ public final class AdminApi {
             rn.put("engine", rc.engine());
             rn.put("policy", rc.policy());
             rn.put("fallback", rc.fallback());
-            boolean pd = "pd".equals(rc.policy());
+            boolean pd = rc.policyKind() == RuleConfig.Policy.PD;
             ObjectNode topo = rn.putObject("topology");
             topo.put("kind", pd ? "prefill_decode" : "single_pool");
             topo.put("endpoints", rc.endpoints().size());

@@ -38,7 +38,7 @@ public final class Rule {
         this.decodePolicy = decodePolicy;
         this.stats = stats;
         this.requestStage = requestStage;
-        this.pd = "pd".equals(config.policy());
+        this.pd = config.policyKind() == RuleConfig.Policy.PD;
         this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
         List<EndpointState> p = new ArrayList<>();
         List<EndpointState> d = new ArrayList<>();

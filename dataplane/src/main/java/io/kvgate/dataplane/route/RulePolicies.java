@@ -19,11 +19,11 @@ public final class RulePolicies {
         RuleConfig rule = ctx.rule();
         RuleStats stats = ctx.stats();
         RoutingPolicy fallback = Policies.create(rule.fallback());
-        return switch (rule.policy()) {
-            case "session" -> new SessionPolicy(rule, fallback, stats);
-            case "chwbl" -> new ChwblPolicy(rule, ctx.endpoints(), fallback, stats);
-            case "kv_exact" -> new KvExactPolicy(rule, index, fallback, stats, clock, stages);
-            case "pd" -> {
+        return switch (rule.policyKind()) {
+            case SESSION -> new SessionPolicy(rule, fallback, stats);
+            case CHWBL -> new ChwblPolicy(rule, ctx.endpoints(), fallback, stats);
+            case KV_EXACT -> new KvExactPolicy(rule, index, fallback, stats, clock, stages);
+            case PD -> {
                 boolean prefillEvents = false;
                 for (var e : rule.endpoints()) {
                     prefillEvents |= "prefill".equals(e.role()) && e.kvEvents() != null;
@@ -34,26 +34,27 @@ public final class RulePolicies {
                     : Policies.create("least_outstanding");
                 yield rule.pd().sessionAffinity() ? new SessionPolicy(rule, prefill, stats) : prefill;
             }
-            default -> Policies.create(rule.policy());
+            case ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING -> Policies.create(rule.policy());
         };
     }
 
     /** The decode pool's policy of a P/D rule: least outstanding, pinned per conversation when configured. */
     public static RoutingPolicy decodePolicy(RuleConfig rule, RuleStats stats) {
         RoutingPolicy lo = Policies.create("least_outstanding");
-        return "pd".equals(rule.policy()) && rule.pd().sessionAffinity() ? new SessionPolicy(rule, lo, stats) : lo;
+        return rule.policyKind() == RuleConfig.Policy.PD && rule.pd().sessionAffinity() ? new SessionPolicy(rule, lo, stats) : lo;
     }
 
     /** Whether requests of this rule need a session key (session policy, or P/D with session affinity). */
     public static boolean needsSessionKey(RuleConfig rule) {
-        return "session".equals(rule.policy()) || ("pd".equals(rule.policy()) && rule.pd().sessionAffinity());
+        RuleConfig.Policy p = rule.policyKind();
+        return p == RuleConfig.Policy.SESSION || (p == RuleConfig.Policy.PD && rule.pd().sessionAffinity());
     }
 
     /** Whether requests of this rule need their prompt tokens before routing. */
     public static boolean needsPromptTokens(RuleConfig rule) {
-        return switch (rule.policy()) {
-            case "kv_exact", "chwbl" -> true;
-            case "pd" -> "kv_exact".equals(rule.pd().prefillPolicy())
+        return switch (rule.policyKind()) {
+            case KV_EXACT, CHWBL -> true;
+            case PD -> "kv_exact".equals(rule.pd().prefillPolicy())
                 && rule.endpoints().stream().anyMatch(e -> "prefill".equals(e.role()) && e.kvEvents() != null);
             default -> false;
         };
