@@ -135,6 +135,34 @@ const scenarios = {
     return drainStream(s);
   },
 
+  // The engine sends two content chunks, then an in-stream error event in the flat shape, then [DONE].
+  async engine_flat_error_frame() {
+    const s = await client.chat.completions.create({ model, messages: user('scenario:flat_error_frame'), stream: true });
+    return drainStream(s);
+  },
+
+  // The SDKs' models.retrieve: GET /v1/models/{id}.
+  // (Straight at the scripted engine, which mounts no such route, this fails: observed, not unexpected.)
+  async models_retrieve() {
+    try {
+      const m = await client.models.retrieve(model);
+      return { threw: false, id: m.id, object: m.object, owned_by: m.owned_by ?? null };
+    } catch (e) {
+      return { threw: true, error: describeError(e) };
+    }
+  },
+
+  async models_retrieve_missing() {
+    return expectFailure(() => client.models.retrieve('no-such-model'));
+  },
+
+  // A field combination the gateway refuses for every engine (vLLM would 400, SGLang ignore it).
+  async stream_options_without_stream() {
+    return expectFailure(() => client.chat.completions.create({
+      model, messages: user('scenario:ok'), stream_options: { include_usage: true },
+    }));
+  },
+
   // The engine dies in the middle of an SSE frame (after two complete ones).
   async mid_frame_failure() {
     const s = await client.chat.completions.create({ model, messages: user('scenario:die_mid_frame'), stream: true });

@@ -406,7 +406,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void dispatch() {
         switch (route) {
-            case HEALTH, READY, METRICS, MODELS -> respond(local.handle(ctx, head, route), true);
+            case HEALTH, READY, METRICS, MODELS, MODEL -> respond(local.handle(ctx, head, route), true);
             case CHAT_RENDER, COMPLETIONS_RENDER -> onRender();
             case CHAT, COMPLETIONS -> onProxyRoute();
             default -> throw new IllegalStateException("no dispatch for " + route);

@@ -13,12 +13,17 @@ public enum FrontRoute {
     CHAT_RENDER("/v1/chat/completions/render", "POST", true, true),
     COMPLETIONS_RENDER("/v1/completions/render", "POST", true, true),
     MODELS("/v1/models", "GET", true, false),
+    /** {@code GET /v1/models/{id}} (the SDKs' {@code models.retrieve}): answered from the rules. */
+    MODEL("/v1/models/", "GET", true, false),
     HEALTH("/health", "GET", false, false),
     /** Readiness (every rule can be served, KV warm): what a balancer or orchestrator gates traffic on. */
     READY("/ready", "GET", false, false),
     /** Needs an API key when {@code api_keys} are set: it names every engine and rule. */
     METRICS("/metrics", "GET", true, false),
     UNKNOWN(null, null, false, false);
+
+    /** Where a model id starts in a {@link #MODEL} path. */
+    public static final String MODEL_PREFIX = "/v1/models/";
 
     private final String path;
     private final String allowed;
@@ -43,7 +48,7 @@ public enum FrontRoute {
             case "/health" -> HEALTH;
             case "/ready" -> READY;
             case "/metrics" -> METRICS;
-            default -> UNKNOWN;
+            default -> path.startsWith(MODEL_PREFIX) && path.length() > MODEL_PREFIX.length() ? MODEL : UNKNOWN;
         };
     }
 

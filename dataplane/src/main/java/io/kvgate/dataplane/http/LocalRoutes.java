@@ -70,6 +70,7 @@ public final class LocalRoutes {
                 yield r;
             }
             case MODELS -> OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, modelsJson());
+            case MODEL -> retrieveModel(ctx, req);
             default -> throw new IllegalArgumentException("not a local route: " + route);
         };
     }
@@ -85,6 +86,67 @@ public final class LocalRoutes {
             + req.uri(), null, null);
     }
 
+    /**
+     * {@code GET /v1/models/{id}}: the model object when a rule serves {@code id} (percent-decoded, so the SDKs'
+     * encoded {@code org%2Fname} and a raw {@code org/name} both work), else OpenAI's 404 {@code model_not_found}.
+     */
+    private FullHttpResponse retrieveModel(ChannelHandlerContext ctx, HttpRequest req) {
+        String uri = req.uri();
+        int q = uri.indexOf('?');
+        String raw = (q < 0 ? uri : uri.substring(0, q)).substring(FrontRoute.MODEL_PREFIX.length());
+        String id = percentDecoded(raw);
+        if (id == null) {
+            gw.metrics().badRequest("invalid_model_id");
+            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "The model id in the path is not "
+                + "valid percent-encoded UTF-8: " + raw, "model", "invalid_value");
+        }
+        if (gw.router().table().ruleForModel(id) == null) {
+            gw.metrics().badRequest("model_not_found");
+            return modelNotFound(ctx, id);
+        }
+        StringBuilder sb = new StringBuilder(96 + id.length());
+        appendModel(sb, id);
+        return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, sb.toString());
+    }
+
+    /** {@code s} with its {@code %XX} escapes decoded as UTF-8 ({@code +} stays a plus: this is a path), or null. */
+    static String percentDecoded(String s) {
+        if (s.indexOf('%') < 0) {
+            return s;
+        }
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream(s.length());
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '%') {
+                if (i + 2 >= s.length()) {
+                    return null;
+                }
+                int hi = Character.digit(s.charAt(i + 1), 16);
+                int lo = Character.digit(s.charAt(i + 2), 16);
+                if (hi < 0 || lo < 0) {
+                    return null;
+                }
+                out.write(hi * 16 + lo);
+                i += 2;
+            } else {
+                byte[] b = String.valueOf(c).getBytes(StandardCharsets.UTF_8);
+                out.write(b, 0, b.length);
+            }
+        }
+        var decoder = StandardCharsets.UTF_8.newDecoder();
+        try {
+            return decoder.decode(java.nio.ByteBuffer.wrap(out.toByteArray())).toString();
+        } catch (java.nio.charset.CharacterCodingException e) {
+            return null;
+        }
+    }
+
+    private void appendModel(StringBuilder sb, String id) {
+        sb.append("{\"id\":");
+        OpenAiErrors.quote(sb, id);
+        sb.append(",\"object\":\"model\",\"created\":").append(createdEpochSeconds).append(",\"owned_by\":\"kvgate\"}");
+    }
+
     String modelsJson() {
         Set<String> models = new LinkedHashSet<>();
         for (Rule r : gw.router().table().rules()) {
@@ -97,14 +159,12 @@ public final class LocalRoutes {
                 sb.append(',');
             }
             first = false;
-            sb.append("{\"id\":");
-            OpenAiErrors.quote(sb, m);
-            sb.append(",\"object\":\"model\",\"created\":").append(createdEpochSeconds).append(",\"owned_by\":\"kvgate\"}");
+            appendModel(sb, m);
         }
         return sb.append("]}").toString();
     }
 
     static FullHttpResponse modelNotFound(ChannelHandlerContext ctx, String model) {
-        return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "The model `" + model + "` does not exist.", "model", 404);
+        return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.NOT_FOUND, OpenAiErrors.modelNotFoundJson(model));
     }
 }

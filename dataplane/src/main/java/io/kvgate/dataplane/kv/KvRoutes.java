@@ -175,8 +175,7 @@ public final class KvRoutes {
             }
             Rule rule = router.table().ruleForModel(body.get("model").asText());
             if (rule == null) {
-                return AdminApi.Reply.json(404, OpenAiErrors.json("The model `" + body.get("model").asText() + "` does not exist.",
-                    "NotFoundError", "model", 404));
+                return AdminApi.Reply.json(404, OpenAiErrors.modelNotFoundJson(body.get("model").asText()));
             }
             boolean chat = body.has("messages");
             if (!chat && !body.has("prompt") && body.has("prompt_token_ids")) {
@@ -286,7 +285,7 @@ public final class KvRoutes {
             published = explainPort.tryRoute(req);
         }
         if (!published) {
-            return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "service_unavailable", null, null));
+            return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "server_error", null, null));
         }
         String[] r = result.get(5, TimeUnit.SECONDS);
         ObjectNode out = JSON.createObjectNode();

@@ -14,7 +14,10 @@ public final class GatewayMetrics {
     /** Label of requests whose model is absent or not configured. */
     public static final String UNKNOWN_MODEL = "unknown";
 
-    private record RequestKey(String rule, String model, int status) {}
+    /** Status label of a stream that ended in an error event after its 200 (engine error event, or no [DONE]). */
+    public static final String STREAM_ERROR = "stream_error";
+
+    private record RequestKey(String rule, String model, String status) {}
 
     private record ErrorKey(String endpoint, String cause) {}
 
@@ -49,6 +52,21 @@ public final class GatewayMetrics {
      * @param model the client's model string (any value: it becomes a label only when configured)
      */
     public void request(String rule, String model, int status, long durationNs) {
+        request(rule, model, status >= 0 && status < STATUS_LABELS.length ? STATUS_LABELS[status] : Integer.toString(status),
+            durationNs);
+    }
+
+    /** HTTP status labels, made once rather than per request. */
+    private static final String[] STATUS_LABELS = new String[600];
+
+    static {
+        for (int i = 0; i < STATUS_LABELS.length; i++) {
+            STATUS_LABELS[i] = Integer.toString(i);
+        }
+    }
+
+    /** As {@link #request(String, String, int, long)} with a status label: an HTTP status or {@link #STREAM_ERROR}. */
+    public void request(String rule, String model, String status, long durationNs) {
         String r = rule == null ? "" : rule;
         String m = model != null && modelLabels.contains(model) ? model : UNKNOWN_MODEL;
         requests.computeIfAbsent(new RequestKey(r, m, status), k -> new LongAdder()).increment();

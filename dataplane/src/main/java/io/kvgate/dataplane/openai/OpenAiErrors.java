@@ -13,10 +13,16 @@ import java.nio.charset.StandardCharsets;
 /**
  * Every error the gateway answers is an OpenAI error object {@code {"error":{"message","type","param","code"}}}:
  * the official SDKs surface exactly these fields, and report only "status code (no body)" for anything else.
+ *
+ * <p><b>One vocabulary</b> (issue #13 item 3): {@code type} follows the status ({@link #typeFor}), whoever made the
+ * error (the gateway, vLLM or SGLang, as JSON or in a stream), and {@code code} is a string OpenAI-style code
+ * ({@code model_not_found}, {@code context_length_exceeded}, {@code invalid_value}, the gateway's own
+ * {@code upstream_*}...) or null: never the HTTP status number some engines put there.
  */
 public final class OpenAiErrors {
     private OpenAiErrors() {}
 
+    /** @param code a string code, or null; a number (an engine's copy of the HTTP status) is written as null */
     public static String json(String message, String type, String param, Object code) {
         StringBuilder sb = new StringBuilder(96 + message.length());
         sb.append("{\"error\":{\"message\":");
@@ -30,31 +36,32 @@ public final class OpenAiErrors {
             quote(sb, param);
         }
         sb.append(",\"code\":");
-        if (code == null) {
+        if (code == null || code instanceof Number) {
             sb.append("null");
-        } else if (code instanceof Number) {
-            sb.append(code);
         } else {
             quote(sb, code.toString());
         }
         return sb.append("}}").toString();
     }
 
-    /** The OpenAI type name the SDKs map for a status. */
+    /**
+     * OpenAI's error {@code type} for a status: {@code invalid_request_error} for client errors (400, 404, 405, 413,
+     * 415, 422...), {@code authentication_error} 401, {@code permission_error} 403, {@code rate_limit_error} 429,
+     * {@code timeout} 504, {@code server_error} for every other 5xx. Engine-specific names ({@code BadRequestError},
+     * {@code NotFoundError}, {@code Bad Request}) never reach a client.
+     */
     public static String typeFor(int status) {
         return switch (status) {
-            case 400, 413, 414, 415, 422, 431 -> "invalid_request_error";
             case 401 -> "authentication_error";
             case 403 -> "permission_error";
-            case 404 -> "NotFoundError";
-            case 408 -> "timeout_error";
             case 429 -> "rate_limit_error";
-            case 502 -> "upstream_error";
-            case 503 -> "service_unavailable";
-            case 504 -> "timeout_error";
+            case 504 -> "timeout";
             default -> status >= 500 ? "server_error" : "invalid_request_error";
         };
     }
+
+    /** An error event on an SSE stream whose 200 is already on the wire: {@code type} as a 502 would have it. */
+    public static final String STREAM_ERROR_TYPE = "server_error";
 
     public static FullHttpResponse response(ByteBufAllocator alloc, HttpResponseStatus status, String message, String param,
                                             Object code) {
@@ -74,6 +81,11 @@ public final class OpenAiErrors {
     /** The SSE frame sent when a stream cannot finish: clients see an error, not a silently truncated answer. */
     public static String sseErrorFrames(String message, String type, Object code) {
         return "data: " + json(message, type, null, code) + "\n\ndata: [DONE]\n\n";
+    }
+
+    /** The 404 for a model no rule serves (chat, completions, render, {@code GET /v1/models/{id}}): OpenAI's answer. */
+    public static String modelNotFoundJson(String model) {
+        return json("The model `" + model + "` does not exist.", "invalid_request_error", "model", "model_not_found");
     }
 
     public static void quote(StringBuilder sb, String s) {

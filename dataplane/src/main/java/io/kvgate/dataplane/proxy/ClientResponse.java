@@ -34,6 +34,9 @@ final class ClientResponse {
     private final String requestId;
     private boolean streaming;
     private SseFramer framer;
+    private EngineStreamCheck streamCheck;
+    /** The stream carried an error event (the engine's, or the gateway's when it could not finish it). */
+    private boolean streamFailed;
     private ChannelFuture lastWrite;
 
     ClientResponse(ChannelHandlerContext ctx, HttpRequest request, String requestId) {
@@ -56,6 +59,14 @@ final class ClientResponse {
         return framer != null;
     }
 
+    /**
+     * Whether a started stream ended in error: the engine sent an error event, the gateway ended it with one, or it
+     * lacked {@code [DONE]} (counted as {@code status="stream_error"}, not as the 200 on the wire).
+     */
+    boolean streamFailed() {
+        return streamFailed;
+    }
+
     private void decorate(HttpResponse r, String explanation) {
         r.headers().set("x-request-id", requestId);
         if (explanation != null) {
@@ -66,8 +77,11 @@ final class ClientResponse {
         }
     }
 
-    /** Starts relaying the engine's response: its head, with the gateway's own headers. */
-    void startRelay(HttpResponse engineHead, boolean sse, String explanation) {
+    /**
+     * Starts relaying the engine's response: its head, with the gateway's own headers. An SSE stream's events are
+     * checked ({@link EngineStreamCheck}); {@code chat} names a context overflow's {@code param} in error events.
+     */
+    void startRelay(HttpResponse engineHead, boolean sse, String explanation, boolean chat) {
         HttpResponse out = new DefaultHttpResponse(HttpVersion.HTTP_1_1, engineHead.status());
         ForwardedHeaders.toClient(engineHead.headers(), out.headers());
         if (!engineHead.headers().contains(HttpHeaderNames.CONTENT_LENGTH)) {
@@ -76,6 +90,7 @@ final class ClientResponse {
         decorate(out, explanation);
         if (sse) {
             framer = new SseFramer();
+            streamCheck = engineHead.status().code() < 300 ? new EngineStreamCheck(chat) : null;
         }
         streaming = true;
         lastWrite = ctx.write(out);
@@ -87,10 +102,14 @@ final class ClientResponse {
             ByteBuf chunk = content.content().retain();
             content.release();
             if (last) {
-                ctx.writeAndFlush(new DefaultLastHttpContent(framer.finish(ctx.alloc(), chunk)));
+                ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk))));
                 return;
             }
             ByteBuf out = framer.next(ctx.alloc(), chunk);
+            if (streamCheck != null) {
+                out = streamCheck.check(ctx.alloc(), out);
+                streamFailed |= streamCheck.engineError();
+            }
             if (out.isReadable()) {
                 lastWrite = ctx.write(new DefaultHttpContent(out));
             } else {
@@ -103,6 +122,23 @@ final class ClientResponse {
         } else {
             lastWrite = ctx.write(content);
         }
+    }
+
+    /** The stream's last bytes, checked, plus an error event and {@code [DONE]} when the engine sent no {@code [DONE]}. */
+    private ByteBuf endOfStream(ByteBuf rest) {
+        if (streamCheck == null) {
+            return rest;
+        }
+        ByteBuf out = streamCheck.check(ctx.alloc(), rest);
+        streamFailed |= streamCheck.engineError();
+        if (streamCheck.endedWithDone()) {
+            return out;
+        }
+        streamFailed = true;
+        boolean unterminated = out.isReadable() && SseFramer.lastEventEnd(out) != out.writerIndex();
+        String frames = EngineStreamCheck.missingDoneFrames(streamCheck.engineError(), unterminated);
+        return ctx.alloc().compositeBuffer(2).addComponents(true, out,
+            Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8));
     }
 
     /** Flushes this read batch's writes; returns the last one (null: nothing was written), for read-after-write. */
@@ -149,7 +185,8 @@ final class ClientResponse {
             return false;
         }
         framer.discard();
-        String frames = OpenAiErrors.sseErrorFrames(message, "upstream_error", code);
+        streamFailed = true;
+        String frames = OpenAiErrors.sseErrorFrames(message, OpenAiErrors.STREAM_ERROR_TYPE, code);
         ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8)));
         ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
         return true;

@@ -2,6 +2,7 @@ package io.kvgate.dataplane.proxy;
 
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.request.RequestIds;
+import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.ExchangeOwner;
@@ -99,6 +100,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private UpstreamLeg leg;
     private int status;
     private final ClientResponse client;
+    /** {@code /v1/chat/completions} rather than completions: how an engine's context error names its {@code param}. */
+    private final boolean chat;
     private long sentAtNs;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
@@ -110,6 +113,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
         this.client = new ClientResponse(ctx, request, requestId);
+        this.chat = request.uri().startsWith("/v1/chat/");
         this.model = fields.model;
         this.rule = rule;
         this.ruleName = rule.name();
@@ -320,7 +324,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             return;
         }
         phase = Phase.RELAYING;
-        client.startRelay(head, sse, explanation());
+        client.startRelay(head, sse, explanation(), chat);
     }
 
     /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
@@ -360,7 +364,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             return;
         }
         String text = aggregated.toString(StandardCharsets.UTF_8);
-        String json = status >= 400 ? EngineErrors.toOpenAiShape(text, status) : EngineErrors.withoutKvTransferParams(text);
+        String json = status >= 400 ? EngineErrors.toOpenAiShape(text, status, chat) : EngineErrors.withoutKvTransferParams(text);
         client.answerJson(status, json, explanation());
         finish(status, client.keepAlive());
     }
@@ -465,7 +469,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         finish(st.code(), client.keepAlive());
     }
 
+    /** Records the answer; a stream that ended in an error event is {@code status="stream_error"}, not its 200. */
     private void record(int st) {
+        if (client.streamFailed()) {
+            gw.metrics().request(ruleName, model, GatewayMetrics.STREAM_ERROR, gw.clock().nanoTime() - startNs);
+            return;
+        }
         gw.metrics().request(ruleName, model, st, gw.clock().nanoTime() - startNs);
     }
 

@@ -236,8 +236,19 @@ public final class RequestFieldExtractor {
                 fields.n = 1;
                 fields.nInvalid = true;
             }
+            // The last occurrence wins: a container after a value leaves a value the engine will refuse itself.
+            case "logprobs" -> fields.logprobsTrue = false;
+            case "top_logprobs" -> fields.hasTopLogprobs = true;
+            case "max_tokens" -> fields.hasMaxTokens = false;
+            case "max_completion_tokens" -> fields.hasMaxCompletionTokens = false;
             default -> { }
         }
+    }
+
+    /** An integer token as an int, clamped to int range (a huge negative stays negative, a huge positive positive). */
+    private int clampedInt() throws IOException {
+        return parser.getNumberType() == JsonParser.NumberType.INT ? parser.getIntValue()
+            : (parser.getBigIntegerValue().signum() < 0 ? Integer.MIN_VALUE : Integer.MAX_VALUE);
     }
 
     /**
@@ -297,6 +308,16 @@ public final class RequestFieldExtractor {
             }
             case "stream_options" -> fields.hasStreamOptions = t != JsonToken.VALUE_NULL;
             case "n" -> onN(t);
+            case "logprobs" -> fields.logprobsTrue = t == JsonToken.VALUE_TRUE;
+            case "top_logprobs" -> fields.hasTopLogprobs = t != JsonToken.VALUE_NULL;
+            case "max_tokens" -> {
+                fields.hasMaxTokens = t == JsonToken.VALUE_NUMBER_INT;
+                fields.maxTokens = fields.hasMaxTokens ? clampedInt() : 0;
+            }
+            case "max_completion_tokens" -> {
+                fields.hasMaxCompletionTokens = t == JsonToken.VALUE_NUMBER_INT;
+                fields.maxCompletionTokens = fields.hasMaxCompletionTokens ? clampedInt() : 0;
+            }
             default -> { }
         }
     }

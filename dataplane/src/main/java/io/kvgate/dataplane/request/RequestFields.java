@@ -27,6 +27,16 @@ public final class RequestFields {
     /** {@code n} was present with a value that is not an integer (a string, a fraction, a container...). */
     public boolean nInvalid;
     public boolean hasKvTransferParams;
+    /** {@code logprobs} is {@code true} (chat's boolean form; completions' integer form is not {@code true}). */
+    public boolean logprobsTrue;
+    /** {@code top_logprobs} is present and not null. */
+    public boolean hasTopLogprobs;
+    /** {@code max_tokens} is an integer (clamped to int range): then {@link #maxTokens} holds it. */
+    public boolean hasMaxTokens;
+    public int maxTokens;
+    /** {@code max_completion_tokens} is an integer (clamped to int range): then {@link #maxCompletionTokens} holds it. */
+    public boolean hasMaxCompletionTokens;
+    public int maxCompletionTokens;
     /**
      * Byte ranges {@code [start, end)} of the top-level engine-internal members, in body order: {@code start} is the
      * member name's opening quote, {@code end} the start of the next top-level token (the next member's name, or the
@@ -66,6 +76,12 @@ public final class RequestFields {
         n = 1;
         nInvalid = false;
         hasKvTransferParams = false;
+        logprobsTrue = false;
+        hasTopLogprobs = false;
+        hasMaxTokens = false;
+        maxTokens = 0;
+        hasMaxCompletionTokens = false;
+        maxCompletionTokens = 0;
         engineFieldRangeCount = 0;
         objectEnd = -1;
         textPrefix.setLength(0);

@@ -2,8 +2,10 @@ package io.kvgate.dataplane.request;
 
 /**
  * The body stage's verdict on an OpenAI request body: a typed {@link Problem} (param, reason, message) or null.
- * Checks only what the gateway itself relies on (one well-formed JSON object, {@code model}, {@code messages} or
- * {@code prompt}, {@code n}); the engine judges everything else. Stateless.
+ * Checks what the gateway itself relies on (one well-formed JSON object, {@code model}, {@code messages} or
+ * {@code prompt}, {@code n}) and the field combinations vLLM and SGLang judge differently, so a client gets the same
+ * OpenAI 400 whichever engine serves the rule ({@link #sameForEveryEngine}); the engine judges everything else.
+ * Stateless.
  */
 public final class RequestValidator {
     private RequestValidator() {}
@@ -46,7 +48,37 @@ public final class RequestValidator {
         if (f.n < 1) {
             return Problem.field("n", "invalid_n", "'n' must be at least 1.");
         }
+        return sameForEveryEngine(f, chat);
+    }
+
+    /**
+     * OpenAI's 400s for requests vLLM and SGLang answer differently (issue #13 item 2; review rows 6, 22 and
+     * {@code max_tokens} ≤ 0): vLLM refuses {@code stream_options} without {@code stream: true} and SGLang ignores
+     * it; vLLM refuses {@code top_logprobs} without {@code logprobs: true} and SGLang accepts it; vLLM refuses
+     * {@code max_tokens: 0} and SGLang's chat answers an empty 200. The gateway answers all of them as OpenAI does,
+     * before any engine sees them.
+     */
+    static Problem sameForEveryEngine(RequestFields f, boolean chat) {
+        if (f.hasStreamOptions && !f.stream) {
+            return new Problem("stream_options", "stream_options_without_stream",
+                "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "invalid_value");
+        }
+        if (chat && f.hasTopLogprobs && !f.logprobsTrue) {
+            return new Problem("top_logprobs", "top_logprobs_without_logprobs",
+                "The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled.", "invalid_value");
+        }
+        if (f.hasMaxTokens && f.maxTokens < 1) {
+            return belowOne("max_tokens", f.maxTokens);
+        }
+        if (f.hasMaxCompletionTokens && f.maxCompletionTokens < 1) {
+            return belowOne("max_completion_tokens", f.maxCompletionTokens);
+        }
         return null;
+    }
+
+    private static Problem belowOne(String param, int value) {
+        return new Problem(param, "max_tokens_below_one", "Invalid '" + param + "': integer below minimum value. "
+            + "Expected a value >= 1, but got " + value + " instead.", "integer_below_min_value");
     }
 
     /**

@@ -80,7 +80,7 @@ class PdSystemTest {
     }
 
     private static final String BODY = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"keep \\\"max_tokens\\\": 99 here\"}],"
-        + "\"max_tokens\":50,\"stream_options\":{\"include_usage\":true},\"min_tokens\":2,"
+        + "\"max_tokens\":50,\"min_tokens\":2,"
         + "\"kv_transfer_params\":{\"client\":\"sent\"}}";
 
     @Test
@@ -93,14 +93,12 @@ class PdSystemTest {
         JsonNode p = prefill.bodies.get(0);
         assertEquals(1, p.get("max_tokens").asInt());
         assertFalse(p.get("stream").asBoolean());
-        assertFalse(p.has("stream_options"));
         assertFalse(p.has("min_tokens"));
         assertTrue(p.get("kv_transfer_params").get("do_remote_decode").asBoolean());
         assertFalse(p.get("kv_transfer_params").has("client"), "client-sent params replaced, not merged");
         assertEquals("keep \"max_tokens\": 99 here", p.get("messages").get(0).get("content").asText());
         JsonNode d = decode.bodies.get(0);
         assertEquals(50, d.get("max_tokens").asInt(), "decode gets the original request");
-        assertTrue(d.has("stream_options"));
         assertEquals(prefill.requestIds.get(0), decode.requestIds.get(0), "same X-Request-Id on both legs");
         assertEquals(1, decode.decodesWithParams.get());
         assertEquals(0, decode.rejected.get() + prefill.rejected.get());
@@ -110,10 +108,14 @@ class PdSystemTest {
     @Test
     void vllmStreamRelaysDecodeSse() throws Exception {
         start("vllm", false, null);
-        HttpResponse<String> r = chat(BODY.replace("\"max_tokens\":50", "\"max_tokens\":50,\"stream\":true"));
+        // stream_options is only valid with stream: true (the gateway refuses it otherwise, as OpenAI does)
+        HttpResponse<String> r = chat(BODY.replace("\"max_tokens\":50",
+            "\"max_tokens\":50,\"stream\":true,\"stream_options\":{\"include_usage\":true}"));
         assertEquals(200, r.statusCode());
         assertTrue(r.body().contains("\"d2\"") && r.body().endsWith("data: [DONE]\n\n"), r.body());
         assertFalse(prefill.bodies.get(0).get("stream").asBoolean());
+        assertFalse(prefill.bodies.get(0).has("stream_options"), "the prefill leg does not stream");
+        assertTrue(decode.bodies.get(0).has("stream_options"), "the decode leg keeps the client's fields");
     }
 
     @Test

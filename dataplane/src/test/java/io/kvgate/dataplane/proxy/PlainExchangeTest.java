@@ -78,8 +78,8 @@ class PlainExchangeTest {
             assertEquals(before, EmbeddedEngines.reads(k.engine(0)), "no upstream read while the client write is pending");
             k.writes.release();
             assertEquals(before + 1, EmbeddedEngines.reads(k.engine(0)), "the completed write asks for the next chunk");
-            k.engineSends(0, chunk("data: 2\n\n") + "0\r\n\r\n");
-            assertEquals("data: 1\n\ndata: 2\n\n", k.received().body.toString());
+            k.engineSends(0, chunk("data: 2\n\ndata: [DONE]\n\n") + "0\r\n\r\n");
+            assertEquals("data: 1\n\ndata: 2\n\ndata: [DONE]\n\n", k.received().body.toString());
         }
     }
 
@@ -112,7 +112,8 @@ class PlainExchangeTest {
                 k.engineSends(0, wire.substring(split));
                 k.received();
                 assertEquals(400, k.head.status().code());
-                assertTrue(k.body.toString().startsWith("{\"error\":{\"message\":\"prompt too long\",\"type\":\"BadRequestError\""),
+                assertTrue(k.body.toString().equals("{\"error\":{\"message\":\"prompt too long\",\"type\":\"invalid_request_error\","
+                    + "\"param\":null,\"code\":null}}"),
                     k.body.toString());
                 assertEquals(List.of(new Completion(k.ep1, Outcome.SUCCESS)), k.engines.outcomes, "4xx is the request's fault");
             }

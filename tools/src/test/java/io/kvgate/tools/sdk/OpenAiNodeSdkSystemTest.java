@@ -125,8 +125,8 @@ class OpenAiNodeSdkSystemTest {
         assertEquals("The model `no-such-model` does not exist.", e.path("error_message").asText(), e.toString());
         assertEquals("404 The model `no-such-model` does not exist.", e.path("message").asText(), e.toString());
         assertEquals("model", e.path("param").asText(), e.toString());
-        assertEquals("NotFoundError", e.path("type").asText(), e.toString());
-        assertEquals(404, e.path("code").asInt(), e.toString());
+        assertEquals("invalid_request_error", e.path("type").asText(), e.toString());
+        assertEquals("model_not_found", e.path("code").asText(), e.toString());
         assertTrue(engineSawViaGateway.stream().noneMatch(r -> "no-such-model".equals(r.model())),
             "the gateway answers an unknown model itself: " + engineSawViaGateway);
     }
@@ -169,7 +169,7 @@ class OpenAiNodeSdkSystemTest {
         assertEquals(400, e.path("status").asInt(), e.toString());
         assertEquals(ScriptedEngine.FLAT_ERROR_MESSAGE, e.path("error_message").asText(), e.toString());
         assertEquals("400 " + ScriptedEngine.FLAT_ERROR_MESSAGE, e.path("message").asText(), e.toString());
-        assertEquals(ScriptedEngine.FLAT_ERROR_TYPE, e.path("type").asText(), e.toString());
+        assertEquals("invalid_request_error", e.path("type").asText(), "the vocabulary's type, not the engine's " + e);
     }
 
     /** Control: straight at the engine, the same SDK cannot read the flat shape — this is what the gateway fixes. */
@@ -217,9 +217,44 @@ class OpenAiNodeSdkSystemTest {
         JsonNode e = r.path("error");
         assertTrue(e.path("is_api_error").asBoolean(false), "raised as an OpenAI APIError from the SSE error frame: " + r);
         assertTrue(e.path("message").asText().contains(GATEWAY_MID_STREAM_MESSAGE), e.toString());
-        assertEquals("upstream_error", e.path("type").asText(), e.toString());
+        assertEquals("server_error", e.path("type").asText(), e.toString());
         assertEquals("upstream_disconnected", e.path("code").asText(), e.toString());
         assertTrue(e.path("status").isNull(), "no HTTP status: the stream had already started: " + e);
+    }
+
+    /** An engine's in-stream error event in the flat shape: the SDK raises it only because the gateway re-shapes it. */
+    @Test
+    void enginesFlatErrorEventRaisesInsideTheIteration() {
+        JsonNode r = viaGateway.scenario("engine_flat_error_frame");
+        assertTrue(r.path("threw").asBoolean(false), "the SDK must raise, not end the stream silently: " + r);
+        assertEquals(ScriptedEngine.DYING_PIECES, strings(r.path("deltas")), "frames before the error reach the client: " + r);
+        JsonNode e = r.path("error");
+        assertTrue(e.path("is_api_error").asBoolean(false), r.toString());
+        assertTrue(e.path("message").asText().contains(ScriptedEngine.FLAT_ERROR_FRAME_MESSAGE), e.toString());
+        assertEquals("server_error", e.path("type").asText(), e.toString());
+        // Control: straight at the engine the flat event has no "error" key and the SDK ends the stream "successfully".
+        JsonNode d = direct.scenario("engine_flat_error_frame");
+        assertFalse(d.path("threw").asBoolean(true), "control: " + d);
+    }
+
+    @Test
+    void modelsRetrieveAnswersFromTheRules() {
+        JsonNode r = viaGateway.scenario("models_retrieve");
+        assertFalse(r.path("threw").asBoolean(true), r.toString());
+        assertEquals(MODEL, r.path("id").asText(), r.toString());
+        assertEquals("model", r.path("object").asText(), r.toString());
+        JsonNode e = thrown(viaGateway.scenario("models_retrieve_missing"));
+        assertEquals("NotFoundError", e.path("class").asText(), e.toString());
+        assertEquals("invalid_request_error", e.path("type").asText(), e.toString());
+        assertEquals("model_not_found", e.path("code").asText(), e.toString());
+    }
+
+    @Test
+    void streamOptionsWithoutStreamIsABadRequestErrorForEveryEngine() {
+        JsonNode e = thrown(viaGateway.scenario("stream_options_without_stream"));
+        assertEquals("BadRequestError", e.path("class").asText(), e.toString());
+        assertEquals("stream_options", e.path("param").asText(), e.toString());
+        assertEquals("invalid_value", e.path("code").asText(), e.toString());
     }
 
     // ---- helpers ---------------------------------------------------------------------------------------------

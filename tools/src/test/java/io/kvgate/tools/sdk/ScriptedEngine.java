@@ -30,7 +30,10 @@ import java.util.concurrent.Semaphore;
  *   <li>{@code flat_error} — HTTP 400 in the older vLLM/SGLang flat shape {@code {"object":"error","message":…}};
  *   <li>{@code die_mid_stream} — SSE head and two complete content frames, then the connection closes without the
  *       terminating chunk (what the gateway sees when an engine process dies);
- *   <li>{@code die_mid_frame} — the same, but the connection dies in the middle of a third frame.
+ *   <li>{@code die_mid_frame} — the same, but the connection dies in the middle of a third frame;
+ *   <li>{@code flat_error_frame} — two content frames, then an in-stream error event in the flat shape
+ *       {@code data: {"object":"error",…}} (no {@code error} key, which is all the SDKs look for), then
+ *       {@code [DONE]}: the stream ends properly, the answer is not complete.
  * </ul>
  * A body without {@code messages} or that is not JSON gets a flat-shape 400, as an older vLLM would answer. Every
  * request is recorded ({@link #requests()}).
@@ -43,6 +46,9 @@ import java.util.concurrent.Semaphore;
  * further connections are closed at accept); the request log is thread-safe.
  */
 final class ScriptedEngine implements AutoCloseable {
+    /** The message of {@code flat_error_frame}'s in-stream error event. */
+    static final String FLAT_ERROR_FRAME_MESSAGE = "the engine failed while generating";
+
     static final List<String> STREAM_PIECES = List.of("Hello", " from", " the", " scripted", " engine.");
     static final String CONTENT = String.join("", STREAM_PIECES);
     static final List<String> DYING_PIECES = List.of("Partial", " answer");
@@ -267,6 +273,17 @@ final class ScriptedEngine implements AutoCloseable {
                 }
                 // The engine is gone: FIN after the last flushed byte, no terminating chunk, no [DONE].
                 yield false;
+            }
+            case "flat_error_frame" -> {
+                writeSseHead(out);
+                for (String piece : DYING_PIECES) {
+                    writeChunk(out, frame(chunk(id, model, piece, false, null)));
+                }
+                writeChunk(out, "data: " + flatError(FLAT_ERROR_FRAME_MESSAGE) + "\n\n");
+                writeChunk(out, "data: [DONE]\n\n");
+                out.write("0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                out.flush();
+                yield keepAlive;
             }
             default -> {
                 writeJson(out, 400, flatError("unknown scenario '" + scenario + "'"), keepAlive);

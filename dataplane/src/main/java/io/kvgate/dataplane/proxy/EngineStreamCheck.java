@@ -1,0 +1,148 @@
+package io.kvgate.dataplane.proxy;
+
+import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.ByteBufUtil;
+import io.netty.buffer.Unpooled;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * What the relay checks in an engine's SSE stream (issue #13 item 5), on the complete events {@link SseFramer}
+ * releases: an engine's in-stream error event ({@code data: {"error":…}}, each engine in its own shape) is rewritten
+ * into the gateway's error vocabulary ({@link EngineErrors#streamErrorToOpenAiShape}) and marks the stream failed;
+ * whether the stream's last event was {@code data: [DONE]} decides, at its end, whether the gateway adds an error
+ * event and {@code [DONE]} itself. Ordinary events are forwarded untouched, found with one byte search: a JSON key or
+ * value {@code "error"} cannot appear inside a JSON string without its quotes escaped, so only a real error member
+ * (or an {@code "object":"error"}) matches. Event-loop only; one per relayed stream.
+ */
+final class EngineStreamCheck {
+    private static final ByteBuf ERROR_TOKEN = Unpooled.unreleasableBuffer(
+        Unpooled.copiedBuffer("\"error\"", StandardCharsets.US_ASCII)).asReadOnly();
+    private static final String DONE = "[DONE]";
+
+    private final boolean chat;
+    private boolean lastWasDone;
+    private boolean engineError;
+
+    EngineStreamCheck(boolean chat) {
+        this.chat = chat;
+    }
+
+    /** Whether the engine sent an error event (rewritten) in this stream. */
+    boolean engineError() {
+        return engineError;
+    }
+
+    /** Whether the last event seen was {@code data: [DONE]}. */
+    boolean endedWithDone() {
+        return lastWasDone;
+    }
+
+    /**
+     * Checks complete events on their way to the client; returns {@code events} itself, or (when it held an error
+     * event) a rewritten buffer, {@code events} released. The caller owns what is returned.
+     */
+    ByteBuf check(ByteBufAllocator alloc, ByteBuf events) {
+        if (!events.isReadable()) {
+            return events;
+        }
+        if (ByteBufUtil.indexOf(ERROR_TOKEN, events) >= 0) {
+            ByteBuf rewritten = rewriteErrors(alloc, events);
+            if (rewritten != events) {
+                events.release();
+                return rewritten;
+            }
+        }
+        lastWasDone = tailIsDone(events);
+        return events;
+    }
+
+    /** The events with every engine error event replaced by one in the vocabulary (or {@code events} if none was). */
+    private ByteBuf rewriteErrors(ByteBufAllocator alloc, ByteBuf events) {
+        String text = events.toString(StandardCharsets.UTF_8);
+        StringBuilder out = new StringBuilder(text.length() + 64);
+        boolean changed = false;
+        int from = 0;
+        while (from < text.length()) {
+            int end = eventEnd(text, from);
+            String event = text.substring(from, end);
+            String payload = dataOf(event);
+            String normalized = payload != null && payload.contains("\"error\"")
+                ? EngineErrors.streamErrorToOpenAiShape(payload, chat) : null;
+            if (normalized != null) {
+                out.append("data: ").append(normalized).append("\n\n");
+                engineError = true;
+                changed = true;
+            } else {
+                out.append(event);
+            }
+            if (payload != null && !payload.isBlank()) {
+                lastWasDone = DONE.equals(payload.strip());
+            }
+            from = end;
+        }
+        if (!changed) {
+            return events;
+        }
+        ByteBuf b = alloc.buffer(out.length() + 16);
+        b.writeCharSequence(out, StandardCharsets.UTF_8);
+        return b;
+    }
+
+    /** Index just past the blank line ending the event that starts at {@code from} (or the text's end). */
+    private static int eventEnd(String text, int from) {
+        int lf = text.indexOf("\n\n", from);
+        int crlf = text.indexOf("\r\n\r\n", from);
+        if (lf < 0 && crlf < 0) {
+            return text.length();
+        }
+        if (crlf >= 0 && (lf < 0 || crlf < lf)) {
+            return crlf + 4;
+        }
+        return lf + 2;
+    }
+
+    /** The event's data (its {@code data:} lines joined by newlines, as SSE defines), or null if it has none. */
+    private static String dataOf(String event) {
+        StringBuilder data = null;
+        for (String line : event.split("\r?\n")) {
+            if (line.startsWith("data:")) {
+                String v = line.startsWith("data: ") ? line.substring(6) : line.substring(5);
+                if (data == null) {
+                    data = new StringBuilder(v);
+                } else {
+                    data.append('\n').append(v);
+                }
+            }
+        }
+        return data == null ? null : data.toString();
+    }
+
+    /** Whether the last event in {@code events} is {@code data: [DONE]} (trailing blank lines ignored). */
+    private static boolean tailIsDone(ByteBuf events) {
+        int end = events.writerIndex();
+        while (end > events.readerIndex() && (events.getByte(end - 1) == '\n' || events.getByte(end - 1) == '\r'
+            || events.getByte(end - 1) == ' ')) {
+            end--;
+        }
+        int start = Math.max(events.readerIndex(), end - 16);
+        String tail = events.toString(start, end - start, StandardCharsets.US_ASCII);
+        int line = Math.max(tail.lastIndexOf('\n'), tail.lastIndexOf('\r'));
+        String last = tail.substring(line + 1);
+        return last.equals("data: " + DONE) || last.equals("data:" + DONE);
+    }
+
+    /**
+     * What ends a stream that finished without {@code [DONE]}: an error event (unless the engine already sent one)
+     * and {@code [DONE]}; {@code terminate} first ends an event the engine left unterminated.
+     */
+    static String missingDoneFrames(boolean engineErrorSent, boolean terminate) {
+        String prefix = terminate ? "\n\n" : "";
+        if (engineErrorSent) {
+            return prefix + "data: [DONE]\n\n";
+        }
+        return prefix + OpenAiErrors.sseErrorFrames("The engine ended the stream without [DONE]: the answer may be "
+            + "incomplete.", OpenAiErrors.STREAM_ERROR_TYPE, "stream_truncated");
+    }
+}

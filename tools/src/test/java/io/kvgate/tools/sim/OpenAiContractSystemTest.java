@@ -1,0 +1,237 @@
+package io.kvgate.tools.sim;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * One OpenAI contract in front of engines that disagree on it (issue #13; rows of
+ * shared/reviews/openai-contract-2026-12-01.md, listed in docs/openai-contract.md): the same request goes through a
+ * vLLM rule and an SGLang rule of one gateway, each over its engine's simulator (which answers as that engine does,
+ * see {@code EngineDivergenceTest}), and the client must see the same status, {@code type}, {@code code} and
+ * {@code param} from both.
+ */
+@Timeout(60)
+class OpenAiContractSystemTest {
+    static EngineSimulator vllm;
+    static EngineSimulator sglang;
+    static Gateway gw;
+    /** The client's model name per rule: each simulator serves its own name (vLLM 404s any other). */
+    static final String VLLM_MODEL = "mv";
+    static final String SGLANG_MODEL = "ms";
+
+    @BeforeAll
+    static void start() throws Exception {
+        vllm = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).model(VLLM_MODEL).contextLen(64));
+        sglang = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).model(SGLANG_MODEL).contextLen(64));
+        gw = Gateway.start(GatewayConfig.parse("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            upstream: {connect_timeout_ms: 1000, first_byte_timeout_ms: 5000}
+            health: {interval_ms: 60000}
+            rules:
+              - name: on-vllm
+                models: [%s]
+                engine: vllm
+                endpoints: [{url: "%s"}]
+              - name: on-sglang
+                models: [%s]
+                engine: sglang
+                endpoints: [{url: "%s"}]
+            """.formatted(VLLM_MODEL, vllm.baseUrl(), SGLANG_MODEL, sglang.baseUrl())));
+    }
+
+    @AfterAll
+    static void stop() {
+        if (gw != null) {
+            gw.close(100);
+        }
+        vllm.close();
+        sglang.close();
+    }
+
+    static HttpResponse<String> send(String method, String path, String body) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
+            .timeout(Duration.ofSeconds(20)).header("content-type", "application/json");
+        b.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+        return SimHttp.CLIENT.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** What a client sees of an error answer: status and the error object's type, code and param. */
+    record Seen(int status, String type, String code, String param) {
+        static Seen of(int status, JsonNode error) {
+            return new Seen(status, text(error.get("type")), text(error.get("code")), text(error.get("param")));
+        }
+
+        private static String text(JsonNode n) {
+            return n == null || n.isNull() ? null : n.asText();
+        }
+    }
+
+    /** Sends {@code body} (with {@code %MODEL%} replaced) through both rules; returns what each client saw, vLLM first. */
+    static List<HttpResponse<String>> both(String path, String body) throws Exception {
+        List<HttpResponse<String>> out = new ArrayList<>();
+        for (String model : new String[] {VLLM_MODEL, SGLANG_MODEL}) {
+            out.add(send("POST", path, body.replace("%MODEL%", model)));
+        }
+        return out;
+    }
+
+    /** Asserts both engines' answers look the same to the client and returns that. */
+    static Seen sameErrorFromBoth(String path, String body) throws Exception {
+        List<HttpResponse<String>> r = both(path, body);
+        Seen v = Seen.of(r.get(0).statusCode(), SimHttp.MAPPER.readTree(r.get(0).body()).path("error"));
+        Seen s = Seen.of(r.get(1).statusCode(), SimHttp.MAPPER.readTree(r.get(1).body()).path("error"));
+        assertEquals(v, s, "vLLM rule: " + r.get(0).body() + "\nSGLang rule: " + r.get(1).body());
+        assertFalse(SimHttp.MAPPER.readTree(r.get(0).body()).path("error").path("message").asText().isEmpty());
+        return v;
+    }
+
+    static String chat(String extra) {
+        return "{\"model\":\"%MODEL%\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" + extra + "}";
+    }
+
+    static String completion(int promptWords, String extra) {
+        return "{\"model\":\"%MODEL%\",\"prompt\":\"" + "w ".repeat(promptWords - 1) + "w\"" + extra + "}";
+    }
+
+    // review row 22
+    @Test
+    void streamOptionsWithoutStreamIsTheSame400() throws Exception {
+        assertEquals(new Seen(400, "invalid_request_error", "invalid_value", "stream_options"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"stream_options\":{\"include_usage\":true}")));
+        assertEquals(new Seen(400, "invalid_request_error", "invalid_value", "stream_options"),
+            sameErrorFromBoth("/v1/completions", completion(3, ",\"stream_options\":{\"include_usage\":true}")));
+    }
+
+    // review row 6
+    @Test
+    void topLogprobsWithoutLogprobsIsTheSame400() throws Exception {
+        assertEquals(new Seen(400, "invalid_request_error", "invalid_value", "top_logprobs"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"top_logprobs\":3")));
+    }
+
+    // max_tokens <= 0: vLLM 400, SGLang chat an empty 200 (0) or its own 400 (-1)
+    @Test
+    void maxTokensBelowOneIsTheSame400() throws Exception {
+        assertEquals(new Seen(400, "invalid_request_error", "integer_below_min_value", "max_tokens"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"max_tokens\":0")));
+        assertEquals(new Seen(400, "invalid_request_error", "integer_below_min_value", "max_tokens"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"max_tokens\":-1")));
+        assertEquals(new Seen(400, "invalid_request_error", "integer_below_min_value", "max_completion_tokens"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"max_completion_tokens\":0")));
+        assertEquals(new Seen(400, "invalid_request_error", "integer_below_min_value", "max_tokens"),
+            sameErrorFromBoth("/v1/completions", completion(3, ",\"max_tokens\":0")));
+    }
+
+    // review row 2: the engines' own 400s in their own words, one code
+    @Test
+    void promptLongerThanTheContextIsContextLengthExceededFromBoth() throws Exception {
+        assertEquals(new Seen(400, "invalid_request_error", "context_length_exceeded", "prompt"),
+            sameErrorFromBoth("/v1/completions", completion(70, "")));
+        List<HttpResponse<String>> r = both("/v1/completions", completion(70, ""));
+        assertEquals("Input length (70) exceeds model's maximum context length (64).",
+            SimHttp.MAPPER.readTree(r.get(0).body()).at("/error/message").asText(), "the engine's message is kept");
+        assertEquals("The input (70 tokens) is longer than the model's context length (64 tokens).",
+            SimHttp.MAPPER.readTree(r.get(1).body()).at("/error/message").asText());
+    }
+
+    // review rows 19 and 26: unknown model
+    @Test
+    void unknownModelIsModelNotFound() throws Exception {
+        HttpResponse<String> r = send("POST", "/v1/chat/completions", chat("").replace("%MODEL%", "gpt-nope"));
+        assertEquals(new Seen(404, "invalid_request_error", "model_not_found", "model"),
+            Seen.of(r.statusCode(), SimHttp.MAPPER.readTree(r.body()).path("error")));
+    }
+
+    // review row 21
+    @Test
+    void retrieveModelAnswersFromTheRules() throws Exception {
+        for (String m : new String[] {VLLM_MODEL, SGLANG_MODEL}) {
+            HttpResponse<String> r = send("GET", "/v1/models/" + m, null);
+            assertEquals(200, r.statusCode(), r.body());
+            JsonNode b = SimHttp.MAPPER.readTree(r.body());
+            assertEquals(m, b.get("id").asText());
+            assertEquals("model", b.get("object").asText());
+        }
+        HttpResponse<String> missing = send("GET", "/v1/models/org%2Fother", null);
+        assertEquals(404, missing.statusCode());
+        assertEquals("{\"error\":{\"message\":\"The model `org/other` does not exist.\",\"type\":\"invalid_request_error\","
+            + "\"param\":\"model\",\"code\":\"model_not_found\"}}", missing.body());
+        assertEquals(400, send("GET", "/v1/models/%C3%28", null).statusCode(), "not UTF-8");
+    }
+
+    // review row 26: an engine's error answer of each shape, the engine's status and message kept
+    @Test
+    void engineErrorsOfEitherShapeBecomeOneVocabulary() throws Exception {
+        vllm.injectFaults("{\"fail_next\":1,\"status\":503,\"message\":\"engine overloaded\"}");
+        sglang.injectFaults("{\"fail_next\":1,\"status\":503,\"message\":\"engine overloaded\"}");
+        assertEquals(new Seen(503, "server_error", null, null), sameErrorFromBoth("/v1/chat/completions", chat("")));
+        // a 400 both engines raise in their own shape and type name (here: a tool_choice without tools)
+        assertEquals(new Seen(400, "invalid_request_error", null, "tool_choice"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"tool_choice\":\"required\"")));
+    }
+
+    // review row 24: an engine's in-stream error event
+    @Test
+    void inStreamEngineErrorIsReshapedAndCountedAsAStreamError() throws Exception {
+        vllm.injectFaults("{\"error_after_chunks\":1}");
+        sglang.injectFaults("{\"error_after_chunks\":1}");
+        List<HttpResponse<String>> r = both("/v1/chat/completions", chat(",\"stream\":true,\"max_tokens\":5"));
+        String want = "data: {\"error\":{\"message\":\"simulated engine failure mid-stream\",\"type\":\"server_error\","
+            + "\"param\":null,\"code\":null}}\n\ndata: [DONE]\n\n";
+        for (HttpResponse<String> s : r) {
+            assertEquals(200, s.statusCode(), "the status is frozen once the stream started");
+            assertTrue(s.body().endsWith(want), s.body());
+        }
+        String metrics = gw.metrics().render();
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"on-vllm\",model=\"mv\",status=\"stream_error\"}"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{rule=\"on-sglang\",model=\"ms\",status=\"stream_error\"}"), metrics);
+    }
+
+    @Test
+    void aStreamEndingWithoutDoneGetsAnErrorEventAndDone() throws Exception {
+        vllm.injectFaults("{\"end_without_done\":1}");
+        sglang.injectFaults("{\"end_without_done\":1}");
+        for (HttpResponse<String> s : both("/v1/chat/completions", chat(",\"stream\":true,\"max_tokens\":3"))) {
+            assertEquals(200, s.statusCode());
+            assertTrue(s.body().contains("\"finish_reason\":\"length\""), s.body());
+            assertTrue(s.body().endsWith("data: {\"error\":{\"message\":\"The engine ended the stream without [DONE]: the "
+                + "answer may be incomplete.\",\"type\":\"server_error\",\"param\":null,\"code\":\"stream_truncated\"}}"
+                + "\n\ndata: [DONE]\n\n"), s.body());
+        }
+        // a complete stream is relayed as the engine sent it
+        for (HttpResponse<String> s : both("/v1/chat/completions", chat(",\"stream\":true,\"max_tokens\":3"))) {
+            assertTrue(s.body().endsWith("data: [DONE]\n\n"), s.body());
+            assertFalse(s.body().contains("\"error\""), s.body());
+        }
+    }
+
+    // review rows 1 and 3: not normalised yet (docs/openai-contract.md says so); this pins today's divergence
+    @Test
+    void notYetNormalisedDivergencesStillDiffer() throws Exception {
+        List<HttpResponse<String>> overflow = both("/v1/completions", completion(10, ",\"max_tokens\":100"));
+        assertEquals(200, overflow.get(0).statusCode(), "vLLM clamps");
+        assertEquals(new Seen(400, "invalid_request_error", "context_length_exceeded", "prompt"),
+            Seen.of(overflow.get(1).statusCode(), SimHttp.MAPPER.readTree(overflow.get(1).body()).path("error")),
+            "SGLang's 400, in the vocabulary");
+        List<HttpResponse<String>> greedy = both("/v1/completions", completion(3, ",\"n\":2,\"temperature\":0,\"max_tokens\":2"));
+        assertNotEquals(greedy.get(0).statusCode(), greedy.get(1).statusCode());
+    }
+}
