@@ -1,5 +1,7 @@
 package io.kvgate.dataplane.http;
 
+import io.kvgate.dataplane.request.RoutingInputs;
+
 import static io.kvgate.dataplane.http.FrontDoorHarness.AUTH;
 import static io.kvgate.dataplane.http.FrontDoorHarness.ascii;
 import static io.kvgate.dataplane.http.FrontDoorHarness.output;
@@ -65,6 +67,18 @@ class PromptStageTest {
                 block_size: 1
                 endpoints:
                   - url: http://127.0.0.1:3
+              - name: notok
+                models: [nt]
+                engine: llamacpp
+                policy: chwbl
+                chwbl: {prefix_chars: 16}
+                endpoints:
+                  - url: http://127.0.0.1:4
+              - name: kvnotok
+                models: [kn]
+                policy: kv_exact
+                endpoints:
+                  - url: http://127.0.0.1:5
             """.formatted(modelDir(), modelDir()), new io.kvgate.dataplane.prompt.RenderRoutes());
     }
 
@@ -184,5 +198,29 @@ class PromptStageTest {
         assertEquals(3, JSON.readTree(batch.substring(batch.indexOf("\r\n\r\n") + 4)).get("prompts").size(), batch);
         error(send("/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"" + "x y ".repeat(100) + "\"]}"));
         assertEquals(0, h.started.size());
+    }
+
+    @Test
+    void chwblWithoutATokenizerKeysOnTheFirstPrefixCharsOfTheText() {
+        assertEquals("", send("/v1/chat/completions", chat("nt", "Where is parcel 9? Tell me now.")));
+        var in = h.started.get(0).inputs();
+        assertNull(in.promptTokens());
+        assertEquals(RoutingInputs.textPrefixKey("Where is parcel 9? Tell me now.\u001e", 16), in.textPrefixKey());
+        assertEquals("", send("/v1/chat/completions", chat("nt", "Where is parcel 9? Something else entirely")));
+        assertEquals(in.textPrefixKey(), h.started.get(1).inputs().textPrefixKey(), "same first 16 characters, same key");
+        assertEquals("", send("/v1/completions", "{\"model\":\"nt\",\"prompt\":\"Once upon a time there was\"}"));
+        assertEquals(RoutingInputs.textPrefixKey("Once upon a time", 16), h.started.get(2).inputs().textPrefixKey());
+        assertEquals("", send("/v1/completions", "{\"model\":\"nt\",\"prompt\":[1,2,3]}"));
+        assertEquals(RoutingInputs.NO_TEXT_KEY, h.started.get(3).inputs().textPrefixKey(), "token ids route on tokens");
+        assertNotNull(h.started.get(3).inputs().promptTokens());
+    }
+
+    @Test
+    void onlyChwblKeysOnTextAndARuleWithATokenizerKeysOnTokens() {
+        assertEquals("", send("/v1/chat/completions", chat("kn", "Where is parcel 9?")));
+        assertEquals(RoutingInputs.NO_TEXT_KEY, h.started.get(0).inputs().textPrefixKey(), "kv_exact needs tokens");
+        assertEquals("", send("/v1/chat/completions", chat("q", "Where is parcel 9?")));
+        assertEquals(RoutingInputs.NO_TEXT_KEY, h.started.get(1).inputs().textPrefixKey());
+        assertNotNull(h.started.get(1).inputs().promptTokens());
     }
 }
