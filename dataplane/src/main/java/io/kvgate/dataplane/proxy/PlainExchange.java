@@ -146,12 +146,14 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
 
     /**
      * The body for one attempt (the leg takes over the reference): the client's, or, on a llama.cpp session rule with
-     * {@code session.pin_slot}, the client's plus the session's slot ({@link SlotPin}).
+     * {@code session.pin_slot}, the client's plus the session's slot ({@link SlotPin}), within the chosen endpoint's
+     * own slot count when the health checker read it ({@code GET /slots}), else within {@code session.slots}.
      */
     private ByteBuf legBody() {
         RuleConfig.SessionConfig s = rule.config().session();
         if (s.pinSlot() && inputs.sessionKey() != null && rule.config().policyKind() == RuleConfig.Policy.SESSION) {
-            return SlotPin.withIdSlot(body, SlotPin.slotOf(inputs.sessionKey(), s.slots()), ctx.alloc());
+            int known = lastEndpoint == null ? 0 : lastEndpoint.engineSlots();
+            return SlotPin.withIdSlot(body, SlotPin.slotOf(inputs.sessionKey(), known > 0 ? known : s.slots()), ctx.alloc());
         }
         return body.retain();
     }

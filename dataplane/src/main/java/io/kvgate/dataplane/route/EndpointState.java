@@ -43,6 +43,8 @@ public final class EndpointState {
     // Written by the health checker (one thread), read by the routing stage.
     private volatile boolean probeVerdict = true;
     private volatile int probeReports;
+    /** llama.cpp: the server's slot count as its {@code GET /slots} reported it, 0 while unknown. */
+    private volatile int engineSlots;
 
     // Counters, any thread.
     public final AtomicLong routed = new AtomicLong();
@@ -86,6 +88,15 @@ public final class EndpointState {
     /** Requests in flight as of the routing stage's last batch. */
     public int outstanding() {
         return outstanding;
+    }
+
+    /** The engine's own slot count (llama.cpp, read by the health checker), 0 while unknown. */
+    public int engineSlots() {
+        return engineSlots;
+    }
+
+    public void engineSlots(int slots) {
+        this.engineSlots = slots;
     }
 
     public boolean probeHealthy() {

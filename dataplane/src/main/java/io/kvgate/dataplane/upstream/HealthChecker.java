@@ -84,6 +84,9 @@ public final class HealthChecker implements AutoCloseable {
             for (EndpointState ep : r.endpoints()) {
                 if (seen.add(ep)) {
                     probe(ep, r.config().engineKind().answers503WhileLoading());
+                    if (r.config().session().pinSlot() && ep.engineSlots() == 0) {
+                        readSlotCount(ep);
+                    }
                 }
             }
         }
@@ -144,6 +147,63 @@ public final class HealthChecker implements AutoCloseable {
             }, cfg.timeoutMs(), TimeUnit.MILLISECONDS);
         });
     }
+
+    /**
+     * llama.cpp slot pinning: reads the server's slot count from {@code GET /slots} (a JSON array, one element per
+     * slot) once, so pinned slots stay within it. A loading server (503), a server started with {@code --no-slots}
+     * (501) or anything unreadable leaves it unknown, and {@code session.slots} is used; the next probe round retries.
+     */
+    private void readSlotCount(EndpointState ep) {
+        GatewayConfig.Health cfg = this.cfg;
+        Bootstrap b = new Bootstrap().group(loop).channel(channelClass)
+            .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) cfg.timeoutMs())
+            .handler(new ChannelInitializer<SocketChannel>() {
+                @Override
+                protected void initChannel(SocketChannel ch) {
+                    ch.pipeline().addLast(new HttpClientCodec());
+                    ch.pipeline().addLast(new io.netty.handler.codec.http.HttpObjectAggregator(1 << 20));
+                    ch.pipeline().addLast(new SimpleChannelInboundHandler<io.netty.handler.codec.http.FullHttpResponse>() {
+                        @Override
+                        protected void channelRead0(ChannelHandlerContext ctx, io.netty.handler.codec.http.FullHttpResponse r) {
+                            if (r.status().code() == 200) {
+                                try {
+                                    var slots = SLOTS_JSON.readTree(r.content().toString(java.nio.charset.StandardCharsets.UTF_8));
+                                    if (slots != null && slots.isArray() && !slots.isEmpty()) {
+                                        ep.engineSlots(slots.size());
+                                    }
+                                } catch (Exception ignored) {
+                                    // Not the array llama-server answers: the slot count stays unknown.
+                                }
+                            }
+                            ctx.close();
+                        }
+
+                        @Override
+                        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                            ctx.close();
+                        }
+                    });
+                }
+            });
+        b.connect(ep.config().host(), ep.config().port()).addListener(f -> {
+            if (!f.isSuccess()) {
+                return;
+            }
+            Channel ch = ((io.netty.channel.ChannelFuture) f).channel();
+            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, "/slots");
+            req.headers().set("host", ep.config().host() + ":" + ep.config().port());
+            req.headers().set("connection", "close");
+            req.headers().set("user-agent", "kvgate-health");
+            ch.writeAndFlush(req);
+            loop.schedule(() -> {
+                if (ch.isActive()) {
+                    ch.close();
+                }
+            }, cfg.timeoutMs(), TimeUnit.MILLISECONDS);
+        });
+    }
+
+    private static final com.fasterxml.jackson.databind.ObjectMapper SLOTS_JSON = new com.fasterxml.jackson.databind.ObjectMapper();
 
     /** What one probe said. */
     enum Verdict { UP, DOWN, LOADING }

@@ -224,6 +224,38 @@ class EnginesOverSimulatorSystemTest {
     }
 
     @Test
+    void pinnedSlotsStayWithinTheServersOwnSlotCountOnceRead() throws Exception {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(2))) {
+            // session.slots says 4, the server runs 2: slots 2 and 3 would be refused (400 Invalid id_slot).
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "session",
+                "    session: {key: conversation, pin_slot: true, slots: 4}\n", List.of(sim), "{interval_ms: 100}")));
+            try {
+                EndpointState ep = gw.routeTable().ruleByName("r").endpoints().get(0);
+                long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+                while (ep.engineSlots() == 0 && System.nanoTime() < deadline) {
+                    Thread.sleep(10); // read from GET /slots in the first probe round
+                }
+                assertEquals(2, ep.engineSlots());
+                String conv = null;
+                for (int i = 0; conv == null; i++) {
+                    if (SlotPin.slotOf("conv-" + i, 4) >= 2) {
+                        conv = "conv-" + i; // a session that session.slots alone would put out of range
+                    }
+                }
+                HttpResponse<String> r = chat(gw, SimHttp.chat("m", "a turn on a two-slot server", "\"max_tokens\":2"),
+                    "x-conversation-id", conv);
+                assertEquals(200, r.statusCode(), r.body());
+                int slot = SlotPin.slotOf(conv, 2);
+                for (JsonNode s : SimHttp.json(SimHttp.get(sim, "/slots"))) {
+                    assertEquals(s.get("id").asInt() == slot, s.get("n_prompt_tokens").asInt() > 0, "slot " + slot);
+                }
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
+    @Test
     void policiesAnEngineCannotServeAreConfigurationErrors() {
         String base = "rules:\n  - name: r\n    models: [m]\n    engine: llamacpp\n    policy: %s\n    endpoints:\n"
             + "      - {url: \"http://127.0.0.1:9\", role: prefill}\n      - {url: \"http://127.0.0.1:10\", role: decode}\n";
