@@ -17,6 +17,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -27,6 +28,7 @@ import org.junit.jupiter.api.Timeout;
  * see {@code EngineDivergenceTest}), and the client must see the same status, {@code type}, {@code code} and
  * {@code param} from both.
  */
+@Tag("system")
 @Timeout(60)
 class OpenAiContractSystemTest {
     static EngineSimulator vllm;
