@@ -6,7 +6,7 @@ import io.kvgate.control.config.RuleConfig;
  * What differs between the P/D dialects ({@code ../shared/docs/engine-contracts.md} §4); {@link PdExchange} owns
  * everything they share (routing, the two legs, failures, the client's answer). Stateless; event-loop only.
  */
-sealed interface PdDialect permits VllmDialect, SglangDialect, TrtllmDialect {
+sealed interface PdDialect permits SequentialDialect, SglangDialect {
     /** The dialect of a rule's engine (configuration refuses {@code pd} on engines without one: llama.cpp). */
     static PdDialect of(RuleConfig.Engine engine) {
         return switch (engine) {
