@@ -233,6 +233,31 @@ public final class ConfigNode {
         return out;
     }
 
+    /**
+     * A mapping of names to strings (e.g. a fingerprint to a class), in document order; empty when absent. Keys and
+     * values are taken as written (no {@code ${NAME}} expansion: they are not secrets).
+     */
+    public Map<String, String> stringMap(String key) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return Map.of();
+        }
+        if (!(v instanceof Map<?, ?> m)) {
+            problem(key, v, "must be a mapping of names to strings");
+            return Map.of();
+        }
+        Map<String, String> out = new LinkedHashMap<>();
+        m.forEach((k, val) -> {
+            if (val instanceof String s) {
+                out.put(String.valueOf(k), s);
+            } else {
+                problems.add(where(key) + "." + k + ": value " + show(val) + " must be a string");
+            }
+        });
+        return out;
+    }
+
     /** A child mapping, or an empty node when absent. */
     public ConfigNode child(String key) {
         seen.add(key);

@@ -186,6 +186,25 @@ public final class ConfigTree {
         pm.put("prefill_policy", p.prefillPolicy());
         pm.put("session_affinity", p.sessionAffinity());
         m.put("pd", pm);
+        RuleConfig.AdmissionConfig a = r.admission();
+        if (a.enabled()) {
+            Map<String, Object> am = new LinkedHashMap<>();
+            am.put("max_queue", a.maxQueue());
+            am.put("max_wait_ms", a.maxWaitMs());
+            if (a.maxWaiting() >= 0) {
+                am.put("max_waiting", a.maxWaiting());
+            }
+            if (a.maxKvUsage() >= 0) {
+                am.put("max_kv_usage", a.maxKvUsage());
+            }
+            if (a.maxOutstanding() >= 0) {
+                am.put("max_outstanding", a.maxOutstanding());
+            }
+            if (!a.apiKeyPriorities().isEmpty()) {
+                am.put("api_key_priorities", new LinkedHashMap<>(a.apiKeyPriorities()));
+            }
+            m.put("admission", am);
+        }
         List<Object> eps = new ArrayList<>();
         for (EndpointConfig e : r.endpoints()) {
             Map<String, Object> em = new LinkedHashMap<>();

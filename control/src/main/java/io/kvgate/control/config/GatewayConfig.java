@@ -340,6 +340,11 @@ public record GatewayConfig(
                     + "' is not a directory (it must hold tokenizer.json[.gz] and tokenizer_config.json)");
             }
             resolved.add(tok == null || tok.equals(rule.tokenizer()) ? rule : withTokenizer(rule, tok));
+            if (rule.admission().enabled() && rule.admission().maxQueue() > router.ringSize()) {
+                // A waiting request keeps its decision slot in its event loop's inbox (router.ring_size slots).
+                n.problems().add("rules (name=" + rule.name() + ").admission.max_queue: value " + rule.admission().maxQueue()
+                    + " must be <= router.ring_size (" + router.ringSize() + "): each waiting request holds a routing slot");
+            }
         }
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
@@ -421,7 +426,7 @@ public record GatewayConfig(
     private static RuleConfig withTokenizer(RuleConfig r, String tok) {
         return new RuleConfig(r.name(), r.models(), r.engine(), r.policy(), r.fallback(), r.endpoints(), tok, r.blockSize(),
             r.hashSeed(), r.hashAlgo(), r.kvKeyMode(), r.kvCapacityBlocks(), r.explain(), r.session(), r.chwbl(),
-            r.kvExact(), r.pd(), r.maxN(), r.maxPromptTokens());
+            r.kvExact(), r.pd(), r.maxN(), r.maxPromptTokens(), r.admission());
     }
 
     /**

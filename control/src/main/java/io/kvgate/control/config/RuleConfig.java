@@ -3,6 +3,7 @@ package io.kvgate.control.config;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.time.Duration;
 
 /**
@@ -28,7 +29,17 @@ public record RuleConfig(
     KvExactConfig kvExact,
     PdConfig pd,
     int maxN,
-    int maxPromptTokens) {
+    int maxPromptTokens,
+    AdmissionConfig admission) {
+
+    /** The shape before {@code admission} existed: admission control off. */
+    public RuleConfig(String name, List<String> models, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens) {
+        this(name, models, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, AdmissionConfig.OFF);
+    }
 
     /** Default {@code max_n}: choices ({@code n}) and batched prompts one request may ask for. */
     public static final int DEFAULT_MAX_N = 128;
@@ -156,6 +167,60 @@ public record RuleConfig(
         return KeyMode.valueOf(kvKeyMode.toUpperCase(Locale.ROOT));
     }
 
+    /** The priority classes of admission control, highest first; the lower-case name is the configuration value. */
+    public static final List<String> PRIORITY_CLASSES = List.of("interactive", "standard", "batch");
+
+    /**
+     * Admission control: when every eligible endpoint of the rule is saturated, requests wait in a bounded queue
+     * instead of an immediate 503. An endpoint is saturated when a configured threshold is passed: the engine's
+     * waiting queue ({@code max_waiting}), its KV-cache usage ({@code max_kv_usage}, 0..1), or this gateway's
+     * requests in flight to it ({@code max_outstanding}). A threshold that is absent (stored as -1) is off; with
+     * every threshold off the rule has no admission control ({@link #enabled()} false).
+     *
+     * @param apiKeyPriorities SHA-256 (lower-case hex) of an API key to its priority class: the configuration holds
+     *                         fingerprints, never the keys themselves
+     */
+    public record AdmissionConfig(int maxQueue, long maxWaitMs, int maxWaiting, double maxKvUsage, int maxOutstanding,
+                                  Map<String, String> apiKeyPriorities) {
+        public static final int DEFAULT_MAX_QUEUE = 1024;
+        public static final long DEFAULT_MAX_WAIT_MS = 5_000;
+        public static final AdmissionConfig OFF = new AdmissionConfig(DEFAULT_MAX_QUEUE, DEFAULT_MAX_WAIT_MS, -1, -1, -1, Map.of());
+
+        public AdmissionConfig {
+            apiKeyPriorities = Map.copyOf(apiKeyPriorities);
+        }
+
+        public boolean enabled() {
+            return maxWaiting >= 0 || maxKvUsage >= 0 || maxOutstanding >= 0;
+        }
+    }
+
+    private static AdmissionConfig admission(ConfigNode a) {
+        int maxQueue = a.intValue("max_queue", AdmissionConfig.DEFAULT_MAX_QUEUE, 0, 1 << 22);
+        long maxWaitMs = a.longValue("max_wait_ms", AdmissionConfig.DEFAULT_MAX_WAIT_MS, 50, 600_000);
+        int maxWaiting = a.has("max_waiting") ? a.intValue("max_waiting", 0, 0, 1 << 24) : -1;
+        double maxKvUsage = a.has("max_kv_usage") ? a.doubleValue("max_kv_usage", 1.0, 0.0, 1.0) : -1;
+        int maxOutstanding = a.has("max_outstanding") ? a.intValue("max_outstanding", 1, 1, 1 << 24) : -1;
+        Map<String, String> priorities = a.stringMap("api_key_priorities");
+        for (Map.Entry<String, String> e : priorities.entrySet()) {
+            if (!e.getKey().matches("[0-9a-f]{64}")) {
+                a.problems().add(a.where("api_key_priorities") + ": key '" + e.getKey() + "' must be the SHA-256 of an API"
+                    + " key in lower-case hex (64 characters; printf %s \"$KEY\" | sha256sum), not the key itself");
+            }
+            if (!PRIORITY_CLASSES.contains(e.getValue())) {
+                a.problems().add(a.where("api_key_priorities") + "." + e.getKey() + ": value '" + e.getValue()
+                    + "' must be one of " + String.join("|", PRIORITY_CLASSES));
+            }
+        }
+        AdmissionConfig c = new AdmissionConfig(maxQueue, maxWaitMs, maxWaiting, maxKvUsage, maxOutstanding, priorities);
+        if (!c.enabled() && (a.has("max_queue") || a.has("max_wait_ms") || !priorities.isEmpty())) {
+            a.problems().add(a.where("max_queue") + ": admission settings without a saturation threshold do nothing; set"
+                + " at least one of max_waiting, max_kv_usage, max_outstanding");
+        }
+        a.finish();
+        return c;
+    }
+
     /** Prefill/decode disaggregation knobs. */
     public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy, boolean sessionAffinity) {}
 
@@ -279,6 +344,8 @@ public record RuleConfig(
             p.bool("session_affinity", false));
         p.finish();
 
+        AdmissionConfig admission = admission(n.child("admission"));
+
         // Cross-field rules.
         long prefills = endpoints.stream().filter(e -> "prefill".equals(e.role())).count();
         long decodes = endpoints.stream().filter(e -> "decode".equals(e.role())).count();
@@ -312,6 +379,6 @@ public record RuleConfig(
         }
         n.finish();
         return new RuleConfig(name, models, engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
-            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens);
+            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission);
     }
 }

@@ -70,6 +70,8 @@ class ConfigTreeCoverageTest {
                      speculative_ttl_ms: 9, watchdog_zero_hit_streak: 9, parity_probe_at_startup: true, warmup_ms: 9,
                      tier_weights: {GPU: 0.9, CPU_TIER: 0.7, DISK: 0.3}}
                 pd: {prefill_timeout_ms: 9, decode_timeout_ms: 9, prefill_policy: least_outstanding, session_affinity: true}
+                admission: {max_queue: 9, max_wait_ms: 999, max_waiting: 9, max_kv_usage: 0.9, max_outstanding: 9,
+                            api_key_priorities: {%s: batch}}
                 endpoints:
                   - url: http://127.0.0.1:9001
                     weight: 9
@@ -88,7 +90,7 @@ class ConfigTreeCoverageTest {
                 endpoints:
                   - {url: "http://127.0.0.1:9101", role: prefill, bootstrap_port: 9999}
                   - {url: "http://127.0.0.1:9102", role: decode}
-            """.formatted("rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret);
+            """.formatted("ab".repeat(32), "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret);
     }
 
     @Test

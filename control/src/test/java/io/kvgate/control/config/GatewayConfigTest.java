@@ -148,4 +148,38 @@ class GatewayConfigTest {
         assertTrue(p.contains("rules[0] (name=chat).max_n: value 0 must be in [1, 4096]"), p);
         assertTrue(p.contains("rules[0] (name=chat).max_prompt_tokens: value -1 must be in [1, 16777216]"), p);
     }
+
+    @Test
+    void admissionIsOffUntilAThresholdIsSetAndNamesEveryBadValue() throws Exception {
+        RuleConfig off = GatewayConfig.parse(BASE).rules().get(0);
+        assertEquals(RuleConfig.AdmissionConfig.OFF, off.admission());
+        assertTrue(!off.admission().enabled());
+
+        String fp = "0123456789abcdef".repeat(4);
+        RuleConfig on = GatewayConfig.parse(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n"
+            + "      max_waiting: 4\n      max_queue: 32\n      api_key_priorities: {" + fp + ": batch}")).rules().get(0);
+        RuleConfig.AdmissionConfig a = on.admission();
+        assertTrue(a.enabled());
+        assertEquals(4, a.maxWaiting());
+        assertEquals(-1, a.maxKvUsage());
+        assertEquals(-1, a.maxOutstanding());
+        assertEquals(32, a.maxQueue());
+        assertEquals(RuleConfig.AdmissionConfig.DEFAULT_MAX_WAIT_MS, a.maxWaitMs());
+        assertEquals(java.util.Map.of(fp, "batch"), a.apiKeyPriorities());
+
+        String p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n"
+            + "      max_kv_usage: 1.5\n      max_wait_ms: 10\n      api_key_priorities: {sk-live-123: urgent}"));
+        assertTrue(p.contains("rules[0] (name=chat).admission.max_kv_usage: value 1.5 must be in [0.0, 1.0]"), p);
+        assertTrue(p.contains("rules[0] (name=chat).admission.max_wait_ms: value 10 must be in [50, 600000]"), p);
+        assertTrue(p.contains("admission.api_key_priorities: key 'sk-live-123' must be the SHA-256 of an API key"), p);
+        assertTrue(p.contains("admission.api_key_priorities.sk-live-123: value 'urgent' must be one of interactive|standard|batch"), p);
+
+        p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n      max_queue: 10"));
+        assertTrue(p.contains("admission settings without a saturation threshold do nothing"), p);
+        p = problems("router: {ring_size: 64}\n" + BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n"
+            + "      max_outstanding: 2\n      max_queue: 100"));
+        assertTrue(p.contains("rules (name=chat).admission.max_queue: value 100 must be <= router.ring_size (64)"), p);
+        p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n      max_outstanding: 2\n      max_queu: 1"));
+        assertTrue(p.contains("rules[0] (name=chat).admission.max_queu: unknown key"), p);
+    }
 }

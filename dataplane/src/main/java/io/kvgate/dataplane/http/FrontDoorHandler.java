@@ -9,6 +9,7 @@ import io.kvgate.dataplane.request.EngineFieldStripper;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.ExchangeStarter;
 import io.kvgate.dataplane.request.ParsedRequest;
+import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.request.Problem;
 import io.kvgate.dataplane.request.RequestFieldExtractor;
 import io.kvgate.dataplane.request.RequestFields;
@@ -457,6 +458,11 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         // X-Kvgate-Explain shows endpoints, their load and (kv_exact) what they cache for this prompt: a cross-tenant
         // cache oracle unless the caller holds the admin token (a rule with explain: true explains every request).
         boolean explain = explainAsked(req) && ApiKeyAuth.adminTokenPresented(gw.config().adminToken(), req.headers());
+        Problem badPriority = PriorityInputs.problem(req.headers());
+        if (badPriority != null) {
+            respondProblem(badPriority);
+            return;
+        }
         PromptStage.Outcome prompt = PromptStage.run(rule, req.headers(), body, fields, route.chat(), gw.metrics(), gw.clock());
         if (prompt.problem() != null) {
             respondProblem(prompt.problem());

@@ -15,6 +15,9 @@ import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
+import io.kvgate.dataplane.route.Admission;
+import io.kvgate.dataplane.route.PriorityClass;
+import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.RouteRequest;
@@ -196,6 +199,33 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public EndpointState tried(int i) {
         return connectFailed.get(i);
+    }
+
+    @Override
+    public PriorityClass priority() {
+        return PriorityInputs.priority(request.headers(), rule.config().admission());
+    }
+
+    @Override
+    public long tenant() {
+        return PriorityInputs.tenant(request.headers());
+    }
+
+    /** Admission control shed the request before its prefill leg (queue full or max_wait_ms): 429 + Retry-After. */
+    @Override
+    public void onShed(Rule r, String message) {
+        try {
+            if (clientGone || done) {
+                return;
+            }
+            gw.metrics().shed("admission");
+            FullHttpResponse resp = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.TOO_MANY_REQUESTS, message, null,
+                "rate_limit_exceeded");
+            resp.headers().set(HttpHeaderNames.RETRY_AFTER, Admission.retryAfterSeconds(r.config().admission()));
+            respond(resp, 429, true);
+        } catch (Throwable t) {
+            abort(t);
+        }
     }
 
     /** The routing decision for the current role, on the event loop. */

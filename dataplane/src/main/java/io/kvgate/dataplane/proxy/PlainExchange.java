@@ -9,7 +9,10 @@ import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Admission;
 import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.PriorityClass;
+import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
@@ -86,6 +89,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private String legName = "engine";
     private LegObserver observer = LegObserver.NONE;
     private RoutingInputs inputs = RoutingInputs.NONE;
+    /** Admission control's class of the request, resolved on first use (I/O thread). */
+    private PriorityClass priority;
     private boolean listed;
 
     private String routedWhy;
@@ -213,6 +218,36 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     @Override
     public EndpointState tried(int i) {
         return tried.get(i);
+    }
+
+    @Override
+    public PriorityClass priority() {
+        if (priority == null) {
+            priority = PriorityInputs.priority(request.headers(), rule.config().admission());
+        }
+        return priority;
+    }
+
+    @Override
+    public long tenant() {
+        return PriorityInputs.tenant(request.headers());
+    }
+
+    /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
+    @Override
+    public void onShed(Rule decidedBy, String message) {
+        try {
+            gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
+            if (phase == Phase.DONE) {
+                return; // the client left while the request waited
+            }
+            gw.metrics().shed("admission");
+            client.answerError(HttpResponseStatus.TOO_MANY_REQUESTS, message, "rate_limit_exceeded",
+                Admission.retryAfterSeconds(decidedBy.config().admission()), explanation());
+            finish(429, client.keepAlive());
+        } catch (Throwable t) {
+            abort(t);
+        }
     }
 
     /** The routing decision, on the event loop. */

@@ -32,6 +32,14 @@ public final class RouteEvent {
     boolean dryRun;
     final int[] triedIds = new int[MAX_TRIED];
     int triedCount;
+    /** Admission control: the request's class and tenant (its API key's hash, 0 without one). */
+    PriorityClass priority = PriorityClass.STANDARD;
+    long tenant;
+    /**
+     * The admission control of the rule deciding this request (set by the routing stage before the policy runs), or
+     * null: policies then skip saturated endpoints through {@link RoutingPolicy#eligible}.
+     */
+    Admission gate;
 
     /** Copies the request's routing inputs (publishing thread). */
     void copyFrom(RouteRequest r, RouterPort p) {
@@ -52,9 +60,32 @@ public final class RouteEvent {
             triedIds[i] = r.tried(i).id();
         }
         triedCount = n;
+        priority = r.priority();
+        tenant = r.tenant();
+    }
+
+    /** Copies another slot's inputs (the routing stage keeps a waiting request's inputs past its ring slot). */
+    void copyFrom(RouteEvent o) {
+        type = o.type;
+        request = o.request;
+        port = o.port;
+        rule = o.rule;
+        role = o.role;
+        promptTokens = o.promptTokens;
+        cacheSalt = o.cacheSalt;
+        lora = o.lora;
+        sessionKeyHash = o.sessionKeyHash;
+        textPrefixKey = o.textPrefixKey;
+        explain = o.explain;
+        dryRun = o.dryRun;
+        System.arraycopy(o.triedIds, 0, triedIds, 0, o.triedCount);
+        triedCount = o.triedCount;
+        priority = o.priority;
+        tenant = o.tenant;
     }
 
     void clear() {
+        gate = null;
         request = null;
         port = null;
         rule = null;

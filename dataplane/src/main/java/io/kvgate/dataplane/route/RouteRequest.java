@@ -66,6 +66,25 @@ public interface RouteRequest {
         throw new IndexOutOfBoundsException(i);
     }
 
+    /** Admission control's priority class of the request ({@code X-Kvgate-Priority} or its API key's class). */
+    default PriorityClass priority() {
+        return PriorityClass.STANDARD;
+    }
+
+    /** The tenant admission control is fair across (a hash of the request's API key), 0 when it has none. */
+    default long tenant() {
+        return 0L;
+    }
+
+    /**
+     * Admission control gave up on the request (its queue was full, or it waited {@code admission.max_wait_ms}): the
+     * client gets 429 with {@code Retry-After}. On the request's event loop; no endpoint was counted for it. The
+     * default answers like "no endpoint" for requests that know no better.
+     */
+    default void onShed(Rule rule, String message) {
+        onRouted(null, rule, message);
+    }
+
     /**
      * The decision, on the request's event loop: an endpoint (its load already counted unless dry run: complete it
      * through the same {@link RouterPort}), or null with a reason (no endpoint available / rule gone / ring error).

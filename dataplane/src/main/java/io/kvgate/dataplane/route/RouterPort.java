@@ -59,6 +59,8 @@ public final class RouterPort implements Runnable {
     private final EndpointState[] endpoints;
     private final Rule[] rules;
     private final String[] explanations;
+    /** The slot is admission control shedding the request (429), not a decision. */
+    private final boolean[] sheds;
     /** Router only: next slot to fill. */
     private long routerTail;
     /** Slots filled and visible to the loop (router: release at the end of each batch). */
@@ -114,6 +116,7 @@ public final class RouterPort implements Runnable {
         this.endpoints = new EndpointState[capacity];
         this.rules = new Rule[capacity];
         this.explanations = new String[capacity];
+        this.sheds = new boolean[capacity];
     }
 
     /**
@@ -184,6 +187,18 @@ public final class RouterPort implements Runnable {
         endpoints[i] = endpoint;
         rules[i] = rule;
         explanations[i] = explanation;
+        sheds[i] = false;
+        routerTail++;
+    }
+
+    /** Queues admission control's refusal of {@code request} (routing thread); delivered as {@link RouteRequest#onShed}. */
+    void postShed(RouteRequest request, Rule rule, String message) {
+        int i = (int) routerTail & mask;
+        requests[i] = request;
+        endpoints[i] = null;
+        rules[i] = rule;
+        explanations[i] = message;
+        sheds[i] = true;
         routerTail++;
     }
 
@@ -247,6 +262,7 @@ public final class RouterPort implements Runnable {
             EndpointState endpoint = endpoints[i];
             Rule rule = rules[i];
             String explanation = explanations[i];
+            boolean shed = sheds[i];
             requests[i] = null;
             endpoints[i] = null;
             rules[i] = null;
@@ -254,7 +270,11 @@ public final class RouterPort implements Runnable {
             head++;
             DRAINED_HEAD.setRelease(this, head);
             try {
-                request.onRouted(endpoint, rule, explanation);
+                if (shed) {
+                    request.onShed(rule, explanation);
+                } else {
+                    request.onRouted(endpoint, rule, explanation);
+                }
             } catch (RuntimeException | Error e) {
                 // One exchange's bug must not strand the decisions behind it in this batch.
                 stage.countDeliveryError(e);

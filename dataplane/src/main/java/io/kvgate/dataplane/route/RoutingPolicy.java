@@ -14,8 +14,8 @@ public interface RoutingPolicy {
      */
     default void carryOver(RoutingPolicy previous) {}
 
-    /** Whether {@code ep} may take this request: available now and not already tried by it. */
+    /** Whether {@code ep} may take this request: available now, not already tried by it, not saturated (admission). */
     static boolean eligible(EndpointState ep, RouteEvent request, long nowNs) {
-        return ep.available(nowNs) && !request.alreadyTried(ep);
+        return ep.available(nowNs) && !request.alreadyTried(ep) && (request.gate == null || request.gate.admits(ep));
     }
 }

@@ -13,6 +13,7 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.StageTimers;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
@@ -37,12 +38,21 @@ import java.util.concurrent.locks.LockSupport;
  * With the default {@code blocking} wait strategy the router sleeps between batches for at most the duty period
  * ({@value #DUTY_PERIOD_MS} ms), after which it runs the same housekeeping without any request.
  *
+ * <p>Admission control ({@link Admission}, rules with {@code admission.*}): a request whose eligible endpoints are all
+ * saturated waits in its rule's queue instead of being answered 503. Waiting requests are dispatched by this thread
+ * when capacity frees, which it learns from the completion counts it applies at the start of every batch and on the
+ * idle duty cycle: a completion does not wake the router (that would be a futex call per completion, on the hottest
+ * path), so a freed slot is used at the next batch, or within one duty period when no request arrives. Under the
+ * overload that fills the queue requests arrive continuously, so the next batch comes long before the duty period;
+ * the same turns shed requests that would otherwise pass {@code admission.max_wait_ms}.
+ *
  * <p>Failures: the Disruptor's default handler would kill the routing thread; this stage's handler counts the error,
  * answers the request with no endpoint (the exchange answers 503) and keeps routing; its log line is rate limited.
  */
 public final class RoutingStage implements AutoCloseable {
     /** Longest the routing thread sleeps without work before running its housekeeping. */
     static final long DUTY_PERIOD_MS = 10;
+    static final long DUTY_PERIOD_NS = DUTY_PERIOD_MS * 1_000_000L;
     static final String NO_HEALTHY_ENDPOINT = "no healthy endpoint";
     static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
     static final String ROUTING_ERROR = "internal routing error";
@@ -69,6 +79,13 @@ public final class RoutingStage implements AutoCloseable {
     private EndpointState[] endpointsById = new EndpointState[64];
     private RouterPort[] dirtyPorts = new RouterPort[8];
     private int dirtyCount;
+    /** Admission control by rule name: survives swaps like the rules' other state. */
+    private HashMap<String, Admission> admissions = new HashMap<>();
+    private final AdmissionQueue.ShedSink<RouteEvent> shedSink = this::shedWaiting;
+    private EngineLoad appliedEngineLoad = EngineLoad.NONE;
+    /** The admission controls of the applied table, for metrics readers. */
+    private volatile Admission[] admissionView = new Admission[0];
+    private volatile EngineLoad engineLoad = EngineLoad.NONE;
 
     // Counters, any thread.
     private final AtomicLong ringFullRejects = new AtomicLong();
@@ -91,6 +108,7 @@ public final class RoutingStage implements AutoCloseable {
         initial.install();
         index(initial);
         this.table = initial;
+        attachAdmission(initial, clock.nanoTime()); // before the routing thread starts: nothing waits yet
         WaitStrategy wait = switch (cfg.waitStrategy()) {
             case "busy_spin" -> new BusySpinWaitStrategy();
             case "yielding" -> new YieldingWaitStrategy();
@@ -198,6 +216,25 @@ public final class RoutingStage implements AutoCloseable {
         }
     }
 
+    /**
+     * The engine readings admission control judges saturation on ({@code admission.max_waiting},
+     * {@code admission.max_kv_usage}); applied by the routing thread at its next batch. Until set, only
+     * {@code admission.max_outstanding} (this gateway's in-flight count) can saturate an endpoint.
+     */
+    public void engineLoad(EngineLoad load) {
+        this.engineLoad = load;
+    }
+
+    /** The admission control of rule {@code name} (metrics, tests), or null when it has none. */
+    public Admission admission(String ruleName) {
+        for (Admission a : admissionView) {
+            if (a.ruleName().equals(ruleName)) {
+                return a;
+            }
+        }
+        return null;
+    }
+
     /** Requests refused because the ring was full. */
     public long ringFullRejects() {
         return ringFullRejects.get();
@@ -236,6 +273,7 @@ public final class RoutingStage implements AutoCloseable {
     /** The rule counters of the current table, as Prometheus text. */
     public void writeMetrics(StringBuilder out) {
         RuleStats.write(table.rules(), out);
+        Admission.write(admissionView, out);
     }
 
     /** The counters of the current table's rule {@code name}, or null. */
@@ -291,6 +329,7 @@ public final class RoutingStage implements AutoCloseable {
             for (RouterPort p : ports) {
                 p.applyCompletions(endpointsById, h.breakerFailureThreshold(), openNs, now);
             }
+            admitWaiting(now);
         } catch (RuntimeException | Error ex) {
             // Thrown out of onBatchStart, this would make the Disruptor skip the batch's first request unanswered.
             countHandlerError(ex);
@@ -313,6 +352,102 @@ public final class RoutingStage implements AutoCloseable {
         }
         index(next);
         table = next;
+        attachAdmission(next, clock.nanoTime());
+    }
+
+    // ---- admission control (routing thread) ---------------------------------------------------------------------
+
+    /**
+     * Gives each rule of {@code t} its admission control: the same object as before for a rule name that keeps one
+     * (waiting requests and metrics carry over, new bounds apply), a new one for a rule that gains it. Requests
+     * waiting for a rule that lost its admission control are routed now (no threshold holds them any more); those of
+     * a removed rule are answered "rule removed".
+     */
+    private void attachAdmission(RouteTable t, long now) {
+        HashMap<String, Admission> previous = admissions;
+        HashMap<String, Admission> next = new HashMap<>();
+        for (Rule r : t.rules()) {
+            var cfg = r.config().admission();
+            Admission a = previous.remove(r.name());
+            if (cfg.enabled()) {
+                if (a == null) {
+                    a = new Admission(r.name(), cfg);
+                    a.engineLoad = appliedEngineLoad;
+                } else {
+                    a.reconfigure(cfg, now, shedSink);
+                }
+                r.admission = a;
+                next.put(r.name(), a);
+            } else {
+                r.admission = null;
+                if (a != null) {
+                    a.drainTo(w -> {
+                        decide(r, w, now);
+                        w.clear();
+                    });
+                }
+            }
+        }
+        for (Admission gone : previous.values()) {
+            gone.drainTo(w -> {
+                unroutable.lazySet(unroutable.get() + 1);
+                post(w.port, w.request, null, null, RULE_REMOVED);
+                w.clear();
+            });
+        }
+        admissions = next;
+        admissionView = next.values().toArray(Admission[]::new);
+    }
+
+    /**
+     * Housekeeping: sheds waiting requests that would pass their deadline before the next duty cycle, then dispatches
+     * waiting requests while their rule has a non-saturated endpoint (the completions just applied freed some).
+     */
+    private void admitWaiting(long now) {
+        Admission[] all = admissionView;
+        EngineLoad load = engineLoad;
+        boolean loadChanged = load != appliedEngineLoad;
+        appliedEngineLoad = load;
+        for (Admission a : all) {
+            if (loadChanged) {
+                a.engineLoad = load;
+            }
+            if (a.hasWaiting()) {
+                a.expire(now, DUTY_PERIOD_NS, shedSink);
+                Rule r = table.ruleByName(a.ruleName());
+                if (r != null) {
+                    dispatchWaiting(r, a, now);
+                }
+            }
+        }
+    }
+
+    /** Dispatches waiting requests in queue order while the next one has a non-saturated endpoint. */
+    private void dispatchWaiting(Rule rule, Admission a, long now) {
+        RouteEvent w;
+        while ((w = a.peek()) != null) {
+            if (a.mustWait(rule.candidates(w.role), w, now)) {
+                return;
+            }
+            a.take(now);
+            decide(rule, w, now);
+            a.recycle(w);
+        }
+    }
+
+    /** Admission control gave up on a request (queue full or deadline): 429 on its loop. */
+    private void shedWaiting(RouteEvent w, PriorityClass cls, AdmissionQueue.ShedReason reason, long waitedNs) {
+        Rule rule = table.ruleByName(w.rule.name());
+        Admission a = rule == null ? null : rule.admission;
+        if (a != null) {
+            a.countShed(cls, waitedNs);
+            postShed(w.port, w.request, rule, Admission.shedMessage(rule.name(), cls, reason, a.config()));
+            a.recycle(w); // always the queue's copy, never a ring slot
+        } else {
+            unroutable.lazySet(unroutable.get() + 1);
+            post(w.port, w.request, null, null, RULE_REMOVED);
+            w.clear();
+        }
     }
 
     /** Remembers every endpoint by id, so completions for endpoints a swap removed still return their load. */
@@ -336,6 +471,19 @@ public final class RoutingStage implements AutoCloseable {
             }
         }
         long now = clock.nanoTime();
+        Admission a = e.role == RouteRequest.Role.DECODE ? null : rule.admission; // a decode leg's request was admitted
+        if (a != null && !e.dryRun && (a.hasWaiting() || a.mustWait(rule.candidates(e.role), e, now))) {
+            // Behind those already waiting (or first in line); the highest-priority waiter goes if there is room.
+            a.enqueue(e, now, shedSink);
+            dispatchWaiting(rule, a, now);
+            return;
+        }
+        decide(rule, e, now);
+    }
+
+    /** Decides {@code e} under {@code rule} now (its admission, if any, already let it through) and posts the decision. */
+    private void decide(Rule rule, RouteEvent e, long now) {
+        e.gate = e.role == RouteRequest.Role.DECODE ? null : rule.admission;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
@@ -354,6 +502,10 @@ public final class RoutingStage implements AutoCloseable {
 
     private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {
         port.post(request, ep, rule, explanation);
+        markDirty(port);
+    }
+
+    private void markDirty(RouterPort port) {
         if (!port.dirty) {
             port.dirty = true;
             if (dirtyCount == dirtyPorts.length) {
@@ -361,6 +513,11 @@ public final class RoutingStage implements AutoCloseable {
             }
             dirtyPorts[dirtyCount++] = port;
         }
+    }
+
+    private void postShed(RouterPort port, RouteRequest request, Rule rule, String message) {
+        port.postShed(request, rule, message);
+        markDirty(port);
     }
 
     private void flushPorts() {

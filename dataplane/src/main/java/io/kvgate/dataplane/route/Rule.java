@@ -28,6 +28,8 @@ public final class Rule {
      * it with its applied table to know whether the rule an I/O thread resolved is current.
      */
     RouteTable table;
+    /** This rule's admission control, null when it has none (routing stage only: attached when the table is applied). */
+    Admission admission;
 
     Rule(RuleConfig config, EndpointState[] endpoints, RoutingPolicy policy, RoutingPolicy decodePolicy,
          RuleStats stats, Object requestStage) {

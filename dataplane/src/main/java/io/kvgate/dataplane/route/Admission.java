@@ -1,0 +1,224 @@
+package io.kvgate.dataplane.route;
+
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.metrics.LatencyHistogram;
+import java.util.ArrayDeque;
+import java.util.concurrent.atomic.AtomicLongArray;
+
+/**
+ * Admission control of one rule (configuration {@code admission.*}): which endpoints are saturated, and the bounded
+ * {@link AdmissionQueue} requests wait in while every eligible endpoint is. Owned by the routing stage's thread (the
+ * single writer of load state, so saturation and dispatch are decided against the same numbers the policies see);
+ * survives configuration swaps by rule name ({@link RoutingStage}); metrics are read by any thread.
+ *
+ * <p><b>Saturated</b>: this gateway has {@code max_outstanding} requests in flight to the endpoint, or the engine
+ * reports more than {@code max_waiting} requests in its own queue, or KV-cache usage above {@code max_kv_usage}
+ * ({@link EngineLoad}; an unknown or stale reading never saturates). A saturated endpoint takes no new request:
+ * policies skip it like an unavailable one ({@link RoutingPolicy#eligible}), so a request waits only when every
+ * eligible endpoint is saturated, and a request whose endpoints are all down is still answered 503 at once.
+ *
+ * <p>Waiting requests are copies of their ring slots ({@link RouteEvent}), pooled here so the steady overload state
+ * allocates only the queue's nodes.
+ */
+public final class Admission {
+    private final String ruleName;
+    private RuleConfig.AdmissionConfig config;
+    private final AdmissionQueue<RouteEvent> queue;
+    private final ArrayDeque<RouteEvent> spare = new ArrayDeque<>();
+    /** The engine readings saturation is judged on (routing stage sets it). */
+    EngineLoad engineLoad = EngineLoad.NONE;
+
+    // Metrics: written by the routing thread, read by scrapes.
+    private final AtomicLongArray depth = new AtomicLongArray(PriorityClass.count());
+    private final AtomicLongArray shed = new AtomicLongArray(PriorityClass.count());
+    private final LatencyHistogram[] waits = new LatencyHistogram[PriorityClass.count()];
+
+    Admission(String ruleName, RuleConfig.AdmissionConfig config) {
+        this.ruleName = ruleName;
+        this.config = config;
+        this.queue = new AdmissionQueue<>(config.maxQueue(), config.maxWaitMs() * 1_000_000L);
+        for (int i = 0; i < waits.length; i++) {
+            waits[i] = new LatencyHistogram();
+        }
+    }
+
+    public String ruleName() {
+        return ruleName;
+    }
+
+    RuleConfig.AdmissionConfig config() {
+        return config;
+    }
+
+    /** New thresholds and bounds (same rule name, changed configuration); excess waiting requests go to {@code sink}. */
+    void reconfigure(RuleConfig.AdmissionConfig next, long nowNs, AdmissionQueue.ShedSink<RouteEvent> sink) {
+        this.config = next;
+        queue.bounds(next.maxQueue(), next.maxWaitMs() * 1_000_000L);
+        queue.shrink(nowNs, sink);
+        syncDepth();
+    }
+
+    /** Whether {@code ep} may take another request: not saturated. */
+    boolean admits(EndpointState ep) {
+        RuleConfig.AdmissionConfig c = config;
+        if (c.maxOutstanding() >= 0 && ep.outstanding() >= c.maxOutstanding()) {
+            return false;
+        }
+        if (c.maxWaiting() >= 0) {
+            int w = engineLoad.waiting(ep);
+            if (w >= 0 && w > c.maxWaiting()) {
+                return false;
+            }
+        }
+        if (c.maxKvUsage() >= 0) {
+            double u = engineLoad.kvUsage(ep);
+            if (u > c.maxKvUsage()) { // NaN (unknown) compares false
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Whether {@code request} must wait: some endpoint would take it (available, not tried) but every such endpoint is
+     * saturated. False when none is available at all (that is a 503, not a wait) or when one has room.
+     */
+    boolean mustWait(EndpointState[] candidates, RouteEvent request, long nowNs) {
+        boolean anyAvailable = false;
+        for (EndpointState ep : candidates) {
+            if (ep.available(nowNs) && !request.alreadyTried(ep)) {
+                if (admits(ep)) {
+                    return false;
+                }
+                anyAvailable = true;
+            }
+        }
+        return anyAvailable;
+    }
+
+    boolean hasWaiting() {
+        return !queue.isEmpty();
+    }
+
+    /** Requests waiting now (routing thread; other threads read {@link #depth}). */
+    public int waiting() {
+        return queue.size();
+    }
+
+    /** Copies {@code e} (a ring slot about to be reused) into the queue; false when it was shed instead. */
+    boolean enqueue(RouteEvent e, long nowNs, AdmissionQueue.ShedSink<RouteEvent> sink) {
+        RouteEvent copy = spare.poll();
+        if (copy == null) {
+            copy = new RouteEvent();
+        }
+        copy.copyFrom(e);
+        boolean queued = queue.offer(copy, e.priority, e.tenant, nowNs, sink);
+        syncDepth();
+        return queued;
+    }
+
+    /** The request that leaves next, or null. */
+    RouteEvent peek() {
+        return queue.peek();
+    }
+
+    /** Removes {@link #peek()}'s request for dispatch, recording its wait. The caller recycles it after deciding. */
+    void take(long nowNs) {
+        PriorityClass cls = queue.peekClass();
+        waits[cls.ordinal()].recordNs(queue.take(nowNs));
+        syncDepth();
+    }
+
+    /** Sheds every request that would pass {@code max_wait_ms} before the caller's next turn ({@code slackNs}). */
+    void expire(long nowNs, long slackNs, AdmissionQueue.ShedSink<RouteEvent> sink) {
+        if (queue.expire(nowNs, slackNs, sink) > 0) {
+            syncDepth();
+        }
+    }
+
+    /** Hands every waiting request to {@code out} in dispatch order (the rule lost its admission control or went away). */
+    void drainTo(java.util.function.Consumer<RouteEvent> out) {
+        queue.drainTo(out);
+        syncDepth();
+    }
+
+    /** Counts a shed request of {@code cls}; {@code waitedNs} < 0 for one that never entered the queue. */
+    void countShed(PriorityClass cls, long waitedNs) {
+        shed.lazySet(cls.ordinal(), shed.get(cls.ordinal()) + 1);
+        if (waitedNs >= 0) {
+            waits[cls.ordinal()].recordNs(waitedNs);
+        }
+    }
+
+    /** A queue copy is done with: cleared and kept for the next waiting request. */
+    void recycle(RouteEvent copy) {
+        copy.clear();
+        if (spare.size() < 1024) {
+            spare.push(copy);
+        }
+    }
+
+    private void syncDepth() {
+        for (int i = 0; i < depth.length(); i++) {
+            depth.lazySet(i, queue.size(PriorityClass.of(i)));
+        }
+    }
+
+    /** {@code Retry-After} of a shed request: the queue's wait bound, whole seconds, at least 1. */
+    public static long retryAfterSeconds(RuleConfig.AdmissionConfig c) {
+        return Math.max(1, (c.maxWaitMs() + 999) / 1000);
+    }
+
+    /** The client-facing message of a shed request. */
+    static String shedMessage(String rule, PriorityClass cls, AdmissionQueue.ShedReason reason, RuleConfig.AdmissionConfig c) {
+        return switch (reason) {
+            case DEADLINE -> "Every endpoint of rule '" + rule + "' stayed saturated for admission.max_wait_ms (" + c.maxWaitMs()
+                + " ms) while this " + cls.label + " request waited; retry later.";
+            case QUEUE_FULL -> "Every endpoint of rule '" + rule + "' is saturated and its admission queue is full ("
+                + c.maxQueue() + " waiting, lower classes shed first); this " + cls.label + " request was shed; retry later.";
+        };
+    }
+
+    public long depth(PriorityClass cls) {
+        return depth.get(cls.ordinal());
+    }
+
+    public long shedCount(PriorityClass cls) {
+        return shed.get(cls.ordinal());
+    }
+
+    /** Prometheus text for the admission control of these rules (labels: rule and class, both from configuration). */
+    static void write(Admission[] all, StringBuilder out) {
+        if (all.length == 0) {
+            return;
+        }
+        out.append("# HELP kvgate_admission_queue_depth Requests waiting for a non-saturated endpoint, by rule and priority class.\n");
+        out.append("# TYPE kvgate_admission_queue_depth gauge\n");
+        for (Admission a : all) {
+            for (PriorityClass c : PriorityClass.values()) {
+                out.append("kvgate_admission_queue_depth{").append(labels(a, c)).append("} ").append(a.depth(c)).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_admission_shed_total Requests answered 429 by admission control (queue full or waited"
+            + " max_wait_ms), by rule and priority class.\n");
+        out.append("# TYPE kvgate_admission_shed_total counter\n");
+        for (Admission a : all) {
+            for (PriorityClass c : PriorityClass.values()) {
+                out.append("kvgate_admission_shed_total{").append(labels(a, c)).append("} ").append(a.shedCount(c)).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_admission_wait_seconds Time requests spent in the admission queue (dispatched and shed"
+            + " alike), by rule and priority class.\n");
+        out.append("# TYPE kvgate_admission_wait_seconds histogram\n");
+        for (Admission a : all) {
+            for (PriorityClass c : PriorityClass.values()) {
+                a.waits[c.ordinal()].write(out, "kvgate_admission_wait_seconds", labels(a, c));
+            }
+        }
+    }
+
+    private static String labels(Admission a, PriorityClass c) {
+        return "rule=\"" + GatewayMetrics.esc(a.ruleName) + "\",class=\"" + c.label + "\"";
+    }
+}
