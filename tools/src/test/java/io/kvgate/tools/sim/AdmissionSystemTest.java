@@ -1,0 +1,146 @@
+package io.kvgate.tools.sim;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.dataplane.route.Admission;
+import io.kvgate.dataplane.route.PriorityClass;
+import io.kvgate.tools.sim.SimulatorConfig.Dialect;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Priority shedding end to end: the gateway in front of a simulated engine it may send one request at a time
+ * ({@code admission.max_outstanding: 1}). While the engine is busy, requests wait in the admission queue; a full
+ * queue sheds batch requests first (429, Retry-After, OpenAI rate_limit_error), interactive ones displace waiting
+ * batch ones and are served first, and a malformed class is a 400 naming the header.
+ */
+@Timeout(60)
+@Tag("system")
+class AdmissionSystemTest {
+    private static final String BODY = SimHttp.chat("m", "hello", "\"max_tokens\":2");
+
+    private static CompletableFuture<HttpResponse<String>> send(Gateway gw, String priority, String key,
+                                                                ConcurrentLinkedQueue<String> finished, String name) {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+            .timeout(Duration.ofSeconds(30)).header("content-type", "application/json")
+            .header("authorization", "Bearer " + key).POST(HttpRequest.BodyPublishers.ofString(BODY));
+        if (priority != null) {
+            b.header("X-Kvgate-Priority", priority);
+        }
+        return SimHttp.CLIENT.sendAsync(b.build(), HttpResponse.BodyHandlers.ofString()).thenApply(r -> {
+            finished.add(name);
+            return r;
+        });
+    }
+
+    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("timed out waiting for " + what);
+            }
+            Thread.sleep(5);
+        }
+    }
+
+    @Test
+    void batchIsShedFirstAndInteractiveIsServedFirstWhileTheEngineIsSaturated() throws Exception {
+        // Each request holds the engine ~300 ms: long enough for the test to arrange the queue around it.
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).ttftMs(300))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                health: {interval_ms: 60000}
+                rules:
+                  - name: chat
+                    models: [m]
+                    policy: least_outstanding
+                    admission: {max_outstanding: 1, max_queue: 4, max_wait_ms: 20000}
+                    endpoints:
+                      - url: %s
+                """.formatted(sim.baseUrl())));
+            try {
+                HttpResponse<String> bad = send(gw, "urgent", "k0", new ConcurrentLinkedQueue<>(), "bad").get();
+                assertEquals(400, bad.statusCode(), bad.body());
+                assertTrue(bad.body().contains("X-Kvgate-Priority"), bad.body());
+
+                Admission adm = gw.router().admission("chat");
+                ConcurrentLinkedQueue<String> finished = new ConcurrentLinkedQueue<>();
+                CompletableFuture<HttpResponse<String>> busy = send(gw, null, "k0", finished, "busy");
+                await(() -> gw.router().routed() >= 1, "the engine taken");
+                // Four batch requests from two keys fill the queue.
+                List<CompletableFuture<HttpResponse<String>>> batch = new ArrayList<>();
+                for (int i = 0; i < 4; i++) {
+                    batch.add(send(gw, "batch", i % 2 == 0 ? "k1" : "k2", finished, "batch" + i));
+                    int queued = i + 1;
+                    await(() -> adm.depth(PriorityClass.BATCH) == queued, queued + " batch requests waiting");
+                }
+                // Two interactive requests each displace a waiting batch request.
+                List<CompletableFuture<HttpResponse<String>>> interactive = new ArrayList<>();
+                for (int i = 0; i < 2; i++) {
+                    interactive.add(send(gw, "interactive", "k3", finished, "interactive" + i));
+                    int queued = i + 1;
+                    await(() -> adm.depth(PriorityClass.INTERACTIVE) == queued, queued + " interactive requests waiting");
+                }
+                // A batch arrival at a full queue whose lowest class is batch is itself refused.
+                HttpResponse<String> refused = send(gw, "batch", "k4", finished, "refused").get();
+                assertEquals(429, refused.statusCode(), refused.body());
+
+                assertEquals(200, busy.get().statusCode());
+                int shed = 0;
+                int served = 0;
+                for (CompletableFuture<HttpResponse<String>> f : batch) {
+                    HttpResponse<String> r = f.get();
+                    if (r.statusCode() == 429) {
+                        shed++;
+                        assertEquals("20", r.headers().firstValue("retry-after").orElse(null));
+                        JsonNode err = SimHttp.MAPPER.readTree(r.body()).path("error");
+                        assertEquals("rate_limit_error", err.path("type").asText(), r.body());
+                        assertEquals("rate_limit_exceeded", err.path("code").asText(), r.body());
+                        assertTrue(err.path("message").asText().contains("admission queue is full"), r.body());
+                    } else {
+                        assertEquals(200, r.statusCode(), r.body());
+                        served++;
+                    }
+                }
+                assertEquals(2, shed, "one batch request displaced per interactive arrival");
+                assertEquals(2, served, "the other two waited and were served");
+                for (CompletableFuture<HttpResponse<String>> f : interactive) {
+                    assertEquals(200, f.get().statusCode());
+                }
+                // Completion order: the busy request, then both interactive, then the surviving batch requests.
+                List<String> order = new ArrayList<>(finished);
+                order.removeIf(n -> n.equals("refused"));
+                List<String> served200 = order.stream().filter(n -> !n.startsWith("batch")
+                    || batch.get(n.charAt(5) - '0').join().statusCode() == 200).toList();
+                assertEquals("busy", served200.get(0), order.toString());
+                assertTrue(served200.get(1).startsWith("interactive") && served200.get(2).startsWith("interactive"), order.toString());
+                assertTrue(served200.get(3).startsWith("batch") && served200.get(4).startsWith("batch"), order.toString());
+
+                assertEquals(3, adm.shedCount(PriorityClass.BATCH));
+                assertEquals(0, adm.shedCount(PriorityClass.INTERACTIVE));
+                String metrics = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics"))
+                    .GET().build(), HttpResponse.BodyHandlers.ofString()).body();
+                assertTrue(metrics.contains("kvgate_admission_shed_total{rule=\"chat\",class=\"batch\"} 3\n"), metrics);
+                assertTrue(metrics.contains("kvgate_admission_wait_seconds_count{rule=\"chat\",class=\"interactive\"} 2\n"), metrics);
+                assertTrue(metrics.contains("kvgate_shed_total{reason=\"admission\"} 3"), metrics);
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+}
