@@ -279,7 +279,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
                 .append(st.rank()).append("\"} ").append(st.up() ? 1 : 0).append('\n');
         }
-        out.append("# HELP kvgate_kv_subscriber_errors_total Subscription failures by cause (resolve, bind, connect, replay, denied, internal).\n");
+        out.append("# HELP kvgate_kv_subscriber_errors_total Subscription failures by cause (resolve, bind, connect, replay, denied, internal; HTTP drains also http, timeout, too_large).\n");
         out.append("# TYPE kvgate_kv_subscriber_errors_total counter\n");
         for (var st : status) {
             for (var en : st.errors().entrySet()) {

@@ -215,6 +215,9 @@ public final class ConfigTree {
                 em.put("kv_events_bind", e.kvEventsBind());
                 em.put("kv_topic", e.kvTopic());
                 em.put("dp_ranks", e.dpRanks());
+                if (e.kvEventsOverHttp()) {
+                    em.put("kv_poll_ms", e.kvPollMs());
+                }
                 if (!e.kvEventsAllow().isEmpty()) {
                     em.put("kv_events_allow", new ArrayList<>(e.kvEventsAllow()));
                 }

@@ -9,7 +9,9 @@ import java.util.regex.Pattern;
  *
  * @param url            base URL of the engine's HTTP server ({@code http://host:port})
  * @param weight         relative share for weighted policies
- * @param kvEvents       ZMQ endpoint of the engine's KV-event publisher for DP rank 0 (rank r at port + r), or null
+ * @param kvEvents       ZMQ endpoint of the engine's KV-event publisher for DP rank 0 (rank r at port + r), or, for
+ *                       TensorRT-LLM, the URL of its draining HTTP event endpoint
+ *                       ({@code http://host:port/kv_cache_events}, every attention-DP rank through it); or null
  * @param kvEventsBind   true when the engine connects to us (its config names a concrete host): we bind
  * @param kvTopic        topic prefix to subscribe to ("" = every message)
  * @param dpRanks        data-parallel ranks publishing events (1..8)
@@ -21,16 +23,26 @@ import java.util.regex.Pattern;
  * @param kvEventsCurveServerKey  CURVE: the Z85 public key of the side that binds (the engine's publisher when we
  *                       connect; ours, for reference, when we bind), or null for no CURVE
  * @param kvEventsCurveSecretFile CURVE: file holding the gateway's Z85 secret key (40 chars), required with the key
+ * @param kvPollMs       HTTP {@code kv_events} only: time between the end of one drain and the start of the next
  */
 public record EndpointConfig(String url, String host, int port, int weight, String kvEvents, boolean kvEventsBind,
                              String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort,
-                             List<String> kvEventsAllow, String kvEventsCurveServerKey, String kvEventsCurveSecretFile) {
+                             List<String> kvEventsAllow, String kvEventsCurveServerKey, String kvEventsCurveSecretFile,
+                             int kvPollMs) {
+
+    /** Default of {@code kv_poll_ms}. */
+    public static final int DEFAULT_KV_POLL_MS = 50;
 
     /** The shape before the peer allow-list and CURVE keys existed. */
     public EndpointConfig(String url, String host, int port, int weight, String kvEvents, boolean kvEventsBind,
                           String kvTopic, int dpRanks, String kvReplay, String role, int bootstrapPort) {
         this(url, host, port, weight, kvEvents, kvEventsBind, kvTopic, dpRanks, kvReplay, role, bootstrapPort, List.of(),
-            null, null);
+            null, null, DEFAULT_KV_POLL_MS);
+    }
+
+    /** Whether {@code kv_events} names a draining HTTP endpoint (TensorRT-LLM) rather than a ZeroMQ publisher. */
+    public boolean kvEventsOverHttp() {
+        return kvEvents != null && kvEvents.startsWith("http://");
     }
 
     /** P/D role, typed (null outside P/D rules). */
@@ -67,8 +79,15 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         }
         int weight = n.intValue("weight", 1, 1, 1_000_000);
         String kvEvents = n.string("kv_events", null);
-        if (kvEvents != null && !kvEvents.matches("tcp://[^:/]+:\\d{1,5}")) {
-            n.problem("kv_events", kvEvents, "must be tcp://host:port");
+        if (kvEvents != null && !kvEvents.matches("tcp://[^:/]+:\\d{1,5}") && !HTTP_EVENTS.matcher(kvEvents).matches()) {
+            n.problem("kv_events", kvEvents, "must be tcp://host:port (a ZeroMQ publisher: vllm, sglang) or"
+                + " http://host:port/path (a draining HTTP endpoint: trtllm's /kv_cache_events)");
+        }
+        boolean httpEvents = kvEvents != null && HTTP_EVENTS.matcher(kvEvents).matches();
+        int pollMs = n.intValue("kv_poll_ms", DEFAULT_KV_POLL_MS, 1, 60_000);
+        if (n.has("kv_poll_ms") && !httpEvents) {
+            n.problem("kv_poll_ms", pollMs, "applies only to an http:// kv_events endpoint (TensorRT-LLM's draining"
+                + " /kv_cache_events); ZeroMQ events are pushed, not polled");
         }
         boolean bind = n.bool("kv_events_bind", false);
         String topic = n.string("kv_topic", "");
@@ -79,6 +98,10 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         }
         if (replay != null && kvEvents == null) {
             n.problem("kv_replay", replay, "needs kv_events on the same endpoint");
+        }
+        if (httpEvents && (replay != null || bind)) {
+            n.problem(replay != null ? "kv_replay" : "kv_events_bind", replay != null ? replay : bind,
+                "applies only to a ZeroMQ kv_events publisher; an http:// kv_events endpoint is drained by polling");
         }
         List<String> allow = n.stringList("kv_events_allow");
         for (String a : allow) {
@@ -114,8 +137,10 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         }
         n.finish();
         return new EndpointConfig(url, host, port, weight, kvEvents, bind, topic, dpRanks, replay, role, bootstrapPort,
-            List.copyOf(allow), curveKey, curveSecret);
+            List.copyOf(allow), curveKey, curveSecret, pollMs);
     }
+
+    private static final Pattern HTTP_EVENTS = Pattern.compile("http://(\\[[0-9A-Fa-f:.]+\\]|[^:/\\[\\]]+):\\d{1,5}(/\\S*)?");
 
     private static final Pattern ADDRESS_OR_CIDR = Pattern.compile(
         "(\\d{1,3}(\\.\\d{1,3}){3}(/\\d{1,2})?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(/\\d{1,3})?)");

@@ -232,21 +232,12 @@ public record RuleConfig(
         return "sglang".equals(engine) ? "sha256_sglang" : "sha256_cbor";
     }
 
-    /**
-     * The policies an engine cannot serve: llama.cpp publishes no KV events and has no prefill/decode split;
-     * TensorRT-LLM publishes KV events only through its draining HTTP endpoint, which the ingest agent does not poll
-     * yet (issue #15), so a {@code kv_exact} rule over it would route on an index that never fills.
-     */
+    /** The policies an engine cannot serve: llama.cpp publishes no KV events and has no prefill/decode split. */
     private static void engineSupportsPolicy(ConfigNode n, String engine, String policy) {
         if ("llamacpp".equals(engine) && ("kv_exact".equals(policy) || "pd".equals(policy))) {
             n.problem("policy", policy, "engine 'llamacpp' cannot serve it: llama-server publishes no KV-cache events"
                 + ("pd".equals(policy) ? " and has no prefill/decode disaggregation" : " (kv_exact routes on them)")
                 + "; use round_robin, weighted, least_outstanding, session or chwbl");
-        }
-        if ("trtllm".equals(engine) && "kv_exact".equals(policy)) {
-            n.problem("policy", policy, "engine 'trtllm' is not supported yet: TensorRT-LLM publishes KV-cache events only"
-                + " through its draining HTTP endpoint (/kv_cache_events), which kvgate does not poll yet; use chwbl for"
-                + " prefix affinity");
         }
     }
 
@@ -291,7 +282,14 @@ public record RuleConfig(
             n.problem("hash_algo", hashAlgo, "cannot match engine '" + engine + "' (" + engine
                 + " publishes " + String.join("|", algos) + (sglang ? "" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
         }
-        String keyMode = n.oneOf("kv_key_mode", "exact", List.of("exact", "learned"));
+        // TensorRT-LLM's block hashes are internal to the engine: its blocks are always keyed by the gateway's own
+        // hash of the events' tokens.
+        boolean trtllm = "trtllm".equals(engine);
+        String keyMode = n.oneOf("kv_key_mode", trtllm ? "learned" : "exact", List.of("exact", "learned"));
+        if (trtllm && "exact".equals(keyMode)) {
+            n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm': TensorRT-LLM's block hashes are internal to"
+                + " the engine, so its blocks are keyed by the gateway's hash of the events' tokens (learned)");
+        }
         long capacity = n.longValue("kv_capacity_blocks", 1_000_000, 1_024, MAX_KV_CAPACITY_BLOCKS);
         boolean explain = n.bool("explain", false);
         // Front-door bounds: each choice and each batched prompt costs the engine (and, on SGLang P/D, a bootstrap
@@ -365,10 +363,21 @@ public record RuleConfig(
             n.problems().add(n.where("endpoints") + ": role is only valid under policy 'pd' (this rule's policy is '" + policy + "')");
         }
         for (EndpointConfig e : endpoints) {
-            if (e.kvEvents() != null && ("llamacpp".equals(engine) || "trtllm".equals(engine))) {
+            if (e.kvEvents() == null) {
+                continue;
+            }
+            if ("llamacpp".equals(engine)) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " is only valid"
-                    + " for engines that publish KV events over ZeroMQ (vllm, sglang); engine '" + engine + "' "
-                    + ("llamacpp".equals(engine) ? "publishes none" : "publishes through a draining HTTP endpoint kvgate does not poll yet"));
+                    + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP); engine 'llamacpp'"
+                    + " publishes none");
+            } else if (trtllm && !e.kvEventsOverHttp()) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
+                    + " http://host:port/kv_cache_events for engine 'trtllm' (trtllm-serve hands its KV events out through"
+                    + " that draining endpoint, not ZeroMQ)");
+            } else if (!trtllm && e.kvEventsOverHttp()) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
+                    + " tcp://host:port for engine '" + engine + "' (it publishes over ZeroMQ; http:// is TensorRT-LLM's"
+                    + " draining endpoint)");
             }
         }
         for (EndpointConfig e : endpoints) {

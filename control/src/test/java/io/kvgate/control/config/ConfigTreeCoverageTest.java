@@ -90,6 +90,12 @@ class ConfigTreeCoverageTest {
                 endpoints:
                   - {url: "http://127.0.0.1:9101", role: prefill, bootstrap_port: 9999}
                   - {url: "http://127.0.0.1:9102", role: decode}
+              - name: trt
+                models: [m4]
+                engine: trtllm
+                policy: kv_exact
+                endpoints:
+                  - {url: "http://127.0.0.1:9201", kv_events: "http://127.0.0.1:9201/kv_cache_events", kv_poll_ms: 25}
             """.formatted("ab".repeat(32), "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret);
     }
 

@@ -42,14 +42,50 @@ class EngineConfigTest {
     }
 
     @Test
-    void trtllmServesPlainChwblSessionAndPdButNotKvExactYet() throws Exception {
-        for (String policy : new String[] {"round_robin", "chwbl", "session", "pd"}) {
+    void trtllmServesEveryPolicyKvExactOnLearnedKeysFromItsDrainingEndpoint() throws Exception {
+        for (String policy : new String[] {"round_robin", "chwbl", "session", "pd", "kv_exact"}) {
             RuleConfig r = GatewayConfig.parse(rule("trtllm", policy, "")).rules().get(0);
             assertEquals(RuleConfig.Engine.TRTLLM, r.engineKind(), policy);
             assertFalse(r.engineKind().answers503WhileLoading());
+            assertEquals("learned", r.kvKeyMode(), "TensorRT-LLM's block hashes are internal: learned keys by default");
         }
-        String kv = problems(rule("trtllm", "kv_exact", ""));
-        assertTrue(kv.contains("rules[0] (name=r).policy: value 'kv_exact' engine 'trtllm' is not supported yet"), kv);
+        RuleConfig r = GatewayConfig.parse(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n        kv_poll_ms: 20\n"
+                + "        dp_ranks: 2\n")).rules().get(0);
+        EndpointConfig e = r.endpoints().get(1);
+        assertTrue(e.kvEventsOverHttp());
+        assertEquals("http://127.0.0.1:9002/kv_cache_events", e.kvEvents());
+        assertEquals(20, e.kvPollMs());
+        assertEquals(2, e.dpRanks());
+        assertEquals(50, r.endpoints().get(0).kvPollMs(), "kv_poll_ms defaults to 50");
+    }
+
+    @Test
+    void trtllmKvEventsAreHttpAndItsKeysLearned() {
+        String exact = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n"));
+        assertTrue(exact.contains("rules[0] (name=r).kv_key_mode: value 'exact' cannot match engine 'trtllm': TensorRT-LLM's"
+            + " block hashes are internal to the engine"), exact);
+        String tcp = problems(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n"));
+        assertTrue(tcp.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events tcp://127.0.0.1:5557 must be"
+            + " http://host:port/kv_cache_events for engine 'trtllm'"), tcp);
+        String vllm = problems(rule("vllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n"));
+        assertTrue(vllm.contains("kv_events http://127.0.0.1:9002/kv_cache_events must be tcp://host:port for engine 'vllm'"), vllm);
+        String poll = problems(rule("vllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n        kv_poll_ms: 20\n"));
+        assertTrue(poll.contains("rules[0] (name=r).endpoints[1] (url=http://127.0.0.1:9002).kv_poll_ms: value 20 applies only to an http:// kv_events"
+            + " endpoint"), poll);
+        String bounds = problems(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n        kv_poll_ms: 0\n"));
+        assertTrue(bounds.contains("kv_poll_ms: value 0 must be in [1, 60000]"), bounds);
+        String bad = problems(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: https://127.0.0.1:9002/kv_cache_events\n"));
+        assertTrue(bad.contains("kv_events: value 'https://127.0.0.1:9002/kv_cache_events' must be tcp://host:port"), bad);
+        String replay = problems(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n"
+                + "        kv_replay: tcp://127.0.0.1:5558\n"));
+        assertTrue(replay.contains("kv_replay: value 'tcp://127.0.0.1:5558' applies only to a ZeroMQ kv_events publisher"), replay);
     }
 
     @Test
@@ -88,6 +124,6 @@ class EngineConfigTest {
         String p = problems(rule("llamacpp", "chwbl", "").replace("      - url: http://127.0.0.1:9002\n",
             "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n"));
         assertTrue(p.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events tcp://127.0.0.1:5557 is only valid"
-            + " for engines that publish KV events over ZeroMQ (vllm, sglang); engine 'llamacpp' publishes none"), p);
+            + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP); engine 'llamacpp' publishes none"), p);
     }
 }

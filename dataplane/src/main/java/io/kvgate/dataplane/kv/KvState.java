@@ -8,6 +8,7 @@ import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
+import io.kvgate.ingest.zmq.HttpKvEventSource;
 import io.kvgate.ingest.zmq.IngestConfig;
 import io.kvgate.ingest.zmq.KeyMode;
 import io.kvgate.ingest.zmq.KvEventIngest;
@@ -21,8 +22,9 @@ import java.util.Map;
 
 /**
  * The gateway's exact KV inventory: one off-heap block index fed by one ingest thread that subscribes to every
- * endpoint's (and every DP rank's) event stream. Subscriptions follow configuration swaps: endpoints that appear are
- * subscribed, endpoints that disappear are dropped with their blocks. Thread-safe ({@link #sync} is serialized).
+ * endpoint's (and every DP rank's) ZeroMQ event stream and drains every TensorRT-LLM endpoint's HTTP
+ * {@code /kv_cache_events}. Subscriptions follow configuration swaps: endpoints that appear are subscribed,
+ * endpoints that disappear are dropped with their blocks. Thread-safe ({@link #sync} is serialized).
  */
 public final class KvState implements AutoCloseable {
     /** Endpoint ids above this are refused (the index sizes per-endpoint arrays up front). */
@@ -30,7 +32,8 @@ public final class KvState implements AutoCloseable {
 
     private final BlockIndex index;
     private final KvEventIngest ingest;
-    private final Map<Integer, KvEventSource> subscribed = new HashMap<>();
+    /** What each endpoint id is subscribed to: a {@link KvEventSource} or an {@link HttpKvEventSource}. */
+    private final Map<Integer, Record> subscribed = new HashMap<>();
 
     public KvState(long capacityBlocks, NanoClock clock) {
         this(capacityBlocks, clock, GatewayConfig.Ingest.DEFAULTS);
@@ -65,7 +68,7 @@ public final class KvState implements AutoCloseable {
 
     /** Subscribes to what {@code cfg} names and drops what it no longer names. */
     public synchronized void sync(GatewayConfig cfg, EndpointRegistry registry) {
-        Map<Integer, KvEventSource> want = new HashMap<>();
+        Map<Integer, Record> want = new HashMap<>();
         for (RuleConfig r : cfg.rules()) {
             KeyMode mode = "learned".equals(r.kvKeyMode()) ? KeyMode.LEARNED : KeyMode.ENGINE;
             for (EndpointConfig e : r.endpoints()) {
@@ -78,6 +81,13 @@ public final class KvState implements AutoCloseable {
                         + ": its KV events are not indexed (restart the gateway to compact ids)");
                     continue;
                 }
+                if (e.kvEventsOverHttp()) {
+                    // TensorRT-LLM: drained over HTTP, always in learned-key mode (its block hashes are internal).
+                    Record prev = want.get(ep.id());
+                    want.put(ep.id(), new HttpKvEventSource(ep.id(), e.kvEvents(), e.kvPollMs() * 1_000_000L, e.dpRanks(),
+                        prev == null ? r.name() : label(prev)));
+                    continue;
+                }
                 KvEventSource.Curve curve;
                 try {
                     curve = e.kvEventsCurveServerKey() == null ? null
@@ -88,9 +98,9 @@ public final class KvState implements AutoCloseable {
                     continue;
                 }
                 // An endpoint shared by several rules is subscribed once; metrics label it with the first rule.
-                KvEventSource prev = want.get(ep.id());
+                Record prev = want.get(ep.id());
                 want.put(ep.id(), new KvEventSource(ep.id(), e.kvEvents(), e.dpRanks(), e.kvReplay(), e.kvEventsBind(),
-                    e.kvTopic(), mode, prev == null ? r.name() : prev.label(), e.kvEventsAllow(), curve));
+                    e.kvTopic(), mode, prev == null ? r.name() : label(prev), e.kvEventsAllow(), curve));
             }
         }
         for (var it = subscribed.entrySet().iterator(); it.hasNext(); ) {
@@ -102,10 +112,18 @@ public final class KvState implements AutoCloseable {
         }
         for (var en : want.entrySet()) {
             if (!en.getValue().equals(subscribed.get(en.getKey()))) {
-                ingest.addEndpoint(en.getValue());
+                switch (en.getValue()) {
+                    case KvEventSource z -> ingest.addEndpoint(z);
+                    case HttpKvEventSource h -> ingest.addHttpEndpoint(h);
+                    default -> throw new IllegalStateException("unknown event source " + en.getValue());
+                }
                 subscribed.put(en.getKey(), en.getValue());
             }
         }
+    }
+
+    private static String label(Record source) {
+        return source instanceof HttpKvEventSource h ? h.label() : ((KvEventSource) source).label();
     }
 
     public BlockIndex index() {

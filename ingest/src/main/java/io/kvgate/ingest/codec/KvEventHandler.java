@@ -11,4 +11,12 @@ public interface KvEventHandler {
     void onBlockRemoved(BlockRemovedEvent event);
 
     void onAllBlocksCleared();
+
+    /**
+     * A block moved between memory tiers without leaving the engine (TensorRT-LLM's {@code updated} event with a
+     * changed {@code cache_level}: offloaded to host memory or onboarded back); {@link Medium} codes. The msgpack
+     * engines publish no such event (a move is a removal plus a store there), hence the no-op default.
+     */
+    default void onBlockMoved(long blockKey, int fromMedium, int toMedium) {
+    }
 }

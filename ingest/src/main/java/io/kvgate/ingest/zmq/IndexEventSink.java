@@ -131,6 +131,27 @@ final class IndexEventSink implements KvEventHandler {
     }
 
     @Override
+    public void onBlockMoved(long blockKey, int fromMedium, int toMedium) {
+        long key = blockKey;
+        if (learnedMode) {
+            key = learned.get(blockKey);
+            if (key == 0) {
+                learnedUnmappedRemovals++;
+                return;
+            }
+        }
+        int from = tierOf(fromMedium);
+        int to = tierOf(toMedium);
+        if (from == to) {
+            return;
+        }
+        // Store in the new tier first: the block is never absent from the index in between.
+        index.stored(endpointId, rank, key, to);
+        index.removed(endpointId, rank, key, from);
+        blockOps += 2;
+    }
+
+    @Override
     public void onAllBlocksCleared() {
         index.clearRank(endpointId, rank);
         clears++;

@@ -77,11 +77,13 @@ public final class KvEventIngest implements AutoCloseable {
     private final KvEventDecoder decoder;
     private final IndexEventSink sink;
     private final LearnedKeyMap learned;
+    /** TensorRT-LLM endpoints: drained over HTTP by a non-blocking poller stepped in this agent's duty cycle. */
+    private final HttpKvPoller http;
 
     /** Wanted changes per endpoint id, latest wins (bounded by the endpoint count). */
     private final ConcurrentHashMap<Integer, Change> pending = new ConcurrentHashMap<>();
 
-    private record Change(KvEventSource source, boolean clearFirst) {
+    private record Change(KvEventSource source, HttpKvEventSource http, boolean clearFirst) {
     }
 
     private final List<RankSubscriber> subscribers = new ArrayList<>();
@@ -142,6 +144,8 @@ public final class KvEventIngest implements AutoCloseable {
         this.learned = new LearnedKeyMap(config.learnedKeyCapacity());
         this.sink = new IndexEventSink(index, config.hasher(), learned);
         this.decoder = new KvEventDecoder(sink);
+        this.http = new HttpKvPoller(index, clock, config, sink, resolver, this.resolverExecutor,
+            HttpKvPoller.DEFAULT_REQUEST_TIMEOUT_NS);
         // The SUB's MAXMSGSIZE makes a larger frame impossible; the buffers hold the largest allowed frame.
         this.frameBuf = new byte[][] {new byte[config.maxFrameBytes()], new byte[config.maxFrameBytes()]};
     }
@@ -193,12 +197,24 @@ public final class KvEventIngest implements AutoCloseable {
             throw new IllegalArgumentException("endpointId=" + source.endpointId() + " must be in 0.."
                 + (index.config().maxEndpoints() - 1));
         }
-        pending.compute(source.endpointId(), (id, old) -> new Change(source, old != null && old.clearFirst()));
+        pending.compute(source.endpointId(), (id, old) -> new Change(source, null, old != null && old.clearFirst()));
+    }
+
+    /**
+     * Polls an endpoint's draining HTTP event endpoint (TensorRT-LLM {@code /kv_cache_events}), replacing any
+     * subscription or poll with the same id; see {@link HttpKvPoller}.
+     */
+    public void addHttpEndpoint(HttpKvEventSource source) {
+        if (source.endpointId() >= index.config().maxEndpoints()) {
+            throw new IllegalArgumentException("endpointId=" + source.endpointId() + " must be in 0.."
+                + (index.config().maxEndpoints() - 1));
+        }
+        pending.compute(source.endpointId(), (id, old) -> new Change(null, source, old != null && old.clearFirst()));
     }
 
     /** Unsubscribes and forgets every block the endpoint held. */
     public void removeEndpoint(int endpointId) {
-        pending.put(endpointId, new Change(null, true));
+        pending.put(endpointId, new Change(null, null, true));
     }
 
     /** Changes recorded and not yet applied by the agent (at most one per endpoint). */
@@ -219,8 +235,12 @@ public final class KvEventIngest implements AutoCloseable {
             work++;
             try {
                 dropEndpoint(id);
+                http.remove(id);
                 if (c.clearFirst()) {
                     index.removeEndpoint(id);
+                }
+                if (c.http() != null) {
+                    http.add(c.http());
                 }
                 if (c.source() != null) {
                     KvEventSource src = c.source();
@@ -265,6 +285,7 @@ public final class KvEventIngest implements AutoCloseable {
         for (RankSubscriber s : subs) {
             out.add(s.status());
         }
+        out.addAll(http.status());
         return out;
     }
 
@@ -317,6 +338,7 @@ public final class KvEventIngest implements AutoCloseable {
     public int doWork(long pollTimeoutMs) {
         int work = applyChanges();
         work += supervise(clock.nanoTime());
+        work += http.doWork();
         if (pollerDirty) {
             rebuildPoller();
         }
@@ -797,6 +819,7 @@ public final class KvEventIngest implements AutoCloseable {
         }
         subscribers.clear();
         published = new RankSubscriber[0];
+        http.close();
         if (poller != null) {
             poller.close();
             poller = null;
