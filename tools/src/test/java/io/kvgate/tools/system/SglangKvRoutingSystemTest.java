@@ -1,0 +1,276 @@
+package io.kvgate.tools.system;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.dataplane.GatewayLauncher;
+import io.kvgate.testkit.TestPorts;
+import io.kvgate.testkit.ZmqHandshake;
+import io.kvgate.tools.sim.EngineSimulator;
+import io.kvgate.tools.sim.SimulatorConfig;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * KV-exact routing over SGLang simulators: three engines with the real Qwen3 tokenizer and chat template (page size
+ * 16) publish SGLang KV events over ZeroMQ (page hashes the gateway reproduces: {@code sha256_sglang}); repeated
+ * prefixes must land where they are cached (as the engines' own cached_tokens show) and the gateway's inventory must
+ * equal what each engine holds. The vLLM counterpart, with the parity probe and the wrong-seed watchdog, is
+ * {@link KvRoutingSystemTest}.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+@Tag("system")
+class SglangKvRoutingSystemTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    /** Waits for ZeroMQ delivery on a loaded machine; no timeout is under test here. */
+    private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
+    private final List<EngineSimulator> sims = new ArrayList<>();
+    private Gateway gw;
+    private final HttpClient http = HttpClient.newHttpClient();
+    private Path modelDir;
+
+    @BeforeAll
+    void start() throws Exception {
+        Path root = Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath().normalize();
+        modelDir = root.resolve("deploy/models/qwen3");
+        StringBuilder eps = new StringBuilder();
+        for (int i = 0; i < 3; i++) {
+            int kv = freePort();
+            EngineSimulator s = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.SGLANG).model("qwen3")
+                .modelDir(modelDir).ttftMs(1).itlMs(1).prefillUsPerToken(1).blockSize(16)
+                .kvEvents("tcp://127.0.0.1:" + kv).kvEventsMode("bind")); // the gateway connects
+            sims.add(s);
+            eps.append("      - url: ").append(s.baseUrl()).append("\n        kv_events: tcp://127.0.0.1:").append(kv).append('\n');
+        }
+        String yaml = """
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            admin_token: %s
+            health: {interval_ms: 60000}
+            rules:
+              - name: kv
+                models: [qwen3]
+                engine: sglang
+                policy: kv_exact
+                tokenizer: %s
+                block_size: 16
+                kv: {cold_readmit_every: 0, load_cap_factor: 100}
+                endpoints:
+            %s""".formatted(ADMIN_TOKEN, modelDir, eps);
+        gw = GatewayLauncher.start(GatewayConfig.parse(yaml));
+        // Every test may publish right away: the gateway's subscribers have joined all three publishers.
+        handshake(gw);
+        // The handshake's first batches were dropped before the subscriptions arrived (that is the slow joiner), so
+        // their blocks sit in the engines unknown to the gateway. Start from equal state: every engine empties its
+        // cache and publishes AllBlocksCleared, which the gateway applies before any test runs.
+        for (int i = 0; i < sims.size(); i++) {
+            EngineSimulator sim = sims.get(i);
+            int endpoint = i;
+            sim.resetPrefixCache();
+            await("the gateway applied engine " + i + "'s AllBlocksCleared",
+                () -> lastSeq(gw, endpoint) == sim.lastEventSeq(0) && inventoryBlocks(endpoint) == 0,
+                () -> "engine last event seq " + sim.lastEventSeq(0) + "; inventory: " + inventory(gw));
+        }
+    }
+
+    private long lastSeq(Gateway g, int endpoint) {
+        return inventory(g).get("rules").get(0).get("endpoints").get(endpoint).get("subscribers").get(0)
+            .get("last_seq").asLong();
+    }
+
+    @AfterAll
+    void stop() {
+        if (gw != null) {
+            gw.close(100);
+        }
+        sims.forEach(EngineSimulator::close);
+    }
+
+    private static int freePort() {
+        return TestPorts.free();
+    }
+
+    /**
+     * The shared ZeroMQ slow-joiner handshake between every simulator and {@code g}'s subscribers: throwaway
+     * requests straight to the engine until one of its batches is indexed, then until the last one is. PUB drops
+     * what it publishes before the subscription arrives, and no {@code kv_replay} is configured to fill the gap, so
+     * without this the first test's events could be lost. ({@code subscribers[].connected} is a TCP state, not
+     * "subscribed".)
+     */
+    private void handshake(Gateway g) {
+        for (int i = 0; i < sims.size(); i++) {
+            EngineSimulator sim = sims.get(i);
+            int endpoint = i;
+            int[] sent = {0};
+            ZmqHandshake.await("gateway " + g.port() + " subscribed to engine " + i, HANDSHAKE_TIMEOUT,
+                () -> {
+                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(sim.baseUrl() + "/v1/completions"))
+                        .header("content-type", "application/json")
+                        .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\",\"max_tokens\":1,\"prompt\":"
+                            + handshakePrompt(endpoint, sent[0]++) + "}")).build(), HttpResponse.BodyHandlers.ofString());
+                    assertEquals(200, r.statusCode(), r.body());
+                    return sim.lastEventSeq(0);
+                },
+                () -> {
+                    TimeUnit.MILLISECONDS.sleep(10);
+                    return lastSeq(g, endpoint);
+                },
+                () -> "inventory: " + inventory(g));
+        }
+    }
+
+    /** One block of token ids per attempt, distinct per engine and from every chat prompt's ids. */
+    private static String handshakePrompt(int engine, int attempt) {
+        StringBuilder sb = new StringBuilder("[");
+        for (int t = 0; t < 16; t++) {
+            sb.append(t == 0 ? "" : ",").append(10_000 + (engine * 2_000 + attempt) * 16 + t);
+        }
+        return sb.append(']').toString();
+    }
+
+    private JsonNode inventory(Gateway g) {
+        try {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.adminPort()
+                + "/admin/v1/inventory")).header("authorization", "Bearer " + ADMIN_TOKEN).build(),
+                HttpResponse.BodyHandlers.ofString());
+            assertEquals(200, r.statusCode(), "GET /admin/v1/inventory: " + r.body());
+            return JSON.readTree(r.body());
+        } catch (java.io.IOException | InterruptedException e) {
+            throw new IllegalStateException("inventory of gateway " + g.port() + ": " + e, e);
+        }
+    }
+
+    private static final String ADMIN_TOKEN = "sglang-kv-routing-test-admin-token";
+
+    private static final String SYSTEM = "You are a meticulous assistant for a logistics company. ".repeat(20);
+
+    private String chat(String model, String question) {
+        return "{\"model\":\"" + model + "\",\"max_tokens\":3,\"messages\":[{\"role\":\"system\",\"content\":\"" + SYSTEM
+            + "\"},{\"role\":\"user\",\"content\":\"" + question + "\"}]}";
+    }
+
+    private HttpResponse<String> post(String path, String body, boolean explain) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
+            .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body));
+        if (explain) { // explanations are for operators: the admin token unlocks them
+            b.header("x-kvgate-explain", "1").header("x-kvgate-admin-token", ADMIN_TOKEN);
+        }
+        return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private JsonNode admin(String method, String path, String body) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.adminPort() + path))
+            .header("authorization", "Bearer " + ADMIN_TOKEN);
+        b = body == null ? b.GET() : b.method(method, HttpRequest.BodyPublishers.ofString(body));
+        return JSON.readTree(http.send(b.build(), HttpResponse.BodyHandlers.ofString()).body());
+    }
+
+    /**
+     * Waits (bounded) for an asynchronous condition: events travel over ZeroMQ. {@code state} is evaluated at the
+     * deadline, so the failure shows what the gateway held then.
+     */
+    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!cond.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
+            }
+            TimeUnit.MILLISECONDS.sleep(20);
+        }
+    }
+
+    private long inventoryBlocks(int endpoint) {
+        try {
+            return admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints").get(endpoint).get("blocks").asLong();
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Test
+    void repeatedPrefixLandsWhereItIsCachedAndInventoryMatchesEngines() throws Exception {
+        HttpResponse<String> first = post("/v1/chat/completions", chat("qwen3", "Where is parcel 1?"), true);
+        assertEquals(200, first.statusCode(), first.body());
+        String firstRoute = first.headers().firstValue("x-kvgate-route").orElseThrow();
+        String chosen = firstRoute.substring("endpoint=".length(), firstRoute.indexOf(';'));
+        int idx = -1;
+        for (int i = 0; i < sims.size(); i++) {
+            if (sims.get(i).baseUrl().endsWith(chosen)) {
+                idx = i;
+            }
+        }
+        assertTrue(idx >= 0, firstRoute);
+        final int owner = idx;
+        await("the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
+            && inventoryBlocks(owner) > 0, () -> "engine holds " + sims.get(owner).cachedBlocks(0) + " blocks, last event seq "
+                + sims.get(owner).lastEventSeq(0) + "; inventory: " + inventory(gw));
+
+        Set<String> endpoints = new HashSet<>();
+        long cached = 0;
+        for (int q = 2; q <= 6; q++) {
+            HttpResponse<String> r = post("/v1/chat/completions", chat("qwen3", "Where is parcel " + q + "?"), true);
+            assertEquals(200, r.statusCode(), r.body());
+            String route = r.headers().firstValue("x-kvgate-route").orElseThrow();
+            assertTrue(route.contains("tier=kv_exact"), route);
+            endpoints.add(route.substring("endpoint=".length(), route.indexOf(';')));
+            cached += JSON.readTree(r.body()).path("usage").path("prompt_tokens_details").path("cached_tokens").asLong();
+        }
+        assertEquals(Set.of(chosen), endpoints, "every sibling goes where the prefix is cached");
+        assertTrue(cached > 5 * 150, "the engine served the shared prefix from cache: " + cached);
+
+        // The inventory equals what each engine holds, block for block count.
+        for (int i = 0; i < sims.size(); i++) {
+            final int e = i;
+            await("inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0),
+                () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks, last event seq "
+                    + sims.get(e).lastEventSeq(0) + "; inventory: " + inventory(gw));
+        }
+
+        // Lookup and render agree with the engine: the whole shared prefix is cached on the owner.
+        JsonNode lookup = admin("POST", "/admin/v1/lookup", chat("qwen3", "Where is parcel 2?"));
+        JsonNode ownerRow = lookup.get("endpoints").get(owner);
+        assertTrue(ownerRow.get("cached_blocks").asInt() >= 8, lookup.toString());
+        HttpResponse<String> render = post("/v1/chat/completions/render", chat("qwen3", "Where is parcel 2?"), false);
+        JsonNode rj = JSON.readTree(render.body());
+        assertEquals(rj.get("prompt_token_ids").size() / 16, rj.get("block_keys").size());
+        assertTrue(rj.get("prompt").asText().startsWith("<|im_start|>system\n"));
+
+        String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics")).build(),
+            HttpResponse.BodyHandlers.ofString()).body();
+        assertTrue(metrics.contains("kvgate_kv_subscriber_connected{endpoint=\"127.0.0.1:" + sims.get(owner).port() + "\",rank=\"0\"} 1"),
+            metrics);
+        assertTrue(metrics.contains("kvgate_kv_subscriber_up{rule=\"kv\",endpoint=\"127.0.0.1:" + sims.get(owner).port()
+            + "\",rank=\"0\"} 1"), metrics);
+        assertEquals("up", admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints").get(owner)
+            .get("subscribers").get(0).get("state").asText());
+        assertTrue(metrics.contains("kvgate_kv_endpoint_blocks{endpoint=\"127.0.0.1:" + sims.get(owner).port() + "\"} "
+            + sims.get(owner).cachedBlocks(0)), metrics);
+        assertTrue(metrics.contains("kvgate_stage_latency_seconds_count{stage=\"hash\"}"));
+
+        JsonNode explain = admin("POST", "/admin/v1/explain", chat("qwen3", "Where is parcel 9?"));
+        assertTrue(explain.get("endpoint").asText().endsWith(chosen), explain.toString());
+        assertTrue(explain.get("explanation").asText().contains("tier=kv_exact"), explain.toString());
+    }
+}
