@@ -200,6 +200,9 @@ public final class ConfigTree {
             if (a.maxOutstanding() >= 0) {
                 am.put("max_outstanding", a.maxOutstanding());
             }
+            if (a.interactiveReserve() > 0) {
+                am.put("interactive_reserve", a.interactiveReserve());
+            }
             if (!a.apiKeyPriorities().isEmpty()) {
                 am.put("api_key_priorities", new LinkedHashMap<>(a.apiKeyPriorities()));
             }

@@ -177,14 +177,16 @@ public record RuleConfig(
      * requests in flight to it ({@code max_outstanding}). A threshold that is absent (stored as -1) is off; with
      * every threshold off the rule has no admission control ({@link #enabled()} false).
      *
+     * @param interactiveReserve of the count thresholds ({@code max_outstanding}, {@code max_waiting}), how much
+     *                         only interactive requests may use: standard and batch see them this much lower
      * @param apiKeyPriorities SHA-256 (lower-case hex) of an API key to its priority class: the configuration holds
      *                         fingerprints, never the keys themselves
      */
     public record AdmissionConfig(int maxQueue, long maxWaitMs, int maxWaiting, double maxKvUsage, int maxOutstanding,
-                                  Map<String, String> apiKeyPriorities) {
+                                  int interactiveReserve, Map<String, String> apiKeyPriorities) {
         public static final int DEFAULT_MAX_QUEUE = 1024;
         public static final long DEFAULT_MAX_WAIT_MS = 5_000;
-        public static final AdmissionConfig OFF = new AdmissionConfig(DEFAULT_MAX_QUEUE, DEFAULT_MAX_WAIT_MS, -1, -1, -1, Map.of());
+        public static final AdmissionConfig OFF = new AdmissionConfig(DEFAULT_MAX_QUEUE, DEFAULT_MAX_WAIT_MS, -1, -1, -1, 0, Map.of());
 
         public AdmissionConfig {
             apiKeyPriorities = Map.copyOf(apiKeyPriorities);
@@ -201,6 +203,19 @@ public record RuleConfig(
         int maxWaiting = a.has("max_waiting") ? a.intValue("max_waiting", 0, 0, 1 << 24) : -1;
         double maxKvUsage = a.has("max_kv_usage") ? a.doubleValue("max_kv_usage", 1.0, 0.0, 1.0) : -1;
         int maxOutstanding = a.has("max_outstanding") ? a.intValue("max_outstanding", 1, 1, 1 << 24) : -1;
+        int reserve = a.intValue("interactive_reserve", 0, 0, 1 << 24);
+        if (reserve > 0 && maxOutstanding >= 0 && reserve >= maxOutstanding) {
+            a.problem("interactive_reserve", reserve, "must be < admission.max_outstanding (" + maxOutstanding
+                + "): standard and batch requests would never be admitted");
+        }
+        if (maxWaiting >= 0 && reserve > maxWaiting) {
+            a.problem("interactive_reserve", reserve, "must be <= admission.max_waiting (" + maxWaiting
+                + "): standard and batch requests would never be admitted while the engine reports its queue");
+        }
+        if (reserve > 0 && maxOutstanding < 0 && maxWaiting < 0) {
+            a.problem("interactive_reserve", reserve, "lowers max_outstanding / max_waiting for standard and batch requests:"
+                + " set one of them");
+        }
         Map<String, String> priorities = a.stringMap("api_key_priorities");
         for (Map.Entry<String, String> e : priorities.entrySet()) {
             if (!e.getKey().matches("[0-9a-f]{64}")) {
@@ -212,7 +227,7 @@ public record RuleConfig(
                     + "' must be one of " + String.join("|", PRIORITY_CLASSES));
             }
         }
-        AdmissionConfig c = new AdmissionConfig(maxQueue, maxWaitMs, maxWaiting, maxKvUsage, maxOutstanding, priorities);
+        AdmissionConfig c = new AdmissionConfig(maxQueue, maxWaitMs, maxWaiting, maxKvUsage, maxOutstanding, reserve, priorities);
         if (!c.enabled() && (a.has("max_queue") || a.has("max_wait_ms") || !priorities.isEmpty())) {
             a.problems().add(a.where("max_queue") + ": admission settings without a saturation threshold do nothing; set"
                 + " at least one of max_waiting, max_kv_usage, max_outstanding");

@@ -71,7 +71,7 @@ class ConfigTreeCoverageTest {
                      tier_weights: {GPU: 0.9, CPU_TIER: 0.7, DISK: 0.3}}
                 pd: {prefill_timeout_ms: 9, decode_timeout_ms: 9, prefill_policy: least_outstanding, session_affinity: true}
                 admission: {max_queue: 9, max_wait_ms: 999, max_waiting: 9, max_kv_usage: 0.9, max_outstanding: 9,
-                            api_key_priorities: {%s: batch}}
+                            interactive_reserve: 2, api_key_priorities: {%s: batch}}
                 endpoints:
                   - url: http://127.0.0.1:9001
                     weight: 9

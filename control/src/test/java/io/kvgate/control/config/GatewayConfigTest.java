@@ -174,6 +174,9 @@ class GatewayConfigTest {
         assertTrue(p.contains("admission.api_key_priorities: key 'sk-live-123' must be the SHA-256 of an API key"), p);
         assertTrue(p.contains("admission.api_key_priorities.sk-live-123: value 'urgent' must be one of interactive|standard|batch"), p);
 
+        p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n      max_outstanding: 2\n"
+            + "      interactive_reserve: 2"));
+        assertTrue(p.contains("rules[0] (name=chat).admission.interactive_reserve: value 2 must be < admission.max_outstanding (2)"), p);
         p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n      max_queue: 10"));
         assertTrue(p.contains("admission settings without a saturation threshold do nothing"), p);
         p = problems("router: {ring_size: 64}\n" + BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n"

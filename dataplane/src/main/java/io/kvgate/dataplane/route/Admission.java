@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicLongArray;
  *
  * <p><b>Saturated</b>: this gateway has {@code max_outstanding} requests in flight to the endpoint, or the engine
  * reports more than {@code max_waiting} requests in its own queue, or KV-cache usage above {@code max_kv_usage}
- * ({@link EngineLoad}; an unknown or stale reading never saturates). A saturated endpoint takes no new request:
+ * ({@link EngineLoad}; an unknown or stale reading never saturates). For standard and batch requests the two count
+ * thresholds are {@code interactive_reserve} lower. A saturated endpoint takes no new request:
  * policies skip it like an unavailable one ({@link RoutingPolicy#eligible}), so a request waits only when every
  * eligible endpoint is saturated, and a request whose endpoints are all down is still answered 503 at once.
  *
@@ -33,6 +34,10 @@ public final class Admission {
     private final AtomicLongArray depth = new AtomicLongArray(PriorityClass.count());
     private final AtomicLongArray shed = new AtomicLongArray(PriorityClass.count());
     private final LatencyHistogram[] waits = new LatencyHistogram[PriorityClass.count()];
+    /** The longest wait seen, ns (histogram buckets are too coarse to prove the max_wait_ms bound). */
+    private final AtomicLongArray longestWaitNs = new AtomicLongArray(PriorityClass.count());
+    /** Requests that left the queue after their deadline: the routing thread's turn came late (a stalled machine). */
+    private final AtomicLongArray overdue = new AtomicLongArray(PriorityClass.count());
 
     Admission(String ruleName, RuleConfig.AdmissionConfig config) {
         this.ruleName = ruleName;
@@ -59,15 +64,20 @@ public final class Admission {
         syncDepth();
     }
 
-    /** Whether {@code ep} may take another request: not saturated. */
-    boolean admits(EndpointState ep) {
+    /**
+     * Whether {@code ep} may take another request of {@code cls}: not saturated for it. Below interactive, the
+     * count thresholds are lowered by {@code admission.interactive_reserve}: that headroom is kept for interactive
+     * requests, so one arriving at a busy fleet finds a slot instead of waiting for the next completion.
+     */
+    boolean admits(EndpointState ep, PriorityClass cls) {
         RuleConfig.AdmissionConfig c = config;
-        if (c.maxOutstanding() >= 0 && ep.outstanding() >= c.maxOutstanding()) {
+        int reserve = cls == PriorityClass.INTERACTIVE ? 0 : c.interactiveReserve();
+        if (c.maxOutstanding() >= 0 && ep.outstanding() >= c.maxOutstanding() - reserve) {
             return false;
         }
         if (c.maxWaiting() >= 0) {
             int w = engineLoad.waiting(ep);
-            if (w >= 0 && w > c.maxWaiting()) {
+            if (w >= 0 && w > c.maxWaiting() - reserve) {
                 return false;
             }
         }
@@ -88,7 +98,7 @@ public final class Admission {
         boolean anyAvailable = false;
         for (EndpointState ep : candidates) {
             if (ep.available(nowNs) && !request.alreadyTried(ep)) {
-                if (admits(ep)) {
+                if (admits(ep, request.priority)) {
                     return false;
                 }
                 anyAvailable = true;
@@ -126,7 +136,7 @@ public final class Admission {
     /** Removes {@link #peek()}'s request for dispatch, recording its wait. The caller recycles it after deciding. */
     void take(long nowNs) {
         PriorityClass cls = queue.peekClass();
-        waits[cls.ordinal()].recordNs(queue.take(nowNs));
+        recordWait(cls, queue.take(nowNs));
         syncDepth();
     }
 
@@ -147,8 +157,28 @@ public final class Admission {
     void countShed(PriorityClass cls, long waitedNs) {
         shed.lazySet(cls.ordinal(), shed.get(cls.ordinal()) + 1);
         if (waitedNs >= 0) {
-            waits[cls.ordinal()].recordNs(waitedNs);
+            recordWait(cls, waitedNs);
         }
+    }
+
+    private void recordWait(PriorityClass cls, long waitedNs) {
+        int i = cls.ordinal();
+        waits[i].recordNs(waitedNs);
+        if (waitedNs > longestWaitNs.get(i)) {
+            longestWaitNs.lazySet(i, waitedNs);
+        }
+        if (waitedNs > config.maxWaitMs() * 1_000_000L) {
+            overdue.lazySet(i, overdue.get(i) + 1);
+        }
+    }
+
+    /** The longest time a request of {@code cls} spent in the queue so far, ns. */
+    public long longestWaitNs(PriorityClass cls) {
+        return longestWaitNs.get(cls.ordinal());
+    }
+
+    public long overdueCount(PriorityClass cls) {
+        return overdue.get(cls.ordinal());
     }
 
     /** A queue copy is done with: cleared and kept for the next waiting request. */
@@ -206,6 +236,23 @@ public final class Admission {
         for (Admission a : all) {
             for (PriorityClass c : PriorityClass.values()) {
                 out.append("kvgate_admission_shed_total{").append(labels(a, c)).append("} ").append(a.shedCount(c)).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_admission_wait_max_seconds The longest time a request spent in the admission queue"
+            + " since start, by rule and priority class.\n");
+        out.append("# TYPE kvgate_admission_wait_max_seconds gauge\n");
+        for (Admission a : all) {
+            for (PriorityClass c : PriorityClass.values()) {
+                out.append("kvgate_admission_wait_max_seconds{").append(labels(a, c)).append("} ")
+                    .append(a.longestWaitNs(c) / 1e9).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_admission_overdue_total Requests that left the admission queue after"
+            + " admission.max_wait_ms (the routing thread's turn came late), by rule and priority class.\n");
+        out.append("# TYPE kvgate_admission_overdue_total counter\n");
+        for (Admission a : all) {
+            for (PriorityClass c : PriorityClass.values()) {
+                out.append("kvgate_admission_overdue_total{").append(labels(a, c)).append("} ").append(a.overdueCount(c)).append('\n');
             }
         }
         out.append("# HELP kvgate_admission_wait_seconds Time requests spent in the admission queue (dispatched and shed"

@@ -16,6 +16,6 @@ public interface RoutingPolicy {
 
     /** Whether {@code ep} may take this request: available now, not already tried by it, not saturated (admission). */
     static boolean eligible(EndpointState ep, RouteEvent request, long nowNs) {
-        return ep.available(nowNs) && !request.alreadyTried(ep) && (request.gate == null || request.gate.admits(ep));
+        return ep.available(nowNs) && !request.alreadyTried(ep) && (request.gate == null || request.gate.admits(ep, request.priority));
     }
 }

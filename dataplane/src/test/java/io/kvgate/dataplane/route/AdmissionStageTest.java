@@ -185,12 +185,12 @@ class AdmissionStageTest {
         assertTrue(b2.shedMessage.contains("admission queue is full"), b2.shedMessage);
         assertEquals(0, b1.answers + s1.answers + i1.answers);
 
-        clock.advance(989, TimeUnit.MILLISECONDS); // deadline 11 ms away: more than one duty period
+        clock.advance(979, TimeUnit.MILLISECONDS); // deadline 21 ms away: beyond the slack of two duty periods
         long turns = stage.batches();
-        await(() -> stage.batches() >= turns + 3, "routing turns at 989 ms");
+        await(() -> stage.batches() >= turns + 3, "routing turns at 979 ms");
         assertEquals(0, b1.answers + s1.answers + i1.answers, "not yet due");
 
-        clock.advance(2, TimeUnit.MILLISECONDS); // 991 ms: the next duty cycle could be late, so this turn sheds
+        clock.advance(2, TimeUnit.MILLISECONDS); // 981 ms: the next turn could come after the deadline, so this one sheds
         await(() -> b1.answers == 1 && s1.answers == 1 && i1.answers == 1, "the three shed at their deadline");
         for (Req q : new Req[] {b1, s1, i1}) {
             assertNull(q.endpoint);
@@ -242,5 +242,27 @@ class AdmissionStageTest {
         await(() -> w.answers == 1, "released by the swap");
         assertNotNull(w.endpoint, "no threshold holds it any more: routed");
         assertNull(stage.admission("r"));
+    }
+
+    @Test
+    void theInteractiveReserveKeepsHeadroomThatOnlyInteractiveRequestsUse() {
+        Rule r = start("    policy: least_outstanding\n    admission: {max_outstanding: 2, interactive_reserve: 1, max_wait_ms: 1000}\n", 1);
+        Req batch = route(r, PriorityClass.BATCH, 1);
+        await(() -> batch.answers == 1, "the first batch request routed");
+        assertNotNull(batch.endpoint);
+        Req standard = route(r, PriorityClass.STANDARD, 2);
+        await(() -> waiting(PriorityClass.STANDARD) == 1, "a standard request waits: one slot is kept for interactive");
+        Req interactive = route(r, PriorityClass.INTERACTIVE, 3);
+        await(() -> interactive.answers == 1, "the interactive request takes the reserved slot at once");
+        assertNotNull(interactive.endpoint);
+        assertEquals(2, interactive.endpoint.outstanding());
+        assertEquals(0, standard.answers);
+        port.complete(batch.endpoint, Outcome.SUCCESS);
+        long turns = stage.batches();
+        await(() -> stage.batches() >= turns + 3, "routing turns after the completion");
+        assertEquals(0, standard.answers, "one request in flight is all a standard request may find: the reserve stays free");
+        port.complete(interactive.endpoint, Outcome.SUCCESS);
+        await(() -> standard.answers == 1, "the standard request goes when the endpoint is below max_outstanding - reserve");
+        assertNotNull(standard.endpoint);
     }
 }
