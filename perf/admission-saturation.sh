@@ -11,7 +11,8 @@
 #   gateway "noreserve": the same with interactive_reserve 0
 #   gateway "none":      the same rule without admission control (today's behaviour: everything goes to the engines,
 #            which queue it themselves)
-#   1. capacity: closed loop, ENGINES x CONC connections, through the admission gateway -> achieved rps = capacity
+#   1. capacity: closed loop straight at every engine at once, CONC connections each (its slots) -> the sum of the
+#      achieved rps is the fleet's capacity
 #   2. unloaded: interactive alone at 10 % of 2x capacity
 #   3. loaded:   interactive (10 %) and batch (90 %) at 2x capacity together, two `./kvgate bench` processes
 #                started at the same time against the admission gateway; then the same against "noreserve" and
@@ -122,10 +123,15 @@ bench() { # bench NAME ARGS... : JSON into $WORK/NAME.json (bounded by timeout)
 }
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-# 1. Capacity: as many connections as the fleet has slots, each sending its next request when the last finished.
-bench capacity --target "gw=http://127.0.0.1:$P_GW" --api-key "$KEY_I" --closed-loop --connections $((ENGINES * CONC)) \
-  --duration 15 --warmup 3
-CAP="$(python3 -c "import json;print(json.load(open('$WORK/capacity.json'))['targets'][0]['achieved_rps'])")"
+# 1. Capacity: every engine at once, as many connections as it has slots, each sending its next request when its
+#    last one finished: the engines' own throughput, with no gateway in between.
+CAP_PIDS=()
+for i in $(seq 1 "$ENGINES"); do
+  bench "capacity$i" --target "sim$i=http://127.0.0.1:$((PORT_BASE + i))" --closed-loop --connections "$CONC" \
+    --duration 15 --warmup 3 & CAP_PIDS+=($!)
+done
+for p in "${CAP_PIDS[@]}"; do wait "$p"; done
+CAP="$(python3 -c "import json;print(sum(json.load(open('$WORK/capacity%d.json' % i))['targets'][0]['achieved_rps'] for i in range(1, $ENGINES + 1)))")"
 TOTAL="$(python3 -c "print(round(2*$CAP,1))")"
 RATE_I="$(python3 -c "print(round(0.1*$TOTAL,2))")"
 RATE_B="$(python3 -c "print(round(0.9*$TOTAL,2))")"
@@ -198,7 +204,7 @@ L.append(f"Command: `perf/admission-saturation.sh` (DURATION={duration} s measur
          "interactive traffic sends `X-Kvgate-Priority: interactive`, batch traffic is classed by its API key "
          "(`admission.api_key_priorities`). Load: `./kvgate bench`, open loop, Poisson arrivals, latencies from the "
          "intended send time (no coordinated omission); the two classes are two bench processes started together.\n")
-L.append(f"**Capacity** (closed loop, {int(engines)*int(conc)} connections = the fleet's slots, through the gateway): "
+L.append(f"**Capacity** (closed loop straight at each engine, {conc} connections = its slots, all engines at once, summed): "
          f"{float(cap):.1f} req/s. **Offered**: 2x = {total} req/s = interactive {rate_i} + batch {rate_b} req/s.\n")
 L.append("| run | requests | ok | 4xx (429) | 5xx | other errors | TTFT p50 ms | TTFT p99 ms | TTFT max ms | latency p99 ms | goodput rps |")
 L.append("|---|---|---|---|---|---|---|---|---|---|---|")
