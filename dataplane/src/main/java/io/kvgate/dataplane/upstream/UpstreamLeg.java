@@ -40,7 +40,8 @@ import java.util.concurrent.TimeUnit;
  * <p><b>Body</b>: the leg holds one reference to the request body and writes a retained duplicate on every send,
  * so a resend (the stale keep-alive race: a pooled connection the engine had already closed) carries all of it.
  *
- * <p><b>Back-pressure</b>: the engine connection never auto-reads while it serves a leg. After each read batch the
+ * <p><b>Back-pressure</b>: the engine connection never auto-reads (connectors create it with auto-read off and never
+ * turn it on, so no read costs an {@code epoll_ctl}). After each read batch the
  * listener writes to the client and calls {@link #readAfter} with the write's future; the next upstream read
  * happens when the client has taken the bytes (Netty's read-after-write proxy idiom). Time spent waiting on the
  * client is the client's: it does not count toward the engine's idle timeout, and a client that takes nothing
@@ -403,7 +404,9 @@ public final class UpstreamLeg {
 
     private void attach(Channel ch) {
         this.channel = ch;
-        ch.config().setAutoRead(false); // reads are requested one batch at a time (see readAfter)
+        // Reads are requested one batch at a time (see readAfter). Connectors hand out channels with auto-read already
+        // off (UpstreamConnector), so this is a no-op that changes no epoll interest; it only guards the invariant.
+        ch.config().setAutoRead(false);
         ch.pipeline().get(Handler.class).leg = this;
     }
 

@@ -78,6 +78,10 @@ public final class UpstreamPool implements UpstreamConnector {
             .channel(channelClass)
             .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) Math.min(Integer.MAX_VALUE, cfg.connectTimeoutMs()))
             .option(ChannelOption.TCP_NODELAY, true)
+            // Auto-read stays off for the connection's whole life: legs and the idle pool ask for each read
+            // (UpstreamLeg's read-after-write back-pressure). Toggling it per request would cost two epoll_ctl
+            // calls per request on the epoll transport (turning it off clears EPOLLIN, the next read() sets it).
+            .option(ChannelOption.AUTO_READ, false)
             .handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
@@ -99,7 +103,6 @@ public final class UpstreamPool implements UpstreamConnector {
     /** Returns a connection whose last response completed cleanly. Event-loop only. */
     @Override
     public void release(EndpointState ep, Channel ch) {
-        ch.config().setAutoRead(true); // an idle connection keeps reading: a close or stray bytes retire it at once
         if (!ch.isActive() || cfg.maxIdlePerEndpoint() == 0) {
             ch.close();
             return;
@@ -109,6 +112,9 @@ public final class UpstreamPool implements UpstreamConnector {
             ch.close();
             return;
         }
+        // An idle connection keeps one read pending, so a close or stray bytes retire it at once. Released from the
+        // leg's last read, the read interest is still registered: this costs no epoll_ctl (auto-read stays off).
+        ch.read();
         q.addLast(ch);
     }
 

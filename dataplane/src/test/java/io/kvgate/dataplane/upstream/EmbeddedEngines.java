@@ -52,7 +52,7 @@ public final class EmbeddedEngines implements UpstreamConnector, EndpointOutcome
 
     public static EmbeddedChannel newEngineChannel() {
         EmbeddedChannel ch = new EmbeddedChannel(new ReadCounter(), new HttpClientCodec(), new UpstreamLeg.Handler());
-        ch.config().setAutoRead(true);
+        ch.config().setAutoRead(false); // as the pool creates them (UpstreamConnector): auto-read off for life
         return ch;
     }
 
@@ -85,7 +85,7 @@ public final class EmbeddedEngines implements UpstreamConnector, EndpointOutcome
 
     @Override
     public void release(EndpointState ep, Channel ch) {
-        ch.config().setAutoRead(true);
+        ch.read(); // as the pool does: an idle connection keeps a read pending
         released.add((EmbeddedChannel) ch);
     }
 
