@@ -124,7 +124,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.requestId = requestId;
         this.explain = explain;
         this.startNs = startNs;
-        this.dialect = PdDialect.of(rule.config().engineKind());
+        this.dialect = PdDialect.of(rule.engine());
     }
 
     public void start() {

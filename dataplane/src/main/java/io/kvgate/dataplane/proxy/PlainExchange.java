@@ -308,7 +308,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(),
                 request.method(), request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
-                this).answers503WhileLoading(rule.config().engineKind().answers503WhileLoading());
+                this).answers503WhileLoading(rule.engine().answers503WhileLoading());
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
             leg.start();
         } catch (Throwable t) {

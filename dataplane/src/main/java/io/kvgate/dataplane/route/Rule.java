@@ -28,6 +28,8 @@ public final class Rule {
      * it with its applied table to know whether the rule an I/O thread resolved is current.
      */
     RouteTable table;
+    /** {@link RuleConfig#engineKind()}, parsed once: exchanges read it per request. */
+    private final RuleConfig.Engine engine;
     /** This rule's admission control, null when it has none (routing stage only: attached when the table is applied). */
     Admission admission;
 
@@ -41,6 +43,7 @@ public final class Rule {
         this.stats = stats;
         this.requestStage = requestStage;
         this.pd = config.policyKind() == RuleConfig.Policy.PD;
+        this.engine = config.engineKind();
         this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
         List<EndpointState> p = new ArrayList<>();
         List<EndpointState> d = new ArrayList<>();
@@ -84,6 +87,11 @@ public final class Rule {
 
     public boolean isPd() {
         return pd;
+    }
+
+    /** The engine kind of this rule's endpoints (parsed once from the config; no per-request allocation). */
+    public RuleConfig.Engine engine() {
+        return engine;
     }
 
     public RuleConfig config() {

@@ -82,6 +82,7 @@ public final class UpstreamLeg {
     /** The engine answers 503 while its model loads (llama-server): such a 503 does not charge the breaker. */
     private boolean loading503;
     private final ChannelFutureListener onClientWritten = this::onClientWritten;
+    private final Runnable onTimer = this::onTimer;
 
     private State state = State.NEW;
     private Channel channel;
@@ -365,7 +366,7 @@ public final class UpstreamLeg {
     private void scheduleTimer(long deadlineNs) {
         cancelTimer();
         timerDeadlineNs = deadlineNs;
-        timer = loop.schedule(this::onTimer, Math.max(0, deadlineNs - now()), TimeUnit.NANOSECONDS);
+        timer = loop.schedule(onTimer, Math.max(0, deadlineNs - now()), TimeUnit.NANOSECONDS);
     }
 
     private void cancelTimer() {
@@ -450,8 +451,12 @@ public final class UpstreamLeg {
                 ReferenceCountUtil.release(msg);
                 return;
             }
-            if (timer != null && clientHoldSinceNs < 0) {
-                scheduleTimer(engineClockFromNs + timeouts.idleNs()); // from the first-byte deadline to idle checks
+            long idleDeadline = engineClockFromNs + timeouts.idleNs();
+            if (timer != null && clientHoldSinceNs < 0 && timerDeadlineNs - idleDeadline > 0) {
+                // From the first-byte deadline to idle checks. Only moved when the idle deadline comes first: a timer
+                // that fires earlier finds the idle deadline ahead (onTimer) and re-arms itself for it, so the common
+                // short response schedules one timer, not two.
+                scheduleTimer(idleDeadline);
             }
             state = State.STREAMING;
         }

@@ -208,6 +208,38 @@ class UpstreamLegTest {
     }
 
     @Test
+    void idleDeadlineAfterTheHeadHoldsWhenTheFirstByteTimerFiresFirst() {
+        // first byte 1 s, idle 2 s: the head at 0.9 s leaves the first-byte timer armed (it fires first); when it
+        // fires at 1 s it finds the idle deadline (2.9 s) ahead and re-arms for it.
+        UpstreamLeg leg = leg(BODY);
+        leg.start();
+        EmbeddedChannel ch = engines.opened.get(0);
+        advance(900);
+        engineSends(ch, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n6\r\ndata:1\r\n");
+        advance(100);
+        assertNull(listener.failure, "the first-byte deadline passed after the head: not a first-byte timeout");
+        advance(1_899);
+        assertNull(listener.failure);
+        advance(1);
+        assertEquals(LegFailure.IDLE_TIMEOUT, listener.failure, "idle counted from the last bytes at 0.9 s");
+        assertEquals(UpstreamLeg.State.FAILED, leg.state());
+    }
+
+    @Test
+    void idleDeadlineEarlierThanTheFirstByteDeadlineReArmsTheTimer() {
+        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST,
+            "/v1/chat/completions", new DefaultHttpHeaders(), bytes(BODY), UpstreamLeg.Timeouts.ofMillis(10_000, 2_000, 5_000),
+            listener);
+        leg.start();
+        EmbeddedChannel ch = engines.opened.get(0);
+        engineSends(ch, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n6\r\ndata:1\r\n");
+        advance(1_999);
+        assertNull(listener.failure);
+        advance(1);
+        assertEquals(LegFailure.IDLE_TIMEOUT, listener.failure, "the 2 s idle deadline, not the 10 s first-byte one");
+    }
+
+    @Test
     void clientStallEndsTheLegWithoutChargingTheEngine() {
         listener.hold = client.newPromise();
         UpstreamLeg leg = leg(BODY);
