@@ -128,7 +128,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages);
             this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
             KvRoutes kvRoutes = new KvRoutes(router, () -> kv);
-            this.admin = new AdminApi(this, router, registry, () -> kv);
+            this.admin = new AdminApi(this, router, registry, () -> {
+                KvState k = kv;
+                return k == null ? List.of() : k.status();
+            });
             kvRoutes.registerAdmin(admin);
             metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
             metrics.addSource(this::writeKvMetrics);

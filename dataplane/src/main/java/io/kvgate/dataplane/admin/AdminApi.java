@@ -17,7 +17,6 @@ import io.kvgate.dataplane.config.ControlPlane;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.openai.OpenAiErrors;
-import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
@@ -56,7 +55,8 @@ public final class AdminApi {
     private final ControlPlane control;
     private final RoutingStage router;
     private final EndpointRegistry registry;
-    private final Supplier<KvState> kv;
+    /** The KV-event subscribers' status (empty without KV routing): admin depends on no kv class (kv registers routes here). */
+    private final Supplier<List<SubscriberStatus>> kvSubscribers;
     private final Map<String, Function<Request, Reply>> extra = new LinkedHashMap<>();
     private final Map<Path, String> fileDigests = new ConcurrentHashMap<>();
     private volatile Supplier<ObjectNode> readiness = () -> null;
@@ -64,11 +64,12 @@ public final class AdminApi {
     /** A request to an extension route. */
     public record Request(String method, String path, String query, String body) {}
 
-    public AdminApi(ControlPlane control, RoutingStage router, EndpointRegistry registry, Supplier<KvState> kv) {
+    public AdminApi(ControlPlane control, RoutingStage router, EndpointRegistry registry,
+                    Supplier<List<SubscriberStatus>> kvSubscribers) {
         this.control = control;
         this.router = router;
         this.registry = registry;
-        this.kv = kv;
+        this.kvSubscribers = kvSubscribers;
     }
 
     /** Adds a route ("METHOD /path") served by another component (inventory, explain, lookup...). */
@@ -427,8 +428,7 @@ public final class AdminApi {
     /** Each rule's effective settings read back, with what its KV routing depends on. */
     ObjectNode rules() {
         AppliedConfig a = control.applied();
-        KvState k = kv.get();
-        List<SubscriberStatus> subs = k == null ? List.of() : k.status();
+        List<SubscriberStatus> subs = kvSubscribers.get();
         Map<String, Object> tree = ConfigTree.toTree(a.config(), false);
         List<?> ruleTrees = (List<?>) tree.get("rules");
         ObjectNode root = JSON.createObjectNode();

@@ -13,6 +13,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -72,7 +73,7 @@ class AdminChannelInitializerTest {
         }
     };
 
-    private final AdminApi api = new AdminApi(CONTROL, null, null, () -> null);
+    private final AdminApi api = new AdminApi(CONTROL, null, null, List::of);
     private String token;
     private final AdminChannelInitializer init = new AdminChannelInitializer(api, () -> token, () -> CFG.adminLimits());
 
