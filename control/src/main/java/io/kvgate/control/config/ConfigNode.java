@@ -301,6 +301,37 @@ public final class ConfigNode {
         return out;
     }
 
+    /**
+     * A list whose items are non-empty strings or mappings (a rule's {@code models}): a string comes back as a
+     * {@code String} (with {@code ${NAME}} expanded), a mapping as a node named like {@link #children}'s. A single
+     * string stands for a one-item list. Any other item is a problem naming its index.
+     */
+    public List<Object> stringsOrChildren(String key) {
+        seen.add(key);
+        Object v = map.get(key);
+        if (v == null) {
+            return List.of();
+        }
+        List<?> list = v instanceof List<?> l ? l : List.of(v);
+        List<Object> out = new ArrayList<>();
+        for (int i = 0; i < list.size(); i++) {
+            Object o = list.get(i);
+            String label = where(key) + "[" + i + "]";
+            if (o instanceof String s && !s.isBlank()) {
+                out.add(expand(key, s));
+            } else if (o instanceof Map<?, ?> m) {
+                Map<String, Object> cm = cast(m);
+                if (cm.get("name") instanceof String s) {
+                    label += " (name=" + s + ")";
+                }
+                out.add(new ConfigNode(label, cm, problems, env));
+            } else {
+                problems.add(label + ": value " + show(o) + " must be a non-empty string or a mapping");
+            }
+        }
+        return out;
+    }
+
     /** Reports every key present in the mapping that no accessor asked for: unknown keys are errors. */
     public void finish() {
         for (String key : map.keySet()) {

@@ -121,10 +121,26 @@ public final class ConfigTree {
         return t;
     }
 
+    /** {@code models}: a plain name as a string, a renamed one as {@code {name, served_as}}. */
+    private static List<Object> models(RuleConfig r) {
+        List<Object> out = new ArrayList<>();
+        for (ModelEntry e : r.modelEntries()) {
+            if (e.servedAs() == null) {
+                out.add(e.name());
+            } else {
+                Map<String, Object> em = new LinkedHashMap<>();
+                em.put("name", e.name());
+                em.put("served_as", e.servedAs());
+                out.add(em);
+            }
+        }
+        return out;
+    }
+
     private static Map<String, Object> rule(RuleConfig r) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("name", r.name());
-        m.put("models", new ArrayList<>(r.models()));
+        m.put("models", models(r));
         m.put("engine", r.engine());
         m.put("policy", r.policy());
         m.put("fallback", r.fallback());

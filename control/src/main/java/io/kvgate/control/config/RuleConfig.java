@@ -12,7 +12,7 @@ import java.time.Duration;
  */
 public record RuleConfig(
     String name,
-    List<String> models,
+    List<ModelEntry> modelEntries,
     String engine,
     String policy,
     String fallback,
@@ -32,13 +32,43 @@ public record RuleConfig(
     int maxPromptTokens,
     AdmissionConfig admission) {
 
-    /** The shape before {@code admission} existed: admission control off. */
+    /** The shape before {@code admission} and model entries existed: plain model names, admission control off. */
     public RuleConfig(String name, List<String> models, String engine, String policy, String fallback,
                       List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
                       String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
                       KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens) {
-        this(name, models, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
-            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, AdmissionConfig.OFF);
+        this(name, models.stream().map(ModelEntry::plain).toList(), engine, policy, fallback, endpoints, tokenizer,
+            blockSize, hashSeed, hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN,
+            maxPromptTokens, AdmissionConfig.OFF);
+    }
+
+    /** The client-facing model names this rule serves, in configuration order ({@code /v1/models} lists them). */
+    public List<String> models() {
+        List<String> names = new ArrayList<>(modelEntries.size());
+        for (ModelEntry e : modelEntries) {
+            names.add(e.name());
+        }
+        return names;
+    }
+
+    /** The entry a client's model name selects, or null when this rule does not serve it. */
+    public ModelEntry entryFor(String clientName) {
+        for (ModelEntry e : modelEntries) {
+            if (e.name().equals(clientName)) {
+                return e;
+            }
+        }
+        return null;
+    }
+
+    /** Whether any entry renames its model for the engines ({@code served_as}): then responses are rewritten. */
+    public boolean renamesModels() {
+        for (ModelEntry e : modelEntries) {
+            if (e.renamed()) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Default {@code max_n}: choices ({@code n}) and batched prompts one request may ask for. */
@@ -266,7 +296,7 @@ public record RuleConfig(
 
     static RuleConfig read(ConfigNode n) {
         String name = n.requiredString("name");
-        List<String> models = n.stringList("models");
+        List<ModelEntry> models = ModelEntry.readAll(n);
         if (models.isEmpty()) {
             n.problems().add(n.where("models") + ": must list at least one model name this rule serves");
         }
@@ -402,7 +432,7 @@ public record RuleConfig(
             }
         }
         n.finish();
-        return new RuleConfig(name, models, engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
+        return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission);
     }
 }

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class ConfigTreeCoverageTest {
     /** Components written under another name, or not at all (derived from another key). */
-    private static final Map<String, String> RENAMED = Map.of("RuleConfig.kvExact", "kv", "TierWeights.gpu", "GPU",
+    private static final Map<String, String> RENAMED = Map.of("RuleConfig.kvExact", "kv", "RuleConfig.modelEntries", "models", "TierWeights.gpu", "GPU",
         "TierWeights.cpu", "CPU_TIER", "TierWeights.disk", "DISK");
     private static final Set<String> DERIVED = Set.of("EndpointConfig.host", "EndpointConfig.port");
 
@@ -51,7 +51,7 @@ class ConfigTreeCoverageTest {
             api_keys_file: keys
             rules:
               - name: r
-                models: [m1, m2]
+                models: [m1, {name: m2, served_as: m2}]
                 engine: vllm
                 policy: kv_exact
                 fallback: weighted
@@ -138,7 +138,9 @@ class ConfigTreeCoverageTest {
                 walk(child, m, components, written);
             } else if (value instanceof List<?> list && !list.isEmpty() && list.get(0) instanceof Record && sub instanceof List<?> subs) {
                 for (int i = 0; i < list.size(); i++) {
-                    walk((Record) list.get(i), (Map<?, ?>) subs.get(i), components, written);
+                    if (subs.get(i) instanceof Map<?, ?> sm) { // a plain model name is written as a string
+                        walk((Record) list.get(i), sm, components, written);
+                    }
                 }
             }
         }

@@ -1,0 +1,60 @@
+package io.kvgate.control.config;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One entry of a rule's {@code models:} list: the name clients send ({@code name}) and, when the engines serve the
+ * model under another name, that name ({@code served_as}). A plain string entry is a name served as itself.
+ * Until the gateway rewrites {@code model} between the two names (issue #13 item 4), a {@code served_as} other than
+ * {@code name} is a configuration problem, never a silent no-op. Immutable.
+ *
+ * <p>An entry is a mapping so per-model keys can sit beside {@code served_as} (the LoRA {@code adapters} work reads
+ * its own keys here); {@link #read} reports every key it does not know.
+ */
+public record ModelEntry(String name, String servedAs) {
+
+    /** A name served as itself (a plain string entry). */
+    public static ModelEntry plain(String name) {
+        return new ModelEntry(name, null);
+    }
+
+    /** The name the engines serve this model under: {@code served_as}, else the client's name. */
+    public String engineName() {
+        return servedAs == null ? name : servedAs;
+    }
+
+    /** Whether the engine's name differs from the client's (the gateway rewrites {@code model} both ways). */
+    public boolean renamed() {
+        return servedAs != null && !servedAs.equals(name);
+    }
+
+    /** Reads {@code models:} of one rule: strings and {@code {name, served_as}} mappings, in order. */
+    static List<ModelEntry> readAll(ConfigNode rule) {
+        List<ModelEntry> out = new ArrayList<>();
+        for (Object item : rule.stringsOrChildren("models")) {
+            if (item instanceof String s) {
+                out.add(plain(s));
+            } else {
+                ModelEntry e = read((ConfigNode) item);
+                if (e != null) {
+                    out.add(e);
+                }
+            }
+        }
+        return out;
+    }
+
+    /** One mapping entry ({@code name} required, {@code served_as} optional); null when {@code name} is missing. */
+    static ModelEntry read(ConfigNode n) {
+        String name = n.requiredString("name");
+        String servedAs = n.has("served_as") ? n.requiredString("served_as") : null;
+        if (name != null && servedAs != null && !servedAs.equals(name)) {
+            // Refused rather than silently ignored: the engines would get the client's name and (vLLM) answer 404.
+            n.problem("served_as", servedAs, "is not supported yet: the gateway does not rewrite 'model' between the "
+                + "client's name and the engine's (issue #13 item 4); name the model as the engines serve it");
+        }
+        n.finish();
+        return name == null ? null : new ModelEntry(name, servedAs);
+    }
+}
