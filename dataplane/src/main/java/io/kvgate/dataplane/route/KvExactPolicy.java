@@ -69,8 +69,8 @@ final class KvExactPolicy implements RoutingPolicy {
     }
 
     /** Computes the keys of the prompt's first full blocks (at most the lookup limit) into {@link #keys}. */
-    private int hashPrompt(int[] tokens, String salt) {
-        return hasher.hash(tokens, salt, keys, maxPromptBlocks);
+    private int hashPrompt(int[] tokens, String salt, String lora) {
+        return hasher.hash(tokens, salt, lora, keys, maxPromptBlocks);
     }
 
     /** Blocks hashed by the last decision (tests: the H4 bound). */
@@ -113,7 +113,7 @@ final class KvExactPolicy implements RoutingPolicy {
             return fallback(c, r, nowNs, why, MissReason.NO_TOKENS);
         }
         long t0 = clock.nanoTime();
-        int n = hashPrompt(tokens, r.cacheSalt());
+        int n = hashPrompt(tokens, r.cacheSalt(), r.lora());
         long t1 = clock.nanoTime();
         stages.recordNs(StageTimers.Stage.HASH, t1 - t0);
         lastBlocks = n;

@@ -28,7 +28,7 @@ public interface RouteRequest {
         return null;
     }
 
-    /** The LoRA adapter the request names, or null. Carried to the stage; no current policy keys on it. */
+    /** The LoRA adapter the request is served with, or null (base model). kv_exact hashes its blocks under it (vLLM). */
     default String lora() {
         return null;
     }

@@ -7,6 +7,9 @@ import io.kvgate.index.hash.BlockHasher;
 import io.kvgate.index.hash.HashAlgo;
 import io.kvgate.index.hash.PrefixHashCache;
 
+import java.util.HashMap;
+import java.util.Map;
+
 /**
  * A rule's block keys for a prompt, exactly as its engines publish them (or, in learned-key mode, as the gateway
  * keys the token ids the engines' events carry). Single-threaded: one instance per thread (the routing stage owns
@@ -18,11 +21,25 @@ public final class RuleHasher {
     private final Fmix64ChainedTokenHasher learned;
     private final int blockSize;
     private final boolean unsignedKeys;
+    /** vLLM keys of LoRA requests: one hasher per adapter name (the name is in every block's extra keys). */
+    private final Map<String, BlockHasher> adapterHashers;
+    private final HashAlgo algo;
+    private final String seed;
+
+    /**
+     * Bound on distinct adapters one rule hashes for. Adapter names reach the hasher only after the prompt stage
+     * matched them against the rule's adapters, so this is a guard, not a policy: past it a LoRA request gets no
+     * keys (routed without KV scores) instead of growing memory.
+     */
+    static final int MAX_ADAPTERS = 256;
 
     public RuleHasher(RuleConfig rule, int prefixCacheEntries) {
         this.blockSize = rule.blockSize();
         HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
         this.unsignedKeys = algo.isVllm();
+        this.algo = algo;
+        this.seed = rule.hashSeed();
+        this.adapterHashers = algo.isVllm() && !"learned".equals(rule.kvKeyMode()) ? new HashMap<>() : null;
         if ("learned".equals(rule.kvKeyMode())) {
             this.learned = Fmix64ChainedTokenHasher.INSTANCE;
             this.hasher = null;
@@ -46,6 +63,27 @@ public final class RuleHasher {
      * {@code maxBlocks} blocks never needs the rest hashed (reliability review H4).
      */
     public int hash(int[] tokens, String cacheSalt, long[] keysOut, int maxBlocks) {
+        return hash(tokens, cacheSalt, null, keysOut, maxBlocks);
+    }
+
+    /**
+     * As {@link #hash(int[], String, long[], int)} for a request served by LoRA adapter {@code lora} (null = the
+     * base model). vLLM puts the adapter name in every block's extra keys ({@code _gen_lora_extra_hash_keys} →
+     * {@code [lora_request.lora_name]}, before the cache salt), so an adapter's blocks never share a key with the
+     * base model's. SGLang's page hash has no LoRA input (its events carry the same key for both), and learned keys
+     * are token-only, so there the name does not change the keys.
+     *
+     * @return the number of keys written; 0 when the adapter name cannot be hashed (over {@link #MAX_ADAPTERS}
+     *     distinct names, or not a valid name) — the request is then routed without KV scores
+     */
+    public int hash(int[] tokens, String cacheSalt, String lora, long[] keysOut, int maxBlocks) {
+        BlockHasher h = hasher;
+        if (lora != null && adapterHashers != null) {
+            h = adapterHasher(lora);
+            if (h == null) {
+                return 0;
+            }
+        }
         int tokenCount = (int) Math.min(tokens.length, (long) maxBlocks * blockSize);
         if (learned != null) {
             int blocks = tokenCount / blockSize;
@@ -56,7 +94,25 @@ public final class RuleHasher {
             }
             return blocks;
         }
-        return hasher.hash(tokens, tokenCount, cacheSalt, keysOut);
+        return h.hash(tokens, tokenCount, cacheSalt, keysOut);
+    }
+
+    /**
+     * The adapter's hasher, built on first use. No prefix-hash cache: its digests depend on the adapter, and one
+     * cache per adapter would multiply the base cache's memory by the adapter count.
+     */
+    private BlockHasher adapterHasher(String lora) {
+        BlockHasher h = adapterHashers.get(lora);
+        if (h != null || adapterHashers.size() >= MAX_ADAPTERS) {
+            return h;
+        }
+        try {
+            h = new BlockHasher(BlockHashSpec.vllm(algo, blockSize, seed, lora));
+        } catch (IllegalArgumentException badName) {
+            return null;
+        }
+        adapterHashers.put(lora, h);
+        return h;
     }
 
     public int blockSize() {

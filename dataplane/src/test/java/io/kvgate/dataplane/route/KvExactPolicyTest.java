@@ -85,6 +85,35 @@ class KvExactPolicyTest {
         assertEquals(8, r.stats().promptBlocks());
     }
 
+    /**
+     * LoRA under kv_exact: an engine's adapter blocks are keyed with the adapter name (vLLM extra keys), so a request
+     * for the adapter matches them and a base-model request with the same tokens does not (and vice versa).
+     */
+    @Test
+    void adapterRequestsMatchAdapterBlocksAndBaseRequestsNeverDo() {
+        Rule r = rule("mode: bounded");
+        int[] p = prompt(8, 21);
+        long[] adapterKeys = new long[8];
+        new RuleHasher(r.config(), 0).hash(p, null, "sql-lora", adapterKeys, 8);
+        for (long k : adapterKeys) {
+            index.stored(ep(r, 1).id(), 0, k);
+        }
+        cache(r, ep(r, 2), p, 3);
+
+        RouteEvent adapter = request(r, p);
+        adapter.lora = "sql-lora";
+        assertSame(ep(r, 1), decide(r, adapter, clock.nanoTime()));
+        assertEquals(8, r.stats().matchedBlocks());
+
+        assertSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()));
+        assertEquals(8 + 3, r.stats().matchedBlocks(), "the base request matched its 3 base blocks, none of the adapter's");
+
+        RouteEvent other = request(r, p);
+        other.lora = "other-lora";
+        decide(r, other, clock.nanoTime());
+        assertEquals(8 + 3, r.stats().matchedBlocks(), "another adapter matches neither");
+    }
+
     /** Publishes the first {@code blocks} block keys of {@code tokens} as cached on {@code ep} in {@code tier}. */
     private void cacheInTier(Rule r, EndpointState ep, int[] tokens, int blocks, int tier) {
         long[] keys = new long[tokens.length / BLOCK];

@@ -1,0 +1,88 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+
+import io.kvgate.control.config.RuleConfig;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/** A rule's block keys for LoRA requests: salted with the adapter name exactly where the engine salts them. */
+class RuleHasherTest {
+
+    private static RuleConfig rule(String engine, String settings) {
+        String y = "  - name: r\n    models: [r]\n    engine: " + engine + "\n    policy: kv_exact\n" + settings
+            + "    endpoints:\n      - url: http://127.0.0.1:20000\n        kv_events: tcp://127.0.0.1:30000\n";
+        return config("", y).rules().get(0);
+    }
+
+    private static long[] keys(RuleHasher h, int[] tokens, String salt, String lora) {
+        long[] out = new long[tokens.length / h.blockSize()];
+        int n = h.hash(tokens, salt, lora, out, Integer.MAX_VALUE);
+        return Arrays.copyOf(out, n);
+    }
+
+    /**
+     * Golden vector {@code random_006_sha256_cbor_bs7} of index/src/test/resources/fixtures/kv_hash_random_vectors.json
+     * (generated with python3-cbor2 + hashlib, independent of our encoder): seed "", block size 7, cache_salt "salt-1",
+     * LoRA "a"×24. Its block-0 CBOR ends {@code 82 78 18 'a'×24 66 'salt-1'}: vLLM's extra keys
+     * ({@code generate_block_hash_extra_keys} = lora keys + mm keys + cache-salt keys, the LoRA key being
+     * {@code lora_request.lora_name}) as the array [lora_name, cache_salt]. The rule must reach that key through the
+     * request's adapter name, with or without its prefix-hash cache.
+     */
+    @Test
+    void vllmAdapterKeysMatchTheReferenceVector() {
+        int[] tokens = {19, 2040, 23351, 12, 44, 14, 1439775152, 3, 6, 3, 3821, 17094, (int) 3586930504L};
+        String lora = "a".repeat(24);
+        long expected = Long.parseUnsignedLong("2269608370498428872");
+        for (int cache : new int[] {0, 1 << 10}) {
+            RuleHasher h = new RuleHasher(rule("vllm", "    block_size: 7\n    hash_seed: \"\"\n    hash_algo: sha256_cbor\n"), cache);
+            assertArrayEquals(new long[] {expected}, keys(h, tokens, "salt-1", lora), "prefix cache " + cache);
+            assertNotEquals(expected, keys(h, tokens, "salt-1", null)[0], "the base model's key must differ");
+            assertEquals("2269608370498428872", h.format(expected));
+        }
+    }
+
+    @Test
+    void vllmBaseAndAdapterKeysNeverCoincideAndAdaptersAreDistinct() {
+        RuleHasher h = new RuleHasher(rule("vllm", "    hash_seed: \"0\"\n"), 1 << 10);
+        int[] tokens = new int[64];
+        Arrays.setAll(tokens, i -> 1000 + i);
+        long[] base = keys(h, tokens, null, null);
+        long[] a = keys(h, tokens, null, "adapter-a");
+        long[] b = keys(h, tokens, null, "adapter-b");
+        assertEquals(4, base.length);
+        for (int i = 0; i < 4; i++) {
+            assertNotEquals(base[i], a[i]);
+            assertNotEquals(a[i], b[i]);
+        }
+        // Base after adapter: the adapter hashers do not disturb the base chain or its cache.
+        assertArrayEquals(base, keys(h, tokens, null, null));
+        assertArrayEquals(a, keys(h, tokens, null, "adapter-a"));
+    }
+
+    /** SGLang's page hash has no LoRA input (its events carry one key for base and adapter), nor do learned keys. */
+    @Test
+    void sglangAndLearnedKeysIgnoreTheAdapter() {
+        int[] tokens = new int[32];
+        Arrays.setAll(tokens, i -> 7 + i);
+        RuleHasher sglang = new RuleHasher(rule("sglang", "    block_size: 16\n"), 0);
+        assertArrayEquals(keys(sglang, tokens, null, null), keys(sglang, tokens, null, "adapter-a"));
+        RuleHasher learned = new RuleHasher(rule("vllm", "    kv_key_mode: learned\n"), 0);
+        assertArrayEquals(keys(learned, tokens, null, null), keys(learned, tokens, null, "adapter-a"));
+    }
+
+    @Test
+    void anAdapterNameThatCannotBeHashedGivesNoKeysInsteadOfAWrongOne() {
+        RuleHasher h = new RuleHasher(rule("vllm", "    hash_seed: \"0\"\n"), 0);
+        int[] tokens = new int[32];
+        assertEquals(0, keys(h, tokens, null, "\uD800").length, "unpaired surrogate has no UTF-8 form");
+        for (int i = 0; i < RuleHasher.MAX_ADAPTERS; i++) {
+            assertEquals(2, keys(h, tokens, null, "a" + i).length);
+        }
+        assertEquals(0, keys(h, tokens, null, "one-too-many").length);
+        assertEquals(2, keys(h, tokens, null, "a0").length, "known adapters keep hashing");
+    }
+}
