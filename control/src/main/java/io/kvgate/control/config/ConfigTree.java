@@ -224,6 +224,16 @@ public final class ConfigTree {
             }
             m.put("admission", am);
         }
+        if (r.health().path() != null || r.health().timeoutMs() > 0) {
+            Map<String, Object> hm = new LinkedHashMap<>();
+            if (r.health().path() != null) {
+                hm.put("path", r.health().path());
+            }
+            if (r.health().timeoutMs() > 0) {
+                hm.put("timeout_ms", r.health().timeoutMs());
+            }
+            m.put("health", hm);
+        }
         List<Object> eps = new ArrayList<>();
         for (EndpointConfig e : r.endpoints()) {
             Map<String, Object> em = new LinkedHashMap<>();

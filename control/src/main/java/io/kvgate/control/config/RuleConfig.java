@@ -30,7 +30,35 @@ public record RuleConfig(
     PdConfig pd,
     int maxN,
     int maxPromptTokens,
-    AdmissionConfig admission) {
+    AdmissionConfig admission,
+    HealthOverride health) {
+
+    /**
+     * {@code health.path} / {@code health.timeout_ms} of one rule (issue #13 item 7): its endpoints are probed there
+     * instead of the global {@code health} settings (SGLang's {@code /health} answers 200 without touching the
+     * scheduler; {@code /health_generate} is the deep probe, and needs a longer timeout). Null path / 0 timeout: the
+     * global value.
+     */
+    public record HealthOverride(String path, long timeoutMs) {
+        public static final HealthOverride NONE = new HealthOverride(null, 0);
+
+        public String pathOr(String global) {
+            return path == null ? global : path;
+        }
+
+        public long timeoutMsOr(long global) {
+            return timeoutMs == 0 ? global : timeoutMs;
+        }
+    }
+
+    /** The shape before per-rule {@code health} existed: the global probe settings. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, HealthOverride.NONE);
+    }
 
     /** The shape before {@code admission} and model entries existed: plain model names, admission control off. */
     public RuleConfig(String name, List<String> models, String engine, String policy, String fallback,
@@ -431,8 +459,14 @@ public record RuleConfig(
                     + " is only valid on SGLang prefill endpoints of a 'pd' rule");
             }
         }
+        ConfigNode h = n.child("health");
+        HealthOverride health = new HealthOverride(h.string("path", null), h.longValue("timeout_ms", 0, 1, 600_000));
+        if (health.path() != null && !health.path().startsWith("/")) {
+            h.problem("path", health.path(), "must start with '/' (e.g. /health_generate, SGLang's deep probe)");
+        }
+        h.finish();
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
-            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission);
+            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health);
     }
 }

@@ -52,6 +52,7 @@ class ConfigTreeCoverageTest {
             rules:
               - name: r
                 models: [m1, {name: m2, served_as: m2}]
+                health: {path: /health_generate, timeout_ms: 5000}
                 engine: vllm
                 policy: kv_exact
                 fallback: weighted

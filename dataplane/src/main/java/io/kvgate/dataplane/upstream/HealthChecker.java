@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.upstream;
 
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RoutingStage;
@@ -83,7 +84,8 @@ public final class HealthChecker implements AutoCloseable {
         for (Rule r : rules.get()) {
             for (EndpointState ep : r.endpoints()) {
                 if (seen.add(ep)) {
-                    probe(ep, r.config().engineKind().answers503WhileLoading());
+                    // An endpoint listed by several rules is probed once, with the first rule's health override.
+                    probe(ep, r.config().engineKind().answers503WhileLoading(), r.config().health());
                     if (r.config().session().pinSlot() && ep.engineSlots() == 0) {
                         readSlotCount(ep);
                     }
@@ -93,10 +95,12 @@ public final class HealthChecker implements AutoCloseable {
         streaks.keySet().retainAll(seen);
     }
 
-    private void probe(EndpointState ep, boolean loading503) {
+    private void probe(EndpointState ep, boolean loading503, RuleConfig.HealthOverride ruleHealth) {
         GatewayConfig.Health cfg = this.cfg;
+        String path = ruleHealth.pathOr(cfg.path());
+        long timeoutMs = ruleHealth.timeoutMsOr(cfg.timeoutMs());
         Bootstrap b = new Bootstrap().group(loop).channel(channelClass)
-            .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) cfg.timeoutMs())
+            .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) timeoutMs)
             .handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
@@ -135,7 +139,7 @@ public final class HealthChecker implements AutoCloseable {
                 return;
             }
             Channel ch = ((io.netty.channel.ChannelFuture) f).channel();
-            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, cfg.path());
+            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, path);
             req.headers().set("host", ep.config().host() + ":" + ep.config().port());
             req.headers().set("connection", "close");
             req.headers().set("user-agent", "kvgate-health");
@@ -144,7 +148,7 @@ public final class HealthChecker implements AutoCloseable {
                 if (ch.isActive()) {
                     ch.close();
                 }
-            }, cfg.timeoutMs(), TimeUnit.MILLISECONDS);
+            }, timeoutMs, TimeUnit.MILLISECONDS);
         });
     }
 
