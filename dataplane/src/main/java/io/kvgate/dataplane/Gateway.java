@@ -140,7 +140,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
             this.liveExchanges = gw.live();
-            PdHooks pd = new PdHooks(() -> gw, pdMetrics);
+            PdHooks pd = new PdHooks(() -> gw, pdMetrics, () -> kv == null ? null : kv.index());
             // The exchange layer behind the front door: P/D rules get a P/D exchange, every other rule the plain proxy.
             ExchangeStarter exchanges = (ctx, request, owner) -> {
                 ActiveExchange ex = pd.start(ctx, request, owner);
@@ -370,8 +370,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
      */
     private RouteTable buildTable(GatewayConfig cfg, KvState kvState, RouteTable previous) {
         for (RuleConfig r : cfg.rules()) {
-            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null && r.policyKind() != RuleConfig.Policy.CHWBL) {
-                // chwbl without a tokenizer keys text prompts on chwbl.prefix_chars characters: nothing to warn about
+            if (RulePolicies.needsPromptTokens(r) && r.tokenizer() == null && r.policyKind() != RuleConfig.Policy.CHWBL
+                && (r.policyKind() != RuleConfig.Policy.PD || RulePolicies.prefillKvExact(r))) {
+                // chwbl without a tokenizer keys text prompts on chwbl.prefix_chars characters, and conditional P/D
+                // splits a prompt it cannot count: nothing to warn about
                 Log.warn("rule '" + r.name() + "' (" + r.policy() + ") has no tokenizer: token-id prompts are "
                     + "routed exactly, text and chat prompts take the fallback policy (" + r.fallback() + ")");
             }

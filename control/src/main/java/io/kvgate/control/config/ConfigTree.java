@@ -201,6 +201,7 @@ public final class ConfigTree {
         pm.put("decode_timeout_ms", p.decodeTimeoutMs());
         pm.put("prefill_policy", p.prefillPolicy());
         pm.put("session_affinity", p.sessionAffinity());
+        pm.put("min_uncached_tokens", p.minUncachedTokens());
         m.put("pd", pm);
         RuleConfig.AdmissionConfig a = r.admission();
         if (a.enabled()) {

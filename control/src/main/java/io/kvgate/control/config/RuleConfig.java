@@ -294,8 +294,24 @@ public record RuleConfig(
         return c;
     }
 
-    /** Prefill/decode disaggregation knobs. */
-    public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy, boolean sessionAffinity) {}
+    /**
+     * Prefill/decode disaggregation knobs.
+     *
+     * @param minUncachedTokens conditional P/D: a request whose prompt the chosen decode endpoint already holds, or
+     *                          whose part the decode endpoint does not hold is shorter than this, skips the prefill
+     *                          leg and is served by the decode endpoint alone (0: only when it holds the prompt).
+     *                          Sequential dialects (vLLM, TensorRT-LLM) only: an SGLang decode server cannot prefill
+     *                          without its bootstrap rendezvous
+     */
+    public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy, boolean sessionAffinity,
+                           int minUncachedTokens) {
+        public static final int DEFAULT_MIN_UNCACHED_TOKENS = 256;
+
+        /** Whether requests may skip the prefill leg (the engine's decode servers can prefill themselves). */
+        public boolean conditional(Engine engine) {
+            return engine != Engine.SGLANG;
+        }
+    }
 
     public boolean isSglang() {
         return "sglang".equals(engine);
@@ -412,7 +428,13 @@ public record RuleConfig(
         PdConfig pd = new PdConfig(p.longValue("prefill_timeout_ms", 120_000, 1, 3_600_000),
             p.longValue("decode_timeout_ms", 600_000, 1, 3_600_000),
             p.oneOf("prefill_policy", "kv_exact", List.of("kv_exact", "least_outstanding")),
-            p.bool("session_affinity", false));
+            p.bool("session_affinity", false),
+            p.intValue("min_uncached_tokens", sglang ? 0 : PdConfig.DEFAULT_MIN_UNCACHED_TOKENS, 0, 1 << 24));
+        if (sglang && pd.minUncachedTokens() > 0) {
+            p.problem("min_uncached_tokens", pd.minUncachedTokens(), "cannot apply to engine 'sglang': an SGLang decode server"
+                + " (--disaggregation-mode decode) serves a request only through the bootstrap rendezvous with a prefill server,"
+                + " so the prefill leg can never be skipped");
+        }
         p.finish();
 
         AdmissionConfig admission = admission(n.child("admission"));

@@ -89,6 +89,21 @@ class EngineConfigTest {
     }
 
     @Test
+    void pdMinUncachedTokensDefaultsAndSglangRefusal() throws Exception {
+        assertEquals(256, GatewayConfig.parse(rule("vllm", "pd", "")).rules().get(0).pd().minUncachedTokens());
+        assertEquals(256, GatewayConfig.parse(rule("trtllm", "pd", "")).rules().get(0).pd().minUncachedTokens());
+        assertEquals(0, GatewayConfig.parse(rule("sglang", "pd", "")).rules().get(0).pd().minUncachedTokens(),
+            "SGLang never skips the prefill leg");
+        assertEquals(1000, GatewayConfig.parse(rule("vllm", "pd", "    pd: {min_uncached_tokens: 1000}\n")).rules().get(0)
+            .pd().minUncachedTokens());
+        String sg = problems(rule("sglang", "pd", "    pd: {min_uncached_tokens: 64}\n"));
+        assertTrue(sg.contains("rules[0] (name=r).pd.min_uncached_tokens: value 64 cannot apply to engine 'sglang': an SGLang"
+            + " decode server (--disaggregation-mode decode) serves a request only through the bootstrap rendezvous"), sg);
+        String neg = problems(rule("vllm", "pd", "    pd: {min_uncached_tokens: -1}\n"));
+        assertTrue(neg.contains("rules[0] (name=r).pd.min_uncached_tokens: value -1 must be in [0, 16777216]"), neg);
+    }
+
+    @Test
     void unknownEngineNamesTheChoices() {
         String p = problems(rule("tgi", "round_robin", ""));
         assertTrue(p.contains("rules[0] (name=r).engine") && p.contains("vllm|sglang|trtllm|llamacpp"), p);

@@ -32,6 +32,13 @@ sealed interface PdDialect permits SequentialDialect, SglangDialect {
     /** Whether a successful prefill answer is gathered (it carries what decode needs) rather than drained. */
     boolean gathersPrefillAnswer();
 
+    /**
+     * Conditional P/D, the local path: the decode leg's body when the decode endpoint serves the request alone (the
+     * client's request without transfer parameters: the decode server computes the prompt). Only sequential
+     * dialects have one ({@link io.kvgate.control.config.RuleConfig.PdConfig#conditional}).
+     */
+    io.netty.buffer.ByteBuf localBody(PdExchange x);
+
     /** The prefill answered ({@code text}: the gathered body, or empty when drained). */
     void onPrefillAnswered(PdExchange x, int status, String text);
 }

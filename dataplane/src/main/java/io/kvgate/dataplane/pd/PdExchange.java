@@ -63,6 +63,12 @@ import java.util.List;
  * {@code {"request_type":"context_only"}}, its answer's {@code choices[0].disaggregated_params} go into the
  * generation leg with {@code request_type:"generation_only"}, and the client never sees them.
  *
+ * <p><b>Conditional P/D</b> (sequential dialects, {@link PdPath}): when the rule decides per request, the decode
+ * endpoint is routed first (admission-gated, as a prefill would be); if it already holds the prompt, or the part it
+ * does not hold is shorter than {@code pd.min_uncached_tokens}, it serves the original request alone (path
+ * {@code local}); otherwise it is released and the request takes the split path above (its decode leg is routed
+ * again after the prefill answered). Both paths are counted in {@code kvgate_pd_decisions_total{path}}.
+ *
  * <p>What differs between the dialects lives in {@link VllmDialect}, {@link TrtllmDialect} and {@link SglangDialect} (the bodies in
  * {@link PdBodies}); this class is the orchestrator they share. Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
  * the leg owns whatever it buffers, so a cancelled prefill frees it) and a {@link PlainExchange} in decode-leg mode,
@@ -88,6 +94,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private final boolean explain;
     private final long startNs;
     private final PdDialect dialect;
+    private final PdPath path;
+    /** The decode endpoint is being routed first, to decide between the split and the local path. */
+    private boolean deciding;
+    /** The first decision arrived: admission control let the request in; later legs are not gated again. */
+    private boolean admitted;
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
 
     private final RoutingInputs inputs;
@@ -109,8 +120,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
                       ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
-                      RoutingInputs inputs) {
+                      RoutingInputs inputs, PdPath path) {
         this.inputs = inputs;
+        this.path = path;
         this.gw = gw;
         this.routing = gw.routing(ctx.channel().eventLoop());
         this.metrics = metrics;
@@ -125,6 +137,13 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.explain = explain;
         this.startNs = startNs;
         this.dialect = PdDialect.of(rule.engine());
+    }
+
+    /** Without a KV index: conditional P/D decides on the prompt's length alone. */
+    public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
+                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                      RoutingInputs inputs) {
+        this(gw, metrics, ctx, owner, request, body, fields, rule, requestId, explain, startNs, inputs, new PdPath(() -> null));
     }
 
     public void start() {
@@ -142,7 +161,13 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             }
             listed = true;
             gw.live().add(ctx.channel().eventLoop(), this);
-            routeNext(Role.PREFILL);
+            if (io.kvgate.dataplane.route.RulePolicies.conditionalPd(rule.config()) && inputs.promptTokens() != null) {
+                deciding = true;
+                routeNext(Role.DECODE);
+            } else {
+                metrics.splitPath.increment();
+                routeNext(Role.PREFILL);
+            }
         } catch (Throwable t) {
             abort(t);
         }
@@ -192,6 +217,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     }
 
     @Override
+    public boolean needsAdmission() {
+        return !admitted;
+    }
+
+    @Override
     public int triedCount() {
         return role == Role.PREFILL ? connectFailed.size() : 0;
     }
@@ -232,6 +262,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public void onRouted(EndpointState ep, Rule r, String why) {
         this.routedWhy = why;
+        this.admitted = true;
         try {
             onDecision(ep);
         } catch (Throwable t) {
@@ -267,9 +298,32 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                     "no_healthy_endpoint", true);
                 return;
             }
+            if (deciding) {
+                deciding = false;
+                decidePath(ep);
+                return;
+            }
             decodeEp = ep;
             dialect.onDecodeChosen(this);
         }
+    }
+
+    /** Conditional P/D: the decode endpoint routed first serves the request alone, or is released for the split path. */
+    private void decidePath(EndpointState decode) {
+        int[] tokens = inputs.promptTokens();
+        int cached = path.cachedTokens(rule.config(), decode, tokens, inputs.cacheSalt());
+        if (!PdPath.truncated(tokens, rule.config().blockSize()) && PdPath.local(tokens.length, cached, rule.config().blockSize(), pd.minUncachedTokens())) {
+            metrics.localPath.increment();
+            decodeEp = decode;
+            if (routedWhy != null) {
+                routedWhy += " pd=local cached=" + cached + "/" + tokens.length + " min_uncached_tokens=" + pd.minUncachedTokens();
+            }
+            startDecodeLeg(dialect.localBody(this), true);
+            return;
+        }
+        metrics.splitPath.increment();
+        routing.complete(decode, Outcome.RELEASED); // the split path routes its decode leg after the prefill answered
+        routeNext(Role.PREFILL);
     }
 
     // ---- what the dialects use ----------------------------------------------------------------------------

@@ -26,10 +26,17 @@ public final class PdHooks {
     private static final ObjectMapper JSON = new ObjectMapper();
     private final Supplier<GatewayContext> gw;
     private final PdMetrics metrics;
+    private final PdPath path;
 
-    public PdHooks(Supplier<GatewayContext> gw, PdMetrics metrics) {
+    /** @param index the gateway's KV block index, or null (conditional P/D then knows no cached prefix) */
+    public PdHooks(Supplier<GatewayContext> gw, PdMetrics metrics, Supplier<io.kvgate.index.block.BlockIndex> index) {
         this.gw = gw;
         this.metrics = metrics;
+        this.path = new PdPath(index);
+    }
+
+    public PdHooks(Supplier<GatewayContext> gw, PdMetrics metrics) {
+        this(gw, metrics, () -> null);
     }
 
     /** Starts a P/D exchange for a request of a {@code policy: pd} rule (taking its body); null for other rules. */
@@ -60,7 +67,7 @@ public final class PdHooks {
             return () -> { }; // answered already
         }
         PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, request.explain(),
-            request.startNs(), request.inputs());
+            request.startNs(), request.inputs(), path);
         ex.start();
         return ex;
     }

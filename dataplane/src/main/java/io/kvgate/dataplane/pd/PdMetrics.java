@@ -12,6 +12,9 @@ public final class PdMetrics {
     final LongAdder paramsMissing = new LongAdder();
     final LongAdder pairRetries = new LongAdder();
     final LongAdder requests = new LongAdder();
+    /** Conditional P/D: requests sent through both legs, and requests served by the decode endpoint alone. */
+    final LongAdder splitPath = new LongAdder();
+    final LongAdder localPath = new LongAdder();
     private final ConcurrentHashMap<String, LongAdder> failures = new ConcurrentHashMap<>();
 
     void failure(String leg, String cause) {
@@ -31,9 +34,18 @@ public final class PdMetrics {
         return paramsMissing.sum();
     }
 
+    public long decisions(String path) {
+        return "local".equals(path) ? localPath.sum() : splitPath.sum();
+    }
+
     public void write(StringBuilder out) {
         out.append("# HELP kvgate_pd_requests_total Requests driven through prefill/decode disaggregation.\n");
         out.append("# TYPE kvgate_pd_requests_total counter\nkvgate_pd_requests_total ").append(requests.sum()).append('\n');
+        out.append("# HELP kvgate_pd_decisions_total P/D requests by path: split (prefill leg, then decode) or local (the"
+            + " decode endpoint alone: it holds the prompt, or the uncached part is below pd.min_uncached_tokens).\n");
+        out.append("# TYPE kvgate_pd_decisions_total counter\n");
+        out.append("kvgate_pd_decisions_total{path=\"split\"} ").append(splitPath.sum()).append('\n');
+        out.append("kvgate_pd_decisions_total{path=\"local\"} ").append(localPath.sum()).append('\n');
         out.append("# HELP kvgate_pd_prefill_seconds Prefill leg latency (request to complete answer).\n# TYPE kvgate_pd_prefill_seconds histogram\n");
         prefillLatency.write(out, "kvgate_pd_prefill_seconds", "");
         out.append("# HELP kvgate_pd_decode_first_byte_seconds Decode leg: request start to the decode engine's response head.\n");

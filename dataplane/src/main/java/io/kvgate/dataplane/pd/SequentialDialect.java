@@ -40,6 +40,11 @@ abstract sealed class SequentialDialect implements PdDialect permits VllmDialect
     }
 
     @Override
+    public final ByteBuf localBody(PdExchange x) {
+        return decodeBody(x, null);
+    }
+
+    @Override
     public final boolean gathersPrefillAnswer() {
         return true;
     }

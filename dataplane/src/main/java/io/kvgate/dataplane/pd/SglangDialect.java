@@ -38,6 +38,12 @@ final class SglangDialect implements PdDialect {
     }
 
     @Override
+    public ByteBuf localBody(PdExchange x) {
+        // Configuration refuses pd.min_uncached_tokens > 0 for SGLang and PdConfig.conditional excludes it.
+        throw new IllegalStateException("an SGLang decode server cannot serve a request without its prefill's bootstrap");
+    }
+
+    @Override
     public boolean gathersPrefillAnswer() {
         return false;
     }

@@ -30,6 +30,8 @@ public final class RouteEvent {
     long textPrefixKey;
     boolean explain;
     boolean dryRun;
+    /** {@link RouteRequest#needsAdmission()}. */
+    boolean needsAdmission;
     final int[] triedIds = new int[MAX_TRIED];
     int triedCount;
     /** Admission control: the request's class and tenant (its API key's hash, 0 without one). */
@@ -55,6 +57,7 @@ public final class RouteEvent {
         textPrefixKey = r.textPrefixKey();
         explain = r.explain();
         dryRun = r.dryRun();
+        needsAdmission = r.needsAdmission();
         int n = Math.min(r.triedCount(), MAX_TRIED);
         for (int i = 0; i < n; i++) {
             triedIds[i] = r.tried(i).id();
@@ -78,6 +81,7 @@ public final class RouteEvent {
         textPrefixKey = o.textPrefixKey;
         explain = o.explain;
         dryRun = o.dryRun;
+        needsAdmission = o.needsAdmission;
         System.arraycopy(o.triedIds, 0, triedIds, 0, o.triedCount);
         triedCount = o.triedCount;
         priority = o.priority;
@@ -106,6 +110,7 @@ public final class RouteEvent {
         e.sessionKeyHash = sessionKeyHash;
         e.explain = explain;
         e.dryRun = dryRun;
+        e.needsAdmission = role != RouteRequest.Role.DECODE;
         return e;
     }
 

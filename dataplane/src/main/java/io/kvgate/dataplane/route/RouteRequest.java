@@ -18,6 +18,15 @@ public interface RouteRequest {
         return Role.ANY;
     }
 
+    /**
+     * Whether admission control gates this decision: a request's first decision is gated, a P/D request's later
+     * legs were admitted with it (by default: every role but {@link Role#DECODE}, whose request routed its prefill
+     * first).
+     */
+    default boolean needsAdmission() {
+        return role() != Role.DECODE;
+    }
+
     /** The prompt's token ids as the engine will see them (rendered + tokenized on the I/O thread), or null. */
     default int[] promptTokens() {
         return null;

@@ -477,7 +477,7 @@ public final class RoutingStage implements AutoCloseable {
             }
         }
         long now = clock.nanoTime();
-        Admission a = e.role == RouteRequest.Role.DECODE ? null : rule.admission; // a decode leg's request was admitted
+        Admission a = e.needsAdmission ? rule.admission : null; // a later P/D leg's request was admitted already
         if (a != null && !e.dryRun && (a.hasWaiting() || a.mustWait(rule.candidates(e.role), e, now))) {
             // Behind those already waiting (or first in line); the highest-priority waiter goes if there is room.
             a.enqueue(e, now, shedSink);
@@ -489,7 +489,7 @@ public final class RoutingStage implements AutoCloseable {
 
     /** Decides {@code e} under {@code rule} now (its admission, if any, already let it through) and posts the decision. */
     private void decide(Rule rule, RouteEvent e, long now) {
-        e.gate = e.role == RouteRequest.Role.DECODE ? null : rule.admission;
+        e.gate = e.needsAdmission ? rule.admission : null;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);

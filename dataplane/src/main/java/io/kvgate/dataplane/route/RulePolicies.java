@@ -50,12 +50,27 @@ public final class RulePolicies {
         return p == RuleConfig.Policy.SESSION || (p == RuleConfig.Policy.PD && rule.pd().sessionAffinity());
     }
 
+    /**
+     * Whether a P/D rule decides per request between the split path and the decode endpoint alone (conditional P/D:
+     * {@code pd.min_uncached_tokens} above 0, or decode endpoints whose KV events show what they hold).
+     */
+    public static boolean conditionalPd(RuleConfig rule) {
+        return rule.policyKind() == RuleConfig.Policy.PD && rule.pd().conditional(rule.engineKind())
+            && (rule.pd().minUncachedTokens() > 0
+                || rule.endpoints().stream().anyMatch(e -> "decode".equals(e.role()) && e.kvEvents() != null));
+    }
+
+    /** Whether a P/D rule routes its prefill leg on the exact inventory (the prefills publish KV events). */
+    public static boolean prefillKvExact(RuleConfig rule) {
+        return rule.policyKind() == RuleConfig.Policy.PD && "kv_exact".equals(rule.pd().prefillPolicy())
+            && rule.endpoints().stream().anyMatch(e -> "prefill".equals(e.role()) && e.kvEvents() != null);
+    }
+
     /** Whether requests of this rule need their prompt tokens before routing. */
     public static boolean needsPromptTokens(RuleConfig rule) {
         return switch (rule.policyKind()) {
             case KV_EXACT, CHWBL -> true;
-            case PD -> "kv_exact".equals(rule.pd().prefillPolicy())
-                && rule.endpoints().stream().anyMatch(e -> "prefill".equals(e.role()) && e.kvEvents() != null);
+            case PD -> prefillKvExact(rule) || conditionalPd(rule); // conditional: the prompt's length decides the path
             default -> false;
         };
     }

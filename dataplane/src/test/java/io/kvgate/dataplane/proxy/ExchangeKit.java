@@ -160,6 +160,11 @@ final class ExchangeKit implements AutoCloseable {
     boolean ended;
 
     ExchangeKit(String extraYaml, String policy) throws Exception {
+        this(extraYaml, policy, "vllm", "");
+    }
+
+    /** {@code ruleYaml}: more keys of the rule, each line indented by 4 spaces and ending in a newline. */
+    ExchangeKit(String extraYaml, String policy, String engine, String ruleYaml) throws Exception {
         client.freezeTime();
         config = GatewayConfig.parse("""
             listen: 127.0.0.1:0
@@ -169,12 +174,12 @@ final class ExchangeKit implements AutoCloseable {
             rules:
               - name: r
                 models: [m]
-                engine: vllm
+                engine: %s
                 policy: %s
-                endpoints:
+            %s    endpoints:
                   - url: http://10.0.0.1:8000%s
                   - url: http://10.0.0.2:8000%s
-            """.formatted(extraYaml, policy, policy.equals("pd") ? "\n        role: prefill" : "",
+            """.formatted(extraYaml, engine, policy, ruleYaml, policy.equals("pd") ? "\n        role: prefill" : "",
             policy.equals("pd") ? "\n        role: decode" : ""));
         gw = new GatewayContext(() -> config, null, null, metrics, new ManualClock(), null, engines, live, loop -> routing);
         rule = RouteTable.build(config, new EndpointRegistry(), c -> Policies.create("round_robin")).ruleForModel("m");
