@@ -125,12 +125,17 @@ public final class ConfigTree {
     private static List<Object> models(RuleConfig r) {
         List<Object> out = new ArrayList<>();
         for (ModelEntry e : r.modelEntries()) {
-            if (e.servedAs() == null) {
+            if (e.servedAs() == null && e.adapters().isEmpty()) {
                 out.add(e.name());
             } else {
                 Map<String, Object> em = new LinkedHashMap<>();
                 em.put("name", e.name());
-                em.put("served_as", e.servedAs());
+                if (e.servedAs() != null) {
+                    em.put("served_as", e.servedAs());
+                }
+                if (!e.adapters().isEmpty()) {
+                    em.put("adapters", e.adapters());
+                }
                 out.add(em);
             }
         }

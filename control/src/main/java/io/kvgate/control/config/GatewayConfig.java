@@ -325,7 +325,9 @@ public record GatewayConfig(
             if (rule.name() != null && !names.add(rule.name())) {
                 n.problems().add("rules (name=" + rule.name() + "): duplicate rule name");
             }
-            for (String model : rule.models()) {
+            List<String> clientNames = new ArrayList<>(rule.models());
+            clientNames.addAll(rule.adapterNames());
+            for (String model : clientNames) {
                 String prev = modelOwner.putIfAbsent(model, rule.name());
                 if (prev != null) {
                     n.problems().add("rules (name=" + rule.name() + ").models: model '" + model + "' is already served by rule '" + prev + "'");

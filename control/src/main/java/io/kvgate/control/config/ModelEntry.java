@@ -1,7 +1,9 @@
 package io.kvgate.control.config;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * One entry of a rule's {@code models:} list: the name clients send ({@code name}) and, when the engines serve the
@@ -12,7 +14,20 @@ import java.util.List;
  * <p>An entry is a mapping so per-model keys can sit beside {@code served_as} (the LoRA {@code adapters} work reads
  * its own keys here); {@link #read} reports every key it does not know.
  */
-public record ModelEntry(String name, String servedAs) {
+public record ModelEntry(String name, String servedAs, List<String> adapters) {
+
+    /**
+     * {@code adapters}: the LoRA adapters the engines serve on top of this model (vLLM {@code --lora-modules NAME=...}).
+     * A client selects one by sending its name as {@code model}; the gateway routes it to this rule and hashes its
+     * blocks with the adapter name, as vLLM does. Empty for a model without adapters.
+     */
+    public ModelEntry {
+        adapters = adapters == null ? List.of() : List.copyOf(adapters);
+    }
+
+    public ModelEntry(String name, String servedAs) {
+        this(name, servedAs, List.of());
+    }
 
     /** A name served as itself (a plain string entry). */
     public static ModelEntry plain(String name) {
@@ -45,7 +60,10 @@ public record ModelEntry(String name, String servedAs) {
         return out;
     }
 
-    /** One mapping entry ({@code name} required, {@code served_as} optional); null when {@code name} is missing. */
+    /**
+     * One mapping entry ({@code name} required, {@code served_as} and {@code adapters} optional); null when
+     * {@code name} is missing.
+     */
     static ModelEntry read(ConfigNode n) {
         String name = n.requiredString("name");
         String servedAs = n.has("served_as") ? n.requiredString("served_as") : null;
@@ -54,7 +72,16 @@ public record ModelEntry(String name, String servedAs) {
             n.problem("served_as", servedAs, "is not supported yet: the gateway does not rewrite 'model' between the "
                 + "client's name and the engine's (issue #13 item 4); name the model as the engines serve it");
         }
+        List<String> adapters = n.has("adapters") ? n.stringList("adapters") : List.of();
+        Set<String> seen = new HashSet<>();
+        for (String a : adapters) {
+            if (a.equals(name)) {
+                n.problem("adapters", a, "is the base model's own name; an adapter needs a name of its own");
+            } else if (!seen.add(a)) {
+                n.problem("adapters", a, "is listed twice");
+            }
+        }
         n.finish();
-        return name == null ? null : new ModelEntry(name, servedAs);
+        return name == null ? null : new ModelEntry(name, servedAs, adapters);
     }
 }

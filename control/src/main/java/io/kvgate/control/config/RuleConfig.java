@@ -89,6 +89,28 @@ public record RuleConfig(
         return null;
     }
 
+    /**
+     * The LoRA adapter a client's model name selects on this rule (it is listed under some entry's
+     * {@code adapters}), or null for a base model name or a name this rule does not serve.
+     */
+    public String loraFor(String clientName) {
+        for (ModelEntry e : modelEntries) {
+            if (e.adapters().contains(clientName)) {
+                return clientName;
+            }
+        }
+        return null;
+    }
+
+    /** The adapter names of every entry, in configuration order (clients send them as {@code model}). */
+    public List<String> adapterNames() {
+        List<String> names = new ArrayList<>();
+        for (ModelEntry e : modelEntries) {
+            names.addAll(e.adapters());
+        }
+        return names;
+    }
+
     /** Whether any entry renames its model for the engines ({@code served_as}): then responses are rewritten. */
     public boolean renamesModels() {
         for (ModelEntry e : modelEntries) {
@@ -97,6 +119,25 @@ public record RuleConfig(
             }
         }
         return false;
+    }
+
+    /**
+     * LoRA adapters per engine. vLLM serves an adapter under its own name as {@code model}, which is what clients
+     * send, so no rewrite is needed. SGLang's OpenAI server splits {@code model} on ':' into base and adapter,
+     * so a configured name with ':' would silently select an adapter: refused unless it is mapped. Adapters on
+     * SGLang, TensorRT-LLM and llama.cpp rules are refused until the gateway sends their request forms.
+     */
+    private static void checkAdapters(ConfigNode n, String engine, List<ModelEntry> models) {
+        for (ModelEntry e : models) {
+            if (!e.adapters().isEmpty() && !"vllm".equals(engine)) {
+                n.problem("models", e.name(), "lists adapters " + e.adapters() + ", which are not supported on engine '"
+                    + engine + "' yet: the gateway only sends vLLM's LoRA form (the adapter name as 'model')");
+            }
+            if ("sglang".equals(engine) && e.name().indexOf(':') >= 0) {
+                n.problem("models", e.name(), "contains ':', which SGLang reads as 'base:adapter' (a LoRA adapter);"
+                    + " name the base model without ':'");
+            }
+        }
     }
 
     /** Default {@code max_n}: choices ({@code n}) and batched prompts one request may ask for. */
@@ -346,6 +387,7 @@ public record RuleConfig(
         }
         String engine = n.oneOf("engine", "vllm", ENGINES);
         boolean sglang = "sglang".equals(engine);
+        checkAdapters(n, engine, models);
         String policy = n.oneOf("policy", "round_robin", POLICIES);
         engineSupportsPolicy(n, engine, policy);
         String fallback = n.oneOf("fallback", "least_outstanding", FALLBACKS);

@@ -51,7 +51,7 @@ class ConfigTreeCoverageTest {
             api_keys_file: keys
             rules:
               - name: r
-                models: [m1, {name: m2, served_as: m2}]
+                models: [m1, {name: m2, served_as: m2, adapters: [m2-lora]}]
                 health: {path: /health_generate, timeout_ms: 5000}
                 engine: vllm
                 policy: kv_exact

@@ -89,6 +89,8 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private final ObjectNode body;
     private final RequestFields fields;
     private final Rule rule;
+    /** The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null. */
+    private final String lora;
     private final RuleConfig.PdConfig pd;
     private final String requestId;
     private final boolean explain;
@@ -132,6 +134,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.body = body;
         this.fields = fields;
         this.rule = rule;
+        this.lora = rule.config().loraFor(fields.model);
         this.pd = rule.config().pd();
         this.requestId = requestId;
         this.explain = explain;
@@ -199,6 +202,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public int[] promptTokens() {
         return role == Role.PREFILL ? inputs.promptTokens() : null;
+    }
+
+    @Override
+    public String lora() {
+        return lora;
     }
 
     @Override

@@ -76,6 +76,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private final ExchangeRouting routing;
     private final String model;
     private final Rule rule;
+    /** The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null. */
+    private final String lora;
     private final String ruleName;
     private final String requestId;
     private final boolean explain;
@@ -121,6 +123,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.chat = request.uri().startsWith("/v1/chat/");
         this.model = fields.model;
         this.rule = rule;
+        this.lora = rule.config().loraFor(fields.model);
         this.ruleName = rule.name();
         this.requestId = requestId;
         this.explain = explain || rule.config().explain();
@@ -183,6 +186,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     @Override
     public int[] promptTokens() {
         return inputs.promptTokens();
+    }
+
+    @Override
+    public String lora() {
+        return lora;
     }
 
     @Override

@@ -44,6 +44,10 @@ public final class RouteTable {
             for (String m : r.config().models()) {
                 byModel.put(m, r);
             }
+            // A LoRA adapter is requested by its own name (vLLM's form) and served by its base model's rule.
+            for (String a : r.config().adapterNames()) {
+                byModel.put(a, r);
+            }
             for (EndpointState ep : r.endpoints()) {
                 distinct.put(ep.key(), ep);
             }
