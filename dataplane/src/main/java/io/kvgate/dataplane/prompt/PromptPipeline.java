@@ -21,11 +21,33 @@ public final class PromptPipeline {
 
     private final HfTokenizer tokenizer;
     private final PromptRenderer renderer;
+    /**
+     * The tokenizer's named {@code tool_use} template, or null. transformers' {@code apply_chat_template} renders
+     * with it instead of {@code default} whenever {@code tools} is not None, and vLLM and SGLang pass the request's
+     * {@code tools} through (None when the field is absent or null), so a request with tools gets other text.
+     */
+    private final PromptRenderer toolUseRenderer;
 
     private PromptPipeline(HfTokenizer tokenizer) {
         this.tokenizer = tokenizer;
-        this.renderer = tokenizer == null ? null : new PromptRenderer(tokenizer::encode, tokenizer.config().chatTemplate(),
-            tokenizer.config().bosToken(), tokenizer.config().eosToken());
+        this.renderer = tokenizer == null ? null : renderer(tokenizer, tokenizer.config().chatTemplate());
+        String toolUse = tokenizer == null ? null : tokenizer.config().namedTemplate("tool_use");
+        this.toolUseRenderer = toolUse == null ? null : renderer(tokenizer, toolUse);
+    }
+
+    private static PromptRenderer renderer(HfTokenizer tokenizer, String template) {
+        return new PromptRenderer(tokenizer::encode, template, tokenizer.config().bosToken(), tokenizer.config().eosToken());
+    }
+
+    /** The chat renderer for {@code body}: {@code tool_use} when it has {@code tools} and the model names one. */
+    private PromptRenderer chatRenderer(JsonNode body) {
+        if (toolUseRenderer != null) {
+            JsonNode tools = body.get("tools");
+            if (tools != null && !tools.isNull()) {
+                return toolUseRenderer;
+            }
+        }
+        return renderer;
     }
 
     /** The pipeline the gateway attached to {@code rule} when it built the table (loaded now if none was attached). */
@@ -78,14 +100,14 @@ public final class PromptPipeline {
      */
     public RenderedPrompt render(boolean chat, JsonNode body) throws PromptException {
         if (chat) {
-            return renderer == null ? null : renderer.renderChat(body);
+            return renderer == null ? null : chatRenderer(body).renderChat(body);
         }
         return renderCompletion(body);
     }
 
     /** The chat template's output for a chat body (null without a tokenizer/template). */
     public String renderChatText(JsonNode body) throws PromptException {
-        return renderer == null ? null : renderer.renderChatText(body);
+        return renderer == null ? null : chatRenderer(body).renderChatText(body);
     }
 
     /** Chat prompts are tokenized without special tokens: the template already wrote them. */

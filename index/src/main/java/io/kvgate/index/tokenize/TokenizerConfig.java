@@ -25,6 +25,22 @@ public record TokenizerConfig(String chatTemplate, String bosToken, String eosTo
                 tokenContent(raw.get("eos_token"), "eos_token"), addBosResolved, Collections.unmodifiableMap(raw));
     }
 
+    /**
+     * The template named {@code name} when {@code chat_template} is a list of {@code {name, template}} (e.g.
+     * {@code "tool_use"}, which transformers' {@code apply_chat_template} picks over {@code "default"} when it is
+     * given {@code tools}), or null when the file holds one template or none by that name.
+     */
+    public String namedTemplate(String name) {
+        if (raw.get("chat_template") instanceof List<?> list) {
+            for (Object o : list) {
+                if (o instanceof Map<?, ?> m && name.equals(m.get("name")) && m.get("template") instanceof String t) {
+                    return t;
+                }
+            }
+        }
+        return null;
+    }
+
     private static String tokenContent(Object v, String field) throws IOException {
         if (v == null || v instanceof String) {
             return (String) v;
