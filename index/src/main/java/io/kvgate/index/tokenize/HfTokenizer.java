@@ -152,11 +152,46 @@ public final class HfTokenizer {
                 rawConfig = JsonTree.object(JsonTree.parse(in), cfg.toString());
             }
         }
+        templateFiles(modelDir, rawConfig);
         try {
             return build(JsonTree.object(tree, "tokenizer.json"), caches, rawConfig);
         } catch (IOException | RuntimeException e) {
             throw new IOException(modelDir + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * The newer HF layout keeps templates beside the config: {@code chat_template.jinja} (the default) and
+     * {@code additional_chat_templates/NAME.jinja} (named ones). transformers ({@code _from_pretrained} in
+     * tokenization_utils_base.py) gives these files priority over the config's {@code chat_template}: one default
+     * file becomes the template, several become the named list — and the engines render with what it loaded.
+     */
+    private static void templateFiles(Path modelDir, Map<String, Object> rawConfig) throws IOException {
+        Map<String, String> named = new java.util.TreeMap<>();
+        Path dflt = modelDir.resolve("chat_template.jinja");
+        Path extra = modelDir.resolve("additional_chat_templates");
+        if (Files.isDirectory(extra)) {
+            try (java.util.stream.Stream<Path> files = Files.list(extra)) {
+                for (Path f : files.filter(f -> f.getFileName().toString().endsWith(".jinja")).toList()) {
+                    String name = f.getFileName().toString();
+                    named.put(name.substring(0, name.length() - ".jinja".length()), Files.readString(f));
+                }
+            }
+        }
+        String defaultTemplate = Files.isRegularFile(dflt) ? Files.readString(dflt) : null;
+        if (defaultTemplate == null && named.isEmpty()) {
+            return;
+        }
+        if (named.isEmpty()) {
+            rawConfig.put("chat_template", defaultTemplate);
+            return;
+        }
+        java.util.List<Object> list = new java.util.ArrayList<>();
+        if (defaultTemplate != null) {
+            list.add(Map.of("name", "default", "template", defaultTemplate));
+        }
+        named.forEach((name, t) -> list.add(Map.of("name", name, "template", t)));
+        rawConfig.put("chat_template", list);
     }
 
     private static HfTokenizer build(Map<String, Object> root, Caches caches, Map<String, Object> rawConfig)
