@@ -26,6 +26,12 @@ import javax.crypto.spec.SecretKeySpec;
 public final class PdRegistry {
     static final int MAX_ENTRIES = 100_000;
     private static final PdRegistry SHARED = new PdRegistry(null);
+    /**
+     * Without a secret a decode only knows the params issued in its own JVM: prefill and decode simulators started
+     * as separate processes must share {@code --pd-secret}, and the refusal says so (the usual first-run mistake).
+     */
+    static final String IN_MEMORY_HINT = " (this simulator has no --pd-secret: it accepts only params issued by a"
+        + " prefill simulator in its own process; start separate prefill and decode processes with the same --pd-secret)";
 
     private final byte[] secret;
     private final Map<String, String> issued = new LinkedHashMap<>(16, 0.75f, false) {
@@ -88,7 +94,7 @@ public final class PdRegistry {
         if (issuedFor == null) {
             return "kv_transfer_params were not issued by a known prefill (remote_engine_id="
                 + params.path("remote_engine_id").asText() + ", remote_request_id="
-                + params.path("remote_request_id").asText() + ") or were already consumed";
+                + params.path("remote_request_id").asText() + ") or were already consumed" + IN_MEMORY_HINT;
         }
         if (!issuedFor.equals(xRequestId)) {
             return "X-Request-Id " + xRequestId + " differs from the prefill leg's " + issuedFor
@@ -128,7 +134,7 @@ public final class PdRegistry {
             return null;
         }
         return issued.remove("trtllm\u0000" + state) != null ? null
-            : "encoded_opaque_state was not issued by a known context server or was already used";
+            : "encoded_opaque_state was not issued by a known context server or was already used" + IN_MEMORY_HINT;
     }
 
     private String hmac(String material) {

@@ -328,7 +328,8 @@ public final class SimulatorConfig {
           --kv-topic T                 topic frame (default "kv")
           --event-form array|map       vLLM event encoding (default array)
           --role prefill|decode|both   P/D role (default both)
-          --pd-secret S                vLLM P/D: decode accepts kv_transfer_params signed with this secret
+          --pd-secret S                vLLM and TensorRT-LLM P/D: the decode accepts params signed with this secret
+                               (needed when prefill and decode run as separate processes)
           --engine-id ID               vLLM remote_engine_id (default derived from host:port)
           --bootstrap-port P           SGLang prefill bootstrap listener (0 = ephemeral)
           --bootstrap-timeout-ms T     SGLang P/D rendezvous wait (default 30000)

@@ -196,7 +196,8 @@ class TrtllmDialectTest {
             HttpResponse<String> replayed = post(gen, "/v1/completions", genBody);
             assertEquals(500, replayed.statusCode(), "the opaque state is used once");
             assertEquals("{\"object\":\"error\",\"message\":\"KV cache transfer failed: encoded_opaque_state was not "
-                + "issued by a known context server or was already used\",\"type\":\"InternalServerError\",\"param\":null,"
+                + "issued by a known context server or was already used" + PdRegistry.IN_MEMORY_HINT
+                + "\",\"type\":\"InternalServerError\",\"param\":null,"
                 + "\"code\":500}", replayed.body());
             assertEquals(400, post(gen, "/v1/completions", "{\"model\":\"m\"," + prompt
                 + ",\"disaggregated_params\":{\"request_type\":\"context_only\"}}").statusCode(), "wrong role");
