@@ -33,7 +33,7 @@ public final class ConfigTree {
     public static final List<String> RULE_TUNABLES = List.of("fallback", "explain", "max_n", "max_prompt_tokens",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
-        "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK",
+        "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight",
         "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks", "chwbl.prefix_chars",
         "session.ttl_ms", "session.max_entries",
         "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
@@ -104,6 +104,15 @@ public final class ConfigTree {
         im.put("retry_initial_ms", in.retryInitialMs());
         im.put("retry_max_ms", in.retryMaxMs());
         t.put("ingest", im);
+        GatewayConfig.Load ld = c.load();
+        Map<String, Object> lm2 = new LinkedHashMap<>();
+        lm2.put("enabled", ld.enabled());
+        lm2.put("scrape_interval_ms", ld.scrapeIntervalMs());
+        lm2.put("stale_ms", ld.staleMs());
+        lm2.put("timeout_ms", ld.timeoutMs());
+        lm2.put("max_body_bytes", ld.maxBodyBytes());
+        lm2.put("path", ld.path());
+        t.put("load", lm2);
         if (c.apiKeysFile() != null) {
             t.put("api_keys_file", c.apiKeysFile());
         } else if (!c.apiKeys().isEmpty()) {
@@ -199,6 +208,7 @@ public final class ConfigTree {
         tw.put("CPU_TIER", k.tierWeights().cpu());
         tw.put("DISK", k.tierWeights().disk());
         km.put("tier_weights", tw);
+        km.put("prefill_token_weight", k.prefillTokenWeight());
         m.put("kv", km);
         RuleConfig.PdConfig p = r.pd();
         Map<String, Object> pm = new LinkedHashMap<>();

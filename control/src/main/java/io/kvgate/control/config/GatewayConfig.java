@@ -42,7 +42,17 @@ public record GatewayConfig(
     String controlSocket,
     List<Integer> controlAllowedUids,
     AdminLimits adminLimits,
-    Ingest ingest) {
+    Ingest ingest,
+    Load load) {
+
+    /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, Load.DEFAULTS);
+    }
 
     /** The shape before the {@code ingest} section existed: default ingest bounds. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
@@ -50,7 +60,7 @@ public record GatewayConfig(
                          List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
                          List<Integer> controlAllowedUids, AdminLimits adminLimits) {
         this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
-            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, Ingest.DEFAULTS);
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, Ingest.DEFAULTS, Load.DEFAULTS);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -151,6 +161,22 @@ public record GatewayConfig(
      */
     public record Ingest(int maxFrameBytes, long receiveBufferBytes, long retryInitialMs, long retryMaxMs) {
         public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 100, 30_000);
+    }
+
+    /**
+     * Engine-reported load (section {@code load}): every endpoint's Prometheus page is scraped on a thread of its own
+     * and the routing stage combines the engine's running + waiting requests with its own requests since that scrape.
+     *
+     * @param enabled          scrape at all (an endpoint whose page is missing or unreadable simply stays unknown)
+     * @param scrapeIntervalMs time between two scrapes of one endpoint
+     * @param staleMs          a reading older than this counts as unknown: the endpoint falls back to this gateway's
+     *                         own in-flight count (flagged in explain output and {@code kvgate_engine_load_stale})
+     * @param timeoutMs        bound of one scrape, connect included
+     * @param maxBodyBytes     largest metrics page read; a larger one fails the scrape ({@code result="too_large"})
+     * @param path             the metrics path on every endpoint
+     */
+    public record Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path) {
+        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, "/metrics");
     }
 
     public static GatewayConfig load(Path file) throws ConfigException {
@@ -311,6 +337,20 @@ public record GatewayConfig(
         }
         in.finish();
 
+        ConfigNode ld = n.child("load");
+        Load dl = Load.DEFAULTS;
+        Load load = new Load(ld.bool("enabled", dl.enabled()), ld.longValue("scrape_interval_ms", dl.scrapeIntervalMs(), 10, 600_000),
+            ld.longValue("stale_ms", dl.staleMs(), 10, 3_600_000), ld.longValue("timeout_ms", dl.timeoutMs(), 1, 600_000),
+            ld.intValue("max_body_bytes", dl.maxBodyBytes(), 1024, 1 << 30), ld.string("path", dl.path()));
+        if (!load.path().startsWith("/")) {
+            ld.problem("path", load.path(), "must start with '/'");
+        }
+        if (load.staleMs() < load.scrapeIntervalMs()) {
+            ld.problem("stale_ms", load.staleMs(), "must be >= load.scrape_interval_ms (" + load.scrapeIntervalMs()
+                + "): every reading would be stale before the next scrape replaces it");
+        }
+        ld.finish();
+
         List<RuleConfig> rules = new ArrayList<>();
         for (ConfigNode rn : n.children("rules")) {
             rules.add(RuleConfig.read(rn));
@@ -351,7 +391,7 @@ public record GatewayConfig(
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest);
+            ingest, load);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

@@ -188,7 +188,25 @@ public record RuleConfig(
     /** Longest-cached-prefix routing knobs. */
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
-                                boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights) {
+                                boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights,
+                                double prefillTokenWeight) {
+
+        /**
+         * Default {@code kv.prefill_token_weight}: one request's worth of load per 1,000 uncached prompt tokens still
+         * in prefill. A typical chat request prefills on the order of 1,000 uncached tokens, so a request in prefill
+         * counts about twice (its slot plus its prefill) and a 50,000-token uncached prompt counts as ~50 requests
+         * until its first byte comes back, which is roughly the engine time it takes ahead of everything queued
+         * behind it (prefill cost grows with the tokens, a request count does not).
+         */
+        public static final double DEFAULT_PREFILL_TOKEN_WEIGHT = 0.001;
+
+        /** The shape before {@code kv.prefill_token_weight} existed: the default weight. */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, tierWeights, DEFAULT_PREFILL_TOKEN_WEIGHT);
+        }
 
         /** The shape before {@code kv.tier_weights} existed: default tier weights. */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -463,7 +481,8 @@ public record RuleConfig(
             k.intValue("min_match_blocks", 1, 0, 1 << 20), k.intValue("cold_readmit_every", 64, 0, 1 << 20),
             k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
             k.bool("parity_probe_at_startup", false), k.longValue("warmup_ms", 0, 0, 3_600_000),
-            tierWeights(k.child("tier_weights")));
+            tierWeights(k.child("tier_weights")),
+            k.doubleValue("prefill_token_weight", KvExactConfig.DEFAULT_PREFILL_TOKEN_WEIGHT, 0.0, 1.0));
         k.finish();
 
         ConfigNode p = n.child("pd");

@@ -36,6 +36,11 @@ public interface ExchangeRouting extends EndpointOutcomes {
                     public void complete(EndpointState endpoint, Outcome outcome) {
                         port.complete(endpoint, outcome);
                     }
+
+                    @Override
+                    public void prefillDone(EndpointState endpoint, int tokens) {
+                        port.prefillDone(endpoint, tokens);
+                    }
                 };
                 byLoop.set(r);
             }

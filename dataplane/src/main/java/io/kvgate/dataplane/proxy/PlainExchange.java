@@ -103,6 +103,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private boolean clientGone;
     /** An endpoint the router counted for this request that no leg has taken over yet (the watchdog returns it). */
     private EndpointState heldEndpoint;
+    /** Uncached prompt tokens the router charged {@link #heldEndpoint} (kv_exact), handed to the leg or returned. */
+    private int heldPrefillTokens;
     private EndpointState lastEndpoint;
     private UpstreamLeg leg;
     private int status;
@@ -241,6 +243,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         return PriorityInputs.tenant(request.headers());
     }
 
+    /** The leg hands the charge back at the engine's first response bytes (or its end), see {@link UpstreamLeg#prefillTokens}. */
+    @Override
+    public boolean tracksPrefill() {
+        return true;
+    }
+
+    @Override
+    public void prefillCharged(int tokens) {
+        this.heldPrefillTokens = tokens;
+    }
+
     /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
     @Override
     public void onShed(Rule decidedBy, String message) {
@@ -316,8 +329,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(),
                 request.method(), request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
-                this).answers503WhileLoading(rule.engine().answers503WhileLoading());
+                this).answers503WhileLoading(rule.engine().answers503WhileLoading()).prefillTokens(heldPrefillTokens);
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
+            heldPrefillTokens = 0;
             leg.start();
         } catch (Throwable t) {
             abort(t);
@@ -326,8 +340,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
 
     private void returnHeldEndpoint() {
         EndpointState ep = heldEndpoint;
+        int tokens = heldPrefillTokens;
         heldEndpoint = null;
+        heldPrefillTokens = 0;
         if (ep != null) {
+            routing.prefillDone(ep, tokens);
             routing.complete(ep, Outcome.RELEASED);
         }
     }

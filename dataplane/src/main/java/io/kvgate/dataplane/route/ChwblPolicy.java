@@ -13,7 +13,8 @@ import java.util.Arrays;
  * the prompt is text, the hash of its first {@code prefix_chars} characters (computed by the prompt stage from the
  * text the body stage captured). The owner takes the request unless it
  * is over the bound {@code (1+ε)·mean load}; then the walk goes clockwise to the next endpoint under it — the bound is
- * always applied, also for hot keys.
+ * always applied, also for hot keys. Load is each endpoint's estimate ({@link EndpointState#load()}: engine-reported
+ * plus this gateway's requests since the scrape, else this gateway's in-flight count).
  *
  * <p>Routing stage only. The ring is built once per rule version (endpoints are fixed for a rule); the walk is
  * bounded by the number of ring points. The owner of a key depends only on endpoint keys and weights, so a
@@ -97,7 +98,7 @@ final class ChwblPolicy implements RoutingPolicy {
         for (EndpointState e : c) {
             if (RoutingPolicy.eligible(e, r, nowNs)) {
                 eligible++;
-                load += e.outstanding();
+                load += e.load();
             }
         }
         if (eligible == 0) {
@@ -109,12 +110,13 @@ final class ChwblPolicy implements RoutingPolicy {
         EndpointState owner = c[owners[start]];
         for (int step = 0; step < points.length; step++) {
             EndpointState e = c[owners[(start + step) % points.length]];
-            if (RoutingPolicy.eligible(e, r, nowNs) && e.outstanding() + 1 <= bound) {
+            if (RoutingPolicy.eligible(e, r, nowNs) && e.load() + 1 <= bound) {
                 stats.tier(e == owner ? Tier.CHWBL_OWNER : Tier.CHWBL_WALK);
                 if (r.explain()) {
                     why.append(hasTokens ? "tier=chwbl; key=" : "tier=chwbl(text_prefix); key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
                         .append(e == owner ? "" : " (over bound or unavailable: walked clockwise)").append("; bound=")
-                        .append((long) bound).append("; load=").append(e.outstanding());
+                        .append((long) bound).append("; load=");
+                    e.explainLoad(why);
                 }
                 return e;
             }

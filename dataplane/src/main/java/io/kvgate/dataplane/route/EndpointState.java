@@ -14,13 +14,36 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@link RouterPort}), so outcomes that finished between two routing batches are applied together: successes first,
  * then failures (a window with both leaves the failures counted).
  *
+ * <p><b>Load estimate</b> ({@link #load()}): what every load-aware policy compares. With a fresh engine reading (the
+ * scraper's last successful scrape of the engine's {@code /metrics}, not older than {@code load.stale_ms}) it is the
+ * engine's running + waiting requests, plus the requests this gateway routed here since that scrape was sent, minus
+ * the requests of this gateway that finished here since then, and never less than this gateway's own in-flight
+ * count. So other gateways' traffic is visible (it is in the engine's numbers) and a burst this gateway
+ * just sent is not invisible until the next scrape. Without a fresh reading (no {@code /metrics}, a failed or slow
+ * scrape, scraping off) it is this gateway's in-flight count, as before, flagged {@link LoadSource#STALE} or
+ * {@link LoadSource#UNKNOWN}. On top of it, kv_exact rules add {@code kv.prefill_token_weight} times the uncached
+ * prompt tokens of this gateway's requests still in prefill here ({@link #prefillTokens()}).
+ *
  * <p>Threading: the mutable fields are written only by the routing stage (single writer), including configuration
  * changes, which the stage applies when it swaps tables; the health checker reports probe verdicts through
- * {@link #reportProbe} (one volatile write), which the stage applies at its next batch. Other threads (metrics, admin)
- * read through volatile fields and may see a value a few requests old.
+ * {@link #reportProbe} (one volatile write), which the stage applies at its next batch; the load scraper publishes
+ * engine readings through {@link #publishReading} (one volatile write), which the stage takes up at its next batch.
+ * Other threads (metrics, admin) read through volatile fields and may see a value a few requests old.
  */
 public final class EndpointState {
     public enum Breaker { CLOSED, OPEN, HALF_OPEN }
+
+    /** Where the load estimate comes from now. */
+    public enum LoadSource {
+        /** A fresh engine reading plus this gateway's requests since it was taken. */
+        ENGINE,
+        /** The last reading is older than {@code load.stale_ms}: this gateway's in-flight count. */
+        STALE,
+        /** No reading (never scraped successfully, no metrics page, scraping off): this gateway's in-flight count. */
+        UNKNOWN;
+
+        public final String label = name().toLowerCase(java.util.Locale.ROOT);
+    }
 
     private final String key;
     private final int id;
@@ -46,8 +69,19 @@ public final class EndpointState {
     /** llama.cpp: the server's slot count as its {@code GET /slots} reported it, 0 while unknown. */
     private volatile int engineSlots;
 
+    // Written by the load scraper (one thread), taken up by the routing stage at its next batch.
+    private volatile EngineReading reading;
+    // Routing-stage owned: the reading in use (null when none is fresh) and where the estimate comes from.
+    private EngineReading fresh;
+    private volatile LoadSource loadSource = LoadSource.UNKNOWN;
+    /** Uncached prompt tokens of requests routed here and still in prefill (kv_exact charges, see RouterPort). */
+    private volatile long prefillTokens;
+
     // Counters, any thread.
+    /** Requests routed here (routing stage, release stores); the scraper reads it as a reading's baseline. */
     public final AtomicLong routed = new AtomicLong();
+    /** Requests routed here that finished, any outcome (routing stage, release stores); a reading's baseline too. */
+    private final AtomicLong completed = new AtomicLong();
     public final AtomicLong failures = new AtomicLong();
     public final AtomicLong breakerOpens = new AtomicLong();
 
@@ -90,6 +124,112 @@ public final class EndpointState {
         return outstanding;
     }
 
+    /**
+     * The load estimate the policies compare (see the class comment): routing stage only, where it is exact as of
+     * the current decision; other threads may read a slightly older value.
+     */
+    public int load() {
+        EngineReading r = fresh;
+        int own = outstanding;
+        if (r == null) {
+            return own;
+        }
+        long est = (long) r.runningTotal + r.waitingTotal + sinceReading(r);
+        return (int) Math.max(own, Math.min(Integer.MAX_VALUE, est));
+    }
+
+    /** This gateway's requests routed here since {@code r} was taken, minus the completions since then. */
+    private long sinceReading(EngineReading r) {
+        return (routed.get() - r.baseRouted) - (completed.get() - r.baseCompleted);
+    }
+
+    /** Where {@link #load()} comes from as of the routing stage's last batch. */
+    public LoadSource loadSource() {
+        return loadSource;
+    }
+
+    /** Uncached prompt tokens of this gateway's requests still in prefill here (charged by kv_exact rules). */
+    public long prefillTokens() {
+        return prefillTokens;
+    }
+
+    /** {@link #load()} plus {@code tokenWeight} per in-flight uncached prefill token: what kv_exact compares. */
+    double cost(double tokenWeight) {
+        int l = load();
+        return tokenWeight == 0 ? l : l + tokenWeight * prefillTokens;
+    }
+
+    /** Requests routed here since start (never reset; the scraper's baseline). */
+    public long routedTotal() {
+        return routed.get();
+    }
+
+    /** Requests routed here that finished since start, any outcome (the scraper's baseline). */
+    public long completedTotal() {
+        return completed.get();
+    }
+
+    /**
+     * A new engine reading (the load scraper: one writer). Null withdraws the last one (scraping turned off).
+     * Taken up by the routing stage at its next batch.
+     */
+    public void publishReading(EngineReading r) {
+        this.reading = r;
+    }
+
+    /** The last published reading, fresh or not (metrics, admin), or null. */
+    public EngineReading lastReading() {
+        return reading;
+    }
+
+    /** The reading the estimate uses now, or null (routing stage: admission control's engine thresholds). */
+    EngineReading freshReading() {
+        return fresh;
+    }
+
+    /**
+     * Takes up the last published reading if it is fresh: not older than {@code staleNs} and carrying the request
+     * counts (routing stage, at the start of every batch and duty cycle).
+     */
+    void refreshLoad(long nowNs, long staleNs) {
+        EngineReading r = reading;
+        LoadSource src;
+        if (r == null || !r.hasQueue()) {
+            fresh = null;
+            src = LoadSource.UNKNOWN;
+        } else if (nowNs - r.takenAtNs > staleNs) {
+            fresh = null;
+            src = LoadSource.STALE;
+        } else {
+            fresh = r;
+            src = LoadSource.ENGINE;
+        }
+        if (src != loadSource) {
+            loadSource = src;
+        }
+    }
+
+    /**
+     * The two parts of the load estimate for explain output: {@code 5(engine=4 local=+1)} (engine running + waiting,
+     * this gateway's requests since the scrape), {@code 2(engine=stale local=2)}, {@code 2(engine=unknown local=2)};
+     * then {@code prefill_tokens=N} while requests are in prefill here.
+     */
+    void explainLoad(StringBuilder out) {
+        EngineReading r = fresh;
+        out.append(load()).append("(engine=");
+        if (r != null) {
+            long since = sinceReading(r);
+            out.append(r.runningTotal + r.waitingTotal).append(" local=").append(since >= 0 ? "+" : "").append(since);
+        } else {
+            out.append(loadSource.label).append(" local=").append(outstanding);
+        }
+        long t = prefillTokens;
+        if (t > 0) {
+            out.append(" prefill_tokens=").append(t);
+        }
+        out.append(')');
+    }
+
     /** The engine's own slot count (llama.cpp, read by the health checker), 0 while unknown. */
     public int engineSlots() {
         return engineSlots;
@@ -130,7 +270,15 @@ public final class EndpointState {
 
     /** A request was routed here (routing stage only). */
     void onRouted(long nowNs) {
+        onRouted(nowNs, 0);
+    }
+
+    /** A request was routed here with {@code uncachedTokens} of prefill charged to it (routing stage only). */
+    void onRouted(long nowNs, int uncachedTokens) {
         outstanding++;
+        if (uncachedTokens > 0) {
+            prefillTokens = prefillTokens + uncachedTokens;
+        }
         routed.lazySet(routed.get() + 1);
         if (breaker == Breaker.OPEN && nowNs - openUntilNs >= 0) {
             breaker = Breaker.HALF_OPEN;
@@ -146,6 +294,12 @@ public final class EndpointState {
      */
     void onCompleted(long succeeded, long failed, long released, int failureThreshold, long openNs, long nowNs) {
         outstanding = (int) Math.max(0, outstanding - succeeded - failed - released);
+        completed.lazySet(completed.get() + succeeded + failed + released);
+        if (outstanding == 0 && prefillTokens != 0) {
+            // Nothing of this gateway is in flight here, so nothing is in prefill either: whatever a request failed to
+            // hand back (a bug, or a charge still in a drain queue) cannot outlive the requests it belonged to.
+            prefillTokens = 0;
+        }
         if (failed > 0) {
             failures.lazySet(failures.get() + failed);
         }
@@ -174,6 +328,12 @@ public final class EndpointState {
                 // Requests routed before the breaker opened: their outcomes change nothing; the trial decides.
             }
         }
+    }
+
+    /** Requests routed here reported {@code tokens} of their charged prefill done (routing stage only). */
+    void onPrefillDone(long tokens) {
+        long t = prefillTokens - tokens;
+        prefillTokens = Math.max(0, t);
     }
 
     private void open(long openNs, long nowNs) {

@@ -13,6 +13,25 @@ public interface EngineLoad {
     /** The engine's KV-cache usage in [0, 1], or NaN when unknown or stale. */
     double kvUsage(EndpointState ep);
 
+    /**
+     * The load scraper's readings ({@link EndpointState#publishReading}) as the routing stage took them up at its
+     * last batch: the engine's own waiting requests (summed over its DP ranks) and its fullest rank's KV-cache usage;
+     * unknown when the endpoint has no reading fresher than {@code load.stale_ms}.
+     */
+    EngineLoad SCRAPED = new EngineLoad() {
+        @Override
+        public int waiting(EndpointState ep) {
+            EngineReading r = ep.freshReading();
+            return r == null ? -1 : r.waitingTotal;
+        }
+
+        @Override
+        public double kvUsage(EndpointState ep) {
+            EngineReading r = ep.freshReading();
+            return r == null ? Double.NaN : r.kvUsageMax;
+        }
+    };
+
     /** No engine readings: only the local in-flight count decides. */
     EngineLoad NONE = new EngineLoad() {
         @Override

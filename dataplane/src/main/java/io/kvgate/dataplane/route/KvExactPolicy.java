@@ -13,7 +13,11 @@ import io.kvgate.dataplane.route.RuleStats.Tier;
 /**
  * KV-exact routing: for each candidate, the longest contiguous run of cached blocks from the start of the prompt
  * (what engines actually reuse), from the index plus the speculative overlay; the best under a load bound, or by a
- * soft cost (missed blocks + λ·load). Falls back to the rule's fallback policy when the prompt has no tokens, no full
+ * soft cost (missed blocks + λ·load). A candidate's load is its estimate ({@link EndpointState#load()}: engine-reported
+ * plus this gateway's requests since the scrape, else this gateway's in-flight count) plus
+ * {@code kv.prefill_token_weight} per uncached prompt token of this gateway's requests still in prefill there; the
+ * chosen endpoint is charged this request's own uncached tokens (prompt minus matched blocks) until its first
+ * response bytes. Falls back to the rule's fallback policy when the prompt has no tokens, no full
  * block, or matches fewer than {@code min_match_blocks} anywhere; an endpoint with an empty inventory (e.g. just
  * restarted) is re-admitted every {@code cold_readmit_every} decisions so it is not starved.
  *
@@ -44,6 +48,9 @@ final class KvExactPolicy implements RoutingPolicy {
     private int[] matched = new int[16];
     /** Memory tier of each candidate's last matched block (see {@link BlockIndexReader#longestPrefix}). */
     private int[] tiers = new int[16];
+    /** Each candidate's load for this decision (request estimate + token term), computed once per decision. */
+    private double[] loads = new double[16];
+    private final double tokenWeight;
     private long decisions;
     private final NanoClock clock;
     private final StageTimers stages;
@@ -66,6 +73,7 @@ final class KvExactPolicy implements RoutingPolicy {
         this.ruleName = rule.name();
         this.watchdogStreak = knobs.watchdogZeroHitStreak();
         this.hasher = new RuleHasher(rule, 1 << 16);
+        this.tokenWeight = knobs.prefillTokenWeight();
     }
 
     /** Computes the keys of the prompt's first full blocks (at most the lookup limit) into {@link #keys}. */
@@ -94,7 +102,11 @@ final class KvExactPolicy implements RoutingPolicy {
 
     @Override
     public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
+        lookedUp = false;
         EndpointState ep = decide(c, r, nowNs, why);
+        if (ep != null) {
+            r.uncachedTokens = uncachedOn(ep, c, r.promptTokens());
+        }
         if (ep != null && overlay != null && lastBlocks > 0 && !r.dryRun()) {
             overlay.recordRouted(ep.id(), keys, lastBlocks);
         }
@@ -102,6 +114,25 @@ final class KvExactPolicy implements RoutingPolicy {
     }
 
     private int lastBlocks;
+    /** Whether {@link #matched} holds this decision's lookup. */
+    private boolean lookedUp;
+
+    /** The prompt tokens {@code ep} must prefill: all of them, less its matched blocks when the lookup ran. */
+    private int uncachedOn(EndpointState ep, EndpointState[] c, int[] tokens) {
+        if (tokens == null) {
+            return 0;
+        }
+        int cached = 0;
+        if (lookedUp) {
+            for (int i = 0; i < c.length; i++) {
+                if (c[i] == ep) {
+                    cached = matched[i] * blockSize;
+                    break;
+                }
+            }
+        }
+        return Math.max(0, tokens.length - cached);
+    }
 
     private EndpointState decide(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         lastBlocks = 0;
@@ -124,21 +155,24 @@ final class KvExactPolicy implements RoutingPolicy {
             ids = new int[c.length];
             matched = new int[c.length];
             tiers = new int[c.length];
+            loads = new double[c.length];
         }
         for (int i = 0; i < c.length; i++) {
             ids[i] = c[i].id();
         }
         reader.longestPrefix(keys, n, ids, c.length, matched, tiers, overlay);
+        lookedUp = true;
         stages.recordNs(StageTimers.Stage.LOOKUP, clock.nanoTime() - t1);
         stats.lookup(n);
 
         int eligible = 0;
-        long totalLoad = 0;
+        double totalLoad = 0;
         int bestMatched = 0;
         for (int i = 0; i < c.length; i++) {
             if (RoutingPolicy.eligible(c[i], r, nowNs)) {
                 eligible++;
-                totalLoad += c[i].outstanding();
+                loads[i] = c[i].cost(tokenWeight);
+                totalLoad += loads[i];
                 bestMatched = Math.max(bestMatched, matched[i]);
             }
         }
@@ -146,10 +180,10 @@ final class KvExactPolicy implements RoutingPolicy {
             return null;
         }
         decisions++;
-        double mean = (double) (totalLoad + 1) / eligible;
+        double mean = (totalLoad + 1) / eligible;
         if (knobs.coldReadmitEvery() > 0 && decisions % knobs.coldReadmitEvery() == 0) {
             for (int i = 0; i < c.length; i++) {
-                if (RoutingPolicy.eligible(c[i], r, nowNs) && index.blocks(c[i].id()) == 0 && c[i].outstanding() <= mean) {
+                if (RoutingPolicy.eligible(c[i], r, nowNs) && index.blocks(c[i].id()) == 0 && loads[i] <= mean) {
                     stats.tier(Tier.KV_COLD_READMIT);
                     explain(r, why, c, n, "cold endpoint re-admitted");
                     return c[i];
@@ -172,8 +206,8 @@ final class KvExactPolicy implements RoutingPolicy {
                 if (!RoutingPolicy.eligible(c[i], r, nowNs)) {
                     continue;
                 }
-                double cost = (n - weighted(i)) + knobs.lambda() * c[i].outstanding();
-                if (cost < bestCost || (cost == bestCost && c[i].outstanding() < best.outstanding())) {
+                double cost = (n - weighted(i)) + knobs.lambda() * loads[i];
+                if (cost < bestCost || (cost == bestCost && loads[i] < loads[bestIdx])) {
                     bestCost = cost;
                     best = c[i];
                     bestIdx = i;
@@ -183,11 +217,11 @@ final class KvExactPolicy implements RoutingPolicy {
             // Relative bound with an absolute slack: at low load one request in flight must not count as "hot".
             double cap = Math.max(knobs.loadCapFactor() * mean, mean + knobs.loadSlack());
             for (int i = 0; i < c.length; i++) {
-                if (!RoutingPolicy.eligible(c[i], r, nowNs) || c[i].outstanding() + 1 > cap) {
+                if (!RoutingPolicy.eligible(c[i], r, nowNs) || loads[i] + 1 > cap) {
                     continue;
                 }
                 if (best == null || weighted(i) > weighted(bestIdx)
-                    || (weighted(i) == weighted(bestIdx) && c[i].outstanding() < best.outstanding())) {
+                    || (weighted(i) == weighted(bestIdx) && loads[i] < loads[bestIdx])) {
                     best = c[i];
                     bestIdx = i;
                 }
@@ -266,7 +300,11 @@ final class KvExactPolicy implements RoutingPolicy {
         }
         why.append("; load=");
         for (int i = 0; i < c.length; i++) {
-            why.append(i == 0 ? "" : ",").append(c[i].key()).append(':').append(c[i].outstanding());
+            why.append(i == 0 ? "" : ",").append(c[i].key()).append(':');
+            c[i].explainLoad(why);
+        }
+        if (tokenWeight > 0) {
+            why.append("; prefill_token_weight=").append(tokenWeight);
         }
     }
 }

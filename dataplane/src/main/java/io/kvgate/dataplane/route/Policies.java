@@ -5,10 +5,20 @@ public final class Policies {
     private Policies() {}
 
     public static RoutingPolicy create(String name) {
+        return create(name, 0.0, false);
+    }
+
+    /**
+     * @param prefillTokenWeight least_outstanding: load per in-flight uncached prefill token on top of the request
+     *                           load ({@code kv.prefill_token_weight} of a kv_exact rule's fallback; 0 elsewhere)
+     * @param explains           least_outstanding: the policy is the rule's own (not a fallback under another
+     *                           tier) and writes the explanation when one is asked for
+     */
+    static RoutingPolicy create(String name, double prefillTokenWeight, boolean explains) {
         return switch (name) {
             case "round_robin" -> new RoundRobin();
             case "weighted" -> new SmoothWeighted();
-            case "least_outstanding" -> new LeastOutstanding();
+            case "least_outstanding" -> new LeastOutstanding(prefillTokenWeight, explains);
             default -> throw new IllegalArgumentException("not a load policy: " + name);
         };
     }
@@ -66,11 +76,24 @@ public final class Policies {
     }
 
     /**
-     * Fewest requests in flight, weighted (outstanding / weight, compared exactly by cross-multiplying); ties rotate
-     * so equal endpoints share evenly.
+     * Least loaded, weighted (load / weight; the load is the endpoint's estimate, {@link EndpointState#load()}:
+     * engine-reported plus this gateway's requests since the scrape, or this gateway's in-flight count), compared
+     * exactly by cross-multiplying; with a prefill token weight, {@code load + weight x in-flight uncached prefill
+     * tokens} per endpoint weight. Ties rotate so equal endpoints share evenly.
      */
     static final class LeastOutstanding implements RoutingPolicy {
+        private final double tokenWeight;
+        private final boolean explains;
         private int rotate;
+
+        LeastOutstanding() {
+            this(0.0, false);
+        }
+
+        LeastOutstanding(double tokenWeight, boolean explains) {
+            this.tokenWeight = tokenWeight;
+            this.explains = explains;
+        }
 
         @Override
         public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
@@ -82,12 +105,26 @@ public final class Policies {
                 if (!RoutingPolicy.eligible(ep, r, nowNs)) {
                     continue;
                 }
-                // ep.outstanding/ep.weight < best.outstanding/best.weight, without division
-                if (best == null || (long) ep.outstanding() * best.config().weight() < (long) best.outstanding() * ep.config().weight()) {
+                if (best == null || lighter(ep, best)) {
                     best = ep;
                 }
             }
+            if (explains && r.explain()) {
+                why.append("tier=least_outstanding; load=");
+                for (int i = 0; i < n; i++) {
+                    why.append(i == 0 ? "" : ",").append(c[i].key()).append(':');
+                    c[i].explainLoad(why);
+                }
+            }
             return best;
+        }
+
+        /** a.load / a.weight < b.load / b.weight, without division when no token weight applies. */
+        private boolean lighter(EndpointState a, EndpointState b) {
+            if (tokenWeight == 0) {
+                return (long) a.load() * b.config().weight() < (long) b.load() * a.config().weight();
+            }
+            return a.cost(tokenWeight) * b.config().weight() < b.cost(tokenWeight) * a.config().weight();
         }
 
         @Override

@@ -42,6 +42,13 @@ public final class RouteEvent {
      * null: policies then skip saturated endpoints through {@link RoutingPolicy#eligible}.
      */
     Admission gate;
+    /** {@link RouteRequest#tracksPrefill()}: only then is the chosen endpoint charged {@link #uncachedTokens}. */
+    boolean tracksPrefill;
+    /**
+     * Set by the policy that decided (kv_exact): the prompt tokens the chosen endpoint does not hold, which it must
+     * prefill. 0 when unknown. Reset by the routing stage before each decision.
+     */
+    int uncachedTokens;
 
     /** Copies the request's routing inputs (publishing thread). */
     void copyFrom(RouteRequest r, RouterPort p) {
@@ -65,6 +72,7 @@ public final class RouteEvent {
         triedCount = n;
         priority = r.priority();
         tenant = r.tenant();
+        tracksPrefill = r.tracksPrefill();
     }
 
     /** Copies another slot's inputs (the routing stage keeps a waiting request's inputs past its ring slot). */
@@ -86,6 +94,7 @@ public final class RouteEvent {
         triedCount = o.triedCount;
         priority = o.priority;
         tenant = o.tenant;
+        tracksPrefill = o.tracksPrefill;
     }
 
     void clear() {
@@ -138,6 +147,17 @@ public final class RouteEvent {
 
     public String cacheSalt() {
         return cacheSalt;
+    }
+
+    /** The uncached prompt tokens the last decision charged (tests), see {@link #uncachedTokens}. */
+    public int uncachedTokens() {
+        return uncachedTokens;
+    }
+
+    /** Marks the event as a request that reports its prefill's end (tests and benchmarks). */
+    public RouteEvent tracksPrefill(boolean on) {
+        this.tracksPrefill = on;
+        return this;
     }
 
     public String lora() {

@@ -86,6 +86,23 @@ public interface RouteRequest {
     }
 
     /**
+     * Whether this request reports the end of its prefill on the endpoint it was routed to
+     * ({@link RouterPort#prefillDone}): only then do kv_exact rules charge the endpoint the prompt tokens it does not
+     * hold ({@code kv.prefill_token_weight}); a request that cannot report it is routed on request counts alone.
+     */
+    default boolean tracksPrefill() {
+        return false;
+    }
+
+    /**
+     * The uncached prompt tokens the routing stage charged the endpoint for this request (a {@link #tracksPrefill}
+     * request, on its event loop, just before {@link #onRouted} with that endpoint). The request hands them back
+     * exactly once through the same port's {@link RouterPort#prefillDone}: when the engine's first response bytes
+     * arrive, or when the request ends, whichever comes first.
+     */
+    default void prefillCharged(int tokens) {}
+
+    /**
      * Admission control gave up on the request (its queue was full, or it waited {@code admission.max_wait_ms}): the
      * client gets 429 with {@code Retry-After}. On the request's event loop; no endpoint was counted for it. The
      * default answers like "no endpoint" for requests that know no better.

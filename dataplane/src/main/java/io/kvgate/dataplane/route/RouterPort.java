@@ -61,6 +61,8 @@ public final class RouterPort implements Runnable {
     private final String[] explanations;
     /** The slot is admission control shedding the request (429), not a decision. */
     private final boolean[] sheds;
+    /** Uncached prompt tokens the decision charged the endpoint (handed to the request before onRouted). */
+    private final int[] charges;
     /** Router only: next slot to fill. */
     private long routerTail;
     /** Slots filled and visible to the loop (router: release at the end of each batch). */
@@ -90,16 +92,20 @@ public final class RouterPort implements Runnable {
     private long[] appliedSucceeded = new long[64];
     private long[] appliedFailed = new long[64];
     private long[] appliedReleased = new long[64];
+    private long[] appliedPrefillDone = new long[64];
 
     private static final class CompletionCounts {
         final long[] succeeded;
         final long[] failed;
         final long[] released;
+        /** Charged prefill tokens handed back (first response bytes, or the end of the request). */
+        final long[] prefillDone;
 
         CompletionCounts(int endpoints) {
             succeeded = new long[endpoints];
             failed = new long[endpoints];
             released = new long[endpoints];
+            prefillDone = new long[endpoints];
         }
     }
 
@@ -117,6 +123,7 @@ public final class RouterPort implements Runnable {
         this.rules = new Rule[capacity];
         this.explanations = new String[capacity];
         this.sheds = new boolean[capacity];
+        this.charges = new int[capacity];
     }
 
     /**
@@ -168,12 +175,31 @@ public final class RouterPort implements Runnable {
         COMPLETIONS.setRelease(this, (long) COMPLETIONS.get(this) + 1);
     }
 
+    /**
+     * {@code tokens} of the prefill the routing stage charged to a request routed to {@code endpoint} through this
+     * port are done (its first response bytes arrived, or it ended). On this port's thread, like {@link #complete};
+     * never blocks, never wakes the routing thread.
+     */
+    public void prefillDone(EndpointState endpoint, int tokens) {
+        if (tokens <= 0) {
+            return;
+        }
+        int id = endpoint.id();
+        CompletionCounts c = counts;
+        if (id >= c.succeeded.length) {
+            c = grow(c, id);
+        }
+        LONGS.setRelease(c.prefillDone, id, (long) LONGS.get(c.prefillDone, id) + tokens);
+        COMPLETIONS.setRelease(this, (long) COMPLETIONS.get(this) + 1);
+    }
+
     private CompletionCounts grow(CompletionCounts c, int id) {
         int n = Math.max(id + 1, c.succeeded.length * 2);
         CompletionCounts g = new CompletionCounts(n);
         System.arraycopy(c.succeeded, 0, g.succeeded, 0, c.succeeded.length);
         System.arraycopy(c.failed, 0, g.failed, 0, c.failed.length);
         System.arraycopy(c.released, 0, g.released, 0, c.released.length);
+        System.arraycopy(c.prefillDone, 0, g.prefillDone, 0, c.prefillDone.length);
         counts = g; // only this thread writes the counters, so nothing written to the old arrays can be missed
         return g;
     }
@@ -182,12 +208,18 @@ public final class RouterPort implements Runnable {
 
     /** Queues a decision (routing thread). Made visible to the loop by {@link #flush}. */
     void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation) {
+        post(request, endpoint, rule, explanation, 0);
+    }
+
+    /** Queues a decision that charged {@code prefillTokens} to {@code endpoint} (routing thread). */
+    void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation, int prefillTokens) {
         int i = (int) routerTail & mask;
         requests[i] = request;
         endpoints[i] = endpoint;
         rules[i] = rule;
         explanations[i] = explanation;
         sheds[i] = false;
+        charges[i] = prefillTokens;
         routerTail++;
     }
 
@@ -199,6 +231,7 @@ public final class RouterPort implements Runnable {
         rules[i] = rule;
         explanations[i] = message;
         sheds[i] = true;
+        charges[i] = 0;
         routerTail++;
     }
 
@@ -230,15 +263,23 @@ public final class RouterPort implements Runnable {
             appliedSucceeded = java.util.Arrays.copyOf(appliedSucceeded, n);
             appliedFailed = java.util.Arrays.copyOf(appliedFailed, n);
             appliedReleased = java.util.Arrays.copyOf(appliedReleased, n);
+            appliedPrefillDone = java.util.Arrays.copyOf(appliedPrefillDone, n);
         }
         int limit = Math.min(n, byId.length);
         for (int id = 0; id < limit; id++) {
+            // Prefill first: a request reports it before it completes, and its completion may zero the endpoint.
+            long p = (long) LONGS.getAcquire(c.prefillDone, id);
             long s = (long) LONGS.getAcquire(c.succeeded, id);
             long f = (long) LONGS.getAcquire(c.failed, id);
             long r = (long) LONGS.getAcquire(c.released, id);
+            long dp = p - appliedPrefillDone[id];
             long ds = s - appliedSucceeded[id];
             long df = f - appliedFailed[id];
             long dr = r - appliedReleased[id];
+            if (dp != 0 && byId[id] != null) {
+                appliedPrefillDone[id] = p;
+                byId[id].onPrefillDone(dp);
+            }
             if ((ds | df | dr) != 0 && byId[id] != null) {
                 appliedSucceeded[id] = s;
                 appliedFailed[id] = f;
@@ -263,6 +304,7 @@ public final class RouterPort implements Runnable {
             Rule rule = rules[i];
             String explanation = explanations[i];
             boolean shed = sheds[i];
+            int charge = charges[i];
             requests[i] = null;
             endpoints[i] = null;
             rules[i] = null;
@@ -273,6 +315,9 @@ public final class RouterPort implements Runnable {
                 if (shed) {
                     request.onShed(rule, explanation);
                 } else {
+                    if (charge > 0) {
+                        request.prefillCharged(charge);
+                    }
                     request.onRouted(endpoint, rule, explanation);
                 }
             } catch (RuntimeException | Error e) {

@@ -88,10 +88,10 @@ public final class RoutingStage implements AutoCloseable {
     /** Admission control by rule name: survives swaps like the rules' other state. */
     private HashMap<String, Admission> admissions = new HashMap<>();
     private final AdmissionQueue.ShedSink<RouteEvent> shedSink = this::shedWaiting;
-    private EngineLoad appliedEngineLoad = EngineLoad.NONE;
+    private EngineLoad appliedEngineLoad = EngineLoad.SCRAPED;
     /** The admission controls of the applied table, for metrics readers. */
     private volatile Admission[] admissionView = new Admission[0];
-    private volatile EngineLoad engineLoad = EngineLoad.NONE;
+    private volatile EngineLoad engineLoad = EngineLoad.SCRAPED;
 
     // Counters, any thread.
     private final AtomicLong ringFullRejects = new AtomicLong();
@@ -224,8 +224,9 @@ public final class RoutingStage implements AutoCloseable {
 
     /**
      * The engine readings admission control judges saturation on ({@code admission.max_waiting},
-     * {@code admission.max_kv_usage}); applied by the routing thread at its next batch. Until set, only
-     * {@code admission.max_outstanding} (this gateway's in-flight count) can saturate an endpoint.
+     * {@code admission.max_kv_usage}); applied by the routing thread at its next batch. By default
+     * {@link EngineLoad#SCRAPED}: the load scraper's fresh readings; an endpoint without one can only be saturated by
+     * {@code admission.max_outstanding} (this gateway's in-flight count).
      */
     public void engineLoad(EngineLoad load) {
         this.engineLoad = load;
@@ -334,6 +335,10 @@ public final class RoutingStage implements AutoCloseable {
             long now = clock.nanoTime();
             for (RouterPort p : ports) {
                 p.applyCompletions(endpointsById, h.breakerFailureThreshold(), openNs, now);
+            }
+            long staleNs = table.config().load().staleMs() * 1_000_000L;
+            for (EndpointState ep : table.endpointArray()) {
+                ep.refreshLoad(now, staleNs); // the scraper's newest reading, if fresh
             }
             admitWaiting(now);
         } catch (RuntimeException | Error ex) {
@@ -487,9 +492,13 @@ public final class RoutingStage implements AutoCloseable {
         decide(rule, e, now);
     }
 
-    /** Decides {@code e} under {@code rule} now (its admission, if any, already let it through) and posts the decision. */
+    /**
+     * Decides {@code e} under {@code rule} now (its admission, if any, already let it through) and posts the decision.
+     * A request that reports its prefill's end is charged the uncached prompt tokens the policy found (kv_exact).
+     */
     private void decide(Rule rule, RouteEvent e, long now) {
         e.gate = e.needsAdmission ? rule.admission : null;
+        e.uncachedTokens = 0;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
@@ -499,11 +508,17 @@ public final class RoutingStage implements AutoCloseable {
             post(e.port, e.request, null, rule, explanation != null ? explanation : NO_HEALTHY_ENDPOINT);
             return;
         }
+        int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
         if (!e.dryRun) {
-            ep.onRouted(now);
+            ep.onRouted(now, charge);
             routed.lazySet(routed.get() + 1);
         }
-        post(e.port, e.request, ep, rule, explanation);
+        port(e.port, e.request, ep, rule, explanation, charge);
+    }
+
+    private void port(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation, int charge) {
+        port.post(request, ep, rule, explanation, charge);
+        markDirty(port);
     }
 
     private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {

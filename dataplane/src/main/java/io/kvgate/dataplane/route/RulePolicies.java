@@ -19,10 +19,12 @@ public final class RulePolicies {
         RuleConfig rule = ctx.rule();
         RuleStats stats = ctx.stats();
         RoutingPolicy fallback = Policies.create(rule.fallback());
+        // Under kv_exact a miss prefills the whole prompt: the fallback weighs in-flight prefill tokens too.
+        double tokenWeight = rule.kvExact().prefillTokenWeight();
         return switch (rule.policyKind()) {
             case SESSION -> new SessionPolicy(rule, fallback, stats);
             case CHWBL -> new ChwblPolicy(rule, ctx.endpoints(), fallback, stats);
-            case KV_EXACT -> new KvExactPolicy(rule, index, fallback, stats, clock, stages);
+            case KV_EXACT -> new KvExactPolicy(rule, index, Policies.create(rule.fallback(), tokenWeight, false), stats, clock, stages);
             case PD -> {
                 boolean prefillEvents = false;
                 for (var e : rule.endpoints()) {
@@ -30,11 +32,11 @@ public final class RulePolicies {
                 }
                 // "Mode 1": exact inventory over the prefill pool when the prefills publish events.
                 RoutingPolicy prefill = "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
-                    ? new KvExactPolicy(rule, index, Policies.create("least_outstanding"), stats, clock, stages)
+                    ? new KvExactPolicy(rule, index, Policies.create("least_outstanding", tokenWeight, false), stats, clock, stages)
                     : Policies.create("least_outstanding");
                 yield rule.pd().sessionAffinity() ? new SessionPolicy(rule, prefill, stats) : prefill;
             }
-            case ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING -> Policies.create(rule.policy());
+            case ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING -> Policies.create(rule.policy(), 0.0, true);
         };
     }
 

@@ -10,4 +10,10 @@ import io.kvgate.dataplane.route.Outcome;
 @FunctionalInterface
 public interface EndpointOutcomes {
     void complete(EndpointState endpoint, Outcome outcome);
+
+    /**
+     * {@code tokens} of the prefill the routing stage charged to the request on {@code endpoint} are done (first
+     * response bytes, or the end of the leg). Reported at most once per charge, before its {@link #complete}.
+     */
+    default void prefillDone(EndpointState endpoint, int tokens) {}
 }

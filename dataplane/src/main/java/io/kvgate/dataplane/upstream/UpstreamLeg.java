@@ -102,6 +102,8 @@ public final class UpstreamLeg {
     private HttpResponse head;
     private int aggregateLimit = -1;
     private CompositeByteBuf aggregate;
+    /** Uncached prompt tokens the routing stage charged this leg's endpoint, until the first response bytes. */
+    private int prefillTokens;
 
     /**
      * @param headers request headers, owned by the leg from now on ({@code host} and {@code content-length} are set here)
@@ -349,8 +351,28 @@ public final class UpstreamLeg {
         if (charged != null && charged != LegFailure.CANCELLED) {
             metrics.upstreamError(endpoint.key(), charged.metricName());
         }
+        prefillDone();
         outcomes.complete(endpoint, charged == null ? Outcome.SUCCESS : charged.outcome());
         return true;
+    }
+
+    /**
+     * The uncached prompt tokens the routing stage charged the endpoint for this request (kv_exact,
+     * {@code kv.prefill_token_weight}): handed back through {@link EndpointOutcomes#prefillDone} when the first
+     * response body bytes arrive (the engine has prefilled: an SSE stream's first event is the first token) or when
+     * the leg ends, whichever comes first. Set before {@link #start}.
+     */
+    public UpstreamLeg prefillTokens(int tokens) {
+        this.prefillTokens = Math.max(0, tokens);
+        return this;
+    }
+
+    private void prefillDone() {
+        int t = prefillTokens;
+        if (t > 0) {
+            prefillTokens = 0;
+            outcomes.prefillDone(endpoint, t);
+        }
     }
 
     /**
@@ -474,6 +496,9 @@ public final class UpstreamLeg {
                 return;
             }
             boolean last = c instanceof LastHttpContent;
+            if (prefillTokens > 0 && c.content().isReadable()) {
+                prefillDone(); // the engine produced output: its prefill of this prompt is over
+            }
             if (aggregate != null) {
                 onAggregateContent(c, last);
                 return;

@@ -54,6 +54,25 @@ final class RouteFixtures {
         return ep;
     }
 
+    /**
+     * As {@link #decide}, charging the chosen endpoint the uncached prompt tokens the policy found when the event
+     * tracks its prefill (what the routing stage does).
+     */
+    static EndpointState decideCharging(Rule rule, RouteEvent e, long nowNs) {
+        e.uncachedTokens = 0;
+        EndpointState ep = rule.policyFor(e.role()).choose(rule.candidates(e.role()), e, nowNs, new StringBuilder());
+        if (ep != null && !e.dryRun()) {
+            ep.onRouted(nowNs, e.tracksPrefill ? e.uncachedTokens : 0);
+        }
+        return ep;
+    }
+
+    /** An engine reading of one rank: {@code running} and {@code waiting} requests, taken at {@code takenAtNs}. */
+    static EngineReading reading(EndpointState ep, long takenAtNs, int running, int waiting) {
+        return new EngineReading(takenAtNs, ep.routedTotal(), ep.completedTotal(), new int[] {running}, new int[] {waiting},
+            new double[] {Double.NaN});
+    }
+
     /** Returns one request's load to {@code ep} with {@code outcome} (threshold 3, open 1 s). */
     static void finish(EndpointState ep, Outcome outcome, long nowNs) {
         ep.onCompleted(outcome == Outcome.SUCCESS ? 1 : 0, outcome == Outcome.FAILURE ? 1 : 0, outcome == Outcome.RELEASED ? 1 : 0,

@@ -1,0 +1,129 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static io.kvgate.dataplane.route.RouteFixtures.table;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexConfig;
+import java.lang.management.ManagementFactory;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The load estimate and the token-aware cost keep the routing thread's decision allocation-free: kv_exact (bounded
+ * and soft), its least_outstanding fallback and chwbl, deciding on fresh engine readings with prefill tokens in
+ * flight, measured with the thread's own allocation counter ({@code ThreadMXBean}) over thousands of decisions.
+ * (RingHandoffBench measures the same on the real routing thread, ring and ports included.)
+ */
+class DecisionAllocationTest {
+    private static final int BLOCK = 16;
+    private final ManualClock clock = new ManualClock();
+    private final com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    private BlockIndex index;
+
+    @AfterEach
+    void closeIndex() {
+        if (index != null) {
+            index.close();
+        }
+    }
+
+    private Rule rule(String policySettings, boolean kv) {
+        String[] eps = new String[4];
+        for (int i = 0; i < eps.length; i++) {
+            eps[i] = "url: http://127.0.0.1:" + (20000 + i) + (kv ? "\n        kv_events: tcp://127.0.0.1:" + (30000 + i) : "");
+        }
+        if (kv && index == null) {
+            index = new BlockIndex(new BlockIndexConfig(4096, 8, 2, 8192, 1024));
+        }
+        return table(config("", RouteFixtures.rule("r", policySettings + "    block_size: 16\n", eps)), kv ? index : null, clock)
+            .ruleByName("r");
+    }
+
+    /**
+     * Bytes the current thread allocates over {@code n} decisions of {@code r} after warming up: the least of five
+     * runs. A run can catch the JIT replacing the code under it (a few hundred bytes once, measured); an allocation
+     * per decision, however small (16 B), would show in every run as {@code 16 n} bytes or more.
+     */
+    private long bytesPerRun(Rule r, int[] tokens, int n) {
+        EndpointState[] eps = r.candidates(RouteRequest.Role.ANY);
+        long now = clock.nanoTime();
+        for (int i = 0; i < eps.length; i++) {
+            eps[i].publishReading(new EngineReading(now, 0, 0, new int[] {i * 3}, new int[] {i}, new double[] {0.1 * i}));
+            eps[i].refreshLoad(now, Long.MAX_VALUE);
+        }
+        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true);
+        StringBuilder why = new StringBuilder(256);
+        RoutingPolicy p = r.policyFor(RouteRequest.Role.ANY);
+        for (int i = 0; i < 50_000; i++) {
+            decide(p, eps, e, why, now);
+        }
+        long best = Long.MAX_VALUE;
+        for (int run = 0; run < 5; run++) {
+            long before = threads.getCurrentThreadAllocatedBytes();
+            for (int i = 0; i < n; i++) {
+                decide(p, eps, e, why, now);
+            }
+            best = Math.min(best, threads.getCurrentThreadAllocatedBytes() - before);
+        }
+        return best;
+    }
+
+    /** One decision as the routing stage makes it: choose, charge, and the request's end (prefill then completion). */
+    private static void decide(RoutingPolicy p, EndpointState[] eps, RouteEvent e, StringBuilder why, long now) {
+        why.setLength(0);
+        e.uncachedTokens = 0;
+        EndpointState ep = p.choose(eps, e, now, why);
+        ep.onRouted(now, e.uncachedTokens);
+        for (EndpointState x : eps) {
+            x.refreshLoad(now, Long.MAX_VALUE);
+        }
+        ep.onPrefillDone(e.uncachedTokens);
+        ep.onCompleted(1, 0, 0, 5, 1, now);
+    }
+
+    private void cacheEverywhere(Rule r, int[] tokens, int blocks) {
+        long[] keys = new long[tokens.length / BLOCK];
+        new RuleHasher(r.config(), 0).hash(tokens, null, keys);
+        for (EndpointState ep : r.endpoints()) {
+            for (int b = 0; b < blocks; b++) {
+                index.stored(ep.id(), 0, keys[b]);
+            }
+            blocks = Math.max(1, blocks - 1); // different depths per endpoint
+        }
+    }
+
+    private static int[] prompt(int blocks) {
+        int[] t = new int[blocks * BLOCK + 5];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = 1_000 + i;
+        }
+        return t;
+    }
+
+    @Test
+    void kvExactDecisionsOnEngineReadingsAllocateNothing() {
+        int[] p = prompt(32);
+        Rule bounded = rule("    policy: kv_exact\n    fallback: least_outstanding\n    kv: {mode: bounded, speculative_ttl_ms: 0}\n", true);
+        cacheEverywhere(bounded, p, 24);
+        assertEquals(0, bytesPerRun(bounded, p, 10_000), "bounded kv_exact");
+        Rule soft = rule("    policy: kv_exact\n    fallback: least_outstanding\n    kv: {mode: soft, speculative_ttl_ms: 0}\n", true);
+        assertEquals(0, bytesPerRun(soft, p, 10_000), "soft kv_exact");
+        int[] miss = new int[40 * BLOCK];
+        for (int i = 0; i < miss.length; i++) {
+            miss[i] = 77_000 + i;
+        }
+        assertEquals(0, bytesPerRun(bounded, miss, 10_000), "a miss: the token-aware least_outstanding fallback");
+        assertTrue(bounded.stats().missCount(RuleStats.MissReason.NO_MATCH) > 0);
+    }
+
+    @Test
+    void loadPolicyDecisionsOnEngineReadingsAllocateNothing() {
+        assertEquals(0, bytesPerRun(rule("    policy: least_outstanding\n", false), null, 10_000), "least_outstanding");
+        assertEquals(0, bytesPerRun(rule("    policy: chwbl\n    fallback: least_outstanding\n"
+            + "    chwbl: {prefix_blocks: 1, virtual_nodes: 16, load_factor: 0.25}\n", false), prompt(4), 10_000), "chwbl");
+    }
+}

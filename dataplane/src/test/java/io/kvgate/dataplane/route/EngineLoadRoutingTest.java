@@ -1,0 +1,319 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static io.kvgate.dataplane.route.RouteFixtures.decide;
+import static io.kvgate.dataplane.route.RouteFixtures.decideCharging;
+import static io.kvgate.dataplane.route.RouteFixtures.endpoints;
+import static io.kvgate.dataplane.route.RouteFixtures.event;
+import static io.kvgate.dataplane.route.RouteFixtures.finish;
+import static io.kvgate.dataplane.route.RouteFixtures.reading;
+import static io.kvgate.dataplane.route.RouteFixtures.table;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.dataplane.route.EndpointState.LoadSource;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexConfig;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The load estimate (engine-reported running + waiting plus this gateway's requests since the scrape, or the local
+ * in-flight count when the reading is stale) in every load-aware policy and in admission control, and the
+ * token-aware term of kv_exact (uncached prompt tokens still in prefill). Policies are driven directly on an injected
+ * clock; the readings are what the scraper would publish.
+ */
+class EngineLoadRoutingTest {
+    private static final long STALE_NS = TimeUnit.MILLISECONDS.toNanos(2_000);
+    private static final int BLOCK = 16;
+    private final ManualClock clock = new ManualClock();
+    private BlockIndex index;
+
+    @AfterEach
+    void closeIndex() {
+        if (index != null) {
+            index.close();
+        }
+    }
+
+    private Rule rule(String settings, int n) {
+        return table(config("", RouteFixtures.rule("r", settings, endpoints(n))), null, clock).ruleByName("r");
+    }
+
+    /** Publishes a reading of {@code ep} taken now and lets the routing stage take it up. */
+    private void engineSays(EndpointState ep, int running, int waiting) {
+        ep.publishReading(reading(ep, clock.nanoTime(), running, waiting));
+        ep.refreshLoad(clock.nanoTime(), STALE_NS);
+    }
+
+    private static String explain(Rule r) {
+        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, true, true);
+        StringBuilder why = new StringBuilder();
+        r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, 0, why);
+        return why.toString();
+    }
+
+    @Test
+    void leastOutstandingAvoidsAnEngineBusyWithOtherGatewaysTraffic() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        engineSays(a, 5, 2); // another gateway's requests: this one has none in flight there
+        engineSays(b, 1, 0);
+        assertEquals(7, a.load());
+        assertEquals(0, a.outstanding());
+        for (int i = 0; i < 6; i++) {
+            assertSame(b, decide(r, event(r), clock.nanoTime()), "request " + i + ": b is lighter until it reaches 7");
+        }
+        assertEquals(7, b.load(), "1 reported + 6 routed by this gateway since the scrape");
+        String why = explain(r);
+        assertTrue(why.startsWith("tier=least_outstanding; load="), why);
+        assertTrue(why.contains(a.key() + ":7(engine=7 local=+0)"), why);
+        assertTrue(why.contains(b.key() + ":7(engine=1 local=+6)"), why);
+    }
+
+    @Test
+    void requestsSinceTheScrapeCountUntilTheyFinishAndTheOwnInFlightCountIsTheFloor() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState a = r.endpoints().get(0);
+        long now = clock.nanoTime();
+        a.onRouted(now);
+        a.onRouted(now);
+        a.onRouted(now);
+        engineSays(a, 1, 0); // the engine has not seen two of this gateway's three requests yet
+        assertEquals(3, a.load(), "never below this gateway's own requests in flight");
+        finish(a, Outcome.SUCCESS, now);
+        assertEquals(2, a.load());
+        a.onRouted(now); // a burst after the scrape is visible at once
+        a.onRouted(now);
+        assertEquals(4, a.load());
+        finish(a, Outcome.SUCCESS, now);
+        finish(a, Outcome.RELEASED, now);
+        assertEquals(2, a.outstanding());
+        assertEquals(2, a.load(), "1 reported + 2 routed - 3 finished since, floored at the 2 in flight");
+        engineSays(a, 9, 3);
+        assertEquals(12, a.load(), "a new scrape: the engine's numbers, nothing since");
+    }
+
+    @Test
+    void aStaleReadingFallsBackToTheLocalCountOnTheInjectedClock() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        assertEquals(LoadSource.UNKNOWN, a.loadSource(), "never scraped");
+        engineSays(a, 10, 0);
+        assertEquals(LoadSource.ENGINE, a.loadSource());
+        assertSame(b, decide(r, event(r), clock.nanoTime()));
+        assertSame(b, decide(r, event(r), clock.nanoTime()));
+
+        clock.advance(2_000, TimeUnit.MILLISECONDS); // exactly load.stale_ms old: still fresh
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        b.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(LoadSource.ENGINE, a.loadSource());
+        assertEquals(10, a.load());
+
+        clock.advance(1, TimeUnit.MILLISECONDS);
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(LoadSource.STALE, a.loadSource());
+        assertEquals(0, a.load(), "stale: this gateway's own in-flight count (none)");
+        assertEquals(2, b.load());
+        assertSame(a, decide(r, event(r), clock.nanoTime()), "0 vs 2 in flight: the stale engine is judged on local counts");
+        String why = explain(r);
+        assertTrue(why.contains(a.key() + ":1(engine=stale local=1)"), why);
+        assertTrue(why.contains(b.key() + ":2(engine=unknown local=2)"), why);
+
+        a.publishReading(reading(a, clock.nanoTime(), 0, 0)); // a reading without the request counts is no reading
+        a.publishReading(new EngineReading(clock.nanoTime(), 0, 0, new int[] {-1}, new int[] {-1}, new double[] {0.5}));
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(LoadSource.UNKNOWN, a.loadSource());
+    }
+
+    @Test
+    void theChwblBoundIsAppliedToTheEstimate() {
+        Rule r = rule("    policy: chwbl\n    fallback: round_robin\n    block_size: 16\n"
+            + "    chwbl: {prefix_blocks: 1, virtual_nodes: 64, load_factor: 0.25}\n", 4);
+        int[] tokens = new int[32];
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = 7 + i;
+        }
+        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, true);
+        EndpointState owner = r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, 0, new StringBuilder());
+        engineSays(owner, 20, 4); // busy with another gateway's requests: far over (1 + 0.25) x mean
+        StringBuilder why = new StringBuilder();
+        RouteEvent x = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, true, true);
+        EndpointState chosen = r.policy().choose(r.candidates(RouteRequest.Role.ANY), x, 0, why);
+        assertFalse(chosen == owner, "the bound walks past the busy owner");
+        assertTrue(why.toString().contains("owner=" + owner.key() + " (over bound or unavailable: walked clockwise)"), why.toString());
+        assertTrue(why.toString().contains("load=0(engine=unknown local=0)"), why.toString());
+    }
+
+    // ---- kv_exact ---------------------------------------------------------------------------------------------
+
+    private Rule kvRule(String kvKnobs) {
+        index = new BlockIndex(new BlockIndexConfig(4096, 8, 2, 8192, 1024));
+        String[] eps = new String[2];
+        for (int i = 0; i < 2; i++) {
+            eps[i] = "url: http://127.0.0.1:" + (20000 + i) + "\n        kv_events: tcp://127.0.0.1:" + (30000 + i);
+        }
+        return table(config("", RouteFixtures.rule("kv", "    policy: kv_exact\n    fallback: least_outstanding\n"
+            + "    block_size: 16\n    hash_seed: \"0\"\n    hash_algo: sha256_cbor\n    kv: {speculative_ttl_ms: 0, "
+            + kvKnobs + "}\n", eps)), index, clock).ruleByName("kv");
+    }
+
+    private static int[] prompt(int blocks, int seed) {
+        int[] t = new int[blocks * BLOCK];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = seed * 100_003 + i;
+        }
+        return t;
+    }
+
+    private void cache(Rule r, EndpointState ep, int[] tokens, int blocks) {
+        long[] keys = new long[tokens.length / BLOCK];
+        new RuleHasher(r.config(), 0).hash(tokens, null, keys);
+        for (int b = 0; b < blocks; b++) {
+            index.stored(ep.id(), 0, keys[b]);
+        }
+    }
+
+    private static RouteEvent request(Rule r, int[] tokens) {
+        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true);
+    }
+
+    @Test
+    void kvExactLeavesTheOnlyHolderOfThePrefixWhenItsEngineIsOverTheBound() {
+        Rule r = kvRule("mode: bounded, load_cap_factor: 1.5, load_slack: 2");
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        int[] p = prompt(8, 1);
+        cache(r, a, p, 8);
+        assertSame(a, decide(r, request(r, p), clock.nanoTime()), "idle: the holder of the prefix");
+        finish(a, Outcome.SUCCESS, clock.nanoTime());
+        engineSays(a, 10, 0); // another gateway loaded it: mean (10 + 0 + 1) / 2, cap max(8.25, 7.5)
+        assertSame(b, decide(r, request(r, p), clock.nanoTime()), "over the bound: spread instead");
+        assertEquals(1, r.stats().missCount(MissReason.OVER_LOAD_BOUND));
+        engineSays(a, 3, 0);
+        assertSame(a, decide(r, request(r, p), clock.nanoTime()), "within the bound again: the prefix wins");
+    }
+
+    @Test
+    void kvExactSoftCostWeighsTheEstimate() {
+        Rule r = kvRule("mode: soft, lambda: 1.0");
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        int[] p = prompt(8, 2);
+        cache(r, a, p, 4); // a saves 4 blocks: worth 4 requests of load at lambda 1
+        engineSays(a, 3, 0);
+        assertSame(a, decide(r, request(r, p), clock.nanoTime()), "8 - 4 + 3 < 8 + 0");
+        finish(a, Outcome.SUCCESS, clock.nanoTime());
+        engineSays(a, 5, 0);
+        assertSame(b, decide(r, request(r, p), clock.nanoTime()), "8 - 4 + 5 > 8 + 0");
+    }
+
+    @Test
+    void tokenAwareCostPrefersTheEndpointWithFewerUncachedTokensInPrefill() {
+        Rule r = kvRule("mode: bounded, prefill_token_weight: 0.001");
+        int[] shared = prompt(4, 3);
+        cache(r, r.endpoints().get(0), shared, 4);
+        cache(r, r.endpoints().get(1), shared, 4);
+        // One long prompt that nobody holds: 50,000 uncached tokens in prefill wherever it goes.
+        int[] huge = new int[50_000];
+        for (int i = 0; i < huge.length; i++) {
+            huge[i] = 900_000 + i;
+        }
+        RouteEvent big = request(r, huge);
+        EndpointState a = decideCharging(r, big, clock.nanoTime());
+        EndpointState b = a == r.endpoints().get(0) ? r.endpoints().get(1) : r.endpoints().get(0);
+        assertEquals(50_000, big.uncachedTokens(), "nothing of it is cached anywhere");
+        assertEquals(50_000, a.prefillTokens());
+        assertEquals(1, a.load(), "by request count the two are nearly equal");
+        // Four short requests, each fully cached on both: the request counts alone would send the next one to b, then
+        // alternate; the 50,000 tokens in prefill count 50 requests, so all of them go to b.
+        for (int i = 0; i < 4; i++) {
+            RouteEvent small = request(r, shared);
+            assertSame(b, decideCharging(r, small, clock.nanoTime()), "short request " + i);
+            assertEquals(0, small.uncachedTokens(), "fully cached: nothing to prefill");
+        }
+        StringBuilder why = new StringBuilder();
+        RouteEvent x = RouteEvent.of(r, RouteRequest.Role.ANY, shared, null, SessionKeys.NONE, true, true);
+        r.policy().choose(r.candidates(RouteRequest.Role.ANY), x, 0, why);
+        assertTrue(why.toString().contains(a.key() + ":1(engine=unknown local=1 prefill_tokens=50000)"), why.toString());
+        assertTrue(why.toString().contains("prefill_token_weight=0.001"), why.toString());
+        // The first bytes of the long request came back: its prefill is over.
+        a.onPrefillDone(50_000);
+        assertEquals(0, a.prefillTokens());
+        assertSame(a, decideCharging(r, request(r, shared), clock.nanoTime()), "1 vs 4 requests: a again");
+    }
+
+    @Test
+    void withoutTheTokenWeightOnlyRequestsCountAndAPartialMatchChargesTheRest() {
+        Rule r = kvRule("mode: bounded, prefill_token_weight: 0");
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        int[] p = prompt(10, 4);
+        cache(r, a, p, 6);
+        cache(r, b, p, 6);
+        RouteEvent first = request(r, p);
+        EndpointState got = decideCharging(r, first, clock.nanoTime());
+        assertEquals(10 * BLOCK - 6 * BLOCK, first.uncachedTokens(), "the prompt minus its 6 matched blocks");
+        assertEquals(64, got.prefillTokens());
+        EndpointState other = got == a ? b : a;
+        assertSame(other, decideCharging(r, request(r, p), clock.nanoTime()), "1 vs 0 requests: the tokens weigh nothing");
+
+        assertEquals(64, other.prefillTokens());
+        RouteEvent untracked = RouteEvent.of(r, RouteRequest.Role.ANY, p, null, SessionKeys.NONE, false, false);
+        decideCharging(r, untracked, clock.nanoTime());
+        assertEquals(64, untracked.uncachedTokens(), "the policy found them...");
+        assertEquals(128, a.prefillTokens() + b.prefillTokens(), "...but a request that cannot report its prefill's end is charged nothing");
+    }
+
+    @Test
+    void chargedTokensReturnThroughThePortAndNeverOutliveTheRequests() {
+        Rule r = kvRule("mode: bounded");
+        EndpointState a = r.endpoints().get(0);
+        RouterPort port = new RouterPort(null, Runnable::run, 16);
+        EndpointState[] byId = new EndpointState[a.id() + 2];
+        byId[a.id()] = a;
+        long now = clock.nanoTime();
+        a.onRouted(now, 1_000);
+        a.onRouted(now, 500);
+        assertEquals(1_500, a.prefillTokens());
+        port.prefillDone(a, 1_000); // the first request's first bytes
+        port.applyCompletions(byId, 3, 1, now);
+        assertEquals(500, a.prefillTokens());
+        port.complete(a, Outcome.SUCCESS);
+        port.applyCompletions(byId, 3, 1, now);
+        assertEquals(500, a.prefillTokens(), "one request still in flight");
+        port.complete(a, Outcome.FAILURE); // ended without handing its charge back
+        port.applyCompletions(byId, 3, 1, now);
+        assertEquals(0, a.outstanding());
+        assertEquals(0, a.prefillTokens(), "nothing in flight, nothing in prefill");
+        port.prefillDone(a, 500); // a late hand-back cannot go below zero
+        port.applyCompletions(byId, 3, 1, now);
+        assertEquals(0, a.prefillTokens());
+    }
+
+    // ---- admission control ------------------------------------------------------------------------------------
+
+    @Test
+    void admissionJudgesTheEngineQueueOnFreshReadingsOnly() {
+        Rule r = rule("    policy: least_outstanding\n    admission: {max_waiting: 3, max_kv_usage: 0.9}\n", 1);
+        EndpointState a = r.endpoints().get(0);
+        Admission adm = new Admission("r", r.config().admission());
+        adm.engineLoad = EngineLoad.SCRAPED;
+        assertTrue(adm.admits(a, PriorityClass.STANDARD), "no reading: unknown never saturates");
+        engineSays(a, 8, 4);
+        assertFalse(adm.admits(a, PriorityClass.STANDARD), "4 waiting > max_waiting 3");
+        a.publishReading(new EngineReading(clock.nanoTime(), 0, 0, new int[] {8}, new int[] {0}, new double[] {0.95}));
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertFalse(adm.admits(a, PriorityClass.STANDARD), "KV usage 0.95 > 0.9");
+        clock.advance(3, TimeUnit.SECONDS);
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertTrue(adm.admits(a, PriorityClass.STANDARD), "stale: unknown again");
+    }
+}
