@@ -19,6 +19,7 @@ import io.kvgate.dataplane.http.ConnectionLimit;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.kv.KvRoutes;
+import io.kvgate.dataplane.load.EngineLoadScraper;
 import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
@@ -88,6 +89,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final RoutingStage router;
     private final UpstreamPool pool;
     private final HealthChecker health;
+    private final EngineLoadScraper loadScraper;
     private final AdminApi admin;
     private final Channel listener;
     private final Channel adminListener;
@@ -158,6 +160,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
                 () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
             opened.push(health);
+            // Engine-reported load: its own event loop, never an I/O thread or the routing thread.
+            this.loadScraper = new EngineLoadScraper(transport.newGroup(1, "kvgate-load"), transport.clientChannel(),
+                () -> List.<Rule>copyOf(router.table().rules()), () -> config().load(), clock);
+            opened.push(loadScraper);
+            metrics.addSource(loadScraper::writeMetrics);
             this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining, clock);
             this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health());
             opened.push(modelProbe);
@@ -184,6 +191,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 opened.push(controlSocket);
             }
             health.start();
+            loadScraper.start();
             modelProbe.start();
             startupParityProbe(kvRoutes.parityProbe());
         } catch (Exception | Error e) {
@@ -478,6 +486,30 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                         .append(ep.key()).append("\"} ").append(ep.outstanding()).append('\n');
                 }
             }
+            out.append("# HELP kvgate_endpoint_load The load estimate the policies compare: engine running + waiting plus this"
+                + " gateway's requests since the scrape, or this gateway's in-flight count when the engine reading is stale.\n");
+            out.append("# TYPE kvgate_endpoint_load gauge\n");
+            for (Rule r : router.table().rules()) {
+                for (EndpointState ep : r.endpoints()) {
+                    out.append("kvgate_endpoint_load{rule=\"").append(GatewayMetrics.esc(r.name())).append("\",endpoint=\"")
+                        .append(ep.key()).append("\"} ").append(ep.load()).append('\n');
+                }
+            }
+            out.append("# HELP kvgate_engine_load_stale 1 when the endpoint's load estimate falls back to this gateway's"
+                + " in-flight count (no engine reading, or older than load.stale_ms).\n");
+            out.append("# TYPE kvgate_engine_load_stale gauge\n");
+            for (Rule r : router.table().rules()) {
+                for (EndpointState ep : r.endpoints()) {
+                    out.append("kvgate_engine_load_stale{rule=\"").append(GatewayMetrics.esc(r.name())).append("\",endpoint=\"")
+                        .append(ep.key()).append("\"} ").append(ep.loadSource() == EndpointState.LoadSource.ENGINE ? 0 : 1).append('\n');
+                }
+            }
+            out.append("# HELP kvgate_endpoint_prefill_tokens Uncached prompt tokens of this gateway's requests still in"
+                + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).\n");
+            out.append("# TYPE kvgate_endpoint_prefill_tokens gauge\n");
+            for (EndpointState ep : registry.all()) {
+                out.append("kvgate_endpoint_prefill_tokens{endpoint=\"").append(ep.key()).append("\"} ").append(ep.prefillTokens()).append('\n');
+            }
             out.append("# HELP kvgate_endpoint_healthy 1 when the endpoint passes its active probes.\n# TYPE kvgate_endpoint_healthy gauge\n");
             out.append("# HELP kvgate_endpoint_breaker_open 1 when the endpoint's circuit breaker is open or half-open.\n");
             out.append("# TYPE kvgate_endpoint_breaker_open gauge\n");
@@ -546,6 +578,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     public HealthChecker health() {
         return health;
+    }
+
+    public EngineLoadScraper loadScraper() {
+        return loadScraper;
     }
 
     public String transportName() {
