@@ -219,6 +219,19 @@ class EngineLoadScraperSystemTest {
     }
 
     @Test
+    void anEngineThatNeverAnswersTimesOutAndIsScrapedAgain() throws Exception {
+        // A listening socket nobody accepts on: the kernel completes the connection, the request is sent, no answer.
+        try (java.net.ServerSocket silent = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            List<Rule> rules = rules(silent.getLocalPort());
+            EndpointState ep = rules.get(0).endpoints().get(0);
+            start(rules, new AtomicReference<>(new GatewayConfig.Load(true, 20, 2_000, 50, 1 << 20, "/metrics")));
+            await("two timed-out scrapes", () -> scraper.scrapes(ep.key(), Result.TIMEOUT) >= 2);
+            assertNull(ep.lastReading());
+            assertEquals(0, scraper.scrapes(ep.key(), Result.OK));
+        }
+    }
+
+    @Test
     void turningScrapingOffWithdrawsTheReadings() throws Exception {
         a = engine();
         int pa = a.getAddress().getPort();
