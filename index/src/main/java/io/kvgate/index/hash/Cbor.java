@@ -86,21 +86,47 @@ final class Cbor {
     }
 
     /**
-     * Same bytes as {@link #token}, without branches: token widths in real prompts vary unpredictably, and a
-     * mispredicted branch per token costs more than the arithmetic. Writes 8 bytes at {@code off} (only the first
-     * 1, 2, 3 or 5 are meaningful), so {@code dst} needs 8 bytes of room after {@code off}.
+     * Per-width forms of a token head, indexed by {@code numberOfLeadingZeros(token)} (32 for tokens below 24):
+     * {@code head << 56 | length << 8 | shift}. The shift places the value's bytes right after the head in a
+     * big-endian word; {@link #tokenRun} ORs the value in and stores the word, so one lookup replaces the three
+     * width comparisons and the arithmetic that turned them into a head, a shift and a length.
      */
-    static int tokenBranchless(byte[] dst, int off, int token) {
-        long v = token & 0xFFFF_FFFFL;
-        long ge24 = (23 - v) >>> 63;
-        long ge256 = (255 - v) >>> 63;
-        long ge65536 = (65_535 - v) >>> 63;
-        long widthClass = ge24 + ge256 + ge65536;
-        // Below 24 the value is the whole item (head 0); otherwise head 0x18/0x19/0x1A, then 1/2/4 value bytes.
-        long head = (0x17 + widthClass) * ge24;
-        int shift = (int) (56 - 8 * widthClass - 8 * ge65536);
-        LONG_BE.set(dst, off, (head << 56) | (v << shift));
-        return off + (int) (1 + widthClass + ge65536);
+    private static final long[] TOKEN_FORMS = tokenForms();
+
+    private static long[] tokenForms() {
+        long[] forms = new long[33];
+        for (int lz = 0; lz <= 32; lz++) {
+            int bits = 32 - lz;
+            // 16..31 share lz 27 and get the two-byte form: tokenRun sends those below 24 to index 32 (one byte).
+            int valueBytes = bits <= 4 ? 0 : bits <= 8 ? 1 : bits <= 16 ? 2 : 4;
+            long head = valueBytes == 0 ? 0 : valueBytes == 4 ? 0x1A : 0x17 + valueBytes;
+            forms[lz] = head << 56 | (long) (1 + valueBytes) << 8 | (56 - 8 * valueBytes);
+        }
+        return forms;
+    }
+
+    /**
+     * Writes {@code tokens[from, to)} as consecutive CBOR unsigned integers (the same bytes as {@link #token} for
+     * each) and returns the end offset. Branch-free per token — real prompts mix widths unpredictably, and a
+     * mispredicted branch costs more than the lookup — with one 8-byte store per token: only the first 1, 2, 3 or
+     * 5 bytes of each store are the token's, the rest is overwritten by the next token's store, and the bytes past
+     * the returned end are garbage. {@code dst} needs 8 bytes of room after the last token's start.
+     *
+     * <p>The word stored is {@code form | value << form} (Java masks the shift to the form's low 6 bits): the
+     * form's length and shift fields sit in the word's last two bytes, past every encoding's end, so they need no
+     * masking either.
+     */
+    static int tokenRun(byte[] dst, int off, int[] tokens, int from, int to) {
+        long[] forms = TOKEN_FORMS;
+        int p = off;
+        for (int i = from; i < to; i++) {
+            int t = tokens[i];
+            int index = Integer.compareUnsigned(t, 24) < 0 ? 32 : Integer.numberOfLeadingZeros(t);
+            long form = forms[index];
+            LONG_BE.set(dst, p, form | (t & 0xFFFF_FFFFL) << form);
+            p += (int) form >>> 8;
+        }
+        return p;
     }
 
     /** Writes a text string (must be free of unpaired surrogates, see {@link Utf8#encodedLength}). */

@@ -46,23 +46,47 @@ class CborTest {
     }
 
     @Test
-    void branchlessTokenEncoderWritesTheSameBytes() {
+    void tokenRunWritesTheSameBytesAsOneTokenAtATime() {
         java.util.SplittableRandom rnd = new java.util.SplittableRandom(5);
-        int[] edges = {0, 1, 23, 24, 25, 255, 256, 257, 65_535, 65_536, 65_537, Integer.MAX_VALUE,
+        int[] edges = {0, 1, 15, 16, 23, 24, 25, 31, 32, 255, 256, 257, 65_535, 65_536, 65_537, Integer.MAX_VALUE,
             Integer.MIN_VALUE, -2, -1};
-        for (int i = 0; i < 200_000; i++) {
-            int t = i < edges.length ? edges[i] : switch (i % 4) {
-                case 0 -> rnd.nextInt(0, 24);
-                case 1 -> rnd.nextInt(0, 65_536);
-                case 2 -> rnd.nextInt(0, 300_000);
-                default -> rnd.nextInt();
-            };
-            byte[] a = new byte[16];
-            byte[] b = new byte[16];
-            int endA = Cbor.token(a, 3, t);
-            int endB = Cbor.tokenBranchless(b, 3, t);
-            assertEquals(endA, endB, "token " + Integer.toUnsignedString(t));
-            assertArrayEquals(Arrays.copyOf(a, endA), Arrays.copyOf(b, endB), "token " + Integer.toUnsignedString(t));
+        // Every edge alone and beside every other edge (a token's store is overwritten by the next one's).
+        for (int a : edges) {
+            for (int b : edges) {
+                assertRunMatches(new int[] {a, b, a}, 0, 3);
+            }
+        }
+        for (int i = 0; i < 20_000; i++) {
+            int n = rnd.nextInt(0, 70);
+            int[] t = new int[n + 4];
+            for (int j = 0; j < t.length; j++) {
+                t[j] = switch (rnd.nextInt(5)) {
+                    case 0 -> rnd.nextInt(0, 24);
+                    case 1 -> rnd.nextInt(0, 256);
+                    case 2 -> rnd.nextInt(0, 65_536);
+                    case 3 -> rnd.nextInt(0, 300_000);
+                    default -> rnd.nextInt();
+                };
+            }
+            int from = rnd.nextInt(0, 5);
+            assertRunMatches(t, from, Math.min(t.length, from + n));
+        }
+    }
+
+    private static void assertRunMatches(int[] tokens, int from, int to) {
+        byte[] want = new byte[5 * tokens.length + 16];
+        int wantEnd = 7;
+        for (int i = from; i < to; i++) {
+            wantEnd = Cbor.token(want, wantEnd, tokens[i]);
+        }
+        byte[] got = new byte[5 * tokens.length + 16];
+        java.util.Arrays.fill(got, (byte) 0xEE);
+        int gotEnd = Cbor.tokenRun(got, 7, tokens, from, to);
+        assertEquals(wantEnd, gotEnd, Arrays.toString(Arrays.copyOfRange(tokens, from, to)));
+        assertArrayEquals(Arrays.copyOfRange(want, 7, wantEnd), Arrays.copyOfRange(got, 7, gotEnd),
+            Arrays.toString(Arrays.copyOfRange(tokens, from, to)));
+        for (int i = 0; i < 7; i++) {
+            assertEquals((byte) 0xEE, got[i], "byte before the run");
         }
     }
 

@@ -40,6 +40,7 @@ public final class HashCpuTimePairs {
         cases.put("sha256Cbor_rawMessageDigest", new Case(() -> b.sha256Cbor_rawMessageDigest(), blocks, "ns/block"));
         cases.put("xxhashCbor_blockHasher", new Case(b::xxhashCbor_blockHasher, blocks, "ns/block"));
         cases.put("xxhashCbor_rawXxh3", new Case(b::xxhashCbor_rawXxh3, blocks, "ns/block"));
+        cases.put("xxhashCbor_rawOwnXxh3", new Case(b::xxhashCbor_rawOwnXxh3, blocks, "ns/block"));
         cases.put("sglang_blockHasher", new Case(b::sglang_blockHasher, blocks, "ns/block"));
         cases.put("sglang_rawMessageDigest", new Case(() -> b.sglang_rawMessageDigest(), blocks, "ns/block"));
         cases.put("turn1_noCache", new Case(c::turn1_noCache, 1, "ns/op"));
