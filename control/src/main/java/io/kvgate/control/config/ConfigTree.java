@@ -31,6 +31,7 @@ public final class ConfigTree {
 
     /** Rule keys {@code PATCH /control/v1/rules/{name}} may change live; anything else is refused, naming the key. */
     public static final List<String> RULE_TUNABLES = List.of("fallback", "explain", "max_n", "max_prompt_tokens",
+        "max_model_len", "on_context_overflow",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
         "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight",
@@ -169,6 +170,10 @@ public final class ConfigTree {
         m.put("explain", r.explain());
         m.put("max_n", r.maxN());
         m.put("max_prompt_tokens", r.maxPromptTokens());
+        if (r.maxModelLen() > 0) {
+            m.put("max_model_len", r.maxModelLen()); // absent: discovered from the endpoints
+        }
+        m.put("on_context_overflow", r.onContextOverflow());
         RuleConfig.SessionConfig s = r.session();
         Map<String, Object> sm = new LinkedHashMap<>();
         sm.put("key", s.key());

@@ -468,7 +468,7 @@ public record GatewayConfig(
     private static RuleConfig withTokenizer(RuleConfig r, String tok) {
         return new RuleConfig(r.name(), r.modelEntries(), r.engine(), r.policy(), r.fallback(), r.endpoints(), tok, r.blockSize(),
             r.hashSeed(), r.hashAlgo(), r.kvKeyMode(), r.kvCapacityBlocks(), r.explain(), r.session(), r.chwbl(),
-            r.kvExact(), r.pd(), r.maxN(), r.maxPromptTokens(), r.admission(), r.health());
+            r.kvExact(), r.pd(), r.maxN(), r.maxPromptTokens(), r.admission(), r.health(), r.maxModelLen(), r.onContextOverflow());
     }
 
     /**

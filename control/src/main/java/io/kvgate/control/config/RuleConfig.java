@@ -31,7 +31,9 @@ public record RuleConfig(
     int maxN,
     int maxPromptTokens,
     AdmissionConfig admission,
-    HealthOverride health) {
+    HealthOverride health,
+    int maxModelLen,
+    String onContextOverflow) {
 
     /**
      * {@code health.path} / {@code health.timeout_ms} of one rule (issue #13 item 7): its endpoints are probed there
@@ -49,6 +51,17 @@ public record RuleConfig(
         public long timeoutMsOr(long global) {
             return timeoutMs == 0 ? global : timeoutMs;
         }
+    }
+
+    /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, 0,
+            ON_CONTEXT_OVERFLOW.get(0));
     }
 
     /** The shape before per-rule {@code health} existed: the global probe settings. */
@@ -138,6 +151,20 @@ public record RuleConfig(
                     + " name the base model without ':'");
             }
         }
+    }
+
+    /**
+     * {@code on_context_overflow}: what a request whose prompt + completion budget is over the rule's context length
+     * gets. {@code reject} (the default): OpenAI's 400 {@code context_length_exceeded}; {@code clamp}: the completion
+     * budget is lowered to what fits, as vLLM does on its own.
+     */
+    public static final List<String> ON_CONTEXT_OVERFLOW = List.of("reject", "clamp");
+    /** The largest {@code max_model_len} accepted: 16 Mi tokens, above any context length served today. */
+    public static final int MAX_MODEL_LEN = 1 << 24;
+
+    /** Whether an overflowing completion budget is lowered to fit ({@code on_context_overflow: clamp}). */
+    public boolean clampsContextOverflow() {
+        return "clamp".equals(onContextOverflow);
     }
 
     /** Default {@code max_n}: choices ({@code n}) and batched prompts one request may ask for. */
@@ -445,6 +472,9 @@ public record RuleConfig(
         // room built by the gateway), and every prompt token is rendered, tokenized and hashed by the gateway.
         int maxN = n.intValue("max_n", DEFAULT_MAX_N, 1, 4096);
         int maxPromptTokens = n.intValue("max_prompt_tokens", DEFAULT_MAX_PROMPT_TOKENS, 1, 1 << 24);
+        // The model's context length: configured here, else (0) discovered from the endpoints at run time.
+        int maxModelLen = n.intValue("max_model_len", 0, 1, MAX_MODEL_LEN);
+        String onContextOverflow = n.oneOf("on_context_overflow", ON_CONTEXT_OVERFLOW.get(0), ON_CONTEXT_OVERFLOW);
 
         ConfigNode s = n.child("session");
         SessionConfig session = new SessionConfig(
@@ -550,6 +580,7 @@ public record RuleConfig(
         h.finish();
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
-            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health);
+            hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
+            maxModelLen, onContextOverflow);
     }
 }

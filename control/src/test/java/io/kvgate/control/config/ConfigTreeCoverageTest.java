@@ -65,6 +65,8 @@ class ConfigTreeCoverageTest {
                 explain: true
                 max_n: 9
                 max_prompt_tokens: 999
+                max_model_len: 4096
+                on_context_overflow: clamp
                 tokenizer: .
                 session: {key: cookie, header: x-h, cookie: c, ttl_ms: 9, max_entries: 9}
                 chwbl: {prefix_tokens: 9, prefix_blocks: 9, virtual_nodes: 9, load_factor: 0.5}
