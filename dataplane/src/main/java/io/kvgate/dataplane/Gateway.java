@@ -510,6 +510,16 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             for (EndpointState ep : registry.all()) {
                 out.append("kvgate_endpoint_prefill_tokens{endpoint=\"").append(ep.key()).append("\"} ").append(ep.prefillTokens()).append('\n');
             }
+            out.append("# HELP kvgate_rule_context_length The context length (tokens) a rule's requests are checked against:"
+                + " max_model_len, else the smallest its endpoints state; absent while unknown.\n"
+                + "# TYPE kvgate_rule_context_length gauge\n");
+            for (Rule r : router.table().rules()) {
+                int ctx = r.contextLength();
+                if (ctx > 0) {
+                    out.append("kvgate_rule_context_length{rule=\"").append(GatewayMetrics.esc(r.name())).append("\"} ")
+                        .append(ctx).append('\n');
+                }
+            }
             out.append("# HELP kvgate_endpoint_healthy 1 when the endpoint passes its active probes.\n# TYPE kvgate_endpoint_healthy gauge\n");
             out.append("# HELP kvgate_endpoint_breaker_open 1 when the endpoint's circuit breaker is open or half-open.\n");
             out.append("# TYPE kvgate_endpoint_breaker_open gauge\n");

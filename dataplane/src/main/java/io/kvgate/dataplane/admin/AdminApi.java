@@ -482,9 +482,42 @@ public final class AdminApi {
             ObjectNode kvn = rn.putObject("kv_subscribers");
             kvn.put("expected", expected);
             kvn.put("connected", connected);
+            rn.set("context_length", contextLength(rc, router.table().ruleByName(rc.name())));
             rn.set("settings", JSON.valueToTree(ruleTrees.get(i)));
         }
         return root;
+    }
+
+    /**
+     * The context length a rule's requests are checked against and where it came from: {@code configured}
+     * ({@code max_model_len}), {@code discovered} (the smallest its endpoints state), or {@code unknown} (the engines
+     * judge every request); each endpoint's own value, and what is wrong with them.
+     */
+    private static ObjectNode contextLength(RuleConfig rc, Rule live) {
+        ObjectNode c = JSON.createObjectNode();
+        int tokens = live == null ? rc.maxModelLen() : live.contextLength();
+        if (tokens > 0) {
+            c.put("tokens", tokens);
+        } else {
+            c.putNull("tokens");
+        }
+        c.put("source", rc.maxModelLen() > 0 ? "configured" : tokens > 0 ? "discovered" : "unknown");
+        c.put("on_context_overflow", rc.onContextOverflow());
+        ObjectNode eps = c.putObject("endpoints");
+        if (live != null) {
+            for (EndpointState ep : live.endpoints()) {
+                if (ep.engineContextLen() > 0) {
+                    eps.put(ep.key(), ep.engineContextLen());
+                } else {
+                    eps.putNull(ep.key());
+                }
+            }
+            String problem = io.kvgate.dataplane.ready.ContextDiscovery.problem(live);
+            if (problem != null) {
+                c.put("warning", problem);
+            }
+        }
+        return c;
     }
 
     private String fileDigest(Path dir) {

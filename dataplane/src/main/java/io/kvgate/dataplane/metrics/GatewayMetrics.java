@@ -27,6 +27,7 @@ public final class GatewayMetrics {
     private final ConcurrentHashMap<ErrorKey, LongAdder> upstreamErrors = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> badRequests = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> shed = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LongAdder> contextClamped = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
     public final LongAdder clientConnectionsTotal = new LongAdder();
     public final LongAdder clientDisconnectsMidRequest = new LongAdder();
@@ -89,6 +90,11 @@ public final class GatewayMetrics {
         shed.computeIfAbsent(reason, k -> new LongAdder()).increment();
     }
 
+    /** A request of {@code rule} whose completion budget the gateway lowered (or set) to fit the context length. */
+    public void contextClamped(String rule) {
+        contextClamped.computeIfAbsent(rule, k -> new LongAdder()).increment();
+    }
+
     public void addSource(Consumer<StringBuilder> source) {
         sources.add(source);
     }
@@ -115,6 +121,11 @@ public final class GatewayMetrics {
         out.append("# HELP kvgate_shed_total Requests answered 429/503 without reaching an engine, by reason.\n");
         out.append("# TYPE kvgate_shed_total counter\n");
         shed.forEach((k, v) -> out.append("kvgate_shed_total{reason=\"").append(k).append("\"} ").append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_context_clamped_total Requests whose completion budget (max_tokens) the gateway lowered"
+            + " or set to fit the rule's context length, by rule.\n");
+        out.append("# TYPE kvgate_context_clamped_total counter\n");
+        contextClamped.forEach((k, v) -> out.append("kvgate_context_clamped_total{rule=\"").append(esc(k)).append("\"} ")
+            .append(v.sum()).append('\n'));
         gauge(out, "kvgate_open_connections", "Open client connections.", openClientConnections.get());
         counter(out, "kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal.sum());
         counter(out, "kvgate_client_disconnects_mid_request_total", "Clients that left before their response finished (upstream cancelled).",

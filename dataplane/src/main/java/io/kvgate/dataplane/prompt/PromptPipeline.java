@@ -138,6 +138,41 @@ public final class PromptPipeline {
         return all.isEmpty() ? null : all.get(0);
     }
 
+    /** {@link #longestCompletionPrompt}: some prompt has more tokens than the bound. */
+    public static final int OVER = Integer.MAX_VALUE;
+
+    /**
+     * The token count of the longest prompt of a completions body (every prompt of a batch must fit the context),
+     * each counted up to {@code bound}: token ids as given, text tokenized with special tokens.
+     *
+     * @param firstCount the first prompt's count when the caller already has it (0: count it too)
+     * @return the count, {@link #OVER} when a prompt has more than {@code bound} tokens, or -1 when a text prompt
+     *         cannot be counted (no tokenizer)
+     */
+    public int longestCompletionPrompt(JsonNode body, int firstCount, int bound) throws PromptException {
+        JsonNode p = body.get("prompt");
+        if (p == null || p.isNull()) {
+            throw new PromptException("prompt", "prompt is required");
+        }
+        if (firstCount > bound) {
+            return OVER;
+        }
+        int longest = firstCount;
+        boolean batch = isBatch(p);
+        int n = batch ? p.size() : 1;
+        for (int i = firstCount > 0 ? 1 : 0; i < n; i++) {
+            int[] ids = completionTokens(batch ? p.get(i) : p, bound);
+            if (ids == TOO_LONG) {
+                return OVER;
+            }
+            if (ids == null) {
+                return -1;
+            }
+            longest = Math.max(longest, ids.length);
+        }
+        return longest;
+    }
+
     /** Returned by the bounded methods below when the prompt has more tokens than allowed (compare by identity). */
     public static final int[] TOO_LONG = new int[0];
 

@@ -5,6 +5,7 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.request.ContextBudget;
 import io.kvgate.dataplane.request.Problem;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.request.RequestFields;
@@ -50,9 +51,11 @@ public final class PromptStage {
                               GatewayMetrics metrics, NanoClock clock) {
         RuleConfig rc = rule.config();
         int maxTokens = rc.maxPromptTokens(); // token-id prompts were already bounded by the body stage
+        int contextLen = rule.contextLength();
         String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
         if (!rule.needsPromptTokens()) {
-            return Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
+            Outcome plain = Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
+            return contextLen == 0 ? plain : countOnly(rule, contextLen, body, fields, chat, metrics, clock, plain);
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
@@ -74,6 +77,7 @@ public final class PromptStage {
         metrics.stages.recordNs(Stage.PARSE, t1 - t0);
         String salt = tree.path("cache_salt").isTextual() ? tree.get("cache_salt").asText() : null;
         int[] tokens;
+        int longest;
         try {
             if (chat) {
                 String text = pipeline.renderChatText(tree);
@@ -81,8 +85,11 @@ public final class PromptStage {
                 metrics.stages.recordNs(Stage.RENDER, t2 - t1);
                 tokens = pipeline.chatTokens(text, maxTokens);
                 metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t2);
+                longest = tokens == null || tokens == PromptPipeline.TOO_LONG ? -1 : tokens.length;
             } else {
                 tokens = pipeline.firstCompletionTokens(tree, maxTokens);
+                longest = tokens == null || tokens == PromptPipeline.TOO_LONG || contextLen == 0 ? -1
+                    : pipeline.longestCompletionPrompt(tree, tokens.length, contextLen);
                 metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t1);
             }
         } catch (PromptException | RuntimeException e) {
@@ -93,7 +100,70 @@ public final class PromptStage {
             return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
                 "more than " + maxTokens + " tokens", rule.name(), maxTokens));
         }
-        return Outcome.of(new RoutingInputs(routingPrefix(tokens, rc.blockSize()), salt, session));
+        Outcome routed = Outcome.of(new RoutingInputs(routingPrefix(tokens, rc.blockSize()), salt, session));
+        if (contextLen == 0 || longest == -1) {
+            return routed;
+        }
+        return budget(rule, contextLen, longest == PromptPipeline.OVER ? contextLen : longest, longest != PromptPipeline.OVER,
+            body, fields, chat, metrics, routed);
+    }
+
+    /**
+     * The context check of a rule that does not route on the prompt: token-id prompts were counted by the body stage
+     * (every rule); text is rendered and tokenized only when the rule has a tokenizer, at most up to the context
+     * length (more proves the overflow). Without a count the engine judges the request and its answer is normalised.
+     */
+    private static Outcome countOnly(Rule rule, int contextLen, ByteBuf body, RequestFields fields, boolean chat,
+                                     GatewayMetrics metrics, NanoClock clock, Outcome plain) {
+        if (!chat && fields.promptIsTokenIds && fields.promptTokenIdsMax > 0) {
+            return budget(rule, contextLen, fields.promptTokenIdsMax, true, body, fields, chat, metrics, plain);
+        }
+        PromptPipeline pipeline = PromptPipeline.of(rule);
+        if (!pipeline.hasTokenizer()) {
+            return plain;
+        }
+        int bound = Math.min(rule.config().maxPromptTokens(), contextLen);
+        long t0 = clock.nanoTime();
+        int longest;
+        try {
+            JsonNode tree = PromptPipeline.parse(body);
+            if (chat) {
+                int[] tokens = pipeline.chatTokens(pipeline.renderChatText(tree), bound);
+                longest = tokens == null ? -1 : tokens == PromptPipeline.TOO_LONG ? PromptPipeline.OVER : tokens.length;
+            } else {
+                longest = pipeline.longestCompletionPrompt(tree, 0, bound);
+            }
+        } catch (PromptException | RuntimeException e) {
+            metrics.shed("context_count_failed");
+            return plain;
+        } finally {
+            metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t0);
+        }
+        if (longest == -1) {
+            return plain;
+        }
+        if (longest == PromptPipeline.OVER && bound < contextLen) {
+            // Over the rule's own bound, which is below the context: the max_prompt_tokens refusal.
+            return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
+                "more than " + bound + " tokens", rule.name(), bound));
+        }
+        return budget(rule, contextLen, longest == PromptPipeline.OVER ? bound : longest, longest != PromptPipeline.OVER,
+            body, fields, chat, metrics, plain);
+    }
+
+    /** Applies the context verdict: the 400, the lowered budget written into the body, or the request unchanged. */
+    private static Outcome budget(Rule rule, int contextLen, int promptTokens, boolean exact, ByteBuf body,
+                                  RequestFields fields, boolean chat, GatewayMetrics metrics, Outcome ok) {
+        int requested = ContextBudget.requested(fields, chat);
+        ContextBudget.Verdict v = ContextBudget.decide(contextLen, promptTokens, exact, requested, chat,
+            rule.engine() == RuleConfig.Engine.SGLANG, rule.config().clampsContextOverflow());
+        if (v.problem() != null) {
+            return new Outcome(null, v.problem());
+        }
+        if (v.budget() > 0 && ContextBudget.lowerBudget(body, fields, v.budget(), requested == ContextBudget.ABSENT)) {
+            metrics.contextClamped(rule.name());
+        }
+        return ok;
     }
 
     /**

@@ -135,13 +135,29 @@ public final class EngineErrors {
      * guessed).
      */
     static String codeFor(String message, int status) {
-        if (status == 400 && (message.contains("maximum context length") || message.contains("model's context length"))) {
+        if (status == 400 && isContextOverflow(message)) {
             return "context_length_exceeded";
         }
         if (status == 404 && message.startsWith("The model ") && message.contains("does not exist")) {
             return "model_not_found";
         }
         return null;
+    }
+
+    /**
+     * The engines' context-overflow wordings: vLLM serving's "... exceeds model's maximum context length (Y)." and
+     * its older "... This model's maximum context length is N tokens ...", vLLM's input processor "The decoder prompt
+     * (length X) is longer than the maximum model length of Y.", SGLang's tokenizer manager "Requested token count
+     * exceeds the model's maximum context length ..." / "The input (X tokens) is longer than the model's context
+     * length (Y tokens).", its scheduler "Input length (X tokens) exceeds the maximum allowed length (Y tokens)" and
+     * its chat handler "max_completion_tokens is too large: X.This model supports at most N completion tokens."
+     * (sent when it runs with {@code --context-length}).
+     */
+    private static boolean isContextOverflow(String message) {
+        return message.contains("maximum context length") || message.contains("model's context length")
+            || message.contains("longer than the maximum model length")
+            || message.contains("exceeds the maximum allowed length")
+            || (message.startsWith("max_completion_tokens is too large") && message.contains("completion tokens"));
     }
 
     /**

@@ -3,6 +3,8 @@ package io.kvgate.dataplane.ready;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.Rule;
@@ -11,10 +13,12 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -22,8 +26,12 @@ import java.util.function.Supplier;
 
 /**
  * Model readiness probe: every {@code health.interval_ms} (read per tick, so a reload applies), asks each endpoint
- * of the current rule set for {@code GET /v1/models} and records the model ids it lists in {@link Readiness}. Runs
- * on its own daemon thread with the JDK HTTP client: rare, small requests, off the data path.
+ * of the current rule set for {@code GET /v1/models} and records the model ids it lists in {@link Readiness}, and the
+ * context length it states ({@link ContextDiscovery}) on the endpoint, where {@link Rule#contextLength()} reads it.
+ * An engine whose model cards state none is asked where it does ({@link ContextDiscovery#fallbackPath}) once per
+ * up-period: again after its probe failed (an engine coming back may have restarted with another context) and after
+ * a reload. Runs on its own daemon thread with the JDK HTTP client: rare, small requests, off the data path (no I/O
+ * thread and no routing thread ever waits for it).
  */
 public final class ModelProbe implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -36,11 +44,21 @@ public final class ModelProbe implements AutoCloseable {
         return t;
     });
     private final HttpClient http;
+    private final ContextDiscovery contexts;
+    /** Endpoints whose fallback context read is done for this up-period (cleared on a failed probe and on reload). */
+    private final Set<String> fallbackRead = ConcurrentHashMap.newKeySet();
+    private volatile RouteTable lastTable;
 
     public ModelProbe(Readiness readiness, Supplier<RouteTable> table, Supplier<GatewayConfig.Health> health) {
+        this(readiness, table, health, new ContextDiscovery(Log::warn, Log::info));
+    }
+
+    public ModelProbe(Readiness readiness, Supplier<RouteTable> table, Supplier<GatewayConfig.Health> health,
+                      ContextDiscovery contexts) {
         this.readiness = readiness;
         this.table = table;
         this.health = health;
+        this.contexts = contexts;
         this.http = HttpClient.newBuilder().connectTimeout(Duration.ofMillis(health.get().timeoutMs())).executor(timer).build();
     }
 
@@ -52,14 +70,22 @@ public final class ModelProbe implements AutoCloseable {
         GatewayConfig.Health h = health.get();
         try {
             readiness.observeSubscribers();
+            RouteTable t = table.get();
+            if (t != lastTable) {
+                lastTable = t;
+                fallbackRead.clear(); // a reload: every engine's context is read again
+                contexts.review(t.rules()); // a rule whose max_model_len changed is reported now
+            }
             Map<String, EndpointState> distinct = new LinkedHashMap<>();
-            for (Rule r : table.get().rules()) {
+            Map<String, RuleConfig.Engine> engines = new HashMap<>();
+            for (Rule r : t.rules()) {
                 for (EndpointState ep : r.endpoints()) {
                     distinct.put(ep.key(), ep);
+                    engines.putIfAbsent(ep.key(), r.engine());
                 }
             }
             for (EndpointState ep : distinct.values()) {
-                probe(ep, h);
+                probe(ep, engines.get(ep.key()), h);
             }
         } finally {
             if (!timer.isShutdown()) {
@@ -68,28 +94,64 @@ public final class ModelProbe implements AutoCloseable {
         }
     }
 
-    private void probe(EndpointState ep, GatewayConfig.Health h) {
+    private void probe(EndpointState ep, RuleConfig.Engine engine, GatewayConfig.Health h) {
         HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + "/v1/models"))
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
         http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
             if (e != null) {
                 readiness.recordModels(ep.key(), null, "GET /v1/models failed: " + e.getClass().getSimpleName());
+                fallbackRead.remove(ep.key());
             } else if (r.statusCode() != 200) {
                 readiness.recordModels(ep.key(), null, "GET /v1/models answered " + r.statusCode());
+                fallbackRead.remove(ep.key());
             } else {
                 try {
+                    JsonNode list = JSON.readTree(r.body());
                     Set<String> ids = new HashSet<>();
-                    for (JsonNode m : JSON.readTree(r.body()).path("data")) {
+                    for (JsonNode m : list.path("data")) {
                         if (m.path("id").isTextual()) {
                             ids.add(m.path("id").asText());
                         }
                     }
                     readiness.recordModels(ep.key(), ids, null);
+                    context(ep, engine, ContextDiscovery.fromModels(list), h);
                 } catch (java.io.IOException ex) {
                     readiness.recordModels(ep.key(), null, "GET /v1/models is not JSON");
                 }
             }
         });
+    }
+
+    /** Records what the model cards said; an engine that states its context elsewhere is asked there once. */
+    private void context(EndpointState ep, RuleConfig.Engine engine, int fromCards, GatewayConfig.Health h) {
+        String fallback = engine == null ? null : ContextDiscovery.fallbackPath(engine);
+        if (fromCards > 0 || fallback == null) {
+            update(ep, fromCards);
+            return;
+        }
+        if (!fallbackRead.add(ep.key())) {
+            return; // read in this up-period already
+        }
+        HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + fallback))
+            .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
+        http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+            if (e != null || r.statusCode() != 200) {
+                fallbackRead.remove(ep.key()); // asked again next round
+                return;
+            }
+            try {
+                update(ep, ContextDiscovery.fromFallback(engine, JSON.readTree(r.body())));
+            } catch (java.io.IOException ex) {
+                update(ep, 0);
+            }
+        });
+    }
+
+    private void update(EndpointState ep, int tokens) {
+        if (ep.engineContextLen() != tokens) {
+            ep.engineContextLen(tokens);
+        }
+        contexts.review(table.get().rules());
     }
 
     @Override

@@ -65,7 +65,23 @@ public final class EngineFieldStripper {
             }
         }
         body.writerIndex(base + write);
+        f.removedRangeCount = n; // r[0, 2n) now hold exactly the removed ranges, for shifted()
         return f.engineFieldRangeCount;
+    }
+
+    /**
+     * Where a byte the extractor located at {@code offset} (an offset of the body as received, outside every removed
+     * member) is after {@link #strip}: left by the length of every removed range that ends at or before it.
+     */
+    static int shifted(RequestFields f, int offset) {
+        int out = offset;
+        int[] r = f.engineFieldRanges;
+        for (int k = 0; k < f.removedRangeCount; k++) {
+            if (r[k * 2 + 1] <= offset) {
+                out -= r[k * 2 + 1] - r[k * 2];
+            }
+        }
+        return out;
     }
 
     /** The name's opening quote: the internal names (and the member names after them) are located inside the quotes. */

@@ -239,9 +239,23 @@ public final class RequestFieldExtractor {
             // The last occurrence wins: a container after a value leaves a value the engine will refuse itself.
             case "logprobs" -> fields.logprobsTrue = false;
             case "top_logprobs" -> fields.hasTopLogprobs = true;
-            case "max_tokens" -> fields.hasMaxTokens = false;
-            case "max_completion_tokens" -> fields.hasMaxCompletionTokens = false;
+            case "max_tokens" -> {
+                fields.hasMaxTokens = false;
+                fields.maxTokensUnreadable = true;
+            }
+            case "max_completion_tokens" -> {
+                fields.hasMaxCompletionTokens = false;
+                fields.maxCompletionTokensUnreadable = true;
+            }
             default -> { }
+        }
+    }
+
+    /** Where an integer completion budget's digits are, so the context clamp can lower it in place. */
+    private void recordBudgetValue(JsonToken t) throws IOException {
+        if (t == JsonToken.VALUE_NUMBER_INT) {
+            int start = (int) parser.currentTokenLocation().getByteOffset();
+            fields.addBudgetValueRange(start, start + parser.getTextLength());
         }
     }
 
@@ -313,10 +327,14 @@ public final class RequestFieldExtractor {
             case "max_tokens" -> {
                 fields.hasMaxTokens = t == JsonToken.VALUE_NUMBER_INT;
                 fields.maxTokens = fields.hasMaxTokens ? clampedInt() : 0;
+                fields.maxTokensUnreadable = !fields.hasMaxTokens && t != JsonToken.VALUE_NULL;
+                recordBudgetValue(t);
             }
             case "max_completion_tokens" -> {
                 fields.hasMaxCompletionTokens = t == JsonToken.VALUE_NUMBER_INT;
                 fields.maxCompletionTokens = fields.hasMaxCompletionTokens ? clampedInt() : 0;
+                fields.maxCompletionTokensUnreadable = !fields.hasMaxCompletionTokens && t != JsonToken.VALUE_NULL;
+                recordBudgetValue(t);
             }
             default -> { }
         }

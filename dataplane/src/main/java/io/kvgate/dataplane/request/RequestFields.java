@@ -38,6 +38,20 @@ public final class RequestFields {
     public boolean hasMaxCompletionTokens;
     public int maxCompletionTokens;
     /**
+     * {@code max_tokens} / {@code max_completion_tokens} is present and not null but not an integer (a fraction, a
+     * string...): the engine reads a value the gateway did not, so the gateway does not judge its context budget.
+     */
+    public boolean maxTokensUnreadable;
+    public boolean maxCompletionTokensUnreadable;
+    /**
+     * Every top-level integer value of {@code max_tokens} and {@code max_completion_tokens}, duplicates included, in
+     * body order, as {@code [at, at + length)}: {@code at} is where the parser located the number (at or just past
+     * its first digit), {@code length} its text's; where the context clamp writes the lowered budget
+     * ({@link ContextBudget#lowerBudget}). Offsets as in {@link #engineFieldRanges}.
+     */
+    public int[] budgetValueRanges = new int[4];
+    public int budgetValueRangeCount;
+    /**
      * Byte ranges {@code [start, end)} of the top-level engine-internal members, in body order: {@code start} is the
      * member name's opening quote, {@code end} the start of the next top-level token (the next member's name, or the
      * closing brace for the last member), so removing a range keeps the JSON valid except for a last member's
@@ -45,6 +59,8 @@ public final class RequestFields {
      */
     public int[] engineFieldRanges = new int[8];
     public int engineFieldRangeCount;
+    /** After {@link EngineFieldStripper#strip}: how many of {@link #engineFieldRanges} are the ranges it removed. */
+    int removedRangeCount;
     /** Offset of the body's closing brace (valid once the body parsed). */
     public int objectEnd = -1;
     /** The most characters of request text the body stage keeps ({@code chwbl.prefix_chars} is bounded by it). */
@@ -82,7 +98,11 @@ public final class RequestFields {
         maxTokens = 0;
         hasMaxCompletionTokens = false;
         maxCompletionTokens = 0;
+        maxTokensUnreadable = false;
+        maxCompletionTokensUnreadable = false;
+        budgetValueRangeCount = 0;
         engineFieldRangeCount = 0;
+        removedRangeCount = 0;
         objectEnd = -1;
         textPrefix.setLength(0);
         textPrefixFromMessages = false;
@@ -109,6 +129,15 @@ public final class RequestFields {
         engineFieldRanges[engineFieldRangeCount * 2] = start;
         engineFieldRanges[engineFieldRangeCount * 2 + 1] = end;
         engineFieldRangeCount++;
+    }
+
+    void addBudgetValueRange(int start, int end) {
+        if (budgetValueRangeCount * 2 + 2 > budgetValueRanges.length) {
+            budgetValueRanges = java.util.Arrays.copyOf(budgetValueRanges, budgetValueRanges.length * 2);
+        }
+        budgetValueRanges[budgetValueRangeCount * 2] = start;
+        budgetValueRanges[budgetValueRangeCount * 2 + 1] = end;
+        budgetValueRangeCount++;
     }
 
     static boolean isEngineInternal(String name) {

@@ -68,6 +68,12 @@ public final class EndpointState {
     private volatile int probeReports;
     /** llama.cpp: the server's slot count as its {@code GET /slots} reported it, 0 while unknown. */
     private volatile int engineSlots;
+    /**
+     * The engine's context length in tokens as the model probe last read it ({@code GET /v1/models}
+     * {@code max_model_len}, SGLang's {@code /get_server_info}, llama.cpp's {@code /props}), 0 while unknown. Written
+     * by the probe thread only; read per request by the I/O threads ({@link Rule#contextLength}).
+     */
+    private volatile int engineContextLen;
 
     // Written by the load scraper (one thread), taken up by the routing stage at its next batch.
     private volatile EngineReading reading;
@@ -237,6 +243,15 @@ public final class EndpointState {
 
     public void engineSlots(int slots) {
         this.engineSlots = slots;
+    }
+
+    /** The engine's context length as discovered, 0 while unknown. */
+    public int engineContextLen() {
+        return engineContextLen;
+    }
+
+    public void engineContextLen(int tokens) {
+        this.engineContextLen = tokens;
     }
 
     public boolean probeHealthy() {

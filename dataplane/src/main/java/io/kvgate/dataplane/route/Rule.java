@@ -89,6 +89,26 @@ public final class Rule {
         return pd;
     }
 
+    /**
+     * The context length (tokens) requests of this rule are checked against: {@code max_model_len} when configured,
+     * else the smallest one its endpoints reported (a request may go to any of them), 0 while none is known. Read per
+     * request on the I/O threads: a few volatile reads, no allocation.
+     */
+    public int contextLength() {
+        int configured = config.maxModelLen();
+        if (configured > 0) {
+            return configured;
+        }
+        int min = 0;
+        for (EndpointState ep : endpoints) {
+            int v = ep.engineContextLen();
+            if (v > 0 && (min == 0 || v < min)) {
+                min = v;
+            }
+        }
+        return min;
+    }
+
     /** The engine kind of this rule's endpoints (parsed once from the config; no per-request allocation). */
     public RuleConfig.Engine engine() {
         return engine;

@@ -69,7 +69,17 @@ class EngineErrorsTest {
                 + "\"param\":\"max_tokens\",\"code\":400}}",
             "{\"error\":{\"message\":\"This model's maximum context length is 64 tokens. However, your request has 64 input "
                 + "tokens. Please reduce the length of the input messages.\",\"type\":\"BadRequestError\",\"param\":"
-                + "\"input_tokens\",\"code\":400}}"};
+                + "\"input_tokens\",\"code\":400}}",
+            // vLLM's input processor: the prompt alone
+            "{\"error\":{\"message\":\"The decoder prompt (length 70) is longer than the maximum model length of 64. Make sure"
+                + " that `max_model_len` is no smaller than the number of text tokens.\",\"type\":\"BadRequestError\",\"param\":null,"
+                + "\"code\":400}}",
+            // SGLang's scheduler: the prompt over its max_req_input_len
+            "{\"object\":\"error\",\"message\":\"Input length (70 tokens) exceeds the maximum allowed length (58 tokens). Use a"
+                + " shorter input or enable --allow-auto-truncate.\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}",
+            // SGLang's chat handler under --context-length (its message lacks the space after the first period)
+            "{\"object\":\"error\",\"message\":\"max_completion_tokens is too large: 100.This model supports at most 64 "
+                + "completion tokens.\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}"};
         for (String b : bodies) {
             String chat = EngineErrors.toOpenAiShape(b, 400, true);
             assertEquals("\"type\":\"invalid_request_error\",\"param\":\"messages\",\"code\":\"context_length_exceeded\"}}",
