@@ -99,7 +99,9 @@ public final class ModelProbe implements AutoCloseable {
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
         http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
             if (e != null) {
-                readiness.recordModels(ep.key(), null, "GET /v1/models failed: " + e.getClass().getSimpleName());
+                // sendAsync wraps the cause (a timeout, a refused connection) in a CompletionException: name the cause.
+                Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
+                readiness.recordModels(ep.key(), null, "GET /v1/models failed: " + cause.getClass().getSimpleName());
                 fallbackRead.remove(ep.key());
             } else if (r.statusCode() != 200) {
                 readiness.recordModels(ep.key(), null, "GET /v1/models answered " + r.statusCode());
