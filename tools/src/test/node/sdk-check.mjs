@@ -163,6 +163,13 @@ const scenarios = {
     }));
   },
 
+  // Prompt + max_tokens over the rule's context length (max_model_len 64): the gateway's own 400, before any engine.
+  async context_length_exceeded() {
+    return expectFailure(() => client.completions.create({
+      model, prompt: Array.from({ length: 60 }, () => 7), max_tokens: 100,
+    }));
+  },
+
   // The engine dies in the middle of an SSE frame (after two complete ones).
   async mid_frame_failure() {
     const s = await client.chat.completions.create({ model, messages: user('scenario:die_mid_frame'), stream: true });

@@ -399,8 +399,9 @@ final class CompletionRequest {
 
     /**
      * SGLang (TokenizerManager._validate_one_request, then SamplingParams.verify): the prompt alone must be shorter
-     * than the context, prompt + max_new_tokens must fit, and max_new_tokens may be 0 (nothing generated) but not
-     * negative.
+     * than the context, prompt + max_new_tokens must stay below it ({@code >= self.context_len} is refused: one token
+     * stricter than vLLM, which serves prompt + max_tokens = context), and max_new_tokens may be 0 (nothing generated)
+     * but not negative.
      */
     private int sglangCheck(int promptTokens, int ctx) {
         if (promptTokens >= ctx) {
@@ -409,7 +410,7 @@ final class CompletionRequest {
         }
         if (requestedMaxTokens != NO_LIMIT) {
             int total = promptTokens + requestedMaxTokens;
-            if (total > ctx) {
+            if (total >= ctx) {
                 throw SimError.badRequest("Requested token count exceeds the model's maximum context length of "
                     + ctx + " tokens. You requested a total of " + total + " tokens: " + promptTokens
                     + " tokens from the input messages and " + requestedMaxTokens + " tokens for the completion. "

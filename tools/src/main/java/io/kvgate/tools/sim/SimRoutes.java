@@ -73,6 +73,7 @@ final class SimRoutes {
         }
         if (dialect == Dialect.LLAMACPP) {
             exact.put("/slots", new Route(GET, this::llamaSlots));
+            exact.put("/props", new Route(GET, this::llamaProps));
         } else if (dialect == Dialect.TRTLLM) {
             exact.put("/health_generate", new Route(GET, this::trtllmHealthGenerate));
             exact.put("/version", new Route(GET, c -> json(c, JSON.objectNode().put("version", "sim"))));
@@ -378,6 +379,30 @@ final class SimRoutes {
             throw SimError.withBody(503, "no slot available", SimReplies.llamaError(503, "no slot available"));
         }
         return json(c, engine.slots.toJson(config.model));
+    }
+
+    /**
+     * llama-server {@code GET /props}: {@code default_generation_settings} (whose {@code n_ctx} is one slot's context,
+     * what one request gets), {@code total_slots} and the model path (tools/server/README.md "GET /props"). 503 while
+     * the model loads, as every route but {@code /health}.
+     */
+    private Generation llamaProps(Call c) {
+        if (engine.loading()) {
+            throw SimError.withBody(503, "Loading model", SimReplies.llamaError(503, "Loading model"));
+        }
+        engine.stats.inc("props_requests");
+        ObjectNode o = JSON.objectNode();
+        ObjectNode settings = o.putObject("default_generation_settings");
+        settings.put("id", 0);
+        settings.put("id_task", -1);
+        settings.put("n_ctx", engine.slots.slotContext());
+        settings.put("speculative", false);
+        settings.put("is_processing", false);
+        settings.putObject("params").put("n_predict", -1);
+        o.put("total_slots", config.maxConcurrency);
+        o.put("model_path", config.model);
+        o.put("build_info", "sim");
+        return json(c, o);
     }
 
     /** trtllm-serve {@code POST /kv_cache_events}: drains the event buffer (each event is returned once). */

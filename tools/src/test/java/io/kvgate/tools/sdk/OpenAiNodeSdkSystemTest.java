@@ -46,6 +46,8 @@ class OpenAiNodeSdkSystemTest {
     private static NodeSdkCheck sdk;
     private static NodeSdkCheck.Result viaGateway;
     private static List<ScriptedEngine.Received> engineSawViaGateway;
+    /** Every request the engine got while the SDK went through the gateway (before the direct run). */
+    private static List<ScriptedEngine.Received> allViaGateway;
     private static NodeSdkCheck.Result direct;
 
     @BeforeAll
@@ -63,11 +65,13 @@ class OpenAiNodeSdkSystemTest {
                 models: [%s]
                 engine: vllm
                 policy: round_robin
+                max_model_len: 64
                 endpoints:
                   - url: %s
             """.formatted(MODEL, engine.url())));
         viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", NODE_RUN_TIMEOUT_MS);
-        engineSawViaGateway = chatRequests(engine.requests());
+        allViaGateway = engine.requests();
+        engineSawViaGateway = chatRequests(allViaGateway);
         direct = sdk.run(engine.url() + "/v1", NODE_RUN_TIMEOUT_MS);
     }
 
@@ -88,7 +92,8 @@ class OpenAiNodeSdkSystemTest {
         assertEquals(sdk.pinnedOpenAiVersion(), meta.path("sdk_version").asText(), "SDK version the script ran with");
         assertTrue(meta.path("node").asText().matches("v(2\\d|[3-9]\\d)\\..*"), "node " + meta.path("node"));
         for (String s : List.of("non_stream", "stream", "unknown_model", "invalid_request", "malformed_json",
-            "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure")) {
+            "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure",
+            "context_length_exceeded")) {
             assertFalse(viaGateway.scenario(s).path("unexpected").asBoolean(true), s + ": " + viaGateway.scenario(s));
         }
     }
@@ -255,6 +260,20 @@ class OpenAiNodeSdkSystemTest {
         assertEquals("BadRequestError", e.path("class").asText(), e.toString());
         assertEquals("stream_options", e.path("param").asText(), e.toString());
         assertEquals("invalid_value", e.path("code").asText(), e.toString());
+    }
+
+    @Test
+    void contextOverflowIsABadRequestErrorWithContextLengthExceeded() {
+        JsonNode e = thrown(viaGateway.scenario("context_length_exceeded"));
+        assertEquals("BadRequestError", e.path("class").asText(), e.toString());
+        assertEquals(400, e.path("status").asInt(), e.toString());
+        assertEquals("invalid_request_error", e.path("type").asText(), e.toString());
+        assertEquals("context_length_exceeded", e.path("code").asText(), e.toString());
+        assertEquals("prompt", e.path("param").asText(), e.toString());
+        assertEquals("This model's maximum context length is 64 tokens. However, you requested 160 tokens (60 in the"
+            + " prompt, 100 in the completion). Please reduce the length of the prompt or completion.",
+            e.path("error_message").asText(), e.toString());
+        assertTrue(allViaGateway.stream().noneMatch(r -> r.path().equals("/v1/completions")), "no engine saw it");
     }
 
     // ---- helpers ---------------------------------------------------------------------------------------------

@@ -78,6 +78,19 @@ class EngineDivergenceTest {
             + "\"type\":\"BadRequestError\",\"param\":\"max_tokens\",\"code\":400}}", r.body());
     }
 
+    // #1 at the boundary: prompt + max_tokens = context
+    @Test
+    void row1SglangRefusesTheLastTokenOfTheContextVllmServesIt() throws Exception {
+        JsonNode v = json(post(vllm, "/v1/completions", completion(10, "\"max_tokens\":54")));
+        assertEquals(54, v.at("/usage/completion_tokens").asInt(), "10 + 54 = 64 fits vLLM");
+        HttpResponse<String> s = post(sglang, "/v1/completions", completion(10, "\"max_tokens\":54"));
+        assertEquals(400, s.statusCode(), "SGLang refuses input + max_new_tokens >= context_len");
+        assertTrue(json(s).get("message").asText().startsWith("Requested token count exceeds the model's maximum context"
+            + " length of 64 tokens. You requested a total of 64 tokens"), s.body());
+        assertEquals(53, json(post(sglang, "/v1/completions", completion(10, "\"max_tokens\":53")))
+            .at("/usage/completion_tokens").asInt());
+    }
+
     // #2: the prompt alone does not fit
     @Test
     void row2PromptLongerThanContext() throws Exception {
@@ -179,6 +192,16 @@ class EngineDivergenceTest {
         assertEquals(64, json(get(sglang, "/v1/models")).at("/data/0/max_model_len").asInt());
         assertEquals(64, json(get(sglang, "/get_server_info")).get("context_length").asInt());
         assertEquals(404, get(vllm, "/get_server_info").statusCode());
+    }
+
+    @Test
+    void configuredContextLengthIsWhatEveryDiscoveryRouteStates() throws Exception {
+        try (EngineSimulator v = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).contextLen(32768));
+             EngineSimulator s = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).contextLen(2048))) {
+            assertEquals(32768, json(get(v, "/v1/models")).at("/data/0/max_model_len").asInt());
+            assertEquals(2048, json(get(s, "/v1/models")).at("/data/0/max_model_len").asInt());
+            assertEquals(2048, json(get(s, "/get_server_info")).get("context_length").asInt());
+        }
     }
 
     // #26: FastAPI's own shapes for routes and methods the app does not mount

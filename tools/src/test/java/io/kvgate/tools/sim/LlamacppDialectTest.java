@@ -43,6 +43,9 @@ class LlamacppDialectTest {
             JsonNode slots = json(get(sim, "/slots"));
             assertEquals(2, slots.size());
             assertEquals(4096, slots.get(0).get("n_ctx").asInt(), "n_ctx 8192 split over 2 slots");
+            JsonNode props = json(get(sim, "/props"));
+            assertEquals(4096, props.at("/default_generation_settings/n_ctx").asInt(), "/props states one slot's context");
+            assertEquals(2, props.get("total_slots").asInt());
             assertEquals(false, slots.get(0).get("is_processing").asBoolean());
             // id_slot pins: slot 1 holds b, so a pinned there reuses nothing and replaces b
             assertEquals(0, cached(sim, a, ",\"id_slot\":1"));
@@ -61,6 +64,7 @@ class LlamacppDialectTest {
             assertEquals(503, h.statusCode());
             assertEquals("{\"error\":{\"code\":503,\"message\":\"Loading model\",\"type\":\"unavailable_error\"}}", h.body());
             assertEquals(503, post(sim, "/v1/chat/completions", chat("m", "hi", "")).statusCode());
+            assertEquals(503, get(sim, "/props").statusCode(), "no context to state while loading");
             long deadline = System.nanoTime() + 20_000_000_000L;
             while (get(sim, "/health").statusCode() == 503 && System.nanoTime() < deadline) {
                 Thread.sleep(20);
@@ -69,6 +73,7 @@ class LlamacppDialectTest {
             assertEquals(200, up.statusCode());
             assertEquals("{\"status\":\"ok\"}", up.body());
             assertEquals(200, post(sim, "/v1/chat/completions", chat("m", "hi", "\"max_tokens\":1")).statusCode());
+            assertEquals(200, get(sim, "/props").statusCode());
         }
     }
 
