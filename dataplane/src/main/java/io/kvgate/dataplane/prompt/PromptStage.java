@@ -30,6 +30,10 @@ import io.netty.handler.codec.http.cookie.ServerCookieDecoder;
  *       the bound is crossed, else while tokenizing, before the rest of the text is merged.</li>
  *   <li>At most the index's lookup depth ({@link BlockIndexConfig#DEFAULT_MAX_PROMPT_BLOCKS} blocks) of tokens goes
  *       to the routing stage: lookups never read further, so the routing thread never hashes more.</li>
+ *   <li>A rule with a known context length ({@link Rule#contextLength()}) checks prompt + completion budget against
+ *       it ({@link ContextBudget}): the 400, or the budget rewritten in the body. Its prompt is counted from the
+ *       tokens routing uses, else from the body stage's token-id count, else (a rule with a tokenizer whose policy
+ *       does not read the prompt) by a render + tokenize that stops at the context length.</li>
  * </ul>
  * A prompt the pipeline cannot render is not the gateway's error to report (the engine judges the request): it is
  * routed by the fallback and counted. The tokenizer keeps its scratch and caches per thread. Stateless.
