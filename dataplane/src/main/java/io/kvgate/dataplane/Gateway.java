@@ -520,6 +520,15 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                         .append(ctx).append('\n');
                 }
             }
+            out.append("# HELP kvgate_endpoint_rank_outstanding Requests this gateway pinned to a DP rank of the endpoint"
+                + " (X-data-parallel-rank) and still in flight; endpoints with dp_ranks > 1.\n");
+            out.append("# TYPE kvgate_endpoint_rank_outstanding gauge\n");
+            for (EndpointState ep : registry.all()) {
+                for (int rank = 0; ep.ranks() > 1 && rank < ep.ranks(); rank++) {
+                    out.append("kvgate_endpoint_rank_outstanding{endpoint=\"").append(ep.key()).append("\",rank=\"").append(rank)
+                        .append("\"} ").append(ep.rankOutstanding(rank)).append('\n');
+                }
+            }
             out.append("# HELP kvgate_endpoint_healthy 1 when the endpoint passes its active probes.\n# TYPE kvgate_endpoint_healthy gauge\n");
             out.append("# HELP kvgate_endpoint_breaker_open 1 when the endpoint's circuit breaker is open or half-open.\n");
             out.append("# TYPE kvgate_endpoint_breaker_open gauge\n");

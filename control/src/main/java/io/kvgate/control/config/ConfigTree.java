@@ -34,7 +34,7 @@ public final class ConfigTree {
         "max_model_len", "on_context_overflow",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
-        "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight",
+        "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight", "kv.dp_rank_hint",
         "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks", "chwbl.prefix_chars",
         "session.ttl_ms", "session.max_entries",
         "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
@@ -214,6 +214,7 @@ public final class ConfigTree {
         tw.put("DISK", k.tierWeights().disk());
         km.put("tier_weights", tw);
         km.put("prefill_token_weight", k.prefillTokenWeight());
+        km.put("dp_rank_hint", k.dpRankHint());
         m.put("kv", km);
         RuleConfig.PdConfig p = r.pd();
         Map<String, Object> pm = new LinkedHashMap<>();

@@ -216,7 +216,15 @@ public record RuleConfig(
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
                                 boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights,
-                                double prefillTokenWeight) {
+                                double prefillTokenWeight, boolean dpRankHint) {
+
+        /** The shape before {@code kv.dp_rank_hint} existed: hints where the engine accepts them (vLLM, SGLang). */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights, double prefillTokenWeight) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, tierWeights, prefillTokenWeight, true);
+        }
 
         /**
          * Default {@code kv.prefill_token_weight}: one request's worth of load per 1,000 uncached prompt tokens still
@@ -505,6 +513,15 @@ public record RuleConfig(
         c.finish();
 
         ConfigNode k = n.child("kv");
+        // vLLM (X-data-parallel-rank, OpenAIServing._get_data_parallel_rank) and SGLang (the same header, read by
+        // OpenAIServingBase.extract_routed_dp_rank_from_header before the body's routed_dp_rank) pin a request to the
+        // DP rank it names; TensorRT-LLM's attention DP and llama.cpp take no rank.
+        boolean rankHintEngine = "vllm".equals(engine) || sglang;
+        boolean dpRankHint = k.bool("dp_rank_hint", rankHintEngine);
+        if (dpRankHint && !rankHintEngine) {
+            k.problem("dp_rank_hint", true, "engine '" + engine + "' takes no DP rank hint (only vllm and sglang read"
+                + " X-data-parallel-rank): its ranks are scored as one endpoint");
+        }
         KvExactConfig kv = new KvExactConfig(k.oneOf("mode", "bounded", List.of("bounded", "soft")),
             k.doubleValue("load_cap_factor", 1.5, 1.0, 100.0), k.doubleValue("load_slack", 2.0, 0.0, 1e6),
             k.doubleValue("lambda", 4.0, 0.0, 1e6),
@@ -512,7 +529,7 @@ public record RuleConfig(
             k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
             k.bool("parity_probe_at_startup", false), k.longValue("warmup_ms", 0, 0, 3_600_000),
             tierWeights(k.child("tier_weights")),
-            k.doubleValue("prefill_token_weight", KvExactConfig.DEFAULT_PREFILL_TOKEN_WEIGHT, 0.0, 1.0));
+            k.doubleValue("prefill_token_weight", KvExactConfig.DEFAULT_PREFILL_TOKEN_WEIGHT, 0.0, 1.0), dpRankHint);
         k.finish();
 
         ConfigNode p = n.child("pd");

@@ -52,10 +52,24 @@ class LoadConfigTest {
     }
 
     @Test
+    void dpRankHintsWhereTheEngineTakesThem() throws Exception {
+        assertTrue(GatewayConfig.parse(RULES).rules().get(0).kvExact().dpRankHint(), "vLLM reads X-data-parallel-rank");
+        assertTrue(GatewayConfig.parse(RULES.replace("policy: kv_exact", "policy: kv_exact\n    engine: sglang"))
+            .rules().get(0).kvExact().dpRankHint(), "SGLang too");
+        String trt = RULES.replace("policy: kv_exact", "policy: round_robin\n    engine: trtllm");
+        assertEquals(false, GatewayConfig.parse(trt).rules().get(0).kvExact().dpRankHint(), "TensorRT-LLM takes no hint");
+        String p = problems(trt.replace("policy: round_robin", "policy: round_robin\n    kv: {dp_rank_hint: true}"));
+        assertTrue(p.contains("kv.dp_rank_hint: value true engine 'trtllm' takes no DP rank hint"), p);
+        assertEquals(false, GatewayConfig.parse(RULES.replace("policy: kv_exact", "policy: kv_exact\n    kv: {dp_rank_hint: false}"))
+            .rules().get(0).kvExact().dpRankHint());
+    }
+
+    @Test
     void theLoadSectionIsReloadableAndTheWeightATunable() throws Exception {
         GatewayConfig a = GatewayConfig.parse(RULES);
         GatewayConfig b = GatewayConfig.parse("load: {scrape_interval_ms: 1000}\n" + RULES);
         assertEquals(java.util.List.of(), a.restartOnlyChanges(b));
         assertTrue(ConfigTree.RULE_TUNABLES.contains("kv.prefill_token_weight"));
+        assertTrue(ConfigTree.RULE_TUNABLES.contains("kv.dp_rank_hint"));
     }
 }

@@ -271,6 +271,11 @@ public final class KvRoutes {
             }
 
             @Override
+            public boolean sendsDpRank() {
+                return true; // explain the decision a client request would get (a dry run pins nothing)
+            }
+
+            @Override
             public Role role() {
                 return rule.isPd() ? Role.PREFILL : Role.ANY;
             }

@@ -246,6 +246,8 @@ public final class EngineLoadScraper implements AutoCloseable {
         private long sentAtNs;
         private long baseRouted;
         private long baseCompleted;
+        private final long[] baseRankRouted = new long[EngineReading.MAX_RANKS];
+        private final long[] baseRankCompleted = new long[EngineReading.MAX_RANKS];
         private ScheduledFuture<?> timeout;
         private boolean stopped;
 
@@ -259,6 +261,10 @@ public final class EngineLoadScraper implements AutoCloseable {
             sentAtNs = clock.nanoTime();
             baseRouted = ep.routedTotal();
             baseCompleted = ep.completedTotal();
+            for (int r = 0; r < EngineReading.MAX_RANKS; r++) {
+                baseRankRouted[r] = ep.rankRoutedTotal(r);
+                baseRankCompleted[r] = ep.rankCompletedTotal(r);
+            }
             timeout = loop.schedule(() -> finish(Result.TIMEOUT, true), cfg.timeoutMs(), TimeUnit.MILLISECONDS);
             if (ch != null && ch.isActive()) {
                 send(ch, cfg);
@@ -325,7 +331,7 @@ public final class EngineLoadScraper implements AutoCloseable {
                 malformed.addAndGet(page.malformed());
             }
             if (page.hasQueue()) {
-                ep.publishReading(page.reading(sentAtNs, baseRouted, baseCompleted));
+                ep.publishReading(page.reading(sentAtNs, baseRouted, baseCompleted, baseRankRouted, baseRankCompleted));
                 finish(Result.OK, !keep);
             } else {
                 finish(Result.NO_METRICS, !keep);

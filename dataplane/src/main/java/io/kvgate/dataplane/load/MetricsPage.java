@@ -130,8 +130,14 @@ final class MetricsPage implements PrometheusText.Sink {
 
     /** The reading of this page, stamped with the scrape's send time and the routing counters at that time. */
     EngineReading reading(long takenAtNs, long baseRouted, long baseCompleted) {
+        return reading(takenAtNs, baseRouted, baseCompleted, new long[0], new long[0]);
+    }
+
+    /** As above, with the routing counters of the requests pinned to each DP rank at that time. */
+    EngineReading reading(long takenAtNs, long baseRouted, long baseCompleted, long[] baseRankRouted, long[] baseRankCompleted) {
         int n = Math.max(1, highestRank + 1);
-        return new EngineReading(takenAtNs, baseRouted, baseCompleted, counts(Kind.RUNNING, n), counts(Kind.WAITING, n), usage(n));
+        return new EngineReading(takenAtNs, baseRouted, baseCompleted, baseRankRouted, baseRankCompleted,
+            counts(Kind.RUNNING, n), counts(Kind.WAITING, n), usage(n));
     }
 
     /** Per rank: the sum over label groups, -1 for a rank without any series of {@code kind}. */

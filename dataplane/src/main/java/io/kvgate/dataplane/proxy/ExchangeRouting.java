@@ -41,6 +41,16 @@ public interface ExchangeRouting extends EndpointOutcomes {
                     public void prefillDone(EndpointState endpoint, int tokens) {
                         port.prefillDone(endpoint, tokens);
                     }
+
+                    @Override
+                    public void complete(EndpointState endpoint, Outcome outcome, int rank) {
+                        port.complete(endpoint, outcome, rank);
+                    }
+
+                    @Override
+                    public void prefillDone(EndpointState endpoint, int tokens, int rank) {
+                        port.prefillDone(endpoint, tokens, rank);
+                    }
                 };
                 byLoop.set(r);
             }

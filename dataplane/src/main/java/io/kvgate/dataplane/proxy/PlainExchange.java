@@ -53,6 +53,9 @@ import java.util.List;
  * a batch by the loop's router port).
  */
 public final class PlainExchange extends LiveExchanges.Entry implements RouteRequest, LegListener, ActiveExchange {
+    /** vLLM's and SGLang's DP rank pin (vLLM OpenAIServing._get_data_parallel_rank; SGLang reads it before the body). */
+    static final String DP_RANK_HEADER = "x-data-parallel-rank";
+
     /** Where the exchange is; see the class comment. */
     public enum Phase { ROUTING, UPSTREAM, RELAYING, DONE }
 
@@ -105,6 +108,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private EndpointState heldEndpoint;
     /** Uncached prompt tokens the router charged {@link #heldEndpoint} (kv_exact), handed to the leg or returned. */
     private int heldPrefillTokens;
+    /** The DP rank of {@link #heldEndpoint} the router pinned the request to, -1 for none. */
+    private int heldDpRank = -1;
     private EndpointState lastEndpoint;
     private UpstreamLeg leg;
     private int status;
@@ -254,6 +259,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.heldPrefillTokens = tokens;
     }
 
+    /** The rank goes to the engine as {@code X-data-parallel-rank} (vLLM and SGLang pin the request to it). */
+    @Override
+    public boolean sendsDpRank() {
+        return true;
+    }
+
+    @Override
+    public void dpRankChosen(int rank) {
+        this.heldDpRank = rank;
+    }
+
     /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
     @Override
     public void onShed(Rule decidedBy, String message) {
@@ -326,12 +342,18 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             lastEndpoint = ep;
             phase = Phase.UPSTREAM;
             var limits = gw.config().limits();
+            var headers = ForwardedHeaders.toEngine(request.headers(), upstreamRequestId);
+            if (heldDpRank >= 0) {
+                headers.set(DP_RANK_HEADER, Integer.toString(heldDpRank)); // replaces a client's own pin, if any
+            }
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(),
-                request.method(), request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), legBody(),
+                request.method(), request.uri(), headers, legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
-                this).answers503WhileLoading(rule.engine().answers503WhileLoading()).prefillTokens(heldPrefillTokens);
+                this).answers503WhileLoading(rule.engine().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
+                .dpRank(heldDpRank);
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
             heldPrefillTokens = 0;
+            heldDpRank = -1;
             leg.start();
         } catch (Throwable t) {
             abort(t);
@@ -341,11 +363,13 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private void returnHeldEndpoint() {
         EndpointState ep = heldEndpoint;
         int tokens = heldPrefillTokens;
+        int rank = heldDpRank;
         heldEndpoint = null;
         heldPrefillTokens = 0;
+        heldDpRank = -1;
         if (ep != null) {
-            routing.prefillDone(ep, tokens);
-            routing.complete(ep, Outcome.RELEASED);
+            routing.prefillDone(ep, tokens, rank);
+            routing.complete(ep, Outcome.RELEASED, rank);
         }
     }
 

@@ -88,6 +88,14 @@ public final class EndpointState {
     public final AtomicLong routed = new AtomicLong();
     /** Requests routed here that finished, any outcome (routing stage, release stores); a reading's baseline too. */
     private final AtomicLong completed = new AtomicLong();
+
+    // Per DP rank, for requests pinned to a rank (kv_exact with kv.dp_rank_hint): routing stage writes.
+    private static final int RANKS = EngineReading.MAX_RANKS;
+    private final int[] rankOutstanding = new int[RANKS];
+    private final long[] rankPrefill = new long[RANKS];
+    /** Pinned requests routed to / finished on each rank (release stores; the scraper reads them as baselines). */
+    private final java.util.concurrent.atomic.AtomicLongArray rankRouted = new java.util.concurrent.atomic.AtomicLongArray(RANKS);
+    private final java.util.concurrent.atomic.AtomicLongArray rankCompleted = new java.util.concurrent.atomic.AtomicLongArray(RANKS);
     public final AtomicLong failures = new AtomicLong();
     public final AtomicLong breakerOpens = new AtomicLong();
 
@@ -163,6 +171,72 @@ public final class EndpointState {
     double cost(double tokenWeight) {
         int l = load();
         return tokenWeight == 0 ? l : l + tokenWeight * prefillTokens;
+    }
+
+    /** The DP ranks this endpoint schedules on ({@code dp_ranks}, 1..8). */
+    public int ranks() {
+        return Math.max(1, Math.min(RANKS, config.dpRanks()));
+    }
+
+    /**
+     * The load estimate of one DP rank (kv_exact with rank hints scores each rank): the engine's running + waiting on
+     * that rank from a fresh reading, plus the requests this gateway pinned to it since the scrape minus those of
+     * them that finished, never below the pinned requests in flight there; without a fresh reading of the rank, the
+     * pinned requests in flight. Requests the engine placed itself (no hint) count in the engine's numbers only.
+     */
+    int rankLoad(int rank) {
+        EngineReading r = fresh;
+        int own = rankOutstanding[rank];
+        if (r == null) {
+            return own;
+        }
+        int running = r.running(rank);
+        int waiting = r.waiting(rank);
+        if (running < 0 && waiting < 0) {
+            return own;
+        }
+        long since = (rankRouted.get(rank) - r.baseRankRouted(rank)) - (rankCompleted.get(rank) - r.baseRankCompleted(rank));
+        long est = (long) Math.max(0, running) + Math.max(0, waiting) + since;
+        return (int) Math.max(own, Math.min(Integer.MAX_VALUE, est));
+    }
+
+    /** {@link #rankLoad} plus {@code tokenWeight} per uncached prefill token pinned to the rank. */
+    double rankCost(int rank, double tokenWeight) {
+        int l = rankLoad(rank);
+        return tokenWeight == 0 ? l : l + tokenWeight * rankPrefill[rank];
+    }
+
+    /** Pinned requests in flight on {@code rank} (tests, metrics: may be a few decisions old elsewhere). */
+    public int rankOutstanding(int rank) {
+        return rankOutstanding[rank];
+    }
+
+    /** Pinned requests routed to {@code rank} since start (the scraper's baseline). */
+    public long rankRoutedTotal(int rank) {
+        return rankRouted.get(rank);
+    }
+
+    /** Pinned requests that finished on {@code rank} since start (the scraper's baseline). */
+    public long rankCompletedTotal(int rank) {
+        return rankCompleted.get(rank);
+    }
+
+    /** The two parts of one rank's estimate, as {@link #explainLoad} does for the endpoint. */
+    void explainRankLoad(int rank, StringBuilder out) {
+        EngineReading r = fresh;
+        out.append(rankLoad(rank)).append("(engine=");
+        if (r != null && (r.running(rank) >= 0 || r.waiting(rank) >= 0)) {
+            long since = (rankRouted.get(rank) - r.baseRankRouted(rank)) - (rankCompleted.get(rank) - r.baseRankCompleted(rank));
+            out.append(Math.max(0, r.running(rank)) + Math.max(0, r.waiting(rank))).append(" local=")
+                .append(since >= 0 ? "+" : "").append(since);
+        } else {
+            out.append(r == null ? loadSource.label : "unknown").append(" local=").append(rankOutstanding[rank]);
+        }
+        long t = rankPrefill[rank];
+        if (t > 0) {
+            out.append(" prefill_tokens=").append(t);
+        }
+        out.append(')');
     }
 
     /** Requests routed here since start (never reset; the scraper's baseline). */
@@ -290,9 +364,24 @@ public final class EndpointState {
 
     /** A request was routed here with {@code uncachedTokens} of prefill charged to it (routing stage only). */
     void onRouted(long nowNs, int uncachedTokens) {
+        onRouted(nowNs, uncachedTokens, -1);
+    }
+
+    /**
+     * A request was routed here, pinned to DP rank {@code rank} (-1: the engine places it), with
+     * {@code uncachedTokens} of prefill charged to it (routing stage only).
+     */
+    void onRouted(long nowNs, int uncachedTokens, int rank) {
         outstanding++;
         if (uncachedTokens > 0) {
             prefillTokens = prefillTokens + uncachedTokens;
+        }
+        if (rank >= 0 && rank < RANKS) {
+            rankOutstanding[rank]++;
+            rankRouted.lazySet(rank, rankRouted.get(rank) + 1);
+            if (uncachedTokens > 0) {
+                rankPrefill[rank] += uncachedTokens;
+            }
         }
         routed.lazySet(routed.get() + 1);
         if (breaker == Breaker.OPEN && nowNs - openUntilNs >= 0) {
@@ -343,6 +432,20 @@ public final class EndpointState {
                 // Requests routed before the breaker opened: their outcomes change nothing; the trial decides.
             }
         }
+    }
+
+    /** {@code n} requests pinned to {@code rank} finished (routing stage only; their endpoint completion comes too). */
+    void onRankCompleted(int rank, long n) {
+        rankOutstanding[rank] = (int) Math.max(0, rankOutstanding[rank] - n);
+        rankCompleted.lazySet(rank, rankCompleted.get(rank) + n);
+        if (rankOutstanding[rank] == 0) {
+            rankPrefill[rank] = 0; // as for the endpoint: no pinned request in flight, nothing in prefill
+        }
+    }
+
+    /** Requests pinned to {@code rank} reported {@code tokens} of their charged prefill done (routing stage only). */
+    void onRankPrefillDone(int rank, long tokens) {
+        rankPrefill[rank] = Math.max(0, rankPrefill[rank] - tokens);
     }
 
     /** Requests routed here reported {@code tokens} of their charged prefill done (routing stage only). */

@@ -18,6 +18,9 @@ public final class EngineReading {
     /** {@link EndpointState#routedTotal()} and {@link EndpointState#completedTotal()} when the scrape was sent. */
     final long baseRouted;
     final long baseCompleted;
+    /** Per DP rank: the requests this gateway pinned to the rank ({@code X-data-parallel-rank}) and saw finish. */
+    private final long[] baseRankRouted;
+    private final long[] baseRankCompleted;
     /** Ranks seen: the highest rank label + 1 (1 when the engine labels none). */
     final int ranks;
     private final int[] running;
@@ -34,6 +37,17 @@ public final class EngineReading {
      * @param kvUsage per rank in [0, 1], NaN where unknown
      */
     public EngineReading(long takenAtNs, long baseRouted, long baseCompleted, int[] running, int[] waiting, double[] kvUsage) {
+        this(takenAtNs, baseRouted, baseCompleted, new long[0], new long[0], running, waiting, kvUsage);
+    }
+
+    /**
+     * @param baseRankRouted    per rank, {@link EndpointState#rankRoutedTotal} when the scrape was sent
+     * @param baseRankCompleted per rank, {@link EndpointState#rankCompletedTotal} then
+     */
+    public EngineReading(long takenAtNs, long baseRouted, long baseCompleted, long[] baseRankRouted, long[] baseRankCompleted,
+                         int[] running, int[] waiting, double[] kvUsage) {
+        this.baseRankRouted = java.util.Arrays.copyOf(baseRankRouted, MAX_RANKS);
+        this.baseRankCompleted = java.util.Arrays.copyOf(baseRankCompleted, MAX_RANKS);
         int n = Math.max(1, Math.min(MAX_RANKS, Math.max(running.length, Math.max(waiting.length, kvUsage.length))));
         this.takenAtNs = takenAtNs;
         this.baseRouted = baseRouted;
@@ -74,6 +88,14 @@ public final class EngineReading {
             }
         }
         return false;
+    }
+
+    long baseRankRouted(int rank) {
+        return baseRankRouted[rank];
+    }
+
+    long baseRankCompleted(int rank) {
+        return baseRankCompleted[rank];
     }
 
     public long takenAtNs() {

@@ -48,9 +48,31 @@ final class KvExactPolicy implements RoutingPolicy {
     private int[] matched = new int[16];
     /** Memory tier of each candidate's last matched block (see {@link BlockIndexReader#longestPrefix}). */
     private int[] tiers = new int[16];
-    /** Each candidate's load for this decision (request estimate + token term), computed once per decision. */
-    private double[] loads = new double[16];
+    // Slots: what the decision compares, one per candidate endpoint, or one per DP rank of an endpoint whose ranks
+    // are scored separately (kv.dp_rank_hint, a request that can carry the hint, dp_ranks > 1).
+    private int slotCount;
+    private int[] slotCand = new int[16];
+    /** The slot's DP rank, -1 when it is the endpoint as a whole (the engine places the request). */
+    private int[] slotRank = new int[16];
+    private int[] slotMatched = new int[16];
+    private int[] slotTier = new int[16];
+    private boolean[] slotEligible = new boolean[16];
+    /** The slot's load for this decision (request estimate + token term), computed once per decision. */
+    private double[] slotLoad = new double[16];
+    private final int[] rankDepth = new int[EngineReading.MAX_RANKS];
+    /** The slot the decision took, -1 when none (fallback before the lookup). */
+    private int chosenSlot;
     private final double tokenWeight;
+    private final boolean rankHints;
+    /**
+     * Speculation per rank: the speculative overlay records endpoints, not ranks, so the rank a prompt family (its
+     * first block) was pinned to moments ago is remembered here for the overlay's TTL; the family's next request
+     * finds its speculative blocks on that rank. Direct-mapped, routing stage only.
+     */
+    private final long[] specKey;
+    private final int[] specHolder;
+    private final long[] specUntil;
+    private final long specTtlNs;
     private long decisions;
     private final NanoClock clock;
     private final StageTimers stages;
@@ -74,7 +96,15 @@ final class KvExactPolicy implements RoutingPolicy {
         this.watchdogStreak = knobs.watchdogZeroHitStreak();
         this.hasher = new RuleHasher(rule, 1 << 16);
         this.tokenWeight = knobs.prefillTokenWeight();
+        this.rankHints = knobs.dpRankHint();
+        boolean spec = overlay != null && rankHints;
+        this.specKey = new long[spec ? SPEC_SLOTS : 0];
+        this.specHolder = new int[spec ? SPEC_SLOTS : 0];
+        this.specUntil = new long[spec ? SPEC_SLOTS : 0];
+        this.specTtlNs = knobs.speculativeTtlMs() * 1_000_000L;
     }
+
+    private static final int SPEC_SLOTS = 4096;
 
     /** Computes the keys of the prompt's first full blocks (at most the lookup limit) into {@link #keys}. */
     private int hashPrompt(int[] tokens, String salt, String lora) {
@@ -103,35 +133,95 @@ final class KvExactPolicy implements RoutingPolicy {
     @Override
     public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         lookedUp = false;
+        slotCount = 0;
+        chosenSlot = -1;
         EndpointState ep = decide(c, r, nowNs, why);
         if (ep != null) {
-            r.uncachedTokens = uncachedOn(ep, c, r.promptTokens());
+            r.uncachedTokens = uncachedOn(r.promptTokens());
+            if (r.chosenRank >= 0 && r.explain()) {
+                why.append("; dp_rank=").append(r.chosenRank);
+            }
         }
         if (ep != null && overlay != null && lastBlocks > 0 && !r.dryRun()) {
             overlay.recordRouted(ep.id(), keys, lastBlocks);
+            if (r.chosenRank >= 0 && specKey.length > 0) {
+                int slot = specSlot(keys[0]);
+                specKey[slot] = keys[0];
+                specHolder[slot] = ep.id() * EngineReading.MAX_RANKS + r.chosenRank;
+                specUntil[slot] = nowNs + specTtlNs;
+            }
         }
         return ep;
     }
 
+    private static int specSlot(long key) {
+        return (int) ChwblPolicy.mix(key) & (SPEC_SLOTS - 1);
+    }
+
     private int lastBlocks;
-    /** Whether {@link #matched} holds this decision's lookup. */
+    /** Whether the slots hold this decision's lookup. */
     private boolean lookedUp;
 
-    /** The prompt tokens {@code ep} must prefill: all of them, less its matched blocks when the lookup ran. */
-    private int uncachedOn(EndpointState ep, EndpointState[] c, int[] tokens) {
+    /** The prompt tokens the chosen slot must prefill: all of them, less its matched blocks when the lookup ran. */
+    private int uncachedOn(int[] tokens) {
         if (tokens == null) {
             return 0;
         }
-        int cached = 0;
-        if (lookedUp) {
-            for (int i = 0; i < c.length; i++) {
-                if (c[i] == ep) {
-                    cached = matched[i] * blockSize;
-                    break;
+        int cached = lookedUp && chosenSlot >= 0 ? slotMatched[chosenSlot] * blockSize : 0;
+        return Math.max(0, tokens.length - cached);
+    }
+
+    /** Builds the slots of this decision from the per-endpoint lookup; DP ranks scored separately when hinted. */
+    private void buildSlots(EndpointState[] c, RouteEvent r, long nowNs, boolean byRank) {
+        int max = 0;
+        for (EndpointState e : c) {
+            max += byRank ? e.ranks() : 1;
+        }
+        if (slotCand.length < max) {
+            slotCand = new int[max];
+            slotRank = new int[max];
+            slotMatched = new int[max];
+            slotTier = new int[max];
+            slotEligible = new boolean[max];
+            slotLoad = new double[max];
+        }
+        int s = 0;
+        for (int i = 0; i < c.length; i++) {
+            EndpointState e = c[i];
+            boolean elig = RoutingPolicy.eligible(e, r, nowNs);
+            int ranks = byRank ? e.ranks() : 1;
+            if (ranks <= 1) {
+                slotCand[s] = i;
+                slotRank[s] = -1;
+                slotMatched[s] = matched[i];
+                slotTier[s] = tiers[i];
+                slotEligible[s] = elig;
+                slotLoad[s] = elig ? e.cost(tokenWeight) : 0;
+                s++;
+                continue;
+            }
+            reader.rankDepths(keys, matched[i], e.id(), ranks, rankDepth);
+            if (specKey.length > 0 && matched[i] > 0) {
+                int slot = specSlot(keys[0]);
+                int holder = specHolder[slot];
+                if (specKey[slot] == keys[0] && nowNs - specUntil[slot] < 0 && holder / EngineReading.MAX_RANKS == e.id()) {
+                    int rk = holder % EngineReading.MAX_RANKS;
+                    if (rk < ranks) {
+                        rankDepth[rk] = matched[i]; // its speculative blocks went to this rank
+                    }
                 }
             }
+            for (int rk = 0; rk < ranks; rk++) {
+                slotCand[s] = i;
+                slotRank[s] = rk;
+                slotMatched[s] = rankDepth[rk];
+                slotTier[s] = tiers[i];
+                slotEligible[s] = elig;
+                slotLoad[s] = elig ? e.rankCost(rk, tokenWeight) : 0;
+                s++;
+            }
         }
-        return Math.max(0, tokens.length - cached);
+        slotCount = s;
     }
 
     private EndpointState decide(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
@@ -155,12 +245,12 @@ final class KvExactPolicy implements RoutingPolicy {
             ids = new int[c.length];
             matched = new int[c.length];
             tiers = new int[c.length];
-            loads = new double[c.length];
         }
         for (int i = 0; i < c.length; i++) {
             ids[i] = c[i].id();
         }
         reader.longestPrefix(keys, n, ids, c.length, matched, tiers, overlay);
+        buildSlots(c, r, nowNs, rankHints && r.sendsDpRank);
         lookedUp = true;
         stages.recordNs(StageTimers.Stage.LOOKUP, clock.nanoTime() - t1);
         stats.lookup(n);
@@ -168,12 +258,11 @@ final class KvExactPolicy implements RoutingPolicy {
         int eligible = 0;
         double totalLoad = 0;
         int bestMatched = 0;
-        for (int i = 0; i < c.length; i++) {
-            if (RoutingPolicy.eligible(c[i], r, nowNs)) {
+        for (int s = 0; s < slotCount; s++) {
+            if (slotEligible[s]) {
                 eligible++;
-                loads[i] = c[i].cost(tokenWeight);
-                totalLoad += loads[i];
-                bestMatched = Math.max(bestMatched, matched[i]);
+                totalLoad += slotLoad[s];
+                bestMatched = Math.max(bestMatched, slotMatched[s]);
             }
         }
         if (eligible == 0) {
@@ -182,11 +271,11 @@ final class KvExactPolicy implements RoutingPolicy {
         decisions++;
         double mean = (totalLoad + 1) / eligible;
         if (knobs.coldReadmitEvery() > 0 && decisions % knobs.coldReadmitEvery() == 0) {
-            for (int i = 0; i < c.length; i++) {
-                if (RoutingPolicy.eligible(c[i], r, nowNs) && index.blocks(c[i].id()) == 0 && loads[i] <= mean) {
+            for (int s = 0; s < slotCount; s++) {
+                if (slotEligible[s] && index.blocks(c[slotCand[s]].id()) == 0 && slotLoad[s] <= mean) {
                     stats.tier(Tier.KV_COLD_READMIT);
                     explain(r, why, c, n, "cold endpoint re-admitted");
-                    return c[i];
+                    return take(c, r, s);
                 }
             }
         }
@@ -198,54 +287,57 @@ final class KvExactPolicy implements RoutingPolicy {
         if (bestMatched < Math.max(1, knobs.minMatchBlocks())) {
             return fallback(c, r, nowNs, why, bestMatched == 0 ? MissReason.NO_MATCH : MissReason.BELOW_MIN_MATCH);
         }
-        EndpointState best = null;
-        int bestIdx = -1;
+        int best = -1;
         if (soft) {
             double bestCost = Double.MAX_VALUE;
-            for (int i = 0; i < c.length; i++) {
-                if (!RoutingPolicy.eligible(c[i], r, nowNs)) {
+            for (int s = 0; s < slotCount; s++) {
+                if (!slotEligible[s]) {
                     continue;
                 }
-                double cost = (n - weighted(i)) + knobs.lambda() * loads[i];
-                if (cost < bestCost || (cost == bestCost && loads[i] < loads[bestIdx])) {
+                double cost = (n - weighted(s)) + knobs.lambda() * slotLoad[s];
+                if (best < 0 || cost < bestCost || (cost == bestCost && slotLoad[s] < slotLoad[best])) {
                     bestCost = cost;
-                    best = c[i];
-                    bestIdx = i;
+                    best = s;
                 }
             }
         } else {
             // Relative bound with an absolute slack: at low load one request in flight must not count as "hot".
             double cap = Math.max(knobs.loadCapFactor() * mean, mean + knobs.loadSlack());
-            for (int i = 0; i < c.length; i++) {
-                if (!RoutingPolicy.eligible(c[i], r, nowNs) || loads[i] + 1 > cap) {
+            for (int s = 0; s < slotCount; s++) {
+                if (!slotEligible[s] || slotLoad[s] + 1 > cap) {
                     continue;
                 }
-                if (best == null || weighted(i) > weighted(bestIdx)
-                    || (weighted(i) == weighted(bestIdx) && loads[i] < loads[bestIdx])) {
-                    best = c[i];
-                    bestIdx = i;
+                if (best < 0 || weighted(s) > weighted(best) || (weighted(s) == weighted(best) && slotLoad[s] < slotLoad[best])) {
+                    best = s;
                 }
             }
-            if (best != null && matched[bestIdx] < Math.max(1, knobs.minMatchBlocks())) {
+            if (best >= 0 && slotMatched[best] < Math.max(1, knobs.minMatchBlocks())) {
                 // Every endpoint that holds the prefix is over the bound: spread the load instead.
                 return fallback(c, r, nowNs, why, MissReason.OVER_LOAD_BOUND);
             }
         }
-        if (best == null) {
+        if (best < 0) {
             return fallback(c, r, nowNs, why, MissReason.OVER_LOAD_BOUND);
         }
         stats.tier(Tier.KV_EXACT);
-        stats.matched(matched[bestIdx]);
+        stats.matched(slotMatched[best]);
         if (r.explain()) {
-            explain(r, why, c, n, "longest cached prefix " + matched[bestIdx] + "/" + n + " blocks (tier "
-                + Holders.tierName(tiers[bestIdx]) + ", weight " + knobs.tierWeights().of(tiers[bestIdx]) + ")");
+            explain(r, why, c, n, "longest cached prefix " + slotMatched[best] + "/" + n + " blocks (tier "
+                + Holders.tierName(slotTier[best]) + ", weight " + knobs.tierWeights().of(slotTier[best]) + ")");
         }
-        return best;
+        return take(c, r, best);
     }
 
-    /** A candidate's match weighed by the memory tier it is in ({@code kv.tier_weights}). */
-    private double weighted(int i) {
-        return matched[i] * knobs.tierWeights().of(tiers[i]);
+    /** The decision is slot {@code s}: its endpoint, pinned to its rank when it is one. */
+    private EndpointState take(EndpointState[] c, RouteEvent r, int s) {
+        chosenSlot = s;
+        r.chosenRank = slotRank[s];
+        return c[slotCand[s]];
+    }
+
+    /** A slot's match weighed by the memory tier it is in ({@code kv.tier_weights}). */
+    private double weighted(int s) {
+        return slotMatched[s] * knobs.tierWeights().of(slotTier[s]);
     }
 
     private void watchdog(EndpointState[] c, RouteEvent r, long nowNs) {
@@ -273,6 +365,17 @@ final class KvExactPolicy implements RoutingPolicy {
         stats.miss(reason);
         stats.tier(Tier.FALLBACK);
         EndpointState ep = fallback.choose(c, r, nowNs, why);
+        if (ep != null && rankHints && r.sendsDpRank && ep.ranks() > 1) {
+            pinFallbackRank(c, ep);
+            r.chosenRank = chosenSlot >= 0 ? slotRank[chosenSlot] : leastLoadedRank(ep);
+        }
+        if (ep != null && chosenSlot < 0 && lookedUp) {
+            for (int s = 0; s < slotCount; s++) {
+                if (c[slotCand[s]] == ep && slotRank[s] < 0) {
+                    chosenSlot = s;
+                }
+            }
+        }
         if (r.explain()) {
             why.append("tier=fallback(").append(reason.label).append(")");
             if (reason == MissReason.NO_MATCH || reason == MissReason.BELOW_MIN_MATCH || reason == MissReason.OVER_LOAD_BOUND) {
@@ -280,6 +383,39 @@ final class KvExactPolicy implements RoutingPolicy {
             }
         }
         return ep;
+    }
+
+    /**
+     * The fallback chose an endpoint whose ranks are scored separately: it takes the rank with the longest match
+     * (weighted), then the least loaded one (the slots, when the lookup ran; otherwise {@link #leastLoadedRank}).
+     */
+    private void pinFallbackRank(EndpointState[] c, EndpointState ep) {
+        if (!lookedUp) {
+            return;
+        }
+        int best = -1;
+        for (int s = 0; s < slotCount; s++) {
+            if (c[slotCand[s]] != ep || slotRank[s] < 0) {
+                continue;
+            }
+            if (best < 0 || weighted(s) > weighted(best) || (weighted(s) == weighted(best) && slotLoad[s] < slotLoad[best])) {
+                best = s;
+            }
+        }
+        chosenSlot = best;
+    }
+
+    private int leastLoadedRank(EndpointState ep) {
+        int best = 0;
+        double bestCost = Double.MAX_VALUE;
+        for (int rk = 0; rk < ep.ranks(); rk++) {
+            double cost = ep.rankCost(rk, tokenWeight);
+            if (cost < bestCost) {
+                bestCost = cost;
+                best = rk;
+            }
+        }
+        return best;
     }
 
     private void explain(RouteEvent r, StringBuilder why, EndpointState[] c, int n, String reason) {
@@ -290,21 +426,35 @@ final class KvExactPolicy implements RoutingPolicy {
         appendScores(why, c);
     }
 
+    /** {@code matched=} and {@code load=} per slot: {@code host:port} for an endpoint, {@code host:port#rank} for a rank. */
     private void appendScores(StringBuilder why, EndpointState[] c) {
         why.append("; matched=");
-        for (int i = 0; i < c.length; i++) {
-            why.append(i == 0 ? "" : ",").append(c[i].key()).append(':').append(matched[i]);
-            if (matched[i] > 0) {
-                why.append('@').append(Holders.tierName(tiers[i]));
+        for (int s = 0; s < slotCount; s++) {
+            slotName(why.append(s == 0 ? "" : ","), c, s).append(':').append(slotMatched[s]);
+            if (slotMatched[s] > 0) {
+                why.append('@').append(Holders.tierName(slotTier[s]));
             }
         }
         why.append("; load=");
-        for (int i = 0; i < c.length; i++) {
-            why.append(i == 0 ? "" : ",").append(c[i].key()).append(':');
-            c[i].explainLoad(why);
+        for (int s = 0; s < slotCount; s++) {
+            slotName(why.append(s == 0 ? "" : ","), c, s).append(':');
+            EndpointState e = c[slotCand[s]];
+            if (slotRank[s] < 0) {
+                e.explainLoad(why);
+            } else {
+                e.explainRankLoad(slotRank[s], why);
+            }
         }
         if (tokenWeight > 0) {
             why.append("; prefill_token_weight=").append(tokenWeight);
         }
+    }
+
+    private StringBuilder slotName(StringBuilder why, EndpointState[] c, int s) {
+        why.append(c[slotCand[s]].key());
+        if (slotRank[s] >= 0) {
+            why.append('#').append(slotRank[s]);
+        }
+        return why;
     }
 }

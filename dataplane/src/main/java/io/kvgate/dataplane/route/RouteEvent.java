@@ -49,6 +49,10 @@ public final class RouteEvent {
      * prefill. 0 when unknown. Reset by the routing stage before each decision.
      */
     int uncachedTokens;
+    /** {@link RouteRequest#sendsDpRank()}: only then may kv_exact pin the request to a DP rank. */
+    boolean sendsDpRank;
+    /** Set by the policy that decided: the DP rank of the chosen endpoint the request is pinned to, -1 for none. */
+    int chosenRank = -1;
 
     /** Copies the request's routing inputs (publishing thread). */
     void copyFrom(RouteRequest r, RouterPort p) {
@@ -73,6 +77,7 @@ public final class RouteEvent {
         priority = r.priority();
         tenant = r.tenant();
         tracksPrefill = r.tracksPrefill();
+        sendsDpRank = r.sendsDpRank();
     }
 
     /** Copies another slot's inputs (the routing stage keeps a waiting request's inputs past its ring slot). */
@@ -95,6 +100,7 @@ public final class RouteEvent {
         priority = o.priority;
         tenant = o.tenant;
         tracksPrefill = o.tracksPrefill;
+        sendsDpRank = o.sendsDpRank;
     }
 
     void clear() {
@@ -152,6 +158,17 @@ public final class RouteEvent {
     /** The uncached prompt tokens the last decision charged (tests), see {@link #uncachedTokens}. */
     public int uncachedTokens() {
         return uncachedTokens;
+    }
+
+    /** The DP rank the last decision pinned the request to, -1 for none (tests). */
+    public int chosenRank() {
+        return chosenRank;
+    }
+
+    /** Marks the event as a request that can carry a DP rank hint (tests and benchmarks). */
+    public RouteEvent sendsDpRank(boolean on) {
+        this.sendsDpRank = on;
+        return this;
     }
 
     /** Marks the event as a request that reports its prefill's end (tests and benchmarks). */

@@ -103,6 +103,22 @@ public interface RouteRequest {
     default void prefillCharged(int tokens) {}
 
     /**
+     * Whether this request can carry a DP rank hint to the engine ({@code X-data-parallel-rank}) and report its end
+     * on that rank ({@link RouterPort#complete(EndpointState, Outcome, int)}): only then do kv_exact rules with
+     * {@code kv.dp_rank_hint} score the DP ranks of an endpoint separately and pin the request to one.
+     */
+    default boolean sendsDpRank() {
+        return false;
+    }
+
+    /**
+     * The DP rank of the endpoint the routing stage pinned this request to (a {@link #sendsDpRank} request, on its
+     * event loop, just before {@link #onRouted}); the request sends it to the engine and reports its end, and its
+     * prefill, with it.
+     */
+    default void dpRankChosen(int rank) {}
+
+    /**
      * Admission control gave up on the request (its queue was full, or it waited {@code admission.max_wait_ms}): the
      * client gets 429 with {@code Retry-After}. On the request's event loop; no endpoint was counted for it. The
      * default answers like "no endpoint" for requests that know no better.

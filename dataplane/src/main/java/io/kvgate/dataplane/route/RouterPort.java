@@ -32,6 +32,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class RouterPort implements Runnable {
     private static final VarHandle LONGS = MethodHandles.arrayElementVarHandle(long[].class);
+    private static final int RANKS = EngineReading.MAX_RANKS;
     private static final VarHandle PUBLISHED_TAIL;
     private static final VarHandle DRAINED_HEAD;
     private static final VarHandle COMPLETIONS;
@@ -63,6 +64,8 @@ public final class RouterPort implements Runnable {
     private final boolean[] sheds;
     /** Uncached prompt tokens the decision charged the endpoint (handed to the request before onRouted). */
     private final int[] charges;
+    /** The DP rank the decision pinned the request to, -1 for none (handed to the request before onRouted). */
+    private final int[] dpRanks;
     /** Router only: next slot to fill. */
     private long routerTail;
     /** Slots filled and visible to the loop (router: release at the end of each batch). */
@@ -93,6 +96,8 @@ public final class RouterPort implements Runnable {
     private long[] appliedFailed = new long[64];
     private long[] appliedReleased = new long[64];
     private long[] appliedPrefillDone = new long[64];
+    private long[] appliedRankDone = new long[64 * RANKS];
+    private long[] appliedRankPrefillDone = new long[64 * RANKS];
 
     private static final class CompletionCounts {
         final long[] succeeded;
@@ -100,12 +105,17 @@ public final class RouterPort implements Runnable {
         final long[] released;
         /** Charged prefill tokens handed back (first response bytes, or the end of the request). */
         final long[] prefillDone;
+        /** Per (endpoint, DP rank), index {@code id * 8 + rank}: pinned requests finished, their prefill tokens back. */
+        final long[] rankDone;
+        final long[] rankPrefillDone;
 
         CompletionCounts(int endpoints) {
             succeeded = new long[endpoints];
             failed = new long[endpoints];
             released = new long[endpoints];
             prefillDone = new long[endpoints];
+            rankDone = new long[endpoints * RANKS];
+            rankPrefillDone = new long[endpoints * RANKS];
         }
     }
 
@@ -124,6 +134,7 @@ public final class RouterPort implements Runnable {
         this.explanations = new String[capacity];
         this.sheds = new boolean[capacity];
         this.charges = new int[capacity];
+        this.dpRanks = new int[capacity];
     }
 
     /**
@@ -176,6 +187,40 @@ public final class RouterPort implements Runnable {
     }
 
     /**
+     * As {@link #complete(EndpointState, Outcome)}, for a request the routing stage pinned to DP rank {@code rank}
+     * (-1: none), so the rank's own count of requests in flight follows too.
+     */
+    public void complete(EndpointState endpoint, Outcome outcome, int rank) {
+        if (rank >= 0 && rank < RANKS) {
+            int id = endpoint.id();
+            CompletionCounts c = counts;
+            if (id >= c.succeeded.length) {
+                c = grow(c, id);
+            }
+            int i = id * RANKS + rank;
+            LONGS.setRelease(c.rankDone, i, (long) LONGS.get(c.rankDone, i) + 1);
+        }
+        complete(endpoint, outcome);
+    }
+
+    /** As {@link #prefillDone(EndpointState, int)}, for a request pinned to DP rank {@code rank} (-1: none). */
+    public void prefillDone(EndpointState endpoint, int tokens, int rank) {
+        if (tokens <= 0) {
+            return;
+        }
+        if (rank >= 0 && rank < RANKS) {
+            int id = endpoint.id();
+            CompletionCounts c = counts;
+            if (id >= c.succeeded.length) {
+                c = grow(c, id);
+            }
+            int i = id * RANKS + rank;
+            LONGS.setRelease(c.rankPrefillDone, i, (long) LONGS.get(c.rankPrefillDone, i) + tokens);
+        }
+        prefillDone(endpoint, tokens);
+    }
+
+    /**
      * {@code tokens} of the prefill the routing stage charged to a request routed to {@code endpoint} through this
      * port are done (its first response bytes arrived, or it ended). On this port's thread, like {@link #complete};
      * never blocks, never wakes the routing thread.
@@ -200,6 +245,8 @@ public final class RouterPort implements Runnable {
         System.arraycopy(c.failed, 0, g.failed, 0, c.failed.length);
         System.arraycopy(c.released, 0, g.released, 0, c.released.length);
         System.arraycopy(c.prefillDone, 0, g.prefillDone, 0, c.prefillDone.length);
+        System.arraycopy(c.rankDone, 0, g.rankDone, 0, c.rankDone.length);
+        System.arraycopy(c.rankPrefillDone, 0, g.rankPrefillDone, 0, c.rankPrefillDone.length);
         counts = g; // only this thread writes the counters, so nothing written to the old arrays can be missed
         return g;
     }
@@ -213,6 +260,11 @@ public final class RouterPort implements Runnable {
 
     /** Queues a decision that charged {@code prefillTokens} to {@code endpoint} (routing thread). */
     void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation, int prefillTokens) {
+        post(request, endpoint, rule, explanation, prefillTokens, -1);
+    }
+
+    /** Queues a decision that pinned the request to DP rank {@code dpRank} (-1: none) of {@code endpoint}. */
+    void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation, int prefillTokens, int dpRank) {
         int i = (int) routerTail & mask;
         requests[i] = request;
         endpoints[i] = endpoint;
@@ -220,6 +272,7 @@ public final class RouterPort implements Runnable {
         explanations[i] = explanation;
         sheds[i] = false;
         charges[i] = prefillTokens;
+        dpRanks[i] = dpRank;
         routerTail++;
     }
 
@@ -232,6 +285,7 @@ public final class RouterPort implements Runnable {
         explanations[i] = message;
         sheds[i] = true;
         charges[i] = 0;
+        dpRanks[i] = -1;
         routerTail++;
     }
 
@@ -264,6 +318,8 @@ public final class RouterPort implements Runnable {
             appliedFailed = java.util.Arrays.copyOf(appliedFailed, n);
             appliedReleased = java.util.Arrays.copyOf(appliedReleased, n);
             appliedPrefillDone = java.util.Arrays.copyOf(appliedPrefillDone, n);
+            appliedRankDone = java.util.Arrays.copyOf(appliedRankDone, n * RANKS);
+            appliedRankPrefillDone = java.util.Arrays.copyOf(appliedRankPrefillDone, n * RANKS);
         }
         int limit = Math.min(n, byId.length);
         for (int id = 0; id < limit; id++) {
@@ -279,11 +335,27 @@ public final class RouterPort implements Runnable {
             if (dp != 0 && byId[id] != null) {
                 appliedPrefillDone[id] = p;
                 byId[id].onPrefillDone(dp);
+                for (int k = 0; k < RANKS; k++) {
+                    int i = id * RANKS + k;
+                    long rp = (long) LONGS.getAcquire(c.rankPrefillDone, i);
+                    if (rp != appliedRankPrefillDone[i]) {
+                        byId[id].onRankPrefillDone(k, rp - appliedRankPrefillDone[i]);
+                        appliedRankPrefillDone[i] = rp;
+                    }
+                }
             }
             if ((ds | df | dr) != 0 && byId[id] != null) {
                 appliedSucceeded[id] = s;
                 appliedFailed[id] = f;
                 appliedReleased[id] = r;
+                for (int k = 0; k < RANKS; k++) {
+                    int i = id * RANKS + k;
+                    long rd = (long) LONGS.getAcquire(c.rankDone, i);
+                    if (rd != appliedRankDone[i]) {
+                        byId[id].onRankCompleted(k, rd - appliedRankDone[i]);
+                        appliedRankDone[i] = rd;
+                    }
+                }
                 byId[id].onCompleted(ds, df, dr, failureThreshold, openNs, nowNs);
             }
         }
@@ -305,6 +377,7 @@ public final class RouterPort implements Runnable {
             String explanation = explanations[i];
             boolean shed = sheds[i];
             int charge = charges[i];
+            int dpRank = dpRanks[i];
             requests[i] = null;
             endpoints[i] = null;
             rules[i] = null;
@@ -317,6 +390,9 @@ public final class RouterPort implements Runnable {
                 } else {
                     if (charge > 0) {
                         request.prefillCharged(charge);
+                    }
+                    if (dpRank >= 0) {
+                        request.dpRankChosen(dpRank);
                     }
                     request.onRouted(endpoint, rule, explanation);
                 }

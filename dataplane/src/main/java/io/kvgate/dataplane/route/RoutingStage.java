@@ -499,6 +499,7 @@ public final class RoutingStage implements AutoCloseable {
     private void decide(Rule rule, RouteEvent e, long now) {
         e.gate = e.needsAdmission ? rule.admission : null;
         e.uncachedTokens = 0;
+        e.chosenRank = -1;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
@@ -509,16 +510,13 @@ public final class RoutingStage implements AutoCloseable {
             return;
         }
         int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
+        int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
         if (!e.dryRun) {
-            ep.onRouted(now, charge);
+            ep.onRouted(now, charge, rank);
             routed.lazySet(routed.get() + 1);
         }
-        port(e.port, e.request, ep, rule, explanation, charge);
-    }
-
-    private void port(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation, int charge) {
-        port.post(request, ep, rule, explanation, charge);
-        markDirty(port);
+        e.port.post(e.request, ep, rule, explanation, charge, rank);
+        markDirty(e.port);
     }
 
     private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {

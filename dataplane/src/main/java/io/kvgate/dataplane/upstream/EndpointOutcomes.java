@@ -16,4 +16,14 @@ public interface EndpointOutcomes {
      * response bytes, or the end of the leg). Reported at most once per charge, before its {@link #complete}.
      */
     default void prefillDone(EndpointState endpoint, int tokens) {}
+
+    /** As {@link #complete(EndpointState, Outcome)} for a request pinned to DP rank {@code rank} (-1: none). */
+    default void complete(EndpointState endpoint, Outcome outcome, int rank) {
+        complete(endpoint, outcome);
+    }
+
+    /** As {@link #prefillDone(EndpointState, int)} for a request pinned to DP rank {@code rank} (-1: none). */
+    default void prefillDone(EndpointState endpoint, int tokens, int rank) {
+        prefillDone(endpoint, tokens);
+    }
 }

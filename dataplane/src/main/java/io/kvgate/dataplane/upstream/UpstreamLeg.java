@@ -104,6 +104,8 @@ public final class UpstreamLeg {
     private CompositeByteBuf aggregate;
     /** Uncached prompt tokens the routing stage charged this leg's endpoint, until the first response bytes. */
     private int prefillTokens;
+    /** The DP rank the routing stage pinned this request to, -1 for none (its end is reported with it). */
+    private int dpRank = -1;
 
     /**
      * @param headers request headers, owned by the leg from now on ({@code host} and {@code content-length} are set here)
@@ -352,7 +354,7 @@ public final class UpstreamLeg {
             metrics.upstreamError(endpoint.key(), charged.metricName());
         }
         prefillDone();
-        outcomes.complete(endpoint, charged == null ? Outcome.SUCCESS : charged.outcome());
+        outcomes.complete(endpoint, charged == null ? Outcome.SUCCESS : charged.outcome(), dpRank);
         return true;
     }
 
@@ -367,11 +369,17 @@ public final class UpstreamLeg {
         return this;
     }
 
+    /** The DP rank the request is pinned to (its {@code X-data-parallel-rank}): outcomes are reported with it. */
+    public UpstreamLeg dpRank(int rank) {
+        this.dpRank = rank;
+        return this;
+    }
+
     private void prefillDone() {
         int t = prefillTokens;
         if (t > 0) {
             prefillTokens = 0;
-            outcomes.prefillDone(endpoint, t);
+            outcomes.prefillDone(endpoint, t, dpRank);
         }
     }
 

@@ -32,9 +32,14 @@ class DecisionAllocationTest {
     }
 
     private Rule rule(String policySettings, boolean kv) {
+        return rule(policySettings, kv, 1);
+    }
+
+    private Rule rule(String policySettings, boolean kv, int dpRanks) {
         String[] eps = new String[4];
         for (int i = 0; i < eps.length; i++) {
-            eps[i] = "url: http://127.0.0.1:" + (20000 + i) + (kv ? "\n        kv_events: tcp://127.0.0.1:" + (30000 + i) : "");
+            eps[i] = "url: http://127.0.0.1:" + (20000 + i) + (kv ? "\n        kv_events: tcp://127.0.0.1:" + (30000 + 10 * i)
+                + "\n        dp_ranks: " + dpRanks : "");
         }
         if (kv && index == null) {
             index = new BlockIndex(new BlockIndexConfig(4096, 8, 2, 8192, 1024));
@@ -55,7 +60,8 @@ class DecisionAllocationTest {
             eps[i].publishReading(new EngineReading(now, 0, 0, new int[] {i * 3}, new int[] {i}, new double[] {0.1 * i}));
             eps[i].refreshLoad(now, Long.MAX_VALUE);
         }
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true);
+        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
+            .sendsDpRank(true);
         StringBuilder why = new StringBuilder(256);
         RoutingPolicy p = r.policyFor(RouteRequest.Role.ANY);
         for (int i = 0; i < 50_000; i++) {
@@ -76,12 +82,18 @@ class DecisionAllocationTest {
     private static void decide(RoutingPolicy p, EndpointState[] eps, RouteEvent e, StringBuilder why, long now) {
         why.setLength(0);
         e.uncachedTokens = 0;
+        e.chosenRank = -1;
         EndpointState ep = p.choose(eps, e, now, why);
-        ep.onRouted(now, e.uncachedTokens);
+        int rank = e.chosenRank;
+        ep.onRouted(now, e.uncachedTokens, rank);
         for (EndpointState x : eps) {
             x.refreshLoad(now, Long.MAX_VALUE);
         }
         ep.onPrefillDone(e.uncachedTokens);
+        if (rank >= 0) {
+            ep.onRankPrefillDone(rank, e.uncachedTokens);
+            ep.onRankCompleted(rank, 1);
+        }
         ep.onCompleted(1, 0, 0, 5, 1, now);
     }
 
@@ -118,6 +130,28 @@ class DecisionAllocationTest {
         }
         assertEquals(0, bytesPerRun(bounded, miss, 10_000), "a miss: the token-aware least_outstanding fallback");
         assertTrue(bounded.stats().missCount(RuleStats.MissReason.NO_MATCH) > 0);
+    }
+
+    @Test
+    void kvExactDecisionsScoringDpRanksAllocateNothing() {
+        int[] p = prompt(32);
+        Rule r = rule("    policy: kv_exact\n    fallback: least_outstanding\n    kv: {mode: bounded, speculative_ttl_ms: 2000}\n",
+            true, 4);
+        long[] keys = new long[p.length / BLOCK];
+        new RuleHasher(r.config(), 0).hash(p, null, keys);
+        for (EndpointState ep : r.endpoints()) {
+            for (int rank = 0; rank < 4; rank++) {
+                for (int b = 0; b < 8 + rank * 5; b++) {
+                    index.stored(ep.id(), rank, keys[b]);
+                }
+            }
+        }
+        assertEquals(0, bytesPerRun(r, p, 10_000), "per-rank depths, loads and the speculation memo");
+        int[] miss = new int[40 * BLOCK];
+        for (int i = 0; i < miss.length; i++) {
+            miss[i] = 55_000 + i;
+        }
+        assertEquals(0, bytesPerRun(r, miss, 10_000), "a miss pinned to the least loaded rank");
     }
 
     @Test

@@ -48,6 +48,10 @@ public final class BlockIndexReader {
     private final long[] gpuBits;
     private final long[] cpuBits;
     private final int[] probedStamp;
+    // rankDepths: the ranks of one endpoint holding each probed position, memoized per call.
+    private final int[] rankStamp;
+    private final byte[] rankBitsAt;
+    private int rankCall;
     // Private cache of probed blocks (key -> endpoint bitmap), invalidated from the writer's change log.
     private final boolean cacheEnabled;
     private final ChangeLog changes;
@@ -80,6 +84,8 @@ public final class BlockIndexReader {
         this.gpuBits = new long[maxPromptBlocks * words];
         this.cpuBits = new long[maxPromptBlocks * words];
         this.probedStamp = new int[maxPromptBlocks];
+        this.rankStamp = new int[maxPromptBlocks];
+        this.rankBitsAt = new byte[maxPromptBlocks];
         this.changes = index.changes();
         this.cacheEnabled = cfg.maxEndpoints() <= 64 && cfg.hotCacheEntries() > 0;
         int slots = cacheEnabled ? Integer.highestOneBit(Math.max(16, cfg.hotCacheEntries() - 1)) << 1 : 1;
@@ -311,6 +317,82 @@ public final class BlockIndexReader {
                 }
             }
         }
+    }
+
+    /**
+     * For one endpoint, the number of leading blocks of {@code keys[0..depth)} each of its DP ranks
+     * {@code 0..ranks-1} holds, written to {@code depthOut[r]} (from the index alone: the speculative overlay has no
+     * ranks). Each rank's cache is prefix-closed like the endpoint's, so each is a binary search; one probe answers
+     * for every rank and probes are shared between the ranks' searches: at most {@code ranks x (1 + log2 depth)}
+     * probes, usually far fewer (ranks that hold the whole prefix cost one together). Pass the endpoint's union
+     * depth from {@link #longestPrefix} as {@code depth}: no rank holds more.
+     */
+    public void rankDepths(long[] keys, int depth, int endpointId, int ranks, int[] depthOut) {
+        int n = Math.min(depth, maxPromptBlocks);
+        int m = Math.min(ranks, Holders.MAX_RANKS);
+        if (++rankCall == 0) {
+            java.util.Arrays.fill(rankStamp, 0);
+            rankCall = 1;
+        }
+        for (int r = 0; r < m; r++) {
+            depthOut[r] = 0;
+        }
+        if (n <= 0) {
+            return;
+        }
+        int last = rankBits(keys, n - 1, endpointId);
+        int first = rankBits(keys, 0, endpointId);
+        for (int r = 0; r < m; r++) {
+            int bit = 1 << r;
+            if ((last & bit) != 0) {
+                depthOut[r] = n;
+                continue;
+            }
+            if ((first & bit) == 0) {
+                continue; // 0
+            }
+            int lo = 1;
+            int hi = n - 1; // position 0 held, position n-1 not
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if ((rankBits(keys, mid, endpointId) & bit) != 0) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            depthOut[r] = lo;
+        }
+    }
+
+    /** The ranks of {@code endpointId} holding {@code keys[pos]} as a bit set, memoized for the current call. */
+    private int rankBits(long[] keys, int pos, int endpointId) {
+        if (rankStamp[pos] == rankCall) {
+            return rankBitsAt[pos] & 0xFF;
+        }
+        probes++;
+        int bits = 0;
+        keyStore.writeLong(0, keys[pos]);
+        try (ExternalMapQueryContext<Long, byte[], ?> c = index.map().queryContext(keyStore, 0, KEY_BYTES)) {
+            c.readLock().lock();
+            MapEntry<Long, byte[]> e = c.entry();
+            if (e != null) {
+                Data<byte[]> v = e.value();
+                RandomDataInput in = v.bytes();
+                long off = v.offset();
+                int words = (int) (v.size() / Holders.WORD_BYTES);
+                for (int i = 0; i < words; i++) {
+                    long w = in.readLong(off + (long) i * Holders.WORD_BYTES);
+                    int cell = Holders.cellOf(w);
+                    if (Holders.endpointOf(cell) == endpointId && index.live(w)) {
+                        bits |= 1 << Holders.rankOf(cell);
+                    }
+                }
+            }
+        }
+        rankStamp[pos] = rankCall;
+        rankBitsAt[pos] = (byte) bits;
+        return bits;
     }
 
     private int depth(long[] keys, int n, int c, SpeculativeOverlay overlay, long now) {
