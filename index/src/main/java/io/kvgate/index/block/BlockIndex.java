@@ -52,6 +52,8 @@ public final class BlockIndex implements AutoCloseable {
     private final ChronicleMap<Long, byte[]> map;
     private final int segments;
     private final int evictBatch;
+    /** At most 64 endpoints: the change log carries endpoint bitmaps (reader caches exist only then). */
+    private final boolean bitmapEndpoints;
 
     // Writer-owned scratch, reused for every operation (no allocation per block).
     private final BytesStore<?, ?> keyStore = BytesStore.wrap(new byte[KEY_BYTES]);
@@ -81,7 +83,7 @@ public final class BlockIndex implements AutoCloseable {
     private final AtomicLong clearEntryVisits = new AtomicLong();
     private final AtomicLong clearEpoch = new AtomicLong();
 
-    /** Keys whose holder set changed, for the readers' caches. */
+    /** Blocks whose holder set changed, with the set after the change, for the readers' caches. */
     private final ChangeLog changes = new ChangeLog(1 << 16);
 
     private int evictCursor;
@@ -104,6 +106,7 @@ public final class BlockIndex implements AutoCloseable {
             .create();
         this.segments = map.segments();
         this.evictBatch = Math.max(1, config.capacityBlocks() >>> 10);
+        this.bitmapEndpoints = config.maxEndpoints() <= 64;
         int maxWords = config.maxEndpoints() * Holders.MAX_RANKS * 3 + 1;
         this.words = new long[maxWords];
         this.valueStore = BytesStore.wrap(new byte[maxWords * Holders.WORD_BYTES]);
@@ -173,7 +176,8 @@ public final class BlockIndex implements AutoCloseable {
                 }
                 size.setRelease(size.getPlain() + 1);
                 rankSetChanged(endpointId, 0, 1 << rank);
-                changes.append(key);
+                words[0] = Holders.word(Holders.cell(endpointId, rank, 1), tier, gen);
+                logChange(key, 1);
                 return;
             }
             int before = readWords(e.value());
@@ -195,7 +199,7 @@ public final class BlockIndex implements AutoCloseable {
             words[n] = Holders.word(Holders.cell(endpointId, rank, 1), tier, gen);
             writeBack(c, e, n + 1);
             rankSetChanged(endpointId, oldSet, oldSet | (1 << rank));
-            changes.append(key);
+            logChange(key, n + 1);
         }
     }
 
@@ -251,8 +255,10 @@ public final class BlockIndex implements AutoCloseable {
             n--;
             int newSet = liveRankSet(n, endpointId);
             rankSetChanged(endpointId, oldSet, newSet);
-            changes.append(key);
             finish(c, e, key, n, -1);
+            if (n > 0) {
+                logChange(key, n); // finish logged the removal of an emptied entry itself
+            }
         }
     }
 
@@ -262,7 +268,7 @@ public final class BlockIndex implements AutoCloseable {
         if (n == 0) {
             e.doRemove();
             size.setRelease(size.getPlain() - 1);
-            changes.append(key);
+            logChange(key, 0);
         } else if (n != before) {
             writeBack(c, e, n);
         }
@@ -381,6 +387,32 @@ public final class BlockIndex implements AutoCloseable {
             memberships.setRelease(memberships.getPlain() - 1);
             blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) - 1);
         }
+    }
+
+    /**
+     * Logs the holder set of {@code key} as {@code words[0..n)} now stands (live words only), for the readers' caches:
+     * called by every change of a block's endpoint set or tiers, while the segment is still locked (see
+     * {@link ChangeLog}). The bitmaps are what {@link BlockIndexReader} caches: only indexes of at most 64
+     * endpoints have reader caches, larger ones log the key alone.
+     */
+    private void logChange(long key, int n) {
+        long holders = 0;
+        long gpu = 0;
+        long cpu = 0;
+        if (bitmapEndpoints) {
+            for (int i = 0; i < n; i++) {
+                long w = words[i];
+                long bit = 1L << Holders.endpointOf(Holders.cellOf(w));
+                holders |= bit;
+                int tier = Holders.tierOf(w);
+                if (tier == Holders.TIER_GPU) {
+                    gpu |= bit;
+                } else if (tier == Holders.TIER_CPU) {
+                    cpu |= bit;
+                }
+            }
+        }
+        changes.append(key, holders, gpu, cpu);
     }
 
     /** Ranks of {@code endpointId} with a live word among {@code words[0..n)} (dead words already dropped). */
@@ -515,7 +547,7 @@ public final class BlockIndex implements AutoCloseable {
             if (n == before) {
                 return removedBlocks < budget;
             }
-            changes.append(e.key().bytes().readLong(e.key().offset()));
+            logChange(e.key().bytes().readLong(e.key().offset()), n);
             if (n == 0) {
                 e.doRemove();
                 size.setRelease(size.getPlain() - 1);

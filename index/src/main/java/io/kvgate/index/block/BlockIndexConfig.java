@@ -10,7 +10,7 @@ package io.kvgate.index.block;
  *                           wrong guess costs memory or an extra chunk per entry, never correctness
  * @param maxPromptBlocks    longest prompt (in blocks) a lookup considers; longer prompts are scored on their
  *                           first {@code maxPromptBlocks} blocks
- * @param hotCacheEntries    slots of each reader's on-heap cache of probed blocks (20 bytes each; 0 disables it;
+ * @param hotCacheEntries    slots of each reader's on-heap cache of probed blocks (40 bytes each; 0 disables it;
  *                           only used with at most 64 endpoints), see {@link BlockIndexReader}
  */
 public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHoldersPerBlock, int maxPromptBlocks,
@@ -47,7 +47,7 @@ public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHold
             DEFAULT_MAX_PROMPT_BLOCKS, defaultHotCacheEntries(capacityBlocks));
     }
 
-    /** 2^16 slots (1.25 MiB per reader): the prompts being routed now, not the whole inventory. */
+    /** 2^16 slots (2.5 MiB per reader): the prompts being routed now, not the whole inventory. */
     public static int defaultHotCacheEntries(int capacityBlocks) {
         return 1 << 16;
     }

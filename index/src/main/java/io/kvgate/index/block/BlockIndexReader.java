@@ -24,8 +24,11 @@ import net.openhft.chronicle.map.MapEntry;
  *
  * <p><b>Reader cache.</b> With at most 64 endpoints each reader keeps a private direct-mapped cache of probed blocks
  * (key to endpoint bitmap, absent blocks included), ~20-30 ns per hit instead of ~200 ns per map probe. It is kept
- * exact by the writer's {@link ChangeLog}: every lookup first drains the keys whose holder set changed since the
- * previous lookup and drops them (a reader a whole log behind drops everything).
+ * exact by the writer's {@link ChangeLog}: every lookup first drains the blocks whose holder set changed since the
+ * previous lookup and overwrites the cached ones with the bitmaps the writer logged (a reader a whole log behind,
+ * or one that sees a clear, drops everything). Patching instead of dropping is what keeps a lookup off the map
+ * while ingest rewrites the very blocks being routed: lookups then read only this reader's own memory and the log,
+ * never a segment lock the writer holds (issue #12 item 4: p99 under full-rate ingest vs idle).
  *
  * <p>What the monotone assumption costs when it does not hold (a block missing in the middle of a held chain,
  * e.g. evicted from this index but not from the engine): the search may report the deeper depth. Every probed
@@ -36,6 +39,12 @@ import net.openhft.chronicle.map.MapEntry;
  */
 public final class BlockIndexReader {
     private static final int KEY_BYTES = 8;
+    private static final int SLOT = 5;
+    private static final int KEY = 0;
+    private static final int BITS = 1;
+    private static final int GPU = 2;
+    private static final int CPU = 3;
+    private static final int GEN = 4;
 
     private final BlockIndex index;
     private final int maxPromptBlocks;
@@ -55,16 +64,18 @@ public final class BlockIndexReader {
     // Private cache of probed blocks (key -> endpoint bitmap), invalidated from the writer's change log.
     private final boolean cacheEnabled;
     private final ChangeLog changes;
-    private final ChangeLog.Sink invalidator = this::invalidate;
-    private final long[] cacheKeys;
-    private final long[] cacheBits;
-    private final long[] cacheGpu;
-    private final long[] cacheCpu;
-    private final int[] cacheGen;
+    private final ChangeLog.Sink patcher = this::patch;
+    /**
+     * Slot i is {@code cache[i * SLOT, (i + 1) * SLOT)}: key, endpoint bitmap, GPU bitmap, CPU bitmap, generation.
+     * One array rather than one per field: a hit or a patch touches one or two cache lines instead of five, which
+     * is most of what a lookup costs once it stays off the map.
+     */
+    private final long[] cache;
     private final int cacheMask;
     private int gen = 1;
     private long logHead;
     private long cacheFlushes;
+    private long cachePatches;
     private long clearFlushes;
     private long seenClearEpoch;
     private int stamp;
@@ -89,11 +100,7 @@ public final class BlockIndexReader {
         this.changes = index.changes();
         this.cacheEnabled = cfg.maxEndpoints() <= 64 && cfg.hotCacheEntries() > 0;
         int slots = cacheEnabled ? Integer.highestOneBit(Math.max(16, cfg.hotCacheEntries() - 1)) << 1 : 1;
-        this.cacheKeys = new long[slots];
-        this.cacheBits = new long[slots];
-        this.cacheGpu = new long[slots];
-        this.cacheCpu = new long[slots];
-        this.cacheGen = new int[slots];
+        this.cache = new long[slots * SLOT];
         this.cacheMask = slots - 1;
         this.logHead = changes.tail();
         this.seenClearEpoch = index.clearEpoch();
@@ -110,7 +117,7 @@ public final class BlockIndexReader {
             dropCache();
             return;
         }
-        long r = changes.drain(logHead, invalidator);
+        long r = changes.drain(logHead, patcher);
         if (r < 0) {
             logHead = -1 - r;
             cacheFlushes++;
@@ -123,21 +130,28 @@ public final class BlockIndexReader {
     private void dropCache() {
         gen++;
         if (gen == 0) {
-            Arrays.fill(cacheGen, 0);
+            for (int i = GEN; i < cache.length; i += SLOT) {
+                cache[i] = 0;
+            }
             gen = 1;
         }
     }
 
-    private void invalidate(long key) {
+    /** A logged change: a block this reader caches takes its new holder bitmaps; others are left to probe. */
+    private void patch(long key, long holders, long gpu, long cpu) {
         int s = cacheSlot(key);
-        if (cacheKeys[s] == key) {
-            cacheGen[s] = 0;
+        if (cache[s + KEY] == key && cache[s + GEN] == gen) {
+            cache[s + BITS] = holders;
+            cache[s + GPU] = gpu;
+            cache[s + CPU] = cpu;
+            cachePatches++;
         }
     }
 
+    /** Offset in {@link #cache} of the slot for {@code key}. */
     private int cacheSlot(long key) {
         long h = key * 0x9E3779B97F4A7C15L;
-        return (int) (h >>> 40) & cacheMask;
+        return ((int) (h >>> 40) & cacheMask) * SLOT;
     }
 
     private void markCandidates(long bitmap, long gpu, long cpu, int base) {
@@ -446,9 +460,9 @@ public final class BlockIndexReader {
         int slot = 0;
         if (cacheEnabled) {
             slot = cacheSlot(key);
-            if (cacheGen[slot] == gen && cacheKeys[slot] == key) {
+            if (cache[slot + GEN] == gen && cache[slot + KEY] == key) {
                 hotHits++;
-                markCandidates(cacheBits[slot], cacheGpu[slot], cacheCpu[slot], base);
+                markCandidates(cache[slot + BITS], cache[slot + GPU], cache[slot + CPU], base);
                 if (overlay != null) {
                     overlay.mark(key, now, candidateOf, overlayBits, base, indexBits);
                 }
@@ -496,11 +510,11 @@ public final class BlockIndexReader {
             }
             if (cacheEnabled) {
                 // Absent blocks are cached too (bitmap 0): inserts are in the change log like every change.
-                cacheKeys[slot] = key;
-                cacheBits[slot] = bitmap;
-                cacheGpu[slot] = gpu;
-                cacheCpu[slot] = cpu;
-                cacheGen[slot] = gen;
+                cache[slot + KEY] = key;
+                cache[slot + BITS] = bitmap;
+                cache[slot + GPU] = gpu;
+                cache[slot + CPU] = cpu;
+                cache[slot + GEN] = gen;
             }
         }
         if (overlay != null) {
@@ -516,6 +530,11 @@ public final class BlockIndexReader {
     /** Times the reader fell a whole change-log behind and dropped its cache. */
     public long cacheFlushes() {
         return cacheFlushes;
+    }
+
+    /** Cached blocks updated in place from the writer's change log (instead of being probed again). */
+    public long cachePatches() {
+        return cachePatches;
     }
 
     /** Times a clear (O(1) in the index) made this reader drop its cache. */

@@ -127,6 +127,78 @@ class BlockIndexTest {
         }
     }
 
+    /**
+     * Changes to cached blocks are patched into the reader's cache from the change log, tiers included: the next
+     * lookup answers from the cache (no map probe) and agrees with a reader that has no cache.
+     */
+    @Test
+    void readerCachePatchesChangedBlocksInsteadOfProbingAgain() {
+        try (BlockIndex idx = new BlockIndex(1 << 18, 8)) {
+            BlockIndexReader cached = idx.newReader();
+            long[] chain = chain(91, 64);
+            int[] eps = {0, 1, 2, 3};
+            int[] out = new int[4];
+            int[] tiers = new int[4];
+            store(idx, 0, 0, chain, 40);
+            store(idx, 1, 0, chain, 10);
+            cached.longestPrefix(chain, 64, eps, 4, out, tiers, null);
+            assertArrayEquals(new int[] {40, 10, 0, 0}, out);
+            for (int k = 1; k <= 64; k++) {
+                cached.longestPrefix(chain, k, eps, 4, out, tiers, null); // probes block k-1: every block cached
+            }
+            long mapProbesWarm = cached.probes() - cached.hotHits();
+            cached.longestPrefix(chain, 64, eps, 4, out, tiers, null);
+            assertEquals(mapProbesWarm, cached.probes() - cached.hotHits(), "a repeated lookup is answered from the cache");
+
+            // Every kind of writer change to blocks the reader has cached.
+            for (int i = 0; i < 40; i++) {
+                idx.stored(2, 1, chain[i], Holders.TIER_CPU);    // a new holder, in another tier
+            }
+            idx.stored(1, 0, chain[10], Holders.TIER_DISK);         // extends endpoint 1 by one block
+            idx.removed(0, 0, chain[39]);                           // shortens endpoint 0
+            for (int i = 0; i < 10; i++) {
+                idx.removed(1, 0, chain[i]);                        // endpoint 1 loses its whole prefix ...
+            }
+            idx.stored(1, 0, chain[0]);                             // ... and takes block 0 again
+            long patchesBefore = cached.cachePatches();
+            long mapProbesBefore = cached.probes() - cached.hotHits();
+            cached.longestPrefix(chain, 64, eps, 4, out, tiers, null);
+            assertEquals(mapProbesBefore, cached.probes() - cached.hotHits(), "patched, not probed again");
+            assertTrue(cached.cachePatches() - patchesBefore >= 40, "patches " + (cached.cachePatches() - patchesBefore));
+            assertArrayEquals(new int[] {39, 1, 40, 0}, out);
+            assertArrayEquals(new int[] {Holders.TIER_GPU, Holders.TIER_GPU, Holders.TIER_CPU, Holders.TIER_GPU}, tiers);
+            assertAgreesWithUncachedReader(idx, cached, chain, eps);
+
+            // A block removed by its last holder (entry deleted) and one evicted by a reclaim sweep after a clear.
+            idx.removed(1, 0, chain[0]);
+            idx.clearRank(2, 1);
+            idx.reclaimAll();
+            cached.longestPrefix(chain, 64, eps, 4, out, tiers, null);
+            assertArrayEquals(new int[] {39, 0, 0, 0}, out);
+            assertAgreesWithUncachedReader(idx, cached, chain, eps);
+        }
+    }
+
+    /** {@code reader}'s lookup against the truth read block by block from the map ({@code holds}, {@code tier}). */
+    static void assertAgreesWithUncachedReader(BlockIndex idx, BlockIndexReader reader, long[] chain, int[] eps) {
+        int[] want = new int[eps.length];
+        int[] wantTiers = new int[eps.length];
+        for (int c = 0; c < eps.length; c++) {
+            // Linear truth from holders(): the longest prefix every block of which some rank of eps[c] holds.
+            int d = 0;
+            while (d < chain.length && reader.holds(eps[c], chain[d])) {
+                d++;
+            }
+            want[c] = d;
+            wantTiers[c] = d == 0 ? Holders.TIER_GPU : reader.tier(eps[c], chain[d - 1]);
+        }
+        int[] got = new int[eps.length];
+        int[] gotTiers = new int[eps.length];
+        reader.longestPrefix(chain, chain.length, eps, eps.length, got, gotTiers, null);
+        assertArrayEquals(want, got);
+        assertArrayEquals(wantTiers, gotTiers);
+    }
+
     @Test
     void worksWithoutHotCacheAndWithMoreThan64Endpoints() {
         for (BlockIndexConfig cfg : new BlockIndexConfig[] {
