@@ -1,9 +1,7 @@
 package io.kvgate.perf.ingest;
 
 import java.lang.management.ManagementFactory;
-import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.index.block.BlockIndex;
@@ -16,55 +14,27 @@ import io.kvgate.ingest.zmq.KeyMode;
 import io.kvgate.ingest.zmq.KvEventIngest;
 import io.kvgate.ingest.zmq.KvEventSource;
 import io.kvgate.ingest.zmq.SubscriberStatus;
-import org.zeromq.SocketType;
-import org.zeromq.ZContext;
-import org.zeromq.ZMQ;
+import io.kvgate.tools.sim.KvFlood;
+import io.kvgate.tools.sim.SimulatorConfig;
 
 /**
- * End-to-end KV ingest across processes (issue #12 item 5), two roles of one class, each its own JVM:
- * <ul>
- *   <li>{@code publish PORT SECONDS [OPS_PER_S]}: a JeroMQ PUB bound at PORT publishing vLLM-shaped batches (store
- *       a 128-block prompt as BlockStored events of 16, 32 or 64 blocks, then remove it), paced to OPS_PER_S block
- *       operations per second (0 = as fast as it can), after 3 s of empty batches for the slow joiner;</li>
- *   <li>{@code ingest PORT SECONDS}: the real {@link KvEventIngest} thread subscribed to PORT, writing a 2 M-block
- *       index; measures applied block ops/s over SECONDS once ops flow, then the same payloads decoded and applied
- *       in process on one thread for comparison.</li>
- * </ul>
- * Each prints its process CPU time (all threads) over its measured window, in cores. Driven by
- * {@code perf/ingest-e2e.sh}.
+ * The gateway side of the end-to-end KV ingest benchmark (issue #12 item 5), driven by {@code perf/ingest-e2e.sh}:
+ * {@code ingest PORT SECONDS BATCH} runs the real {@link KvEventIngest} thread, subscribed to the simulator's
+ * ZeroMQ publisher on {@code tcp://127.0.0.1:PORT} ({@code ./kvgate sim --kv-flood RATE --kv-batch BATCH}, a
+ * separate process), writing a 2 M-block off-heap index. Once block ops flow it measures the ops applied over
+ * SECONDS and this process's CPU (all threads, in cores); then it decodes and applies the simulator's very
+ * payloads ({@link KvFlood#batches}, same configuration, same bytes) in process on one thread into a fresh index
+ * of the same size, and prints the ratio.
  */
 public final class IngestE2e {
-    private static final int BLOCKS = 128;
-    private static final int PROMPTS = 64;
-
     private IngestE2e() {
     }
 
     public static void main(String[] args) throws Exception {
-        int port = Integer.parseInt(args[1]);
-        int seconds = Integer.parseInt(args[2]);
-        if (args[0].equals("publish")) {
-            publish(port, seconds, args.length > 3 ? Long.parseLong(args[3]) : 0);
-        } else {
-            ingest(port, seconds);
+        if (args.length != 4 || !args[0].equals("ingest")) {
+            throw new IllegalArgumentException("usage: IngestE2e ingest PORT SECONDS BATCH (see perf/ingest-e2e.sh)");
         }
-    }
-
-    static byte[][][] payloads() {
-        SplittableRandom rnd = new SplittableRandom(5);
-        byte[][] store = new byte[PROMPTS][];
-        byte[][] remove = new byte[PROMPTS][];
-        int[] perEvent = {16, 32, 64};
-        for (int p = 0; p < PROMPTS; p++) {
-            long[] keys = new long[BLOCKS];
-            for (int i = 0; i < BLOCKS; i++) {
-                keys[i] = rnd.nextLong();
-            }
-            int bpe = perEvent[p % 3];
-            store[p] = Payloads.stored(keys, BLOCKS / bpe, bpe, 16, rnd);
-            remove[p] = Payloads.removed(keys, BLOCKS);
-        }
-        return new byte[][][] {store, remove};
+        ingest(Integer.parseInt(args[1]), Integer.parseInt(args[2]), Integer.parseInt(args[3]));
     }
 
     private static double cpuSeconds() {
@@ -72,45 +42,7 @@ public final class IngestE2e {
             .getProcessCpuTime() / 1e9;
     }
 
-    private static void publish(int port, int seconds, long opsPerSecond) throws Exception {
-        byte[][][] pl = payloads();
-        try (ZContext ctx = new ZContext(1)) {
-            ZMQ.Socket pub = ctx.createSocket(SocketType.PUB);
-            pub.setSndHWM(100_000);
-            pub.bind("tcp://127.0.0.1:" + port);
-            long seq = 0;
-            byte[] empty = Payloads.removed(new long[0], 0);
-            long warm = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
-            while (System.nanoTime() < warm) {
-                send(pub, seq++, empty);
-                Thread.sleep(5);
-            }
-            double cpu0 = cpuSeconds();
-            long t0 = System.nanoTime();
-            long end = t0 + TimeUnit.SECONDS.toNanos(seconds);
-            long ops = 0;
-            int p = 0;
-            while (System.nanoTime() < end) {
-                if (opsPerSecond > 0) {
-                    long due = t0 + (long) (ops * 1e9 / opsPerSecond);
-                    long wait = due - System.nanoTime();
-                    if (wait > 0) {
-                        LockSupport.parkNanos(wait);
-                    }
-                }
-                send(pub, seq++, pl[0][p]);
-                send(pub, seq++, pl[1][p]);
-                ops += 2L * BLOCKS;
-                p = (p + 1) & (PROMPTS - 1);
-            }
-            double secs = (System.nanoTime() - t0) / 1e9;
-            System.out.printf("publisher: offered %,d block ops in %.1f s = %,.0f ops/s (a PUB drops above its HWM: the ingest counts those as gaps); cpu %.2f cores%n", ops, secs,
-                ops / secs, (cpuSeconds() - cpu0) / secs);
-            Thread.sleep(1_000); // let the last batches leave before the context closes
-        }
-    }
-
-    private static void ingest(int port, int seconds) throws Exception {
+    private static void ingest(int port, int seconds, int batch) throws Exception {
         BlockIndex index = new BlockIndex(BlockIndexConfig.of(2_000_000, 64));
         KvEventIngest ingest = new KvEventIngest(index, NanoClock.SYSTEM);
         ingest.start();
@@ -127,7 +59,14 @@ public final class IngestE2e {
         long ops0 = blockOps(ingest);
         double cpu0 = cpuSeconds();
         long t0 = System.nanoTime();
-        Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
+        StringBuilder perSecond = new StringBuilder();
+        long last = ops0;
+        for (int i = 0; i < seconds; i++) {
+            Thread.sleep(1_000);
+            long now = blockOps(ingest);
+            perSecond.append(i == 0 ? "" : " ").append((now - last + 500) / 1_000).append('k');
+            last = now;
+        }
         long ops = blockOps(ingest) - ops0;
         double secs = (System.nanoTime() - t0) / 1e9;
         double cpu = (cpuSeconds() - cpu0) / secs;
@@ -135,8 +74,12 @@ public final class IngestE2e {
         ingest.close();
         double e2e = ops / secs;
 
-        // In process, same payloads, one thread: decode + apply into a fresh index of the same size.
-        byte[][][] pl = payloads();
+        // In process, the simulator's payloads, one thread: decode + apply into a fresh index of the same size.
+        SimulatorConfig flood = new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM)
+            .kvEvents("tcp://127.0.0.1:" + port).kvFlood(1, batch, 0);
+        flood.validate();
+        KvFlood.Batches pl = KvFlood.batches(flood, 0);
+        int opsPerPrompt = (int) pl.blockOpsPerPrompt();
         try (BlockIndex local = new BlockIndex(BlockIndexConfig.of(2_000_000, 64))) {
             KvEventDecoder decoder = new KvEventDecoder(new KvEventHandler() {
                 @Override
@@ -157,17 +100,25 @@ public final class IngestE2e {
                 public void onAllBlocksCleared() {
                 }
             });
+            // One second unmeasured first: the in-process decoder and index are new objects on this thread.
+            long warm = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+            for (int p = 0; System.nanoTime() < warm; p = (p + 1) % KvFlood.PROMPTS) {
+                decoder.decode(pl.stored()[p], 0, pl.stored()[p].length);
+                decoder.decode(pl.removed()[p], 0, pl.removed()[p].length);
+            }
             long localOps = 0;
             long l0 = System.nanoTime();
             long lend = l0 + TimeUnit.SECONDS.toNanos(Math.max(2, seconds / 2));
-            for (int p = 0; System.nanoTime() < lend; p = (p + 1) & (PROMPTS - 1)) {
-                decoder.decode(pl[0][p], 0, pl[0][p].length);
-                decoder.decode(pl[1][p], 0, pl[1][p].length);
-                localOps += 2L * BLOCKS;
+            for (int p = 0; System.nanoTime() < lend; p = (p + 1) % KvFlood.PROMPTS) {
+                decoder.decode(pl.stored()[p], 0, pl.stored()[p].length);
+                decoder.decode(pl.removed()[p], 0, pl.removed()[p].length);
+                localOps += opsPerPrompt;
             }
             double inProcess = localOps * 1e9 / (System.nanoTime() - l0);
-            System.out.printf("ingest: applied %,d block ops in %.1f s = %,.0f ops/s; cpu %.2f cores; gaps %d, "
-                    + "clears %d, decode errors %d%n", ops, secs, e2e, cpu, st.gaps(), st.clears(), st.decodeErrors());
+            System.out.printf("ingest: applied %,d block ops in %.1f s = %,.0f ops/s; gateway-side ingest JVM cpu %.2f "
+                    + "cores; gaps %d, clears %d, decode errors %d%n", ops, secs, e2e, cpu, st.gaps(), st.clears(),
+                st.decodeErrors());
+            System.out.println("ingest: block ops applied per second of the window: " + perSecond);
             System.out.printf("in process (decode + apply, one thread): %,.0f ops/s; end to end / in process = %.2f%n",
                 inProcess, e2e / inProcess);
         }
@@ -180,15 +131,5 @@ public final class IngestE2e {
             n += s.blockOps();
         }
         return n;
-    }
-
-    private static void send(ZMQ.Socket pub, long seq, byte[] payload) {
-        byte[] s = new byte[8];
-        for (int i = 0; i < 8; i++) {
-            s[i] = (byte) (seq >>> (56 - 8 * i));
-        }
-        pub.sendMore("kv");
-        pub.sendMore(s);
-        pub.send(payload);
     }
 }

@@ -67,6 +67,8 @@ public final class EngineSimulator implements AutoCloseable {
     private final SimRoutes routes;
     private final int port;
     private final PdCoordinator pd;
+    /** {@code --kv-flood}: replayed KV events at a fixed block-op rate, or null. */
+    private volatile KvFlood flood;
     private volatile Channel serverChannel;
     private volatile boolean closed;
 
@@ -131,6 +133,9 @@ public final class EngineSimulator implements AutoCloseable {
                 caches.announceCleared();
                 return null;
             });
+        }
+        if (config.kvFloodRate > 0) {
+            this.flood = new KvFlood(config, this);
         }
     }
 
@@ -213,6 +218,16 @@ public final class EngineSimulator implements AutoCloseable {
         ChannelFuture change = onLoop(() -> applyFaults(node));
         if (change != null) {
             change.syncUninterruptibly();
+        }
+    }
+
+    /** Runs {@code task} on the engine loop without waiting (the KV flood's batches); false once it is shut down. */
+    boolean onLoopAsync(Runnable task) {
+        try {
+            loop.execute(task);
+            return true;
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            return false;
         }
     }
 
@@ -558,6 +573,10 @@ public final class EngineSimulator implements AutoCloseable {
             return;
         }
         closed = true;
+        KvFlood f = flood;
+        if (f != null) {
+            f.close();
+        }
         try {
             onLoop(() -> {
                 Channel sc = serverChannel;

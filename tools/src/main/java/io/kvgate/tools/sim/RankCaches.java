@@ -262,6 +262,21 @@ final class RankCaches implements AutoCloseable {
         }
     }
 
+    /**
+     * Publishes a ready payload frame as the rank's next batch ({@code --kv-flood}), through the same seq counter,
+     * tap and publisher as the engine's own batches. Engine loop.
+     */
+    void publishBatch(int rank, byte[] payload) {
+        long seq = eventSeq[rank]++;
+        stats.inc("flood_batches");
+        if (batchTap != null) {
+            batchTap.accept(rank, payload);
+        }
+        if (publisher != null) {
+            publisher.offer(rank, seq, payload);
+        }
+    }
+
     /** Test instrumentation: sees every published batch payload. Engine loop. */
     void tapBatches(java.util.function.BiConsumer<Integer, byte[]> tap) {
         this.batchTap = tap;

@@ -89,6 +89,12 @@ public final class SimulatorConfig {
     EventForm eventForm = EventForm.ARRAY;
     int replayBufferSteps = 10_000;
     int eventQueueDepth = 65_536;
+    /** {@code --kv-flood}: block ops per second of replayed real KV events (0 = off), see {@link KvFlood}. */
+    long kvFloodRate;
+    /** {@code --kv-batch}: blocks per BlockStored event of the flood. */
+    int kvFloodBatch = 32;
+    /** {@code --kv-flood-seconds}: how long the flood runs (0 = until the simulator stops). */
+    long kvFloodSeconds;
 
     // ---- phase 3: P/D
     Role role = Role.BOTH;
@@ -126,6 +132,12 @@ public final class SimulatorConfig {
     public SimulatorConfig kvEventsMode(String v) { kvEventsMode = v; return this; }
     public SimulatorConfig eventForm(EventForm v) { eventForm = v; return this; }
     public SimulatorConfig replayBufferSteps(int v) { replayBufferSteps = v; return this; }
+    public SimulatorConfig kvFlood(long rate, int batch, long seconds) {
+        kvFloodRate = rate;
+        kvFloodBatch = batch;
+        kvFloodSeconds = seconds;
+        return this;
+    }
     public SimulatorConfig role(Role v) { role = v; return this; }
     public SimulatorConfig pdSecret(String v) { pdSecret = v; return this; }
     public SimulatorConfig pdRegistry(PdRegistry v) { pdRegistry = v; return this; }
@@ -241,6 +253,16 @@ public final class SimulatorConfig {
             || kvEventsMode.equals("connect")), "kv-events-mode=" + kvEventsMode + ": must be auto|bind|connect");
         check(errors, replayBufferSteps >= 1 && replayBufferSteps <= 1_000_000,
             "replay-buffer-steps=" + replayBufferSteps + ": must be in 1..1000000");
+        check(errors, kvFloodRate >= 0 && kvFloodRate <= 100_000_000,
+            "kv-flood=" + kvFloodRate + ": must be in 0..100000000 block ops/s (0 = off)");
+        check(errors, kvFloodBatch >= 1 && kvFloodBatch <= 1024, "kv-batch=" + kvFloodBatch + ": must be in 1..1024");
+        check(errors, kvFloodSeconds >= 0 && kvFloodSeconds <= 86_400,
+            "kv-flood-seconds=" + kvFloodSeconds + ": must be in 0..86400 (0 = until stopped)");
+        check(errors, kvFloodRate == 0 || kvEventsEndpoint != null,
+            "kv-flood=" + kvFloodRate + ": needs --kv-events (the flood is published there)");
+        check(errors, kvFloodRate == 0 || dialect == Dialect.VLLM,
+            "kv-flood=" + kvFloodRate + ": vllm only (its BlockStored events carry many blocks; SGLang announces one"
+                + " page per event)");
         check(errors, role != null, "role=null: must be prefill|decode|both");
         check(errors, bootstrapPort >= -1 && bootstrapPort <= 65535, "bootstrap-port=" + bootstrapPort + ": must be in 0..65535");
         check(errors, !(bootstrapPort >= 0 && dialect != Dialect.SGLANG),
@@ -326,6 +348,11 @@ public final class SimulatorConfig {
           --kv-events-mode M           auto|bind|connect (default auto; bind = bind tcp://H:P even for a concrete H)
           --kv-replay tcp://H:P        bind a ZMQ ROUTER replay buffer per rank on P + rank
           --kv-topic T                 topic frame (default "kv")
+          --kv-flood RATE              vllm: also publish replayed real KV events at RATE block ops/s: 64 prompts of
+                                       128 random-token blocks keyed like the engine, each stored (BlockStored events
+                                       of --kv-batch blocks) then removed, round robin over ranks (0 = off)
+          --kv-batch N                 blocks per BlockStored event of the flood (default 32)
+          --kv-flood-seconds S         stop the flood after S s and print its rate and CPU (default 0 = until stopped)
           --event-form array|map       vLLM event encoding (default array)
           --role prefill|decode|both   P/D role (default both)
           --pd-secret S                vLLM and TensorRT-LLM P/D: the decode accepts params signed with this secret
@@ -379,6 +406,9 @@ public final class SimulatorConfig {
                 case "--kv-replay" -> c.kvReplayEndpoint = v;
                 case "--kv-topic" -> c.kvTopic = v;
                 case "--kv-events-mode" -> c.kvEventsMode = v;
+                case "--kv-flood" -> c.kvFloodRate = longValue(flag, v);
+                case "--kv-batch" -> c.kvFloodBatch = intValue(flag, v);
+                case "--kv-flood-seconds" -> c.kvFloodSeconds = longValue(flag, v);
                 case "--event-form" -> c.eventForm = enumValue(EventForm.class, flag, v);
                 case "--role" -> c.role = enumValue(Role.class, flag, v);
                 case "--pd-secret" -> c.pdSecret = v;
