@@ -36,7 +36,7 @@ public final class ConfigTree {
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
         "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight", "kv.dp_rank_hint",
         "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks", "chwbl.prefix_chars",
-        "session.ttl_ms", "session.max_entries",
+        "session.ttl_ms", "session.max_entries", "session.load_cap_factor", "session.load_slack",
         "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
 
     private ConfigTree() {}
@@ -183,8 +183,15 @@ public final class ConfigTree {
         if (s.cookie() != null) {
             sm.put("cookie", s.cookie());
         }
-        sm.put("ttl_ms", s.ttlMs());
-        sm.put("max_entries", s.maxEntries());
+        sm.put("mode", s.mode());
+        // Each mode's knobs only: the other mode's are refused on read (they would do nothing).
+        if (s.modeKind() == RuleConfig.SessionMode.TABLE) {
+            sm.put("ttl_ms", s.ttlMs());
+            sm.put("max_entries", s.maxEntries());
+        } else {
+            sm.put("load_cap_factor", s.loadCapFactor());
+            sm.put("load_slack", s.loadSlack());
+        }
         sm.put("pin_slot", s.pinSlot());
         sm.put("slots", s.slots());
         m.put("session", sm);

@@ -177,12 +177,35 @@ public record RuleConfig(
         List.of("round_robin", "weighted", "least_outstanding", "session", "chwbl", "kv_exact", "pd");
     public static final List<String> FALLBACKS = List.of("round_robin", "weighted", "least_outstanding");
 
-    /** Session affinity: which request attribute pins a conversation to an endpoint. */
+    /**
+     * Session affinity: which request attribute pins a conversation to an endpoint, and how.
+     *
+     * @param mode          {@code hash} (default): the conversation's endpoint is a pure function of its key and the
+     *                      healthy set (rendezvous hashing), so every gateway replica with the same configuration
+     *                      picks the same engine without shared state; {@code table}: a per-gateway TTL table of pins
+     *                      made by the fallback policy (before #14: replicas pin independently)
+     * @param loadCapFactor hash mode: an endpoint takes a conversation only while its load stays within
+     *                      {@code max(load_cap_factor × share, share + load_slack)} of its weighted share of the
+     *                      rule's load; over it, the conversation goes to its next endpoint in rendezvous order
+     * @param loadSlack     hash mode: the absolute slack of that bound (at low load one request in flight is no hot spot)
+     */
     public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot,
-                                int slots) {
-        /** The shape before {@code session.pin_slot} existed: no llama.cpp slot pinning. */
+                                int slots, String mode, double loadCapFactor, double loadSlack) {
+        public static final double DEFAULT_LOAD_CAP_FACTOR = 1.5;
+        public static final double DEFAULT_LOAD_SLACK = 2.0;
+
+        /** The shape before {@code session.pin_slot} existed: no llama.cpp slot pinning, TTL table. */
         public SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {
             this(key, header, cookie, ttlMs, maxEntries, false, DEFAULT_SESSION_SLOTS);
+        }
+
+        /** The shape before {@code session.mode} existed: the TTL table. */
+        public SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot, int slots) {
+            this(key, header, cookie, ttlMs, maxEntries, pinSlot, slots, "table", DEFAULT_LOAD_CAP_FACTOR, DEFAULT_LOAD_SLACK);
+        }
+
+        public SessionMode modeKind() {
+            return SessionMode.valueOf(mode.toUpperCase(Locale.ROOT));
         }
 
         public SessionKey keyKind() {
@@ -302,6 +325,10 @@ public record RuleConfig(
     public enum KeyMode { EXACT, LEARNED }
 
     public enum SessionKey { USER, CONVERSATION, HEADER, COOKIE }
+
+    public enum SessionMode { HASH, TABLE }
+
+    public static final List<String> SESSION_MODES = List.of("hash", "table");
 
     public Engine engineKind() {
         return Engine.valueOf(engine.toUpperCase(Locale.ROOT));
@@ -489,7 +516,10 @@ public record RuleConfig(
             s.oneOf("key", "user", List.of("user", "conversation", "header", "cookie")),
             s.string("header", null), s.string("cookie", null),
             s.longValue("ttl_ms", 600_000, 1, 86_400_000L), s.intValue("max_entries", 100_000, 1, 10_000_000),
-            s.bool("pin_slot", false), s.intValue("slots", DEFAULT_SESSION_SLOTS, 1, 4096));
+            s.bool("pin_slot", false), s.intValue("slots", DEFAULT_SESSION_SLOTS, 1, 4096),
+            s.oneOf("mode", "hash", SESSION_MODES),
+            s.doubleValue("load_cap_factor", SessionConfig.DEFAULT_LOAD_CAP_FACTOR, 1.0, 100.0),
+            s.doubleValue("load_slack", SessionConfig.DEFAULT_LOAD_SLACK, 0.0, 1e6));
         if (session.pinSlot() && !"llamacpp".equals(engine)) {
             s.problem("pin_slot", true, "pins a llama.cpp slot (id_slot): only valid with engine 'llamacpp' (this rule's engine is '"
                 + engine + "')");
@@ -497,6 +527,23 @@ public record RuleConfig(
         if (session.pinSlot() && !"session".equals(policy)) {
             s.problem("pin_slot", true, "pins the slot of a session-affine request: only valid under policy 'session' (this rule's policy is '"
                 + policy + "')");
+        }
+        // Each mode's own knobs: one set for the other mode would be silently ignored (and hash became the default in
+        // #14, so a configuration that tunes the table without naming its mode is told so rather than changing meaning).
+        Map<String, Object> tableKnobs = Map.of("ttl_ms", session.ttlMs(), "max_entries", session.maxEntries());
+        Map<String, Object> hashKnobs = Map.of("load_cap_factor", session.loadCapFactor(), "load_slack", session.loadSlack());
+        for (String k : List.of("ttl_ms", "max_entries")) {
+            if (s.has(k) && session.modeKind() != SessionMode.TABLE) {
+                s.problem(k, tableKnobs.get(k), "applies to the pin table only (session.mode: table); this rule's session.mode is '"
+                    + session.mode() + "' (the default since #14: the endpoint follows from the session key by consistent"
+                    + " hashing, no table); set session.mode: table to keep the TTL table, or remove " + k);
+            }
+        }
+        for (String k : List.of("load_cap_factor", "load_slack")) {
+            if (s.has(k) && session.modeKind() != SessionMode.HASH) {
+                s.problem(k, hashKnobs.get(k), "bounds the load of hashed sessions (session.mode: hash); this rule's session.mode is '"
+                    + session.mode() + "', whose pins follow the fallback policy's choice");
+            }
         }
         if ("header".equals(session.key()) && session.header() == null) {
             s.problems().add(s.where("header") + ": is required when session.key is 'header'");

@@ -68,7 +68,7 @@ class ConfigTreeCoverageTest {
                 max_model_len: 4096
                 on_context_overflow: clamp
                 tokenizer: .
-                session: {key: cookie, header: x-h, cookie: c, ttl_ms: 9, max_entries: 9}
+                session: {key: cookie, header: x-h, cookie: c, mode: table, ttl_ms: 9, max_entries: 9}
                 chwbl: {prefix_tokens: 9, prefix_blocks: 9, virtual_nodes: 9, load_factor: 0.5}
                 kv: {mode: soft, load_cap_factor: 2.5, load_slack: 3.5, lambda: 4.5, min_match_blocks: 9, cold_readmit_every: 9,
                      speculative_ttl_ms: 9, watchdog_zero_hit_streak: 9, parity_probe_at_startup: true, warmup_ms: 9,
@@ -91,6 +91,7 @@ class ConfigTreeCoverageTest {
                 models: [m3]
                 engine: sglang
                 policy: pd
+                session: {mode: hash, load_cap_factor: 2.5, load_slack: 0.5}
                 endpoints:
                   - {url: "http://127.0.0.1:9101", role: prefill, bootstrap_port: 9999}
                   - {url: "http://127.0.0.1:9102", role: decode}

@@ -47,6 +47,8 @@ public final class EndpointState {
 
     private final String key;
     private final int id;
+    /** Rendezvous-hash input of session affinity ({@link Rendezvous#seed}): from the key alone, equal in every replica. */
+    private final long affinitySeed;
     private volatile EndpointConfig config;
     private volatile String hostHeader;
 
@@ -102,12 +104,17 @@ public final class EndpointState {
     public EndpointState(String key, int id, EndpointConfig config) {
         this.key = key;
         this.id = id;
+        this.affinitySeed = Rendezvous.seed(key);
         this.config = config;
         this.hostHeader = config.host() + ":" + config.port();
     }
 
     public String key() {
         return key;
+    }
+
+    long affinitySeed() {
+        return affinitySeed;
     }
 
     /** Dense id used by the block index and per-endpoint arrays. */

@@ -22,7 +22,7 @@ public final class RulePolicies {
         // Under kv_exact a miss prefills the whole prompt: the fallback weighs in-flight prefill tokens too.
         double tokenWeight = rule.kvExact().prefillTokenWeight();
         return switch (rule.policyKind()) {
-            case SESSION -> new SessionPolicy(rule, fallback, stats);
+            case SESSION -> session(rule, fallback, stats);
             case CHWBL -> new ChwblPolicy(rule, ctx.endpoints(), fallback, stats);
             case KV_EXACT -> new KvExactPolicy(rule, index, Policies.create(rule.fallback(), tokenWeight, false), stats, clock, stages);
             case PD -> {
@@ -34,16 +34,27 @@ public final class RulePolicies {
                 RoutingPolicy prefill = "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
                     ? new KvExactPolicy(rule, index, Policies.create("least_outstanding", tokenWeight, false), stats, clock, stages)
                     : Policies.create("least_outstanding");
-                yield rule.pd().sessionAffinity() ? new SessionPolicy(rule, prefill, stats) : prefill;
+                yield rule.pd().sessionAffinity() ? session(rule, prefill, stats) : prefill;
             }
             case ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING -> Policies.create(rule.policy(), 0.0, true);
+        };
+    }
+
+    /**
+     * Session affinity over {@code inner} in the rule's {@code session.mode}: rendezvous hashing of the session key
+     * (hash: every replica agrees), or this gateway's TTL pin table whose pins {@code inner} makes (table).
+     */
+    static RoutingPolicy session(RuleConfig rule, RoutingPolicy inner, RuleStats stats) {
+        return switch (rule.session().modeKind()) {
+            case HASH -> new HashedSessionPolicy(rule, inner, stats);
+            case TABLE -> new SessionPolicy(rule, inner, stats);
         };
     }
 
     /** The decode pool's policy of a P/D rule: least outstanding, pinned per conversation when configured. */
     public static RoutingPolicy decodePolicy(RuleConfig rule, RuleStats stats) {
         RoutingPolicy lo = Policies.create("least_outstanding");
-        return rule.policyKind() == RuleConfig.Policy.PD && rule.pd().sessionAffinity() ? new SessionPolicy(rule, lo, stats) : lo;
+        return rule.policyKind() == RuleConfig.Policy.PD && rule.pd().sessionAffinity() ? session(rule, lo, stats) : lo;
     }
 
     /** Whether requests of this rule need a session key (session policy, or P/D with session affinity). */

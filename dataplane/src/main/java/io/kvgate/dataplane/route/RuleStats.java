@@ -16,7 +16,9 @@ import java.util.Locale;
 public final class RuleStats {
     /** The policy tier that made a decision; the label is the metric's {@code tier} value. */
     public enum Tier {
-        KV_EXACT, KV_COLD_READMIT, FALLBACK, SESSION_PINNED, SESSION_NEW, SESSION_REPINNED, CHWBL_OWNER, CHWBL_WALK;
+        KV_EXACT, KV_COLD_READMIT, FALLBACK, SESSION_PINNED, SESSION_NEW, SESSION_REPINNED, CHWBL_OWNER, CHWBL_WALK,
+        /** session.mode hash: the session key's rendezvous winner; its next endpoint because the winner was over the bound. */
+        SESSION_HASH, SESSION_HASH_WALK;
 
         final String label = name().toLowerCase(Locale.ROOT);
     }

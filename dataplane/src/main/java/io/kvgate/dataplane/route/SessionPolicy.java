@@ -5,7 +5,8 @@ import io.kvgate.dataplane.route.RuleStats.MissReason;
 import io.kvgate.dataplane.route.RuleStats.Tier;
 
 /**
- * Session affinity: a conversation (keyed by {@code user}, {@code X-Conversation-Id}, a configured header or cookie,
+ * Session affinity with a pin table ({@code session.mode: table}; the default mode is {@link HashedSessionPolicy}):
+ * a conversation (keyed by {@code user}, {@code X-Conversation-Id}, a configured header or cookie,
  * hashed to 64 bits on the I/O thread) stays on the endpoint that served it, so its growing prefix stays cached there.
  * Pins expire after the TTL (each use renews it); the table is bounded (least recently used pins go first); a pinned
  * endpoint that is unavailable or no longer a candidate is abandoned and the conversation re-pinned to wherever the

@@ -381,7 +381,7 @@ class RoutingStageTest {
 
     @Test
     void aSwapKeepsSessionPinsAndCountersOfRulesThatRemain() throws Exception {
-        GatewayConfig cfg = config("", RouteFixtures.rule("chat", "    policy: session\n    session: {ttl_ms: 60000}\n", endpoints(3)));
+        GatewayConfig cfg = config("", RouteFixtures.rule("chat", "    policy: session\n    session: {mode: table, ttl_ms: 60000}\n", endpoints(3)));
         EndpointRegistry registry = new EndpointRegistry();
         stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, null, clock)), clock);
         TestLoop loop = new TestLoop();
@@ -395,7 +395,7 @@ class RoutingStageTest {
 
         // A changed rule (other TTL, other fallback): new policy objects, same name.
         GatewayConfig next = config("", RouteFixtures.rule("chat",
-            "    policy: session\n    fallback: round_robin\n    session: {ttl_ms: 120000}\n", endpoints(3)));
+            "    policy: session\n    fallback: round_robin\n    session: {mode: table, ttl_ms: 120000}\n", endpoints(3)));
         RouteTable table = RouteTable.build(next, registry, ctx -> RulePolicies.create(ctx, null, clock), stage.table());
         stage.swap(table);
         Rule after = stage.table().ruleByName("chat");

@@ -15,13 +15,13 @@ import io.kvgate.dataplane.route.RuleStats.Tier;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
-/** The session policy: pin, renew, TTL, LRU bound, re-pin when the pinned endpoint goes away; fixed-size keys (M6). */
+/** The session pin table ({@code session.mode: table}): pin, renew, TTL, LRU bound, re-pin when the pinned endpoint goes away; fixed-size keys (M6). */
 class SessionPolicyTest {
     private final ManualClock clock = new ManualClock();
 
     private Rule rule(int maxEntries) {
         return table(config("", RouteFixtures.rule("chat", "    policy: session\n    fallback: round_robin\n"
-            + "    session: {ttl_ms: 1000, max_entries: " + maxEntries + "}\n", endpoints(3))), null, clock).ruleByName("chat");
+            + "    session: {mode: table, ttl_ms: 1000, max_entries: " + maxEntries + "}\n", endpoints(3))), null, clock).ruleByName("chat");
     }
 
     private static RouteEvent withKey(Rule r, String key) {

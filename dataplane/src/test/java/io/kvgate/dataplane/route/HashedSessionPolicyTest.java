@@ -1,0 +1,295 @@
+package io.kvgate.dataplane.route;
+
+import static io.kvgate.dataplane.route.RouteFixtures.config;
+import static io.kvgate.dataplane.route.RouteFixtures.endpoints;
+import static io.kvgate.dataplane.route.RouteFixtures.table;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.clock.ManualClock;
+import io.kvgate.dataplane.route.RuleStats.MissReason;
+import io.kvgate.dataplane.route.RuleStats.Tier;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code session.mode: hash} (issue #14 item 6): rendezvous hashing of the session key over the eligible endpoints —
+ * the same answer in every replica, about 1/N of the sessions moving when one of N endpoints leaves (and exactly those
+ * returning), an even (weighted) spread, and the load bound's deterministic walk to the next endpoint.
+ */
+class HashedSessionPolicyTest {
+    private static final int KEYS = 40_000;
+    private final ManualClock clock = new ManualClock();
+
+    private Rule rule(String session, String... endpointLines) {
+        return table(config("", RouteFixtures.rule("chat", "    policy: session\n    fallback: round_robin\n" + session,
+            endpointLines)), null, clock).ruleByName("chat");
+    }
+
+    private Rule rule(int endpoints) {
+        // A slack no test load reaches: these tests are about the hash alone.
+        return rule("    session: {load_slack: 1000000}\n", endpoints(endpoints));
+    }
+
+    private static RouteEvent event(Rule r, long key, boolean explain) {
+        return RouteEvent.of(r, RouteRequest.Role.ANY, null, null, key, explain, false);
+    }
+
+    /** The policy's choice for {@code key}, without charging the endpoint (the hash alone). */
+    private EndpointState pick(Rule r, long key) {
+        return r.policy().choose(r.candidates(RouteRequest.Role.ANY), event(r, key, false), clock.nanoTime(), new StringBuilder());
+    }
+
+    private static long key(int i) {
+        return SessionKeys.hash("conversation-" + i);
+    }
+
+    private static void health(EndpointState ep, boolean up) {
+        ep.reportProbe(up);
+        ep.applyProbeReport();
+    }
+
+    @Test
+    void theModeIsHashByDefaultAndEveryReplicaPicksTheSameEndpointWithoutSharedState() {
+        Rule a = rule("", endpoints(8));
+        Rule b = rule("", endpoints(8)); // another gateway: its own registry, endpoint states and policy objects
+        assertTrue(a.policy() instanceof HashedSessionPolicy, a.policy().getClass().getName());
+        assertTrue(a.endpoints().get(0) != b.endpoints().get(0), "nothing shared between the replicas");
+        for (int i = 0; i < 5_000; i++) {
+            assertEquals(pick(a, key(i)).key(), pick(b, key(i)).key(), "conversation " + i);
+            assertSame(pick(a, key(i)), pick(a, key(i)), "stable in one replica");
+        }
+        // The ranking depends on the endpoints' keys, not their order in the configuration.
+        String[] reversed = endpoints(8);
+        java.util.Collections.reverse(java.util.Arrays.asList(reversed));
+        Rule c = rule("", reversed);
+        for (int i = 0; i < 5_000; i++) {
+            assertEquals(pick(a, key(i)).key(), pick(c, key(i)).key(), "conversation " + i);
+        }
+    }
+
+    @Test
+    void sessionsSpreadEvenlyOverTheEndpoints() {
+        Rule r = rule(8);
+        Map<String, Integer> count = new HashMap<>();
+        for (int i = 0; i < KEYS; i++) {
+            count.merge(pick(r, key(i)).key(), 1, Integer::sum);
+        }
+        assertEquals(8, count.size());
+        double mean = KEYS / 8.0;
+        for (Map.Entry<String, Integer> e : count.entrySet()) {
+            // The binomial standard deviation is ~66 here; ±5 % of the mean is more than 7 of them.
+            assertTrue(Math.abs(e.getValue() - mean) < 0.05 * mean, e + " of " + KEYS + ": " + count);
+        }
+    }
+
+    @Test
+    void weightsGiveProportionalShares() {
+        Rule r = rule("    session: {load_slack: 1000000}\n", "url: http://127.0.0.1:20000\n        weight: 3",
+            "url: http://127.0.0.1:20001", "url: http://127.0.0.1:20002");
+        int heavy = 0;
+        for (int i = 0; i < KEYS; i++) {
+            heavy += pick(r, key(i)).key().equals("127.0.0.1:20000") ? 1 : 0;
+        }
+        double share = (double) heavy / KEYS;
+        assertTrue(Math.abs(share - 0.6) < 0.015, "weight 3 of 5: share " + share);
+    }
+
+    @Test
+    void anEndpointLeavingMovesOnlyItsOwnSessionsSpreadOverTheRestAndTheyReturnWithIt() {
+        Rule r = rule(8);
+        EndpointState[] before = new EndpointState[KEYS];
+        for (int i = 0; i < KEYS; i++) {
+            before[i] = pick(r, key(i));
+        }
+        EndpointState leaving = r.endpoints().get(3);
+        health(leaving, false);
+        int moved = 0;
+        Map<String, Integer> movedTo = new HashMap<>();
+        for (int i = 0; i < KEYS; i++) {
+            EndpointState now = pick(r, key(i));
+            assertNotEquals(leaving, now);
+            if (now != before[i]) {
+                assertSame(leaving, before[i], "conversation " + i + " moved although its endpoint stayed");
+                moved++;
+                movedTo.merge(now.key(), 1, Integer::sum);
+            }
+        }
+        double fraction = (double) moved / KEYS;
+        assertTrue(Math.abs(fraction - 1.0 / 8) < 0.01, "moved " + fraction + " of the sessions (1/8 expected)");
+        assertEquals(7, movedTo.size(), "the leaving endpoint's sessions spread over all the others: " + movedTo);
+        for (int n : movedTo.values()) {
+            assertTrue(Math.abs(n - moved / 7.0) < 0.2 * moved / 7.0, "even spread: " + movedTo);
+        }
+        health(leaving, true);
+        for (int i = 0; i < KEYS; i++) {
+            assertSame(before[i], pick(r, key(i)), "conversation " + i + " is back where it was");
+        }
+    }
+
+    @Test
+    void anAddedEndpointTakesAboutItsShareAndOnlyFromTheOthers() {
+        Rule eight = rule(8);
+        Rule nine = rule(9);
+        int moved = 0;
+        for (int i = 0; i < KEYS; i++) {
+            String was = pick(eight, key(i)).key();
+            String now = pick(nine, key(i)).key();
+            if (!was.equals(now)) {
+                assertEquals("127.0.0.1:20008", now, "a session only moves to the new endpoint");
+                moved++;
+            }
+        }
+        double fraction = (double) moved / KEYS;
+        assertTrue(Math.abs(fraction - 1.0 / 9) < 0.01, "moved " + fraction + " (1/9 expected)");
+    }
+
+    @Test
+    void aRetryGoesToTheSessionsNextEndpointInRendezvousOrder() {
+        Rule r = rule(4);
+        long k = key(7);
+        EndpointState first = pick(r, k);
+        EndpointState second = rankedAfter(r, k, first);
+        RouteEvent retry = event(r, k, false);
+        retry.triedIds[0] = first.id();
+        retry.triedCount = 1;
+        EndpointState ep = r.policy().choose(r.candidates(RouteRequest.Role.ANY), retry, clock.nanoTime(), new StringBuilder());
+        assertSame(second, ep);
+    }
+
+    /** The highest-scoring endpoint of {@code r} for {@code key} other than {@code not}, computed from the hash alone. */
+    private static EndpointState rankedAfter(Rule r, long key, EndpointState not) {
+        EndpointState best = null;
+        for (EndpointState e : r.endpoints()) {
+            if (e != not && (best == null
+                || Long.compareUnsigned(Rendezvous.score(key, e.affinitySeed()), Rendezvous.score(key, best.affinitySeed())) > 0)) {
+                best = e;
+            }
+        }
+        return best;
+    }
+
+    @Test
+    void anOwnerOverTheLoadBoundSendsTheSessionToItsNextEndpointTheSameInEveryReplica() {
+        // 4 endpoints, bound max(1.5·share, share + 1); the owner of one conversation carries 6 requests.
+        Rule a = rule("    session: {load_cap_factor: 1.5, load_slack: 1}\n", endpoints(4));
+        Rule b = rule("    session: {load_cap_factor: 1.5, load_slack: 1}\n", endpoints(4));
+        long k = key(11);
+        EndpointState ownerA = pick(a, k);
+        EndpointState ownerB = pick(b, k);
+        assertEquals(ownerA.key(), ownerB.key());
+        for (int i = 0; i < 6; i++) {
+            ownerA.onRouted(clock.nanoTime());
+            ownerB.onRouted(clock.nanoTime());
+        }
+        // share = (6 + 1) / 4 = 1.75; cap = max(2.625, 2.75): the owner (7 with this request) is over it.
+        StringBuilder why = new StringBuilder();
+        EndpointState walkedA = a.policy().choose(a.candidates(RouteRequest.Role.ANY), event(a, k, true), clock.nanoTime(), why);
+        EndpointState walkedB = pick(b, k);
+        assertSame(rankedAfter(a, k, ownerA), walkedA, "the next endpoint in rendezvous order");
+        assertEquals(walkedA.key(), walkedB.key(), "the same walk in both replicas");
+        assertEquals(1, a.stats().tierCount(Tier.SESSION_HASH_WALK));
+        assertTrue(why.toString().startsWith("tier=session(hash); key=" + Long.toHexString(k) + "; owner=" + ownerA.key()
+            + " (load 6 over its bound 2: next in rendezvous order); load=0; bound=2"), why.toString());
+        // Load gone: the conversation is back on its owner.
+        ownerA.onCompleted(6, 0, 0, 3, 1_000_000_000L, clock.nanoTime());
+        assertSame(ownerA, pick(a, k));
+        assertTrue(a.stats().tierCount(Tier.SESSION_HASH) >= 2);
+    }
+
+    @Test
+    void theSlackKeepsAFewRequestsInFlightFromCountingAsHot() {
+        Rule r = rule("", endpoints(8)); // defaults: factor 1.5, slack 2
+        long k = key(3);
+        EndpointState owner = pick(r, k);
+        owner.onRouted(clock.nanoTime());
+        owner.onRouted(clock.nanoTime());
+        // share = 3/8; cap = max(0.56, 2.375): 2 in flight + this one is over, 1 + this one is not.
+        assertNotEquals(owner, pick(r, k));
+        owner.onCompleted(1, 0, 0, 3, 1_000_000_000L, clock.nanoTime());
+        assertSame(owner, pick(r, k));
+    }
+
+    @Test
+    void everyEndpointOverTheBoundFallsBackAndIsCounted() {
+        Rule r = rule("    session: {load_cap_factor: 1, load_slack: 0}\n", endpoints(2));
+        // cap = (2 + 1) / 2 = 1.5 each: with one request on each, no endpoint stays within it.
+        for (EndpointState e : r.endpoints()) {
+            e.onRouted(clock.nanoTime());
+        }
+        StringBuilder why = new StringBuilder();
+        EndpointState ep = r.policy().choose(r.candidates(RouteRequest.Role.ANY), event(r, key(1), true), clock.nanoTime(), why);
+        assertNotNull(ep, "the fallback still places the request");
+        assertEquals(1, r.stats().missCount(MissReason.ALL_OVER_BOUND));
+        assertEquals("tier=fallback(every endpoint over the session load bound)", why.toString());
+    }
+
+    @Test
+    void noSessionKeyFallsBackAndNoEligibleEndpointIsNull() {
+        Rule r = rule(3);
+        StringBuilder why = new StringBuilder();
+        assertNotNull(r.policy().choose(r.candidates(RouteRequest.Role.ANY), event(r, SessionKeys.NONE, true), 0, why));
+        assertEquals("tier=fallback(no session key)", why.toString());
+        assertEquals(1, r.stats().missCount(MissReason.NO_SESSION_KEY));
+        for (EndpointState e : r.endpoints()) {
+            health(e, false);
+        }
+        assertEquals(null, pick(r, key(1)));
+    }
+
+    @Test
+    void llamacppSlotPinningStaysIndependentOfTheEndpointHash() {
+        // Slot = f(key) and endpoint = g(key, endpoint): the sessions landing on one endpoint must still use all of
+        // its slots evenly, else a correlation would leave slots idle (session.pin_slot under mode hash).
+        Rule r = rule(4);
+        EndpointState one = r.endpoints().get(0);
+        int[] slots = new int[4];
+        int on = 0;
+        for (int i = 0; i < KEYS; i++) {
+            String text = "conversation-" + i;
+            if (pick(r, SessionKeys.hash(text)) == one) {
+                slots[io.kvgate.dataplane.proxy.SlotPin.slotOf(text, 4)]++;
+                on++;
+            }
+        }
+        for (int s : slots) {
+            assertTrue(Math.abs(s - on / 4.0) < 0.06 * on / 4.0, java.util.Arrays.toString(slots));
+        }
+    }
+
+    @Test
+    void aDecisionAllocatesNothing() {
+        Rule r = rule("", endpoints(8));
+        Rule weighted = rule("", "url: http://127.0.0.1:20000\n        weight: 3", "url: http://127.0.0.1:20001");
+        RouteEvent e = event(r, key(1), false);
+        RouteEvent w = event(weighted, key(1), false);
+        EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
+        EndpointState[] cw = weighted.candidates(RouteRequest.Role.ANY);
+        StringBuilder why = new StringBuilder();
+        for (int i = 0; i < 20_000; i++) {
+            e.sessionKeyHash = w.sessionKeyHash = i + 1;
+            r.policy().choose(c, e, 0, why);
+            weighted.policy().choose(cw, w, 0, why);
+        }
+        com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        long before = mx.getCurrentThreadAllocatedBytes();
+        for (int i = 0; i < 20_000; i++) {
+            e.sessionKeyHash = w.sessionKeyHash = i + 1;
+            r.policy().choose(c, e, 0, why);
+            weighted.policy().choose(cw, w, 0, why);
+        }
+        long allocated = mx.getCurrentThreadAllocatedBytes() - before;
+        assertTrue(allocated < 1024, "40000 decisions allocated " + allocated + " B");
+        Set<EndpointState> seen = new HashSet<>();
+        for (int i = 0; i < 100; i++) {
+            seen.add(pick(r, key(i)));
+        }
+        assertEquals(8, seen.size());
+    }
+}
