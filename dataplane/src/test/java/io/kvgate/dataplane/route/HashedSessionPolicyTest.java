@@ -264,6 +264,28 @@ class HashedSessionPolicyTest {
     }
 
     @Test
+    void pdSessionAffinityHashesBothPoolsInTheRulesMode() {
+        String pd = "    policy: pd\n    pd: {session_affinity: true, prefill_policy: least_outstanding}\n";
+        String[] eps = {"url: http://127.0.0.1:20000\n        role: prefill", "url: http://127.0.0.1:20001\n        role: prefill",
+            "url: http://127.0.0.1:20002\n        role: decode", "url: http://127.0.0.1:20003\n        role: decode"};
+        Rule hashed = table(config("", RouteFixtures.rule("p", pd, eps)), null, clock).ruleByName("p");
+        assertTrue(hashed.policy() instanceof HashedSessionPolicy);
+        assertTrue(hashed.decodePolicy() instanceof HashedSessionPolicy);
+        Rule other = table(config("", RouteFixtures.rule("p", pd, eps)), null, clock).ruleByName("p");
+        for (int i = 0; i < 200; i++) {
+            for (RouteRequest.Role role : new RouteRequest.Role[] {RouteRequest.Role.PREFILL, RouteRequest.Role.DECODE}) {
+                RouteEvent e = RouteEvent.of(hashed, role, null, null, key(i), false, false);
+                RouteEvent f = RouteEvent.of(other, role, null, null, key(i), false, false);
+                assertEquals(hashed.policyFor(role).choose(hashed.candidates(role), e, 0, new StringBuilder()).key(),
+                    other.policyFor(role).choose(other.candidates(role), f, 0, new StringBuilder()).key(), "replicas agree, " + role);
+            }
+        }
+        Rule table = table(config("", RouteFixtures.rule("p", pd + "    session: {mode: table}\n", eps)), null, clock).ruleByName("p");
+        assertTrue(table.policy() instanceof SessionPolicy);
+        assertTrue(table.decodePolicy() instanceof SessionPolicy);
+    }
+
+    @Test
     void aDecisionAllocatesNothing() {
         Rule r = rule("", endpoints(8));
         Rule weighted = rule("", "url: http://127.0.0.1:20000\n        weight: 3", "url: http://127.0.0.1:20001");
