@@ -31,6 +31,13 @@ import java.util.List;
  * @param conversations    multi-turn: conversations in flight (each has at most one request outstanding)
  * @param randomMinTokens  random workload: fewest prompt words
  * @param randomMaxTokens  random workload: most prompt words
+ * @param randomDistribution random workload: how prompt lengths are drawn in [min, max] (uniform, or log-uniform:
+ *                         as many prompts per decade, so mostly short ones and a few very long ones)
+ * @param conversationUser multi-turn: send each conversation's id as the request's {@code user} field (the
+ *                         session key of session-affine routing)
+ * @param engineMetrics    engine base URLs whose Prometheus {@code /metrics} counters (finished requests, prompt and
+ *                         cached tokens) are read when the measured window starts and after the run: each
+ *                         engine's share of the requests and its own cache hit ratio ({@link EngineShares})
  * @param tokenIds         prompts as token-id arrays (completions route only)
  * @param closedLoop       saturation mode: each connection sends its next request when the previous one finished
  * @param connections      closed loop: number of connections
@@ -49,9 +56,12 @@ public record BenchConfig(
     int concurrencyLimit, long seed, Path out, int payloadBytes, int groups, int systemTokens, int questionTokens,
     int turns, int conversations, int randomMinTokens, int randomMaxTokens, boolean tokenIds, boolean closedLoop,
     int connections, List<String[]> headers, String apiKey, double timeoutS, double drainS, double lagThresholdMs,
-    int maxBacklog, boolean progress, Transport transport) {
+    int maxBacklog, boolean progress, Transport transport, Distribution randomDistribution, boolean conversationUser,
+    List<String> engineMetrics) {
 
     public enum Workload { FIXED, SHARED_PREFIX, MULTI_TURN, RANDOM }
+
+    public enum Distribution { UNIFORM, LOG_UNIFORM }
 
     public enum Route { CHAT, COMPLETIONS }
 
@@ -105,6 +115,9 @@ public record BenchConfig(
         public int maxBacklog = 100_000;
         public boolean progress = true;
         public Transport transport = Transport.AUTO;
+        public Distribution randomDistribution = Distribution.UNIFORM;
+        public boolean conversationUser;
+        public final List<String> engineMetrics = new ArrayList<>();
 
         public Builder target(String spec) {
             BenchTarget t = BenchTarget.parse(spec, "target");
@@ -141,6 +154,7 @@ public record BenchConfig(
         public Builder drain(double v) { drainS = v; return this; }
         public Builder progress(boolean v) { progress = v; return this; }
         public Builder header(String name, String value) { headers.add(new String[] {name, value}); return this; }
+        public Builder engineMetrics(String url) { engineMetrics.add(url); return this; }
 
         public BenchConfig build() {
             if (targets.isEmpty()) {
@@ -195,11 +209,25 @@ public record BenchConfig(
                     throw new IllegalArgumentException("--header '" + String.join(":", h) + "' must be NAME:VALUE with a token name and no line breaks");
                 }
             }
+            if (conversationUser && workload != Workload.MULTI_TURN) {
+                throw new IllegalArgumentException("--conversation-user needs --workload multi-turn (only its requests"
+                    + " belong to conversations)");
+            }
+            if (randomDistribution == Distribution.LOG_UNIFORM && workload != Workload.RANDOM) {
+                throw new IllegalArgumentException("--random-distribution log-uniform needs --workload random");
+            }
+            List<String> engines = new ArrayList<>();
+            for (String e : engineMetrics) {
+                engines.add(EngineShares.checkUrl(e));
+            }
+            if (new java.util.HashSet<>(engines).size() != engines.size()) {
+                throw new IllegalArgumentException("--engine-metrics lists an engine twice: " + engines);
+            }
             return new BenchConfig(List.copyOf(relabelled), model, workload, route, closedLoop ? 0 : ratePerS, durationS,
                 warmupS, arrival, stream, maxTokens, ignoreEos, concurrencyLimit, seed, out, payloadBytes, groups,
                 systemTokens, questionTokens, turns, conversations, randomMinTokens, randomMaxTokens, tokenIds,
                 closedLoop, connections, List.copyOf(headers), apiKey, timeoutS, drain, lagThresholdMs, maxBacklog,
-                progress, transport);
+                progress, transport, randomDistribution, conversationUser, List.copyOf(engines));
         }
 
         private static void positive(String flag, double v, double max) {

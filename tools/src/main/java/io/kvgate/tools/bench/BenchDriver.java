@@ -55,6 +55,8 @@ final class BenchDriver {
     private final long timeoutNs;
     private final long lagThresholdNs;
     private final CompletableFuture<TargetReport> result = new CompletableFuture<>();
+    /** Completed on the event loop when the measured window starts (after the warm-up). */
+    private final CompletableFuture<Void> measureStarted = new CompletableFuture<>();
 
     private final ArrayDeque<BenchConnection> idle = new ArrayDeque<>();
     private final List<BenchConnection> connections = new ArrayList<>();
@@ -165,6 +167,12 @@ final class BenchDriver {
         stats.cpuStartProcessNs = GeneratorCpu.processCpuNs();
         stats.cpuStartWallNs = clock.nanoTime();
         stats.sentAtMeasureStart = stats.sentAll;
+        measureStarted.complete(null);
+    }
+
+    /** Completes when the measured window starts (the runner then reads the engines' counters). */
+    CompletableFuture<Void> measureStarted() {
+        return measureStarted;
     }
 
     // ---------------------------------------------------------------- open loop

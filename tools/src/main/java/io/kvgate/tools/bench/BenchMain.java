@@ -56,10 +56,21 @@ public final class BenchMain {
                           request adds a question of --question-tokens Q words (default 50)
           multi-turn:     --conversations N (default 32) of --turns K turns (default 5); each turn resends the
                           whole history plus the assistant's actual previous replies, then a new user message of
-                          --question-tokens words (--system-tokens words of system prompt, default 1000)
-          random:         --random-min-tokens / --random-max-tokens words (default 16 / 1024)
+                          --question-tokens words (--system-tokens words of system prompt, default 1000);
+                          --conversation-user sends each conversation's id as the user field (a session key)
+          random:         --random-min-tokens / --random-max-tokens words (default 16 / 1024), drawn
+                          --random-distribution uniform (default) | log-uniform (as many prompts per decade of
+                          length: mostly short, a few very long, e.g. 50..50000)
           Text prompts are words from a fixed vocabulary of common English words, about one token per word
           (engines report the exact count in usage.prompt_tokens).
+
+        engines
+          --engine-metrics URL[,URL...]  engine base URLs (vLLM, SGLang with --enable-metrics, the simulator);
+                                     repeatable. Their Prometheus counters are read at the start of the measured
+                                     window and after the run: finished requests (vllm:request_success_total,
+                                     sglang:num_requests_total), prompt and cached tokens. The report gets each
+                                     engine's requests and share, the busiest engine's share / the mean share, and
+                                     the engines' own cache hit ratio (engines section)
 
         output
           --out FILE.json            JSON report; FILE[.label].{latency,ttft,itl}.hgrm and FILE.svg beside it
@@ -132,6 +143,7 @@ public final class BenchMain {
                 case "--token-ids" -> b.tokenIds = true;
                 case "--closed-loop" -> b.closedLoop = true;
                 case "--quiet" -> b.progress = false;
+                case "--conversation-user" -> b.conversationUser = true;
                 default -> {
                     if (value == null) {
                         if (i + 1 >= args.length) {
@@ -181,6 +193,14 @@ public final class BenchMain {
             case "--random-min-tokens" -> b.randomMinTokens = integer(flag, v);
             case "--random-max-tokens" -> b.randomMaxTokens = integer(flag, v);
             case "--max-backlog" -> b.maxBacklog = integer(flag, v);
+            case "--random-distribution" -> b.randomDistribution = enumValue(BenchConfig.Distribution.class, flag, v);
+            case "--engine-metrics" -> {
+                for (String s : v.split(",")) {
+                    if (!s.isBlank()) {
+                        b.engineMetrics(s.trim());
+                    }
+                }
+            }
             case "--api-key" -> b.apiKey = v;
             case "--header" -> {
                 int colon = v.indexOf(':');

@@ -24,7 +24,9 @@ import org.HdrHistogram.Histogram;
  * {@code offered_rps}, {@code achieved_rps}, {@code latency_ms}, {@code ttft_ms}, {@code itl_ms} with
  * {@code p50/p90/p99/p999/max/mean/count}, {@code output_tokens_per_s}, {@code cached_tokens_ratio}, ...) are at the
  * top level; in every case {@code config} echoes the run and {@code targets} lists every target; compare mode adds
- * {@code comparison}: each later target's ratios to the first.
+ * {@code comparison}: each later target's ratios to the first. With {@code --engine-metrics} each target also has
+ * {@code engines}: {@code requests}, {@code busiest_share_vs_mean}, {@code hit_ratio} and {@code per_engine}
+ * ({@code url}, {@code requests}, {@code share}, {@code prompt_tokens}, {@code cached_tokens}, {@code hit_ratio}).
  *
  * <p>Threading: immutable once built (file names are recorded by {@link #write}, called once by the owner).
  */
@@ -33,11 +35,26 @@ public final class BenchReport {
 
     private final BenchConfig config;
     private final List<TargetReport> targets;
+    /** Per target (same order), what the engines counted ({@code --engine-metrics}); null entries without it. */
+    private final List<EngineShares> engines;
     private final Map<String, Map<String, String>> files = new LinkedHashMap<>();
 
     BenchReport(BenchConfig config, List<TargetReport> targets) {
+        this(config, targets, java.util.Collections.nCopies(targets.size(), null));
+    }
+
+    BenchReport(BenchConfig config, List<TargetReport> targets, List<EngineShares> engines) {
+        if (engines.size() != targets.size()) {
+            throw new IllegalArgumentException(engines.size() + " engine reports for " + targets.size() + " targets");
+        }
         this.config = config;
         this.targets = List.copyOf(targets);
+        this.engines = java.util.Collections.unmodifiableList(new ArrayList<>(engines));
+    }
+
+    /** What the engines counted during target {@code i}'s run, or null without {@code --engine-metrics}. */
+    public EngineShares engines(int i) {
+        return engines.get(i);
     }
 
     public BenchConfig config() {
@@ -67,12 +84,19 @@ public final class BenchReport {
             g.writeNumberField("report_version", 1);
             if (targets.size() == 1) {
                 first().writeFields(g, files.get(first().label));
+                if (engines.get(0) != null) {
+                    engines.get(0).write(g);
+                }
             }
             writeConfig(g);
             g.writeArrayFieldStart("targets");
-            for (TargetReport t : targets) {
+            for (int i = 0; i < targets.size(); i++) {
+                TargetReport t = targets.get(i);
                 g.writeStartObject();
                 t.writeFields(g, files.get(t.label));
+                if (engines.get(i) != null) {
+                    engines.get(i).write(g);
+                }
                 g.writeEndObject();
             }
             g.writeEndArray();
@@ -169,7 +193,18 @@ public final class BenchReport {
             case RANDOM -> {
                 g.writeNumberField("random_min_tokens", config.randomMinTokens());
                 g.writeNumberField("random_max_tokens", config.randomMaxTokens());
+                g.writeStringField("random_distribution", BenchConfig.cliName(config.randomDistribution()));
             }
+        }
+        if (config.conversationUser()) {
+            g.writeBooleanField("conversation_user", true);
+        }
+        if (!config.engineMetrics().isEmpty()) {
+            g.writeArrayFieldStart("engine_metrics");
+            for (String e : config.engineMetrics()) {
+                g.writeString(e);
+            }
+            g.writeEndArray();
         }
         g.writeNumberField("timeout_s", config.timeoutS());
         g.writeNumberField("lag_threshold_ms", config.lagThresholdMs());
@@ -218,7 +253,8 @@ public final class BenchReport {
     /** The human summary printed at the end of a run. */
     public String summary() {
         StringBuilder sb = new StringBuilder();
-        for (TargetReport t : targets) {
+        for (int i = 0; i < targets.size(); i++) {
+            TargetReport t = targets.get(i);
             sb.append(String.format(Locale.ROOT, "%n== %s (%s) %s%n", t.label, t.url, t.mode));
             if (!config.closedLoop()) {
                 sb.append(String.format(Locale.ROOT, "  offered %.1f req/s, sent %.1f req/s (on time %.1f), achieved %.1f req/s (goodput %.1f)%n",
@@ -257,6 +293,9 @@ public final class BenchReport {
                         + " max lag %.1f ms), %d waits at the connection limit, %d waits for a free conversation,"
                         + " %d unsent, %d unfinished%n", t.lateSends, config.lagThresholdMs(), t.maxLagMs,
                     t.connectionLimitWaits, t.conversationWaits, t.unsent, t.unfinished));
+            }
+            if (engines.get(i) != null) {
+                sb.append(engines.get(i).summary());
             }
         }
         if (targets.size() > 1) {

@@ -60,12 +60,34 @@ public final class BenchRunner {
                     + "JVM warm-up (class loading, JIT), which biases the ratios; use --warmup 5 or more");
             }
             List<TargetReport> results = new ArrayList<>();
+            List<EngineShares> engines = new ArrayList<>();
             long boundS = (long) Math.ceil(config.warmupS() + config.durationS() + config.drainS()) + 30;
             for (BenchTarget target : config.targets()) {
                 EventLoop loop = group.next();
                 BenchDriver driver = new BenchDriver(config, target, loop, channelClass, clock, log);
+                List<EngineShares.Counters> before = null;
+                if (!config.engineMetrics().isEmpty()) {
+                    // Before the run: without a warm-up these are the window's starting counts (exact); with one, the
+                    // HTTP client is at least warm when the window opens, and an unreachable engine shows at once.
+                    before = EngineShares.snapshot(config.engineMetrics());
+                    for (EngineShares.Counters c : before) {
+                        if (c.error() != null) {
+                            log.println("bench WARNING: --engine-metrics: " + c.error());
+                        }
+                    }
+                }
                 try {
-                    results.add(driver.start().get(boundS, TimeUnit.SECONDS));
+                    var done = driver.start();
+                    if (before != null && config.warmupS() > 0) {
+                        // Read on this thread, never the generator's event loop: the engines' counters when the
+                        // measured window opens (the run may end first if it fails early). Warm-up requests still in
+                        // flight then are counted by the engines as well.
+                        java.util.concurrent.CompletableFuture.anyOf(driver.measureStarted(), done).get(boundS, TimeUnit.SECONDS);
+                        before = EngineShares.snapshot(config.engineMetrics());
+                    }
+                    results.add(done.get(boundS, TimeUnit.SECONDS));
+                    engines.add(before == null ? null
+                        : EngineShares.between(config.engineMetrics(), before, EngineShares.settled(config.engineMetrics(), 2_000)));
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     throw new IllegalStateException("interrupted while benchmarking " + target.url(), e);
@@ -75,7 +97,7 @@ public final class BenchRunner {
                     throw new IllegalStateException("benchmark of " + target.url() + " did not end within " + boundS + " s", e);
                 }
             }
-            BenchReport report = new BenchReport(config, results);
+            BenchReport report = new BenchReport(config, results, engines);
             if (config.out() != null) {
                 try {
                     report.write(config.out());

@@ -24,8 +24,9 @@ import java.util.SplittableRandom;
  *       prompt, every earlier user message and the assistant's actual earlier replies, then a new user message of
  *       {@code --question-tokens} words. A conversation has at most one request outstanding; when it finishes its
  *       last turn (or a turn fails) it restarts as a new conversation.</li>
- *   <li><b>random</b>: a prompt of a uniformly random number of words in
- *       [{@code --random-min-tokens}, {@code --random-max-tokens}].</li>
+ *   <li><b>random</b>: a prompt of a random number of words in [{@code --random-min-tokens},
+ *       {@code --random-max-tokens}], uniform or ({@code --random-distribution log-uniform}) log-uniform: mixed
+ *       prompt lengths, mostly short with a long tail, as a token-aware load signal needs.</li>
  * </ul>
  * Text prompts are words of the {@link Vocabulary}; with {@code --token-ids} prompts are token-id arrays on
  * {@code /v1/completions}.
@@ -72,6 +73,11 @@ public abstract sealed class PromptWorkload {
 
     /** Encodes a request body; {@code messages} for chat, or a text/token-id prompt for completions. */
     protected byte[] encode(List<Message> messages, String textPrompt, int[] tokenPrompt) {
+        return encode(messages, textPrompt, tokenPrompt, null);
+    }
+
+    /** As above, with {@code user} (the OpenAI end-user id, a gateway's session key) when not null. */
+    protected byte[] encode(List<Message> messages, String textPrompt, int[] tokenPrompt, String user) {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream(256);
         try (JsonGenerator g = JSON.createGenerator(bytes)) {
             g.writeStartObject();
@@ -92,6 +98,9 @@ public abstract sealed class PromptWorkload {
                 g.writeStringField("prompt", textPrompt);
             }
             g.writeNumberField("max_tokens", config.maxTokens());
+            if (user != null) {
+                g.writeStringField("user", user);
+            }
             if (config.ignoreEos()) {
                 g.writeBooleanField("ignore_eos", true);
             }
@@ -223,16 +232,29 @@ public abstract sealed class PromptWorkload {
         }
     }
 
-    /** Prompts of random length. */
+    /** Prompts of random length: uniform in [min, max], or log-uniform (the same number of prompts per decade). */
     static final class RandomPrompts extends PromptWorkload {
         RandomPrompts(BenchConfig config) {
             super(config);
         }
 
+        /** The next prompt length in [min, max] (inclusive). */
+        int length(SplittableRandom random) {
+            int min = config.randomMinTokens();
+            int max = config.randomMaxTokens();
+            if (config.randomDistribution() == BenchConfig.Distribution.LOG_UNIFORM && max > min) {
+                // exp of a uniform draw in [ln min, ln(max + 1)), floored: every length in range, max included.
+                double lo = Math.log(min);
+                double hi = Math.log(max + 1.0);
+                return (int) Math.min(max, Math.max(min, Math.floor(Math.exp(lo + random.nextDouble() * (hi - lo)))));
+            }
+            return min + random.nextInt(max - min + 1);
+        }
+
         @Override
         public BenchRequest next(long seq) {
             SplittableRandom random = randomFor(seq);
-            int n = config.randomMinTokens() + random.nextInt(config.randomMaxTokens() - config.randomMinTokens() + 1);
+            int n = length(random);
             if (config.tokenIds()) {
                 return new BenchRequest(encodeSimple(null, null, null, Vocabulary.tokenIds(random, n)), null);
             }
@@ -284,15 +306,16 @@ public abstract sealed class PromptWorkload {
             String user = Vocabulary.words(randomFor(Vocabulary.mix(c.id, c.turn) ^ 0x5DEECE66DL), config.questionTokens());
             c.history.add(new Message("user", user));
             byte[] body;
+            String userId = config.conversationUser() ? "conversation-" + config.seed() + "-" + c.id : null;
             if (config.route() == BenchConfig.Route.CHAT) {
-                body = encode(c.history, null, null);
+                body = encode(c.history, null, null, userId);
             } else {
                 StringBuilder sb = new StringBuilder();
                 for (Message m : c.history) {
                     sb.append(m.role()).append(": ").append(m.content()).append('\n');
                 }
                 sb.append("assistant:");
-                body = encode(null, sb.toString(), null);
+                body = encode(null, sb.toString(), null, userId);
             }
             return new BenchRequest(body, c);
         }

@@ -16,6 +16,9 @@ import java.util.Locale;
  *       {@code sglang:token_usage} (fraction 0..1), one series per scheduler labelled {@code model_name},
  *       {@code engine_type}, {@code tp_rank}, {@code pp_rank}, and {@code dp_rank} when data parallelism is on.</li>
  * </ul>
+ * Counters: prompt, generation and cached tokens; finished requests ({@code vllm:request_success_total} by
+ * {@code finished_reason} stop|length|abort; {@code sglang:num_requests_total}), what a load generator reads to
+ * know each engine's share of the requests ({@code ./kvgate bench --engine-metrics}).
  * Gauges are printed as floats, like prometheus_client. Token counters are engine-wide. Engine-loop confined.
  */
 final class EngineMetrics {
@@ -56,6 +59,10 @@ final class EngineMetrics {
             counter(sb, "vllm:generation_tokens_total", engineLabel, stats.get("completion_tokens"));
             counter(sb, "vllm:prefix_cache_queries_total", engineLabel, stats.get("prompt_tokens"));
             counter(sb, "vllm:prefix_cache_hits_total", engineLabel, stats.get("cached_tokens"));
+            for (String reason : FINISHED_REASONS) {
+                counter(sb, "vllm:request_success_total", "{engine=\"0\",finished_reason=\"" + reason + "\",model_name=\""
+                    + model + "\"}", stats.get("finished_" + reason));
+            }
         } else if (config.dialect == Dialect.LLAMACPP) {
             // llama-server --metrics
             gaugeValue(sb, "llamacpp:requests_processing", "Number of requests processing.", admission.totalRunning());
@@ -78,11 +85,15 @@ final class EngineMetrics {
             counter(sb, "sglang:prompt_tokens_total", plain, stats.get("prompt_tokens"));
             counter(sb, "sglang:generation_tokens_total", plain, stats.get("completion_tokens"));
             counter(sb, "sglang:cached_tokens_total", plain, stats.get("cached_tokens"));
+            counter(sb, "sglang:num_requests_total", plain, stats.get("generations_finished"));
         }
         return sb.toString();
     }
 
     private enum Kind { RUNNING, WAITING, CACHE }
+
+    /** vLLM's finish reasons as {@code vllm:request_success_total} labels them (every series is always present). */
+    private static final String[] FINISHED_REASONS = {"stop", "length", "abort"};
 
     private void gauge(StringBuilder sb, String name, String help, String[] labels, Kind kind) {
         sb.append("# HELP ").append(name).append(' ').append(help).append('\n');

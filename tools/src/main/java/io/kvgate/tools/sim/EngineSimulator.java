@@ -430,6 +430,10 @@ public final class EngineSimulator implements AutoCloseable {
         if (g.started) {
             stats.add("completion_tokens", g.completionTokens());
             stats.inc("generations_finished");
+            // vLLM's vllm:request_success_total{finished_reason}: the request's reason (its first choice's), abort
+            // when it ended unfinished (client gone, fault).
+            Generation.Seq first = g.seqs.length == 0 ? null : g.seqs[0];
+            stats.inc(first != null && first.finished && first.finishReason != null ? "finished_" + first.finishReason : "finished_abort");
         }
         admission.onEnd(g, stats);
         if (g.ctx.handler() instanceof SimHttpHandler h) {

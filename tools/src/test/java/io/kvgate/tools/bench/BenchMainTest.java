@@ -67,6 +67,35 @@ class BenchMainTest {
     }
 
     @Test
+    void engineMetricsMixedLengthsAndConversationUsers() {
+        BenchConfig c = BenchMain.parse(args("--target http://h:1 --model m --rate 1 --workload random"
+            + " --random-distribution log-uniform --random-min-tokens 50 --random-max-tokens 50000"
+            + " --engine-metrics http://127.0.0.1:9001/,http://127.0.0.1:9002 --engine-metrics=http://127.0.0.1:9003"));
+        assertEquals(BenchConfig.Distribution.LOG_UNIFORM, c.randomDistribution());
+        assertEquals(java.util.List.of("http://127.0.0.1:9001", "http://127.0.0.1:9002", "http://127.0.0.1:9003"), c.engineMetrics());
+        assertTrue(BenchMain.parse(args("--target http://h:1 --model m --rate 1 --workload multi-turn --conversation-user"))
+            .conversationUser());
+        assertEquals(BenchConfig.Distribution.UNIFORM, BenchMain.parse(args("--target http://h:1 --model m --rate 1")).randomDistribution());
+        assertEquals("--conversation-user needs --workload multi-turn (only its requests belong to conversations)",
+            assertThrows(IllegalArgumentException.class,
+                () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --conversation-user"))).getMessage());
+        assertEquals("--random-distribution log-uniform needs --workload random", assertThrows(IllegalArgumentException.class,
+            () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --random-distribution log-uniform"))).getMessage());
+        assertTrue(assertThrows(IllegalArgumentException.class,
+            () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --workload random --random-distribution normal")))
+            .getMessage().contains("--random-distribution=normal must be one of uniform|log-uniform"));
+        assertEquals("--engine-metrics 'https://h:1' must be http://host:port (an engine's base URL; /metrics is appended)",
+            assertThrows(IllegalArgumentException.class,
+                () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --engine-metrics https://h:1"))).getMessage());
+        assertTrue(assertThrows(IllegalArgumentException.class,
+            () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --engine-metrics http://h"))).getMessage()
+            .contains("must be http://host:port"));
+        assertTrue(assertThrows(IllegalArgumentException.class,
+            () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --engine-metrics http://h:2,http://h:2/")))
+            .getMessage().contains("--engine-metrics lists an engine twice"));
+    }
+
+    @Test
     void helpAndUsageExitCodes() {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
@@ -75,7 +104,8 @@ class BenchMainTest {
         assertEquals(0, BenchMain.run(new String[] {"--help"}, o, e));
         String help = out.toString(StandardCharsets.UTF_8);
         for (String flag : new String[] {"--target", "--rate", "--arrival", "--stream", "--concurrency-limit", "--closed-loop",
-            "--compare", "--warmup", "--header", "--api-key", "--token-ids", "--payload-bytes", "--groups", "--turns", "--out"}) {
+            "--compare", "--warmup", "--header", "--api-key", "--token-ids", "--payload-bytes", "--groups", "--turns", "--out",
+            "--engine-metrics", "--random-distribution", "--conversation-user"}) {
             assertTrue(help.contains(flag), flag);
         }
         assertEquals(2, BenchMain.run(new String[] {"--model"}, o, e));

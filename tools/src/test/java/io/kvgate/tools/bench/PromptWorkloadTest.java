@@ -97,6 +97,58 @@ class PromptWorkloadTest {
     }
 
     @Test
+    void logUniformLengthsCoverTheRangeWithAsManyPromptsPerDecade() {
+        BenchConfig.Builder b = cfg(BenchConfig.Workload.RANDOM).route(BenchConfig.Route.COMPLETIONS);
+        b.randomMinTokens = 50;
+        b.randomMaxTokens = 50_000;
+        b.randomDistribution = BenchConfig.Distribution.LOG_UNIFORM;
+        PromptWorkload.RandomPrompts w = (PromptWorkload.RandomPrompts) PromptWorkload.create(b.build());
+        java.util.SplittableRandom random = new java.util.SplittableRandom(3);
+        int[] decades = new int[3]; // [50, 500), [500, 5000), [5000, 50000]
+        int n = 30_000;
+        int min = Integer.MAX_VALUE;
+        int max = 0;
+        for (int i = 0; i < n; i++) {
+            int len = w.length(random);
+            assertTrue(len >= 50 && len <= 50_000, "length " + len);
+            min = Math.min(min, len);
+            max = Math.max(max, len);
+            decades[len < 500 ? 0 : len < 5000 ? 1 : 2]++;
+        }
+        for (int d : decades) {
+            assertTrue(Math.abs(d - n / 3.0) < 0.03 * n, java.util.Arrays.toString(decades));
+        }
+        assertTrue(min < 60 && max > 45_000, min + ".." + max);
+        // Uniform (the default) puts 90 % of the prompts in the top decade.
+        b.randomDistribution = BenchConfig.Distribution.UNIFORM;
+        PromptWorkload.RandomPrompts u = (PromptWorkload.RandomPrompts) PromptWorkload.create(b.build());
+        int top = 0;
+        for (int i = 0; i < n; i++) {
+            top += u.length(random) >= 5000 ? 1 : 0;
+        }
+        assertTrue(Math.abs(top - 0.9 * n) < 0.02 * n, "uniform top decade " + top);
+    }
+
+    @Test
+    void conversationUserNamesEachConversationInTheUserField() throws Exception {
+        BenchConfig.Builder b = cfg(BenchConfig.Workload.MULTI_TURN).seed(9);
+        b.conversations = 2;
+        b.turns = 2;
+        b.systemTokens = 0;
+        b.questionTokens = 3;
+        PromptWorkload plain = PromptWorkload.create(b.build());
+        assertNull(json(plain.next(0)).get("user"), "no user field unless asked");
+        b.conversationUser = true;
+        PromptWorkload w = PromptWorkload.create(b.build());
+        BenchRequest a0 = w.next(0);
+        BenchRequest b0 = w.next(1);
+        assertEquals("conversation-9-0", json(a0).get("user").asText());
+        assertEquals("conversation-9-1", json(b0).get("user").asText());
+        w.onComplete(a0, true, "reply");
+        assertEquals("conversation-9-0", json(w.next(2)).get("user").asText(), "the next turn keeps its conversation's id");
+    }
+
+    @Test
     void multiTurnWaitsForRepliesAndGrowsTheHistory() throws Exception {
         BenchConfig.Builder b = cfg(BenchConfig.Workload.MULTI_TURN);
         b.conversations = 1;

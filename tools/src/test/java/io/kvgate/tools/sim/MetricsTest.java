@@ -132,6 +132,32 @@ class MetricsTest {
     }
 
     @Test
+    void finishedRequestsAreCountedInEachDialectsCounter() throws Exception {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM))) {
+            for (int i = 0; i < 3; i++) {
+                assertEquals(200, slowCompletion(sim, tokens(100 * i, 5), -1).get().statusCode());
+            }
+            // The counters move when the engine releases the generation, just after the answer's last byte.
+            String text = "";
+            double finished = 0;
+            for (long deadline = System.nanoTime() + 15_000_000_000L; finished < 3 && System.nanoTime() < deadline; Thread.sleep(2)) {
+                text = sim.metricsText();
+                finished = value(text, "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\"}")
+                    + value(text, "vllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"m\"}");
+            }
+            assertEquals(3.0, finished, text);
+            assertEquals(0.0, value(text, "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"m\"}"));
+            assertTrue(text.contains("# TYPE vllm:request_success_total counter"), text);
+        }
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).enableMetrics(true))) {
+            for (int i = 0; i < 2; i++) {
+                assertEquals(200, slowCompletion(sim, tokens(100 * i, 5), -1).get().statusCode());
+            }
+            awaitMetric(sim, "sglang:num_requests_total{model_name=\"m\"}", "2.0", false);
+        }
+    }
+
+    @Test
     void olderVllmBuildsExportGpuCacheUsage() {
         try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).legacyMetrics(true))) {
             String text = sim.metricsText();
