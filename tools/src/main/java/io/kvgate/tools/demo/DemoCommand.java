@@ -29,7 +29,7 @@ import java.util.Locale;
  * the engines' own accounting says how much of the prompt they served from cache. Exits 0 when every run completed.
  */
 public final class DemoCommand {
-    private static final int CACHE_BLOCKS = 220;
+    static final int CACHE_BLOCKS = 220;
     private static final String[] POLICIES = {"round_robin", "least_outstanding", "chwbl", "kv_exact"};
 
     private DemoCommand() {}
@@ -38,29 +38,59 @@ public final class DemoCommand {
         double seconds = 6;
         double rate = 24;
         int engines = 4;
+        int replicas = 0;
         Path report = null;
         for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--seconds" -> seconds = Double.parseDouble(args[++i]);
-                case "--rate" -> rate = Double.parseDouble(args[++i]);
-                case "--engines" -> engines = Integer.parseInt(args[++i]);
-                case "--report" -> report = Path.of(args[++i]);
-                case "--help", "-h" -> {
-                    System.out.println("usage: ./kvgate demo [--seconds S per policy (6)] [--rate R requests/s (24)] [--engines N (4)]"
-                        + " [--report FILE.md (also writes FILE.svg)]");
-                    return 0;
-                }
-                default -> {
-                    System.err.println("demo: unknown option '" + args[i] + "' (see --help)");
-                    return 2;
-                }
+            String flag = args[i];
+            if (flag.equals("--help") || flag.equals("-h")) {
+                System.out.println("usage: ./kvgate demo [--seconds S per policy (6)] [--rate R requests/s (24)] [--engines N (4)]"
+                    + " [--report FILE.md (also writes FILE.svg)]\n"
+                    + "       ./kvgate demo --replicas N [--engines E (4)] [--seconds S per run (6)] [--rate R (24)] [--report FILE.md]\n"
+                    + "         N >= 2 gateway replicas behind a TCP round-robin balancer vs one gateway (kv_exact, session hash/table)");
+                return 0;
             }
+            if (!List.of("--seconds", "--rate", "--engines", "--replicas", "--report").contains(flag)) {
+                System.err.println("demo: unknown option '" + flag + "' (see --help)");
+                return 2;
+            }
+            if (i + 1 >= args.length) {
+                System.err.println("demo: " + flag + " needs a value (see --help)");
+                return 2;
+            }
+            String v = args[++i];
+            try {
+                switch (flag) {
+                    case "--seconds" -> seconds = Double.parseDouble(v);
+                    case "--rate" -> rate = Double.parseDouble(v);
+                    case "--engines" -> engines = Integer.parseInt(v);
+                    case "--replicas" -> replicas = Integer.parseInt(v);
+                    default -> report = Path.of(v);
+                }
+            } catch (NumberFormatException e) {
+                System.err.println("demo: " + flag + " " + v + " is not a number (see --help)");
+                return 2;
+            }
+        }
+        if (!(seconds > 0 && seconds <= 3600) || !(rate > 0 && rate <= 10_000)) {
+            System.err.println("demo: --seconds must be in (0, 3600] and --rate in (0, 10000]");
+            return 2;
         }
         Path home = Path.of(System.getProperty("kvgate.home", ".")).toAbsolutePath();
         Path modelDir = home.resolve("deploy/models/qwen3");
         if (!Files.isDirectory(modelDir)) {
             System.err.println("demo: model directory " + modelDir + " not found (run from the repository)");
             return 1;
+        }
+        if (replicas != 0) {
+            if (replicas < 2 || replicas > 16) {
+                System.err.println("demo: --replicas " + replicas + " must be in [2, 16] (the run compares them with one gateway)");
+                return 2;
+            }
+            if (engines < 2 || engines > 32) {
+                System.err.println("demo: --engines " + engines + " must be in [2, 32] with --replicas");
+                return 2;
+            }
+            return ReplicasDemo.run(home, modelDir, replicas, engines, rate, seconds, report);
         }
         say("kvgate demo: %d simulated vLLM engines (Qwen3 tokenizer + chat template, 16-token blocks, " + CACHE_BLOCKS + "-block caches,"
             + " prefill 120 µs per uncached token), one gateway, a shared-prefix chat workload (12 prompt families"
@@ -155,7 +185,7 @@ public final class DemoCommand {
     private static final String ORACLE = "oracle";
     private static final String[] RUNS = {ORACLE, "round_robin", "least_outstanding", "chwbl", "kv_exact"};
 
-    private static SimulatorConfig engine(Path modelDir, int seed, int cacheBlocks, int concurrency) {
+    static SimulatorConfig engine(Path modelDir, int seed, int cacheBlocks, int concurrency) {
         return new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("qwen3").modelDir(modelDir).seed(seed)
             .ttftMs(10).itlMs(4).prefillUsPerToken(120).maxConcurrency(concurrency).queueDepth(1024)
             .blockSize(16).cacheBlocks(cacheBlocks).hashSeed("0");
@@ -249,7 +279,7 @@ public final class DemoCommand {
             r.headers().firstValue("x-kvgate-route").orElse("(none)"));
     }
 
-    private static long sum(List<EngineSimulator> sims, String counter) {
+    static long sum(List<EngineSimulator> sims, String counter) {
         long s = 0;
         for (EngineSimulator e : sims) {
             s += e.stats().get(counter);
@@ -258,7 +288,7 @@ public final class DemoCommand {
     }
 
     /** A port below the kernel's ephemeral range (a released ephemeral port may be reused by any outgoing connect). */
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         for (int attempt = 0; attempt < 500; attempt++) {
             int port = 20_000 + java.util.concurrent.ThreadLocalRandom.current().nextInt(12_000);
             try (ServerSocket s = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress())) {
@@ -270,11 +300,11 @@ public final class DemoCommand {
         throw new IOException("no free port below 32000 on loopback");
     }
 
-    private static String fmt(double v) {
+    static String fmt(double v) {
         return String.format(Locale.ROOT, v >= 100 ? "%.0f" : "%.1f", v);
     }
 
-    private static void say(String fmt, Object... args) {
+    static void say(String fmt, Object... args) {
         System.out.printf(Locale.ROOT, fmt, args);
         System.out.flush();
     }
