@@ -121,8 +121,10 @@ class EngineMatrixSystemTest {
                             assertEquals(1, enginesUsed(c), "conversation " + conv + " on one engine");
                         }
                         var stats = gw.routeTable().ruleByName("r").stats();
-                        assertEquals(4, stats.tierCount(Tier.SESSION_NEW), "each conversation pinned once");
-                        assertEquals(12, stats.tierCount(Tier.SESSION_PINNED), "and then followed its pin");
+                        // session.mode hash (the default): every request keyed and sent to its key's rendezvous
+                        // owner (one request at a time never reaches the load bound).
+                        assertEquals(16, stats.tierCount(Tier.SESSION_HASH), "each request went to its session's engine");
+                        assertEquals(0, stats.tierCount(Tier.SESSION_HASH_WALK));
                     }
                 }
             } finally {
