@@ -18,7 +18,8 @@ import io.kvgate.dataplane.route.RuleStats.Tier;
  * engine sheds conversations to their second choice (which warms up for them) instead of queuing them, and they
  * return when its load drops. The absolute slack keeps one or two requests in flight at low load from counting as
  * a hot spot. Should every endpoint be over its bound (possible only with a slack below one), the fallback policy
- * decides. The load is this gateway's in-flight count per endpoint ({@link #load}).
+ * decides. The load is each endpoint's estimate ({@link #load}): with engine-reported load the replicas compare
+ * nearly the same numbers, so they walk the same way; with local counts only, each replica bounds on its own share.
  *
  * <p>Routing stage only; no state, no allocation per decision (two passes over the candidates, no sort).
  */
@@ -35,9 +36,13 @@ final class HashedSessionPolicy implements RoutingPolicy {
         this.stats = stats;
     }
 
-    /** The load the bound compares: this gateway's requests in flight to {@code ep}. */
+    /**
+     * The load the bound compares: the endpoint's estimate ({@link EndpointState#load()}: the engine's own running
+     * and waiting requests plus this gateway's since the last scrape when a fresh reading exists, so every replica
+     * bounds on about the same number; else this gateway's in-flight count).
+     */
     static long load(EndpointState ep) {
-        return ep.outstanding();
+        return ep.load();
     }
 
     @Override
@@ -120,7 +125,8 @@ final class HashedSessionPolicy implements RoutingPolicy {
                 why.append(" (load ").append(load(owner)).append(" over its bound ")
                     .append((long) cap(totalLoad, owner.config().weight(), totalWeight)).append(": next in rendezvous order)");
             }
-            why.append("; load=").append(load(chosen)).append("; bound=").append((long) cap(totalLoad, chosen.config().weight(), totalWeight));
+            why.append("; bound=").append((long) cap(totalLoad, chosen.config().weight(), totalWeight)).append("; load=");
+            chosen.explainLoad(why);
         }
         return chosen;
     }

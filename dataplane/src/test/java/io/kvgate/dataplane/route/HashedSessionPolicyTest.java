@@ -16,6 +16,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -196,11 +197,37 @@ class HashedSessionPolicyTest {
         assertEquals(walkedA.key(), walkedB.key(), "the same walk in both replicas");
         assertEquals(1, a.stats().tierCount(Tier.SESSION_HASH_WALK));
         assertTrue(why.toString().startsWith("tier=session(hash); key=" + Long.toHexString(k) + "; owner=" + ownerA.key()
-            + " (load 6 over its bound 2: next in rendezvous order); load=0; bound=2"), why.toString());
+            + " (load 6 over its bound 2: next in rendezvous order); bound=2; load=0(engine=unknown local=0)"), why.toString());
         // Load gone: the conversation is back on its owner.
         ownerA.onCompleted(6, 0, 0, 3, 1_000_000_000L, clock.nanoTime());
         assertSame(ownerA, pick(a, k));
         assertTrue(a.stats().tierCount(Tier.SESSION_HASH) >= 2);
+    }
+
+    @Test
+    void withEngineReportedLoadTwoReplicasWalkTheSameWayAlthoughNeitherRoutedTheLoad() {
+        // Another gateway's traffic keeps the owner busy: both replicas see it in the engine's own numbers (running +
+        // waiting) and send the conversation to the same next endpoint, with nothing in flight from either of them.
+        Rule a = rule("", endpoints(4));
+        Rule b = rule("", endpoints(4));
+        long k = key(5);
+        long stale = TimeUnit.MILLISECONDS.toNanos(2_000);
+        for (Rule r : new Rule[] {a, b}) {
+            EndpointState owner = pick(r, k);
+            owner.publishReading(RouteFixtures.reading(owner, clock.nanoTime(), 6, 3));
+            owner.refreshLoad(clock.nanoTime(), stale);
+            assertEquals(0, owner.outstanding());
+            assertEquals(9, owner.load());
+        }
+        EndpointState walkedA = pick(a, k);
+        EndpointState walkedB = pick(b, k);
+        // share = (9 + 1) / 4 = 2.5; cap = max(3.75, 4.5): the owner at 9 (+1) is over it.
+        assertEquals(walkedA.key(), walkedB.key());
+        StringBuilder why = new StringBuilder();
+        a.policy().choose(a.candidates(RouteRequest.Role.ANY), event(a, k, true), clock.nanoTime(), why);
+        assertTrue(why.toString().contains(" (load 9 over its bound 4: next in rendezvous order)"), why.toString());
+        assertEquals(2, a.stats().tierCount(Tier.SESSION_HASH_WALK), "a walked for the pick and the explained decision");
+        assertEquals(1, b.stats().tierCount(Tier.SESSION_HASH_WALK));
     }
 
     @Test
