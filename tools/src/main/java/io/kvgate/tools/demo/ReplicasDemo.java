@@ -50,7 +50,8 @@ final class ReplicasDemo {
         DemoCommand.say("kvgate demo --replicas %d: %d simulated vLLM engines (Qwen3 tokenizer + chat template, 16-token blocks,"
             + " %d-block caches, prefill 120 µs per uncached token); %d gateway replicas with the same configuration and no"
             + " shared state behind a TCP round-robin balancer (ours, on loopback: what HAProxy in mode tcp does), compared"
-            + " with 1 gateway behind the same balancer. %.0f req/s for %.0f s per run.%n", replicas, engines,
+            + " with 1 gateway behind the same balancer. Each gateway's load estimate is engine-reported (load.* defaults: the"
+            + " engines' /metrics every 250 ms plus its own requests since). %.0f req/s for %.0f s per run.%n", replicas, engines,
             DemoCommand.CACHE_BLOCKS, replicas, rate, seconds);
         DemoCommand.say("(%d engines keep the demo fast; the issue's numbers use 8 engines and real HAProxy:"
             + " perf/replicas-routing.sh.)%n%n", engines);
