@@ -512,12 +512,16 @@ public record RuleConfig(
         String onContextOverflow = n.oneOf("on_context_overflow", ON_CONTEXT_OVERFLOW.get(0), ON_CONTEXT_OVERFLOW);
 
         ConfigNode s = n.child("session");
+        // hash became the default in #14; a configuration written before it that tunes the TTL table (ttl_ms or
+        // max_entries) without naming a mode keeps the table it asked for, rather than being refused or changing
+        // meaning (add, don't break). Naming mode: hash with table knobs is refused below.
+        String defaultSessionMode = !s.has("mode") && (s.has("ttl_ms") || s.has("max_entries")) ? "table" : "hash";
         SessionConfig session = new SessionConfig(
             s.oneOf("key", "user", List.of("user", "conversation", "header", "cookie")),
             s.string("header", null), s.string("cookie", null),
             s.longValue("ttl_ms", 600_000, 1, 86_400_000L), s.intValue("max_entries", 100_000, 1, 10_000_000),
             s.bool("pin_slot", false), s.intValue("slots", DEFAULT_SESSION_SLOTS, 1, 4096),
-            s.oneOf("mode", "hash", SESSION_MODES),
+            s.oneOf("mode", defaultSessionMode, SESSION_MODES),
             s.doubleValue("load_cap_factor", SessionConfig.DEFAULT_LOAD_CAP_FACTOR, 1.0, 100.0),
             s.doubleValue("load_slack", SessionConfig.DEFAULT_LOAD_SLACK, 0.0, 1e6));
         if (session.pinSlot() && !"llamacpp".equals(engine)) {
@@ -528,8 +532,7 @@ public record RuleConfig(
             s.problem("pin_slot", true, "pins the slot of a session-affine request: only valid under policy 'session' (this rule's policy is '"
                 + policy + "')");
         }
-        // Each mode's own knobs: one set for the other mode would be silently ignored (and hash became the default in
-        // #14, so a configuration that tunes the table without naming its mode is told so rather than changing meaning).
+        // Each mode's own knobs: one set for the other mode would be silently ignored.
         Map<String, Object> tableKnobs = Map.of("ttl_ms", session.ttlMs(), "max_entries", session.maxEntries());
         Map<String, Object> hashKnobs = Map.of("load_cap_factor", session.loadCapFactor(), "load_slack", session.loadSlack());
         for (String k : List.of("ttl_ms", "max_entries")) {

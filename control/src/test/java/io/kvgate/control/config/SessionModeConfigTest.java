@@ -55,7 +55,7 @@ class SessionModeConfigTest {
 
     @Test
     void theOtherModesKnobsAreRefusedNamingTheModeAndTheFix() {
-        String ttl = problems(config("    session: {ttl_ms: 5000}\n"));
+        String ttl = problems(config("    session: {mode: hash, ttl_ms: 5000}\n"));
         assertTrue(ttl.contains("rules[0] (name=r).session.ttl_ms: value 5000 applies to the pin table only (session.mode:"
             + " table); this rule's session.mode is 'hash'"), ttl);
         assertTrue(ttl.contains("set session.mode: table to keep the TTL table, or remove ttl_ms"), ttl);
@@ -66,6 +66,19 @@ class SessionModeConfigTest {
             + " (session.mode: hash); this rule's session.mode is 'table'"), cap);
         String slack = problems(config("    session: {mode: table, load_slack: 1}\n"));
         assertTrue(slack.contains("session.load_slack: value 1.0 bounds the load of hashed sessions"), slack);
+    }
+
+    @Test
+    void aConfigurationThatTunesTheTableWithoutNamingAModeKeepsTheTable() throws Exception {
+        // Written before session.mode existed (table was the only mode): it must mean what it meant.
+        for (String legacy : new String[] {"    session: {ttl_ms: 5000}\n", "    session: {max_entries: 10}\n"}) {
+            GatewayConfig c = GatewayConfig.parse(config(legacy));
+            assertEquals("table", c.rules().get(0).session().mode(), legacy);
+            assertEquals(c, GatewayConfig.parse(ConfigTree.toYaml(c)), "the read-back keeps the table: " + legacy);
+        }
+        assertEquals(5000, GatewayConfig.parse(config("    session: {ttl_ms: 5000}\n")).rules().get(0).session().ttlMs());
+        assertEquals("hash", GatewayConfig.parse(config("    session: {key: user}\n")).rules().get(0).session().mode(),
+            "without table knobs the default is hash");
     }
 
     @Test
