@@ -27,6 +27,10 @@ import org.junit.jupiter.api.Timeout;
  * ({@code admission.max_outstanding: 1}). While the engine is busy, requests wait in the admission queue; a full
  * queue sheds batch requests first (429, Retry-After, OpenAI rate_limit_error), interactive ones displace waiting
  * batch ones and are served first, and a malformed class is a 400 naming the header.
+ *
+ * <p>The engine is held by one request the simulator never answers ({@code hang_next}) until the gateway's
+ * first-byte timeout ends it: the queue is arranged while that slot is provably taken. (It used to be a request that
+ * took 300 ms, which a loaded machine outlived while the test was still arranging the queue.)
  */
 @Timeout(60)
 @Tag("system")
@@ -59,12 +63,13 @@ class AdmissionSystemTest {
 
     @Test
     void batchIsShedFirstAndInteractiveIsServedFirstWhileTheEngineIsSaturated() throws Exception {
-        // Each request holds the engine ~300 ms: long enough for the test to arrange the queue around it.
-        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).ttftMs(300))) {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM))) {
+            sim.injectFaults("{\"hang_next\":1}");
             Gateway gw = Gateway.start(GatewayConfig.parse("""
                 listen: 127.0.0.1:0
                 admin_listen: 127.0.0.1:0
                 health: {interval_ms: 60000}
+                upstream: {first_byte_timeout_ms: 8000}
                 rules:
                   - name: chat
                     models: [m]
@@ -100,7 +105,7 @@ class AdmissionSystemTest {
                 HttpResponse<String> refused = send(gw, "batch", "k4", finished, "refused").get();
                 assertEquals(429, refused.statusCode(), refused.body());
 
-                assertEquals(200, busy.get().statusCode());
+                assertEquals(504, busy.get().statusCode(), "the held request ends at the first-byte timeout");
                 int shed = 0;
                 int served = 0;
                 for (CompletableFuture<HttpResponse<String>> f : batch) {
