@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.http;
 
+import io.kvgate.dataplane.wire.RelayHead;
 import io.netty.channel.ChannelDuplexHandler;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -22,6 +23,7 @@ import java.util.ArrayDeque;
  *   <li>an HTTP/1.0 client cannot read chunked encoding: its response is sent close-delimited (no
  *       {@code Transfer-Encoding}, {@code Connection: close}, closed after the last byte).</li>
  * </ul>
+ * Relayed responses ({@link RelayHead}, the engine's head in bytes) get the same treatment as the gateway's own.
  * Sits between the HTTP codec and the front door; requests and responses pair up in order (the front door answers
  * one request at a time). Event-loop only.
  */
@@ -45,6 +47,16 @@ public final class ResponseConnectionPolicy extends ChannelDuplexHandler {
 
     @Override
     public void write(ChannelHandlerContext ctx, Object msg, ChannelPromise promise) {
+        if (msg instanceof RelayHead relayed) {
+            boolean oldClient = Boolean.TRUE.equals(http10.peek());
+            if (oldClient) {
+                relayed.closeDelimited();
+            }
+            if (oldClient || drain.draining()) {
+                relayed.closeConnection();
+                closeAfterResponse = true;
+            }
+        }
         if (msg instanceof HttpResponse res && res.status().codeClass() != HttpStatusClass.INFORMATIONAL) {
             boolean oldClient = Boolean.TRUE.equals(http10.peek());
             if (oldClient && res.headers().contains(HttpHeaderNames.TRANSFER_ENCODING)) {

@@ -8,7 +8,6 @@ import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.proxy.EngineErrors;
 import io.kvgate.dataplane.proxy.ExchangeRouting;
 import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.ForwardedHeaders;
 import io.kvgate.dataplane.proxy.LiveExchanges;
 import io.kvgate.dataplane.proxy.PlainExchange;
 import io.kvgate.dataplane.request.ActiveExchange;
@@ -27,6 +26,8 @@ import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
+import io.kvgate.dataplane.wire.EngineRequest;
+import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
@@ -37,7 +38,6 @@ import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpRequest;
-import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import java.nio.charset.StandardCharsets;
@@ -371,7 +371,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     void startPrefillLeg(ByteBuf buf) {
         prefillStartNs = gw.clock().nanoTime();
         prefillLeg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), prefillEp, routing, gw.metrics(),
-            HttpMethod.POST, request.uri(), ForwardedHeaders.toEngine(request.headers(), upstreamRequestId), buf,
+            new EngineRequest(HttpMethod.POST, request.uri(), request.headers(), upstreamRequestId), buf,
             UpstreamLeg.Timeouts.ofMillis(pd.prefillTimeoutMs(), gw.config().upstream().idleTimeoutMs(),
                 gw.config().limits().clientStallTimeoutMs()), new PrefillListener());
         prefillLeg.start();
@@ -407,8 +407,8 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
      */
     private final class PrefillListener implements LegListener {
         @Override
-        public void onHead(UpstreamLeg leg, HttpResponse head) {
-            int status = head.status().code();
+        public void onHead(UpstreamLeg leg, ResponseHead head) {
+            int status = head.status();
             if (status >= 400) {
                 leg.aggregate(gw.config().upstream().maxErrorBodyBytes());
             } else if (dialect.gathersPrefillAnswer()) {
@@ -420,13 +420,13 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         public void onContent(UpstreamLeg leg, HttpContent content, boolean last) {
             content.release(); // SGLang success: drained
             if (last) {
-                onPrefillDone(leg, leg.head().status().code(), "");
+                onPrefillDone(leg, leg.head().status(), "");
             }
         }
 
         @Override
-        public void onAggregated(UpstreamLeg leg, HttpResponse head, ByteBuf body) {
-            onPrefillDone(leg, head.status().code(), body.toString(StandardCharsets.UTF_8));
+        public void onAggregated(UpstreamLeg leg, ResponseHead head, ByteBuf body) {
+            onPrefillDone(leg, head.status(), body.toString(StandardCharsets.UTF_8));
         }
 
         @Override

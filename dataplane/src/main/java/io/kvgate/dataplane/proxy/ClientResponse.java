@@ -1,14 +1,16 @@
 package io.kvgate.dataplane.proxy;
 
 import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.wire.RelayHead;
+import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.DefaultHttpContent;
-import io.netty.handler.codec.http.DefaultHttpResponse;
 import io.netty.handler.codec.http.DefaultLastHttpContent;
+import io.netty.handler.codec.http.EmptyHttpHeaders;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpHeaderNames;
@@ -17,21 +19,22 @@ import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
-import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import java.nio.charset.StandardCharsets;
 
 /**
  * The client's side of one exchange: everything written to the client connection goes through here. A response is
- * either relayed (the engine's head, then its body chunk by chunk; SSE through an {@link SseFramer}) or answered in
- * one piece (an error, a normalized engine error, a P/D decode's JSON). Every response carries the client's request
- * id, the route explanation when asked for, and {@code Connection: close} when the request did not allow keep-alive.
+ * either relayed (the engine's head copied as bytes, {@link RelayHead}, then its body chunk by chunk, framed by the
+ * client codec; SSE through an {@link SseFramer}) or answered in one piece (an error, a normalized engine error, a P/D
+ * decode's JSON). Every response carries the client's request id, the route explanation when asked for, and
+ * {@code Connection: close} when the request did not allow keep-alive.
  * The last write of each read batch is kept for read-after-write back-pressure ({@link #flushBatch}). Event-loop only.
  */
 final class ClientResponse {
     private final ChannelHandlerContext ctx;
     private final HttpRequest request;
     private final String requestId;
+    private final boolean keepAlive;
     private boolean streaming;
     private SseFramer framer;
     private EngineStreamCheck streamCheck;
@@ -43,10 +46,11 @@ final class ClientResponse {
         this.ctx = ctx;
         this.request = request;
         this.requestId = requestId;
+        this.keepAlive = HttpUtil.isKeepAlive(request);
     }
 
     boolean keepAlive() {
-        return HttpUtil.isKeepAlive(request);
+        return keepAlive;
     }
 
     /** Whether a relayed response head went out (the status can no longer change). */
@@ -78,19 +82,16 @@ final class ClientResponse {
     }
 
     /**
-     * Starts relaying the engine's response: its head, with the gateway's own headers. An SSE stream's events are
-     * checked ({@link EngineStreamCheck}); {@code chat} names a context overflow's {@code param} in error events.
+     * Starts relaying the engine's response: its head's bytes (borrowed: copied here), without the lines the client
+     * must not see, with the gateway's own headers. An SSE stream's events are checked ({@link EngineStreamCheck}) and
+     * may change, so its body goes out chunked whatever length the engine declared; {@code chat} names a context
+     * overflow's {@code param} in error events.
      */
-    void startRelay(HttpResponse engineHead, boolean sse, String explanation, boolean chat) {
-        HttpResponse out = new DefaultHttpResponse(HttpVersion.HTTP_1_1, engineHead.status());
-        ForwardedHeaders.toClient(engineHead.headers(), out.headers());
-        if (!engineHead.headers().contains(HttpHeaderNames.CONTENT_LENGTH)) {
-            HttpUtil.setTransferEncodingChunked(out, true);
-        }
-        decorate(out, explanation);
+    void startRelay(ResponseHead engineHead, boolean sse, String explanation, boolean chat) {
+        RelayHead out = RelayHead.relay(ctx.alloc(), engineHead, requestId, explanation, !keepAlive(), sse);
         if (sse) {
             framer = new SseFramer();
-            streamCheck = engineHead.status().code() < 300 ? new EngineStreamCheck(chat) : null;
+            streamCheck = engineHead.status() < 300 ? new EngineStreamCheck(chat) : null;
         }
         streaming = true;
         lastWrite = ctx.write(out);
@@ -102,7 +103,7 @@ final class ClientResponse {
             ByteBuf chunk = content.content().retain();
             content.release();
             if (last) {
-                ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk))));
+                ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk)), EmptyHttpHeaders.INSTANCE));
                 return;
             }
             ByteBuf out = framer.next(ctx.alloc(), chunk);

@@ -19,13 +19,13 @@ import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
+import io.kvgate.dataplane.wire.EngineRequest;
+import io.kvgate.dataplane.wire.ResponseHead;
 import io.kvgate.control.config.RuleConfig;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.HttpContent;
-import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpRequest;
-import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -342,12 +342,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             lastEndpoint = ep;
             phase = Phase.UPSTREAM;
             var limits = gw.config().limits();
-            var headers = ForwardedHeaders.toEngine(request.headers(), upstreamRequestId);
-            if (heldDpRank >= 0) {
-                headers.set(DP_RANK_HEADER, Integer.toString(heldDpRank)); // replaces a client's own pin, if any
-            }
-            leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(),
-                request.method(), request.uri(), headers, legBody(),
+            // A chosen DP rank goes to the engine as its header, replacing a client's own pin, if any.
+            EngineRequest engineRequest = heldDpRank < 0
+                ? new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId)
+                : new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId, DP_RANK_HEADER,
+                    Integer.toString(heldDpRank));
+            leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
                 this).answers503WhileLoading(rule.engine().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
                 .dpRank(heldDpRank);
@@ -389,23 +389,22 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     }
 
     @Override
-    public void onHead(UpstreamLeg l, HttpResponse head) {
+    public void onHead(UpstreamLeg l, ResponseHead head) {
         if (phase != Phase.UPSTREAM) {
             return;
         }
         long now = gw.clock().nanoTime();
         gw.metrics().timeToFirstByte(ruleName, now - startNs);
         gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
-        status = head.status().code();
-        String ct = head.headers().get(HttpHeaderNames.CONTENT_TYPE, "");
-        boolean sse = ct.startsWith("text/event-stream");
+        status = head.status();
+        boolean sse = head.eventStream();
         observer.onResponseHead(status);
         if (!sse && status >= 400) {
             // Aggregated (bounded) to re-emit the engine's error in the OpenAI shape.
             l.aggregate(gw.config().upstream().maxErrorBodyBytes());
             return;
         }
-        if (!sse && pdDecodeJson && ct.startsWith("application/json")) {
+        if (!sse && pdDecodeJson && head.json()) {
             l.aggregate(gw.config().limits().maxBodyBytes());
             return;
         }
@@ -445,7 +444,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     }
 
     @Override
-    public void onAggregated(UpstreamLeg l, HttpResponse head, ByteBuf aggregated) {
+    public void onAggregated(UpstreamLeg l, ResponseHead head, ByteBuf aggregated) {
         if (phase != Phase.UPSTREAM) {
             return;
         }

@@ -1,8 +1,8 @@
 package io.kvgate.dataplane.upstream;
 
+import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.handler.codec.http.HttpContent;
-import io.netty.handler.codec.http.HttpResponse;
 
 /**
  * Receives one {@link UpstreamLeg}'s response. Called on the leg's event loop only. An exception thrown from any
@@ -16,10 +16,12 @@ public interface LegListener {
     default void onSent(UpstreamLeg leg, long connectNs) {}
 
     /**
-     * The final response head (1xx heads are skipped). To receive the body in one piece instead of chunk by chunk,
-     * call {@link UpstreamLeg#aggregate(int)} from here; the body then arrives through {@link #onAggregated}.
+     * The final response head (1xx heads are skipped). Its raw bytes ({@code head.content()}) are borrowed: valid
+     * during this call only (copy what the client needs, e.g. {@code RelayHead.relay}); its parsed facts stay
+     * readable. To receive the body in one piece instead of chunk by chunk, call {@link UpstreamLeg#aggregate(int)}
+     * from here; the body then arrives through {@link #onAggregated}.
      */
-    void onHead(UpstreamLeg leg, HttpResponse head);
+    void onHead(UpstreamLeg leg, ResponseHead head);
 
     /**
      * A streamed body chunk; the listener owns (must release) it. {@code last} ends the response (the leg is then
@@ -38,7 +40,7 @@ public interface LegListener {
     }
 
     /** The whole aggregated body (the leg is {@link UpstreamLeg.State#DONE}); borrowed: released when this returns. */
-    default void onAggregated(UpstreamLeg leg, HttpResponse head, ByteBuf body) {}
+    default void onAggregated(UpstreamLeg leg, ResponseHead head, ByteBuf body) {}
 
     /** The leg failed or was ended by the gateway; it has already returned its connection and endpoint load. */
     void onFailure(UpstreamLeg leg, LegFailure failure, Throwable cause);

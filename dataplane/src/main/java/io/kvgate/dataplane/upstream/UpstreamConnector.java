@@ -7,7 +7,8 @@ import io.netty.channel.EventLoop;
 
 /**
  * Where legs get engine connections: {@link UpstreamPool} in the gateway, embedded channels in tests. Every channel
- * handed out has an {@code HttpClientCodec} followed by an {@link UpstreamLeg.Handler}, and auto-read off for its
+ * handed out has the pipeline {@link UpstreamPool#initEngineChannel} builds (an {@code EngineResponseDecoder}
+ * followed by an {@link UpstreamLeg.Handler}; requests are written as bytes), and auto-read off for its
  * whole life (the leg and the idle pool request every read; toggling auto-read per request costs epoll_ctl calls).
  * Event-loop only.
  */

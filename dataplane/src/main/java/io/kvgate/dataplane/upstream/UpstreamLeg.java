@@ -12,14 +12,10 @@ import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoop;
-import io.netty.handler.codec.http.DefaultFullHttpRequest;
-import io.netty.handler.codec.http.EmptyHttpHeaders;
+import io.kvgate.dataplane.wire.EngineRequest;
+import io.kvgate.dataplane.wire.EngineResponseDecoder;
+import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.handler.codec.http.HttpContent;
-import io.netty.handler.codec.http.HttpHeaders;
-import io.netty.handler.codec.http.HttpMethod;
-import io.netty.handler.codec.http.HttpResponse;
-import io.netty.handler.codec.http.HttpUtil;
-import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.concurrent.ScheduledFuture;
@@ -36,6 +32,10 @@ import java.util.concurrent.TimeUnit;
  * keep-alive response) or closes it, and reports the endpoint's outcome exactly once, classified by
  * {@link LegFailure} (engine 5xx and transport failures charge the endpoint, 4xx and the client's or the gateway's
  * own failures do not).
+ *
+ * <p><b>Wire</b>: the request head is encoded straight into bytes from the client's decoded headers on every send
+ * ({@link EngineRequest}); the response is read by {@link EngineResponseDecoder}, which hands over the head's raw bytes
+ * and the few facts the gateway acts on ({@link ResponseHead}), never a header map.
  *
  * <p><b>Body</b>: the leg holds one reference to the request body and writes a retained duplicate on every send,
  * so a resend (the stale keep-alive race: a pooled connection the engine had already closed) carries all of it.
@@ -73,9 +73,7 @@ public final class UpstreamLeg {
     private final EndpointState endpoint;
     private final EndpointOutcomes outcomes;
     private final GatewayMetrics metrics;
-    private final HttpMethod method;
-    private final String uri;
-    private final HttpHeaders headers;
+    private final EngineRequest request;
     private final ByteBuf body;
     private final LegListener listener;
     private final Timeouts timeouts;
@@ -89,7 +87,6 @@ public final class UpstreamLeg {
     private boolean reused;
     private boolean resentFresh;
     private boolean anyResponseBytes;
-    private boolean skippingInformational;
     private long connectStartNs;
     private long connectNs;
     private long sentAtNs;
@@ -99,7 +96,7 @@ public final class UpstreamLeg {
     private long clientHoldSinceNs = -1;
     private ScheduledFuture<?> timer;
     private long timerDeadlineNs;
-    private HttpResponse head;
+    private ResponseHead head;
     private int aggregateLimit = -1;
     private CompositeByteBuf aggregate;
     /** Uncached prompt tokens the routing stage charged this leg's endpoint, until the first response bytes. */
@@ -108,20 +105,18 @@ public final class UpstreamLeg {
     private int dpRank = -1;
 
     /**
-     * @param headers request headers, owned by the leg from now on ({@code host} and {@code content-length} are set here)
+     * @param request what the engine is sent (its head is encoded on each send, with this endpoint's {@code host} and
+     *                the body's {@code content-length})
      * @param body    the request body; the leg takes over this reference and releases it in its teardown
      */
     public UpstreamLeg(UpstreamConnector connector, EventLoop loop, EndpointState endpoint, EndpointOutcomes outcomes,
-                       GatewayMetrics metrics, HttpMethod method, String uri, HttpHeaders headers, ByteBuf body,
-                       Timeouts timeouts, LegListener listener) {
+                       GatewayMetrics metrics, EngineRequest request, ByteBuf body, Timeouts timeouts, LegListener listener) {
         this.connector = connector;
         this.loop = loop;
         this.endpoint = endpoint;
         this.outcomes = outcomes;
         this.metrics = metrics;
-        this.method = method;
-        this.uri = uri;
-        this.headers = headers;
+        this.request = request;
         this.body = body;
         this.timeouts = timeouts;
         this.listener = listener;
@@ -141,8 +136,8 @@ public final class UpstreamLeg {
         return state;
     }
 
-    /** The final response head, or null before it arrived. */
-    public HttpResponse head() {
+    /** The final response head, or null before it arrived (its bytes are released once the listener's onHead returned). */
+    public ResponseHead head() {
         return head;
     }
 
@@ -194,17 +189,15 @@ public final class UpstreamLeg {
     }
 
     private void send() {
-        headers.set("host", endpoint.hostHeader());
-        headers.setInt("content-length", body.readableBytes());
-        // A duplicate per send: the encoder may consume the buffer it is given (it copies small bodies into the
-        // head), and a resend must still carry every byte.
-        DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, method, uri, body.retainedDuplicate(),
-            headers, EmptyHttpHeaders.INSTANCE);
+        ByteBuf requestHead = request.encodeHead(channel.alloc(), endpoint.hostHeader(), body.readableBytes());
         state = State.SENT;
         sentAtNs = now();
         engineClockFromNs = sentAtNs;
         Channel sentOn = channel;
-        channel.writeAndFlush(req).addListener(f -> {
+        // The head's write carries no promise of its own: the body's completes only once the head was written, and
+        // fails with it. A duplicate of the body per send: a resend must still carry every byte.
+        channel.write(requestHead, channel.unsafe().voidPromise());
+        channel.writeAndFlush(body.retainedDuplicate()).addListener(f -> {
             if (!f.isSuccess() && channel == sentOn && !state.terminal()) {
                 // The request did not leave: on a reused connection this is the stale keep-alive race.
                 fail(LegFailure.CONNECT, f.cause());
@@ -325,7 +318,7 @@ public final class UpstreamLeg {
         if (state.terminal()) {
             return false;
         }
-        boolean keepConnection = terminal == State.DONE && head != null && HttpUtil.isKeepAlive(head);
+        boolean keepConnection = terminal == State.DONE && head != null && head.keepAlive();
         state = terminal;
         cancelTimer();
         clientHoldSinceNs = -1;
@@ -345,7 +338,7 @@ public final class UpstreamLeg {
                 ch.close();
             }
         }
-        int status = head == null ? 0 : head.status().code();
+        int status = head == null ? 0 : head.status();
         LegFailure charged = failure != null ? failure : LegFailure.ofStatus(status);
         if (charged == LegFailure.ENGINE_5XX && status == 503 && loading503) {
             charged = LegFailure.ENGINE_LOADING;
@@ -417,7 +410,7 @@ public final class UpstreamLeg {
         if (clientHoldSinceNs >= 0) {
             deadline = clientHoldSinceNs + timeouts.clientStallNs();
             onExpiry = LegFailure.CLIENT_STALL;
-        } else if (head == null && !skippingInformational && state != State.HEAD) {
+        } else if (head == null && state != State.HEAD) {
             deadline = sentAtNs + timeouts.firstByteNs();
             onExpiry = LegFailure.FIRST_BYTE_TIMEOUT;
         } else {
@@ -456,51 +449,13 @@ public final class UpstreamLeg {
         }
         anyResponseBytes = true;
         engineClockFromNs = now();
-        if (msg instanceof HttpResponse r) {
-            if (r.decoderResult().isFailure()) {
-                ReferenceCountUtil.release(msg);
-                fail(LegFailure.EARLY_CLOSE, r.decoderResult().cause());
-                return;
-            }
-            int code = r.status().code();
-            if (code >= 100 && code < 200) {
-                // 1xx (100 Continue, 103 Early Hints): not the answer. The decoder follows the head with an empty
-                // last content; both are dropped, and the final head is still to come. 101 is never asked for.
-                ReferenceCountUtil.release(msg);
-                if (code == 101) {
-                    fail(LegFailure.EARLY_CLOSE, new IllegalStateException("engine switched protocols (101) unasked"));
-                    return;
-                }
-                skippingInformational = true;
-                return;
-            }
-            head = r;
-            state = State.HEAD;
-            listener.onHead(this, r);
-            if (state.terminal()) {
-                ReferenceCountUtil.release(msg);
-                return;
-            }
-            long idleDeadline = engineClockFromNs + timeouts.idleNs();
-            if (timer != null && clientHoldSinceNs < 0 && timerDeadlineNs - idleDeadline > 0) {
-                // From the first-byte deadline to idle checks. Only moved when the idle deadline comes first: a timer
-                // that fires earlier finds the idle deadline ahead (onTimer) and re-arms itself for it, so the common
-                // short response schedules one timer, not two.
-                scheduleTimer(idleDeadline);
-            }
-            state = State.STREAMING;
+        if (msg instanceof ResponseHead r) {
+            onHeadRead(r);
+            return;
         }
         if (msg instanceof HttpContent c) {
-            if (skippingInformational) {
-                if (c instanceof LastHttpContent) {
-                    skippingInformational = false;
-                }
-                c.release();
-                return;
-            }
-            if (c.decoderResult().isFailure()) {
-                c.release();
-                fail(LegFailure.MID_BODY, c.decoderResult().cause());
+            if (head == null) {
+                c.release(); // cannot happen: the decoder sends a body only after its head
                 return;
             }
             boolean last = c instanceof LastHttpContent;
@@ -515,7 +470,41 @@ public final class UpstreamLeg {
                 end(State.DONE, null, null);
             }
             listener.onContent(this, c, last);
+        } else {
+            ReferenceCountUtil.release(msg);
         }
+    }
+
+    private void onHeadRead(ResponseHead r) {
+        if (r.informational()) {
+            // 1xx (100 Continue, 103 Early Hints): not the answer; the decoder goes on with the final head. 101 is
+            // never asked for.
+            r.release();
+            if (r.status() == 101) {
+                fail(LegFailure.EARLY_CLOSE, new IllegalStateException("engine switched protocols (101) unasked"));
+            }
+            return;
+        }
+        head = r;
+        state = State.HEAD;
+        try {
+            listener.onHead(this, r);
+        } finally {
+            // The head's bytes are a slice of the connection's read buffer: a live stream must not pin it. What the
+            // listener needed (the client's head) was copied in onHead; the parsed facts stay readable.
+            r.release();
+        }
+        if (state.terminal()) {
+            return;
+        }
+        long idleDeadline = engineClockFromNs + timeouts.idleNs();
+        if (timer != null && clientHoldSinceNs < 0 && timerDeadlineNs - idleDeadline > 0) {
+            // From the first-byte deadline to idle checks. Only moved when the idle deadline comes first: a timer
+            // that fires earlier finds the idle deadline ahead (onTimer) and re-arms itself for it, so the common
+            // short response schedules one timer, not two.
+            scheduleTimer(idleDeadline);
+        }
+        state = State.STREAMING;
     }
 
     private void onAggregateContent(HttpContent c, boolean last) {
@@ -534,7 +523,7 @@ public final class UpstreamLeg {
         }
         CompositeByteBuf all = aggregate;
         aggregate = null; // handed to the listener below; end() must not release it a second time
-        HttpResponse h = head;
+        ResponseHead h = head;
         end(State.DONE, null, null);
         try {
             listener.onAggregated(this, h, all);
@@ -547,7 +536,7 @@ public final class UpstreamLeg {
         if (state.terminal() || channel == null) {
             return;
         }
-        if (aggregate != null || skippingInformational || head == null) {
+        if (aggregate != null || head == null) {
             channel.read(); // nothing has reached the client yet: keep reading
             return;
         }

@@ -2,14 +2,15 @@ package io.kvgate.dataplane.upstream;
 
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.wire.EngineResponseDecoder;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
+import io.netty.channel.ChannelPipeline;
 import io.netty.channel.EventLoop;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.handler.codec.http.HttpClientCodec;
 import io.netty.util.concurrent.FastThreadLocal;
 import java.util.ArrayDeque;
 import java.util.HashMap;
@@ -85,8 +86,7 @@ public final class UpstreamPool implements UpstreamConnector {
             .handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
-                    ch.pipeline().addLast("codec", new HttpClientCodec(limits.maxInitialLineBytes(), 64 << 10, 64 << 10));
-                    ch.pipeline().addLast("call", new UpstreamLeg.Handler());
+                    initEngineChannel(ch.pipeline(), limits.maxInitialLineBytes());
                 }
             });
         connectsOpened.incrementAndGet();
@@ -98,6 +98,19 @@ public final class UpstreamPool implements UpstreamConnector {
             }
         });
         return f;
+    }
+
+    /** Most header bytes an engine's response head may carry (besides its status line). */
+    public static final int MAX_ENGINE_HEADER_BYTES = 64 << 10;
+
+    /**
+     * An engine connection's handlers: the strict response decoder (status line within {@code maxStatusLineBytes},
+     * the head within that plus {@link #MAX_ENGINE_HEADER_BYTES}) and the leg handler. Requests are written as bytes
+     * (the leg encodes them), so no encoder. Also used by tests on embedded channels.
+     */
+    public static void initEngineChannel(ChannelPipeline p, int maxStatusLineBytes) {
+        p.addLast("codec", new EngineResponseDecoder(maxStatusLineBytes, maxStatusLineBytes + 2 + MAX_ENGINE_HEADER_BYTES));
+        p.addLast("call", new UpstreamLeg.Handler());
     }
 
     /** Returns a connection whose last response completed cleanly. Event-loop only. */

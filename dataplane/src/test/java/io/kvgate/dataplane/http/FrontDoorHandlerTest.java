@@ -9,6 +9,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.dataplane.request.ParsedRequest;
+import io.kvgate.dataplane.wire.EngineResponseDecoder;
+import io.kvgate.dataplane.wire.RelayHead;
+import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelHandlerContext;
@@ -55,6 +58,21 @@ class FrontDoorHandlerTest {
         r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
         ctx.writeAndFlush(r);
         h.owners.get(i).onExchangeDone(keepAlive);
+    }
+
+    /** Relays an engine's chunked SSE answer through the front door's context the way the exchange layer does. */
+    private void relayChunkedEngineAnswer(int i) {
+        ChannelHandlerContext ctx = h.contexts.get(i);
+        EmbeddedChannel engine = new EmbeddedChannel(new EngineResponseDecoder(4096, 8192));
+        engine.writeInbound(ascii("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            + "9\r\ndata: a\n\n\r\n0\r\n\r\n"));
+        ResponseHead head = engine.readInbound();
+        ctx.write(RelayHead.relay(ctx.alloc(), head, "rid", null, false, false));
+        head.release();
+        ctx.write(engine.readInbound());
+        ctx.writeAndFlush(engine.readInbound());
+        engine.finishAndReleaseAll();
+        h.owners.get(i).onExchangeDone(true);
     }
 
     // ---- split sweeps ----------------------------------------------------------------------------------------
@@ -465,5 +483,45 @@ class FrontDoorHandlerTest {
         assertTrue(out.toLowerCase().contains("connection: close"), out);
         assertTrue(out.endsWith("\r\n\r\ndata: a\n\n"), "raw body, no chunk framing: " + out);
         assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void l7_http10ClientsGetARelayedBodyCloseDelimited() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH).replace("HTTP/1.1", "HTTP/1.0")));
+        relayChunkedEngineAnswer(0);
+        String out = output(ch);
+        assertFalse(out.toLowerCase().contains("transfer-encoding"), out);
+        assertTrue(out.toLowerCase().contains("connection: close"), out);
+        assertTrue(out.endsWith("\r\n\r\ndata: a\n\n"), "raw body, no chunk framing: " + out);
+        assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void m13_aRelayedResponseDuringDrainSaysCloseAndClosesAfterItsLastByte() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+        h.drain.start();
+        relayChunkedEngineAnswer(0);
+        String out = output(ch);
+        assertTrue(out.contains("\r\nconnection: close\r\n\r\n"), out);
+        assertTrue(out.endsWith("9\r\ndata: a\n\n\r\n0\r\n\r\n"), "chunked to an HTTP/1.1 client: " + out);
+        assertFalse(ch.isOpen());
+    }
+
+    @Test
+    void aKeepAliveConnectionCarriesARelayedResponseThenTheNextRequest() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+        relayChunkedEngineAnswer(0);
+        String out = output(ch);
+        assertFalse(out.toLowerCase().contains("connection:"), out);
+        assertTrue(ch.isOpen());
+        ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+        ch.writeInbound(ascii("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        String head = output(ch);
+        assertTrue(head.startsWith("HTTP/1.1 200 OK") && head.endsWith("\r\n\r\n"), "no body for HEAD: " + head);
+        ch.finishAndReleaseAll();
     }
 }

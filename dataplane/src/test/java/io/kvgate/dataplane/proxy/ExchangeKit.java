@@ -13,6 +13,7 @@ import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.upstream.EmbeddedEngines;
+import io.kvgate.dataplane.wire.ClientHttpCodec;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -25,6 +26,7 @@ import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseDecoder;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.util.ReferenceCountUtil;
@@ -35,8 +37,9 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * One client connection as an {@link EmbeddedChannel}, engine connections from {@link EmbeddedEngines}, and routing
- * decisions scripted by the test: an exchange runs entirely on the test thread.
+ * One client connection as an {@link EmbeddedChannel} (with the client codec: what reaches the socket is bytes, read
+ * back through a response decoder), engine connections from {@link EmbeddedEngines}, and routing decisions scripted
+ * by the test: an exchange runs entirely on the test thread.
  */
 final class ExchangeKit implements AutoCloseable {
     /** Holds the client's writes (a client that does not read) until {@link #release()}. */
@@ -141,7 +144,9 @@ final class ExchangeKit implements AutoCloseable {
 
     final HoldingWrites writes = new HoldingWrites();
     final Capture capture = new Capture();
-    final EmbeddedChannel client = new EmbeddedChannel(writes, capture);
+    final EmbeddedChannel client = new EmbeddedChannel(writes, new ClientHttpCodec(4096, 8192, 65536), capture);
+    /** Reads back what the client received, as a client would. */
+    private final EmbeddedChannel reader = new EmbeddedChannel(new HttpResponseDecoder());
     final EmbeddedEngines engines = new EmbeddedEngines();
     final ScriptedRouting routing = new ScriptedRouting(engines);
     final GatewayMetrics metrics = new GatewayMetrics();
@@ -242,6 +247,9 @@ final class ExchangeKit implements AutoCloseable {
     ExchangeKit received() {
         Object o;
         while ((o = client.readOutbound()) != null) {
+            reader.writeInbound(o);
+        }
+        while ((o = reader.readInbound()) != null) {
             if (o instanceof HttpResponse h) {
                 head = h;
             }
@@ -258,6 +266,7 @@ final class ExchangeKit implements AutoCloseable {
     public void close() {
         writes.drop();
         client.finishAndReleaseAll();
+        reader.finishAndReleaseAll();
         for (EmbeddedChannel ch : engines.opened) {
             ch.finishAndReleaseAll();
         }

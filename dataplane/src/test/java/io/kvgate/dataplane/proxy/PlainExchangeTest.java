@@ -295,4 +295,93 @@ class PlainExchangeTest {
         }
         throw new AssertionError("no x-request-id in " + head);
     }
+
+    // ---- heads forwarded as bytes --------------------------------------------------------------------------------
+
+    @Test
+    void aJsonAnswerIsRelayedWithItsHeadAsBytesAtEverySplit() throws Exception {
+        String json = "{\"id\":\"cmpl-1\",\"choices\":[{\"text\":\"ok\"}]}";
+        String wire = "HTTP/1.1 200 OK\r\ndate: Mon, 01 Dec 2026 00:00:00 GMT\r\nserver: uvicorn\r\ncontent-length: " + json.length()
+            + "\r\ncontent-type: application/json\r\nconnection: keep-alive\r\nx-request-id: engine-id\r\n\r\n" + json;
+        for (int split = 1; split < wire.length(); split++) {
+            try (ExchangeKit k = new ExchangeKit("")) {
+                k.plain(BODY, ExchangeKit.request("x-request-id", "client-9")).start();
+                k.decide(k.ep1);
+                k.engineGot(0);
+                k.engineSends(0, wire.substring(0, split));
+                k.engineSends(0, wire.substring(split));
+                k.received();
+                assertEquals(200, k.head.status().code(), "split " + split);
+                assertEquals("client-9", k.head.headers().get("x-request-id"));
+                assertEquals("uvicorn", k.head.headers().get("server"));
+                assertEquals(String.valueOf(json.length()), k.head.headers().get("content-length"), "the engine's length is kept");
+                assertFalse(k.head.headers().contains("connection"));
+                assertFalse(k.head.headers().contains("transfer-encoding"));
+                assertEquals(json, k.body.toString());
+                assertTrue(k.ended);
+                assertTrue(k.owner.keepAlive);
+                assertEquals(List.of(new Completion(k.ep1, Outcome.SUCCESS)), k.engines.outcomes);
+                assertEquals(List.of(k.engine(0)), k.engines.released, "the engine connection goes back to the pool");
+            }
+        }
+    }
+
+    @Test
+    void aChunkedJsonAnswerIsRelayedChunked() throws Exception {
+        try (ExchangeKit k = new ExchangeKit("")) {
+            started(k, BODY);
+            k.engineSends(0, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                + chunk("{\"choices\":") + chunk("[]}") + "0\r\n\r\n");
+            k.received();
+            assertEquals("chunked", k.head.headers().get("transfer-encoding"));
+            assertEquals("{\"choices\":[]}", k.body.toString());
+            assertTrue(k.ended);
+        }
+    }
+
+    @Test
+    void aMalformedEngineHeadIsA502ThatChargesTheEngine() throws Exception {
+        for (String bad : List.of("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\nok",
+            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nx-a: 1\r\n folded\r\ncontent-length: 2\r\n\r\nok",
+            "HTTP/1.1 200 OK\ncontent-length: 2\n\nok")) {
+            try (ExchangeKit k = new ExchangeKit("")) {
+                started(k, BODY);
+                k.engineSends(0, bad);
+                k.received();
+                assertEquals(502, k.head.status().code(), bad);
+                assertTrue(k.body.toString().contains("upstream_disconnected"), k.body.toString());
+                assertFalse(k.engine(0).isOpen(), "the connection is never reused");
+                assertEquals(List.of(new Completion(k.ep1, Outcome.FAILURE)), k.engines.outcomes);
+                assertTrue(k.owner.keepAlive, "the client's connection carries on");
+            }
+        }
+    }
+
+    @Test
+    void aMalformedChunkMidBodyEndsTheStreamWithAnErrorFrame() throws Exception {
+        try (ExchangeKit k = new ExchangeKit("")) {
+            started(k, BODY);
+            k.engineSends(0, SSE_HEAD + chunk("data: 1\n\n"));
+            k.engineSends(0, "zz\r\n");
+            String got = k.received().body.toString();
+            assertTrue(got.startsWith("data: 1\n\ndata: {\"error\":") && got.endsWith("data: [DONE]\n\n"), got);
+            assertTrue(k.ended);
+            assertEquals(List.of(new Completion(k.ep1, Outcome.FAILURE)), k.engines.outcomes, "a broken engine is charged");
+        }
+    }
+
+    @Test
+    void anSseAnswerThatDeclaresALengthIsChunkedSinceTheRelayMayChangeIt() throws Exception {
+        try (ExchangeKit k = new ExchangeKit("")) {
+            started(k, BODY);
+            String events = "data: {\"a\":1}\n\n"; // no [DONE]: the gateway adds an error event and [DONE]
+            k.engineSends(0, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: " + events.length()
+                + "\r\n\r\n" + events);
+            k.received();
+            assertFalse(k.head.headers().contains("content-length"));
+            assertTrue(k.body.toString().startsWith(events) && k.body.toString().endsWith("data: [DONE]\n\n"), k.body.toString());
+            assertTrue(k.ended);
+        }
+    }
 }

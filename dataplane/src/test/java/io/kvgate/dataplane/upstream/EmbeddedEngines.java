@@ -11,7 +11,6 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelOutboundHandlerAdapter;
 import io.netty.channel.EventLoop;
 import io.netty.channel.embedded.EmbeddedChannel;
-import io.netty.handler.codec.http.HttpClientCodec;
 import java.net.ConnectException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
@@ -19,7 +18,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Engine connections as {@link EmbeddedChannel}s (codec + leg handler, exactly the pool's pipeline), plus a
+ * Engine connections as {@link EmbeddedChannel}s (decoder + leg handler: the pool's pipeline), plus a
  * recorder of endpoint outcomes: legs and exchanges run on the test thread, bytes are written and read by hand.
  */
 public final class EmbeddedEngines implements UpstreamConnector, EndpointOutcomes {
@@ -51,7 +50,8 @@ public final class EmbeddedEngines implements UpstreamConnector, EndpointOutcome
     }
 
     public static EmbeddedChannel newEngineChannel() {
-        EmbeddedChannel ch = new EmbeddedChannel(new ReadCounter(), new HttpClientCodec(), new UpstreamLeg.Handler());
+        EmbeddedChannel ch = new EmbeddedChannel(new ReadCounter());
+        UpstreamPool.initEngineChannel(ch.pipeline(), 4096);
         ch.config().setAutoRead(false); // as the pool creates them (UpstreamConnector): auto-read off for life
         return ch;
     }

@@ -19,7 +19,8 @@ import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.http.DefaultHttpHeaders;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpMethod;
-import io.netty.handler.codec.http.HttpResponse;
+import io.kvgate.dataplane.wire.EngineRequest;
+import io.kvgate.dataplane.wire.ResponseHead;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -44,7 +45,7 @@ class UpstreamLegTest {
 
     /** Records what the leg reports; optionally aggregates or holds reads on a client write. */
     static class Recorder implements LegListener {
-        HttpResponse head;
+        ResponseHead head;
         final StringBuilder content = new StringBuilder();
         boolean last;
         LegFailure failure;
@@ -54,7 +55,7 @@ class UpstreamLegTest {
         int readCompletes;
 
         @Override
-        public void onHead(UpstreamLeg leg, HttpResponse h) {
+        public void onHead(UpstreamLeg leg, ResponseHead h) {
             head = h;
             if (aggregateLimit >= 0) {
                 leg.aggregate(aggregateLimit);
@@ -79,7 +80,7 @@ class UpstreamLegTest {
         }
 
         @Override
-        public void onAggregated(UpstreamLeg leg, HttpResponse h, ByteBuf body) {
+        public void onAggregated(UpstreamLeg leg, ResponseHead h, ByteBuf body) {
             aggregated = body.toString(StandardCharsets.UTF_8);
         }
 
@@ -91,9 +92,12 @@ class UpstreamLegTest {
 
     private final Recorder listener = new Recorder();
 
+    static EngineRequest request(String uri) {
+        return new EngineRequest(HttpMethod.POST, uri, new DefaultHttpHeaders(), null);
+    }
+
     private UpstreamLeg leg(String body) {
-        return new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/chat/completions",
-            new DefaultHttpHeaders(), bytes(body), TIMEOUTS, listener);
+        return new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/chat/completions"), bytes(body), TIMEOUTS, listener);
     }
 
     /** Writes engine bytes to {@code ch}, keeping the buffers to check they were all released. */
@@ -144,14 +148,13 @@ class UpstreamLegTest {
             + "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\nhi";
         for (int split = 1; split < wire.length(); split++) {
             Recorder r = new Recorder();
-            UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-                new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, r);
+            UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, r);
             leg.start();
             EmbeddedChannel ch = engines.opened.get(engines.opened.size() - 1);
             written(ch);
             engineSends(ch, wire.substring(0, split));
             engineSends(ch, wire.substring(split));
-            assertEquals(200, r.head.status().code(), "split " + split);
+            assertEquals(200, r.head.status(), "split " + split);
             assertEquals("hi", r.content.toString(), "split " + split);
             assertTrue(r.last);
             assertEquals(UpstreamLeg.State.DONE, leg.state());
@@ -227,8 +230,7 @@ class UpstreamLegTest {
 
     @Test
     void idleDeadlineEarlierThanTheFirstByteDeadlineReArmsTheTimer() {
-        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST,
-            "/v1/chat/completions", new DefaultHttpHeaders(), bytes(BODY), UpstreamLeg.Timeouts.ofMillis(10_000, 2_000, 5_000),
+        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/chat/completions"), bytes(BODY), UpstreamLeg.Timeouts.ofMillis(10_000, 2_000, 5_000),
             listener);
         leg.start();
         EmbeddedChannel ch = engines.opened.get(0);
@@ -280,8 +282,7 @@ class UpstreamLegTest {
         leg(BODY).start();
         engineSends(engines.opened.get(0), "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
         Recorder second = new Recorder();
-        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, second).start();
+        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, second).start();
         engineSends(engines.opened.get(1), "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
         assertEquals(List.of(new Completion(ep, Outcome.FAILURE), new Completion(ep, Outcome.SUCCESS)), engines.outcomes);
         assertTrue(metrics.render().contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"engine_5xx\"} 1"));
@@ -291,11 +292,9 @@ class UpstreamLegTest {
     void aLoadingEngines503IsNotChargedButAnotherEngines503AndItsOther5xxAre() {
         leg(BODY).answers503WhileLoading(true).start();
         engineSends(engines.opened.get(0), "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
-        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, new Recorder()).answers503WhileLoading(true).start();
+        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, new Recorder()).answers503WhileLoading(true).start();
         engineSends(engines.opened.get(1), "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n");
-        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, new Recorder()).start();
+        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, new Recorder()).start();
         engineSends(engines.opened.get(2), "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
         assertEquals(List.of(new Completion(ep, Outcome.RELEASED), new Completion(ep, Outcome.FAILURE),
             new Completion(ep, Outcome.FAILURE)), engines.outcomes);
@@ -309,8 +308,7 @@ class UpstreamLegTest {
         for (int split = 1; split < over.length(); split++) {
             Recorder r = new Recorder();
             r.aggregateLimit = 16;
-            UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-                new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, r);
+            UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, r);
             leg.start();
             EmbeddedChannel ch = engines.opened.get(engines.opened.size() - 1);
             engineSends(ch, over.substring(0, split));
@@ -321,8 +319,7 @@ class UpstreamLegTest {
         }
         Recorder fits = new Recorder();
         fits.aggregateLimit = 17;
-        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, fits).start();
+        new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, fits).start();
         engineSends(engines.opened.get(engines.opened.size() - 1), over);
         assertEquals("{\"error\":\"12345\"}", fits.aggregated);
     }
@@ -356,12 +353,11 @@ class UpstreamLegTest {
     void l8_aListenerExceptionEndsTheLegAsInternalWithoutChargingTheEngine() {
         Recorder throwing = new Recorder() {
             @Override
-            public void onHead(UpstreamLeg leg, HttpResponse h) {
+            public void onHead(UpstreamLeg leg, ResponseHead h) {
                 throw new IllegalStateException("bug in a listener");
             }
         };
-        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, HttpMethod.POST, "/v1/completions",
-            new DefaultHttpHeaders(), bytes(BODY), TIMEOUTS, throwing);
+        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, throwing);
         leg.start();
         engineSends(engines.opened.get(0), "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi");
         assertEquals(LegFailure.INTERNAL, throwing.failure);

@@ -1,6 +1,7 @@
-package io.kvgate.dataplane.proxy;
+package io.kvgate.dataplane.wire;
 
-import io.netty.handler.codec.http.DefaultHttpHeadersFactory;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaders;
 import io.netty.util.AsciiString;
@@ -11,13 +12,14 @@ import java.util.Map;
  * Which headers cross the gateway, in each direction. Dropped on the way to an engine: hop-by-hop headers
  * (RFC 9110 §7.6.1), every header the client listed in {@code Connection:}, {@code Host}/{@code Content-Length}
  * (the gateway frames the body itself), {@code Expect}, the client's {@code Authorization} (the gateway's API key
- * is not the engine's business) and every {@code X-Kvgate-*} control header. The engine sees the gateway's own
- * request id. Dropped on the way back: hop-by-hop headers; the client sees its own request id.
+ * is not the engine's business) and every {@code X-Kvgate-*} control header; the engine sees the gateway's own
+ * request id. The client's decoded headers are written straight into the engine request's bytes
+ * ({@link #writeToEngine}): no second header map is built. Dropped on the way back (decided on the raw bytes by
+ * {@link EngineResponseDecoder}): hop-by-hop headers, the headers the engine listed in {@code Connection:}, the
+ * engine's {@code X-Request-Id} (the client sees its own) and {@code X-Kvgate-*} (the gateway's namespace).
  */
 public final class ForwardedHeaders {
     private ForwardedHeaders() {}
-
-    private static final DefaultHttpHeadersFactory UNVALIDATED = DefaultHttpHeadersFactory.headersFactory().withValidation(false);
 
     private static final AsciiString[] HOP_BY_HOP = {
         HttpHeaderNames.CONNECTION, AsciiString.cached("keep-alive"), AsciiString.cached("proxy-connection"),
@@ -79,34 +81,32 @@ public final class ForwardedHeaders {
         return false;
     }
 
-    /** The client's headers as an engine should see them, with {@code upstreamRequestId} as its request id. */
-    public static HttpHeaders toEngine(HttpHeaders in, String upstreamRequestId) {
-        HttpHeaders h = UNVALIDATED.newHeaders(); // every name and value was validated by the decoder
+    /**
+     * Whether a client header named {@code name} reaches the engine (given the names its Connection: lists and the
+     * header the gateway sets itself, if any).
+     */
+    private static boolean toEngine(CharSequence name, String[] connectionListed, String gatewaySets) {
+        return !isHopByHop(name) && !gatewayOnly(name) && !listed(connectionListed, name)
+            && (gatewaySets == null || !AsciiString.contentEqualsIgnoreCase(gatewaySets, name));
+    }
+
+    /**
+     * Writes the client's headers an engine should see as header lines ({@code name: value CRLF}). Names and values
+     * were validated by the client codec's decoder; they are written byte for byte (ISO-8859-1), as Netty's encoder
+     * does. {@code gatewaySets}: a header the gateway writes itself (the client's of that name is left out), or null.
+     */
+    public static void writeToEngine(ByteBuf out, HttpHeaders in, String gatewaySets) {
         String[] connectionListed = in.contains(HttpHeaderNames.CONNECTION) ? connectionListed(in) : null;
         Iterator<Map.Entry<CharSequence, CharSequence>> it = in.iteratorCharSequence();
         while (it.hasNext()) {
             Map.Entry<CharSequence, CharSequence> e = it.next();
             CharSequence k = e.getKey();
-            if (isHopByHop(k) || gatewayOnly(k) || listed(connectionListed, k)) {
-                continue;
+            if (toEngine(k, connectionListed, gatewaySets)) {
+                ByteBufUtil.writeAscii(out, k);
+                out.writeByte(':').writeByte(' ');
+                ByteBufUtil.writeAscii(out, e.getValue());
+                out.writeByte('\r').writeByte('\n');
             }
-            h.add(k, e.getValue());
-        }
-        h.set("x-request-id", upstreamRequestId);
-        return h;
-    }
-
-    /** An engine's response headers as the client should see them (the caller sets the client's request id). */
-    public static void toClient(HttpHeaders engine, HttpHeaders out) {
-        String[] connectionListed = engine.contains(HttpHeaderNames.CONNECTION) ? connectionListed(engine) : null;
-        Iterator<Map.Entry<CharSequence, CharSequence>> it = engine.iteratorCharSequence();
-        while (it.hasNext()) {
-            Map.Entry<CharSequence, CharSequence> e = it.next();
-            CharSequence k = e.getKey();
-            if (isHopByHop(k) || listed(connectionListed, k)) {
-                continue;
-            }
-            out.add(k, e.getValue());
         }
     }
 }
