@@ -6,17 +6,28 @@ import io.kvgate.dataplane.http.ClientChannelInitializer;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.proxy.ExchangeRouting;
 import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.proxy.LiveExchanges;
+import io.kvgate.dataplane.proxy.PlainExchange;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.request.ExchangeStarter;
 import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.RulePolicies;
+import io.kvgate.dataplane.upstream.UpstreamConnector;
+import io.kvgate.dataplane.upstream.UpstreamPool;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.EventLoop;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.FullHttpResponse;
@@ -48,6 +59,12 @@ import org.openjdk.jmh.annotations.Warmup;
  * exchange layer that answers at once with a 2-byte JSON 200. The baseline is Netty's HTTP codec alone answering the
  * same bytes the same way: the difference is what the front door adds. Both on an {@link EmbeddedChannel} (no
  * socket, no syscalls), so the numbers are CPU and allocation of the pipeline only. Run with {@code -prof gc}.
+ *
+ * <p>{@link #proxied} is the whole plain proxied path instead: the same request through the front door, the real
+ * exchange ({@link PlainExchange}: routing decided at once, no ring), its upstream leg on a kept-alive engine
+ * connection (an {@link EmbeddedChannel} with the pool's pipeline), the engine's answer — the head and 247-byte
+ * completion the benchmark origin (nginx) sends — decoded, relayed and framed to the client: every head on the path
+ * is built, encoded or parsed once per operation, and the bytes written both ways are drained.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
@@ -60,10 +77,24 @@ public class FrontDoorBench {
     int bodyBytes;
 
     private static final byte[] OK = "{}".getBytes(StandardCharsets.US_ASCII);
+    /** What the benchmark origin (perf/frontdoor/nginx-origin.conf.in) answers, head and body. */
+    static final String ORIGIN_BODY = "{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion\",\"created\":1764460800,"
+        + "\"model\":\"bench\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"ok\"},"
+        + "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}";
+    static final String ORIGIN_ANSWER = "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Mon, 01 Dec 2026 20:00:00 GMT\r\n"
+        + "Content-Type: application/json\r\nContent-Length: " + ORIGIN_BODY.length() + "\r\nConnection: keep-alive\r\n\r\n"
+        + ORIGIN_BODY;
+
     private RoutingStage router;
+    private RoutingStage proxyRouter;
     private EmbeddedChannel frontDoor;
     private EmbeddedChannel codecOnly;
+    private EmbeddedChannel proxiedClient;
+    /** The one kept-alive engine connection of {@link #proxied} (idle between operations). */
+    private EmbeddedChannel engine;
+    private Channel idleEngine;
     private ByteBuf request;
+    private ByteBuf originAnswer;
 
     private static FullHttpResponse ok() {
         FullHttpResponse r = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK, Unpooled.wrappedBuffer(OK));
@@ -107,6 +138,7 @@ public class FrontDoorBench {
                 }
             }
         });
+        setUpProxied(cfg);
         StringBuilder content = new StringBuilder();
         String head = "{\"model\":\"m\",\"max_tokens\":16,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"";
         String tail = "\"}]}";
@@ -118,6 +150,71 @@ public class FrontDoorBench {
             + "Content-Type: application/json\r\nAccept: text/event-stream\r\nUser-Agent: bench\r\nContent-Length: "
             + body.length() + "\r\n\r\n" + body;
         request = Unpooled.unreleasableBuffer(Unpooled.directBuffer(req.length()).writeBytes(req.getBytes(StandardCharsets.US_ASCII)));
+        originAnswer = Unpooled.unreleasableBuffer(Unpooled.directBuffer(ORIGIN_ANSWER.length())
+            .writeBytes(ORIGIN_ANSWER.getBytes(StandardCharsets.US_ASCII)));
+        // One request through, so the engine connection exists and is idle in the "pool".
+        if (proxied() == 0) {
+            throw new IllegalStateException("the proxied path answered nothing");
+        }
+    }
+
+    /** The plain proxied path of one client connection, with routing decided at once and one engine connection. */
+    private void setUpProxied(GatewayConfig cfg) {
+        RouteTable table = RouteTable.build(cfg, new EndpointRegistry(), c -> RulePolicies.create(c, null, NanoClock.SYSTEM));
+        proxyRouter = new RoutingStage(cfg.router(), table, NanoClock.SYSTEM);
+        EndpointState endpoint = table.ruleForModel("m").endpoints().get(0);
+        UpstreamConnector connector = new UpstreamConnector() {
+            @Override
+            public Channel pollIdle(EndpointState ep) {
+                Channel ch = idleEngine;
+                idleEngine = null;
+                return ch;
+            }
+
+            @Override
+            public ChannelFuture connect(EventLoop loop, EndpointState ep) {
+                engine = newEngineChannel();
+                return engine.newSucceededFuture();
+            }
+
+            @Override
+            public void release(EndpointState ep, Channel ch) {
+                ch.read();
+                idleEngine = ch;
+            }
+        };
+        ExchangeRouting decideAtOnce = new ExchangeRouting() {
+            @Override
+            public boolean tryRoute(RouteRequest r) {
+                r.onRouted(endpoint, r.rule(), null);
+                return true;
+            }
+
+            @Override
+            public void complete(EndpointState ep, Outcome outcome) {
+            }
+        };
+        GatewayMetrics metrics = new GatewayMetrics();
+        metrics.modelLabels(Set.of("m"));
+        GatewayContext gw = new GatewayContext(() -> cfg, proxyRouter, null, metrics, NanoClock.SYSTEM, new RequestHooks() { },
+            connector, new LiveExchanges(), loop -> decideAtOnce);
+        DrainState drain = new DrainState();
+        ExchangeStarter exchanges = (ctx, req, owner) -> { // as the gateway's starter for a plain rule
+            PlainExchange px = new PlainExchange(gw, ctx, owner, req.head(), req.body(), req.fields(), req.rule(),
+                req.requestId(), req.explain(), req.startNs()).withInputs(req.inputs());
+            px.start();
+            return px;
+        };
+        proxiedClient = new EmbeddedChannel();
+        ClientChannelInitializer.configure(proxiedClient.pipeline(), gw, new LocalRoutes(gw, drain), exchanges, drain);
+    }
+
+    /** An engine connection with the pool's handlers and, as the pool opens it, auto-read off. */
+    private static EmbeddedChannel newEngineChannel() {
+        EmbeddedChannel ch = new EmbeddedChannel();
+        UpstreamPool.initEngineChannel(ch.pipeline(), 4096);
+        ch.config().setAutoRead(false);
+        return ch;
     }
 
     private static int drain(EmbeddedChannel ch) {
@@ -136,6 +233,15 @@ public class FrontDoorBench {
         return drain(frontDoor);
     }
 
+    /** One request through the whole plain proxied path (see the class comment); returns the bytes the client got. */
+    @Benchmark
+    public int proxied() {
+        proxiedClient.writeInbound(request.duplicate());
+        drain(engine); // the request the engine received
+        engine.writeInbound(originAnswer.duplicate());
+        return drain(proxiedClient);
+    }
+
     @Benchmark
     public int baseline_codecOnly() {
         codecOnly.writeInbound(request.duplicate());
@@ -146,6 +252,11 @@ public class FrontDoorBench {
     public void tearDown() {
         frontDoor.finishAndReleaseAll();
         codecOnly.finishAndReleaseAll();
+        proxiedClient.finishAndReleaseAll();
+        if (engine != null) {
+            engine.finishAndReleaseAll();
+        }
         router.close();
+        proxyRouter.close();
     }
 }
