@@ -78,7 +78,9 @@ class TrtllmKvExactSystemTest {
         await("every drain poll answered", () -> {
             JsonNode e = inventory().get("rules").get(0).get("endpoints");
             for (int i = 0; i < sims.size(); i++) {
-                if (!"up".equals(e.get(i).get("subscribers").get(0).get("state").asText())) {
+                // The inventory can list an endpoint before the ingest agent applied it (no subscriber yet): not up.
+                JsonNode subscriber = e.get(i).get("subscribers").get(0);
+                if (subscriber == null || !"up".equals(subscriber.get("state").asText())) {
                     return false;
                 }
             }
