@@ -57,6 +57,15 @@ public final class PromptRenderer {
         this.eosToken = eosToken;
     }
 
+    /**
+     * The names the chat template reads from its context ({@link JinjaTemplate#undeclaredVariables()}); empty
+     * without a template. vLLM keeps only the {@code chat_template_kwargs} among them (and transformers' own
+     * {@code apply_chat_template} parameters).
+     */
+    public java.util.Set<String> templateVariables() {
+        return template == null ? java.util.Set.of() : template.undeclaredVariables();
+    }
+
     /** Renders and tokenizes a {@code /v1/chat/completions} body. */
     public RenderedPrompt renderChat(JsonNode body) throws PromptException {
         String text = renderChatText(body);

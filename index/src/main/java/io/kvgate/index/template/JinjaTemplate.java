@@ -22,9 +22,20 @@ public final class JinjaTemplate {
     public static final int MAX_OUTPUT_CHARS = 64 * 1024 * 1024;
 
     private final List<Node> body;
+    private final java.util.Set<String> undeclared;
 
     private JinjaTemplate(List<Node> body) {
         this.body = body;
+        this.undeclared = java.util.Collections.unmodifiableSet(Undeclared.of(body));
+    }
+
+    /**
+     * The names this template reads from its render context, sorted: Jinja2's {@code meta.find_undeclared_variables}
+     * (what vLLM keeps {@code chat_template_kwargs} to). Names the template binds itself before reading them (a
+     * {@code set}, a loop target, a macro parameter) are not in it; globals such as {@code range} are.
+     */
+    public java.util.Set<String> undeclaredVariables() {
+        return undeclared;
     }
 
     /** Parses the template; syntax errors, unknown tags, filters and tests fail here with the line and column. */

@@ -86,6 +86,8 @@ public final class HfTokenizer {
     private final Map<String, Integer> addedIds;
     private final int vocabSize;
     private final TokenizerConfig config;
+    /** The model's processor templates ({@link ChatTemplates#processor}), or null; set by {@link #load} before publication. */
+    private ChatTemplates processorTemplates;
 
     private HfTokenizer(BpeModel model, AddedTokenMatcher added, UnicodeNormalizer normalizer,
                         PreTokenSplitter splitter, int[] prefixIds, int[] suffixIds, Caches caches,
@@ -154,7 +156,9 @@ public final class HfTokenizer {
         }
         templateFiles(modelDir, rawConfig);
         try {
-            return build(JsonTree.object(tree, "tokenizer.json"), caches, rawConfig);
+            HfTokenizer t = build(JsonTree.object(tree, "tokenizer.json"), caches, rawConfig);
+            t.processorTemplates = ChatTemplates.processor(modelDir);
+            return t;
         } catch (IOException | RuntimeException e) {
             throw new IOException(modelDir + ": " + e.getMessage(), e);
         }
@@ -167,17 +171,8 @@ public final class HfTokenizer {
      * file becomes the template, several become the named list — and the engines render with what it loaded.
      */
     private static void templateFiles(Path modelDir, Map<String, Object> rawConfig) throws IOException {
-        Map<String, String> named = new java.util.TreeMap<>();
+        Map<String, String> named = ChatTemplates.additional(modelDir);
         Path dflt = modelDir.resolve("chat_template.jinja");
-        Path extra = modelDir.resolve("additional_chat_templates");
-        if (Files.isDirectory(extra)) {
-            try (java.util.stream.Stream<Path> files = Files.list(extra)) {
-                for (Path f : files.filter(f -> f.getFileName().toString().endsWith(".jinja")).toList()) {
-                    String name = f.getFileName().toString();
-                    named.put(name.substring(0, name.length() - ".jinja".length()), Files.readString(f));
-                }
-            }
-        }
         String defaultTemplate = Files.isRegularFile(dflt) ? Files.readString(dflt) : null;
         if (defaultTemplate == null && named.isEmpty()) {
             return;
@@ -658,6 +653,16 @@ public final class HfTokenizer {
     /** Vocabulary size including added tokens (the Rust library's {@code get_vocab_size(true)}). */
     public int vocabSize() {
         return vocabSize;
+    }
+
+    /**
+     * The chat templates of the model directory's processor (multimodal checkpoints: {@code chat_template.json},
+     * or the template files when a {@code processor_class} is named), or null when it has no processor or the
+     * processor no template. vLLM renders with it before the tokenizer's unless the request has tools; SGLang
+     * replaces the tokenizer's template with it.
+     */
+    public ChatTemplates processorTemplates() {
+        return processorTemplates;
     }
 
     public TokenizerConfig config() {

@@ -25,6 +25,11 @@ public record TokenizerConfig(String chatTemplate, String bosToken, String eosTo
                 tokenContent(raw.get("eos_token"), "eos_token"), addBosResolved, Collections.unmodifiableMap(raw));
     }
 
+    /** The tokenizer's templates (one, or the named list), or null when it has none. */
+    public ChatTemplates templates() {
+        return ChatTemplates.fromConfigValue(raw.get("chat_template"));
+    }
+
     /**
      * The template named {@code name} when {@code chat_template} is a list of {@code {name, template}} (e.g.
      * {@code "tool_use"}, which transformers' {@code apply_chat_template} picks over {@code "default"} when it is
