@@ -162,6 +162,9 @@ public final class ConfigTree {
         if (r.tokenizer() != null) {
             m.put("tokenizer", r.tokenizer());
         }
+        if (r.chatTemplate() != null) {
+            m.put("chat_template", r.chatTemplate().path());
+        }
         m.put("block_size", r.blockSize());
         m.put("hash_seed", r.hashSeed());
         m.put("hash_algo", r.hashAlgo());
@@ -482,6 +485,16 @@ public final class ConfigTree {
             fa.put("api_keys", "<redacted>");
             fa.keySet().removeIf(k -> k.startsWith("api_keys["));
             fb.keySet().removeIf(k -> k.startsWith("api_keys["));
+        }
+        // A chat_template file whose content changed under the same path: the tree shows the path only.
+        for (RuleConfig rb : b.rules()) {
+            RuleConfig ra = a.rules().stream().filter(r -> r.name().equals(rb.name())).findFirst().orElse(null);
+            if (ra != null && ra.chatTemplate() != null && rb.chatTemplate() != null
+                && ra.chatTemplate().path().equals(rb.chatTemplate().path())
+                && !Objects.equals(ra.chatTemplate().source(), rb.chatTemplate().source())) {
+                fa.put("rules[name=" + rb.name() + "].chat_template.sha256", ra.chatTemplate().sha256());
+                fb.put("rules[name=" + rb.name() + "].chat_template.sha256", rb.chatTemplate().sha256());
+            }
         }
         List<String> out = new ArrayList<>();
         java.util.Set<String> reported = new java.util.HashSet<>();

@@ -381,7 +381,8 @@ public record GatewayConfig(
                 n.problems().add("rules (name=" + rule.name() + ").tokenizer: value '" + rule.tokenizer()
                     + "' is not a directory (it must hold tokenizer.json[.gz] and tokenizer_config.json)");
             }
-            resolved.add(tok == null || tok.equals(rule.tokenizer()) ? rule : withTokenizer(rule, tok));
+            ChatTemplateFile template = readChatTemplate(n, rule, baseDir);
+            resolved.add((tok == null || tok.equals(rule.tokenizer())) && template == null ? rule : rule.withPaths(tok, template));
             if (rule.admission().enabled() && rule.admission().maxQueue() > router.ringSize()) {
                 // A waiting request keeps its decision slot in its event loop's inbox (router.ring_size slots).
                 n.problems().add("rules (name=" + rule.name() + ").admission.max_queue: value " + rule.admission().maxQueue()
@@ -465,10 +466,30 @@ public record GatewayConfig(
         return changed;
     }
 
-    private static RuleConfig withTokenizer(RuleConfig r, String tok) {
-        return new RuleConfig(r.name(), r.modelEntries(), r.engine(), r.policy(), r.fallback(), r.endpoints(), tok, r.blockSize(),
-            r.hashSeed(), r.hashAlgo(), r.kvKeyMode(), r.kvCapacityBlocks(), r.explain(), r.session(), r.chwbl(),
-            r.kvExact(), r.pd(), r.maxN(), r.maxPromptTokens(), r.admission(), r.health(), r.maxModelLen(), r.onContextOverflow());
+    /**
+     * A rule's {@code chat_template} file, resolved against {@code baseDir} and read now (a reload reads it again, so a
+     * changed file changes the rule); null without one. A file that cannot be read is a problem naming the rule.
+     */
+    private static ChatTemplateFile readChatTemplate(ConfigNode n, RuleConfig rule, Path baseDir) {
+        ChatTemplateFile t = rule.chatTemplate();
+        if (t == null) {
+            return null;
+        }
+        Path p = Path.of(t.path());
+        if (!p.isAbsolute() && baseDir != null) {
+            p = baseDir.resolve(p).normalize();
+        }
+        try {
+            byte[] bytes = Files.readAllBytes(p);
+            String source = StandardCharsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(bytes)).toString();
+            return new ChatTemplateFile(p.toString(), source);
+        } catch (java.nio.charset.CharacterCodingException e) {
+            n.problems().add("rules (name=" + rule.name() + ").chat_template: value '" + t.path() + "' is not UTF-8 text");
+        } catch (IOException e) {
+            n.problems().add("rules (name=" + rule.name() + ").chat_template: value '" + t.path() + "' cannot be read ("
+                + e.getClass().getSimpleName() + ": " + e.getMessage() + ")");
+        }
+        return new ChatTemplateFile(p.toString(), "");
     }
 
     /**

@@ -33,7 +33,8 @@ public record RuleConfig(
     AdmissionConfig admission,
     HealthOverride health,
     int maxModelLen,
-    String onContextOverflow) {
+    String onContextOverflow,
+    ChatTemplateFile chatTemplate) {
 
     /**
      * {@code health.path} / {@code health.timeout_ms} of one rule (issue #13 item 7): its endpoints are probed there
@@ -51,6 +52,24 @@ public record RuleConfig(
         public long timeoutMsOr(long global) {
             return timeoutMs == 0 ? global : timeoutMs;
         }
+    }
+
+    /** The shape before {@code chat_template} existed: the tokenizer directory's template. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, null);
+    }
+
+    /** The same rule with its paths resolved: {@code tokenizer} and {@code chat_template} (read by now). */
+    RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
+        return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
+            hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
+            health, maxModelLen, onContextOverflow, resolvedTemplate);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -136,19 +155,35 @@ public record RuleConfig(
 
     /**
      * LoRA adapters per engine. vLLM serves an adapter under its own name as {@code model}, which is what clients
-     * send, so no rewrite is needed. SGLang's OpenAI server splits {@code model} on ':' into base and adapter,
-     * so a configured name with ':' would silently select an adapter: refused unless it is mapped. Adapters on
-     * SGLang, TensorRT-LLM and llama.cpp rules are refused until the gateway sends their request forms.
+     * send, so it goes unchanged. SGLang's OpenAI server (serving_base {@code _resolve_lora_path}) takes the adapter
+     * from {@code model: "base:adapter"} first, else from the body's {@code lora_path}: the gateway sends the
+     * client's {@code model} unchanged plus {@code lora_path}, so SGLang echoes the adapter name as vLLM does. A
+     * client-facing name with ':' on an SGLang rule would be split by SGLang into base and adapter (selecting an
+     * adapter nobody mapped, or the wrong one): refused. TensorRT-LLM and llama.cpp rules refuse adapters until the
+     * gateway sends their request forms.
      */
     private static void checkAdapters(ConfigNode n, String engine, List<ModelEntry> models) {
+        boolean sglang = "sglang".equals(engine);
         for (ModelEntry e : models) {
-            if (!e.adapters().isEmpty() && !"vllm".equals(engine)) {
+            if (!e.adapters().isEmpty() && !"vllm".equals(engine) && !sglang) {
                 n.problem("models", e.name(), "lists adapters " + e.adapters() + ", which are not supported on engine '"
-                    + engine + "' yet: the gateway only sends vLLM's LoRA form (the adapter name as 'model')");
+                    + engine + "': the gateway sends LoRA requests in vLLM's form (the adapter as 'model') and SGLang's"
+                    + " ('lora_path') only");
             }
-            if ("sglang".equals(engine) && e.name().indexOf(':') >= 0) {
-                n.problem("models", e.name(), "contains ':', which SGLang reads as 'base:adapter' (a LoRA adapter);"
-                    + " name the base model without ':'");
+            if (!sglang) {
+                continue;
+            }
+            if (e.name().indexOf(':') >= 0) {
+                n.problem("models", e.name(), "contains ':', which SGLang reads as 'base:adapter' (it would run the LoRA"
+                    + " adapter '" + e.name().substring(e.name().indexOf(':') + 1).strip() + "'); name the base model"
+                    + " without ':' and list adapters under 'adapters'");
+            }
+            for (String a : e.adapters()) {
+                if (a.indexOf(':') >= 0) {
+                    n.problem("models", e.name(), "lists adapter '" + a + "' with ':', which SGLang reads as"
+                        + " 'base:adapter' before the lora_path the gateway sends (it would run adapter '"
+                        + a.substring(a.indexOf(':') + 1).strip() + "'); name the adapter without ':'");
+                }
             }
         }
     }
@@ -165,6 +200,30 @@ public record RuleConfig(
     /** Whether an overflowing completion budget is lowered to fit ({@code on_context_overflow: clamp}). */
     public boolean clampsContextOverflow() {
         return "clamp".equals(onContextOverflow);
+    }
+
+    /**
+     * {@code chat_template}: the engines' {@code --chat-template} file. Only vLLM's and SGLang's resolution is
+     * reproduced; SGLang reads a file whose name does not end in {@code .jinja} as its own JSON conversation format,
+     * which the gateway does not render; the gateway renders with it and tokenizes with the rule's tokenizer.
+     */
+    private static ChatTemplateFile chatTemplate(ConfigNode n, String engine, String tokenizer) {
+        String path = n.string("chat_template", null);
+        if (path == null) {
+            return null;
+        }
+        if (!"vllm".equals(engine) && !"sglang".equals(engine)) {
+            n.problem("chat_template", path, "is only supported on engines 'vllm' and 'sglang' (the gateway reproduces"
+                + " their template resolution; this rule's engine is '" + engine + "')");
+        } else if ("sglang".equals(engine) && !path.endsWith(".jinja")) {
+            n.problem("chat_template", path, "must end in '.jinja' on engine 'sglang': SGLang reads any other"
+                + " --chat-template file as its own JSON conversation template, which the gateway cannot render");
+        }
+        if (tokenizer == null) {
+            n.problem("chat_template", path, "needs 'tokenizer' on the same rule: the gateway renders with the template"
+                + " and tokenizes the result with the rule's tokenizer");
+        }
+        return new ChatTemplateFile(path, null);
     }
 
     /** Default {@code max_n}: choices ({@code n}) and batched prompts one request may ask for. */
@@ -479,6 +538,7 @@ public record RuleConfig(
             n.problems().add(n.where("endpoints") + ": must list at least one endpoint");
         }
         String tokenizer = n.string("tokenizer", null);
+        ChatTemplateFile chatTemplate = chatTemplate(n, engine, tokenizer);
         // Validated as a long before narrowing: a huge value must be reported, not wrapped into range.
         long blockSizeValue = n.has("block_size") ? n.longValue("block_size", 16, Long.MIN_VALUE, Long.MAX_VALUE) : (sglang ? 1 : 16);
         int blockSize = (int) blockSizeValue;
@@ -648,6 +708,6 @@ public record RuleConfig(
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow);
+            maxModelLen, onContextOverflow, chatTemplate);
     }
 }

@@ -31,6 +31,7 @@ class ConfigTreeCoverageTest {
         Path secret = dir.resolve("curve.secret");
         Files.writeString(secret, "0".repeat(40));
         Files.writeString(dir.resolve("keys"), "k1\nk2\n");
+        Files.writeString(dir.resolve("tmpl.jinja"), "{{ messages[0].content }}");
         return """
             listen: 127.0.0.1:18080
             admin_listen: 127.0.0.1:18081
@@ -68,6 +69,7 @@ class ConfigTreeCoverageTest {
                 max_model_len: 4096
                 on_context_overflow: clamp
                 tokenizer: .
+                chat_template: tmpl.jinja
                 session: {key: cookie, header: x-h, cookie: c, mode: table, ttl_ms: 9, max_entries: 9}
                 chwbl: {prefix_tokens: 9, prefix_blocks: 9, virtual_nodes: 9, load_factor: 0.5}
                 kv: {mode: soft, load_cap_factor: 2.5, load_slack: 3.5, lambda: 4.5, min_match_blocks: 9, cold_readmit_every: 9,

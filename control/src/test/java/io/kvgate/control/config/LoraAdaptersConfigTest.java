@@ -58,11 +58,24 @@ class LoraAdaptersConfigTest {
     }
 
     @Test
-    void sglangRefusesAdaptersAndColonNames() {
-        String p = problems(config("sglang", "[{name: qwen3, adapters: [sql-lora]}]"));
-        assertTrue(p.contains(".models: value 'qwen3' lists adapters [sql-lora], which are not supported on engine 'sglang' yet"), p);
-        p = problems(config("sglang", "[\"qwen3:sql\"]"));
-        assertTrue(p.contains(".models: value 'qwen3:sql' contains ':', which SGLang reads as 'base:adapter'"), p);
+    void sglangServesAdaptersButRefusesColonNames() throws Exception {
+        RuleConfig r = GatewayConfig.parse(config("sglang", "[{name: qwen3, adapters: [sql-lora]}]")).rules().get(0);
+        assertEquals("sql-lora", r.loraFor("sql-lora"), "SGLang rules serve adapters (sent with lora_path)");
+        String p = problems(config("sglang", "[\"qwen3:sql\"]"));
+        assertTrue(p.contains("rules[0] (name=r).models: value 'qwen3:sql' contains ':', which SGLang reads as 'base:adapter'"
+            + " (it would run the LoRA adapter 'sql')"), p);
+        p = problems(config("sglang", "[{name: qwen3, adapters: [\"team:sql\"]}]"));
+        assertTrue(p.contains("rules[0] (name=r).models: value 'qwen3' lists adapter 'team:sql' with ':', which SGLang"
+            + " reads as 'base:adapter' before the lora_path the gateway sends (it would run adapter 'sql')"), p);
+    }
+
+    @Test
+    void trtllmAndLlamacppRefuseAdapters() {
+        for (String engine : List.of("trtllm", "llamacpp")) {
+            String p = problems(config(engine, "[{name: qwen3, adapters: [sql-lora]}]"));
+            assertTrue(p.contains(".models: value 'qwen3' lists adapters [sql-lora], which are not supported on engine '"
+                + engine + "'"), p);
+        }
     }
 
     @Test
