@@ -150,7 +150,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                     return ex;
                 }
                 PlainExchange px = new PlainExchange(gw, ctx, owner, request.head(), request.body(), request.fields(),
-                    request.rule(), request.requestId(), request.explain(), request.startNs()).withInputs(request.inputs());
+                    request.rule(), request.requestId(), request.explain(), request.startNs()).withInputs(request.inputs())
+                    .withRequestExtras(request.servingEndpoints(), request.warning());
                 px.start();
                 return px;
             };
@@ -166,7 +167,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             opened.push(loadScraper);
             metrics.addSource(loadScraper::writeMetrics);
             this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining, clock);
-            this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health());
+            this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health(),
+                new io.kvgate.dataplane.ready.ContextDiscovery(Log::warn, Log::info), router.adapters());
             opened.push(modelProbe);
             admin.readiness(this::readinessJson);
             LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate);
@@ -388,7 +390,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
         BlockIndex index = kvState == null ? null : kvState.index();
         return RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, index, clock, metrics.stages),
-            rc -> PromptPipeline.forModelDir(rc.tokenizer(), tokenizers), previous);
+            rc -> PromptPipeline.forRule(rc, tokenizers), previous);
     }
 
     @Override
@@ -399,10 +401,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         if (!restartOnly.isEmpty()) {
             throw new RestartRequiredException(restartOnly);
         }
-        if (ConfigTree.sameEffective(cur.config(), next)) {
+        List<String> pipelineChanges = pipelineChanges(next);
+        if (ConfigTree.sameEffective(cur.config(), next) && pipelineChanges.isEmpty()) {
             return new ReloadOutcome(false, cur.version(), cur.digest(), List.of());
         }
-        List<String> changes = ConfigTree.diff(cur.config(), next);
+        List<String> changes = new java.util.ArrayList<>(ConfigTree.diff(cur.config(), next));
+        changes.addAll(pipelineChanges);
         // Build phase: nothing live changes. A new index is opened only when the first KV endpoint appears.
         KvState newKv = kv == null && next.needsKvIndex() ? new KvState(next.kvIndexCapacityBlocks(), clock, next.ingest()) : null;
         RouteTable table;
@@ -439,6 +443,27 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
             + String.join("; ", changes));
         return new ReloadOutcome(true, now.version(), now.digest(), changes);
+    }
+
+    /**
+     * Rules whose configuration is unchanged but whose prompt pipeline would render differently now: a file of the
+     * tokenizer directory changed (tokenizer.json, tokenizer_config.json, the chat template files, a processor's
+     * chat_template.json). The check above loaded such a directory afresh through the cache; the rule is rebuilt.
+     */
+    private List<String> pipelineChanges(GatewayConfig next) {
+        List<String> out = new java.util.ArrayList<>();
+        RouteTable live = router.table();
+        for (RuleConfig rc : next.rules()) {
+            Rule r = live.ruleByName(rc.name());
+            if (r == null || !r.config().equals(rc) || rc.tokenizer() == null) {
+                continue; // new or changed rules are rebuilt (and reported by the diff) anyway
+            }
+            PromptPipeline now = PromptPipeline.forRule(rc, tokenizers);
+            if (!now.equals(r.requestStage())) {
+                out.add("rules[name=" + rc.name() + "].tokenizer: files in " + rc.tokenizer() + " changed (prompt pipeline rebuilt)");
+            }
+        }
+        return out;
     }
 
     /** Reads the {@code --config} file again (SIGHUP, {@code ctl reload}) and applies it. */

@@ -425,6 +425,63 @@ public final class AdminApi {
 
     // ---- rules and status ----
 
+    /**
+     * The chat template in use for the rule, as its engine resolves it (issue #13 item 6): where it comes from
+     * ({@code chat_template} file, processor, tokenizer) and the SHA-256 of its text; {@code with_tools} when a
+     * request with tools renders with another one. {@code tokenizer.chat_template_sha256} repeats the plain digest.
+     */
+    private void chatTemplate(ObjectNode rn, ObjectNode tok, RuleConfig rc) {
+        Rule live = router.table().ruleByName(rc.name());
+        io.kvgate.dataplane.prompt.PromptPipeline p = live == null ? null : io.kvgate.dataplane.prompt.PromptPipeline.of(live);
+        var plain = p == null ? null : p.templateFor(false);
+        var tools = p == null ? null : p.templateFor(true);
+        if (rc.tokenizer() != null) {
+            tok.put("chat_template_sha256", plain == null ? null : plain.sha256());
+        }
+        if (plain == null && tools == null) {
+            rn.putNull("chat_template");
+            return;
+        }
+        ObjectNode ct = rn.putObject("chat_template");
+        templateJson(ct, plain);
+        if (rc.chatTemplate() != null) {
+            ct.put("path", rc.chatTemplate().path());
+        }
+        if (tools != plain) {
+            templateJson(ct.putObject("with_tools"), tools);
+        }
+    }
+
+    private static void templateJson(ObjectNode o, io.kvgate.dataplane.prompt.PromptPipeline.Template t) {
+        if (t == null) {
+            o.putNull("source");
+            o.putNull("sha256");
+        } else {
+            o.put("source", t.source().label());
+            o.put("sha256", t.sha256());
+        }
+    }
+
+    /** The rule's LoRA adapters: configured ones, and those discovered on its endpoints with the endpoints listing them. */
+    private void adapters(ObjectNode rn, RuleConfig rc) {
+        ObjectNode a = rn.putObject("adapters");
+        a.putPOJO("configured", rc.adapterNames());
+        ObjectNode d = a.putObject("discovered");
+        Rule live = router.table().ruleByName(rc.name());
+        java.util.TreeMap<String, io.kvgate.dataplane.route.AdapterDirectory.Served> found = new java.util.TreeMap<>(router.adapters().snapshot());
+        for (var e : found.entrySet()) {
+            if (live == null || e.getValue().rule() != live) {
+                continue;
+            }
+            ArrayNode eps = d.putArray(e.getKey());
+            for (EndpointState ep : live.endpoints()) {
+                if (e.getValue().servedBy(ep)) {
+                    eps.add(ep.config().url());
+                }
+            }
+        }
+    }
+
     /** Each rule's effective settings read back, with what its KV routing depends on. */
     ObjectNode rules() {
         AppliedConfig a = control.applied();
@@ -460,11 +517,9 @@ public final class AdminApi {
             } else {
                 tok.put("dir", rc.tokenizer());
                 tok.put("tokenizer_sha256", fileDigest(Path.of(rc.tokenizer())));
-                Rule live = router.table().ruleByName(rc.name());
-                String template = live == null || !io.kvgate.dataplane.prompt.PromptPipeline.of(live).hasTokenizer() ? null
-                    : io.kvgate.dataplane.prompt.PromptPipeline.of(live).tokenizer().config().chatTemplate();
-                tok.put("chat_template_sha256", template == null ? null : sha256(template.getBytes(StandardCharsets.UTF_8)));
             }
+            chatTemplate(rn, tok, rc);
+            adapters(rn, rc);
             int expected = 0;
             int connected = 0;
             for (EndpointConfig ec : rc.endpoints()) {

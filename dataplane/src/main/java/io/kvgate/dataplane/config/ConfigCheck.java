@@ -3,6 +3,7 @@ package io.kvgate.dataplane.config;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.route.RuleHasher;
 import java.nio.file.Path;
@@ -58,6 +59,16 @@ public final class ConfigCheck {
                     tokenizers.load(r.tokenizer());
                 } catch (RuntimeException e) {
                     problems.add(where + ".tokenizer: value '" + r.tokenizer() + "' cannot be loaded: " + rootMessage(e));
+                    continue;
+                }
+                // The template the rule's engine renders with (its chat_template file, or the directory's) compiles.
+                try {
+                    PromptPipeline.forRule(r, tokenizers);
+                } catch (IllegalArgumentException e) {
+                    String why = String.valueOf(e.getMessage()).replaceFirst("^chat_template ", "");
+                    problems.add(r.chatTemplate() != null
+                        ? where + ".chat_template: value '" + r.chatTemplate().path() + "' " + why
+                        : where + ".tokenizer: value '" + r.tokenizer() + "': its chat template " + why);
                 }
             }
         }

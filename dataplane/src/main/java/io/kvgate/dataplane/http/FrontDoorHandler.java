@@ -2,7 +2,11 @@ package io.kvgate.dataplane.http;
 
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.prompt.PromptStage;
+import io.kvgate.dataplane.prompt.TemplateWarnings;
+import io.kvgate.dataplane.request.JsonMembers;
+import io.kvgate.dataplane.route.AdapterDirectory;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.EngineFieldStripper;
@@ -78,6 +82,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     // ---- the request being read (head stage → body stage) ----
     private HttpRequest head;
     private FrontRoute route;
+    /** The discovered LoRA adapter the current request's model names (null: a configured name), set by validatedRule. */
+    private AdapterDirectory.Served discovered;
     private String path;
     private ByteBuf body;
     private RequestFieldExtractor extractor;
@@ -422,6 +428,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return null;
         }
         Rule rule = gw.router().table().ruleForModel(fields.model);
+        discovered = null;
+        if (rule == null) {
+            // Not a configured name: maybe a LoRA adapter some vLLM endpoints list (discovered from GET /v1/models).
+            discovered = gw.router().discoveredAdapter(fields.model);
+            rule = discovered == null ? null : discovered.rule();
+        }
         if (rule == null) {
             gw.metrics().badRequest("model_not_found");
             gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
@@ -440,7 +452,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private void onRender() {
         Rule rule = validatedRule();
         if (rule != null) {
-            respond(local.render(ctx, head, body, fields, rule), true);
+            String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
+            FullHttpResponse r = local.render(ctx, head, body, fields, rule);
+            if (warning != null) {
+                r.headers().set(TemplateWarnings.HEADER, warning);
+            }
+            respond(r, true);
         }
     }
 
@@ -453,6 +470,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (fields.engineFieldRangeCount > 0) {
             gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
         }
+        if (rule.engine() == RuleConfig.Engine.SGLANG) {
+            sglangLoraForm(rule);
+        }
+        String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
         HttpRequest req = head;
         String requestId = RequestIds.keepOrGenerate(req.headers().get("x-request-id"));
         // X-Kvgate-Explain shows endpoints, their load and (kv_exact) what they cache for this prompt: a cross-tenant
@@ -469,7 +490,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
-            requestStartNs, prompt.inputs());
+            requestStartNs, prompt.inputs(), discovered == null ? null : discovered.endpointIds(), warning);
         body = null; // ownership moves to the exchange
         extractor = null;
         head = null;
@@ -478,6 +499,23 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (busy) { // the exchange may have finished (and the next pipelined request started) inside start()
             exchange = started;
         }
+    }
+
+    /**
+     * SGLang's LoRA form: the request keeps the client's {@code model} (SGLang then echoes the adapter name, as vLLM
+     * does) and gets {@code "lora_path": "<adapter>"} as its last member, which SGLang's {@code _resolve_lora_path}
+     * reads when {@code model} has no {@code base:adapter} colon (rule names never do on SGLang). A base-model request
+     * that carries a client {@code lora_path} gets {@code "lora_path": null} last: the engine must run exactly what
+     * the gateway routed and hashed for.
+     */
+    private void sglangLoraForm(Rule rule) {
+        String adapter = rule.config().entryFor(fields.model) == null ? fields.model : null;
+        if (adapter == null && !fields.hasLoraPath) {
+            return;
+        }
+        ByteBuf edited = JsonMembers.append(body, "lora_path", adapter == null ? "null" : JsonMembers.quote(adapter), ctx.alloc());
+        body.release();
+        body = edited;
     }
 
     private static boolean explainAsked(HttpRequest req) {

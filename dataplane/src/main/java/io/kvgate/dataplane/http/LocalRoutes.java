@@ -100,7 +100,7 @@ public final class LocalRoutes {
             return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "The model id in the path is not "
                 + "valid percent-encoded UTF-8: " + raw, "model", "invalid_value");
         }
-        if (gw.router().table().ruleForModel(id) == null) {
+        if (gw.router().table().ruleForModel(id) == null && gw.router().discoveredAdapter(id) == null) {
             gw.metrics().badRequest("model_not_found");
             return modelNotFound(ctx, id);
         }

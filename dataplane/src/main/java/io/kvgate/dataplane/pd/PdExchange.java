@@ -91,6 +91,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private final Rule rule;
     /** The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null. */
     private final String lora;
+    /** The sorted ids of the only endpoints serving {@link #lora} (a discovered adapter), or null: any endpoint. */
+    private int[] servingEndpoints;
+    /** {@code X-Kvgate-Warning} for the client's response (the decode leg relays it), or null. */
+    private String warning;
     private final RuleConfig.PdConfig pd;
     private final String requestId;
     private final boolean explain;
@@ -134,7 +138,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.body = body;
         this.fields = fields;
         this.rule = rule;
-        this.lora = rule.config().loraFor(fields.model);
+        this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
         this.pd = rule.config().pd();
         this.requestId = requestId;
         this.explain = explain;
@@ -147,6 +151,13 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                       ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
                       RoutingInputs inputs) {
         this(gw, metrics, ctx, owner, request, body, fields, rule, requestId, explain, startNs, inputs, new PdPath(() -> null));
+    }
+
+    /** The front door's routing restriction (a discovered adapter's endpoints) and response warning; see PlainExchange. */
+    public PdExchange withRequestExtras(int[] serving, String warningValue) {
+        this.servingEndpoints = serving;
+        this.warning = warningValue;
+        return this;
     }
 
     public void start() {
@@ -207,6 +218,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public String lora() {
         return lora;
+    }
+
+    @Override
+    public int[] servingEndpoints() {
+        return servingEndpoints;
     }
 
     @Override
@@ -386,6 +402,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
             .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
             .withUpstreamRequestId(upstreamRequestId)
+            .withRequestExtras(servingEndpoints, warning)
             .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !dialect.concurrent(), new PlainExchange.LegObserver() {
                 @Override
                 public void onResponseHead(int status) {

@@ -67,7 +67,7 @@ public final class PdHooks {
             return () -> { }; // answered already
         }
         PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, request.explain(),
-            request.startNs(), request.inputs(), path);
+            request.startNs(), request.inputs(), path).withRequestExtras(request.servingEndpoints(), request.warning());
         ex.start();
         return ex;
     }

@@ -5,64 +5,254 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.PromptRenderer;
 import io.kvgate.index.prompt.RenderedPrompt;
+import io.kvgate.control.config.ChatTemplateFile;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.index.tokenize.ChatTemplates;
 import io.kvgate.index.tokenize.HfTokenizer;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 
 /**
- * A rule's exact prompt pipeline: the model's own chat template rendered as transformers does, then the HF
- * tokenizer, so the gateway hashes the same tokens the engine caches. Runs on the I/O threads (before the routing
- * ring: it must not serialize on one thread). Immutable and thread-safe; the gateway's {@link TokenizerCache} shares
- * one tokenizer per model directory across rules and across configuration swaps that leave the directory unchanged.
+ * A rule's exact prompt pipeline: the chat template the rule's engine renders with, resolved as that engine resolves
+ * it, rendered as transformers does, then the HF tokenizer, so the gateway hashes the same tokens the engine caches.
+ * Runs on the I/O threads (before the routing ring: it must not serialize on one thread). Immutable and thread-safe;
+ * the gateway's {@link TokenizerCache} shares one tokenizer per model directory across rules and across
+ * configuration swaps that leave the directory unchanged.
+ *
+ * <p>Which template renders a chat request ({@link #forRule}):
+ * <ul>
+ *   <li><b>vLLM</b> ({@code resolve_chat_template}, 4 levels): (1) the rule's {@code chat_template} (the engine's
+ *       {@code --chat-template}, used as read); (2) unless the request has {@code tools}, the model's processor
+ *       template ({@code chat_template.json}... of a directory with a processor, see
+ *       {@link io.kvgate.index.tokenize.ChatTemplates#processor}); (3) the tokenizer's template, {@code tool_use}
+ *       for a request with tools when it names one; (4) vLLM's bundled fallbacks per model type are not
+ *       reproduced: a model without a template has none here (the rule then cannot render chat; set
+ *       {@code chat_template}).</li>
+ *   <li><b>SGLang</b> ({@code TemplateManager.load_chat_template}): the rule's {@code chat_template} (a
+ *       {@code .jinja} file, loaded as SGLang does: newlines stripped at both ends, each literal {@code \n} turned
+ *       into a newline) for every request; else the processor's template, which replaces the tokenizer's for every
+ *       request; else the tokenizer's (with transformers' {@code tool_use} switch). SGLang's own conversation
+ *       templates guessed from the model path are not reproduced: pin the template with {@code chat_template} (and
+ *       launch SGLang with the same {@code --chat-template}) where the path would match one.</li>
+ *   <li>Other engines: the tokenizer's template (with the {@code tool_use} switch).</li>
+ * </ul>
  */
 public final class PromptPipeline {
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    private final HfTokenizer tokenizer;
-    private final PromptRenderer renderer;
-    /**
-     * The tokenizer's named {@code tool_use} template, or null. transformers' {@code apply_chat_template} renders
-     * with it instead of {@code default} whenever {@code tools} is not None, and vLLM and SGLang pass the request's
-     * {@code tools} through (None when the field is absent or null), so a request with tools gets other text.
-     */
-    private final PromptRenderer toolUseRenderer;
+    /** Where the template in use came from, as the rule read-back names it. */
+    public enum TemplateSource {
+        /** The rule's {@code chat_template} file. */
+        CHAT_TEMPLATE,
+        /** The model directory's processor ({@code chat_template.json} or the template files, with a processor class). */
+        PROCESSOR,
+        /** The tokenizer ({@code tokenizer_config.json}, or {@code chat_template.jinja} / additional templates). */
+        TOKENIZER;
 
-    private PromptPipeline(HfTokenizer tokenizer) {
+        public String label() {
+            return name().toLowerCase(java.util.Locale.ROOT);
+        }
+    }
+
+    /** One chat template in use: its text, where it came from, its SHA-256 and its renderer. */
+    public record Template(TemplateSource source, String text, String sha256, PromptRenderer renderer) {
+        /** The names the template reads from its context (what vLLM keeps {@code chat_template_kwargs} to). */
+        public java.util.Set<String> variables() {
+            return renderer.templateVariables();
+        }
+    }
+
+    private final HfTokenizer tokenizer;
+    /** Renders completions (and chat when no template is in use): the tokenizer's specials, no template needed. */
+    private final PromptRenderer renderer;
+    /** The template for a chat request without {@code tools} (None), or null when there is none. */
+    private final Template plain;
+    /**
+     * The template for a chat request with {@code tools} (present, not null: vLLM and SGLang pass None otherwise),
+     * or null. transformers' {@code apply_chat_template} picks {@code tool_use} over {@code default} then, and vLLM
+     * skips the processor's template, so a request with tools may get other text.
+     */
+    private final Template withTools;
+
+    private PromptPipeline(HfTokenizer tokenizer, Template plain, Template withTools) {
         this.tokenizer = tokenizer;
-        this.renderer = tokenizer == null ? null : renderer(tokenizer, tokenizer.config().chatTemplate());
-        String toolUse = tokenizer == null ? null : tokenizer.config().namedTemplate("tool_use");
-        this.toolUseRenderer = toolUse == null ? null : renderer(tokenizer, toolUse);
+        this.renderer = tokenizer == null ? null : plain != null ? plain.renderer() : renderer(tokenizer, null);
+        this.plain = plain;
+        this.withTools = withTools;
     }
 
     private static PromptRenderer renderer(HfTokenizer tokenizer, String template) {
         return new PromptRenderer(tokenizer::encode, template, tokenizer.config().bosToken(), tokenizer.config().eosToken());
     }
 
-    /** The chat renderer for {@code body}: {@code tool_use} when it has {@code tools} and the model names one. */
+    private static Template template(HfTokenizer tokenizer, TemplateSource source, String text) {
+        return text == null ? null : new Template(source, text, ChatTemplateFile.sha256(text), renderer(tokenizer, text));
+    }
+
+    /** The same template object for the same text (one compile), else a new one. */
+    private static Template same(Template t, HfTokenizer tokenizer, TemplateSource source, String text) {
+        return t != null && t.source() == source && t.text().equals(text) ? t : template(tokenizer, source, text);
+    }
+
+    /**
+     * The pipeline of a rule: its tokenizer directory through {@code tokenizers} and the chat template its engine
+     * would render with (see the class comment). No tokenizer: only token-id prompts are exact.
+     */
+    public static PromptPipeline forRule(RuleConfig rule, TokenizerCache tokenizers) {
+        HfTokenizer tok = rule.tokenizer() == null ? null : tokenizers.load(rule.tokenizer());
+        return resolve(rule.engineKind(), rule.chatTemplate(), tok);
+    }
+
+    /** As {@link #forRule(RuleConfig, TokenizerCache)}, loading the tokenizer afresh (tools and tests). */
+    public static PromptPipeline forRule(RuleConfig rule) {
+        HfTokenizer tok = rule.tokenizer() == null ? null : TokenizerCache.read(Path.of(rule.tokenizer()));
+        return resolve(rule.engineKind(), rule.chatTemplate(), tok);
+    }
+
+    static PromptPipeline resolve(RuleConfig.Engine engine, ChatTemplateFile file, HfTokenizer tok) {
+        if (tok == null) {
+            return new PromptPipeline(null, null, null);
+        }
+        ChatTemplates tokenizerTemplates = tok.config().templates();
+        ChatTemplates processor = tok.processorTemplates();
+        if (file != null && (engine == RuleConfig.Engine.VLLM || engine == RuleConfig.Engine.SGLANG)) {
+            String text = engine == RuleConfig.Engine.SGLANG ? sglangJinja(file.source()) : file.source();
+            Template t = template(tok, TemplateSource.CHAT_TEMPLATE, text);
+            return new PromptPipeline(tok, t, t);
+        }
+        if (engine == RuleConfig.Engine.SGLANG && processor != null
+            && (processor.defaultTemplate() != null || !processor.named().isEmpty())) {
+            Template p = template(tok, TemplateSource.PROCESSOR, processor.select(false));
+            return new PromptPipeline(tok, p, same(p, tok, TemplateSource.PROCESSOR, processor.select(true)));
+        }
+        String tokPlain = tokenizerTemplates == null ? null : tokenizerTemplates.select(false);
+        String tokTools = tokenizerTemplates == null ? null : tokenizerTemplates.select(true);
+        Template toolsT = template(tok, TemplateSource.TOKENIZER, tokTools);
+        Template plainT;
+        if (engine == RuleConfig.Engine.VLLM && processor != null && processor.select(false) != null) {
+            plainT = template(tok, TemplateSource.PROCESSOR, processor.select(false));
+        } else {
+            plainT = same(toolsT, tok, TemplateSource.TOKENIZER, tokPlain);
+        }
+        return new PromptPipeline(tok, plainT, toolsT);
+    }
+
+    /**
+     * A {@code --chat-template FILE.jinja} as SGLang loads it ({@code TemplateManager._load_jinja_template}):
+     * {@code "".join(f.readlines()).strip("\n")}, then every literal backslash-n replaced by a newline.
+     */
+    static String sglangJinja(String source) {
+        int from = 0;
+        int to = source.length();
+        while (from < to && source.charAt(from) == '\n') {
+            from++;
+        }
+        while (to > from && source.charAt(to - 1) == '\n') {
+            to--;
+        }
+        return source.substring(from, to).replace("\\n", "\n");
+    }
+
+    /** The template for {@code body}: the one for requests with tools when it has {@code tools}, else the plain one. */
+    public Template templateFor(boolean tools) {
+        return tools ? withTools : plain;
+    }
+
+    private Template chatTemplate(JsonNode body) {
+        JsonNode tools = body.get("tools");
+        return templateFor(tools != null && !tools.isNull());
+    }
+
+    /** The chat renderer for {@code body}, or null without a tokenizer (a template-less renderer refuses chat). */
     private PromptRenderer chatRenderer(JsonNode body) {
-        if (toolUseRenderer != null) {
-            JsonNode tools = body.get("tools");
-            if (tools != null && !tools.isNull()) {
-                return toolUseRenderer;
+        if (renderer == null) {
+            return null;
+        }
+        Template t = chatTemplate(body);
+        return t == null ? renderer : t.renderer();
+    }
+
+    /**
+     * Parameters of transformers' {@code apply_chat_template} (tokenization_utils_base.py): vLLM keeps a
+     * {@code chat_template_kwargs} key named like one of them even when the template does not read it
+     * ({@code resolve_chat_template_kwargs}: {@code _get_hf_base_chat_template_params}).
+     */
+    static final java.util.Set<String> APPLY_CHAT_TEMPLATE_PARAMS = java.util.Set.of("conversation", "tools", "documents",
+        "chat_template", "add_generation_prompt", "continue_final_message", "tokenize", "padding", "truncation",
+        "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs");
+
+    /**
+     * The {@code chat_template_kwargs} keys the template in use for the request does not declare (reads nowhere) and
+     * that are not parameters of {@code apply_chat_template}: vLLM drops them without a word, SGLang hands them to
+     * the template, which ignores them. Empty when every key is read, or when there is no template to judge by.
+     *
+     * @param keys  the request's {@code chat_template_kwargs} member names, in body order
+     * @param tools whether the request has {@code tools} (present, not null)
+     */
+    public List<String> undeclaredKwargs(List<String> keys, boolean tools) {
+        Template t = templateFor(tools);
+        if (t == null || keys.isEmpty()) {
+            return List.of();
+        }
+        java.util.Set<String> declared = t.variables();
+        List<String> out = null;
+        for (String k : keys) {
+            if (!declared.contains(k) && !APPLY_CHAT_TEMPLATE_PARAMS.contains(k)) {
+                if (out == null) {
+                    out = new java.util.ArrayList<>(2);
+                }
+                if (!out.contains(k)) {
+                    out.add(k);
+                }
             }
         }
-        return renderer;
+        return out == null ? List.of() : out;
     }
 
     /** The pipeline the gateway attached to {@code rule} when it built the table (loaded now if none was attached). */
     public static PromptPipeline of(io.kvgate.dataplane.route.Rule rule) {
-        return rule.requestStage() instanceof PromptPipeline p ? p : forModelDir(rule.config().tokenizer());
+        return rule.requestStage() instanceof PromptPipeline p ? p : forRule(rule.config());
     }
 
-    /** @param modelDir the rule's {@code tokenizer} directory, or null: then only token-id prompts are exact */
+    /**
+     * A pipeline over a model directory alone (no rule, no engine): the tokenizer's templates with transformers'
+     * {@code tool_use} switch.
+     *
+     * @param modelDir the rule's {@code tokenizer} directory, or null: then only token-id prompts are exact
+     */
     public static PromptPipeline forModelDir(String modelDir, TokenizerCache tokenizers) {
-        return new PromptPipeline(modelDir == null ? null : tokenizers.load(modelDir));
+        return resolve(RuleConfig.Engine.TRTLLM, null, modelDir == null ? null : tokenizers.load(modelDir));
     }
 
     /** As {@link #forModelDir(String, TokenizerCache)}, loading the tokenizer afresh (tools and tests). */
     public static PromptPipeline forModelDir(String modelDir) {
-        return new PromptPipeline(modelDir == null ? null : TokenizerCache.read(Path.of(modelDir)));
+        return resolve(RuleConfig.Engine.TRTLLM, null, modelDir == null ? null : TokenizerCache.read(Path.of(modelDir)));
+    }
+
+    /**
+     * Whether this pipeline renders exactly as {@code other} does: the same tokenizer instance (the cache returns
+     * the same one while the directory is unchanged) and the same template texts. A rule whose configuration did not
+     * change keeps its old pipeline across a reload only when this holds for the one the reload would build.
+     */
+    public boolean sameAs(PromptPipeline other) {
+        return other != null && tokenizer == other.tokenizer && sameText(plain, other.plain)
+            && sameText(withTools, other.withTools);
+    }
+
+    /** {@link #sameAs}: the route table keeps a rule whose configuration and pipeline are both unchanged. */
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof PromptPipeline p && sameAs(p);
+    }
+
+    @Override
+    public int hashCode() {
+        return System.identityHashCode(tokenizer) * 31 + (plain == null ? 0 : plain.sha256().hashCode());
+    }
+
+    private static boolean sameText(Template a, Template b) {
+        return a == null ? b == null : b != null && a.source() == b.source() && a.text().equals(b.text());
     }
 
     public boolean hasTokenizer() {

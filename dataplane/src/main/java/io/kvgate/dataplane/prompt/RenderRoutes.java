@@ -73,18 +73,22 @@ public final class RenderRoutes implements RequestHooks {
             throw new PromptException(chat ? "messages" : "prompt", "nothing to render");
         }
         String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
+        // A model name that is not one of the rule's base models is a LoRA adapter of it (configured or discovered):
+        // its block keys carry the adapter name where the engine puts it (vLLM), as kv_exact hashes them.
+        String model = body.path("model").isTextual() ? body.get("model").asText() : null;
+        String lora = model != null && rule.config().entryFor(model) == null ? model : null;
         RuleHasher hasher = new RuleHasher(rule.config(), 0);
-        ObjectNode out = one(all.get(0), hasher, salt);
+        ObjectNode out = one(all.get(0), hasher, salt, lora);
         if (all.size() > 1) {
             ArrayNode batch = out.putArray("prompts");
             for (RenderedPrompt rp : all) {
-                batch.add(one(rp, hasher, salt));
+                batch.add(one(rp, hasher, salt, lora));
             }
         }
         return out;
     }
 
-    private static ObjectNode one(RenderedPrompt rp, RuleHasher hasher, String salt) {
+    private static ObjectNode one(RenderedPrompt rp, RuleHasher hasher, String salt, String lora) {
         ObjectNode o = JSON.createObjectNode();
         if (rp.text() == null) {
             o.putNull("prompt");
@@ -96,7 +100,7 @@ public final class RenderRoutes implements RequestHooks {
             ids.add(t);
         }
         long[] keys = new long[rp.tokenIds().length / hasher.blockSize() + 1];
-        int n = hasher.hash(rp.tokenIds(), salt, keys);
+        int n = hasher.hash(rp.tokenIds(), salt, lora, keys, Integer.MAX_VALUE);
         ArrayNode bk = o.putArray("block_keys");
         for (int i = 0; i < n; i++) {
             bk.addRawValue(new com.fasterxml.jackson.databind.util.RawValue(hasher.format(keys[i])));

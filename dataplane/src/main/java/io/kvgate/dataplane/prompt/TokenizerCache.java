@@ -60,8 +60,17 @@ public final class TokenizerCache {
         return Path.of(modelDir).toAbsolutePath().normalize();
     }
 
-    /** Names, sizes and modification times of the directory's regular files: what a loaded tokenizer was read from. */
+    /**
+     * Names, sizes and modification times of the directory's regular files and of its
+     * {@code additional_chat_templates/}: what a loaded tokenizer (and its templates) was read from.
+     */
     private static String stamp(Path dir) {
+        String own = stampFiles(dir);
+        Path extra = dir.resolve("additional_chat_templates");
+        return Files.isDirectory(extra) ? own + "additional_chat_templates/" + stampFiles(extra) : own;
+    }
+
+    private static String stampFiles(Path dir) {
         try (Stream<Path> files = Files.list(dir)) {
             StringBuilder sb = new StringBuilder();
             files.sorted().forEach(f -> {

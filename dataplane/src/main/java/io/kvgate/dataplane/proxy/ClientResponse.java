@@ -41,6 +41,8 @@ final class ClientResponse {
     /** The stream carried an error event (the engine's, or the gateway's when it could not finish it). */
     private boolean streamFailed;
     private ChannelFuture lastWrite;
+    /** {@code X-Kvgate-Warning} for every response of this exchange, or null. */
+    private String warning;
 
     ClientResponse(ChannelHandlerContext ctx, HttpRequest request, String requestId) {
         this.ctx = ctx;
@@ -71,8 +73,16 @@ final class ClientResponse {
         return streamFailed;
     }
 
+    /** Sets the {@code X-Kvgate-Warning} every response of the exchange carries (null: none). */
+    void warning(String value) {
+        this.warning = value;
+    }
+
     private void decorate(HttpResponse r, String explanation) {
         r.headers().set("x-request-id", requestId);
+        if (warning != null) {
+            r.headers().set(io.kvgate.dataplane.request.ParsedRequest.WARNING_HEADER, warning);
+        }
         if (explanation != null) {
             r.headers().set("x-kvgate-route", explanation);
         }

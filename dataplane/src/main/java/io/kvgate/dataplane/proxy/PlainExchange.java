@@ -79,8 +79,13 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private final ExchangeRouting routing;
     private final String model;
     private final Rule rule;
-    /** The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null. */
+    /**
+     * The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null: any
+     * client name of the rule that is not one of its base models is an adapter (configured or discovered).
+     */
     private final String lora;
+    /** The sorted ids of the only endpoints serving {@link #lora} (a discovered adapter), or null: any endpoint. */
+    private int[] servingEndpoints;
     private final String ruleName;
     private final String requestId;
     private final boolean explain;
@@ -130,7 +135,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.chat = request.uri().startsWith("/v1/chat/");
         this.model = fields.model;
         this.rule = rule;
-        this.lora = rule.config().loraFor(fields.model);
+        this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
         this.ruleName = rule.name();
         this.requestId = requestId;
         this.explain = explain || rule.config().explain();
@@ -179,6 +184,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         return this;
     }
 
+    /**
+     * The request's routing restriction and response warning from the front door: the sorted ids of the only
+     * endpoints serving its discovered LoRA adapter (null: any endpoint), and the {@code X-Kvgate-Warning} value
+     * (null: none).
+     */
+    public PlainExchange withRequestExtras(int[] serving, String warning) {
+        this.servingEndpoints = serving;
+        client.warning(warning);
+        return this;
+    }
+
     public Phase phase() {
         return phase;
     }
@@ -198,6 +214,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     @Override
     public String lora() {
         return lora;
+    }
+
+    @Override
+    public int[] servingEndpoints() {
+        return servingEndpoints;
     }
 
     @Override

@@ -2,8 +2,6 @@ package io.kvgate.dataplane.proxy;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
-import io.netty.buffer.CompositeByteBuf;
-import java.nio.charset.StandardCharsets;
 
 /**
  * llama.cpp slot pinning ({@code session.pin_slot}): a session's requests carry {@code "id_slot": N}, the same N for
@@ -26,26 +24,6 @@ public final class SlotPin {
      * composite of the body up to its closing brace (a retained slice, no copy) and the new member.
      */
     public static ByteBuf withIdSlot(ByteBuf body, int slot, ByteBufAllocator alloc) {
-        int close = body.writerIndex() - 1;
-        while (close >= body.readerIndex() && body.getByte(close) != '}') {
-            close--; // trailing whitespace after the object
-        }
-        if (close < body.readerIndex()) {
-            throw new IllegalArgumentException("not a JSON object");
-        }
-        int last = close - 1;
-        while (last >= body.readerIndex() && isJsonWhitespace(body.getByte(last))) {
-            last--;
-        }
-        boolean empty = last >= body.readerIndex() && body.getByte(last) == '{';
-        byte[] tail = ((empty ? "" : ",") + "\"id_slot\":" + slot + "}").getBytes(StandardCharsets.US_ASCII);
-        CompositeByteBuf out = alloc.compositeBuffer(2);
-        out.addComponent(true, body.retainedSlice(body.readerIndex(), close - body.readerIndex()));
-        out.addComponent(true, alloc.buffer(tail.length).writeBytes(tail));
-        return out;
-    }
-
-    private static boolean isJsonWhitespace(byte b) {
-        return b == ' ' || b == '\t' || b == '\n' || b == '\r';
+        return io.kvgate.dataplane.request.JsonMembers.append(body, "id_slot", Integer.toString(slot), alloc);
     }
 }

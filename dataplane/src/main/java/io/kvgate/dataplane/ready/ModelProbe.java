@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.route.AdapterDirectory;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.Rule;
@@ -26,12 +27,13 @@ import java.util.function.Supplier;
 
 /**
  * Model readiness probe: every {@code health.interval_ms} (read per tick, so a reload applies), asks each endpoint
- * of the current rule set for {@code GET /v1/models} and records the model ids it lists in {@link Readiness}, and the
- * context length it states ({@link ContextDiscovery}) on the endpoint, where {@link Rule#contextLength()} reads it.
- * An engine whose model cards state none is asked where it does ({@link ContextDiscovery#fallbackPath}) once per
- * up-period: again after its probe failed (an engine coming back may have restarted with another context) and after
- * a reload. Runs on its own daemon thread with the JDK HTTP client: rare, small requests, off the data path (no I/O
- * thread and no routing thread ever waits for it).
+ * of the current rule set for {@code GET /v1/models} and records the model ids it lists in {@link Readiness}, the
+ * context length it states ({@link ContextDiscovery}) on the endpoint, where {@link Rule#contextLength()} reads it,
+ * and its LoRA cards (those with a {@code parent}, as vLLM lists its adapters) in the {@link AdapterDirectory}.
+ * An engine whose model cards state no context length is asked where it does ({@link ContextDiscovery#fallbackPath})
+ * once per up-period: again after its probe failed (an engine coming back may have restarted with another context)
+ * and after a reload. Runs on its own daemon thread with the JDK HTTP client: rare, small requests, off the data path
+ * (no I/O thread and no routing thread ever waits for it).
  */
 public final class ModelProbe implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -48,17 +50,26 @@ public final class ModelProbe implements AutoCloseable {
     /** Endpoints whose fallback context read is done for this up-period (cleared on a failed probe and on reload). */
     private final Set<String> fallbackRead = ConcurrentHashMap.newKeySet();
     private volatile RouteTable lastTable;
+    /** Where discovered LoRA adapters go, or null (no discovery). */
+    private final AdapterDirectory adapters;
 
     public ModelProbe(Readiness readiness, Supplier<RouteTable> table, Supplier<GatewayConfig.Health> health) {
-        this(readiness, table, health, new ContextDiscovery(Log::warn, Log::info));
+        this(readiness, table, health, new ContextDiscovery(Log::warn, Log::info), null);
     }
 
     public ModelProbe(Readiness readiness, Supplier<RouteTable> table, Supplier<GatewayConfig.Health> health,
                       ContextDiscovery contexts) {
+        this(readiness, table, health, contexts, null);
+    }
+
+    /** @param adapters where discovered LoRA adapters go, or null (readiness and context lengths only) */
+    public ModelProbe(Readiness readiness, Supplier<RouteTable> table, Supplier<GatewayConfig.Health> health,
+                      ContextDiscovery contexts, AdapterDirectory adapters) {
         this.readiness = readiness;
         this.table = table;
         this.health = health;
         this.contexts = contexts;
+        this.adapters = adapters;
         this.http = HttpClient.newBuilder().connectTimeout(Duration.ofMillis(health.get().timeoutMs())).executor(timer).build();
     }
 
@@ -83,6 +94,9 @@ public final class ModelProbe implements AutoCloseable {
                     distinct.put(ep.key(), ep);
                     engines.putIfAbsent(ep.key(), r.engine());
                 }
+            }
+            if (adapters != null) {
+                adapters.rebuild(t); // a reload may have changed the rules the listings belong to
             }
             for (EndpointState ep : distinct.values()) {
                 probe(ep, engines.get(ep.key()), h);
@@ -110,13 +124,20 @@ public final class ModelProbe implements AutoCloseable {
                 try {
                     JsonNode list = JSON.readTree(r.body());
                     Set<String> ids = new HashSet<>();
+                    Map<String, String> loras = new LinkedHashMap<>();
                     for (JsonNode m : list.path("data")) {
                         if (m.path("id").isTextual()) {
                             ids.add(m.path("id").asText());
+                            if (m.path("parent").isTextual()) {
+                                loras.put(m.path("id").asText(), m.path("parent").asText());
+                            }
                         }
                     }
                     readiness.recordModels(ep.key(), ids, null);
                     context(ep, engine, ContextDiscovery.fromModels(list), h);
+                    if (adapters != null) {
+                        adapters.observe(table.get(), ep.key(), loras);
+                    }
                 } catch (java.io.IOException ex) {
                     readiness.recordModels(ep.key(), null, "GET /v1/models is not JSON");
                 }

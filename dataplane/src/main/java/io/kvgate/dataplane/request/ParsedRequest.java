@@ -11,6 +11,8 @@ import io.netty.handler.codec.http.HttpRequest;
  * {@link #body()}, which moves to the exchange with {@link ExchangeStarter#start}.
  */
 public final class ParsedRequest {
+    /** The response header a request's {@link #warning()} goes out in. */
+    public static final String WARNING_HEADER = "X-Kvgate-Warning";
     private final HttpRequest head;
     private final String path;
     private final boolean chat;
@@ -27,9 +29,22 @@ public final class ParsedRequest {
     private final int n;
     private final int promptCount;
     private final String user;
+    private final int[] servingEndpoints;
+    private final String warning;
 
     public ParsedRequest(HttpRequest head, String path, boolean chat, ByteBuf body, RequestFields fields, Rule rule,
                          String requestId, boolean explain, long startNs, RoutingInputs inputs) {
+        this(head, path, chat, body, fields, rule, requestId, explain, startNs, inputs, null, null);
+    }
+
+    /**
+     * @param servingEndpoints the sorted ids of the only endpoints serving the request's (discovered) LoRA adapter,
+     *                         or null: every endpoint of the rule
+     * @param warning          the {@code X-Kvgate-Warning} the response carries, or null
+     */
+    public ParsedRequest(HttpRequest head, String path, boolean chat, ByteBuf body, RequestFields fields, Rule rule,
+                         String requestId, boolean explain, long startNs, RoutingInputs inputs, int[] servingEndpoints,
+                         String warning) {
         this.head = head;
         this.path = path;
         this.chat = chat;
@@ -45,6 +60,18 @@ public final class ParsedRequest {
         this.n = fields.n;
         this.promptCount = fields.promptCount;
         this.user = fields.user;
+        this.servingEndpoints = servingEndpoints;
+        this.warning = warning;
+    }
+
+    /** The sorted ids of the only endpoints serving the request's LoRA adapter (discovered), or null: any endpoint. */
+    public int[] servingEndpoints() {
+        return servingEndpoints;
+    }
+
+    /** The {@code X-Kvgate-Warning} value for the response (undeclared {@code chat_template_kwargs}), or null. */
+    public String warning() {
+        return warning;
     }
 
     /** The client's request head (method, URI, headers to forward). */

@@ -39,6 +39,8 @@ public final class RequestFieldExtractor {
     /** Member name inside the chat message being read (depth 3) and inside one of its content parts (depth 5). */
     private String messageField;
     private String partField;
+    /** The top-level {@code chat_template_kwargs} being read is an object (its member names are collected). */
+    private boolean kwargsObject;
 
     public RequestFieldExtractor(RequestFields fields) {
         try {
@@ -164,6 +166,8 @@ public final class RequestFieldExtractor {
                         messageField = parser.currentName();
                     } else if (depth == 5 && "messages".equals(topField)) {
                         partField = parser.currentName();
+                    } else if (depth == 2 && kwargsObject && "chat_template_kwargs".equals(topField)) {
+                        fields.templateKwargs.add(parser.currentName());
                     }
                 }
                 default -> {
@@ -228,6 +232,12 @@ public final class RequestFieldExtractor {
             }
             case "stream_options" -> fields.hasStreamOptions = true;
             case "kv_transfer_params" -> fields.hasKvTransferParams = true;
+            case "tools" -> fields.hasTools = true;
+            case "lora_path" -> fields.hasLoraPath = true;
+            case "chat_template_kwargs" -> { // the last occurrence wins
+                fields.templateKwargs.clear();
+                kwargsObject = t == JsonToken.START_OBJECT;
+            }
             case "model" -> {
                 fields.model = null; // the last "model" wins: a container after a string leaves no model to route on
                 fields.modelNotString = true;
@@ -321,6 +331,12 @@ public final class RequestFieldExtractor {
                 fields.messagesNotArray = fields.hasMessages;
             }
             case "stream_options" -> fields.hasStreamOptions = t != JsonToken.VALUE_NULL;
+            case "tools" -> fields.hasTools = t != JsonToken.VALUE_NULL;
+            case "lora_path" -> fields.hasLoraPath = t != JsonToken.VALUE_NULL;
+            case "chat_template_kwargs" -> {
+                fields.templateKwargs.clear();
+                kwargsObject = false;
+            }
             case "n" -> onN(t);
             case "logprobs" -> fields.logprobsTrue = t == JsonToken.VALUE_TRUE;
             case "top_logprobs" -> fields.hasTopLogprobs = t != JsonToken.VALUE_NULL;

@@ -76,6 +76,15 @@ public final class RequestFields {
     public final StringBuilder textPrefix = new StringBuilder();
     /** {@link #textPrefix} came from {@code messages} (chat), not from {@code prompt}. */
     public boolean textPrefixFromMessages;
+    /** {@code tools} is present and not null (the engines then pass the tools to the template, which may switch it). */
+    public boolean hasTools;
+    /** A top-level {@code lora_path} is present and not null (SGLang would run that adapter). */
+    public boolean hasLoraPath;
+    /**
+     * The member names of {@code chat_template_kwargs} (an object), in body order; empty when absent or not an
+     * object. Reused per connection: names are only collected for requests that send the field.
+     */
+    public final java.util.List<String> templateKwargs = new java.util.ArrayList<>(0);
 
     public void reset() {
         model = null;
@@ -106,6 +115,9 @@ public final class RequestFields {
         objectEnd = -1;
         textPrefix.setLength(0);
         textPrefixFromMessages = false;
+        hasTools = false;
+        hasLoraPath = false;
+        templateKwargs.clear();
     }
 
     /** Appends request text to {@link #textPrefix} up to its bound (the rest is not needed to key on a prefix). */

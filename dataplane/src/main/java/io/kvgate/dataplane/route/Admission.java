@@ -97,7 +97,7 @@ public final class Admission {
     boolean mustWait(EndpointState[] candidates, RouteEvent request, long nowNs) {
         boolean anyAvailable = false;
         for (EndpointState ep : candidates) {
-            if (ep.available(nowNs) && !request.alreadyTried(ep)) {
+            if (ep.available(nowNs) && !request.alreadyTried(ep) && request.serves(ep)) {
                 if (admits(ep, request.priority)) {
                     return false;
                 }

@@ -25,6 +25,11 @@ public final class RouteEvent {
     int[] promptTokens;
     String cacheSalt;
     String lora;
+    /**
+     * The ids (sorted) of the only endpoints that serve the request's LoRA adapter (a discovered adapter), or null:
+     * every endpoint of the rule may take it.
+     */
+    int[] serving;
     long sessionKeyHash;
     /** chwbl without a tokenizer: the hash of the request text's prefix, 0 when none. */
     long textPrefixKey;
@@ -64,6 +69,7 @@ public final class RouteEvent {
         promptTokens = r.promptTokens();
         cacheSalt = r.cacheSalt();
         lora = r.lora();
+        serving = r.servingEndpoints();
         sessionKeyHash = r.sessionKeyHash();
         textPrefixKey = r.textPrefixKey();
         explain = r.explain();
@@ -90,6 +96,7 @@ public final class RouteEvent {
         promptTokens = o.promptTokens;
         cacheSalt = o.cacheSalt;
         lora = o.lora;
+        serving = o.serving;
         sessionKeyHash = o.sessionKeyHash;
         textPrefixKey = o.textPrefixKey;
         explain = o.explain;
@@ -111,6 +118,7 @@ public final class RouteEvent {
         promptTokens = null;
         cacheSalt = null;
         lora = null;
+        serving = null;
     }
 
     /** For policy unit tests and benchmarks: an event with these inputs and no request behind it. */
@@ -203,6 +211,19 @@ public final class RouteEvent {
 
     public boolean dryRun() {
         return dryRun;
+    }
+
+    /** Whether {@code ep} serves the request's adapter (always, unless only some endpoints list it). */
+    boolean serves(EndpointState ep) {
+        return serving == null || java.util.Arrays.binarySearch(serving, ep.id()) >= 0;
+    }
+
+    /** For policy unit tests: restricts the event to the endpoints with these ids (a discovered adapter's). */
+    public RouteEvent servedBy(int... endpointIds) {
+        int[] ids = endpointIds.clone();
+        java.util.Arrays.sort(ids);
+        this.serving = ids;
+        return this;
     }
 
     boolean alreadyTried(EndpointState ep) {

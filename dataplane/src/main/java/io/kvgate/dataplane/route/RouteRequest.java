@@ -42,6 +42,14 @@ public interface RouteRequest {
         return null;
     }
 
+    /**
+     * The sorted ids of the only endpoints serving the request's LoRA adapter (an adapter discovered on some of the
+     * rule's endpoints), or null when every endpoint of the rule may take it. The array is shared, never modified.
+     */
+    default int[] servingEndpoints() {
+        return null;
+    }
+
     /** The session affinity key as {@link SessionKeys#hash}, or {@link SessionKeys#NONE}. */
     default long textPrefixKey() {
         return 0L; // RoutingInputs.NO_TEXT_KEY

@@ -94,13 +94,16 @@ public final class RouteTable {
                 stagedConfigs.add(ec);
             }
             Rule same = previous == null ? null : previous.ruleByName(rc.name());
-            if (same != null && same.config().equals(rc)) {
+            Object stage = requestStage.apply(rc);
+            // The request stage (the prompt pipeline) is compared too: a tokenizer directory or template file that
+            // changed under an unchanged configuration must rebuild the rule.
+            if (same != null && same.config().equals(rc) && java.util.Objects.equals(same.requestStage(), stage)) {
                 rules.add(same);
                 continue;
             }
             RuleStats stats = new RuleStats(rc.name());
             rules.add(new Rule(rc, eps, policyFactory.apply(new RuleBuildContext(rc, eps, stats)),
-                RulePolicies.decodePolicy(rc, stats), stats, requestStage.apply(rc)));
+                RulePolicies.decodePolicy(rc, stats), stats, stage));
         }
         RouteTable t = new RouteTable(config, rules, registry, staged, stagedConfigs);
         if (previous == null) {

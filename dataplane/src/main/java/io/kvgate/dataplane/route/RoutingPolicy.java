@@ -14,8 +14,12 @@ public interface RoutingPolicy {
      */
     default void carryOver(RoutingPolicy previous) {}
 
-    /** Whether {@code ep} may take this request: available now, not already tried by it, not saturated (admission). */
+    /**
+     * Whether {@code ep} may take this request: available now, not already tried by it, serving the request's LoRA
+     * adapter when only some endpoints do (discovered adapters), not saturated (admission).
+     */
     static boolean eligible(EndpointState ep, RouteEvent request, long nowNs) {
-        return ep.available(nowNs) && !request.alreadyTried(ep) && (request.gate == null || request.gate.admits(ep, request.priority));
+        return ep.available(nowNs) && !request.alreadyTried(ep) && request.serves(ep)
+            && (request.gate == null || request.gate.admits(ep, request.priority));
     }
 }

@@ -79,6 +79,8 @@ public final class RoutingStage implements AutoCloseable {
     private volatile boolean probesPending;
     /** The applied table: written by the routing thread (and the constructor), read by I/O threads. */
     private volatile RouteTable table;
+    /** LoRA adapters discovered on the endpoints (written by the model probe, read by I/O threads). */
+    private final AdapterDirectory adapters = new AdapterDirectory();
 
     // Routing thread only.
     private final StringBuilder why = new StringBuilder(256);
@@ -136,6 +138,16 @@ public final class RoutingStage implements AutoCloseable {
     /** The current rule set, for I/O threads resolving a model. */
     public RouteTable table() {
         return table;
+    }
+
+    /** The LoRA adapters discovered on the current rules' endpoints. */
+    public AdapterDirectory adapters() {
+        return adapters;
+    }
+
+    /** The discovered adapter {@code model} names on the current table, or null (I/O threads, after the table missed). */
+    public AdapterDirectory.Served discoveredAdapter(String model) {
+        return adapters.lookup(table, model);
     }
 
     /**

@@ -127,4 +127,26 @@ class RequestFieldExtractorTest {
         RequestFields f = extract(("{\"messages\":[{\"content\":\"" + big + "\"}]}").getBytes(StandardCharsets.UTF_8), 7000);
         assertEquals(RequestFields.MAX_TEXT_PREFIX_CHARS, f.textPrefix.length());
     }
+
+    /** chat_template_kwargs member names, tools and lora_path: what the warning and SGLang's LoRA form need. */
+    @Test
+    void templateKwargsToolsAndLoraPathAtEverySplitPosition() {
+        byte[] b = ("{\"model\":\"m\",\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":{\"y\":1},\"z\":[1]},"
+            + "\"tools\":[{\"type\":\"function\"}],\"lora_path\":\"a\",\"messages\":[]}").getBytes(StandardCharsets.UTF_8);
+        for (int i = 1; i < b.length; i++) {
+            RequestFields f = extract(b, i);
+            assertEquals(java.util.List.of("enable_thinking", "x", "z"), f.templateKwargs, "split at " + i);
+            assertTrue(f.hasTools && f.hasLoraPath, "split at " + i);
+        }
+        RequestFields last = extract("{\"chat_template_kwargs\":{\"a\":1},\"chat_template_kwargs\":{\"b\":2},\"tools\":null,\"lora_path\":null}"
+            .getBytes(StandardCharsets.UTF_8));
+        assertEquals(java.util.List.of("b"), last.templateKwargs, "the last occurrence wins, as in Python's json");
+        assertFalse(last.hasTools, "tools: null is None: no tool template");
+        assertFalse(last.hasLoraPath);
+        assertEquals(java.util.List.of(), extract("{\"chat_template_kwargs\":{\"a\":1},\"chat_template_kwargs\":null}"
+            .getBytes(StandardCharsets.UTF_8)).templateKwargs);
+        assertEquals(java.util.List.of(), extract("{\"chat_template_kwargs\":[\"a\"]}".getBytes(StandardCharsets.UTF_8)).templateKwargs,
+            "not an object: no names (the engine refuses it)");
+        assertTrue(extract("{\"tools\":[]}".getBytes(StandardCharsets.UTF_8)).hasTools, "an empty list is not None");
+    }
 }

@@ -313,7 +313,9 @@ public final class ControlCommand {
             rows.add(new String[] {r.path("name").asText(), String.join(",", models), r.path("engine").asText(), r.path("policy").asText(),
                 topo, r.path("hash_algo").asText(), r.path("block_size").asText(), r.path("hash_seed").asText(),
                 tok.path("dir").isTextual() ? Path.of(tok.path("dir").asText()).getFileName() + " " + shortHash(tok.path("tokenizer_sha256")) : "-",
-                shortHash(tok.path("chat_template_sha256")),
+                r.path("chat_template").isObject()
+                    ? r.path("chat_template").path("source").asText() + " " + shortHash(r.path("chat_template").path("sha256"))
+                    : shortHash(tok.path("chat_template_sha256")),
                 r.path("kv_subscribers").path("connected").asInt() + "/" + r.path("kv_subscribers").path("expected").asInt()});
         }
         printTable(out, rows);
