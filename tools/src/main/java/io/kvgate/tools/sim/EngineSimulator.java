@@ -79,7 +79,7 @@ public final class EngineSimulator implements AutoCloseable {
     private EngineSimulator(SimulatorConfig config) {
         this.config = config;
         this.latency = new LatencyModel(config.ttftMs, config.itlMs, config.prefillUsPerToken);
-        this.tokenizer = config.modelDir != null ? new ModelDirTokenizer(config.modelDir, config.dialect)
+        this.tokenizer = config.modelDir != null ? new ModelDirTokenizer(config.modelDir, config.dialect, config.chatTemplate)
             : new WordTokenizer();
         this.loras = new LoraAdapters(config.loraAdapters);
         this.replies = new SimReplies(config);

@@ -3,6 +3,7 @@ package io.kvgate.tools.sim;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.PromptRenderer;
+import io.kvgate.index.tokenize.ChatTemplates;
 import io.kvgate.index.tokenize.HfTokenizer;
 import io.kvgate.index.tokenize.TokenizerConfig;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
@@ -10,8 +11,6 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
-import java.util.Map;
 
 /**
  * {@code --model-dir}: the model's real HF tokenizer and Jinja chat template, so prompt token ids (usage, block
@@ -21,35 +20,53 @@ import java.util.Map;
  *
  * <p>Template choice per request, as the engines resolve it:
  * <ul>
- *   <li>both engines render through transformers' {@code apply_chat_template(tools=...)}: when the request has
- *       {@code tools} and {@code tokenizer_config.json} holds a list of named templates with a {@code tool_use}
- *       entry, that one is used, else the {@code default} entry;</li>
- *   <li>vLLM only: a processor template ({@code chat_template.json} in the model directory) comes before the
- *       tokenizer's, but is skipped when the request has {@code tools} (vllm resolve_hf_chat_template, 2nd
- *       priority "unless tool calling is enabled") — so adding tools can switch the template file.</li>
+ *   <li>vLLM ({@code resolve_chat_template}): the server's {@code --chat-template} file as read; else, unless the
+ *       request has {@code tools}, the processor's template (only a checkpoint whose AutoProcessor finds a processor
+ *       class has one: {@code chat_template.json}, or its template files — so adding tools can switch the
+ *       template); else the tokenizer's, through transformers' {@code apply_chat_template(tools=...)}, which picks
+ *       a named {@code tool_use} template for a request with tools.</li>
+ *   <li>SGLang ({@code TemplateManager}): the {@code --chat-template} {@code .jinja} file, loaded as SGLang does
+ *       (newlines stripped at both ends, literal backslash-n turned into newlines), for every request; else the
+ *       processor's template, which replaces the tokenizer's ({@code _resolve_hf_chat_template}); else the
+ *       tokenizer's, with the same {@code tool_use} switch.</li>
  * </ul>
  * Thread-safe (the tokenizer and renderers are).
  */
 final class ModelDirTokenizer implements PromptTokenizer {
     private final HfTokenizer tokenizer;
-    private final PromptRenderer defaultRenderer;
-    /** The tokenizer's named {@code tool_use} template, or null. */
-    private final PromptRenderer toolUseRenderer;
-    /** vLLM: the processor's template (used only without tools), or null. */
-    private final PromptRenderer processorRenderer;
+    /** The renderer for a request without tools, and the one for a request with tools (maybe the same). */
+    private final PromptRenderer plainRenderer;
+    private final PromptRenderer toolsRenderer;
 
     ModelDirTokenizer(Path modelDir, Dialect dialect) {
+        this(modelDir, dialect, null);
+    }
+
+    /** @param chatTemplate the engine's {@code --chat-template} file, or null */
+    ModelDirTokenizer(Path modelDir, Dialect dialect, Path chatTemplate) {
         try {
             this.tokenizer = HfTokenizer.load(modelDir);
         } catch (IOException e) {
             throw new UncheckedIOException("model-dir=" + modelDir + ": cannot load the tokenizer: " + e.getMessage(), e);
         }
         TokenizerConfig tc = tokenizer.config();
-        this.defaultRenderer = renderer(tc.chatTemplate());
-        String toolUse = namedTemplate(tc.raw().get("chat_template"), "tool_use");
-        this.toolUseRenderer = toolUse == null ? null : renderer(toolUse);
-        String processor = dialect == Dialect.VLLM ? processorTemplate(modelDir) : null;
-        this.processorRenderer = processor == null ? null : renderer(processor);
+        String flag = chatTemplate == null ? null : read(chatTemplate);
+        ChatTemplates processor = tokenizer.processorTemplates();
+        ChatTemplates tok = tc.templates();
+        String plain;
+        String tools;
+        if (flag != null) {
+            plain = tools = dialect == Dialect.SGLANG ? sglangLoaded(flag) : flag;
+        } else if (dialect == Dialect.SGLANG && processor != null && (processor.defaultTemplate() != null || !processor.named().isEmpty())) {
+            plain = processor.select(false); // the processor's template replaces the tokenizer's
+            tools = processor.select(true);
+        } else {
+            tools = tok == null ? null : tok.select(true);
+            String processorPlain = dialect == Dialect.VLLM && processor != null ? processor.select(false) : null;
+            plain = processorPlain != null ? processorPlain : tok == null ? null : tok.select(false);
+        }
+        this.plainRenderer = renderer(plain);
+        this.toolsRenderer = java.util.Objects.equals(plain, tools) ? plainRenderer : renderer(tools);
     }
 
     private PromptRenderer renderer(String template) {
@@ -57,46 +74,30 @@ final class ModelDirTokenizer implements PromptTokenizer {
         return new PromptRenderer(tokenizer::encode, template, tc.bosToken(), tc.eosToken());
     }
 
-    private static String namedTemplate(Object chatTemplate, String name) {
-        if (chatTemplate instanceof List<?> list) {
-            for (Object o : list) {
-                if (o instanceof Map<?, ?> m && name.equals(m.get("name")) && m.get("template") instanceof String t) {
-                    return t;
-                }
-            }
+    private static String read(Path f) {
+        try {
+            return Files.readString(f);
+        } catch (IOException e) {
+            throw new UncheckedIOException("chat-template: cannot read " + f + ": " + e.getMessage(), e);
         }
-        return null;
     }
 
-    /** {@code chat_template.json} ({"chat_template": "..."}), what AutoProcessor loads; null when absent. */
-    private static String processorTemplate(Path modelDir) {
-        Path f = modelDir.resolve("chat_template.json");
-        if (!Files.isRegularFile(f)) {
-            return null;
+    /** SGLang's {@code _load_jinja_template}: {@code "".join(f.readlines()).strip("\n").replace("\\n", "\n")}. */
+    static String sglangLoaded(String file) {
+        String t = file;
+        while (t.startsWith("\n")) {
+            t = t.substring(1);
         }
-        try {
-            JsonNode n = SimReplies.MAPPER.readTree(f.toFile());
-            JsonNode t = n.get("chat_template");
-            if (t == null || !t.isTextual()) {
-                throw new IllegalArgumentException("model-dir: " + f + ": needs a string \"chat_template\"");
-            }
-            return t.asText();
-        } catch (IOException e) {
-            throw new UncheckedIOException("model-dir: cannot read " + f + ": " + e.getMessage(), e);
+        while (t.endsWith("\n")) {
+            t = t.substring(0, t.length() - 1);
         }
+        return t.replace("\\n", "\n");
     }
 
     /** Which template renders this request (see the class comment). */
     PromptRenderer rendererFor(JsonNode request) {
         JsonNode tools = request.get("tools");
-        boolean hasTools = tools != null && !tools.isNull();
-        if (!hasTools && processorRenderer != null) {
-            return processorRenderer;
-        }
-        if (hasTools && toolUseRenderer != null) {
-            return toolUseRenderer;
-        }
-        return defaultRenderer;
+        return tools != null && !tools.isNull() ? toolsRenderer : plainRenderer;
     }
 
     @Override

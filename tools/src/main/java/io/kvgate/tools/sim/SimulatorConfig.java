@@ -69,6 +69,8 @@ public final class SimulatorConfig {
     /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
     int kvEventBufferSize = 1024;
     Path modelDir;
+    /** The engine's {@code --chat-template FILE} (vLLM: any file, used as read; SGLang: a .jinja file), or null. */
+    Path chatTemplate;
     /** Words generated when the request gives no max_tokens: the "EOS" length drawn per request in [min,max]. */
     int naturalMinTokens = 8;
     int naturalMaxTokens = 48;
@@ -119,6 +121,7 @@ public final class SimulatorConfig {
     public SimulatorConfig enableMetrics(boolean v) { enableMetrics = v; return this; }
     public SimulatorConfig maxBodyBytes(int v) { maxBodyBytes = v; return this; }
     public SimulatorConfig modelDir(Path v) { modelDir = v; return this; }
+    public SimulatorConfig chatTemplate(Path v) { chatTemplate = v; return this; }
     public SimulatorConfig naturalTokens(int min, int max) { naturalMinTokens = min; naturalMaxTokens = max; return this; }
     public SimulatorConfig epochSeconds(LongSupplier v) { epochSeconds = v; return this; }
     public SimulatorConfig blockSize(int v) { blockSize = v; return this; }
@@ -214,6 +217,13 @@ public final class SimulatorConfig {
             "natural tokens=" + naturalMinTokens + ".." + naturalMaxTokens + ": need 1 <= min <= max");
         check(errors, modelDir == null || Files.isDirectory(modelDir),
             "model-dir=" + modelDir + ": must be an existing directory");
+        check(errors, chatTemplate == null || (modelDir != null && Files.isRegularFile(chatTemplate)),
+            "chat-template=" + chatTemplate + ": must be an existing file, with --model-dir (the tokenizer renders it)");
+        check(errors, chatTemplate == null || (dialect != Dialect.TRTLLM && dialect != Dialect.LLAMACPP),
+            "chat-template=" + chatTemplate + ": modelled for vllm and sglang only");
+        check(errors, chatTemplate == null || dialect != Dialect.SGLANG || chatTemplate.toString().endsWith(".jinja"),
+            "chat-template=" + chatTemplate + ": SGLang reads a file not ending in .jinja as its JSON conversation template,"
+                + " which is not modelled");
         int bs = effectiveBlockSize();
         check(errors, bs >= 1 && bs <= 4096, "block-size=" + bs + ": must be in 1..4096");
         check(errors, cacheBlocks >= 1 && cacheBlocks <= 50_000_000, "cache-blocks=" + cacheBlocks + ": must be in 1..50000000");
@@ -339,6 +349,7 @@ public final class SimulatorConfig {
           --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
                                        them (default 1024; older events are dropped, so event ids jump)
           --model-dir DIR              real tokenizer + chat template (tokenizer.json[.gz], tokenizer_config.json)
+          --chat-template FILE         the engine's --chat-template (vllm: any file; sglang: a .jinja file)
           --block-size B               KV block / page size (default vllm 16, sglang 1, trtllm 32)
           --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
           --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), trtllm_internal
@@ -397,6 +408,7 @@ public final class SimulatorConfig {
                 case "--context-len" -> c.contextLen = intValue(flag, v);
                 case "--error-shape" -> c.errorShape = enumValue(ErrorShape.class, flag, v);
                 case "--model-dir" -> c.modelDir = Path.of(v);
+                case "--chat-template" -> c.chatTemplate = Path.of(v);
                 case "--block-size" -> c.blockSize = intValue(flag, v);
                 case "--cache-blocks" -> c.cacheBlocks = intValue(flag, v);
                 case "--hash-algo" -> c.hashAlgo = v;

@@ -85,13 +85,38 @@ class HealthAndTemplateTest {
         JsonNode plain = SimHttp.MAPPER.readTree("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
         JsonNode tools = SimHttp.MAPPER.readTree("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
             + "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}");
+        for (Dialect d : new Dialect[] {Dialect.VLLM, Dialect.SGLANG}) {
+            ModelDirTokenizer text = new ModelDirTokenizer(dir, d);
+            assertEquals("DEFAULT hi", text.renderChatText(plain), d + ": a text model has no processor: chat_template.json unread");
+            assertEquals("TOOLS hi", text.renderChatText(tools), d + ": transformers picks tool_use when tools are passed");
+        }
+        // A multimodal checkpoint: AutoProcessor finds a processor class, whose template is chat_template.json.
+        Files.writeString(dir.resolve("preprocessor_config.json"), "{\"processor_class\":\"Qwen2VLProcessor\"}");
         ModelDirTokenizer vllm = new ModelDirTokenizer(dir, Dialect.VLLM);
         assertEquals("PROCESSOR hi", vllm.renderChatText(plain), "vLLM: the processor template first");
         assertEquals("TOOLS hi", vllm.renderChatText(tools), "vLLM skips the processor template when tools are sent");
         ModelDirTokenizer sglang = new ModelDirTokenizer(dir, Dialect.SGLANG);
-        assertEquals("DEFAULT hi", sglang.renderChatText(plain), "SGLang renders with the tokenizer's template");
-        assertEquals("TOOLS hi", sglang.renderChatText(tools), "transformers picks tool_use when tools are passed");
+        assertEquals("PROCESSOR hi", sglang.renderChatText(plain), "SGLang replaces the tokenizer's template with the processor's");
+        assertEquals("PROCESSOR hi", sglang.renderChatText(tools), "... for requests with tools too (one string: no switch)");
         assertFalse(vllm.encodeChat(plain).length == vllm.encodeChat(tools).length
             && java.util.Arrays.equals(vllm.encodeChat(plain), vllm.encodeChat(tools)), "different prompt tokens");
+    }
+
+    /** {@code --chat-template}: first for both engines; SGLang loads a .jinja file its own way. */
+    @Test
+    void theChatTemplateFlagComesFirst(@TempDir Path dir) throws Exception {
+        Files.copy(Path.of("/work/shared/models/qwen3/tokenizer.json"), dir.resolve("tokenizer.json"));
+        Files.copy(Path.of("/work/shared/models/qwen3/tokenizer_config.json"), dir.resolve("tokenizer_config.json"));
+        Path flag = dir.resolve("flag.jinja");
+        Files.writeString(flag, "\n\nFLAG {{ messages[0]['content'] }}\\nend\n");
+        JsonNode tools = SimHttp.MAPPER.readTree("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+            + "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}");
+        assertEquals("\n\nFLAG hi\\nend", new ModelDirTokenizer(dir, Dialect.VLLM, flag).renderChatText(tools),
+            "vLLM renders the file as read (Jinja drops the one trailing newline)");
+        assertEquals("FLAG hi\nend", new ModelDirTokenizer(dir, Dialect.SGLANG, flag).renderChatText(tools),
+            "SGLang strips the newlines at both ends and turns a literal backslash-n into a newline");
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+            () -> SimHttp.fast(Dialect.SGLANG).modelDir(dir).chatTemplate(dir.resolve("tokenizer_config.json")).validate());
+        org.junit.jupiter.api.Assertions.assertTrue(e.getMessage().contains("SGLang reads a file not ending in .jinja"), e.getMessage());
     }
 }
