@@ -470,9 +470,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (fields.engineFieldRangeCount > 0) {
             gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
         }
-        if (rule.engine() == RuleConfig.Engine.SGLANG) {
-            sglangLoraForm(rule);
-        }
         String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
         HttpRequest req = head;
         String requestId = RequestIds.keepOrGenerate(req.headers().get("x-request-id"));
@@ -488,6 +485,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (prompt.problem() != null) {
             respondProblem(prompt.problem());
             return;
+        }
+        if (rule.engine() == RuleConfig.Engine.SGLANG) {
+            // After the prompt stage: its in-place edits (a clamped budget) use the offsets the body stage recorded.
+            sglangLoraForm(rule);
         }
         ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
             requestStartNs, prompt.inputs(), discovered == null ? null : discovered.endpointIds(), warning);
