@@ -98,7 +98,7 @@ final class ClientResponse {
      * overflow's {@code param} in error events.
      */
     void startRelay(ResponseHead engineHead, boolean sse, String explanation, boolean chat) {
-        RelayHead out = RelayHead.relay(ctx.alloc(), engineHead, requestId, explanation, !keepAlive(), sse);
+        RelayHead out = RelayHead.relay(ctx.alloc(), engineHead, requestId, explanation, warning, !keepAlive(), sse);
         if (sse) {
             framer = new SseFramer();
             streamCheck = engineHead.status() < 300 ? new EngineStreamCheck(chat) : null;

@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * A relayed response head on its way to the client, already in bytes: the engine's status line (as HTTP/1.1) and
  * header lines copied from its {@link ResponseHead} with the lines the client must not see left out, plus the
- * gateway's own ({@code x-request-id}, {@code x-kvgate-route}). The framing lines are added last, by the client codec
+ * gateway's own ({@code x-request-id}, {@code x-kvgate-route}, {@code x-kvgate-warning}). The framing lines are added last, by the client codec
  * ({@link ClientHttpCodec}), once the response connection policy had its say: {@code transfer-encoding: chunked}
  * unless the body is length-delimited or the client is HTTP/1.0 ({@link #closeDelimited}), {@code connection: close}
  * when the connection ends after this response ({@link #closeConnection}). The codec then frames the body
@@ -18,6 +18,7 @@ public final class RelayHead extends DefaultByteBufHolder {
     private static final byte[] HTTP_1_1 = "HTTP/1.1".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] REQUEST_ID = "x-request-id: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] ROUTE = "x-kvgate-route: ".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] WARNING = "x-kvgate-warning: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] CHUNKED = "transfer-encoding: chunked\r\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] CLOSE = "connection: close\r\n".getBytes(StandardCharsets.US_ASCII);
     private static final int CRLF = ('\r' << 8) | '\n';
@@ -45,6 +46,15 @@ public final class RelayHead extends DefaultByteBufHolder {
      */
     public static RelayHead relay(ByteBufAllocator alloc, ResponseHead engine, String requestId, String explanation,
                                   boolean close, boolean lengthMayChange) {
+        return relay(alloc, engine, requestId, explanation, null, close, lengthMayChange);
+    }
+
+    /**
+     * As above, with the gateway's {@code x-kvgate-warning} (undeclared {@code chat_template_kwargs}), or null for
+     * none.
+     */
+    public static RelayHead relay(ByteBufAllocator alloc, ResponseHead engine, String requestId, String explanation,
+                                  String warning, boolean close, boolean lengthMayChange) {
         ByteBuf raw = engine.content();
         int base = raw.readerIndex();
         int headerEnd = raw.readableBytes() - 2; // the blank line is written by finish()
@@ -54,7 +64,8 @@ public final class RelayHead extends DefaultByteBufHolder {
         // 204 carries no length (RFC 9110 §8.6); a body the relay may rewrite cannot keep the engine's.
         boolean dropLength = lengthLine >= 0 && (engine.status() == 204 || (length && lengthMayChange));
         int capacity = raw.readableBytes() + REQUEST_ID.length + requestId.length() + 2
-            + (explanation == null ? 0 : ROUTE.length + explanation.length() + 2) + CHUNKED.length + CLOSE.length + 2;
+            + (explanation == null ? 0 : ROUTE.length + explanation.length() + 2)
+            + (warning == null ? 0 : WARNING.length + warning.length() + 2) + CHUNKED.length + CLOSE.length + 2;
         ByteBuf out = alloc.buffer(capacity);
         out.writeBytes(HTTP_1_1);
         out.writeBytes(raw, base + HTTP_1_1.length, engine.statusLineEnd() - HTTP_1_1.length);
@@ -84,6 +95,11 @@ public final class RelayHead extends DefaultByteBufHolder {
         if (explanation != null) {
             out.writeBytes(ROUTE);
             HttpBytes.writeFieldValue(out, explanation);
+            out.writeShort(CRLF);
+        }
+        if (warning != null) {
+            out.writeBytes(WARNING);
+            HttpBytes.writeFieldValue(out, warning);
             out.writeShort(CRLF);
         }
         boolean chunked = !bodyless && (!length || dropLength);

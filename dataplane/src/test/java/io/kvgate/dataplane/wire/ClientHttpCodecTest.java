@@ -198,6 +198,19 @@ class ClientHttpCodecTest {
         engine.finishAndReleaseAll();
     }
 
+    @Test
+    void theTemplateWarningIsTheGatewaysOwn() {
+        EmbeddedChannel engine = new EmbeddedChannel(new EngineResponseDecoder(4096, 8192));
+        engine.writeInbound(bytes("HTTP/1.1 200 OK\r\nx-kvgate-warning: forged\r\ncontent-length: 0\r\n\r\n"));
+        ResponseHead h = engine.readInbound();
+        capture.ctx.write(RelayHead.relay(capture.ctx.alloc(), h, "rid", null, "chat_template_kwargs 'x'\r\nx-evil: 1", false, false));
+        h.release();
+        capture.ctx.writeAndFlush(engine.readInbound());
+        assertEquals("HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-request-id: rid\r\n"
+            + "x-kvgate-warning: chat_template_kwargs 'x'??x-evil: 1\r\n\r\n", output(client), "the engine's own is not relayed");
+        engine.finishAndReleaseAll();
+    }
+
     /** The codec pairs responses with requests: a relayed response counts, so a HEAD after it still gets no body. */
     @Test
     void aHeadRequestAfterARelayedResponseGetsNoBody() {
