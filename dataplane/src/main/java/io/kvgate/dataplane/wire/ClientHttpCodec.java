@@ -21,8 +21,8 @@ import java.util.ArrayDeque;
 import java.util.List;
 
 /**
- * The client connection's HTTP/1.1 codec: Netty's request decoder and response encoder (for the gateway's own
- * answers), plus relayed responses in bytes — a {@link RelayHead} followed by the body's {@code HttpContent}s, which
+ * The client connection's HTTP/1.1 codec: Netty's request decoder (its headers kept in {@link RequestHeaders}, not a
+ * hash map) and response encoder (for the gateway's own answers), plus relayed responses in bytes — a {@link RelayHead} followed by the body's {@code HttpContent}s, which
  * this codec frames itself (chunked, as is, or not at all) without building a response object or a header map.
  *
  * <p>What {@code HttpServerCodec} did is kept: a response to {@code HEAD} carries no body (requests and responses pair
@@ -43,7 +43,8 @@ public final class ClientHttpCodec extends CombinedChannelDuplexHandler<ClientHt
 
     public ClientHttpCodec(int maxInitialLineLength, int maxHeaderSize, int maxChunkSize) {
         init(new RequestDecoder(new HttpDecoderConfig().setMaxInitialLineLength(maxInitialLineLength)
-            .setMaxHeaderSize(maxHeaderSize).setMaxChunkSize(maxChunkSize)), new ResponseEncoder());
+            .setMaxHeaderSize(maxHeaderSize).setMaxChunkSize(maxChunkSize)
+            .setHeadersFactory(RequestHeaders.HEADERS).setTrailersFactory(RequestHeaders.TRAILERS)), new ResponseEncoder());
     }
 
     private boolean nextIsHead() {

@@ -53,11 +53,20 @@ public final class ForwardedHeaders {
             int start = 0;
             for (int i = 0; i <= v.length(); i++) {
                 if (i == v.length() || v.charAt(i) == ',') {
-                    String token = v.substring(start, i).strip();
+                    int s = start;
+                    int e = i;
                     start = i + 1;
-                    if (token.isEmpty() || token.equalsIgnoreCase("keep-alive") || token.equalsIgnoreCase("close")) {
-                        continue;
+                    while (s < e && v.charAt(s) <= ' ') {
+                        s++;
                     }
+                    while (e > s && v.charAt(e - 1) <= ' ') {
+                        e--;
+                    }
+                    if (e == s || (e - s == 10 && v.regionMatches(true, s, "keep-alive", 0, 10))
+                        || (e - s == 5 && v.regionMatches(true, s, "close", 0, 5))) {
+                        continue; // the common tokens cost no substring
+                    }
+                    String token = v.substring(s, e);
                     if (listed == null) {
                         listed = new String[4];
                     } else if (n == listed.length) {
@@ -97,16 +106,29 @@ public final class ForwardedHeaders {
      */
     public static void writeToEngine(ByteBuf out, HttpHeaders in, String gatewaySets) {
         String[] connectionListed = in.contains(HttpHeaderNames.CONNECTION) ? connectionListed(in) : null;
+        if (in instanceof RequestHeaders r) { // the client codec's: read in place, no entry objects
+            for (int i = 0, n = r.size(); i < n; i++) {
+                CharSequence k = r.nameAt(i);
+                if (toEngine(k, connectionListed, gatewaySets)) {
+                    writeLine(out, k, r.valueAt(i));
+                }
+            }
+            return;
+        }
         Iterator<Map.Entry<CharSequence, CharSequence>> it = in.iteratorCharSequence();
         while (it.hasNext()) {
             Map.Entry<CharSequence, CharSequence> e = it.next();
             CharSequence k = e.getKey();
             if (toEngine(k, connectionListed, gatewaySets)) {
-                ByteBufUtil.writeAscii(out, k);
-                out.writeByte(':').writeByte(' ');
-                ByteBufUtil.writeAscii(out, e.getValue());
-                out.writeByte('\r').writeByte('\n');
+                writeLine(out, k, e.getValue());
             }
         }
+    }
+
+    private static void writeLine(ByteBuf out, CharSequence name, CharSequence value) {
+        ByteBufUtil.writeAscii(out, name);
+        out.writeByte(':').writeByte(' ');
+        ByteBufUtil.writeAscii(out, value);
+        out.writeByte('\r').writeByte('\n');
     }
 }
