@@ -62,9 +62,20 @@ public final class UpstreamLeg {
 
     /** Timeouts of one leg, in nanoseconds. */
     public record Timeouts(long firstByteNs, long idleNs, long clientStallNs) {
+        /** The last value made: every request of a configuration asks for the same three timeouts. */
+        private static volatile Timeouts last = new Timeouts(0, 0, 0);
+
+        /** The timeouts for these values; the one kept from the previous call when they are the same (no allocation). */
         public static Timeouts ofMillis(long firstByteMs, long idleMs, long clientStallMs) {
-            return new Timeouts(TimeUnit.MILLISECONDS.toNanos(firstByteMs), TimeUnit.MILLISECONDS.toNanos(idleMs),
-                TimeUnit.MILLISECONDS.toNanos(clientStallMs));
+            long firstByteNs = TimeUnit.MILLISECONDS.toNanos(firstByteMs);
+            long idleNs = TimeUnit.MILLISECONDS.toNanos(idleMs);
+            long clientStallNs = TimeUnit.MILLISECONDS.toNanos(clientStallMs);
+            Timeouts t = last;
+            if (t.firstByteNs != firstByteNs || t.idleNs != idleNs || t.clientStallNs != clientStallNs) {
+                t = new Timeouts(firstByteNs, idleNs, clientStallNs);
+                last = t;
+            }
+            return t;
         }
     }
 
@@ -206,7 +217,10 @@ public final class UpstreamLeg {
         if (state != State.SENT) {
             return; // the write failed synchronously
         }
-        scheduleTimer(sentAtNs + timeouts.firstByteNs());
+        // Armed for the earlier of the first-byte and the idle deadline: the head then never needs a new timer (the idle
+        // deadline it starts cannot come before this one), so a short response costs one schedule. Firing with no head
+        // before the first-byte deadline just re-arms for it (onTimer).
+        scheduleTimer(sentAtNs + Math.min(timeouts.firstByteNs(), timeouts.idleNs()));
         channel.read();
         listener.onSent(this, connectNs);
     }
@@ -499,9 +513,9 @@ public final class UpstreamLeg {
         }
         long idleDeadline = engineClockFromNs + timeouts.idleNs();
         if (timer != null && clientHoldSinceNs < 0 && timerDeadlineNs - idleDeadline > 0) {
-            // From the first-byte deadline to idle checks. Only moved when the idle deadline comes first: a timer
-            // that fires earlier finds the idle deadline ahead (onTimer) and re-arms itself for it, so the common
-            // short response schedules one timer, not two.
+            // From the first-byte deadline to idle checks. Only moved when the idle deadline comes first (a head after
+            // the timer was re-armed for a late first byte): a timer that fires earlier finds the idle deadline ahead
+            // (onTimer) and re-arms itself for it, so the common short response schedules one timer, not two.
             scheduleTimer(idleDeadline);
         }
         state = State.STREAMING;

@@ -242,6 +242,34 @@ class UpstreamLegTest {
     }
 
     @Test
+    void aFirstByteDeadlineLaterThanTheIdleOneStillHolds() {
+        // The timer is first armed at the earlier (idle) deadline; with no head by then it re-arms for the first byte.
+        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/chat/completions"),
+            bytes(BODY), UpstreamLeg.Timeouts.ofMillis(10_000, 2_000, 5_000), listener);
+        leg.start();
+        advance(2_000);
+        assertNull(listener.failure, "no head within the idle timeout is not an idle timeout");
+        advance(7_999);
+        assertNull(listener.failure);
+        advance(1);
+        assertEquals(LegFailure.FIRST_BYTE_TIMEOUT, listener.failure);
+    }
+
+    @Test
+    void aHeadAfterALateFirstByteGetsIdleChecksFromItsArrival() {
+        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/chat/completions"),
+            bytes(BODY), UpstreamLeg.Timeouts.ofMillis(10_000, 2_000, 5_000), listener);
+        leg.start();
+        advance(5_000); // past the idle timeout, within the first-byte one
+        engineSends(engines.opened.get(0), "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+        advance(1_999);
+        assertNull(listener.failure);
+        advance(1);
+        assertEquals(LegFailure.IDLE_TIMEOUT, listener.failure, "idle from the head at 5 s, not the first-byte deadline at 10 s");
+        assertEquals(UpstreamLeg.State.FAILED, leg.state());
+    }
+
+    @Test
     void clientStallEndsTheLegWithoutChargingTheEngine() {
         listener.hold = client.newPromise();
         UpstreamLeg leg = leg(BODY);
