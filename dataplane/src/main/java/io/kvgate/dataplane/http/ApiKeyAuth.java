@@ -10,7 +10,8 @@ import java.util.List;
  * Secret checks of the client listener, decided from the request head alone: {@code api_keys} on every
  * {@code /v1/*} route (and {@code /metrics} when keys are set), and the admin token that unlocks
  * {@code X-Kvgate-Explain}. Comparisons take time that depends only on the configured secrets' lengths
- * ({@link MessageDigest#isEqual}, every key compared). Stateless.
+ * (every character of every key compared, {@link MessageDigest#isEqual} for the admin token), and the API-key check
+ * allocates nothing (it runs on every request). Stateless.
  */
 public final class ApiKeyAuth {
     /** Header that carries the admin token on client requests (to unlock {@code X-Kvgate-Explain}). */
@@ -27,12 +28,32 @@ public final class ApiKeyAuth {
         if (auth == null || !auth.regionMatches(true, 0, "Bearer ", 0, 7)) {
             return false;
         }
-        byte[] presented = auth.substring(7).trim().getBytes(StandardCharsets.UTF_8);
+        int from = 7;
+        int to = auth.length();
+        while (from < to && auth.charAt(from) <= ' ') {
+            from++;
+        }
+        while (to > from && auth.charAt(to - 1) <= ' ') {
+            to--;
+        }
         boolean ok = false;
-        for (String k : keys) {
-            ok |= MessageDigest.isEqual(k.getBytes(StandardCharsets.UTF_8), presented);
+        for (int i = 0, n = keys.size(); i < n; i++) {
+            ok |= sameSecret(keys.get(i), auth, from, to);
         }
         return ok;
+    }
+
+    /**
+     * Whether {@code presented[from, to)} equals {@code key}, in time that depends on the key's length only. Chars
+     * compare as the UTF-8 bytes did (the header's chars are its bytes; a key is configuration text).
+     */
+    static boolean sameSecret(String key, String presented, int from, int to) {
+        int length = to - from;
+        int diff = key.length() ^ length;
+        for (int i = 0; i < key.length(); i++) {
+            diff |= key.charAt(i) ^ (i < length ? presented.charAt(from + i) : 0);
+        }
+        return diff == 0;
     }
 
     /** Whether the head carries the configured admin token in {@value #ADMIN_TOKEN_HEADER}; false when none is set. */
