@@ -243,6 +243,18 @@ class EngineLoadScraperSystemTest {
         await("a reading", () -> ea.lastReading() != null);
         cfg.set(load(false, 1 << 20));
         await("withdrawn", () -> ea.lastReading() == null);
+        // A scrape sent just before the switch may still reach the engine (its thread is slow under load): wait until
+        // nothing arrives for three rounds. A scraper that kept scraping would never get there (bounded by await).
+        int[] last = {served.get()};
+        long[] quietSince = {System.nanoTime()};
+        await("no scrape in flight", () -> {
+            int now = served.get();
+            if (now != last[0]) {
+                last[0] = now;
+                quietSince[0] = System.nanoTime();
+            }
+            return System.nanoTime() - quietSince[0] > TimeUnit.MILLISECONDS.toNanos(60);
+        });
         int servedThen = served.get();
         TimeUnit.MILLISECONDS.sleep(100); // five rounds at 20 ms: none may scrape (nothing here waits on a timeout)
         assertEquals(servedThen, served.get(), "load.enabled false: no scrape");
