@@ -7,9 +7,10 @@ import java.util.Set;
 
 /**
  * One entry of a rule's {@code models:} list: the name clients send ({@code name}) and, when the engines serve the
- * model under another name, that name ({@code served_as}). A plain string entry is a name served as itself.
- * Until the gateway rewrites {@code model} between the two names (issue #13 item 4), a {@code served_as} other than
- * {@code name} is a configuration problem, never a silent no-op. Immutable.
+ * model under another name, that name ({@code served_as}; an alias, issue #13 item 4). A plain string entry is a name
+ * served as itself. The gateway sends a request for {@code name} with {@code "model": served_as} and writes
+ * {@code name} back into every answer's {@code model} (JSON body and every SSE chunk); clients, {@code /v1/models}
+ * and metrics labels only ever see {@code name}. Two client names may share one {@code served_as}. Immutable.
  *
  * <p>An entry is a mapping so per-model keys can sit beside {@code served_as} (the LoRA {@code adapters} work reads
  * its own keys here); {@link #read} reports every key it does not know.
@@ -67,11 +68,6 @@ public record ModelEntry(String name, String servedAs, List<String> adapters) {
     static ModelEntry read(ConfigNode n) {
         String name = n.requiredString("name");
         String servedAs = n.has("served_as") ? n.requiredString("served_as") : null;
-        if (name != null && servedAs != null && !servedAs.equals(name)) {
-            // Refused rather than silently ignored: the engines would get the client's name and (vLLM) answer 404.
-            n.problem("served_as", servedAs, "is not supported yet: the gateway does not rewrite 'model' between the "
-                + "client's name and the engine's (issue #13 item 4); name the model as the engines serve it");
-        }
         List<String> adapters = n.has("adapters") ? n.stringList("adapters") : List.of();
         Set<String> seen = new HashSet<>();
         for (String a : adapters) {

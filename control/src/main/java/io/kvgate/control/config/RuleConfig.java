@@ -34,7 +34,34 @@ public record RuleConfig(
     HealthOverride health,
     int maxModelLen,
     String onContextOverflow,
-    ChatTemplateFile chatTemplate) {
+    ChatTemplateFile chatTemplate,
+    GreedyN greedyN) {
+
+    /**
+     * {@code greedy_n}: what a request for {@code n > 1} choices at {@code temperature: 0} gets (issue #13 item 2).
+     * OpenAI accepts it; SGLang answers n identical choices; vLLM (and TensorRT-LLM) refuse it ("n must be 1 when
+     * using greedy sampling"). {@code replicate} (default): accepted on every engine, and on the engines that refuse
+     * it the gateway asks for one choice and answers it n times; {@code reject}: the gateway answers vLLM's 400 for
+     * every engine, before any engine sees the request.
+     */
+    public enum GreedyN {
+        REPLICATE, REJECT;
+
+        public String configValue() {
+            return name().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    /** The shape before {@code greedy_n} existed: greedy {@code n > 1} replicated. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, GreedyN.REPLICATE);
+    }
 
     /**
      * {@code health.path} / {@code health.timeout_ms} of one rule (issue #13 item 7): its endpoints are probed there
@@ -69,7 +96,7 @@ public record RuleConfig(
     RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, resolvedTemplate);
+            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -143,7 +170,7 @@ public record RuleConfig(
         return names;
     }
 
-    /** Whether any entry renames its model for the engines ({@code served_as}): then responses are rewritten. */
+    /** Whether any entry renames its model for the engines ({@code served_as}): those requests and answers are rewritten. */
     public boolean renamesModels() {
         for (ModelEntry e : modelEntries) {
             if (e.renamed()) {
@@ -173,10 +200,14 @@ public record RuleConfig(
             if (!sglang) {
                 continue;
             }
-            if (e.name().indexOf(':') >= 0) {
-                n.problem("models", e.name(), "contains ':', which SGLang reads as 'base:adapter' (it would run the LoRA"
-                    + " adapter '" + e.name().substring(e.name().indexOf(':') + 1).strip() + "'); name the base model"
-                    + " without ':' and list adapters under 'adapters'");
+            // SGLang sees the engine's name (served_as, else the client's): a client name with ':' is fine when it is
+            // served as a name without one.
+            String seen = e.engineName();
+            if (seen.indexOf(':') >= 0) {
+                n.problem("models", seen, "contains ':', which SGLang reads as 'base:adapter' (it would run the LoRA"
+                    + " adapter '" + seen.substring(seen.indexOf(':') + 1).strip() + "'); name the base model"
+                    + " without ':' and list adapters under 'adapters'" + (e.renamed() ? " (served_as of '" + e.name() + "')"
+                    : ", or keep the client's name and map it: {name: '" + e.name() + "', served_as: <name without ':'>}"));
             }
             for (String a : e.adapters()) {
                 if (a.indexOf(':') >= 0) {
@@ -372,6 +403,16 @@ public record RuleConfig(
         /** Whether the engine answers 503 on {@code /health} and on requests while its model loads (llama-server). */
         public boolean answers503WhileLoading() {
             return this == LLAMACPP;
+        }
+
+        /**
+         * Whether the engine refuses {@code n > 1} at {@code temperature: 0}: vLLM ("n must be 1 when using greedy
+         * sampling", SamplingParams._verify_greedy_sampling) and TensorRT-LLM (greedy decoding allows one return).
+         * SGLang answers n identical choices; llama-server refuses every {@code n} other than 1, greedy or not, so
+         * replicating only the greedy case would not make it OpenAI's.
+         */
+        public boolean refusesGreedyN() {
+            return this == VLLM || this == TRTLLM;
         }
     }
 
@@ -705,9 +746,10 @@ public record RuleConfig(
             h.problem("path", health.path(), "must start with '/' (e.g. /health_generate, SGLang's deep probe)");
         }
         h.finish();
+        GreedyN greedyN = GreedyN.valueOf(n.oneOf("greedy_n", "replicate", List.of("replicate", "reject")).toUpperCase(Locale.ROOT));
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow, chatTemplate);
+            maxModelLen, onContextOverflow, chatTemplate, greedyN);
     }
 }

@@ -53,7 +53,8 @@ class ConfigTreeCoverageTest {
             api_keys_file: keys
             rules:
               - name: r
-                models: [m1, {name: m2, served_as: m2, adapters: [m2-lora]}]
+                models: [m1, {name: m2, served_as: m2, adapters: [m2-lora]}, {name: m9, served_as: m1}]
+                greedy_n: reject
                 health: {path: /health_generate, timeout_ms: 5000}
                 engine: vllm
                 policy: kv_exact

@@ -37,9 +37,35 @@ class ModelEntryConfigTest {
     }
 
     @Test
-    void aServedAsOtherThanTheNameIsRefusedUntilTheGatewayRewritesModel() {
-        String p = problems(config("[{name: gpt-4o-mini, served_as: qwen3}]"));
-        assertTrue(p.contains("rules[0] (name=r).models[0] (name=gpt-4o-mini).served_as: value 'qwen3' is not supported yet"), p);
+    void aliasesMapClientNamesToTheEnginesNameAndMayShareIt() throws Exception {
+        RuleConfig r = GatewayConfig.parse(config("[qwen3, {name: gpt-4o-mini, served_as: qwen3}, {name: gpt-4o, served_as: qwen3}]"))
+            .rules().get(0);
+        assertEquals(List.of("qwen3", "gpt-4o-mini", "gpt-4o"), r.models(), "clients' names: what /v1/models lists");
+        assertEquals("qwen3", r.entryFor("gpt-4o-mini").engineName());
+        assertEquals("qwen3", r.entryFor("gpt-4o").engineName());
+        assertTrue(r.entryFor("gpt-4o-mini").renamed());
+        assertTrue(r.renamesModels());
+    }
+
+    @Test
+    void sglangSeesTheServedNameSoOnlyThatOneMustBeFreeOfColons() throws Exception {
+        String sglang = "rules:\n  - name: r\n    engine: sglang\n    models: %s\n    endpoints: [{url: \"http://127.0.0.1:9001\"}]\n";
+        RuleConfig r = GatewayConfig.parse(sglang.formatted("[{name: \"org/llama3:v2\", served_as: llama3}]")).rules().get(0);
+        assertEquals("llama3", r.entryFor("org/llama3:v2").engineName(), "a client name with ':' is fine when mapped");
+        String p = problems(sglang.formatted("[{name: llama3, served_as: \"base:lora\"}]"));
+        assertTrue(p.contains("rules[0] (name=r).models: value 'base:lora' contains ':', which SGLang reads as 'base:adapter'"), p);
+        String plain = problems(sglang.formatted("[\"llama3:v2\"]"));
+        assertTrue(plain.contains("value 'llama3:v2' contains ':'") && plain.contains("served_as: <name without ':'>"), plain);
+    }
+
+    @Test
+    void greedyNIsReplicateByDefaultAndRejectOnRequest() throws Exception {
+        assertEquals(RuleConfig.GreedyN.REPLICATE, GatewayConfig.parse(config("[m]")).rules().get(0).greedyN());
+        GatewayConfig c = GatewayConfig.parse(config("[m]") + "    greedy_n: reject\n");
+        assertEquals(RuleConfig.GreedyN.REJECT, c.rules().get(0).greedyN());
+        assertEquals(c, GatewayConfig.parse(ConfigTree.dump(ConfigTree.toTree(c, true))), "read back and parsed again");
+        String p = problems(config("[m]") + "    greedy_n: clamp\n");
+        assertTrue(p.contains("rules[0] (name=r).greedy_n: value 'clamp' must be one of replicate|reject"), p);
     }
 
     @Test
