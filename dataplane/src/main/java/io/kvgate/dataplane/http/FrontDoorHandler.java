@@ -9,6 +9,7 @@ import io.kvgate.dataplane.request.JsonMembers;
 import io.kvgate.dataplane.route.AdapterDirectory;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.AnswerRewrite;
 import io.kvgate.dataplane.request.EngineFieldStripper;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.ExchangeStarter;
@@ -17,6 +18,7 @@ import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.request.Problem;
 import io.kvgate.dataplane.request.RequestFieldExtractor;
 import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RequestEdits;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.route.Rule;
@@ -88,6 +90,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private ByteBuf body;
     private RequestFieldExtractor extractor;
     private final RequestFields fields = new RequestFields();
+    /** The gateway's edits of the body being forwarded (reused per request; empty on the byte-for-byte path). */
+    private final RequestEdits edits = new RequestEdits();
     private long requestStartNs;
     /** A refused head whose (empty) body is skipped until its last content; the connection then goes on. */
     private boolean skippingBody;
@@ -466,6 +470,11 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (rule == null) {
             return;
         }
+        Problem greedy = RequestValidator.greedyN(fields, rule.config().greedyN()); // generation only: render routes render
+        if (greedy != null) {
+            respondProblem(greedy);
+            return;
+        }
         gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
         if (fields.engineFieldRangeCount > 0) {
             gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
@@ -486,6 +495,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             respondProblem(prompt.problem());
             return;
         }
+        forwardedBody(rule);
         if (rule.engine() == RuleConfig.Engine.SGLANG) {
             // After the prompt stage: its in-place edits (a clamped budget) use the offsets the body stage recorded.
             sglangLoraForm(rule);
@@ -499,6 +509,19 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         ActiveExchange started = starter.start(ctx, parsed, this);
         if (busy) { // the exchange may have finished (and the next pipelined request started) inside start()
             exchange = started;
+        }
+    }
+
+    /**
+     * The edits of the answer rewrite this request needs (model alias, greedy {@code n}, forced usage), spliced into
+     * the body in one pass over the recorded field ranges (read again first when an earlier stage changed the body:
+     * the engine-field strip, the context clamp). A request that needs none keeps its body buffer as it is.
+     */
+    private void forwardedBody(Rule rule) {
+        fields.answerRewrite = AnswerRewrite.plan(fields, rule.config(), body, edits);
+        if (!edits.isEmpty()) {
+            body = edits.apply(body, fields, ctx.alloc());
+            edits.reset();
         }
     }
 

@@ -19,10 +19,37 @@ public final class EngineFieldStripper {
      * @return the number of members removed (0: the body is untouched)
      */
     public static int strip(ByteBuf body, RequestFields f) {
-        int n = f.engineFieldRangeCount;
-        if (n == 0) {
+        int removed = f.engineFieldRangeCount;
+        if (removed == 0) {
             return 0;
         }
+        int n = removalRanges(body, f);
+        int[] r = f.engineFieldRanges;
+        int base = body.readerIndex();
+        int write = r[0];
+        int end = body.writerIndex() - base;
+        for (int k = 0; k < n; k++) {
+            int keepFrom = r[k * 2 + 1];
+            int keepTo = k + 1 < n ? r[(k + 1) * 2] : end;
+            int len = keepTo - keepFrom;
+            if (len > 0) {
+                body.setBytes(base + write, body, base + keepFrom, len); // moves left: safe within one buffer
+                write += len;
+            }
+        }
+        body.writerIndex(base + write);
+        f.removedRangeCount = n; // r[0, 2n) now hold exactly the removed ranges, for shifted()
+        return removed;
+    }
+
+    /**
+     * Turns the recorded member ranges into the byte ranges to remove, in body order, in place in
+     * {@link RequestFields#engineFieldRanges}; returns how many there are (a run of members that ends the object is
+     * one range, with the comma before it). Shared with {@link RequestEdits}, which removes them in the same pass as
+     * its own edits. Call once per body.
+     */
+    static int removalRanges(ByteBuf body, RequestFields f) {
+        int n = f.engineFieldRangeCount;
         int[] r = f.engineFieldRanges;
         int base = body.readerIndex();
         // The parser reports a member name's location inside the name (past its opening quote): move every name
@@ -53,20 +80,7 @@ public final class EngineFieldStripper {
             r[first * 2 + 1] = f.objectEnd;
             n = first + 1;
         }
-        int write = r[0];
-        int end = body.writerIndex() - base;
-        for (int k = 0; k < n; k++) {
-            int keepFrom = r[k * 2 + 1];
-            int keepTo = k + 1 < n ? r[(k + 1) * 2] : end;
-            int len = keepTo - keepFrom;
-            if (len > 0) {
-                body.setBytes(base + write, body, base + keepFrom, len); // moves left: safe within one buffer
-                write += len;
-            }
-        }
-        body.writerIndex(base + write);
-        f.removedRangeCount = n; // r[0, 2n) now hold exactly the removed ranges, for shifted()
-        return f.engineFieldRangeCount;
+        return n;
     }
 
     /**

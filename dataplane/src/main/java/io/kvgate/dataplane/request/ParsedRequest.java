@@ -31,6 +31,7 @@ public final class ParsedRequest {
     private final String user;
     private final int[] servingEndpoints;
     private final String warning;
+    private final AnswerRewrite answerRewrite;
 
     public ParsedRequest(HttpRequest head, String path, boolean chat, ByteBuf body, RequestFields fields, Rule rule,
                          String requestId, boolean explain, long startNs, RoutingInputs inputs) {
@@ -62,6 +63,7 @@ public final class ParsedRequest {
         this.user = fields.user;
         this.servingEndpoints = servingEndpoints;
         this.warning = warning;
+        this.answerRewrite = fields.answerRewrite;
     }
 
     /** The sorted ids of the only endpoints serving the request's LoRA adapter (discovered), or null: any endpoint. */
@@ -72,6 +74,11 @@ public final class ParsedRequest {
     /** The {@code X-Kvgate-Warning} value for the response (undeclared {@code chat_template_kwargs}), or null. */
     public String warning() {
         return warning;
+    }
+
+    /** What the gateway rewrites in the answers (its request edits are already in {@link #body()}), or null. */
+    public AnswerRewrite answerRewrite() {
+        return answerRewrite;
     }
 
     /** The client's request head (method, URI, headers to forward). */

@@ -41,6 +41,14 @@ public final class RequestFieldExtractor {
     private String partField;
     /** The top-level {@code chat_template_kwargs} being read is an object (its member names are collected). */
     private boolean kwargsObject;
+    /** The editable member whose value comes next (its name was just read), or null. */
+    private RequestFields.Member pendingMember;
+    /** The editable member whose container value is being read (its range ends with the container), or null. */
+    private RequestFields.Member containerMember;
+    /** Member name inside the top-level {@code stream_options} object (depth 2). */
+    private String streamOptionsField;
+    /** A container value of {@code stream_options.include_usage} is being read (its range ends with it). */
+    private boolean includeUsageContainer;
 
     public RequestFieldExtractor(RequestFields fields) {
         try {
@@ -124,6 +132,17 @@ public final class RequestFieldExtractor {
                 case START_OBJECT, START_ARRAY -> {
                     if (depth == 1) {
                         onTopLevelContainer(t);
+                        if (pendingMember != null) {
+                            fields.valueFrom[pendingMember.ordinal()] = offset();
+                            containerMember = pendingMember;
+                            pendingMember = null;
+                        }
+                    } else if (depth == 2 && "stream_options".equals(topField) && "include_usage".equals(streamOptionsField)
+                        && fields.streamOptionsObject) {
+                        fields.includeUsageTrue = false;
+                        fields.includeUsageStart = offset();
+                        includeUsageContainer = true;
+                        streamOptionsField = null;
                     } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.START_ARRAY) {
                         fields.promptIsTokenIds = true; // [[1,2],[3]]: a list of token-id prompts
                         promptElements++;
@@ -134,6 +153,13 @@ public final class RequestFieldExtractor {
                 }
                 case END_OBJECT, END_ARRAY -> {
                     depth--;
+                    if (depth == 1 && containerMember != null) {
+                        fields.valueEnd[containerMember.ordinal()] = end();
+                        containerMember = null;
+                    } else if (depth == 2 && includeUsageContainer) {
+                        fields.includeUsageEnd = end();
+                        includeUsageContainer = false;
+                    }
                     if (depth == 1 && "prompt".equals(topField) && promptArray) {
                         fields.promptCount = promptHasInts ? 1 : promptElements;
                         if (promptHasInts) {
@@ -162,6 +188,19 @@ public final class RequestFieldExtractor {
                         if (RequestFields.isEngineInternal(topField)) {
                             internalMemberStart = parser.currentTokenLocation().getByteOffset();
                         }
+                        pendingMember = RequestFields.Member.of(topField);
+                        if (pendingMember == RequestFields.Member.STREAM_OPTIONS) {
+                            // the last stream_options wins: what an earlier one held no longer counts
+                            fields.streamOptionsObject = false;
+                            fields.streamOptionsMembers = 0;
+                            fields.includeUsageTrue = false;
+                            fields.includeUsageStart = -1;
+                            fields.includeUsageEnd = -1;
+                            streamOptionsField = null;
+                        }
+                    } else if (depth == 2 && "stream_options".equals(topField) && fields.streamOptionsObject) {
+                        streamOptionsField = parser.currentName();
+                        fields.streamOptionsMembers++;
                     } else if (depth == 3 && "messages".equals(topField)) {
                         messageField = parser.currentName();
                     } else if (depth == 5 && "messages".equals(topField)) {
@@ -173,6 +212,17 @@ public final class RequestFieldExtractor {
                 default -> {
                     if (depth == 1) {
                         onTopLevelScalar(t);
+                        if (pendingMember != null) {
+                            fields.valueFrom[pendingMember.ordinal()] = offset();
+                            fields.valueEnd[pendingMember.ordinal()] = end();
+                            pendingMember = null;
+                        }
+                    } else if (depth == 2 && "stream_options".equals(topField) && "include_usage".equals(streamOptionsField)
+                        && fields.streamOptionsObject) {
+                        fields.includeUsageTrue = t == JsonToken.VALUE_TRUE;
+                        fields.includeUsageStart = offset();
+                        fields.includeUsageEnd = end();
+                        streamOptionsField = null;
                     } else if (depth == 2 && "prompt".equals(topField)) {
                         promptElements++;
                         if (t == JsonToken.VALUE_STRING && promptElements == 1) {
@@ -191,6 +241,16 @@ public final class RequestFieldExtractor {
                 }
             }
         }
+    }
+
+    /** Where the parser places the current token (see {@link RequestFields#valueFrom}). */
+    private int offset() {
+        return (int) parser.currentTokenLocation().getByteOffset();
+    }
+
+    /** Just past the current token (the non-blocking parser has consumed it whole). */
+    private int end() {
+        return (int) parser.currentLocation().getByteOffset();
     }
 
     private void appendCurrentText() throws IOException {
@@ -230,7 +290,10 @@ public final class RequestFieldExtractor {
                 promptHasInts = false;
                 subListInts = 0;
             }
-            case "stream_options" -> fields.hasStreamOptions = true;
+            case "stream_options" -> {
+                fields.hasStreamOptions = true;
+                fields.streamOptionsObject = t == JsonToken.START_OBJECT;
+            }
             case "kv_transfer_params" -> fields.hasKvTransferParams = true;
             case "tools" -> fields.hasTools = true;
             case "lora_path" -> fields.hasLoraPath = true;
@@ -246,6 +309,7 @@ public final class RequestFieldExtractor {
                 fields.n = 1;
                 fields.nInvalid = true;
             }
+            case "temperature" -> fields.temperatureZero = false;
             // The last occurrence wins: a container after a value leaves a value the engine will refuse itself.
             case "logprobs" -> fields.logprobsTrue = false;
             case "top_logprobs" -> fields.hasTopLogprobs = true;
@@ -340,6 +404,8 @@ public final class RequestFieldExtractor {
             case "n" -> onN(t);
             case "logprobs" -> fields.logprobsTrue = t == JsonToken.VALUE_TRUE;
             case "top_logprobs" -> fields.hasTopLogprobs = t != JsonToken.VALUE_NULL;
+            case "temperature" -> fields.temperatureZero = (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT)
+                && parser.getDoubleValue() == 0.0;
             case "max_tokens" -> {
                 fields.hasMaxTokens = t == JsonToken.VALUE_NUMBER_INT;
                 fields.maxTokens = fields.hasMaxTokens ? clampedInt() : 0;

@@ -10,6 +10,36 @@ public final class RequestFields {
     public static final String[] ENGINE_INTERNAL_FIELDS =
         {"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "disaggregated_params"};
 
+    /**
+     * Top-level members whose value the gateway may rewrite before forwarding ({@link RequestEdits}): the byte range
+     * of each one's (last) value is recorded while the body streams in, so an edit needs no second parse.
+     */
+    public enum Member {
+        MODEL("model"), N("n"), STREAM_OPTIONS("stream_options"), TEMPERATURE("temperature"), MAX_TOKENS("max_tokens"),
+        MAX_COMPLETION_TOKENS("max_completion_tokens");
+
+        /** The member's JSON name. */
+        public final String jsonName;
+        static final Member[] ALL = values();
+
+        Member(String jsonName) {
+            this.jsonName = jsonName;
+        }
+
+        /** The member a top-level name is, or null (no allocation: a switch on the name). */
+        static Member of(String name) {
+            return switch (name) {
+                case "model" -> MODEL;
+                case "n" -> N;
+                case "stream_options" -> STREAM_OPTIONS;
+                case "temperature" -> TEMPERATURE;
+                case "max_tokens" -> MAX_TOKENS;
+                case "max_completion_tokens" -> MAX_COMPLETION_TOKENS;
+                default -> null;
+            };
+        }
+    }
+
     public String model;
     public boolean modelNotString;
     public boolean stream;
@@ -23,6 +53,17 @@ public final class RequestFields {
     /** Ids of the longest token-id prompt (a list of ints, or one list of a batch); 0 for text prompts. */
     public int promptTokenIdsMax;
     public boolean hasStreamOptions;
+    /** {@code stream_options} is an object (the last occurrence): only then can the gateway merge a member into it. */
+    public boolean streamOptionsObject;
+    /** Members of that object (so a merged member knows whether it needs a comma). */
+    public int streamOptionsMembers;
+    /** That object's last {@code include_usage} is {@code true}: the client asked for the usage chunk. */
+    public boolean includeUsageTrue;
+    /** Byte range of that object's last {@code include_usage} value ({@code -1}: none), as {@link #valueStart}. */
+    public int includeUsageStart = -1;
+    public int includeUsageEnd = -1;
+    /** {@code temperature} is a number equal to 0 (greedy sampling in both engines). */
+    public boolean temperatureZero;
     public int n = 1;
     /** {@code n} was present with a value that is not an integer (a string, a fraction, a container...). */
     public boolean nInvalid;
@@ -63,6 +104,19 @@ public final class RequestFields {
     int removedRangeCount;
     /** Offset of the body's closing brace (valid once the body parsed). */
     public int objectEnd = -1;
+    /**
+     * Per {@link Member}: where the byte range of the member's last value starts, as the parser reports it (-1:
+     * absent). The non-blocking parser places a token one byte past its first byte; {@link RequestEdits} resolves
+     * the exact start ({@link #valueStart}) against the body.
+     */
+    public final int[] valueFrom = new int[Member.ALL.length];
+    /** Per {@link Member}: the offset just past the member's last value (exact). */
+    public final int[] valueEnd = new int[Member.ALL.length];
+    /**
+     * What the gateway rewrites in the answers to this request (model alias, greedy replication, forced usage), or
+     * null when it relays them byte for byte. Set by the front door with the request edits that go with it.
+     */
+    public AnswerRewrite answerRewrite;
     /** The most characters of request text the body stage keeps ({@code chwbl.prefix_chars} is bounded by it). */
     public static final int MAX_TEXT_PREFIX_CHARS = io.kvgate.control.config.RuleConfig.MAX_PREFIX_CHARS;
     /** Ends each chat message's text in {@link #textPrefix}: "ab" + "c" and "a" + "bc" are different conversations. */
@@ -86,6 +140,11 @@ public final class RequestFields {
      */
     public final java.util.List<String> templateKwargs = new java.util.ArrayList<>(0);
 
+    public RequestFields() {
+        java.util.Arrays.fill(valueFrom, -1);
+        java.util.Arrays.fill(valueEnd, -1);
+    }
+
     public void reset() {
         model = null;
         modelNotString = false;
@@ -98,6 +157,12 @@ public final class RequestFields {
         promptCount = 0;
         promptTokenIdsMax = 0;
         hasStreamOptions = false;
+        streamOptionsObject = false;
+        streamOptionsMembers = 0;
+        includeUsageTrue = false;
+        includeUsageStart = -1;
+        includeUsageEnd = -1;
+        temperatureZero = false;
         n = 1;
         nInvalid = false;
         hasKvTransferParams = false;
@@ -113,6 +178,9 @@ public final class RequestFields {
         engineFieldRangeCount = 0;
         removedRangeCount = 0;
         objectEnd = -1;
+        java.util.Arrays.fill(valueFrom, -1);
+        java.util.Arrays.fill(valueEnd, -1);
+        answerRewrite = null;
         textPrefix.setLength(0);
         textPrefixFromMessages = false;
         hasTools = false;
@@ -132,6 +200,33 @@ public final class RequestFields {
         if (textPrefix.length() < MAX_TEXT_PREFIX_CHARS) {
             textPrefix.append(c);
         }
+    }
+
+    /** Whether the body has {@code m} (its last occurrence is recorded). */
+    public boolean has(Member m) {
+        return valueFrom[m.ordinal()] >= 0;
+    }
+
+    /**
+     * The exact start of {@code m}'s recorded value in {@code body} (offsets relative to its reader index): from one
+     * byte before the parser's location, past the colon and whitespace that precede every member value. Works
+     * whichever way the parser reports a token's location (at its first byte or one past it).
+     */
+    public int valueStart(io.netty.buffer.ByteBuf body, Member m) {
+        return exactStart(body, valueFrom[m.ordinal()]);
+    }
+
+    static int exactStart(io.netty.buffer.ByteBuf body, int reported) {
+        int base = body.readerIndex();
+        int i = Math.max(0, reported - 1);
+        while (i < body.readableBytes()) {
+            byte b = body.getByte(base + i);
+            if (b != ':' && b != ' ' && b != '\t' && b != '\n' && b != '\r') {
+                break;
+            }
+            i++;
+        }
+        return i;
     }
 
     void addEngineFieldRange(int start, int end) {

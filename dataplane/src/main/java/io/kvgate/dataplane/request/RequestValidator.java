@@ -101,6 +101,18 @@ public final class RequestValidator {
         return null;
     }
 
+    /**
+     * {@code greedy_n: reject}: {@code n > 1} at {@code temperature: 0} gets vLLM's 400 (its wording, OpenAI's
+     * shape) from every engine, SGLang included, before any engine sees it. Under {@code replicate} (the default) it
+     * is accepted everywhere ({@link AnswerRewrite}). Checked after {@code max_n}, which bounds {@code n} first.
+     */
+    public static Problem greedyN(RequestFields f, io.kvgate.control.config.RuleConfig.GreedyN mode) {
+        if (mode == io.kvgate.control.config.RuleConfig.GreedyN.REJECT && AnswerRewrite.greedyN(f)) {
+            return new Problem("n", "greedy_n", "n must be 1 when using greedy sampling.", "invalid_value");
+        }
+        return null;
+    }
+
     /** 400 {@code context_length_exceeded}, as OpenAI answers a prompt over the model's context, naming the limit. */
     public static Problem contextLengthExceeded(String param, String what, String ruleName, int maxPromptTokens) {
         return new Problem(param, "context_length_exceeded", "The prompt has " + what + "; rule '" + ruleName

@@ -1,0 +1,104 @@
+package io.kvgate.dataplane.request;
+
+import io.kvgate.control.config.ModelEntry;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.request.RequestFields.Member;
+import io.netty.buffer.ByteBuf;
+
+/**
+ * What the gateway changes in the engine's answers to one request, decided with the request edits that make it
+ * necessary (issue #13 items 2, 4 and 5):
+ * <ul>
+ *   <li><b>alias</b>: the client asked for a name the engines serve under another ({@code served_as}): the engine
+ *       gets {@code "model": served_as} and every answer's {@code model} (JSON body, each SSE chunk) is written
+ *       back to {@link #clientModel}.</li>
+ *   <li><b>greedy replication</b>: {@code n > 1} at {@code temperature: 0} on an engine that refuses it (vLLM,
+ *       TensorRT-LLM) under {@code greedy_n: replicate}: the engine gets {@code n: 1} (greedy choices are identical)
+ *       and each choice is answered {@link #replicas} times, indices {@code j·n .. j·n+n−1} for the engine's choice
+ *       {@code j} (a completions batch keeps OpenAI's prompt-major order), usage completion tokens ×n.</li>
+ *   <li><b>forced usage</b>: a stream whose client did not ask for usage ({@code stream_options.include_usage} not
+ *       {@code true}) is sent with it, so the gateway can count tokens; the final usage-only chunk is then removed
+ *       before the client sees it ({@link #stripUsage}).</li>
+ * </ul>
+ * A request that needs none of them has no {@code AnswerRewrite} at all (null): its answer is relayed byte for byte.
+ * Immutable.
+ */
+public final class AnswerRewrite {
+    private final String clientModel;
+    private final byte[] clientModelJson;
+    private final int replicas;
+    private final boolean stripUsage;
+
+    public AnswerRewrite(String clientModel, int replicas, boolean stripUsage) {
+        this.clientModel = clientModel;
+        this.clientModelJson = clientModel == null ? null : RequestEdits.jsonString(clientModel);
+        this.replicas = Math.max(1, replicas);
+        this.stripUsage = stripUsage;
+    }
+
+    /** The client's model name to write back into answers, or null (no alias). */
+    public String clientModel() {
+        return clientModel;
+    }
+
+    /** {@link #clientModel} as a JSON string literal (null without an alias). */
+    public byte[] clientModelJson() {
+        return clientModelJson;
+    }
+
+    /** Copies of each engine choice (1: no replication). */
+    public int replicas() {
+        return replicas;
+    }
+
+    /** Remove the final usage-only chunk of a stream (the gateway asked for it, the client did not). */
+    public boolean stripUsage() {
+        return stripUsage;
+    }
+
+    /** Whether a JSON answer's bytes change (alias or replication); forced usage only concerns streams. */
+    public boolean rewritesJson() {
+        return clientModel != null || replicas > 1;
+    }
+
+    /**
+     * Decides the rewrite for a validated request of {@code rule} and records the request edits it needs in
+     * {@code edits}; returns null when the answer can be relayed untouched (no edit is recorded then).
+     *
+     * @param body the request body the field ranges in {@code f} refer to
+     */
+    public static AnswerRewrite plan(RequestFields f, RuleConfig rule, ByteBuf body, RequestEdits edits) {
+        String alias = null;
+        ModelEntry entry = rule.entryFor(f.model);
+        if (entry != null && entry.renamed()) {
+            alias = f.model;
+            edits.set(Member.MODEL, RequestEdits.jsonString(entry.engineName()));
+        }
+        int replicas = 1;
+        if (greedyN(f) && rule.greedyN() == RuleConfig.GreedyN.REPLICATE && rule.engineKind().refusesGreedyN()) {
+            replicas = f.n;
+            edits.set(Member.N, "1");
+        }
+        boolean strip = false;
+        if (f.stream && !f.includeUsageTrue && (f.streamOptionsObject || !f.hasStreamOptions)) {
+            // stream_options absent, null or an object without include_usage: true (any other value the engine
+            // refuses itself, so it is left for the engine to judge)
+            strip = true;
+            edits.set(Member.STREAM_OPTIONS, RequestEdits.streamOptionsWithUsage(body, f));
+        }
+        if (alias == null && replicas == 1 && !strip) {
+            return null;
+        }
+        return new AnswerRewrite(alias, replicas, strip);
+    }
+
+    /** {@code n > 1} with {@code temperature: 0}: greedy choices, which vLLM refuses and SGLang answers identically. */
+    public static boolean greedyN(RequestFields f) {
+        return f.n > 1 && f.temperatureZero;
+    }
+
+    @Override
+    public String toString() {
+        return "AnswerRewrite[model=" + clientModel + ", replicas=" + replicas + ", stripUsage=" + stripUsage + "]";
+    }
+}

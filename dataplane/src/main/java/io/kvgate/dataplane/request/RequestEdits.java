@@ -1,0 +1,197 @@
+package io.kvgate.dataplane.request;
+
+import io.kvgate.dataplane.request.RequestFields.Member;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The gateway's edits of a request body before it goes to an engine: the value of a top-level member set to new JSON
+ * (replacing the client's last occurrence of it, or added when the body has none), plus the removal of the client's
+ * engine-internal members ({@link EngineFieldStripper}). Each edit is a byte splice at the ranges the field extractor
+ * recorded while the body streamed in ({@link RequestFields#valueFrom}): no second parse, no tree, every other byte
+ * of the body forwarded as the client sent it. Used for a model alias ({@code model}: served_as), greedy replication
+ * ({@code n}: 1), forced usage ({@code stream_options}) and open to any other top-level member ({@link Member}).
+ *
+ * <p>A body with no edit costs nothing here (the front door only calls {@link #apply} when one was set, or to strip
+ * engine-internal members in place as before). One instance per connection, reset per request; event-loop only.
+ */
+public final class RequestEdits {
+    private final byte[][] values = new byte[Member.ALL.length][];
+    private int count;
+
+    public void reset() {
+        if (count > 0) {
+            java.util.Arrays.fill(values, null);
+            count = 0;
+        }
+    }
+
+    /** Whether any member is to be set. */
+    public boolean isEmpty() {
+        return count == 0;
+    }
+
+    /** Sets {@code m}'s value to {@code json} (a complete JSON value, e.g. {@code 1} or {@code "qwen3"}). */
+    public void set(Member m, byte[] json) {
+        if (values[m.ordinal()] == null) {
+            count++;
+        }
+        values[m.ordinal()] = json;
+    }
+
+    public void set(Member m, String json) {
+        set(m, json.getBytes(StandardCharsets.UTF_8));
+    }
+
+    /** The JSON value set for {@code m}, or null. */
+    public byte[] value(Member m) {
+        return values[m.ordinal()];
+    }
+
+    /**
+     * The body the engine gets: {@code body} itself when only engine-internal members are removed (compacted in
+     * place, as {@link EngineFieldStripper} does), otherwise a new buffer with every edit applied ({@code body} is
+     * released). {@code body} holds the whole JSON object from its reader index, as the extractor saw it.
+     */
+    public ByteBuf apply(ByteBuf body, RequestFields f, ByteBufAllocator alloc) {
+        if (count == 0) {
+            if (f.engineFieldRangeCount > 0) {
+                EngineFieldStripper.strip(body, f);
+            }
+            return body;
+        }
+        int removals = f.engineFieldRangeCount > 0 ? EngineFieldStripper.removalRanges(body, f) : 0;
+        int[] r = f.engineFieldRanges;
+        // Splices in body order: [start, end) replaced by bytes (null = removed). Set members never overlap a removal
+        // (engine-internal names are not editable members); additions go at the closing brace, after any removal
+        // that ends there.
+        int n = removals + count;
+        int[] starts = new int[n];
+        int[] ends = new int[n];
+        byte[][] with = new byte[n][];
+        int k = 0;
+        for (int i = 0; i < removals; i++, k++) {
+            starts[k] = r[i * 2];
+            ends[k] = r[i * 2 + 1];
+        }
+        for (Member m : Member.ALL) {
+            byte[] v = values[m.ordinal()];
+            if (v == null) {
+                continue;
+            }
+            if (f.has(m)) {
+                starts[k] = f.valueStart(body, m);
+                ends[k] = f.valueEnd[m.ordinal()];
+                with[k] = v;
+            } else {
+                byte[] name = m.jsonName.getBytes(StandardCharsets.US_ASCII);
+                byte[] member = new byte[name.length + v.length + 4];
+                member[0] = ',';
+                member[1] = '"';
+                System.arraycopy(name, 0, member, 2, name.length);
+                member[name.length + 2] = '"';
+                member[name.length + 3] = ':';
+                System.arraycopy(v, 0, member, name.length + 4, v.length);
+                starts[k] = f.objectEnd;
+                ends[k] = f.objectEnd;
+                with[k] = member;
+            }
+            k++;
+        }
+        sortByStart(starts, ends, with, n);
+        int size = body.readableBytes();
+        for (int i = 0; i < n; i++) {
+            size += (with[i] == null ? 0 : with[i].length) - (ends[i] - starts[i]);
+        }
+        int base = body.readerIndex();
+        ByteBuf out = alloc.buffer(size);
+        int from = 0;
+        for (int i = 0; i < n; i++) {
+            out.writeBytes(body, base + from, starts[i] - from);
+            if (with[i] != null) {
+                out.writeBytes(with[i]);
+            }
+            from = ends[i];
+        }
+        out.writeBytes(body, base + from, body.readableBytes() - from);
+        body.release();
+        return out;
+    }
+
+    /** Insertion sort (a handful of splices); stable, so two additions at the closing brace keep their order. */
+    private static void sortByStart(int[] starts, int[] ends, byte[][] with, int n) {
+        for (int i = 1; i < n; i++) {
+            int s = starts[i];
+            int e = ends[i];
+            byte[] w = with[i];
+            int j = i - 1;
+            while (j >= 0 && starts[j] > s) {
+                starts[j + 1] = starts[j];
+                ends[j + 1] = ends[j];
+                with[j + 1] = with[j];
+                j--;
+            }
+            starts[j + 1] = s;
+            ends[j + 1] = e;
+            with[j + 1] = w;
+        }
+    }
+
+    /** {@code s} as a JSON string literal (quotes, backslashes and control characters escaped). */
+    public static byte[] jsonString(String s) {
+        StringBuilder b = new StringBuilder(s.length() + 2).append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"' -> b.append("\\\"");
+                case '\\' -> b.append("\\\\");
+                case '\n' -> b.append("\\n");
+                case '\r' -> b.append("\\r");
+                case '\t' -> b.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        b.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+                }
+            }
+        }
+        return b.append('"').toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /**
+     * The request's {@code stream_options} with {@code include_usage: true} merged in: the client's object with that
+     * member's value replaced (or the member added first), or {@code {"include_usage":true}} when the body has none
+     * or {@code null}. The client's other members ({@code continuous_usage_stats}, ...) are kept as they are.
+     */
+    public static byte[] streamOptionsWithUsage(ByteBuf body, RequestFields f) {
+        byte[] plain = "{\"include_usage\":true}".getBytes(StandardCharsets.US_ASCII);
+        if (!f.has(Member.STREAM_OPTIONS) || !f.streamOptionsObject) {
+            return plain;
+        }
+        int base = body.readerIndex();
+        int s = f.valueStart(body, Member.STREAM_OPTIONS);
+        int e = f.valueEnd[Member.STREAM_OPTIONS.ordinal()];
+        ByteBuf out = io.netty.buffer.Unpooled.buffer(e - s + 24);
+        try {
+            if (f.includeUsageStart >= 0) {
+                int us = RequestFields.exactStart(body, f.includeUsageStart);
+                out.writeBytes(body, base + s, us - s).writeBytes("true".getBytes(StandardCharsets.US_ASCII))
+                    .writeBytes(body, base + f.includeUsageEnd, e - f.includeUsageEnd);
+            } else {
+                out.writeByte('{').writeBytes("\"include_usage\":true".getBytes(StandardCharsets.US_ASCII));
+                if (f.streamOptionsMembers > 0) {
+                    out.writeByte(',');
+                }
+                out.writeBytes(body, base + s + 1, e - s - 1);
+            }
+            byte[] bytes = new byte[out.readableBytes()];
+            out.readBytes(bytes);
+            return bytes;
+        } finally {
+            out.release();
+        }
+    }
+}
