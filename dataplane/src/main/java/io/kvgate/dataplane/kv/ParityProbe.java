@@ -71,7 +71,7 @@ public final class ParityProbe {
             ids[i] = 1000 + rnd.nextInt(20_000); // ordinary vocabulary ids in every tokenizer we know
         }
         ObjectNode body = JSON.createObjectNode();
-        body.put("model", rule.config().models().get(0));
+        body.put("model", rule.config().modelEntries().get(0).engineName());
         ArrayNode prompt = body.putArray("prompt");
         for (int t : ids) {
             prompt.add(t);
@@ -81,7 +81,7 @@ public final class ParityProbe {
         PromptPipeline p = PromptPipeline.of(rule);
         if (p.hasTokenizer()) {
             ObjectNode chat = JSON.createObjectNode();
-            chat.put("model", rule.config().models().get(0));
+            chat.put("model", rule.config().modelEntries().get(0).engineName());
             chat.put("max_tokens", 1);
             StringBuilder text = new StringBuilder("kvgate parity probe");
             for (int i = 0; i < 24 * Math.max(1, bs / 4); i++) {

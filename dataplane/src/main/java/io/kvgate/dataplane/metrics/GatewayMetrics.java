@@ -21,6 +21,15 @@ public final class GatewayMetrics {
 
     private record ErrorKey(String endpoint, String cause) {}
 
+    private record TokenKey(String rule, String model) {}
+
+    /** Token counts of one rule and model, by kind. */
+    private static final class Tokens {
+        final LongAdder prompt = new LongAdder();
+        final LongAdder completion = new LongAdder();
+        final LongAdder cached = new LongAdder();
+    }
+
     private final ConcurrentHashMap<RequestKey, LongAdder> requests = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LatencyHistogram> durationByRule = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LatencyHistogram> ttfbByRule = new ConcurrentHashMap<>();
@@ -28,6 +37,7 @@ public final class GatewayMetrics {
     private final ConcurrentHashMap<String, LongAdder> badRequests = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> shed = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> contextClamped = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<TokenKey, Tokens> tokens = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
     public final LongAdder clientConnectionsTotal = new LongAdder();
     public final LongAdder clientDisconnectsMidRequest = new LongAdder();
@@ -74,6 +84,19 @@ public final class GatewayMetrics {
         durationByRule.computeIfAbsent(r, k -> new LatencyHistogram()).recordNs(durationNs);
     }
 
+    /**
+     * The token usage an engine reported for one answer ({@code usage}: prompt, completion and
+     * {@code prompt_tokens_details.cached_tokens}), as the client saw it (greedy replication included). The
+     * {@code model} label follows {@link #modelLabels}, as in {@code kvgate_requests_total}.
+     */
+    public void tokens(String rule, String model, long prompt, long completion, long cached) {
+        String m = model != null && modelLabels.contains(model) ? model : UNKNOWN_MODEL;
+        Tokens t = tokens.computeIfAbsent(new TokenKey(rule == null ? "" : rule, m), k -> new Tokens());
+        t.prompt.add(prompt);
+        t.completion.add(completion);
+        t.cached.add(cached);
+    }
+
     public void timeToFirstByte(String rule, long ns) {
         ttfbByRule.computeIfAbsent(rule == null ? "" : rule, k -> new LatencyHistogram()).recordNs(ns);
     }
@@ -105,6 +128,15 @@ public final class GatewayMetrics {
         out.append("# TYPE kvgate_requests_total counter\n");
         requests.forEach((k, v) -> out.append("kvgate_requests_total{rule=\"").append(esc(k.rule())).append("\",model=\"")
             .append(esc(k.model())).append("\",status=\"").append(k.status()).append("\"} ").append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_tokens_total Tokens in successful answers as the engines reported them (usage), by rule,"
+            + " model and kind: prompt, completion, cached (prompt tokens served from the engine's prefix cache).\n");
+        out.append("# TYPE kvgate_tokens_total counter\n");
+        tokens.forEach((k, v) -> {
+            String labels = "kvgate_tokens_total{rule=\"" + esc(k.rule()) + "\",model=\"" + esc(k.model()) + "\",kind=\"";
+            out.append(labels).append("prompt\"} ").append(v.prompt.sum()).append('\n');
+            out.append(labels).append("completion\"} ").append(v.completion.sum()).append('\n');
+            out.append(labels).append("cached\"} ").append(v.cached.sum()).append('\n');
+        });
         out.append("# HELP kvgate_request_duration_seconds Time from the complete client request to the last byte of the response.\n");
         out.append("# TYPE kvgate_request_duration_seconds histogram\n");
         durationByRule.forEach((rule, h) -> h.write(out, "kvgate_request_duration_seconds", "rule=\"" + esc(rule) + "\""));

@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.proxy;
 
 import io.kvgate.dataplane.openai.OpenAiErrors;
+import io.kvgate.dataplane.request.AnswerRewrite;
 import io.kvgate.dataplane.wire.RelayHead;
 import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.buffer.ByteBuf;
@@ -26,11 +27,15 @@ import java.nio.charset.StandardCharsets;
  * The client's side of one exchange: everything written to the client connection goes through here. A response is
  * either relayed (the engine's head copied as bytes, {@link RelayHead}, then its body chunk by chunk, framed by the
  * client codec; SSE through an {@link SseFramer}) or answered in one piece (an error, a normalized engine error, a P/D
- * decode's JSON). Every response carries the client's request id, the route explanation when asked for, and
- * {@code Connection: close} when the request did not allow keep-alive.
- * The last write of each read batch is kept for read-after-write back-pressure ({@link #flushBatch}). Event-loop only.
+ * decode's JSON, a rewritten JSON answer). Every response carries the client's request id, the route explanation when
+ * asked for, and {@code Connection: close} when the request did not allow keep-alive.
+ * The last write of each read batch is kept for read-after-write back-pressure ({@link #flushBatch}).
+ *
+ * <p>A successful answer's token usage is read on its way out ({@link UsageScanner}, whose state this object carries
+ * so the byte-for-byte relay allocates nothing for it); a stream with an {@link AnswerRewrite} goes through an
+ * {@link SseRewriter} instead, which counts the usage chunk itself (it may drop it). Event-loop only.
  */
-final class ClientResponse {
+final class ClientResponse extends UsageScanner {
     private final ChannelHandlerContext ctx;
     private final HttpRequest request;
     private final String requestId;
@@ -38,6 +43,10 @@ final class ClientResponse {
     private boolean streaming;
     private SseFramer framer;
     private EngineStreamCheck streamCheck;
+    /** Rewrites a stream's events (alias, greedy replication, forced usage); null relays them byte for byte. */
+    private SseRewriter rewriter;
+    /** A successful answer: its bytes are scanned for token usage. */
+    private boolean countsUsage;
     /** The stream carried an error event (the engine's, or the gateway's when it could not finish it). */
     private boolean streamFailed;
     private ChannelFuture lastWrite;
@@ -95,13 +104,17 @@ final class ClientResponse {
      * Starts relaying the engine's response: its head's bytes (borrowed: copied here), without the lines the client
      * must not see, with the gateway's own headers. An SSE stream's events are checked ({@link EngineStreamCheck}) and
      * may change, so its body goes out chunked whatever length the engine declared; {@code chat} names a context
-     * overflow's {@code param} in error events.
+     * overflow's {@code param} in error events; a successful stream is rewritten for {@code rewrite} (null: relayed
+     * as it came).
      */
-    void startRelay(ResponseHead engineHead, boolean sse, String explanation, boolean chat) {
+    void startRelay(ResponseHead engineHead, boolean sse, String explanation, boolean chat, AnswerRewrite rewrite) {
         RelayHead out = RelayHead.relay(ctx.alloc(), engineHead, requestId, explanation, warning, !keepAlive(), sse);
+        boolean ok = engineHead.status() < 300;
+        countsUsage = ok && engineHead.header("content-encoding") == null; // a compressed body cannot be read
         if (sse) {
             framer = new SseFramer();
-            streamCheck = engineHead.status() < 300 ? new EngineStreamCheck(chat) : null;
+            streamCheck = ok ? new EngineStreamCheck(chat) : null;
+            rewriter = ok && rewrite != null ? new SseRewriter(rewrite) : null;
         }
         streaming = true;
         lastWrite = ctx.write(out);
@@ -121,6 +134,7 @@ final class ClientResponse {
                 out = streamCheck.check(ctx.alloc(), out);
                 streamFailed |= streamCheck.engineError();
             }
+            out = rewriteOrCount(out);
             if (out.isReadable()) {
                 lastWrite = ctx.write(new DefaultHttpContent(out));
             } else {
@@ -128,11 +142,25 @@ final class ClientResponse {
             }
             return;
         }
+        if (countsUsage) {
+            scanUsage(content.content());
+        }
         if (last) {
             ctx.writeAndFlush(content);
         } else {
             lastWrite = ctx.write(content);
         }
+    }
+
+    /** Checked events on their way out: rewritten (and counted) for the answer's rewrite, else counted as they are. */
+    private ByteBuf rewriteOrCount(ByteBuf events) {
+        if (rewriter != null) {
+            return rewriter.rewrite(ctx.alloc(), events, this);
+        }
+        if (countsUsage) {
+            scanUsage(events);
+        }
+        return events;
     }
 
     /** The stream's last bytes, checked, plus an error event and {@code [DONE]} when the engine sent no {@code [DONE]}. */
@@ -142,6 +170,7 @@ final class ClientResponse {
         }
         ByteBuf out = streamCheck.check(ctx.alloc(), rest);
         streamFailed |= streamCheck.engineError();
+        out = rewriteOrCount(out);
         if (streamCheck.endedWithDone()) {
             return out;
         }
@@ -160,10 +189,13 @@ final class ClientResponse {
         return w;
     }
 
-    /** The whole answer at once: a JSON body with {@code status}. */
+    /** The whole answer at once: a JSON body with {@code status} (a successful one is scanned for token usage). */
     void answerJson(int status, String json, String explanation) {
         FullHttpResponse r = OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), json);
         decorate(r, explanation);
+        if (status < 300) {
+            scanUsage(r.content());
+        }
         ctx.writeAndFlush(r);
     }
 

@@ -3,8 +3,6 @@ package io.kvgate.dataplane.proxy;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
-import io.netty.buffer.ByteBufUtil;
-import io.netty.buffer.Unpooled;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -17,8 +15,7 @@ import java.nio.charset.StandardCharsets;
  * (or an {@code "object":"error"}) matches. Event-loop only; one per relayed stream.
  */
 final class EngineStreamCheck {
-    private static final ByteBuf ERROR_TOKEN = Unpooled.unreleasableBuffer(
-        Unpooled.copiedBuffer("\"error\"", StandardCharsets.US_ASCII)).asReadOnly();
+    private final ByteMatcher errorToken = new ByteMatcher("\"error\"".getBytes(StandardCharsets.US_ASCII));
     private static final String DONE = "[DONE]";
 
     private final boolean chat;
@@ -47,7 +44,7 @@ final class EngineStreamCheck {
         if (!events.isReadable()) {
             return events;
         }
-        if (ByteBufUtil.indexOf(ERROR_TOKEN, events) >= 0) {
+        if (errorToken.find(events) >= 0) {
             ByteBuf rewritten = rewriteErrors(alloc, events);
             if (rewritten != events) {
                 events.release();

@@ -5,6 +5,7 @@ import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ActiveExchange;
+import io.kvgate.dataplane.request.AnswerRewrite;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
@@ -86,6 +87,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private final String lora;
     /** The sorted ids of the only endpoints serving {@link #lora} (a discovered adapter), or null: any endpoint. */
     private int[] servingEndpoints;
+    /** What the answers need rewritten (its request edits are in the body already), or null: relayed byte for byte. */
+    private final AnswerRewrite rewrite;
     private final String ruleName;
     private final String requestId;
     private final boolean explain;
@@ -136,6 +139,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.model = fields.model;
         this.rule = rule;
         this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
+        this.rewrite = fields.answerRewrite;
         this.ruleName = rule.name();
         this.requestId = requestId;
         this.explain = explain || rule.config().explain();
@@ -425,12 +429,13 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             l.aggregate(gw.config().upstream().maxErrorBodyBytes());
             return;
         }
-        if (!sse && pdDecodeJson && head.json()) {
+        if (!sse && head.json() && (pdDecodeJson || (status < 300 && rewrite != null && rewrite.rewritesJson()))) {
+            // A P/D decode's JSON must lose kv_transfer_params; an aliased or replicated answer is rewritten whole.
             l.aggregate(gw.config().limits().maxBodyBytes());
             return;
         }
         phase = Phase.RELAYING;
-        client.startRelay(head, sse, explanation(), chat);
+        client.startRelay(head, sse, explanation(), chat, rewrite);
     }
 
     /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
@@ -470,7 +475,15 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             return;
         }
         String text = aggregated.toString(StandardCharsets.UTF_8);
-        String json = status >= 400 ? EngineErrors.toOpenAiShape(text, status, chat) : EngineErrors.withoutKvTransferParams(text);
+        String json;
+        if (status >= 400) {
+            json = EngineErrors.toOpenAiShape(text, status, chat);
+        } else {
+            json = pdDecodeJson ? EngineErrors.withoutKvTransferParams(text) : text;
+            if (status < 300 && rewrite != null && rewrite.rewritesJson()) {
+                json = AnswerJson.rewriteAnswer(json, rewrite);
+            }
+        }
         client.answerJson(status, json, explanation());
         finish(status, client.keepAlive());
     }
@@ -575,8 +588,15 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         finish(st.code(), client.keepAlive());
     }
 
-    /** Records the answer; a stream that ended in an error event is {@code status="stream_error"}, not its 200. */
+    /**
+     * Records the answer; a stream that ended in an error event is {@code status="stream_error"}, not its 200. The
+     * token usage the answer carried (as the client saw it, the usage chunk counted even when it was dropped) goes
+     * to {@code kvgate_tokens_total}.
+     */
     private void record(int st) {
+        if (client.usageSeen()) {
+            gw.metrics().tokens(ruleName, model, client.promptTokens(), client.completionTokens(), client.cachedTokens());
+        }
         if (client.streamFailed()) {
             gw.metrics().request(ruleName, model, GatewayMetrics.STREAM_ERROR, gw.clock().nanoTime() - startNs);
             return;

@@ -82,10 +82,14 @@ public final class Readiness {
         for (Rule r : table.get().rules()) {
             List<List<EndpointState>> pools = r.isPd() ? List.of(r.prefillEndpoints(), decodes(r)) : List.of(r.endpoints());
             for (List<EndpointState> pool : pools) {
-                for (String model : r.config().models()) {
-                    if (!served(pool, model)) {
+                // The engines list the name they serve (served_as for an alias); two aliases may share it.
+                Set<String> checked = new java.util.HashSet<>();
+                for (io.kvgate.control.config.ModelEntry e : r.config().modelEntries()) {
+                    String model = e.engineName();
+                    if (checked.add(model) && !served(pool, model)) {
                         waiting.add("rule " + r.name() + ": no healthy endpoint" + (r.isPd() ? " in the " + role(pool) + " pool" : "")
-                            + " lists model '" + model + "' in /v1/models (" + describe(pool) + ")");
+                            + " lists model '" + model + "'" + (e.renamed() ? " (served_as of '" + e.name() + "')" : "")
+                            + " in /v1/models (" + describe(pool) + ")");
                     }
                 }
             }

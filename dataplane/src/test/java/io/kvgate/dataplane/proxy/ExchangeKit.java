@@ -210,7 +210,12 @@ final class ExchangeKit implements AutoCloseable {
     }
 
     PlainExchange plain(String requestBody, HttpRequest req) {
-        return new PlainExchange(gw, capture.ctx, owner, req, EmbeddedEngines.bytes(requestBody), fields(), rule,
+        return plain(requestBody, req, fields());
+    }
+
+    /** A plain exchange for a request whose fields (and answer rewrite) the test set. */
+    PlainExchange plain(String requestBody, HttpRequest req, RequestFields f) {
+        return new PlainExchange(gw, capture.ctx, owner, req, EmbeddedEngines.bytes(requestBody), f, rule,
             io.kvgate.dataplane.request.RequestIds.keepOrGenerate(req.headers().get("x-request-id")), false, 0);
     }
 
