@@ -4,7 +4,7 @@
 // lines and decides. The engine behind the gateway is scripted: the last user message "scenario:<name>" selects
 // its behaviour (plain answer, flat-shape error, death in the middle of a stream).
 //
-// Usage: node sdk-check.mjs <gateway base URL, e.g. http://127.0.0.1:8080/v1> [model]
+// Usage: node sdk-check.mjs <gateway base URL, e.g. http://127.0.0.1:8080/v1> [model] [alias]
 // Exit codes: 0 every scenario ran (whatever it observed); 1 a scenario hit an exception it was not written to
 // observe (a bug in this script, or the SDK could not even talk to the gateway); 2 bad arguments; 3 overall deadline.
 
@@ -16,6 +16,8 @@ const REQUEST_TIMEOUT_MS = 15_000;
 
 const baseURL = process.argv[2];
 const model = process.argv[3] ?? 'qwen3';
+// A client name the gateway's rule serves as `model` (served_as): requests for it reach the engine as `model`.
+const alias = process.argv[4] ?? 'gpt-4o-mini';
 if (!baseURL || !/^https?:\/\//.test(baseURL)) {
   console.error('usage: node sdk-check.mjs <gateway base URL, e.g. http://127.0.0.1:8080/v1> [model]');
   process.exit(2);
@@ -147,6 +149,34 @@ const scenarios = {
     try {
       const m = await client.models.retrieve(model);
       return { threw: false, id: m.id, object: m.object, owned_by: m.owned_by ?? null };
+    } catch (e) {
+      return { threw: true, error: describeError(e) };
+    }
+  },
+
+  // A model alias, JSON and streamed: the client must see its own name wherever the engine wrote its own.
+  async alias_non_stream() {
+    const r = await client.chat.completions.create({ model: alias, messages: user('scenario:ok') });
+    return { model: r.model, content: r.choices[0]?.message?.content ?? null };
+  },
+
+  async alias_stream() {
+    const s = await client.chat.completions.create({ model: alias, messages: user('scenario:ok'), stream: true });
+    const models = new Set();
+    let chunks = 0;
+    let usage = null;
+    for await (const chunk of s) {
+      chunks++;
+      models.add(chunk.model);
+      if (chunk.usage) usage = chunk.usage;
+    }
+    return { models: [...models], chunks, usage };
+  },
+
+  async models_retrieve_alias() {
+    try {
+      const m = await client.models.retrieve(alias);
+      return { threw: false, id: m.id, object: m.object };
     } catch (e) {
       return { threw: true, error: describeError(e) };
     }

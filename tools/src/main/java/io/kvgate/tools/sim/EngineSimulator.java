@@ -470,6 +470,10 @@ public final class EngineSimulator implements AutoCloseable {
         e.put("path", chat ? "/v1/chat/completions" : "/v1/completions");
         e.put("status", status);
         if (g != null) {
+            // what the request asked for, as the engine read it (tests check what a gateway sent)
+            e.put("model", g.req.requestedModel);
+            e.put("n", g.req.n);
+            e.put("include_usage", g.req.includeUsage);
             e.put("stream", g.req.stream);
             e.put("prompt_tokens", g.promptTokens);
             e.put("cached_tokens", g.cachedTokens);

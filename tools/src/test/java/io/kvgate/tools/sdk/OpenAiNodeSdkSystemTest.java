@@ -39,6 +39,8 @@ import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
 class OpenAiNodeSdkSystemTest {
     private static final long NODE_RUN_TIMEOUT_MS = 60_000;
     private static final String MODEL = "qwen3";
+    /** A client name the rule serves as {@link #MODEL} (served_as); the script's default alias. */
+    private static final String ALIAS = "gpt-4o-mini";
     private static final String GATEWAY_MID_STREAM_MESSAGE = "failed in the middle of the response";
 
     private static ScriptedEngine engine;
@@ -62,13 +64,13 @@ class OpenAiNodeSdkSystemTest {
             health: {interval_ms: 60000}
             rules:
               - name: chat
-                models: [%s]
+                models: [%s, {name: %s, served_as: %s}]
                 engine: vllm
                 policy: round_robin
                 max_model_len: 64
                 endpoints:
                   - url: %s
-            """.formatted(MODEL, engine.url())));
+            """.formatted(MODEL, ALIAS, MODEL, engine.url())));
         viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", NODE_RUN_TIMEOUT_MS);
         allViaGateway = engine.requests();
         engineSawViaGateway = chatRequests(allViaGateway);
@@ -93,7 +95,7 @@ class OpenAiNodeSdkSystemTest {
         assertTrue(meta.path("node").asText().matches("v(2\\d|[3-9]\\d)\\..*"), "node " + meta.path("node"));
         for (String s : List.of("non_stream", "stream", "unknown_model", "invalid_request", "malformed_json",
             "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure",
-            "context_length_exceeded")) {
+            "context_length_exceeded", "alias_non_stream", "alias_stream", "models_retrieve_alias")) {
             assertFalse(viaGateway.scenario(s).path("unexpected").asBoolean(true), s + ": " + viaGateway.scenario(s));
         }
     }
@@ -252,6 +254,25 @@ class OpenAiNodeSdkSystemTest {
         assertEquals("NotFoundError", e.path("class").asText(), e.toString());
         assertEquals("invalid_request_error", e.path("type").asText(), e.toString());
         assertEquals("model_not_found", e.path("code").asText(), e.toString());
+    }
+
+    /** A model alias: the engine only ever hears its own name; the SDK only ever sees the client's. */
+    @Test
+    void anAliasIsTheClientsNameInEveryAnswerAndTheEnginesNameOnTheWire() {
+        JsonNode json = viaGateway.scenario("alias_non_stream");
+        assertEquals(ALIAS, json.path("model").asText(), json.toString());
+        assertEquals(ScriptedEngine.CONTENT, json.path("content").asText(), json.toString());
+        JsonNode stream = viaGateway.scenario("alias_stream");
+        assertEquals(List.of(ALIAS), strings(stream.path("models")), "every chunk: " + stream);
+        assertEquals(ScriptedEngine.STREAM_PIECES.size() + 2, stream.path("chunks").asInt(), stream.toString());
+        assertTrue(stream.path("usage").isNull(), "the SDK did not ask for usage: " + stream);
+        assertTrue(engineSawViaGateway.stream().noneMatch(r -> ALIAS.equals(r.model())), "the engine never hears the alias: "
+            + engineSawViaGateway);
+        JsonNode retrieved = viaGateway.scenario("models_retrieve_alias");
+        assertFalse(retrieved.path("threw").asBoolean(true), retrieved.toString());
+        assertEquals(ALIAS, retrieved.path("id").asText(), retrieved.toString());
+        // Control: straight at the engine, which echoes whatever model it is sent, the alias is only a string.
+        assertEquals(ALIAS, direct.scenario("alias_non_stream").path("model").asText());
     }
 
     @Test

@@ -2,7 +2,6 @@ package io.kvgate.tools.sim;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -48,6 +47,12 @@ class OpenAiContractSystemTest {
     static final String SGLANG_TOK_MODEL = "ts";
     static final String VLLM_CLAMP_MODEL = "cv";
     static final String SGLANG_CLAMP_MODEL = "cs";
+    /** Client names served as each simulator's name (served_as): the engine must get its own name, the client this. */
+    static final String VLLM_ALIAS = "gpt-4o-mini";
+    static final String SGLANG_ALIAS = "gpt-4o";
+    /** Client names of the greedy_n: reject rules (aliases of each simulator's model). */
+    static final String VLLM_REJECT = "rv";
+    static final String SGLANG_REJECT = "rs";
     /** Every rule's name: their context length (64, stated by the engines) is discovered, none is configured. */
     static final List<String> RULES = List.of("on-vllm", "on-sglang", "tok-vllm", "tok-sglang", "clamp-vllm", "clamp-sglang");
 
@@ -68,11 +73,11 @@ class OpenAiContractSystemTest {
             health: {interval_ms: 500, timeout_ms: 5000}
             rules:
               - name: on-vllm
-                models: [%s]
+                models: [%s, {name: %s, served_as: %s}]
                 engine: vllm
                 endpoints: [{url: "%s"}]
               - name: on-sglang
-                models: [%s]
+                models: [%s, {name: %s, served_as: %s}]
                 engine: sglang
                 endpoints: [{url: "%s"}]
               - name: tok-vllm
@@ -97,9 +102,21 @@ class OpenAiContractSystemTest {
                 tokenizer: %s
                 on_context_overflow: clamp
                 endpoints: [{url: "%s"}]
-            """.formatted(VLLM_MODEL, vllm.baseUrl(), SGLANG_MODEL, sglang.baseUrl(), VLLM_TOK_MODEL, qwen3, vllmTok.baseUrl(),
+              - name: vllm-greedy-reject
+                models: [{name: %s, served_as: %s}]
+                engine: vllm
+                greedy_n: reject
+                endpoints: [{url: "%s"}]
+              - name: sglang-greedy-reject
+                models: [{name: %s, served_as: %s}]
+                engine: sglang
+                greedy_n: reject
+                endpoints: [{url: "%s"}]
+            """.formatted(VLLM_MODEL, VLLM_ALIAS, VLLM_MODEL, vllm.baseUrl(), SGLANG_MODEL, SGLANG_ALIAS, SGLANG_MODEL,
+            sglang.baseUrl(), VLLM_TOK_MODEL, qwen3, vllmTok.baseUrl(),
             SGLANG_TOK_MODEL, qwen3, sglangTok.baseUrl(), VLLM_CLAMP_MODEL, qwen3, vllmClamp.baseUrl(),
-            SGLANG_CLAMP_MODEL, qwen3, sglangClamp.baseUrl())));
+            SGLANG_CLAMP_MODEL, qwen3, sglangClamp.baseUrl(), VLLM_REJECT, VLLM_MODEL, vllm.baseUrl(), SGLANG_REJECT,
+            SGLANG_MODEL, sglang.baseUrl())));
         // The model probe reads each engine's max_model_len from GET /v1/models, every health interval (a round that
         // times out on a loaded machine is followed by the next).
         long deadline = System.nanoTime() + 20_000_000_000L;
@@ -167,6 +184,43 @@ class OpenAiContractSystemTest {
         assertEquals(v, s, "vLLM rule: " + r.get(0).body() + "\nSGLang rule: " + r.get(1).body());
         assertFalse(SimHttp.MAPPER.readTree(r.get(0).body()).path("error").path("message").asText().isEmpty());
         return v;
+    }
+
+    /** The {@code data:} payloads of an SSE body, as JSON ({@code [DONE]} left out; asserted to be the last). */
+    static List<JsonNode> events(String sse) throws Exception {
+        List<JsonNode> out = new ArrayList<>();
+        String[] parts = sse.split("\n\n");
+        assertEquals("data: [DONE]", parts[parts.length - 1], sse);
+        for (int i = 0; i < parts.length - 1; i++) {
+            assertTrue(parts[i].startsWith("data: "), sse);
+            out.add(SimHttp.MAPPER.readTree(parts[i].substring(6)));
+        }
+        return out;
+    }
+
+    /** The last request an engine received, as its simulator recorded it. */
+    static JsonNode lastRequest(EngineSimulator sim) {
+        JsonNode recent = sim.stats().toJson().get("recent");
+        return recent.get(recent.size() - 1);
+    }
+
+    /** (index, content delta or text, finish_reason) of each choice event of a stream, in order. */
+    static List<String> choiceEvents(List<JsonNode> events) {
+        List<String> out = new ArrayList<>();
+        for (JsonNode e : events) {
+            for (JsonNode c : e.path("choices")) {
+                String piece = c.has("delta") ? c.path("delta").path("content").asText("") : c.path("text").asText("");
+                out.add(c.path("index").asInt() + ":" + piece + ":" + c.path("finish_reason").asText("-"));
+            }
+        }
+        return out;
+    }
+
+    static JsonNode usageChunkOnly(List<JsonNode> events) {
+        List<JsonNode> usage = events.stream().filter(e -> e.path("choices").isArray() && e.path("choices").isEmpty()
+            && e.path("usage").isObject()).toList();
+        assertEquals(1, usage.size(), "exactly one usage chunk: " + events);
+        return usage.get(0).get("usage");
     }
 
     static String chat(String extra) {
@@ -380,10 +434,147 @@ class OpenAiContractSystemTest {
             "SGLang's 400, in the vocabulary");
     }
 
-    // review row 3: not normalised yet (docs/openai-contract.md says so); this pins today's divergence
+    // review row 3: n > 1 at temperature 0 (vLLM 400s it, SGLang answers n identical choices)
     @Test
-    void notYetNormalisedDivergencesStillDiffer() throws Exception {
-        List<HttpResponse<String>> greedy = both("/v1/completions", completion(3, ",\"n\":2,\"temperature\":0,\"max_tokens\":2"));
-        assertNotEquals(greedy.get(0).statusCode(), greedy.get(1).statusCode());
+    void greedyNGetsTheSameChoicesIndicesAndUsageFromBoth() throws Exception {
+        for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+            String body = path.contains("chat") ? chat(",\"n\":3,\"temperature\":0,\"max_tokens\":4")
+                : completion(3, ",\"n\":3,\"temperature\":0,\"max_tokens\":4");
+            List<HttpResponse<String>> r = both(path, body);
+            JsonNode v = SimHttp.MAPPER.readTree(r.get(0).body());
+            JsonNode s = SimHttp.MAPPER.readTree(r.get(1).body());
+            assertEquals(200, r.get(0).statusCode(), r.get(0).body());
+            assertEquals(200, r.get(1).statusCode(), r.get(1).body());
+            assertEquals(1, lastRequest(vllm).get("n").asInt(), "vLLM is asked for one greedy choice");
+            assertEquals(3, lastRequest(sglang).get("n").asInt(), "SGLang answers n itself");
+            for (JsonNode a : List.of(v, s)) {
+                assertEquals(3, a.get("choices").size(), a.toString());
+                for (int i = 0; i < 3; i++) {
+                    assertEquals(i, a.get("choices").get(i).get("index").asInt(), a.toString());
+                    assertEquals(a.get("choices").get(0).path("text"), a.get("choices").get(i).path("text"));
+                    assertEquals(a.get("choices").get(0).path("message").path("content"),
+                        a.get("choices").get(i).path("message").path("content"), "greedy choices are identical");
+                }
+            }
+            for (String k : new String[] {"prompt_tokens", "completion_tokens", "total_tokens"}) {
+                assertEquals(s.at("/usage/" + k), v.at("/usage/" + k), k + ": " + v + "\n" + s);
+            }
+            assertEquals(12, v.at("/usage/completion_tokens").asInt(), "4 tokens × 3 choices");
+        }
+    }
+
+    @Test
+    void greedyNStreamsGetTheSameEventsAndUsageFromBoth() throws Exception {
+        for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+            String extra = ",\"n\":2,\"temperature\":0,\"max_tokens\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}";
+            List<HttpResponse<String>> r = both(path, path.contains("chat") ? chat(extra) : completion(3, extra));
+            List<JsonNode> v = events(r.get(0).body());
+            List<JsonNode> s = events(r.get(1).body());
+            assertEquals(choiceEvents(s), choiceEvents(v), "the same choice events, index by index, in order:\n"
+                + r.get(0).body() + "\n" + r.get(1).body());
+            assertTrue(choiceEvents(v).stream().anyMatch(e -> e.startsWith("1:")), "both indices stream");
+            JsonNode vu = usageChunkOnly(v);
+            JsonNode su = usageChunkOnly(s);
+            for (String k : new String[] {"prompt_tokens", "completion_tokens", "total_tokens"}) {
+                assertEquals(su.get(k), vu.get(k), k + ": " + vu + " vs " + su);
+            }
+            assertEquals(6, vu.get("completion_tokens").asInt());
+        }
+    }
+
+    @Test
+    void greedyNRejectIsTheSame400FromBoth() throws Exception {
+        String want = "{\"error\":{\"message\":\"n must be 1 when using greedy sampling.\",\"type\":\"invalid_request_error\","
+            + "\"param\":\"n\",\"code\":\"invalid_value\"}}";
+        long before = generations(vllm) + generations(sglang);
+        for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+            String body = path.contains("chat") ? chat(",\"n\":2,\"temperature\":0") : completion(3, ",\"n\":2,\"temperature\":0.0");
+            for (HttpResponse<String> r : both(VLLM_REJECT, SGLANG_REJECT, path, body)) {
+                assertEquals(400, r.statusCode(), r.body());
+                assertEquals(want, r.body());
+            }
+        }
+        assertEquals(before, generations(vllm) + generations(sglang), "no engine saw them");
+        assertEquals(new Seen(400, "invalid_request_error", "invalid_value", "n"),
+            sameErrorFromBoth("/v1/chat/completions", chat(",\"n\":2,\"temperature\":0").replace("%MODEL%", VLLM_REJECT)));
+        // not greedy, or one choice: accepted by the reject rules
+        for (HttpResponse<String> r : both(VLLM_REJECT, SGLANG_REJECT, "/v1/completions",
+            completion(3, ",\"n\":2,\"temperature\":0.7,\"max_tokens\":2"))) {
+            assertEquals(200, r.statusCode(), r.body());
+        }
+    }
+
+    // item 4: model aliases (served_as)
+    @Test
+    void anAliasReachesTheEngineAsItsServedNameAndTheClientSeesItsOwnName() throws Exception {
+        List<HttpResponse<String>> json = both(VLLM_ALIAS, SGLANG_ALIAS, "/v1/chat/completions", chat(",\"max_tokens\":3"));
+        assertEquals(VLLM_ALIAS, SimHttp.MAPPER.readTree(json.get(0).body()).get("model").asText(), json.get(0).body());
+        assertEquals(SGLANG_ALIAS, SimHttp.MAPPER.readTree(json.get(1).body()).get("model").asText(), json.get(1).body());
+        assertEquals(VLLM_MODEL, lastRequest(vllm).get("model").asText(), "vLLM 404s any name it does not serve");
+        assertEquals(SGLANG_MODEL, lastRequest(sglang).get("model").asText());
+        List<HttpResponse<String>> streams = both(VLLM_ALIAS, SGLANG_ALIAS, "/v1/completions",
+            completion(3, ",\"max_tokens\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}"));
+        String[] names = {VLLM_ALIAS, SGLANG_ALIAS};
+        for (int e = 0; e < 2; e++) {
+            List<JsonNode> ev = events(streams.get(e).body());
+            assertTrue(ev.size() >= 3, streams.get(e).body());
+            for (JsonNode chunk : ev) {
+                assertEquals(names[e], chunk.get("model").asText(), "every chunk: " + streams.get(e).body());
+            }
+        }
+        HttpResponse<String> list = send("GET", "/v1/models", null);
+        List<String> ids = new ArrayList<>();
+        SimHttp.MAPPER.readTree(list.body()).get("data").forEach(m -> ids.add(m.get("id").asText()));
+        assertTrue(ids.containsAll(List.of(VLLM_MODEL, VLLM_ALIAS, SGLANG_MODEL, SGLANG_ALIAS, VLLM_REJECT)), ids.toString());
+        assertEquals(200, send("GET", "/v1/models/" + VLLM_ALIAS, null).statusCode());
+        assertTrue(gw.metrics().render().contains("kvgate_requests_total{rule=\"on-vllm\",model=\"" + VLLM_ALIAS + "\",status=\"200\"}"),
+            "metrics label the client's name");
+    }
+
+    // review row 23 / item 5: forced include_usage, stripped unless asked; kvgate_tokens_total
+    @Test
+    void usageIsForcedForTokenMetricsAndReachesOnlyClientsThatAskedForIt() throws Exception {
+        String before = gw.metrics().render();
+        List<HttpResponse<String>> plain = both("/v1/chat/completions", chat(",\"max_tokens\":3,\"stream\":true"));
+        for (HttpResponse<String> r : plain) {
+            List<JsonNode> ev = events(r.body());
+            assertTrue(ev.stream().noneMatch(e -> e.path("usage").isObject()), "no usage chunk: " + r.body());
+            assertTrue(ev.stream().allMatch(e -> e.path("choices").size() > 0), r.body());
+        }
+        assertTrue(lastRequest(vllm).get("include_usage").asBoolean(), "the engines were asked for usage");
+        assertTrue(lastRequest(sglang).get("include_usage").asBoolean());
+        assertTrue(plain.get(1).body().contains("\"usage\":null"), "SGLang's own per-chunk nulls are its wire: kept");
+        // vLLM's StreamOptions defaults include_usage to true once the object is present; OpenAI's does not
+        for (HttpResponse<String> r : both("/v1/chat/completions", chat(",\"max_tokens\":3,\"stream\":true,\"stream_options\":{}"))) {
+            assertTrue(events(r.body()).stream().noneMatch(e -> e.path("usage").isObject()), r.body());
+        }
+        List<HttpResponse<String>> asked = both("/v1/chat/completions", chat(",\"max_tokens\":3,\"stream\":true,"
+            + "\"stream_options\":{\"include_usage\":true}"));
+        JsonNode vu = usageChunkOnly(events(asked.get(0).body()));
+        JsonNode su = usageChunkOnly(events(asked.get(1).body()));
+        assertEquals(3, vu.get("completion_tokens").asInt());
+        assertEquals(su.get("prompt_tokens"), vu.get("prompt_tokens"));
+        String after = gw.metrics().render();
+        for (String rule : new String[] {"on-vllm", "on-sglang"}) {
+            String model = rule.equals("on-vllm") ? VLLM_MODEL : SGLANG_MODEL;
+            String series = "kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"completion\"} ";
+            assertTrue(counter(after, series) >= counter(before, series) + 9, "3 streams of 3 tokens each: " + series + after);
+            String prompt = "kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"prompt\"} ";
+            assertTrue(counter(after, prompt) > counter(before, prompt), prompt);
+            assertTrue(after.contains("kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"cached\"} "));
+        }
+    }
+
+    static long generations(EngineSimulator sim) {
+        return sim.stats().get("chat_requests") + sim.stats().get("completion_requests");
+    }
+
+    private static double counter(String metrics, String series) {
+        for (String line : metrics.split("\n")) {
+            if (line.startsWith(series)) {
+                return Double.parseDouble(line.substring(series.length()).strip());
+            }
+        }
+        return 0;
     }
 }
