@@ -55,6 +55,12 @@ public final class RequestEdits {
      * released). {@code body} holds the whole JSON object from its reader index, as the extractor saw it.
      */
     public ByteBuf apply(ByteBuf body, RequestFields f, ByteBufAllocator alloc) {
+        if ((count > 0 || f.engineFieldRangeCount > 0) && body.readableBytes() != f.bodyLength) {
+            // Every recorded offset is an offset of the body as parsed: an edit made elsewhere in between must go
+            // through set() instead, or these splices would land at the wrong bytes.
+            throw new IllegalStateException("the request body changed after it was parsed (" + f.bodyLength + " -> "
+                + body.readableBytes() + " bytes): edit it through RequestEdits");
+        }
         if (count == 0) {
             if (f.engineFieldRangeCount > 0) {
                 EngineFieldStripper.strip(body, f);

@@ -63,6 +63,7 @@ public final class RequestFieldExtractor {
 
     /** Feeds the next chunk of the body (the buffer is consumed before this returns). */
     public void feed(ByteBuffer chunk) {
+        fields.bodyLength += chunk.remaining();
         if (failure != null || !chunk.hasRemaining()) {
             return;
         }

@@ -105,6 +105,12 @@ public final class RequestFields {
     /** Offset of the body's closing brace (valid once the body parsed). */
     public int objectEnd = -1;
     /**
+     * Bytes of body the extractor was fed: every recorded offset refers to a body of exactly this length, so an
+     * edit that changed the body in between would be caught ({@link RequestEdits#apply}) instead of splicing at
+     * stale offsets.
+     */
+    public int bodyLength;
+    /**
      * Per {@link Member}: where the byte range of the member's last value starts, as the parser reports it (-1:
      * absent). The non-blocking parser places a token one byte past its first byte; {@link RequestEdits} resolves
      * the exact start ({@link #valueStart}) against the body.
@@ -178,6 +184,7 @@ public final class RequestFields {
         engineFieldRangeCount = 0;
         removedRangeCount = 0;
         objectEnd = -1;
+        bodyLength = 0;
         java.util.Arrays.fill(valueFrom, -1);
         java.util.Arrays.fill(valueEnd, -1);
         answerRewrite = null;

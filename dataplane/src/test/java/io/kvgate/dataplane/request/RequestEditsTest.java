@@ -249,6 +249,19 @@ class RequestEditsTest {
     }
 
     @Test
+    void aBodyChangedSinceItWasParsedIsRefusedNotSplicedAtStaleOffsets() {
+        byte[] b = "{\"n\":1000,\"model\":\"gpt\"}".getBytes(StandardCharsets.UTF_8);
+        RequestFields f = parsed(b, 4);
+        ByteBuf shorter = Unpooled.copiedBuffer("{\"n\":10,\"model\":\"gpt\"}", StandardCharsets.UTF_8);
+        RequestEdits edits = new RequestEdits();
+        edits.set(Member.MODEL, "\"qwen3\"");
+        IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+            () -> edits.apply(shorter, f, ByteBufAllocator.DEFAULT));
+        assertTrue(e.getMessage().contains("changed after it was parsed"), e.getMessage());
+        shorter.release();
+    }
+
+    @Test
     void jsonStringsAreEscaped() {
         assertEquals("\"a\\\"b\\\\c\\n\\u0001é\"", new String(RequestEdits.jsonString("a\"b\\c\n\u0001é"), StandardCharsets.UTF_8));
     }

@@ -527,8 +527,12 @@ class OpenAiContractSystemTest {
         SimHttp.MAPPER.readTree(list.body()).get("data").forEach(m -> ids.add(m.get("id").asText()));
         assertTrue(ids.containsAll(List.of(VLLM_MODEL, VLLM_ALIAS, SGLANG_MODEL, SGLANG_ALIAS, VLLM_REJECT)), ids.toString());
         assertEquals(200, send("GET", "/v1/models/" + VLLM_ALIAS, null).statusCode());
-        assertTrue(gw.metrics().render().contains("kvgate_requests_total{rule=\"on-vllm\",model=\"" + VLLM_ALIAS + "\",status=\"200\"}"),
-            "metrics label the client's name");
+        String series = "kvgate_requests_total{rule=\"on-vllm\",model=\"" + VLLM_ALIAS + "\",status=\"200\"}";
+        long deadline = System.nanoTime() + 5_000_000_000L; // recorded just after the last bytes went out
+        while (!gw.metrics().render().contains(series) && System.nanoTime() < deadline) {
+            java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+        }
+        assertTrue(gw.metrics().render().contains(series), "metrics label the client's name");
     }
 
     // review row 23 / item 5: forced include_usage, stripped unless asked; kvgate_tokens_total
@@ -554,10 +558,16 @@ class OpenAiContractSystemTest {
         JsonNode su = usageChunkOnly(events(asked.get(1).body()));
         assertEquals(3, vu.get("completion_tokens").asInt());
         assertEquals(su.get("prompt_tokens"), vu.get("prompt_tokens"));
-        String after = gw.metrics().render();
         for (String rule : new String[] {"on-vllm", "on-sglang"}) {
             String model = rule.equals("on-vllm") ? VLLM_MODEL : SGLANG_MODEL;
             String series = "kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"completion\"} ";
+            // The exchange records its metrics just after the last bytes went out: wait for that, bounded.
+            long deadline = System.nanoTime() + 5_000_000_000L;
+            String after = gw.metrics().render();
+            while (counter(after, series) < counter(before, series) + 9 && System.nanoTime() < deadline) {
+                java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+                after = gw.metrics().render();
+            }
             assertTrue(counter(after, series) >= counter(before, series) + 9, "3 streams of 3 tokens each: " + series + after);
             String prompt = "kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"prompt\"} ";
             assertTrue(counter(after, prompt) > counter(before, prompt), prompt);
