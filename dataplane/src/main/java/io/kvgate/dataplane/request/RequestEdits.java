@@ -125,6 +125,21 @@ public final class RequestEdits {
         return out;
     }
 
+    /**
+     * Re-reads {@code f} from {@code body} when an earlier stage edited the body in place so that its length moved
+     * (the recorded offsets describe the body as received): only such requests pay a second parse. Returns whether
+     * it re-read. Call before planning edits on a body something else may have changed.
+     */
+    public static boolean refreshIfEdited(ByteBuf body, RequestFields f) {
+        if (body.readableBytes() == f.bodyLength) {
+            return false;
+        }
+        RequestFieldExtractor again = new RequestFieldExtractor(f);
+        again.feed(body.nioBuffer());
+        again.finish();
+        return true;
+    }
+
     /** Insertion sort (a handful of splices); stable, so two additions at the closing brace keep their order. */
     private static void sortByStart(int[] starts, int[] ends, byte[][] with, int n) {
         for (int i = 1; i < n; i++) {

@@ -120,6 +120,34 @@ class FrontDoorHandlerTest {
         assertEquals(0, h.started.size());
     }
 
+    @Test
+    void theForwardedBodyCarriesTheAnswerRewritesEditsInOnePassWithTheEngineFieldRemoval() throws Exception {
+        try (FrontDoorHarness aliased = new FrontDoorHarness(FrontDoorHarness.BASE_YAML
+            + "  - name: alias\n    models: [{name: gpt-4o-mini, served_as: qwen3}]\n    endpoints:\n      - url: http://127.0.0.1:3\n")) {
+            String body = "{\"kv_transfer_params\":{\"remote_host\":\"10.9.9.9\"},\"model\":\"gpt-4o-mini\",\"stream\":true,"
+                + "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+            byte[] req = chatPost(body, AUTH).getBytes(StandardCharsets.UTF_8);
+            for (int split = 1; split < req.length; split += 7) {
+                EmbeddedChannel ch = aliased.channel();
+                ch.writeInbound(Unpooled.wrappedBuffer(req, 0, split));
+                ch.writeInbound(Unpooled.wrappedBuffer(req, split, req.length - split));
+                ParsedRequest p = aliased.started.get(aliased.started.size() - 1);
+                assertEquals("{\"model\":\"qwen3\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                    + "\"stream_options\":{\"include_usage\":true}}", aliased.bodies.get(aliased.bodies.size() - 1), "split " + split);
+                assertEquals("gpt-4o-mini", p.model(), "the exchange keeps the client's name");
+                assertEquals("gpt-4o-mini", p.answerRewrite().clientModel());
+                assertTrue(p.answerRewrite().stripUsage());
+                ch.finishAndReleaseAll();
+            }
+        }
+        // a request that needs nothing is handed on as it came, with no rewrite
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+        assertEquals(BODY, h.bodies.get(0));
+        assertEquals(null, h.started.get(0).answerRewrite());
+        ch.finishAndReleaseAll();
+    }
+
     // ---- H1 / M2: memory and connections -------------------------------------------------------------------
 
     @Test

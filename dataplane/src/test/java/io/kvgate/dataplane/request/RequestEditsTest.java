@@ -262,6 +262,25 @@ class RequestEditsTest {
     }
 
     @Test
+    void aBodyAnEarlierStageShortenedInPlaceIsReadAgainBeforeItIsEdited() {
+        byte[] b = "{\"max_tokens\":1000,\"model\":\"gpt\",\"stream\":true}".getBytes(StandardCharsets.UTF_8);
+        RequestFields f = parsed(b, 11);
+        ByteBuf body = Unpooled.buffer(64).writeBytes("{\"max_tokens\":37,\"model\":\"gpt\",\"stream\":true}"
+            .getBytes(StandardCharsets.UTF_8)); // e.g. a context clamp that lowered the budget in place
+        assertTrue(RequestEdits.refreshIfEdited(body, f));
+        RequestEdits edits = new RequestEdits();
+        edits.set(Member.MODEL, "\"qwen3\"");
+        edits.set(Member.STREAM_OPTIONS, RequestEdits.streamOptionsWithUsage(body, f));
+        ByteBuf out = edits.apply(body, f, ByteBufAllocator.DEFAULT);
+        assertEquals("{\"max_tokens\":37,\"model\":\"qwen3\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+            out.toString(StandardCharsets.UTF_8));
+        out.release();
+        ByteBuf same = Unpooled.copiedBuffer(b);
+        assertFalse(RequestEdits.refreshIfEdited(same, parsed(b, 3)), "an untouched body is not parsed again");
+        same.release();
+    }
+
+    @Test
     void jsonStringsAreEscaped() {
         assertEquals("\"a\\\"b\\\\c\\n\\u0001é\"", new String(RequestEdits.jsonString("a\"b\\c\n\u0001é"), StandardCharsets.UTF_8));
     }
