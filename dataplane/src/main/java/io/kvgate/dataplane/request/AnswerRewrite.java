@@ -63,31 +63,32 @@ public final class AnswerRewrite {
 
     /**
      * Decides the rewrite for a validated request of {@code rule} and records the request edits it needs in
-     * {@code edits}; returns null when the answer can be relayed untouched (no edit is recorded then).
+     * {@code edits}; returns null when the answer can be relayed untouched (no edit is recorded then). When edits
+     * are needed and {@code body} changed since it was parsed, {@code f} is read again from it first
+     * ({@link RequestEdits#refreshIfEdited}).
      *
-     * @param body the request body the field ranges in {@code f} refer to
+     * @param body the request body as it will be sent (engine-internal members already removed)
      */
     public static AnswerRewrite plan(RequestFields f, RuleConfig rule, ByteBuf body, RequestEdits edits) {
-        String alias = null;
         ModelEntry entry = rule.entryFor(f.model);
-        if (entry != null && entry.renamed()) {
-            alias = f.model;
-            edits.set(Member.MODEL, RequestEdits.jsonString(entry.engineName()));
-        }
-        int replicas = 1;
-        if (greedyN(f) && rule.greedyN() == RuleConfig.GreedyN.REPLICATE && rule.engineKind().refusesGreedyN()) {
-            replicas = f.n;
-            edits.set(Member.N, "1");
-        }
-        boolean strip = false;
-        if (f.stream && !f.includeUsageTrue && (f.streamOptionsObject || !f.hasStreamOptions)) {
-            // stream_options absent, null or an object without include_usage: true (any other value the engine
-            // refuses itself, so it is left for the engine to judge)
-            strip = true;
-            edits.set(Member.STREAM_OPTIONS, RequestEdits.streamOptionsWithUsage(body, f));
-        }
+        String alias = entry != null && entry.renamed() ? f.model : null;
+        int replicas = greedyN(f) && rule.greedyN() == RuleConfig.GreedyN.REPLICATE && rule.engineKind().refusesGreedyN()
+            ? f.n : 1;
+        // stream_options absent, null or an object without include_usage: true (any other value the engine refuses
+        // itself, so it is left for the engine to judge)
+        boolean strip = f.stream && !f.includeUsageTrue && (f.streamOptionsObject || !f.hasStreamOptions);
         if (alias == null && replicas == 1 && !strip) {
             return null;
+        }
+        RequestEdits.refreshIfEdited(body, f); // the ranges the edits splice at must be this body's
+        if (alias != null) {
+            edits.set(Member.MODEL, RequestEdits.jsonString(entry.engineName()));
+        }
+        if (replicas > 1) {
+            edits.set(Member.N, "1");
+        }
+        if (strip) {
+            edits.set(Member.STREAM_OPTIONS, RequestEdits.streamOptionsWithUsage(body, f));
         }
         return new AnswerRewrite(alias, replicas, strip);
     }

@@ -126,12 +126,13 @@ public final class RequestEdits {
     }
 
     /**
-     * Re-reads {@code f} from {@code body} when an earlier stage edited the body in place so that its length moved
-     * (the recorded offsets describe the body as received): only such requests pay a second parse. Returns whether
-     * it re-read. Call before planning edits on a body something else may have changed.
+     * Re-reads {@code f} from {@code body} when the body changed since it was parsed, so that the recorded offsets
+     * describe the bytes about to be spliced: engine-internal members were removed ({@link EngineFieldStripper}), or
+     * an earlier stage edited it in place and its length moved (the context clamp). Only such requests pay a second
+     * parse. Returns whether it re-read.
      */
     public static boolean refreshIfEdited(ByteBuf body, RequestFields f) {
-        if (body.readableBytes() == f.bodyLength) {
+        if (f.removedRangeCount == 0 && body.readableBytes() == f.bodyLength) {
             return false;
         }
         RequestFieldExtractor again = new RequestFieldExtractor(f);

@@ -121,7 +121,7 @@ class FrontDoorHandlerTest {
     }
 
     @Test
-    void theForwardedBodyCarriesTheAnswerRewritesEditsInOnePassWithTheEngineFieldRemoval() throws Exception {
+    void theForwardedBodyCarriesTheAnswerRewritesEditsAfterTheEngineFieldRemoval() throws Exception {
         try (FrontDoorHarness aliased = new FrontDoorHarness(FrontDoorHarness.BASE_YAML
             + "  - name: alias\n    models: [{name: gpt-4o-mini, served_as: qwen3}]\n    endpoints:\n      - url: http://127.0.0.1:3\n")) {
             String body = "{\"kv_transfer_params\":{\"remote_host\":\"10.9.9.9\"},\"model\":\"gpt-4o-mini\",\"stream\":true,"

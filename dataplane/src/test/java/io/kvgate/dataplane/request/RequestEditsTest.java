@@ -278,6 +278,18 @@ class RequestEditsTest {
         ByteBuf same = Unpooled.copiedBuffer(b);
         assertFalse(RequestEdits.refreshIfEdited(same, parsed(b, 3)), "an untouched body is not parsed again");
         same.release();
+        // the engine-field strip compacts the body in place: its offsets are read again before any edit
+        byte[] internal = "{\"bootstrap_room\":7,\"model\":\"gpt\",\"stream\":true}".getBytes(StandardCharsets.UTF_8);
+        RequestFields g = parsed(internal, 9);
+        ByteBuf stripped = Unpooled.copiedBuffer(internal);
+        EngineFieldStripper.strip(stripped, g);
+        assertTrue(RequestEdits.refreshIfEdited(stripped, g));
+        assertEquals(0, g.engineFieldRangeCount, "nothing left to remove");
+        edits.reset();
+        edits.set(Member.MODEL, "\"qwen3\"");
+        ByteBuf edited = edits.apply(stripped, g, ByteBufAllocator.DEFAULT);
+        assertEquals("{\"model\":\"qwen3\",\"stream\":true}", edited.toString(StandardCharsets.UTF_8));
+        edited.release();
     }
 
     @Test

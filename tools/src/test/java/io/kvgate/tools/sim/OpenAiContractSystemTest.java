@@ -504,6 +504,21 @@ class OpenAiContractSystemTest {
         }
     }
 
+    // every body edit at once: a client-sent engine-internal member removed, the budget clamped in place, usage forced
+    @Test
+    void aClampedStreamWithEngineFieldsStillGetsForcedUsageSplicedCorrectly() throws Exception {
+        List<HttpResponse<String>> r = both(VLLM_CLAMP_MODEL, SGLANG_CLAMP_MODEL, "/v1/chat/completions",
+            chat(",\"kv_transfer_params\":{\"remote_host\":\"10.9.9.9\"},\"max_tokens\":1000,\"stream\":true"));
+        for (HttpResponse<String> one : r) {
+            assertEquals(200, one.statusCode(), one.body());
+            List<JsonNode> ev = events(one.body());
+            assertTrue(ev.stream().noneMatch(e -> e.path("usage").isObject()), "the forced usage chunk is removed: " + one.body());
+            assertTrue(choiceEvents(ev).stream().anyMatch(e -> e.endsWith(":length")), "cut at the context: " + one.body());
+        }
+        assertTrue(lastRequest(vllmClamp).get("include_usage").asBoolean(), "the engine got the merged stream_options");
+        assertTrue(lastRequest(sglangClamp).get("include_usage").asBoolean());
+    }
+
     // item 4: model aliases (served_as)
     @Test
     void anAliasReachesTheEngineAsItsServedNameAndTheClientSeesItsOwnName() throws Exception {
