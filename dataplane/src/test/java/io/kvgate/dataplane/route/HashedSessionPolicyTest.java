@@ -327,13 +327,18 @@ class HashedSessionPolicyTest {
             weighted.policy().choose(cw, w, 0, why);
         }
         com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
-        long before = mx.getCurrentThreadAllocatedBytes();
-        for (int i = 0; i < 20_000; i++) {
-            e.sessionKeyHash = w.sessionKeyHash = i + 1;
-            r.policy().choose(c, e, 0, why);
-            weighted.policy().choose(cw, w, 0, why);
+        // The least of five measured runs, as DecisionAllocationTest does: one run can catch a one-off allocation of
+        // the JIT replacing code under it (failed once in a full run); a real per-decision allocation shows in every run.
+        long allocated = Long.MAX_VALUE;
+        for (int run = 0; run < 5; run++) {
+            long before = mx.getCurrentThreadAllocatedBytes();
+            for (int i = 0; i < 20_000; i++) {
+                e.sessionKeyHash = w.sessionKeyHash = i + 1;
+                r.policy().choose(c, e, 0, why);
+                weighted.policy().choose(cw, w, 0, why);
+            }
+            allocated = Math.min(allocated, mx.getCurrentThreadAllocatedBytes() - before);
         }
-        long allocated = mx.getCurrentThreadAllocatedBytes() - before;
         assertTrue(allocated < 1024, "40000 decisions allocated " + allocated + " B");
         Set<EndpointState> seen = new HashSet<>();
         for (int i = 0; i < 100; i++) {
