@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.wire;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufUtil;
 
 /** Byte-level HTTP/1.1 grammar (RFC 9110 §5.6, RFC 9112) shared by the wire codecs: no allocation. */
 final class HttpBytes {
@@ -83,9 +84,18 @@ final class HttpBytes {
 
     /** Writes {@code s} as bytes, each char that is not visible ASCII or SP as '?' (a header value can never break a line). */
     static void writeFieldValue(ByteBuf out, CharSequence s) {
-        for (int i = 0; i < s.length(); i++) {
+        int n = s.length();
+        for (int i = 0; i < n; i++) {
             char c = s.charAt(i);
-            out.writeByte(c >= 0x20 && c < 0x7f ? c : '?');
+            if (c < 0x20 || c >= 0x7f) {
+                out.ensureWritable(n);
+                for (int j = 0; j < n; j++) {
+                    char d = s.charAt(j);
+                    out.writeByte(d >= 0x20 && d < 0x7f ? d : '?');
+                }
+                return;
+            }
         }
+        ByteBufUtil.writeAscii(out, s); // the common case: all of it at once
     }
 }
