@@ -280,14 +280,8 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
                 throw refuse("control character in a header value");
             }
         }
-        int v = colon + 1;
-        int ve = end;
-        while (v < ve && HttpBytes.isOws(in.getByte(v))) {
-            v++;
-        }
-        while (ve > v && HttpBytes.isOws(in.getByte(ve - 1))) {
-            ve--;
-        }
+        int v = HttpBytes.skipOws(in, colon + 1, end);
+        int ve = HttpBytes.trimOwsEnd(in, v, end);
         int lineEnd = end + 2 - base;
         switch (classify(in, start, colon - start)) {
             case CONTENT_LENGTH -> {
@@ -340,20 +334,10 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
     }
 
     private void parseConnection(ByteBuf in, int v, int ve) {
-        int t = v;
-        while (t <= ve) {
-            int comma = t;
-            while (comma < ve && in.getByte(comma) != ',') {
-                comma++;
-            }
-            int s = t;
-            int e = comma;
-            while (s < e && HttpBytes.isOws(in.getByte(s))) {
-                s++;
-            }
-            while (e > s && HttpBytes.isOws(in.getByte(e - 1))) {
-                e--;
-            }
+        for (int t = v; t <= ve; ) {
+            int comma = HttpBytes.listElementEnd(in, t, ve);
+            int s = HttpBytes.skipOws(in, t, comma);
+            int e = HttpBytes.trimOwsEnd(in, s, comma);
             if (e > s) {
                 for (int i = s; i < e; i++) {
                     if (!HttpBytes.isTchar(in.getByte(i))) {
@@ -504,21 +488,11 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
             int lf = in.indexOf(line, headEnd, HttpBytes.LF);
             int colon = in.indexOf(line, lf, (byte) ':');
             if (classify(in, line, colon - line) == CONNECTION) {
-                int t = colon + 1;
                 int ve = lf - 1;
-                while (t <= ve) {
-                    int comma = t;
-                    while (comma < ve && in.getByte(comma) != ',') {
-                        comma++;
-                    }
-                    int s = t;
-                    int e = comma;
-                    while (s < e && HttpBytes.isOws(in.getByte(s))) {
-                        s++;
-                    }
-                    while (e > s && HttpBytes.isOws(in.getByte(e - 1))) {
-                        e--;
-                    }
+                for (int t = colon + 1; t <= ve; ) {
+                    int comma = HttpBytes.listElementEnd(in, t, ve);
+                    int s = HttpBytes.skipOws(in, t, comma);
+                    int e = HttpBytes.trimOwsEnd(in, s, comma);
                     if (e > s) {
                         if (2 * tokenCount == tokens.length) {
                             tokens = Arrays.copyOf(tokens, tokens.length * 2);
@@ -588,9 +562,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
             throw refuse("malformed chunk size");
         }
         // chunk-ext: BWS ";" ... — read and ignored, but it must be one.
-        while (i < end && HttpBytes.isOws(in.getByte(i))) {
-            i++;
-        }
+        i = HttpBytes.skipOws(in, i, end);
         if (i < end) {
             if (in.getByte(i) != ';') {
                 throw refuse("malformed chunk size");

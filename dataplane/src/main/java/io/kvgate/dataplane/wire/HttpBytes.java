@@ -46,6 +46,30 @@ final class HttpBytes {
         return b == ' ' || b == '\t';
     }
 
+    /** The first index in [from, end) that is not OWS, or {@code end}. */
+    static int skipOws(ByteBuf buf, int from, int end) {
+        while (from < end && isOws(buf.getByte(from))) {
+            from++;
+        }
+        return from;
+    }
+
+    /** {@code end} moved back over trailing OWS, never below {@code from}. */
+    static int trimOwsEnd(ByteBuf buf, int from, int end) {
+        while (end > from && isOws(buf.getByte(end - 1))) {
+            end--;
+        }
+        return end;
+    }
+
+    /** The index of the next ',' in [from, end), or {@code end}: where one element of a field's list ends. */
+    static int listElementEnd(ByteBuf buf, int from, int end) {
+        while (from < end && buf.getByte(from) != ',') {
+            from++;
+        }
+        return from;
+    }
+
     static int lower(int b) {
         return b >= 'A' && b <= 'Z' ? b + 32 : b;
     }

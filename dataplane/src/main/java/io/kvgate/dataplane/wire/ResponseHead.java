@@ -137,14 +137,8 @@ public final class ResponseHead extends DefaultByteBufHolder {
             int lf = raw.indexOf(line, end + 2, (byte) '\n');
             int colon = raw.indexOf(line, lf, (byte) ':');
             if (colon - line == name.length() && HttpBytes.equalsIgnoreCase(raw, line, name)) {
-                int v = colon + 1;
-                int ve = lf - 1;
-                while (v < ve && HttpBytes.isOws(raw.getByte(v))) {
-                    v++;
-                }
-                while (ve > v && HttpBytes.isOws(raw.getByte(ve - 1))) {
-                    ve--;
-                }
+                int v = HttpBytes.skipOws(raw, colon + 1, lf - 1);
+                int ve = HttpBytes.trimOwsEnd(raw, v, lf - 1);
                 return raw.toString(v, ve - v, StandardCharsets.ISO_8859_1);
             }
             line = lf + 1;
