@@ -72,10 +72,27 @@ class UsageScanner implements ByteProcessor {
     private long completionTokens;
     private long cachedTokens;
 
-    /** Feeds the readable bytes of {@code buf} (its indices are not moved). */
+    /**
+     * Feeds the readable bytes of {@code buf} (its indices are not moved). While looking for the needle with nothing
+     * of it matched, only a quote can start it, so the scan jumps to the next quote (Netty's {@code indexOf} reads
+     * eight bytes at a time) instead of visiting every byte of the answer's text: {@link #process} stops the walk
+     * whenever it is back in that state.
+     */
     final void scanUsage(ByteBuf buf) {
-        if (buf.isReadable()) {
-            buf.forEachByte(buf.readerIndex(), buf.readableBytes(), this);
+        int i = buf.readerIndex();
+        int end = buf.writerIndex();
+        while (i < end) {
+            if (state == SEEK && matched == 0) {
+                i = buf.indexOf(i, end, (byte) '"');
+                if (i < 0) {
+                    return;
+                }
+            }
+            int stopped = buf.forEachByte(i, end - i, this);
+            if (stopped < 0) {
+                return;
+            }
+            i = stopped + 1;
         }
     }
 
@@ -220,7 +237,7 @@ class UsageScanner implements ByteProcessor {
             }
             default -> throw new IllegalStateException("usage scanner state " + state);
         }
-        return true;
+        return state != SEEK || matched != 0; // false: the caller may jump to the next quote
     }
 
     private void seek(byte b) {

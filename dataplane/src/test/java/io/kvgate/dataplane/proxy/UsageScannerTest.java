@@ -77,4 +77,40 @@ class UsageScannerTest {
         assertEquals("[6, 1, 0]", java.util.Arrays.toString(everySplit(s)));
         assertTrue(everySplit("{\"usage\":{}}") != null, "an empty usage object is a usage of nothing");
     }
+
+    /**
+     * The buffer path jumps from quote to quote while nothing of the needle is matched; the byte path visits every
+     * byte. Over answers made of the characters that matter (quotes, escapes, digits, braces, the needle's and the
+     * keys' letters) in random order and at random reader offsets, both read the same usage.
+     */
+    @Test
+    void jumpingToTheNextQuoteReadsWhatVisitingEveryByteReads() {
+        java.util.Random random = new java.util.Random(20261202);
+        String[] pieces = {"\"", "\\", "usage", "\"usage\"", ":", " ", "{", "}", "[", "]", ",", "12", "x",
+            "\"prompt_tokens\":", "\"completion_tokens\":", "\"prompt_tokens_details\":", "\"cached_tokens\":", "null"};
+        int seen = 0;
+        for (int round = 0; round < 20_000; round++) {
+            StringBuilder text = new StringBuilder();
+            if (random.nextInt(3) == 0) {
+                text.append("{\"usage\":{\"prompt_tokens\":").append(random.nextInt(100)).append(',');
+            }
+            for (int n = random.nextInt(30); n > 0; n--) {
+                text.append(pieces[random.nextInt(pieces.length)]);
+            }
+            byte[] b = text.toString().getBytes(StandardCharsets.UTF_8);
+            UsageScanner everyByte = new UsageScanner();
+            everyByte.scanUsage(b, 0, b.length);
+            int offset = random.nextInt(4);
+            ByteBuf buf = Unpooled.buffer(offset + b.length).writerIndex(offset).readerIndex(offset).writeBytes(b);
+            UsageScanner jumping = new UsageScanner();
+            jumping.scanUsage(buf);
+            assertEquals(offset, buf.readerIndex());
+            assertEquals(everyByte.usageSeen(), jumping.usageSeen(), text::toString);
+            assertEquals(everyByte.promptTokens(), jumping.promptTokens(), text::toString);
+            assertEquals(everyByte.completionTokens(), jumping.completionTokens(), text::toString);
+            assertEquals(everyByte.cachedTokens(), jumping.cachedTokens(), text::toString);
+            seen += everyByte.usageSeen() ? 1 : 0;
+        }
+        assertTrue(seen > 200, "the generated answers include complete usage objects: " + seen);
+    }
 }
