@@ -31,7 +31,7 @@ public final class ConfigTree {
 
     /** Rule keys {@code PATCH /control/v1/rules/{name}} may change live; anything else is refused, naming the key. */
     public static final List<String> RULE_TUNABLES = List.of("fallback", "explain", "max_n", "max_prompt_tokens",
-        "max_model_len", "on_context_overflow", "greedy_n",
+        "max_model_len", "on_context_overflow", "greedy_n", "speculative", "max_logit_bias",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
         "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight", "kv.dp_rank_hint",
@@ -178,6 +178,8 @@ public final class ConfigTree {
         }
         m.put("on_context_overflow", r.onContextOverflow());
         m.put("greedy_n", r.greedyN().configValue());
+        m.put("speculative", r.speculative());
+        m.put("max_logit_bias", r.maxLogitBias());
         RuleConfig.SessionConfig s = r.session();
         Map<String, Object> sm = new LinkedHashMap<>();
         sm.put("key", s.key());

@@ -35,7 +35,30 @@ public record RuleConfig(
     int maxModelLen,
     String onContextOverflow,
     ChatTemplateFile chatTemplate,
-    GreedyN greedyN) {
+    GreedyN greedyN,
+    boolean speculative,
+    int maxLogitBias) {
+
+    /**
+     * {@code max_logit_bias} default: OpenAI's cap on the entries of one request's {@code logit_bias} (it answers 400
+     * above 300). The field's cost differs by engine (review row 13): vLLM keeps the biased entries in flat lists,
+     * SGLang builds a dense fp32 batch x vocabulary matrix for the whole batch as soon as one request carries it.
+     */
+    public static final int DEFAULT_MAX_LOGIT_BIAS = 300;
+    /** The largest {@code max_logit_bias}: a vocabulary's size, beyond which a bias map cannot grow. */
+    public static final int MAX_LOGIT_BIAS = 1 << 20;
+
+    /** The shape before {@code speculative} / {@code max_logit_bias} existed: not speculative, OpenAI's cap. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, false, DEFAULT_MAX_LOGIT_BIAS);
+    }
 
     /**
      * {@code greedy_n}: what a request for {@code n > 1} choices at {@code temperature: 0} gets (issue #13 item 2).
@@ -96,7 +119,7 @@ public record RuleConfig(
     RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN);
+            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -747,9 +770,14 @@ public record RuleConfig(
         }
         h.finish();
         GreedyN greedyN = GreedyN.valueOf(n.oneOf("greedy_n", "replicate", List.of("replicate", "reject")).toUpperCase(Locale.ROOT));
+        // The engines run speculative decoding behind a server flag the gateway cannot see: vLLM then ignores
+        // logit_bias and min_p (a start-up warning is the only notice), so the rule says so and the gateway refuses
+        // those fields instead of letting them be a silent no-op (review row 14).
+        boolean speculative = n.bool("speculative", false);
+        int maxLogitBias = n.intValue("max_logit_bias", DEFAULT_MAX_LOGIT_BIAS, 0, MAX_LOGIT_BIAS);
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow, chatTemplate, greedyN);
+            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias);
     }
 }

@@ -55,6 +55,8 @@ class ConfigTreeCoverageTest {
               - name: r
                 models: [m1, {name: m2, served_as: m2, adapters: [m2-lora]}, {name: m9, served_as: m1}]
                 greedy_n: reject
+                speculative: true
+                max_logit_bias: 7
                 health: {path: /health_generate, timeout_ms: 5000}
                 engine: vllm
                 policy: kv_exact

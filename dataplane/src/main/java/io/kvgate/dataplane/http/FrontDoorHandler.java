@@ -10,6 +10,7 @@ import io.kvgate.dataplane.route.AdapterDirectory;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.ActiveExchange;
 import io.kvgate.dataplane.request.AnswerRewrite;
+import io.kvgate.dataplane.request.EngineDialect;
 import io.kvgate.dataplane.request.EngineFieldStripper;
 import io.kvgate.dataplane.request.ExchangeOwner;
 import io.kvgate.dataplane.request.ExchangeStarter;
@@ -475,6 +476,15 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             respondProblem(greedy);
             return;
         }
+        Problem sampling = RequestValidator.sampling(fields, rule.name(), rule.config().speculative(),
+            rule.config().maxLogitBias());
+        if (fields.hasLogitBias && fields.logitBiasEntries > 0) {
+            gw.metrics().logitBias(rule.name(), sampling == null ? "accepted" : "refused");
+        }
+        if (sampling != null) {
+            respondProblem(sampling);
+            return;
+        }
         gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
         if (fields.engineFieldRangeCount > 0) {
             gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
@@ -513,11 +523,14 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     }
 
     /**
-     * The edits of the answer rewrite this request needs (model alias, greedy {@code n}, forced usage), spliced into
+     * The edits that put the request in the rule's engine's dialect ({@link EngineDialect}: temperature floor, the
+     * stop-string switch's spelling, an empty logit_bias) and those of the answer rewrite this request needs (model
+     * alias, greedy {@code n}, forced usage), spliced into
      * the body in one pass over the recorded field ranges (read again first when an earlier stage changed the body:
      * the engine-field strip, the context clamp). A request that needs none keeps its body buffer as it is.
      */
     private void forwardedBody(Rule rule) {
+        EngineDialect.plan(fields, rule.engine(), body, edits);
         fields.answerRewrite = AnswerRewrite.plan(fields, rule.config(), body, edits);
         if (!edits.isEmpty()) {
             body = edits.apply(body, fields, ctx.alloc());

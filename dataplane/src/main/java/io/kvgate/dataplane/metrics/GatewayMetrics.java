@@ -37,6 +37,7 @@ public final class GatewayMetrics {
     private final ConcurrentHashMap<String, LongAdder> badRequests = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> shed = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> contextClamped = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<LogitBiasKey, LongAdder> logitBias = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<TokenKey, Tokens> tokens = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
     public final LongAdder clientConnectionsTotal = new LongAdder();
@@ -118,6 +119,16 @@ public final class GatewayMetrics {
         contextClamped.computeIfAbsent(rule, k -> new LongAdder()).increment();
     }
 
+    private record LogitBiasKey(String rule, String outcome) {}
+
+    /**
+     * A request of {@code rule} with a non-empty {@code logit_bias}, by {@code outcome}: {@code accepted} (past the
+     * rule's {@code max_logit_bias} / {@code speculative} checks, on its way to an engine) or {@code refused}.
+     */
+    public void logitBias(String rule, String outcome) {
+        logitBias.computeIfAbsent(new LogitBiasKey(rule, outcome), k -> new LongAdder()).increment();
+    }
+
     public void addSource(Consumer<StringBuilder> source) {
         sources.add(source);
     }
@@ -158,6 +169,11 @@ public final class GatewayMetrics {
         out.append("# TYPE kvgate_context_clamped_total counter\n");
         contextClamped.forEach((k, v) -> out.append("kvgate_context_clamped_total{rule=\"").append(esc(k)).append("\"} ")
             .append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_logit_bias_requests_total Requests with a non-empty logit_bias, by rule and outcome:"
+            + " accepted (sent on to an engine) or refused (the rule's max_logit_bias or speculative).\n");
+        out.append("# TYPE kvgate_logit_bias_requests_total counter\n");
+        logitBias.forEach((k, v) -> out.append("kvgate_logit_bias_requests_total{rule=\"").append(esc(k.rule()))
+            .append("\",outcome=\"").append(k.outcome()).append("\"} ").append(v.sum()).append('\n'));
         gauge(out, "kvgate_open_connections", "Open client connections.", openClientConnections.get());
         counter(out, "kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal.sum());
         counter(out, "kvgate_client_disconnects_mid_request_total", "Clients that left before their response finished (upstream cancelled).",

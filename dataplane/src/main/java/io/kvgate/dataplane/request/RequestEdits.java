@@ -18,18 +18,37 @@ import java.nio.charset.StandardCharsets;
  */
 public final class RequestEdits {
     private final byte[][] values = new byte[Member.ALL.length][];
+    /** Per member: the JSON name (a quoted string) its last occurrence is to be respelled as, or null. */
+    private final byte[][] names = new byte[Member.ALL.length][];
     private int count;
+    private int renames;
 
     public void reset() {
         if (count > 0) {
             java.util.Arrays.fill(values, null);
             count = 0;
         }
+        if (renames > 0) {
+            java.util.Arrays.fill(names, null);
+            renames = 0;
+        }
     }
 
-    /** Whether any member is to be set. */
+    /** Whether any member is to be set or renamed. */
     public boolean isEmpty() {
-        return count == 0;
+        return count == 0 && renames == 0;
+    }
+
+    /**
+     * Respells the name of {@code m}'s last occurrence as {@code newName}, its value kept byte for byte: the
+     * translation of one engine's spelling of a field into another's ({@code include_stop_str_in_output} and
+     * {@code no_stop_trim}). Ignored when the body has no {@code m}.
+     */
+    public void rename(Member m, String newName) {
+        if (names[m.ordinal()] == null) {
+            renames++;
+        }
+        names[m.ordinal()] = jsonString(newName);
     }
 
     /** Sets {@code m}'s value to {@code json} (a complete JSON value, e.g. {@code 1} or {@code "qwen3"}). */
@@ -55,13 +74,13 @@ public final class RequestEdits {
      * released). {@code body} holds the whole JSON object from its reader index, as the extractor saw it.
      */
     public ByteBuf apply(ByteBuf body, RequestFields f, ByteBufAllocator alloc) {
-        if ((count > 0 || f.engineFieldRangeCount > 0) && body.readableBytes() != f.bodyLength) {
+        if ((!isEmpty() || f.engineFieldRangeCount > 0) && body.readableBytes() != f.bodyLength) {
             // Every recorded offset is an offset of the body as parsed: an edit made elsewhere in between must go
             // through set() instead, or these splices would land at the wrong bytes.
             throw new IllegalStateException("the request body changed after it was parsed (" + f.bodyLength + " -> "
                 + body.readableBytes() + " bytes): edit it through RequestEdits");
         }
-        if (count == 0) {
+        if (isEmpty()) {
             if (f.engineFieldRangeCount > 0) {
                 EngineFieldStripper.strip(body, f);
             }
@@ -72,7 +91,7 @@ public final class RequestEdits {
         // Splices in body order: [start, end) replaced by bytes (null = removed). Set members never overlap a removal
         // (engine-internal names are not editable members); additions go at the closing brace, after any removal
         // that ends there.
-        int n = removals + count;
+        int n = removals + count + renames;
         int[] starts = new int[n];
         int[] ends = new int[n];
         byte[][] with = new byte[n][];
@@ -82,6 +101,13 @@ public final class RequestEdits {
             ends[k] = r[i * 2 + 1];
         }
         for (Member m : Member.ALL) {
+            byte[] newName = names[m.ordinal()];
+            if (newName != null && f.has(m) && f.nameFrom[m.ordinal()] >= 0) {
+                starts[k] = nameStart(body, f.nameFrom[m.ordinal()]);
+                ends[k] = nameEnd(body, starts[k]);
+                with[k] = newName;
+                k++;
+            }
             byte[] v = values[m.ordinal()];
             if (v == null) {
                 continue;
@@ -105,6 +131,7 @@ public final class RequestEdits {
             }
             k++;
         }
+        n = k; // a rename of a member the body lacks has no splice
         sortByStart(starts, ends, with, n);
         int size = body.readableBytes();
         for (int i = 0; i < n; i++) {
@@ -139,6 +166,34 @@ public final class RequestEdits {
         again.feed(body.nioBuffer());
         again.finish();
         return true;
+    }
+
+    /** The opening quote of a member name the parser located at {@code reported} (at or just past the quote). */
+    private static int nameStart(ByteBuf body, int reported) {
+        int base = body.readerIndex();
+        int i = Math.min(reported, body.readableBytes() - 1);
+        while (i > 0 && body.getByte(base + i) != '"') {
+            i--;
+        }
+        return i;
+    }
+
+    /** Just past the closing quote of the name that opens at {@code quote} (escapes skipped). */
+    private static int nameEnd(ByteBuf body, int quote) {
+        int base = body.readerIndex();
+        int i = quote + 1;
+        while (i < body.readableBytes()) {
+            byte b = body.getByte(base + i);
+            if (b == '\\') {
+                i += 2;
+                continue;
+            }
+            if (b == '"') {
+                return i + 1;
+            }
+            i++;
+        }
+        return i;
     }
 
     /** Insertion sort (a handful of splices); stable, so two additions at the closing brace keep their order. */

@@ -49,6 +49,15 @@ public final class RequestFieldExtractor {
     private String streamOptionsField;
     /** A container value of {@code stream_options.include_usage} is being read (its range ends with it). */
     private boolean includeUsageContainer;
+    /** The top-level {@code logit_bias} being read is an object; the key whose value comes next. */
+    private boolean logitBiasObject;
+    private String logitBiasKey;
+    /** The top-level {@code response_format} being read is an object; the member name inside it (depth 2). */
+    private boolean responseFormatObject;
+    private String responseFormatField;
+    /** Inside {@code response_format.json_schema} (an object, depth 3); the member name there. */
+    private boolean inJsonSchema;
+    private String jsonSchemaField;
 
     public RequestFieldExtractor(RequestFields fields) {
         try {
@@ -144,6 +153,13 @@ public final class RequestFieldExtractor {
                         fields.includeUsageStart = offset();
                         includeUsageContainer = true;
                         streamOptionsField = null;
+                    } else if (depth == 2 && logitBiasObject && "logit_bias".equals(topField)) {
+                        onLogitBiasValue(t);
+                    } else if (depth == 2 && responseFormatObject && "response_format".equals(topField)) {
+                        onResponseFormatMember(t);
+                    } else if (depth == 3 && inJsonSchema && "name".equals(jsonSchemaField)) {
+                        fields.jsonSchema = RequestFields.JS_NAME_NOT_STRING;
+                        jsonSchemaField = null;
                     } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.START_ARRAY) {
                         fields.promptIsTokenIds = true; // [[1,2],[3]]: a list of token-id prompts
                         promptElements++;
@@ -160,6 +176,8 @@ public final class RequestFieldExtractor {
                     } else if (depth == 2 && includeUsageContainer) {
                         fields.includeUsageEnd = end();
                         includeUsageContainer = false;
+                    } else if (depth == 2 && inJsonSchema) {
+                        inJsonSchema = false;
                     }
                     if (depth == 1 && "prompt".equals(topField) && promptArray) {
                         fields.promptCount = promptHasInts ? 1 : promptElements;
@@ -190,6 +208,9 @@ public final class RequestFieldExtractor {
                             internalMemberStart = parser.currentTokenLocation().getByteOffset();
                         }
                         pendingMember = RequestFields.Member.of(topField);
+                        if (pendingMember != null) {
+                            fields.nameFrom[pendingMember.ordinal()] = offset();
+                        }
                         if (pendingMember == RequestFields.Member.STREAM_OPTIONS) {
                             // the last stream_options wins: what an earlier one held no longer counts
                             fields.streamOptionsObject = false;
@@ -208,6 +229,12 @@ public final class RequestFieldExtractor {
                         partField = parser.currentName();
                     } else if (depth == 2 && kwargsObject && "chat_template_kwargs".equals(topField)) {
                         fields.templateKwargs.add(parser.currentName());
+                    } else if (depth == 2 && logitBiasObject && "logit_bias".equals(topField)) {
+                        onLogitBiasKey(parser.currentName());
+                    } else if (depth == 2 && responseFormatObject && "response_format".equals(topField)) {
+                        responseFormatField = parser.currentName();
+                    } else if (depth == 3 && inJsonSchema) {
+                        jsonSchemaField = parser.currentName();
                     }
                 }
                 default -> {
@@ -233,6 +260,15 @@ public final class RequestFieldExtractor {
                             fields.promptIsTokenIds = true;
                             promptHasInts = true;
                         }
+                    } else if (depth == 2 && logitBiasObject && "logit_bias".equals(topField)) {
+                        onLogitBiasValue(t);
+                    } else if (depth == 2 && responseFormatObject && "response_format".equals(topField)) {
+                        onResponseFormatMember(t);
+                    } else if (depth == 3 && inJsonSchema && "name".equals(jsonSchemaField)) {
+                        // the last "name" wins; null is no name, as pydantic's required str sees it
+                        fields.jsonSchema = t == JsonToken.VALUE_STRING ? RequestFields.JS_NAMED
+                            : t == JsonToken.VALUE_NULL ? RequestFields.JS_UNNAMED : RequestFields.JS_NAME_NOT_STRING;
+                        jsonSchemaField = null;
                     } else if (depth == 3 && "prompt".equals(topField) && t == JsonToken.VALUE_NUMBER_INT) {
                         subListInts++;
                     } else if (t == JsonToken.VALUE_STRING && "messages".equals(topField)
@@ -310,7 +346,23 @@ public final class RequestFieldExtractor {
                 fields.n = 1;
                 fields.nInvalid = true;
             }
-            case "temperature" -> fields.temperatureZero = false;
+            case "temperature" -> {
+                fields.temperatureZero = false;
+                fields.temperature = Double.NaN;
+            }
+            case "suffix" -> fields.hasSuffix = true;
+            case "include_stop_str_in_output" -> fields.includeStopStr = RequestFields.OTHER;
+            case "no_stop_trim" -> fields.noStopTrim = RequestFields.OTHER;
+            case "min_p" -> fields.minPSet = true;
+            case "add_generation_prompt" -> fields.addGenerationPrompt = RequestFields.OTHER;
+            case "continue_final_message" -> fields.continueFinalMessageTrue = false;
+            case "logit_bias" -> {
+                startLogitBias(t == JsonToken.START_OBJECT);
+                if (t != JsonToken.START_OBJECT) {
+                    logitBiasFault(RequestFields.LogitBiasFault.NOT_AN_OBJECT, null, typeName(t));
+                }
+            }
+            case "response_format" -> startResponseFormat(t, t == JsonToken.START_OBJECT);
             // The last occurrence wins: a container after a value leaves a value the engine will refuse itself.
             case "logprobs" -> fields.logprobsTrue = false;
             case "top_logprobs" -> fields.hasTopLogprobs = true;
@@ -323,6 +375,148 @@ public final class RequestFieldExtractor {
                 fields.maxCompletionTokensUnreadable = true;
             }
             default -> { }
+        }
+    }
+
+    /** A boolean switch's value as {@link RequestFields#TRUE} / {@code FALSE} / {@code ABSENT} (null) / {@code OTHER}. */
+    private static int switchValue(JsonToken t) {
+        return switch (t) {
+            case VALUE_TRUE -> RequestFields.TRUE;
+            case VALUE_FALSE -> RequestFields.FALSE;
+            case VALUE_NULL -> RequestFields.ABSENT;
+            default -> RequestFields.OTHER;
+        };
+    }
+
+    /** A JSON value's type as OpenAI's messages name it ("expected an object, but got a string instead"). */
+    private static String typeName(JsonToken t) {
+        return switch (t) {
+            case VALUE_STRING -> "a string";
+            case VALUE_NUMBER_INT, VALUE_NUMBER_FLOAT -> "a number";
+            case VALUE_TRUE, VALUE_FALSE -> "a boolean";
+            case VALUE_NULL -> "null";
+            case START_ARRAY -> "an array";
+            default -> "an object";
+        };
+    }
+
+    /** The current string token equals {@code s} (compared in the parser's buffer: no String is made). */
+    private boolean textIs(String s) throws IOException {
+        int len = parser.getTextLength();
+        if (len != s.length()) {
+            return false;
+        }
+        char[] c = parser.getTextCharacters();
+        int off = parser.getTextOffset();
+        for (int i = 0; i < len; i++) {
+            if (c[off + i] != s.charAt(i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** A top-level {@code logit_bias} starts: the last occurrence wins, what an earlier one held no longer counts. */
+    private void startLogitBias(boolean object) {
+        fields.hasLogitBias = true;
+        fields.logitBiasEntries = 0;
+        fields.logitBiasFault = null;
+        fields.logitBiasFaultKey = null;
+        fields.logitBiasFaultValue = null;
+        fields.logitBiasFaultAbove = false;
+        logitBiasObject = object;
+        logitBiasKey = null;
+    }
+
+    /** Records the first fault of the {@code logit_bias} being read (only a faulty body pays for the strings). */
+    private void logitBiasFault(RequestFields.LogitBiasFault fault, String key, String value) {
+        if (fields.logitBiasFault == null) {
+            fields.logitBiasFault = fault;
+            fields.logitBiasFaultKey = key;
+            fields.logitBiasFaultValue = value;
+        }
+    }
+
+    /**
+     * A key of {@code logit_bias}: a token id, written as a non-negative decimal integer (the engines read
+     * {@code int(key)}; whether the id is in the vocabulary is the engine's to judge).
+     */
+    private void onLogitBiasKey(String key) {
+        fields.logitBiasEntries++;
+        logitBiasKey = key;
+        boolean digits = !key.isEmpty();
+        for (int i = 0; i < key.length() && digits; i++) {
+            char c = key.charAt(i);
+            digits = c >= '0' && c <= '9';
+        }
+        if (!digits) {
+            logitBiasFault(RequestFields.LogitBiasFault.KEY_NOT_A_TOKEN_ID, key, null);
+        }
+    }
+
+    /** A value of {@code logit_bias}: a number in [-100, 100] (OpenAI's range; vLLM clamps, SGLang adds it as is). */
+    private void onLogitBiasValue(JsonToken t) throws IOException {
+        if (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT) {
+            double d = parser.getDoubleValue();
+            if ((d > 100 || d < -100) && fields.logitBiasFault == null) {
+                logitBiasFault(RequestFields.LogitBiasFault.OUT_OF_RANGE, logitBiasKey, parser.getText());
+                fields.logitBiasFaultAbove = d > 100;
+            }
+        } else {
+            logitBiasFault(RequestFields.LogitBiasFault.VALUE_NOT_A_NUMBER, logitBiasKey, typeName(t));
+        }
+    }
+
+    /** A top-level {@code response_format} starts (the last occurrence wins). */
+    private void startResponseFormat(JsonToken t, boolean object) {
+        fields.responseFormat = object ? RequestFields.RF_OBJECT
+            : t == JsonToken.VALUE_NULL ? RequestFields.ABSENT : RequestFields.RF_NOT_OBJECT;
+        fields.responseFormatType = null;
+        fields.responseFormatFault = object || t == JsonToken.VALUE_NULL ? null : typeName(t);
+        fields.jsonSchema = RequestFields.ABSENT;
+        fields.jsonSchemaFault = null;
+        responseFormatObject = object;
+        responseFormatField = null;
+        inJsonSchema = false;
+        jsonSchemaField = null;
+    }
+
+    /** The value of a member of the {@code response_format} object: its {@code type} and {@code json_schema}. */
+    private void onResponseFormatMember(JsonToken t) throws IOException {
+        String name = responseFormatField;
+        responseFormatField = null;
+        if ("type".equals(name)) {
+            fields.responseFormatFault = null;
+            if (t == JsonToken.VALUE_NULL) {
+                fields.responseFormatType = null;
+            } else if (t != JsonToken.VALUE_STRING) {
+                fields.responseFormatType = RequestFields.ResponseFormatType.NOT_A_STRING;
+                fields.responseFormatFault = typeName(t);
+            } else if (textIs("text")) {
+                fields.responseFormatType = RequestFields.ResponseFormatType.TEXT;
+            } else if (textIs("json_object")) {
+                fields.responseFormatType = RequestFields.ResponseFormatType.JSON_OBJECT;
+            } else if (textIs("json_schema")) {
+                fields.responseFormatType = RequestFields.ResponseFormatType.JSON_SCHEMA;
+            } else if (textIs("structural_tag")) {
+                fields.responseFormatType = RequestFields.ResponseFormatType.STRUCTURAL_TAG;
+            } else {
+                fields.responseFormatType = RequestFields.ResponseFormatType.UNKNOWN;
+                fields.responseFormatFault = parser.getText();
+            }
+        } else if ("json_schema".equals(name)) {
+            fields.jsonSchemaFault = null;
+            inJsonSchema = false;
+            if (t == JsonToken.START_OBJECT) {
+                fields.jsonSchema = RequestFields.JS_UNNAMED;
+                inJsonSchema = true;
+                jsonSchemaField = null;
+            } else if (t == JsonToken.VALUE_NULL) {
+                fields.jsonSchema = RequestFields.ABSENT;
+            } else {
+                fields.jsonSchema = RequestFields.JS_NOT_OBJECT;
+                fields.jsonSchemaFault = typeName(t);
+            }
         }
     }
 
@@ -405,8 +599,28 @@ public final class RequestFieldExtractor {
             case "n" -> onN(t);
             case "logprobs" -> fields.logprobsTrue = t == JsonToken.VALUE_TRUE;
             case "top_logprobs" -> fields.hasTopLogprobs = t != JsonToken.VALUE_NULL;
-            case "temperature" -> fields.temperatureZero = (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT)
-                && parser.getDoubleValue() == 0.0;
+            case "temperature" -> {
+                boolean number = t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT;
+                fields.temperature = number ? parser.getDoubleValue() : Double.NaN;
+                fields.temperatureZero = number && fields.temperature == 0.0;
+            }
+            // "" is no suffix (OpenAI's default is null): only text to insert is refused
+            case "suffix" -> fields.hasSuffix = t != JsonToken.VALUE_NULL
+                && !(t == JsonToken.VALUE_STRING && parser.getTextLength() == 0);
+            case "include_stop_str_in_output" -> fields.includeStopStr = switchValue(t);
+            case "no_stop_trim" -> fields.noStopTrim = switchValue(t);
+            case "min_p" -> fields.minPSet = t != JsonToken.VALUE_NULL
+                && !((t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT) && parser.getDoubleValue() == 0.0);
+            case "add_generation_prompt" -> fields.addGenerationPrompt = switchValue(t);
+            case "continue_final_message" -> fields.continueFinalMessageTrue = t == JsonToken.VALUE_TRUE;
+            case "logit_bias" -> {
+                startLogitBias(false);
+                fields.hasLogitBias = t != JsonToken.VALUE_NULL;
+                if (fields.hasLogitBias) {
+                    logitBiasFault(RequestFields.LogitBiasFault.NOT_AN_OBJECT, null, typeName(t));
+                }
+            }
+            case "response_format" -> startResponseFormat(t, false);
             case "max_tokens" -> {
                 fields.hasMaxTokens = t == JsonToken.VALUE_NUMBER_INT;
                 fields.maxTokens = fields.hasMaxTokens ? clampedInt() : 0;

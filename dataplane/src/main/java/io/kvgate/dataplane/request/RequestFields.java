@@ -16,7 +16,8 @@ public final class RequestFields {
      */
     public enum Member {
         MODEL("model"), N("n"), STREAM_OPTIONS("stream_options"), TEMPERATURE("temperature"), MAX_TOKENS("max_tokens"),
-        MAX_COMPLETION_TOKENS("max_completion_tokens");
+        MAX_COMPLETION_TOKENS("max_completion_tokens"), INCLUDE_STOP_STR_IN_OUTPUT("include_stop_str_in_output"),
+        NO_STOP_TRIM("no_stop_trim"), LOGIT_BIAS("logit_bias");
 
         /** The member's JSON name. */
         public final String jsonName;
@@ -35,6 +36,9 @@ public final class RequestFields {
                 case "temperature" -> TEMPERATURE;
                 case "max_tokens" -> MAX_TOKENS;
                 case "max_completion_tokens" -> MAX_COMPLETION_TOKENS;
+                case "include_stop_str_in_output" -> INCLUDE_STOP_STR_IN_OUTPUT;
+                case "no_stop_trim" -> NO_STOP_TRIM;
+                case "logit_bias" -> LOGIT_BIAS;
                 default -> null;
             };
         }
@@ -64,6 +68,53 @@ public final class RequestFields {
     public int includeUsageEnd = -1;
     /** {@code temperature} is a number equal to 0 (greedy sampling in both engines). */
     public boolean temperatureZero;
+    /** The (last) {@code temperature} when it is a number, else NaN (absent, null, anything else). */
+    public double temperature = Double.NaN;
+    /** Completions' {@code suffix} is present and neither null nor the empty string. */
+    public boolean hasSuffix;
+    /** The stop-string switch in each engine's spelling: one of {@link #ABSENT}, {@link #TRUE}, {@link #FALSE}, {@link #OTHER}. */
+    public int includeStopStr;
+    public int noStopTrim;
+    public static final int ABSENT = 0;
+    public static final int TRUE = 1;
+    public static final int FALSE = 2;
+    /** Present with a value that is neither a boolean nor null (the engine judges it). */
+    public static final int OTHER = 3;
+    /** {@code logit_bias} is present and not null. */
+    public boolean hasLogitBias;
+    /** Members of that {@code logit_bias} object. */
+    public int logitBiasEntries;
+    /** The first thing wrong with that {@code logit_bias} ({@link LogitBiasFault}), or null. */
+    public LogitBiasFault logitBiasFault;
+    /** The key the fault is about (null for {@link LogitBiasFault#NOT_AN_OBJECT}); set only for a faulty body. */
+    public String logitBiasFaultKey;
+    /** The JSON type of the faulty value ({@code "string"}, ...), or the number as written for {@link LogitBiasFault#OUT_OF_RANGE}. */
+    public String logitBiasFaultValue;
+    /** The faulty number's sign: above 100 (true) or below -100 (false). */
+    public boolean logitBiasFaultAbove;
+    /** {@code min_p} is present and not null, and not the number 0 (which filters nothing). */
+    public boolean minPSet;
+    /** The last {@code response_format}: one of {@link #ABSENT}, {@link #RF_OBJECT}, {@link #RF_NOT_OBJECT}. */
+    public int responseFormat;
+    public static final int RF_OBJECT = 1;
+    public static final int RF_NOT_OBJECT = 2;
+    /** Its {@code type} ({@link ResponseFormatType}), null when it has none. */
+    public ResponseFormatType responseFormatType;
+    /** The JSON type of {@code response_format} (or its {@code type}) when that is the fault, or an unknown type's text. */
+    public String responseFormatFault;
+    /** Its {@code json_schema}: one of {@link #ABSENT} (or null), {@link #JS_NAMED}, {@link #JS_UNNAMED}, {@link #JS_NOT_OBJECT}. */
+    public int jsonSchema;
+    public static final int JS_NAMED = 1;
+    /** An object without a string {@code name}. */
+    public static final int JS_UNNAMED = 2;
+    public static final int JS_NOT_OBJECT = 3;
+    /** The JSON type of a {@code json_schema} that is not an object ({@code "a string"}, ...). */
+    public String jsonSchemaFault;
+    public static final int JS_NAME_NOT_STRING = 4;
+    /** Chat's {@code add_generation_prompt} as {@link #ABSENT} (the engines' default: true), {@link #TRUE}, ... */
+    public int addGenerationPrompt;
+    /** Chat's {@code continue_final_message} is {@code true}. */
+    public boolean continueFinalMessageTrue;
     public int n = 1;
     /** {@code n} was present with a value that is not an integer (a string, a fraction, a container...). */
     public boolean nInvalid;
@@ -119,6 +170,11 @@ public final class RequestFields {
     /** Per {@link Member}: the offset just past the member's last value (exact). */
     public final int[] valueEnd = new int[Member.ALL.length];
     /**
+     * Per {@link Member}: where the parser located the name of the member's last occurrence (at or just past its
+     * opening quote; -1: absent), so {@link RequestEdits#rename} can respell it.
+     */
+    public final int[] nameFrom = new int[Member.ALL.length];
+    /**
      * What the gateway rewrites in the answers to this request (model alias, greedy replication, forced usage), or
      * null when it relays them byte for byte. Set by the front door with the request edits that go with it.
      */
@@ -149,7 +205,14 @@ public final class RequestFields {
     public RequestFields() {
         java.util.Arrays.fill(valueFrom, -1);
         java.util.Arrays.fill(valueEnd, -1);
+        java.util.Arrays.fill(nameFrom, -1);
     }
+
+    /** What is wrong with a {@code logit_bias} (OpenAI's shape: token-id keys, numbers in [-100, 100]). */
+    public enum LogitBiasFault { NOT_AN_OBJECT, KEY_NOT_A_TOKEN_ID, VALUE_NOT_A_NUMBER, OUT_OF_RANGE }
+
+    /** {@code response_format.type}: the four both engines accept, or something else. */
+    public enum ResponseFormatType { TEXT, JSON_OBJECT, JSON_SCHEMA, STRUCTURAL_TAG, UNKNOWN, NOT_A_STRING }
 
     public void reset() {
         model = null;
@@ -169,6 +232,24 @@ public final class RequestFields {
         includeUsageStart = -1;
         includeUsageEnd = -1;
         temperatureZero = false;
+        temperature = Double.NaN;
+        hasSuffix = false;
+        includeStopStr = ABSENT;
+        noStopTrim = ABSENT;
+        hasLogitBias = false;
+        logitBiasEntries = 0;
+        logitBiasFault = null;
+        logitBiasFaultKey = null;
+        logitBiasFaultValue = null;
+        logitBiasFaultAbove = false;
+        minPSet = false;
+        responseFormat = ABSENT;
+        responseFormatType = null;
+        responseFormatFault = null;
+        jsonSchema = ABSENT;
+        jsonSchemaFault = null;
+        addGenerationPrompt = ABSENT;
+        continueFinalMessageTrue = false;
         n = 1;
         nInvalid = false;
         hasKvTransferParams = false;
@@ -187,6 +268,7 @@ public final class RequestFields {
         bodyLength = 0;
         java.util.Arrays.fill(valueFrom, -1);
         java.util.Arrays.fill(valueEnd, -1);
+        java.util.Arrays.fill(nameFrom, -1);
         answerRewrite = null;
         textPrefix.setLength(0);
         textPrefixFromMessages = false;

@@ -73,6 +73,151 @@ public final class RequestValidator {
         if (f.hasMaxCompletionTokens && f.maxCompletionTokens < 1) {
             return belowOne("max_completion_tokens", f.maxCompletionTokens);
         }
+        return requestFields(f, chat);
+    }
+
+    /**
+     * Review rows 9, 11, 13 (shape), 16 and 35: fields one engine judges and the other ignores or lacks. Each gets
+     * one answer for both, before any engine sees it.
+     */
+    static Problem requestFields(RequestFields f, boolean chat) {
+        if (!chat && f.hasSuffix) {
+            // vLLM accepts suffix and ignores it; SGLang has no such field: either way no text is inserted.
+            return new Problem("suffix", "suffix_unsupported", "Unsupported parameter: 'suffix' is not supported with this"
+                + " model (its engines cannot insert a completion before a suffix).", "unsupported_parameter");
+        }
+        if ((f.includeStopStr == RequestFields.TRUE && f.noStopTrim == RequestFields.FALSE)
+            || (f.includeStopStr == RequestFields.FALSE && f.noStopTrim == RequestFields.TRUE)) {
+            return new Problem("no_stop_trim", "stop_switches_disagree", "'include_stop_str_in_output' (vLLM) and"
+                + " 'no_stop_trim' (SGLang) are two spellings of one switch (keep the stop string in the output), and this"
+                + " request sets them to different values: send one of them.", "invalid_value");
+        }
+        Problem p = logitBiasShape(f);
+        if (p != null) {
+            return p;
+        }
+        p = responseFormat(f);
+        if (p != null) {
+            return p;
+        }
+        if (chat && f.continueFinalMessageTrue && f.addGenerationPrompt != RequestFields.FALSE
+            && f.addGenerationPrompt != RequestFields.OTHER) {
+            // vLLM's request validator refuses both true; with add_generation_prompt absent (its default, true) the
+            // template call refuses it too, in other words. SGLang takes either without a word.
+            return new Problem("continue_final_message", "continue_with_generation_prompt",
+                "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+                    + (f.addGenerationPrompt == RequestFields.ABSENT
+                    ? " (`add_generation_prompt` defaults to True: set it to false to continue the final message.)" : ""),
+                "invalid_value");
+        }
+        return null;
+    }
+
+    /** The most characters of a client's key a message quotes. */
+    private static final int MAX_QUOTED = 64;
+
+    private static String quoted(String s) {
+        return s.length() <= MAX_QUOTED ? s : s.substring(0, MAX_QUOTED) + "...";
+    }
+
+    /** OpenAI's shape of {@code logit_bias}: an object of token ids to numbers in [-100, 100]. */
+    static Problem logitBiasShape(RequestFields f) {
+        if (!f.hasLogitBias || f.logitBiasFault == null) {
+            return null;
+        }
+        String key = f.logitBiasFaultKey == null ? null : quoted(f.logitBiasFaultKey);
+        return switch (f.logitBiasFault) {
+            case NOT_AN_OBJECT -> new Problem("logit_bias", "invalid_logit_bias", "Invalid type for 'logit_bias': expected an"
+                + " object, but got " + f.logitBiasFaultValue + " instead.", "invalid_type");
+            case KEY_NOT_A_TOKEN_ID -> new Problem("logit_bias", "invalid_logit_bias", "Invalid key in 'logit_bias': '" + key
+                + "'. Keys must be token ids (integers >= 0).", "invalid_value");
+            case VALUE_NOT_A_NUMBER -> new Problem("logit_bias", "invalid_logit_bias", "Invalid type for 'logit_bias." + key
+                + "': expected a number, but got " + f.logitBiasFaultValue + " instead.", "invalid_type");
+            case OUT_OF_RANGE -> f.logitBiasFaultAbove
+                ? new Problem("logit_bias", "invalid_logit_bias", "Invalid 'logit_bias." + key + "': number above maximum"
+                    + " value. Expected a value <= 100, but got " + quoted(f.logitBiasFaultValue) + " instead.",
+                    "decimal_above_max_value")
+                : new Problem("logit_bias", "invalid_logit_bias", "Invalid 'logit_bias." + key + "': number below minimum"
+                    + " value. Expected a value >= -100, but got " + quoted(f.logitBiasFaultValue) + " instead.",
+                    "decimal_below_min_value");
+        };
+    }
+
+    /**
+     * The obvious shape errors of {@code response_format} (review row 16): vLLM refuses them at validation, SGLang
+     * leaves them to its grammar backend. A schema's own content is not judged (backends differ on keywords).
+     */
+    static Problem responseFormat(RequestFields f) {
+        if (f.responseFormat == RequestFields.ABSENT) {
+            return null;
+        }
+        if (f.responseFormat == RequestFields.RF_NOT_OBJECT) {
+            return new Problem("response_format", "invalid_response_format", "Invalid type for 'response_format': expected"
+                + " an object, but got " + f.responseFormatFault + " instead.", "invalid_type");
+        }
+        if (f.responseFormatType == null) {
+            return new Problem("response_format.type", "invalid_response_format",
+                "Missing required parameter: 'response_format.type'.", "missing_required_parameter");
+        }
+        switch (f.responseFormatType) {
+            case NOT_A_STRING -> {
+                return new Problem("response_format.type", "invalid_response_format", "Invalid type for"
+                    + " 'response_format.type': expected a string, but got " + f.responseFormatFault + " instead.", "invalid_type");
+            }
+            case UNKNOWN -> {
+                return new Problem("response_format.type", "invalid_response_format", "Invalid value: '"
+                    + quoted(f.responseFormatFault) + "'. Supported values are: 'text', 'json_object', 'json_schema' and"
+                    + " 'structural_tag'.", "invalid_value");
+            }
+            case JSON_SCHEMA -> {
+                return switch (f.jsonSchema) {
+                    case RequestFields.ABSENT -> new Problem("response_format.json_schema", "invalid_response_format",
+                        "When response_format type is 'json_schema', the 'json_schema' field must be provided.",
+                        "missing_required_parameter");
+                    case RequestFields.JS_NOT_OBJECT -> new Problem("response_format.json_schema", "invalid_response_format",
+                        "Invalid type for 'response_format.json_schema': expected an object, but got " + f.jsonSchemaFault
+                            + " instead.", "invalid_type");
+                    case RequestFields.JS_UNNAMED -> new Problem("response_format.json_schema.name", "invalid_response_format",
+                        "Missing required parameter: 'response_format.json_schema.name'.", "missing_required_parameter");
+                    case RequestFields.JS_NAME_NOT_STRING -> new Problem("response_format.json_schema.name",
+                        "invalid_response_format", "Invalid type for 'response_format.json_schema.name': expected a string.",
+                        "invalid_type");
+                    default -> null;
+                };
+            }
+            default -> {
+                return null;
+            }
+        }
+    }
+
+    /**
+     * What the rule's engines can do with the sampling fields (review rows 13, 14): {@code speculative: true} (the
+     * engines run speculative decoding, under which vLLM ignores {@code logit_bias} and {@code min_p} with a
+     * start-up warning as the only notice) refuses both rather than let them be a silent no-op; {@code max_logit_bias}
+     * bounds the entries of {@code logit_bias} (0: the field is refused; SGLang builds a dense batch x vocabulary
+     * matrix for the whole batch as soon as one request carries it, however few tokens it biases). An empty
+     * {@code logit_bias} biases nothing and passes. Checked after the shape checks.
+     */
+    public static Problem sampling(RequestFields f, String ruleName, boolean speculative, int maxLogitBias) {
+        if (speculative && f.hasLogitBias && f.logitBiasEntries > 0) {
+            return new Problem("logit_bias", "logit_bias_speculative", "Unsupported parameter: 'logit_bias' is not"
+                + " supported by rule '" + ruleName + "': its engines run speculative decoding, which ignores it"
+                + " (speculative: true).", "unsupported_parameter");
+        }
+        if (speculative && f.minPSet) {
+            return new Problem("min_p", "min_p_speculative", "Unsupported parameter: 'min_p' is not supported by rule '"
+                + ruleName + "': its engines run speculative decoding, which ignores it (speculative: true).",
+                "unsupported_parameter");
+        }
+        if (f.hasLogitBias && f.logitBiasEntries > maxLogitBias) {
+            return maxLogitBias == 0
+                ? new Problem("logit_bias", "logit_bias_refused", "Unsupported parameter: 'logit_bias' is not accepted by"
+                    + " rule '" + ruleName + "' (max_logit_bias: 0).", "unsupported_parameter")
+                : new Problem("logit_bias", "logit_bias_over_max", "Invalid 'logit_bias': too many properties. Expected an"
+                    + " object with at most " + maxLogitBias + " properties (rule '" + ruleName + "', max_logit_bias), but"
+                    + " got an object with " + f.logitBiasEntries + " properties instead.", "invalid_value");
+        }
         return null;
     }
 
