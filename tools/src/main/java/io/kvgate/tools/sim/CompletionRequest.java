@@ -146,6 +146,16 @@ final class CompletionRequest {
             // handler answers 400 with type "Bad Request".
             throw new SimError(400, "Bad Request", "max_tokens must be positive", null);
         }
+        if (dialect.vllmLike()) {
+            // vLLM (to_sampling_params): a json_schema response_format without its json_schema object is a 400;
+            // SGLang has no such check (its grammar backend gets whatever came).
+            JsonNode rf = body.get("response_format");
+            if (rf != null && rf.isObject() && "json_schema".equals(rf.path("type").asText(null))
+                && (rf.get("json_schema") == null || rf.get("json_schema").isNull())) {
+                throw SimError.badRequest("When response_format type is 'json_schema', the 'json_schema' field must be"
+                    + " provided.", "response_format");
+            }
+        }
         this.stop = parseStop(body.get("stop"));
         this.keepStop = dialect.vllmLike() ? bool(body, "include_stop_str_in_output", false)
             : bool(body, "no_stop_trim", false);

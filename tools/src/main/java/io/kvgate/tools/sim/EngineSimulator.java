@@ -474,6 +474,22 @@ public final class EngineSimulator implements AutoCloseable {
             e.put("model", g.req.requestedModel);
             e.put("n", g.req.n);
             e.put("include_usage", g.req.includeUsage);
+            // the temperature as sent (before the engine's own floor), the stop switch as the dialect read it, and
+            // the logit_bias the request carried: what a gateway's dialect edits must be seen to change
+            com.fasterxml.jackson.databind.JsonNode t = g.req.body.get("temperature");
+            if (t == null) {
+                e.putNull("temperature");
+            } else {
+                e.set("temperature", t.deepCopy());
+            }
+            e.put("effective_temperature", g.req.temperature);
+            e.put("keep_stop", g.req.keepStop);
+            com.fasterxml.jackson.databind.JsonNode lb = g.req.body.get("logit_bias");
+            if (lb == null) {
+                e.putNull("logit_bias");
+            } else {
+                e.set("logit_bias", lb.deepCopy());
+            }
             e.put("stream", g.req.stream);
             e.put("prompt_tokens", g.promptTokens);
             e.put("cached_tokens", g.cachedTokens);

@@ -124,6 +124,49 @@ class EngineDivergenceTest {
         assertNotEquals(s.at("/choices/0/text"), s.at("/choices/1/text"));
     }
 
+    // #9: suffix is ignored by vLLM (its docstring says so) and is not a field of SGLang's: both answer 200
+    @Test
+    void row9SuffixIsIgnoredByBoth() throws Exception {
+        for (EngineSimulator sim : new EngineSimulator[] {vllm, sglang}) {
+            HttpResponse<String> r = post(sim, "/v1/completions", completion(3, "\"suffix\":\"XYZ\",\"max_tokens\":4"));
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(json(post(sim, "/v1/completions", completion(3, "\"max_tokens\":4"))).at("/choices/0/text"),
+                json(r).at("/choices/0/text"), "no text inserted, the answer is the one without suffix");
+        }
+    }
+
+    // #11: the same switch under two names; each engine reads only its own, and names the stop in its own field
+    @Test
+    void row11EachEngineKeepsTheStopStringOnlyUnderItsOwnName() throws Exception {
+        for (EngineSimulator sim : new EngineSimulator[] {vllm, sglang}) {
+            String text = json(post(sim, "/v1/completions", completion(3, "\"max_tokens\":12"))).at("/choices/0/text").asText();
+            String stop = " " + text.split(" ")[3];
+            int at = text.indexOf(stop);
+            String stopJson = "\"max_tokens\":12,\"stop\":[\"" + stop + "\"]";
+            boolean isVllm = sim == vllm;
+            String own = isVllm ? "include_stop_str_in_output" : "no_stop_trim";
+            String other = isVllm ? "no_stop_trim" : "include_stop_str_in_output";
+            JsonNode kept = json(post(sim, "/v1/completions", completion(3, stopJson + ",\"" + own + "\":true")));
+            assertEquals(text.substring(0, at + stop.length()), kept.at("/choices/0/text").asText(), own);
+            JsonNode ignored = json(post(sim, "/v1/completions", completion(3, stopJson + ",\"" + other + "\":true")));
+            assertEquals(text.substring(0, at), ignored.at("/choices/0/text").asText(), other + " is not this engine's");
+            assertEquals(stop, kept.at(isVllm ? "/choices/0/stop_reason" : "/choices/0/matched_stop").asText());
+            assertTrue(kept.at(isVllm ? "/choices/0/matched_stop" : "/choices/0/stop_reason").isMissingNode());
+        }
+    }
+
+    // #16: vLLM refuses a json_schema response_format without its json_schema; SGLang's doc is silent (no check)
+    @Test
+    void row16ResponseFormatWithoutJsonSchema() throws Exception {
+        String rf = "\"response_format\":{\"type\":\"json_schema\"},\"max_tokens\":2";
+        assertEquals("{\"error\":{\"message\":\"When response_format type is 'json_schema', the 'json_schema' field must"
+            + " be provided.\",\"type\":\"BadRequestError\",\"param\":\"response_format\",\"code\":400}}",
+            post(vllm, "/v1/chat/completions", chat("m", "hi", rf)).body());
+        assertEquals(200, post(sglang, "/v1/chat/completions", chat("m", "hi", rf)).statusCode());
+        assertEquals(200, post(vllm, "/v1/chat/completions", chat("m", "hi",
+            "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}},\"max_tokens\":2")).statusCode());
+    }
+
     // #6
     @Test
     void row6TopLogprobsWithoutLogprobs() throws Exception {
