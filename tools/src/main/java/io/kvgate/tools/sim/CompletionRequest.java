@@ -202,6 +202,13 @@ final class CompletionRequest {
                     throw new SimError(404, "NotFoundError", "The model `" + m + "` does not exist.", "model");
                 }
             }
+            if (chat && config.toolCallParser == null && "auto".equals(r.toolChoice())) {
+                // serving_chat create_chat_completion, before the prompt is rendered: without a parser vLLM cannot
+                // read tool calls back out of the text, so it refuses to let the model choose (create_error_response:
+                // 400 BadRequestError, no param). SGLang has no such check: it answers, tool calls left in the content.
+                throw new SimError(400, "BadRequestError",
+                    "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set", null);
+            }
         } else if (config.dialect == Dialect.SGLANG) {
             r.lora = sglangLora(r, loras);
         } else if (config.dialect == Dialect.LLAMACPP) {
@@ -286,6 +293,23 @@ final class CompletionRequest {
             throw SimError.badRequest("Got LoRA adapter that has never been loaded: " + name);
         }
         return a;
+    }
+
+    /**
+     * The tool choice vLLM's request model ends up with: the client's string ({@code "none"}, {@code "auto"},
+     * {@code "required"}), {@code "named"} for an object, null when null; absent with a non-empty {@code tools} list
+     * it is {@code "auto"} (ChatCompletionRequest.check_tool_usage sets that default), else {@code "none"}.
+     */
+    String toolChoice() {
+        JsonNode choice = body.get("tool_choice");
+        if (choice == null) {
+            JsonNode tools = body.get("tools");
+            return tools != null && tools.isArray() && !tools.isEmpty() ? "auto" : "none";
+        }
+        if (choice.isNull()) {
+            return null;
+        }
+        return choice.isObject() ? "named" : choice.asText();
     }
 
     /** Model name echoed in responses: vLLM its own (or the adapter's); SGLang echoes what was asked. */

@@ -464,6 +464,11 @@ public final class EngineSimulator implements AutoCloseable {
         return r;
     }
 
+    /** Top-level members recorded as received (small values only; prompts and messages are not copied). */
+    private static final String[] PASS_THROUGH_RECORDED = {"temperature", "max_tokens", "max_completion_tokens", "user",
+        "seed", "top_k", "min_p", "repetition_penalty", "ignore_eos", "include_stop_str_in_output", "no_stop_trim",
+        "min_new_tokens", "regex", "stop_regex", "parallel_tool_calls", "tool_choice", "stream_options", "custom_params"};
+
     void recordRecent(String requestId, boolean chat, int status, Generation g) {
         ObjectNode e = JSON.objectNode();
         e.put("request_id", requestId);
@@ -498,6 +503,25 @@ public final class EngineSimulator implements AutoCloseable {
             if (g.req.lora != null) {
                 e.put("lora", g.req.lora.name());
             }
+            // the pass-through fields as the engine read them (the gateway must neither drop nor change them)
+            e.put("temperature", g.req.temperature);
+            e.put("greedy", g.req.greedy);
+            e.put("max_tokens_field", g.req.maxTokensField);
+            if (g.req.requestedMaxTokens != CompletionRequest.NO_LIMIT) {
+                e.put("max_tokens", g.req.requestedMaxTokens);
+            }
+            e.put("seed", g.req.requestSeed);
+            e.put("keep_stop", g.req.keepStop);
+            e.put("tool_choice", g.req.chat ? g.req.toolChoice() : null);
+            ObjectNode received = e.putObject("received");
+            for (String f : PASS_THROUGH_RECORDED) {
+                JsonNode v = g.req.body.get(f);
+                if (v != null) {
+                    received.set(f, v.deepCopy());
+                }
+            }
+            com.fasterxml.jackson.databind.node.ArrayNode names = e.putArray("fields");
+            g.req.body.fieldNames().forEachRemaining(names::add);
         }
         stats.recordRequest(e);
     }

@@ -59,8 +59,23 @@ final class SimRoutes {
         this.config = engine.config;
         this.replies = engine.replies;
         Dialect dialect = config.dialect;
-        exact.put("/v1/chat/completions", new Route(POST, c -> engine.generate(c, true)));
-        exact.put("/v1/completions", new Route(POST, c -> engine.generate(c, false)));
+        if (config.pooling && dialect == Dialect.VLLM) {
+            // --runner pooling: register_pooling_api_routers instead of the generation family (one per process).
+            exact.put("/v1/embeddings", new Route(POST, this::embeddings));
+        } else if (config.pooling) {
+            // SGLang mounts every route at import time; an embedding model's scheduler cannot generate.
+            // (The message is the simulator's: the write-up does not quote SGLang's words for this case.)
+            Handler refuse = c -> {
+                engine.stats.inc("generation_refused_pooling");
+                throw SimError.badRequest("This model does not appear to be a generation model: it was launched with "
+                    + "`--is-embedding`.");
+            };
+            exact.put("/v1/chat/completions", new Route(POST, refuse));
+            exact.put("/v1/completions", new Route(POST, refuse));
+        } else {
+            exact.put("/v1/chat/completions", new Route(POST, c -> engine.generate(c, true)));
+            exact.put("/v1/completions", new Route(POST, c -> engine.generate(c, false)));
+        }
         exact.put("/v1/models", new Route(GET, this::models));
         exact.put("/health", new Route(GET, switch (dialect) {
             case VLLM -> this::vllmHealth;
@@ -81,12 +96,14 @@ final class SimRoutes {
         } else if (dialect == Dialect.VLLM) {
             exact.put("/reset_prefix_cache", new Route(POST, this::resetPrefixCache));
             // /v1/embeddings is not mounted on a generation server: FastAPI's 404.
+            // FastAPI publishes its route table (what a gateway reads to learn which routes this process serves).
+            exact.put("/openapi.json", new Route(GET, this::openApi));
         } else {
             exact.put("/get_server_info", new Route(GET, this::serverInfo));
             exact.put("/server_info", new Route(GET, this::serverInfo));
             exact.put("/health_generate", new Route(GET, this::healthGenerate));
             exact.put("/flush_cache", new Route(GET_POST, this::resetPrefixCache));
-            exact.put("/v1/embeddings", new Route(POST, c -> {
+            exact.put("/v1/embeddings", new Route(POST, config.pooling ? this::embeddings : c -> {
                 engine.stats.inc("embeddings_requests");
                 throw SimError.badRequest("This model does not appear to be an embedding model by default. "
                     + "Please add `--is-embedding` when launching the server or try another model.");
@@ -127,6 +144,79 @@ final class SimRoutes {
             replies.error(ctx, e, requestId, call.keepAlive());
             return null;
         }
+    }
+
+    /**
+     * vLLM {@code GET /openapi.json}: FastAPI's schema of the app, whose {@code paths} are the routes this process
+     * mounted (each with its methods; the operation objects are left empty here). The simulator's own
+     * {@code /sim/*} routes are not listed.
+     */
+    private Generation openApi(Call c) {
+        engine.stats.inc("openapi_requests");
+        ObjectNode root = JSON.objectNode();
+        root.put("openapi", "3.1.0");
+        root.putObject("info").put("title", "FastAPI").put("version", "0.1.0");
+        ObjectNode paths = root.putObject("paths");
+        for (Map.Entry<String, Route> e : new java.util.TreeMap<>(exact).entrySet()) {
+            if (e.getKey().startsWith("/sim/")) {
+                continue;
+            }
+            ObjectNode ops = paths.putObject(e.getKey());
+            for (HttpMethod m : e.getValue().methods()) {
+                ops.putObject(m.name().toLowerCase(Locale.ROOT));
+            }
+        }
+        return json(c, root);
+    }
+
+    /**
+     * {@code POST /v1/embeddings} on a pooling model: one vector per input (a string or a list of strings), 8
+     * dimensions derived from the input's tokens, L2-normalised, in OpenAI's list shape with usage.
+     */
+    private Generation embeddings(Call c) {
+        engine.stats.inc("embeddings_requests");
+        JsonNode body = parseJson(c.req(), engine.stats);
+        JsonNode input = body.get("input");
+        java.util.List<String> inputs = new java.util.ArrayList<>();
+        if (input != null && input.isTextual()) {
+            inputs.add(input.asText());
+        } else if (input != null && input.isArray() && !input.isEmpty()) {
+            for (JsonNode i : input) {
+                if (!i.isTextual()) {
+                    throw SimError.badRequest("input: entries must be strings", "input");
+                }
+                inputs.add(i.asText());
+            }
+        } else {
+            throw SimError.badRequest("Field required: input (a string or a non-empty list of strings)", "input");
+        }
+        ObjectNode root = JSON.objectNode();
+        root.put("object", "list");
+        ArrayNode data = root.putArray("data");
+        int tokens = 0;
+        for (int i = 0; i < inputs.size(); i++) {
+            int[] ids = engine.tokenizer.encodeText(inputs.get(i));
+            tokens += ids.length;
+            double[] v = new double[8];
+            for (int k = 0; k < ids.length; k++) {
+                v[(ids[k] + k) & 7] += 1 + (ids[k] % 13);
+            }
+            double norm = 0;
+            for (double x : v) {
+                norm += x * x;
+            }
+            norm = norm == 0 ? 1 : Math.sqrt(norm);
+            ObjectNode e = data.addObject();
+            e.put("object", "embedding");
+            e.put("index", i);
+            ArrayNode vec = e.putArray("embedding");
+            for (double x : v) {
+                vec.add(x / norm);
+            }
+        }
+        root.put("model", body.path("model").isTextual() ? body.get("model").asText() : config.model);
+        root.putObject("usage").put("prompt_tokens", tokens).put("total_tokens", tokens);
+        return json(c, root);
     }
 
     private Generation json(Call c, JsonNode body) {
@@ -239,6 +329,12 @@ final class SimRoutes {
             o.put("disaggregation_bootstrap_port", engine.bootstrapPort());
         }
         o.put("enable_metrics", config.enableMetrics);
+        o.put("is_embedding", config.pooling);
+        if (config.toolCallParser != null) {
+            o.put("tool_call_parser", config.toolCallParser);
+        } else {
+            o.putNull("tool_call_parser");
+        }
         o.put("version", "sim");
         return json(c, o);
     }

@@ -68,6 +68,16 @@ public final class SimulatorConfig {
     long loadMs;
     /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
     int kvEventBufferSize = 1024;
+    /**
+     * The engine's {@code --tool-call-parser} (vLLM with {@code --enable-auto-tool-choice}), or null: launched without
+     * one, so vLLM refuses {@code tool_choice: "auto"} and SGLang answers tool calls as plain content.
+     */
+    String toolCallParser;
+    /**
+     * A pooling (embedding) model: vLLM ({@code --runner pooling}) mounts the pooling routes instead of the generation
+     * ones; SGLang ({@code --is-embedding}) mounts every route and says {@code is_embedding} in its server info.
+     */
+    boolean pooling;
     Path modelDir;
     /** The engine's {@code --chat-template FILE} (vLLM: any file, used as read; SGLang: a .jinja file), or null. */
     Path chatTemplate;
@@ -120,6 +130,8 @@ public final class SimulatorConfig {
     public SimulatorConfig errorShape(ErrorShape v) { errorShape = v; return this; }
     public SimulatorConfig enableMetrics(boolean v) { enableMetrics = v; return this; }
     public SimulatorConfig maxBodyBytes(int v) { maxBodyBytes = v; return this; }
+    public SimulatorConfig toolCallParser(String v) { toolCallParser = v; return this; }
+    public SimulatorConfig pooling(boolean v) { pooling = v; return this; }
     public SimulatorConfig modelDir(Path v) { modelDir = v; return this; }
     public SimulatorConfig chatTemplate(Path v) { chatTemplate = v; return this; }
     public SimulatorConfig naturalTokens(int min, int max) { naturalMinTokens = min; naturalMaxTokens = max; return this; }
@@ -224,6 +236,10 @@ public final class SimulatorConfig {
         check(errors, chatTemplate == null || dialect != Dialect.SGLANG || chatTemplate.toString().endsWith(".jinja"),
             "chat-template=" + chatTemplate + ": SGLang reads a file not ending in .jinja as its JSON conversation template,"
                 + " which is not modelled");
+        check(errors, toolCallParser == null || toolCallParser.matches("[A-Za-z0-9_.-]+"),
+            "tool-call-parser=" + toolCallParser + ": must be a parser name ([A-Za-z0-9_.-]+)");
+        check(errors, !pooling || dialect == Dialect.VLLM || dialect == Dialect.SGLANG,
+            "pooling: modelled for vllm and sglang only");
         int bs = effectiveBlockSize();
         check(errors, bs >= 1 && bs <= 4096, "block-size=" + bs + ": must be in 1..4096");
         check(errors, cacheBlocks >= 1 && cacheBlocks <= 50_000_000, "cache-blocks=" + cacheBlocks + ": must be in 1..50000000");
@@ -348,6 +364,11 @@ public final class SimulatorConfig {
           --load-ms T                  llamacpp: /health and requests answer 503 "Loading model" for T ms after start
           --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
                                        them (default 1024; older events are dropped, so event ids jump)
+          --tool-call-parser NAME      the engine's tool-call parser (vllm: with --enable-auto-tool-choice); without
+                                       one vLLM refuses tool_choice "auto" and SGLang returns tool calls as content
+          --pooling                    a pooling (embedding) model: vllm mounts /v1/embeddings and not the generation
+                                       routes (--runner pooling); sglang says is_embedding (--is-embedding) and
+                                       refuses generation
           --model-dir DIR              real tokenizer + chat template (tokenizer.json[.gz], tokenizer_config.json)
           --chat-template FILE         the engine's --chat-template (vllm: any file; sglang: a .jinja file)
           --block-size B               KV block / page size (default vllm 16, sglang 1, trtllm 32)
@@ -384,6 +405,10 @@ public final class SimulatorConfig {
             }
             if (flag.equals("--legacy-metrics")) {
                 c.legacyMetrics = true;
+                continue;
+            }
+            if (flag.equals("--pooling")) {
+                c.pooling = true;
                 continue;
             }
             if (flag.equals("--health-generates")) {
@@ -432,6 +457,7 @@ public final class SimulatorConfig {
                 case "--health-timeout-ms" -> c.healthTimeoutMs = longValue(flag, v);
                 case "--kv-event-buffer" -> c.kvEventBufferSize = intValue(flag, v);
                 case "--load-ms" -> c.loadMs = longValue(flag, v);
+                case "--tool-call-parser" -> c.toolCallParser = v;
                 default -> throw new IllegalArgumentException(flag + ": unknown flag");
             }
         }
