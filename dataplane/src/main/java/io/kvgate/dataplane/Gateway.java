@@ -545,6 +545,22 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                         .append(ctx).append('\n');
                 }
             }
+            out.append("# HELP kvgate_endpoint_route_mounted 1 when the endpoint's engine mounts the route, 0 when it says"
+                + " it does not (vLLM GET /openapi.json, SGLang is_embedding): the rule then sends that route's requests to"
+                + " its other endpoints; absent while unknown.\n# TYPE kvgate_endpoint_route_mounted gauge\n");
+            for (Rule r : router.table().rules()) {
+                for (EndpointState ep : r.endpoints()) {
+                    if (ep.routesSource() == null) {
+                        continue;
+                    }
+                    for (boolean chat : new boolean[] {true, false}) {
+                        out.append("kvgate_endpoint_route_mounted{rule=\"").append(GatewayMetrics.esc(r.name()))
+                            .append("\",endpoint=\"").append(ep.key()).append("\",route=\"")
+                            .append(io.kvgate.dataplane.ready.EngineRoutes.route(chat)).append("\"} ")
+                            .append((ep.unmountedRoutes() & EndpointState.routeBit(chat)) == 0 ? 1 : 0).append('\n');
+                    }
+                }
+            }
             out.append("# HELP kvgate_endpoint_rank_outstanding Requests this gateway pinned to a DP rank of the endpoint"
                 + " (X-data-parallel-rank) and still in flight; endpoints with dp_ranks > 1.\n");
             out.append("# TYPE kvgate_endpoint_rank_outstanding gauge\n");

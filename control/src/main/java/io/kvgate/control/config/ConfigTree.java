@@ -31,7 +31,7 @@ public final class ConfigTree {
 
     /** Rule keys {@code PATCH /control/v1/rules/{name}} may change live; anything else is refused, naming the key. */
     public static final List<String> RULE_TUNABLES = List.of("fallback", "explain", "max_n", "max_prompt_tokens",
-        "max_model_len", "on_context_overflow", "greedy_n", "speculative", "max_logit_bias",
+        "max_model_len", "on_context_overflow", "greedy_n", "speculative", "max_logit_bias", "tool_call_parser",
         "kv.mode", "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
         "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms",
         "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight", "kv.dp_rank_hint",
@@ -180,6 +180,9 @@ public final class ConfigTree {
         m.put("greedy_n", r.greedyN().configValue());
         m.put("speculative", r.speculative());
         m.put("max_logit_bias", r.maxLogitBias());
+        if (r.toolCallParser() != null) {
+            m.put("tool_call_parser", r.toolCallParser()); // absent: not declared (tool requests pass through)
+        }
         RuleConfig.SessionConfig s = r.session();
         Map<String, Object> sm = new LinkedHashMap<>();
         sm.put("key", s.key());

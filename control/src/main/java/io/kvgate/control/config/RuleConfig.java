@@ -37,7 +37,8 @@ public record RuleConfig(
     ChatTemplateFile chatTemplate,
     GreedyN greedyN,
     boolean speculative,
-    int maxLogitBias) {
+    int maxLogitBias,
+    String toolCallParser) {
 
     /**
      * {@code max_logit_bias} default: OpenAI's cap on the entries of one request's {@code logit_bias} (it answers 400
@@ -47,6 +48,32 @@ public record RuleConfig(
     public static final int DEFAULT_MAX_LOGIT_BIAS = 300;
     /** The largest {@code max_logit_bias}: a vocabulary's size, beyond which a bias map cannot grow. */
     public static final int MAX_LOGIT_BIAS = 1 << 20;
+
+    /**
+     * {@code tool_call_parser}: the tool-call parser the rule's engines were launched with (vLLM
+     * {@code --enable-auto-tool-choice --tool-call-parser NAME}, SGLang {@code --tool-call-parser NAME}), or
+     * {@link #NO_TOOL_CALL_PARSER} for engines launched without one; null when the rule does not say (requests pass
+     * through as before). Only {@code none} changes what clients get: vLLM refuses {@code tool_choice: "auto"} without
+     * a parser while SGLang answers with the calls left in the text, so the gateway answers vLLM's 400 for both.
+     */
+    public static final String NO_TOOL_CALL_PARSER = "none";
+
+    /** The shape before {@code tool_call_parser} existed: not declared. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN, boolean speculative, int maxLogitBias) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, null);
+    }
+
+    /** Whether the rule says its engines run without a tool-call parser ({@code tool_call_parser: none}). */
+    public boolean withoutToolCallParser() {
+        return NO_TOOL_CALL_PARSER.equals(toolCallParser);
+    }
 
     /** The shape before {@code speculative} / {@code max_logit_bias} existed: not speculative, OpenAI's cap. */
     public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
@@ -119,7 +146,7 @@ public record RuleConfig(
     RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias);
+            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -775,9 +802,15 @@ public record RuleConfig(
         // those fields instead of letting them be a silent no-op (review row 14).
         boolean speculative = n.bool("speculative", false);
         int maxLogitBias = n.intValue("max_logit_bias", DEFAULT_MAX_LOGIT_BIAS, 0, MAX_LOGIT_BIAS);
+        String toolCallParser = n.string("tool_call_parser", null);
+        if (toolCallParser != null && !toolCallParser.matches("[A-Za-z0-9_.-]+")) {
+            n.problem("tool_call_parser", toolCallParser, "must be the parser name the engines were launched with"
+                + " (--tool-call-parser, e.g. hermes, llama3_json) or none (launched without one)");
+            toolCallParser = null;
+        }
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias);
+            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
     }
 }

@@ -57,6 +57,7 @@ class ConfigTreeCoverageTest {
                 greedy_n: reject
                 speculative: true
                 max_logit_bias: 7
+                tool_call_parser: hermes
                 health: {path: /health_generate, timeout_ms: 5000}
                 engine: vllm
                 policy: kv_exact

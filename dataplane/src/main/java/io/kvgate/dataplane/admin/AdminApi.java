@@ -538,6 +538,7 @@ public final class AdminApi {
             kvn.put("expected", expected);
             kvn.put("connected", connected);
             rn.set("context_length", contextLength(rc, router.table().ruleByName(rc.name())));
+            rn.set("routes", routes(router.table().ruleByName(rc.name())));
             rn.set("settings", JSON.valueToTree(ruleTrees.get(i)));
         }
         return root;
@@ -573,6 +574,32 @@ public final class AdminApi {
             }
         }
         return c;
+    }
+
+    /**
+     * Which completion routes each endpoint mounts, as its engine states it (review row 27): per endpoint the routes it
+     * does not mount and where that was read, or {@code "unknown"} (nothing read: every route assumed mounted).
+     */
+    private static ObjectNode routes(Rule live) {
+        ObjectNode out = JSON.createObjectNode();
+        if (live == null) {
+            return out;
+        }
+        for (EndpointState ep : live.endpoints()) {
+            ObjectNode e = out.putObject(ep.key());
+            if (ep.routesSource() == null) {
+                e.put("source", "unknown");
+                continue;
+            }
+            e.put("source", ep.routesSource());
+            var un = e.putArray("unmounted");
+            for (boolean chat : new boolean[] {true, false}) {
+                if ((ep.unmountedRoutes() & EndpointState.routeBit(chat)) != 0) {
+                    un.add(io.kvgate.dataplane.ready.EngineRoutes.route(chat));
+                }
+            }
+        }
+        return out;
     }
 
     private String fileDigest(Path dir) {

@@ -22,6 +22,7 @@ import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RequestEdits;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.request.RequestValidator;
+import io.kvgate.dataplane.request.ToolChoiceCheck;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelFutureListener;
@@ -485,6 +486,16 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             respondProblem(sampling);
             return;
         }
+        Problem tools = route.chat() ? ToolChoiceCheck.problem(fields, rule.config()) : null;
+        if (tools != null) {
+            respondProblem(tools);
+            return;
+        }
+        int[] serving = servingEndpoints(rule);
+        if (serving != null && serving.length == 0) {
+            routeNotServed(rule);
+            return;
+        }
         gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
         if (fields.engineFieldRangeCount > 0) {
             gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
@@ -511,7 +522,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             sglangLoraForm(rule);
         }
         ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
-            requestStartNs, prompt.inputs(), discovered == null ? null : discovered.endpointIds(), warning);
+            requestStartNs, prompt.inputs(), serving, warning);
         body = null; // ownership moves to the exchange
         extractor = null;
         head = null;
@@ -520,6 +531,33 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (busy) { // the exchange may have finished (and the next pipelined request started) inside start()
             exchange = started;
         }
+    }
+
+    /**
+     * The only endpoints that may take this request (sorted ids), or null for any: those listing its discovered LoRA
+     * adapter, and of those the ones that mount its route when some endpoint of the rule is known not to (review row
+     * 27: a pooling-only vLLM, an SGLang embedding server). Empty when none does. Allocates only when both apply.
+     */
+    private int[] servingEndpoints(Rule rule) {
+        int[] byRoute = rule.endpointsServing(route.chat());
+        int[] byAdapter = discovered == null ? null : discovered.endpointIds();
+        if (byRoute == null || byAdapter == null) {
+            return byRoute == null ? byAdapter : byRoute;
+        }
+        return java.util.Arrays.stream(byAdapter).filter(id -> java.util.Arrays.binarySearch(byRoute, id) >= 0).toArray();
+    }
+
+    /**
+     * No endpoint of the rule serves the request's route: OpenAI's answer for a model used on a route it does not
+     * support (404 {@code invalid_request_error}, {@code param} model), with the gateway's code, before any engine.
+     */
+    private void routeNotServed(Rule rule) {
+        gw.metrics().badRequest("route_not_served");
+        gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
+        String p = io.kvgate.dataplane.ready.EngineRoutes.route(route.chat());
+        respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "The model `" + fields.model + "` is not"
+            + " served on " + p + ": no endpoint of rule '" + rule.name() + "' mounts that route (its engines serve "
+            + "another task, e.g. a pooling model).", "model", "route_not_served"), true);
     }
 
     /**

@@ -14,10 +14,14 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
 import java.nio.charset.StandardCharsets;
 import io.kvgate.dataplane.ready.Readiness;
-import java.util.LinkedHashSet;
+import io.kvgate.control.config.ModelEntry;
+import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.route.AdapterDirectory;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.function.Supplier;
-import java.util.Set;
 
 /**
  * Routes the gateway answers itself: {@code /health} (liveness), {@code /ready} (readiness), {@code /metrics}, {@code /v1/models} and the render routes
@@ -100,13 +104,44 @@ public final class LocalRoutes {
             return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "The model id in the path is not "
                 + "valid percent-encoded UTF-8: " + raw, "model", "invalid_value");
         }
-        if (gw.router().table().ruleForModel(id) == null && gw.router().discoveredAdapter(id) == null) {
-            gw.metrics().badRequest("model_not_found");
-            return modelNotFound(ctx, id);
+        Rule rule = gw.router().table().ruleForModel(id);
+        String parent = null;
+        if (rule != null) {
+            parent = baseOf(rule.config(), id);
+        } else {
+            AdapterDirectory.Served discovered = gw.router().discoveredAdapter(id);
+            if (discovered == null) {
+                gw.metrics().badRequest("model_not_found");
+                return modelNotFound(ctx, id);
+            }
+            parent = clientBase(discovered);
         }
         StringBuilder sb = new StringBuilder(96 + id.length());
-        appendModel(sb, id);
+        appendModel(sb, id, parent);
         return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, sb.toString());
+    }
+
+    /** The client name of the model a configured adapter {@code name} is listed under, or null (a base model name). */
+    private static String baseOf(RuleConfig rc, String name) {
+        for (ModelEntry e : rc.modelEntries()) {
+            if (e.adapters().contains(name)) {
+                return e.name();
+            }
+        }
+        return null;
+    }
+
+    /**
+     * A discovered adapter's base model as clients name it: the rule's entry the engines serve as the cards'
+     * {@code parent} (an alias shows its client name, as every other answer does).
+     */
+    private static String clientBase(AdapterDirectory.Served s) {
+        for (ModelEntry e : s.rule().config().modelEntries()) {
+            if (e.engineName().equals(s.parent())) {
+                return e.name();
+            }
+        }
+        return s.parent();
     }
 
     /** {@code s} with its {@code %XX} escapes decoded as UTF-8 ({@code +} stays a plus: this is a path), or null. */
@@ -141,25 +176,51 @@ public final class LocalRoutes {
         }
     }
 
-    private void appendModel(StringBuilder sb, String id) {
+    /**
+     * One model object: OpenAI's {@code id, object, created, owned_by}, plus {@code parent} (the base model's client
+     * name) for a LoRA adapter, as vLLM lists its adapters.
+     */
+    private void appendModel(StringBuilder sb, String id, String parent) {
         sb.append("{\"id\":");
         OpenAiErrors.quote(sb, id);
-        sb.append(",\"object\":\"model\",\"created\":").append(createdEpochSeconds).append(",\"owned_by\":\"kvgate\"}");
+        sb.append(",\"object\":\"model\",\"created\":").append(createdEpochSeconds).append(",\"owned_by\":\"kvgate\"");
+        if (parent != null) {
+            sb.append(",\"parent\":");
+            OpenAiErrors.quote(sb, parent);
+        }
+        sb.append('}');
     }
 
+    /**
+     * {@code GET /v1/models}: every client name of every rule in configuration order — each model, then its
+     * configured adapters (with {@code parent}) — then the adapters discovered on the endpoints (sorted), so the
+     * list names everything {@code GET /v1/models/{id}} answers. A name given out twice is listed once.
+     */
     String modelsJson() {
-        Set<String> models = new LinkedHashSet<>();
+        Map<String, String> models = new LinkedHashMap<>(); // name -> parent (null: a base model)
         for (Rule r : gw.router().table().rules()) {
-            models.addAll(r.config().models());
+            for (ModelEntry e : r.config().modelEntries()) {
+                models.putIfAbsent(e.name(), null);
+            }
+            for (ModelEntry e : r.config().modelEntries()) {
+                for (String a : e.adapters()) {
+                    models.putIfAbsent(a, e.name());
+                }
+            }
+        }
+        for (AdapterDirectory.Served s : new TreeMap<>(gw.router().adapters().snapshot()).values()) {
+            if (gw.router().discoveredAdapter(s.adapter()) != null) { // its rule is the current table's
+                models.putIfAbsent(s.adapter(), clientBase(s));
+            }
         }
         StringBuilder sb = new StringBuilder("{\"object\":\"list\",\"data\":[");
         boolean first = true;
-        for (String m : models) {
+        for (Map.Entry<String, String> m : models.entrySet()) {
             if (!first) {
                 sb.append(',');
             }
             first = false;
-            appendModel(sb, m);
+            appendModel(sb, m.getKey(), m.getValue());
         }
         return sb.append("]}").toString();
     }

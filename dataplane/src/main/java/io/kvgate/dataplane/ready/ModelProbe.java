@@ -49,6 +49,8 @@ public final class ModelProbe implements AutoCloseable {
     private final ContextDiscovery contexts;
     /** Endpoints whose fallback context read is done for this up-period (cleared on a failed probe and on reload). */
     private final Set<String> fallbackRead = ConcurrentHashMap.newKeySet();
+    /** Endpoints whose route table is read for this up-period (cleared as {@link #fallbackRead} is). */
+    private final Set<String> routesRead = ConcurrentHashMap.newKeySet();
     private volatile RouteTable lastTable;
     /** Where discovered LoRA adapters go, or null (no discovery). */
     private final AdapterDirectory adapters;
@@ -85,6 +87,7 @@ public final class ModelProbe implements AutoCloseable {
             if (t != lastTable) {
                 lastTable = t;
                 fallbackRead.clear(); // a reload: every engine's context is read again
+                routesRead.clear(); // and its routes
                 contexts.review(t.rules()); // a rule whose max_model_len changed is reported now
             }
             Map<String, EndpointState> distinct = new LinkedHashMap<>();
@@ -117,9 +120,11 @@ public final class ModelProbe implements AutoCloseable {
                 Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
                 readiness.recordModels(ep.key(), null, "GET /v1/models failed: " + cause.getClass().getSimpleName());
                 fallbackRead.remove(ep.key());
+                routesRead.remove(ep.key());
             } else if (r.statusCode() != 200) {
                 readiness.recordModels(ep.key(), null, "GET /v1/models answered " + r.statusCode());
                 fallbackRead.remove(ep.key());
+                routesRead.remove(ep.key());
             } else {
                 try {
                     JsonNode list = JSON.readTree(r.body());
@@ -135,6 +140,7 @@ public final class ModelProbe implements AutoCloseable {
                     }
                     readiness.recordModels(ep.key(), ids, null);
                     context(ep, engine, ContextDiscovery.fromModels(list), h);
+                    routes(ep, engine, h);
                     if (adapters != null) {
                         adapters.observe(table.get(), ep.key(), loras);
                     }
@@ -166,6 +172,50 @@ public final class ModelProbe implements AutoCloseable {
                 update(ep, ContextDiscovery.fromFallback(engine, JSON.readTree(r.body())));
             } catch (java.io.IOException ex) {
                 update(ep, 0);
+            }
+        });
+    }
+
+    /**
+     * Reads which completion routes the engine mounts, once per up-period (review row 27): vLLM registers the
+     * generation routes only for a generating model ({@code --runner pooling} mounts the pooling family instead) and
+     * publishes its route table at {@code GET /openapi.json}; SGLang mounts every route but says {@code is_embedding}
+     * in {@code GET /get_server_info}, and an embedding server cannot generate. An engine that answers neither (vLLM
+     * with {@code --disable-fastapi-docs}, other engines) is assumed to mount both, as before.
+     */
+    private void routes(EndpointState ep, RuleConfig.Engine engine, GatewayConfig.Health h) {
+        String path = EngineRoutes.path(engine);
+        if (path == null || !routesRead.add(ep.key())) {
+            return;
+        }
+        HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + path))
+            .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
+        http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+            if (e != null) {
+                routesRead.remove(ep.key()); // asked again next round
+                return;
+            }
+            int unmounted = 0;
+            String source = null;
+            if (r.statusCode() == 200) {
+                try {
+                    unmounted = EngineRoutes.unmounted(engine, JSON.readTree(r.body()));
+                    source = unmounted < 0 ? null : "GET " + path;
+                    unmounted = Math.max(0, unmounted);
+                } catch (java.io.IOException ex) {
+                    unmounted = 0;
+                }
+            }
+            int before = ep.unmountedRoutes();
+            ep.routes(unmounted, source);
+            if (before != unmounted) {
+                String what = EngineRoutes.describe(unmounted);
+                if (unmounted != 0) {
+                    Log.warn("endpoint " + ep.key() + " does not mount " + what + " (" + source + "): its rules send those"
+                        + " requests to their other endpoints, or answer 404 route_not_served when none mounts them");
+                } else {
+                    Log.info("endpoint " + ep.key() + " mounts both completion routes again (" + source + ")");
+                }
             }
         });
     }

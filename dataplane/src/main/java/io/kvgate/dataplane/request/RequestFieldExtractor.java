@@ -160,6 +160,8 @@ public final class RequestFieldExtractor {
                     } else if (depth == 3 && inJsonSchema && "name".equals(jsonSchemaField)) {
                         fields.jsonSchema = RequestFields.JS_NAME_NOT_STRING;
                         jsonSchemaField = null;
+                    } else if (depth == 2 && "tools".equals(topField)) {
+                        fields.toolsNonEmpty = true;
                     } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.START_ARRAY) {
                         fields.promptIsTokenIds = true; // [[1,2],[3]]: a list of token-id prompts
                         promptElements++;
@@ -251,6 +253,8 @@ public final class RequestFieldExtractor {
                         fields.includeUsageStart = offset();
                         fields.includeUsageEnd = end();
                         streamOptionsField = null;
+                    } else if (depth == 2 && "tools".equals(topField)) {
+                        fields.toolsNonEmpty = true; // not a tool object: the engines refuse it, the list is not empty
                     } else if (depth == 2 && "prompt".equals(topField)) {
                         promptElements++;
                         if (t == JsonToken.VALUE_STRING && promptElements == 1) {
@@ -332,7 +336,11 @@ public final class RequestFieldExtractor {
                 fields.streamOptionsObject = t == JsonToken.START_OBJECT;
             }
             case "kv_transfer_params" -> fields.hasKvTransferParams = true;
-            case "tools" -> fields.hasTools = true;
+            case "tools" -> {
+                fields.hasTools = true;
+                fields.toolsNonEmpty = false; // the last "tools" wins; its elements set it
+            }
+            case "tool_choice" -> fields.toolChoice = RequestFields.TOOL_CHOICE_OTHER;
             case "lora_path" -> fields.hasLoraPath = true;
             case "chat_template_kwargs" -> { // the last occurrence wins
                 fields.templateKwargs.clear();
@@ -561,6 +569,38 @@ public final class RequestFieldExtractor {
         }
     }
 
+    /** A scalar {@code tool_choice}: null, or one of OpenAI's three strings (compared without allocating). */
+    private byte toolChoice(JsonToken t) throws IOException {
+        if (t == JsonToken.VALUE_NULL) {
+            return RequestFields.TOOL_CHOICE_NULL;
+        }
+        if (t != JsonToken.VALUE_STRING) {
+            return RequestFields.TOOL_CHOICE_OTHER;
+        }
+        char[] c = parser.getTextCharacters();
+        int off = parser.getTextOffset();
+        int len = parser.getTextLength();
+        if (is(c, off, len, "auto")) {
+            return RequestFields.TOOL_CHOICE_AUTO;
+        }
+        if (is(c, off, len, "none")) {
+            return RequestFields.TOOL_CHOICE_NONE;
+        }
+        return is(c, off, len, "required") ? RequestFields.TOOL_CHOICE_REQUIRED : RequestFields.TOOL_CHOICE_OTHER;
+    }
+
+    private static boolean is(char[] c, int off, int len, String s) {
+        if (len != s.length()) {
+            return false;
+        }
+        for (int i = 0; i < len; i++) {
+            if (c[off + i] != s.charAt(i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     private void onTopLevelScalar(JsonToken t) throws IOException {
         if (topField == null) {
             return;
@@ -590,7 +630,11 @@ public final class RequestFieldExtractor {
                 fields.messagesNotArray = fields.hasMessages;
             }
             case "stream_options" -> fields.hasStreamOptions = t != JsonToken.VALUE_NULL;
-            case "tools" -> fields.hasTools = t != JsonToken.VALUE_NULL;
+            case "tools" -> {
+                fields.hasTools = t != JsonToken.VALUE_NULL;
+                fields.toolsNonEmpty = false;
+            }
+            case "tool_choice" -> fields.toolChoice = toolChoice(t);
             case "lora_path" -> fields.hasLoraPath = t != JsonToken.VALUE_NULL;
             case "chat_template_kwargs" -> {
                 fields.templateKwargs.clear();

@@ -194,6 +194,17 @@ public final class RequestFields {
     public boolean textPrefixFromMessages;
     /** {@code tools} is present and not null (the engines then pass the tools to the template, which may switch it). */
     public boolean hasTools;
+    /** {@code tools} is an array with at least one element (an empty list is the engines' own 400). */
+    public boolean toolsNonEmpty;
+    /** The last top-level {@code tool_choice}: one of the {@code TOOL_CHOICE_*} values. */
+    public byte toolChoice;
+    public static final byte TOOL_CHOICE_ABSENT = 0;
+    public static final byte TOOL_CHOICE_NULL = 1;
+    public static final byte TOOL_CHOICE_NONE = 2;
+    public static final byte TOOL_CHOICE_AUTO = 3;
+    public static final byte TOOL_CHOICE_REQUIRED = 4;
+    /** An object (a named function) or any other value. */
+    public static final byte TOOL_CHOICE_OTHER = 5;
     /** A top-level {@code lora_path} is present and not null (SGLang would run that adapter). */
     public boolean hasLoraPath;
     /**
@@ -273,6 +284,8 @@ public final class RequestFields {
         textPrefix.setLength(0);
         textPrefixFromMessages = false;
         hasTools = false;
+        toolsNonEmpty = false;
+        toolChoice = TOOL_CHOICE_ABSENT;
         hasLoraPath = false;
         templateKwargs.clear();
     }

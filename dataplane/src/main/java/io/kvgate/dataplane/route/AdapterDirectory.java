@@ -32,8 +32,11 @@ import java.util.concurrent.ConcurrentHashMap;
  * immutable snapshot; {@link #lookup} is a lock-free map read on I/O threads.
  */
 public final class AdapterDirectory {
-    /** A discovered adapter: the rule serving it and the ids of the endpoints listing it (sorted). */
-    public record Served(Rule rule, String adapter, int[] endpointIds) {
+    /**
+     * A discovered adapter: the rule serving it, the ids of the endpoints listing it (sorted) and its base model as the
+     * engines name it (the cards' {@code parent}; the first endpoint's in configuration order).
+     */
+    public record Served(Rule rule, String adapter, int[] endpointIds, String parent) {
         /** Whether {@code ep} lists the adapter. */
         public boolean servedBy(EndpointState ep) {
             return Arrays.binarySearch(endpointIds, ep.id()) >= 0;
@@ -81,6 +84,7 @@ public final class AdapterDirectory {
         }
         listings.keySet().retainAll(live);
         Map<String, Rule> owner = new LinkedHashMap<>();
+        Map<String, String> parents = new HashMap<>();
         Map<String, List<Integer>> eps = new HashMap<>();
         for (Rule r : table.rules()) {
             RuleConfig rc = r.config();
@@ -110,13 +114,14 @@ public final class AdapterDirectory {
                         continue;
                     }
                     eps.computeIfAbsent(adapter, k -> new ArrayList<>()).add(ep.id());
+                    parents.putIfAbsent(adapter, c.getValue());
                 }
             }
         }
         Map<String, Served> next = new HashMap<>();
         for (Map.Entry<String, Rule> e : owner.entrySet()) {
             int[] ids = eps.get(e.getKey()).stream().mapToInt(Integer::intValue).distinct().sorted().toArray();
-            next.put(e.getKey(), new Served(e.getValue(), e.getKey(), ids));
+            next.put(e.getKey(), new Served(e.getValue(), e.getKey(), ids, parents.get(e.getKey())));
         }
         byName = Map.copyOf(next);
     }

@@ -76,6 +76,17 @@ public final class EndpointState {
      * by the probe thread only; read per request by the I/O threads ({@link Rule#contextLength}).
      */
     private volatile int engineContextLen;
+    /**
+     * The completion routes the engine is known not to mount ({@link #ROUTE_CHAT}, {@link #ROUTE_COMPLETIONS} bits), as
+     * the model probe last read them (vLLM's route table, {@code GET /openapi.json}; SGLang's {@code is_embedding} in
+     * {@code /get_server_info}); 0 while unknown or when it serves both. Written by the probe thread, read per request
+     * by the I/O threads ({@link Rule#endpointsServing}).
+     */
+    private volatile int unmountedRoutes;
+    /** Where {@link #unmountedRoutes} was read ("GET /openapi.json", ...), null while unknown. */
+    private volatile String routesSource;
+    public static final int ROUTE_CHAT = 1;
+    public static final int ROUTE_COMPLETIONS = 2;
 
     // Written by the load scraper (one thread), taken up by the routing stage at its next batch.
     private volatile EngineReading reading;
@@ -333,6 +344,27 @@ public final class EndpointState {
 
     public void engineContextLen(int tokens) {
         this.engineContextLen = tokens;
+    }
+
+    /** {@link #ROUTE_CHAT} / {@link #ROUTE_COMPLETIONS} bits of the routes the engine does not mount (0: none known). */
+    public int unmountedRoutes() {
+        return unmountedRoutes;
+    }
+
+    /** Where the engine's route table was read, null while it is unknown (every route is assumed mounted). */
+    public String routesSource() {
+        return routesSource;
+    }
+
+    /** The model probe's reading of the engine's routes ({@code source} null: unknown, nothing excluded). */
+    public void routes(int unmounted, String source) {
+        this.routesSource = source;
+        this.unmountedRoutes = unmounted;
+    }
+
+    /** The bit of {@link #unmountedRoutes} for the chat or the text completions route. */
+    public static int routeBit(boolean chat) {
+        return chat ? ROUTE_CHAT : ROUTE_COMPLETIONS;
     }
 
     public boolean probeHealthy() {

@@ -32,6 +32,8 @@ public final class Rule {
     private final RuleConfig.Engine engine;
     /** This rule's admission control, null when it has none (routing stage only: attached when the table is applied). */
     Admission admission;
+    /** {@link #endpointsServing}'s cache (any I/O thread may replace it; every value is a complete snapshot). */
+    private volatile RouteServers routeServers;
 
     Rule(RuleConfig config, EndpointState[] endpoints, RoutingPolicy policy, RoutingPolicy decodePolicy,
          RuleStats stats, Object requestStage) {
@@ -107,6 +109,62 @@ public final class Rule {
             }
         }
         return min;
+    }
+
+    /**
+     * The sorted ids of the endpoints that mount the chat ({@code chat}) or text completions route, when some endpoint
+     * of this rule is known not to (a pooling-only vLLM, an SGLang embedding server); null when none is known not to
+     * (every endpoint may take the request: the common case, a few volatile reads and no allocation); empty when no
+     * endpoint mounts it. I/O threads, per request; the array is cached until an endpoint's reading changes.
+     */
+    public int[] endpointsServing(boolean chat) {
+        int bit = EndpointState.routeBit(chat);
+        boolean excluded = false;
+        for (EndpointState ep : endpoints) {
+            if ((ep.unmountedRoutes() & bit) != 0) {
+                excluded = true;
+                break;
+            }
+        }
+        if (!excluded) {
+            return null;
+        }
+        RouteServers c = routeServers;
+        if (c == null || !c.matches(endpoints)) {
+            c = new RouteServers(endpoints);
+            routeServers = c;
+        }
+        return chat ? c.chat : c.completions;
+    }
+
+    /** The endpoints serving each route for one reading of the endpoints' {@link EndpointState#unmountedRoutes}. */
+    private static final class RouteServers {
+        final int[] unmounted;
+        final int[] chat;
+        final int[] completions;
+
+        RouteServers(EndpointState[] eps) {
+            unmounted = new int[eps.length];
+            for (int i = 0; i < eps.length; i++) {
+                unmounted[i] = eps[i].unmountedRoutes();
+            }
+            chat = serving(eps, unmounted, EndpointState.ROUTE_CHAT);
+            completions = serving(eps, unmounted, EndpointState.ROUTE_COMPLETIONS);
+        }
+
+        private static int[] serving(EndpointState[] eps, int[] unmounted, int bit) {
+            return java.util.stream.IntStream.range(0, eps.length).filter(i -> (unmounted[i] & bit) == 0)
+                .map(i -> eps[i].id()).distinct().sorted().toArray();
+        }
+
+        boolean matches(EndpointState[] eps) {
+            for (int i = 0; i < eps.length; i++) {
+                if (eps[i].unmountedRoutes() != unmounted[i]) {
+                    return false;
+                }
+            }
+            return true;
+        }
     }
 
     /** The engine kind of this rule's endpoints (parsed once from the config; no per-request allocation). */
