@@ -200,6 +200,38 @@ const scenarios = {
     }));
   },
 
+  // GET /v1/models through the SDK's paginated list: every client name, adapters with their parent.
+  async models_list() {
+    const models = [];
+    for await (const m of client.models.list()) {
+      models.push({ id: m.id, object: m.object, parent: m.parent ?? null });
+    }
+    return { models };
+  },
+
+  // A key the gateway does not know: 401.
+  async authentication_error() {
+    const stranger = new OpenAI({ baseURL, apiKey: 'sk-not-a-kvgate-key', maxRetries: 0, timeout: REQUEST_TIMEOUT_MS });
+    return expectFailure(() => stranger.chat.completions.create({ model, messages: user('scenario:ok') }));
+  },
+
+  // A model whose only engine is unreachable: the gateway's own 5xx.
+  async engine_unreachable() {
+    return expectFailure(() => client.chat.completions.create({ model: 'kvgate-unreachable', messages: user('scenario:ok') }));
+  },
+
+  // A rule with room for one request at a time and no queue: while a slow stream holds it, a second request is shed.
+  async rate_limited() {
+    const held = await client.chat.completions.create({
+      model: 'kvgate-limited', messages: user('scenario:slow_stream'), stream: true,
+    });
+    const second = await expectFailure(() => client.chat.completions.create({
+      model: 'kvgate-limited', messages: user('scenario:ok'),
+    }));
+    const first = await drainStream(held);
+    return { second, first_threw: first.threw, first_joined: first.joined };
+  },
+
   // The engine dies in the middle of an SSE frame (after two complete ones).
   async mid_frame_failure() {
     const s = await client.chat.completions.create({ model, messages: user('scenario:die_mid_frame'), stream: true });

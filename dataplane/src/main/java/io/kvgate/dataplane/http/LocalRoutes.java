@@ -192,7 +192,7 @@ public final class LocalRoutes {
     }
 
     /**
-     * {@code GET /v1/models}: every client name of every rule in configuration order — each model, then its
+     * {@code GET /v1/models}: every client name of every rule in configuration order — the rule's models, then its
      * configured adapters (with {@code parent}) — then the adapters discovered on the endpoints (sorted), so the
      * list names everything {@code GET /v1/models/{id}} answers. A name given out twice is listed once.
      */

@@ -504,14 +504,12 @@ public final class EngineSimulator implements AutoCloseable {
                 e.put("lora", g.req.lora.name());
             }
             // the pass-through fields as the engine read them (the gateway must neither drop nor change them)
-            e.put("temperature", g.req.temperature);
             e.put("greedy", g.req.greedy);
             e.put("max_tokens_field", g.req.maxTokensField);
             if (g.req.requestedMaxTokens != CompletionRequest.NO_LIMIT) {
                 e.put("max_tokens", g.req.requestedMaxTokens);
             }
             e.put("seed", g.req.requestSeed);
-            e.put("keep_stop", g.req.keepStop);
             e.put("tool_choice", g.req.chat ? g.req.toolChoice() : null);
             ObjectNode received = e.putObject("received");
             for (String f : PASS_THROUGH_RECORDED) {

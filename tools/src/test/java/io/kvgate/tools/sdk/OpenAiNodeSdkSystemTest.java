@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
+import io.kvgate.testkit.RefusedPort;
+import io.kvgate.testkit.TestPorts;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -42,6 +44,12 @@ class OpenAiNodeSdkSystemTest {
     /** A client name the rule serves as {@link #MODEL} (served_as); the script's default alias. */
     private static final String ALIAS = "gpt-4o-mini";
     private static final String GATEWAY_MID_STREAM_MESSAGE = "failed in the middle of the response";
+    /** The key the script's client sends (sdk-check.mjs); the gateway requires it. */
+    private static final String API_KEY = "sk-kvgate-sdk-check";
+    /** A LoRA adapter configured under {@link #MODEL}: GET /v1/models lists it with its parent. */
+    private static final String ADAPTER = "qwen3-sql-lora";
+    /** A port where connections are refused: the engine of rule "unreachable". */
+    private static RefusedPort down;
 
     private static ScriptedEngine engine;
     private static Gateway gateway;
@@ -57,20 +65,33 @@ class OpenAiNodeSdkSystemTest {
     static void driveGatewayWithTheSdk() throws Exception {
         sdk = NodeSdkCheck.locate(repoRoot());
         engine = ScriptedEngine.start();
+        down = TestPorts.refused();
         gateway = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
+            api_keys: [%s]
             upstream: {first_byte_timeout_ms: 5000}
             health: {interval_ms: 60000}
             rules:
               - name: chat
-                models: [%s, {name: %s, served_as: %s}]
+                models: [{name: %s, adapters: [%s]}, {name: %s, served_as: %s}]
                 engine: vllm
                 policy: round_robin
                 max_model_len: 64
                 endpoints:
                   - url: %s
-            """.formatted(MODEL, ALIAS, MODEL, engine.url())));
+              - name: unreachable
+                models: [kvgate-unreachable]
+                engine: vllm
+                endpoints:
+                  - url: %s
+              - name: limited
+                models: [{name: kvgate-limited, served_as: %s}]
+                engine: vllm
+                admission: {max_outstanding: 1, max_queue: 0}
+                endpoints:
+                  - url: %s
+            """.formatted(API_KEY, MODEL, ADAPTER, ALIAS, MODEL, engine.url(), down.url(), MODEL, engine.url())));
         viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", NODE_RUN_TIMEOUT_MS);
         allViaGateway = engine.requests();
         engineSawViaGateway = chatRequests(allViaGateway);
@@ -85,6 +106,9 @@ class OpenAiNodeSdkSystemTest {
         if (engine != null) {
             engine.close();
         }
+        if (down != null) {
+            down.close();
+        }
     }
 
     @Test
@@ -95,7 +119,8 @@ class OpenAiNodeSdkSystemTest {
         assertTrue(meta.path("node").asText().matches("v(2\\d|[3-9]\\d)\\..*"), "node " + meta.path("node"));
         for (String s : List.of("non_stream", "stream", "unknown_model", "invalid_request", "malformed_json",
             "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure",
-            "context_length_exceeded", "alias_non_stream", "alias_stream", "models_retrieve_alias")) {
+            "context_length_exceeded", "alias_non_stream", "alias_stream", "models_retrieve_alias", "models_list",
+            "authentication_error", "engine_unreachable", "rate_limited")) {
             assertFalse(viaGateway.scenario(s).path("unexpected").asBoolean(true), s + ": " + viaGateway.scenario(s));
         }
     }
@@ -295,6 +320,50 @@ class OpenAiNodeSdkSystemTest {
             + " prompt, 100 in the completion). Please reduce the length of the prompt or completion.",
             e.path("error_message").asText(), e.toString());
         assertTrue(allViaGateway.stream().noneMatch(r -> r.path().equals("/v1/completions")), "no engine saw it");
+    }
+
+    /** models.list: every client name of the rules (a rule's models, then its adapters, with parent: vLLM's shape). */
+    @Test
+    void modelsListNamesTheAdaptersWithTheirParent() {
+        JsonNode r = viaGateway.scenario("models_list");
+        List<String> seen = new ArrayList<>();
+        for (JsonNode m : r.path("models")) {
+            assertEquals("model", m.path("object").asText(), r.toString());
+            seen.add(m.path("id").asText() + "<" + m.path("parent").asText("-"));
+        }
+        assertEquals(List.of(MODEL + "<-", ALIAS + "<-", ADAPTER + "<" + MODEL, "kvgate-unreachable<-", "kvgate-limited<-"),
+            seen, r.toString());
+    }
+
+    /** Each gateway error status reaches the SDK as its own class (the SDK picks the class from the status). */
+    @Test
+    void aKeyTheGatewayDoesNotKnowIsA401AuthenticationError() {
+        JsonNode e = thrown(viaGateway.scenario("authentication_error"));
+        assertEquals("AuthenticationError", e.path("class").asText(), e.toString());
+        assertEquals(401, e.path("status").asInt(), e.toString());
+        assertEquals("authentication_error", e.path("type").asText(), e.toString());
+        // Control: the engine checks no key.
+        assertFalse(direct.scenario("authentication_error").path("threw").asBoolean(true));
+    }
+
+    @Test
+    void anUnreachableEngineIsAnInternalServerError() {
+        JsonNode e = thrown(viaGateway.scenario("engine_unreachable"));
+        assertEquals("InternalServerError", e.path("class").asText(), e.toString());
+        assertTrue(e.path("status").asInt() == 502 || e.path("status").asInt() == 503, e.toString());
+        assertEquals("server_error", e.path("type").asText(), e.toString());
+    }
+
+    @Test
+    void aShedRequestIsA429RateLimitErrorAndTheRequestHoldingTheSlotFinishes() {
+        JsonNode r = viaGateway.scenario("rate_limited");
+        JsonNode e = thrown(r.path("second"));
+        assertEquals("RateLimitError", e.path("class").asText(), e.toString());
+        assertEquals(429, e.path("status").asInt(), e.toString());
+        assertEquals("rate_limit_error", e.path("type").asText(), e.toString());
+        assertEquals("rate_limit_exceeded", e.path("code").asText(), e.toString());
+        assertFalse(r.path("first_threw").asBoolean(true), r.toString());
+        assertEquals(ScriptedEngine.CONTENT, r.path("first_joined").asText(), r.toString());
     }
 
     // ---- helpers ---------------------------------------------------------------------------------------------

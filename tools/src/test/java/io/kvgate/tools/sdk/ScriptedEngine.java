@@ -33,7 +33,8 @@ import java.util.concurrent.Semaphore;
  *   <li>{@code die_mid_frame} — the same, but the connection dies in the middle of a third frame;
  *   <li>{@code flat_error_frame} — two content frames, then an in-stream error event in the flat shape
  *       {@code data: {"object":"error",…}} (no {@code error} key, which is all the SDKs look for), then
- *       {@code [DONE]}: the stream ends properly, the answer is not complete.
+ *       {@code [DONE]}: the stream ends properly, the answer is not complete;
+ *   <li>{@code slow_stream} — the {@code ok} stream, held open {@link #HOLD_MS} after its first frame.
  * </ul>
  * A body without {@code messages} or that is not JSON gets a flat-shape 400, as an older vLLM would answer. Every
  * request is recorded ({@link #requests()}).
@@ -56,6 +57,8 @@ final class ScriptedEngine implements AutoCloseable {
         + "5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.";
     static final String FLAT_ERROR_TYPE = "BadRequestError";
 
+    /** How long {@code slow_stream} holds its stream open after the role frame (a request kept in flight). */
+    static final long HOLD_MS = 2_000;
     private static final int MAX_CONNECTIONS = 64;
     private static final int MAX_HEAD_BYTES = 64 << 10;
     private static final int MAX_BODY_BYTES = 1 << 20;
@@ -256,6 +259,25 @@ final class ScriptedEngine implements AutoCloseable {
                 } else {
                     writeJson(out, 200, completion(id, model), keepAlive);
                 }
+                yield keepAlive;
+            }
+            case "slow_stream" -> {
+                // The ok stream, with its first frame held back HOLD_MS: the request stays in flight that long.
+                writeSseHead(out);
+                writeChunk(out, frame(chunk(id, model, null, true, null)));
+                try {
+                    Thread.sleep(HOLD_MS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    yield false;
+                }
+                for (String piece : STREAM_PIECES) {
+                    writeChunk(out, frame(chunk(id, model, piece, false, null)));
+                }
+                writeChunk(out, frame(chunk(id, model, null, false, "stop")));
+                writeChunk(out, "data: [DONE]\n\n");
+                out.write("0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+                out.flush();
                 yield keepAlive;
             }
             case "flat_error" -> {

@@ -265,6 +265,40 @@ class LoraTemplateContractSystemTest {
         assertEquals(200, post("/v1/completions", "{\"model\":\"md\",\"prompt\":\"hi\",\"max_tokens\":2}").statusCode());
     }
 
+    // GET /v1/models names every adapter GET /v1/models/{id} answers, configured and discovered, with its parent
+    @Test
+    void modelsListsEveryAdapterWithItsBaseModelAsParent() throws Exception {
+        await("the model probe discovered found-lora", () -> {
+            try {
+                return get("/v1/models/found-lora").statusCode() == 200;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        HttpResponse<String> list = get("/v1/models");
+        assertEquals(200, list.statusCode());
+        java.util.Map<String, String> parents = new java.util.LinkedHashMap<>();
+        for (JsonNode m : SimHttp.MAPPER.readTree(list.body()).path("data")) {
+            assertEquals("model", m.path("object").asText(), m.toString());
+            parents.put(m.path("id").asText(), m.path("parent").isTextual() ? m.path("parent").asText() : null);
+        }
+        java.util.Map<String, String> want = new java.util.LinkedHashMap<>();
+        want.put("mv", null);
+        want.put("v-lora", "mv");
+        want.put("ms", null);
+        want.put("s-lora", "ms");
+        want.put("mvt", null);
+        want.put("mst", null);
+        want.put("md", null);
+        want.put("found-lora", "md"); // discovered: after the configured names
+        assertEquals(want, parents, list.body());
+        for (String[] a : new String[][] {{"v-lora", "mv"}, {"s-lora", "ms"}, {"found-lora", "md"}}) {
+            JsonNode one = SimHttp.MAPPER.readTree(get("/v1/models/" + a[0]).body());
+            assertEquals(a[1], one.path("parent").asText(), "models.retrieve says the same: " + one);
+        }
+        assertFalse(SimHttp.MAPPER.readTree(get("/v1/models/mv").body()).has("parent"), "a base model has none");
+    }
+
     // ---- templates: undeclared chat_template_kwargs ----------------------------------------------------------
 
     @Test
