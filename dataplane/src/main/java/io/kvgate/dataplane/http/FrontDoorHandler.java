@@ -3,6 +3,7 @@ package io.kvgate.dataplane.http;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.prompt.PromptStage;
 import io.kvgate.dataplane.prompt.TemplateWarnings;
 import io.kvgate.dataplane.request.JsonMembers;
@@ -478,7 +479,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         Problem sampling = RequestValidator.sampling(fields, rule.name(), rule.config().speculative(),
-            rule.config().maxLogitBias());
+            rule.config().maxLogitBias(), rule.requestStage() instanceof PromptPipeline pipeline ? pipeline.vocabSize() : 0);
         if (fields.hasLogitBias && fields.logitBiasEntries > 0) {
             gw.metrics().logitBias(rule.name(), sampling == null ? "accepted" : "refused");
         }

@@ -95,6 +95,11 @@ public final class PromptPipeline {
         return t != null && t.source() == source && t.text().equals(text) ? t : template(tokenizer, source, text);
     }
 
+    /** The tokenizer's vocabulary size (added tokens included): the bound of a token id ({@code logit_bias} keys). */
+    public int vocabSize() {
+        return tokenizer == null ? 0 : tokenizer.vocabSize();
+    }
+
     /**
      * The pipeline of a rule: its tokenizer directory through {@code tokenizers} and the chat template its engine
      * would render with (see the class comment). No tokenizer: only token-id prompts are exact.

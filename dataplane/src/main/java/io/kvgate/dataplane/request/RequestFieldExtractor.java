@@ -428,6 +428,7 @@ public final class RequestFieldExtractor {
     private void startLogitBias(boolean object) {
         fields.hasLogitBias = true;
         fields.logitBiasEntries = 0;
+        fields.logitBiasMaxKey = -1;
         fields.logitBiasFault = null;
         fields.logitBiasFaultKey = null;
         fields.logitBiasFaultValue = null;
@@ -453,12 +454,16 @@ public final class RequestFieldExtractor {
         fields.logitBiasEntries++;
         logitBiasKey = key;
         boolean digits = !key.isEmpty();
+        long id = 0;
         for (int i = 0; i < key.length() && digits; i++) {
             char c = key.charAt(i);
             digits = c >= '0' && c <= '9';
+            id = id > (Long.MAX_VALUE - 9) / 10 ? Long.MAX_VALUE : id * 10 + (c - '0');
         }
         if (!digits) {
             logitBiasFault(RequestFields.LogitBiasFault.KEY_NOT_A_TOKEN_ID, key, null);
+        } else if (id > fields.logitBiasMaxKey) {
+            fields.logitBiasMaxKey = id;
         }
     }
 

@@ -84,6 +84,8 @@ public final class RequestFields {
     public boolean hasLogitBias;
     /** Members of that {@code logit_bias} object. */
     public int logitBiasEntries;
+    /** Its largest token-id key ({@link Long#MAX_VALUE} past 18 digits; -1: none). */
+    public long logitBiasMaxKey = -1;
     /** The first thing wrong with that {@code logit_bias} ({@link LogitBiasFault}), or null. */
     public LogitBiasFault logitBiasFault;
     /** The key the fault is about (null for {@link LogitBiasFault#NOT_AN_OBJECT}); set only for a faulty body. */
@@ -249,6 +251,7 @@ public final class RequestFields {
         noStopTrim = ABSENT;
         hasLogitBias = false;
         logitBiasEntries = 0;
+        logitBiasMaxKey = -1;
         logitBiasFault = null;
         logitBiasFaultKey = null;
         logitBiasFaultValue = null;

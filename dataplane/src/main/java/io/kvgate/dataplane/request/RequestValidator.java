@@ -100,10 +100,13 @@ public final class RequestValidator {
         if (p != null) {
             return p;
         }
-        if (chat && f.continueFinalMessageTrue && f.addGenerationPrompt != RequestFields.FALSE
-            && f.addGenerationPrompt != RequestFields.OTHER) {
-            // vLLM's request validator refuses both true; with add_generation_prompt absent (its default, true) the
-            // template call refuses it too, in other words. SGLang takes either without a word.
+        if (chat && f.continueFinalMessageTrue && (f.addGenerationPrompt == RequestFields.TRUE
+            || (f.addGenerationPrompt == RequestFields.ABSENT && !f.templateKwargs.contains("add_generation_prompt")
+                && !f.templateKwargs.contains("continue_final_message")))) {
+            // vLLM's request validator refuses both true in the body; with add_generation_prompt absent (its default,
+            // true) the template call refuses it too, in other words, unless chat_template_kwargs sets either (vLLM
+            // merges them over its own arguments: the renderer or the engine judges that). SGLang takes either
+            // without a word.
             return new Problem("continue_final_message", "continue_with_generation_prompt",
                 "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
                     + (f.addGenerationPrompt == RequestFields.ABSENT
@@ -197,9 +200,13 @@ public final class RequestValidator {
      * start-up warning as the only notice) refuses both rather than let them be a silent no-op; {@code max_logit_bias}
      * bounds the entries of {@code logit_bias} (0: the field is refused; SGLang builds a dense batch x vocabulary
      * matrix for the whole batch as soon as one request carries it, however few tokens it biases). An empty
-     * {@code logit_bias} biases nothing and passes. Checked after the shape checks.
+     * {@code logit_bias} biases nothing and passes. On a rule with a tokenizer, a token id beyond its vocabulary is
+     * refused with OpenAI's words (vLLM refuses it too; SGLang would index its bias matrix out of bounds).
+     * Checked after the shape checks.
+     *
+     * @param vocabSize the rule's tokenizer's vocabulary size, 0 when the rule has none
      */
-    public static Problem sampling(RequestFields f, String ruleName, boolean speculative, int maxLogitBias) {
+    public static Problem sampling(RequestFields f, String ruleName, boolean speculative, int maxLogitBias, int vocabSize) {
         if (speculative && f.hasLogitBias && f.logitBiasEntries > 0) {
             return new Problem("logit_bias", "logit_bias_speculative", "Unsupported parameter: 'logit_bias' is not"
                 + " supported by rule '" + ruleName + "': its engines run speculative decoding, which ignores it"
@@ -217,6 +224,11 @@ public final class RequestValidator {
                 : new Problem("logit_bias", "logit_bias_over_max", "Invalid 'logit_bias': too many properties. Expected an"
                     + " object with at most " + maxLogitBias + " properties (rule '" + ruleName + "', max_logit_bias), but"
                     + " got an object with " + f.logitBiasEntries + " properties instead.", "invalid_value");
+        }
+        if (vocabSize > 0 && f.hasLogitBias && f.logitBiasMaxKey >= vocabSize) {
+            return new Problem("logit_bias", "logit_bias_out_of_vocabulary", "Invalid key in 'logit_bias': "
+                + (f.logitBiasMaxKey == Long.MAX_VALUE ? "a token id over 18 digits" : String.valueOf(f.logitBiasMaxKey))
+                + ". Maximum value is " + (vocabSize - 1) + ".", "invalid_value");
         }
         return null;
     }

@@ -50,9 +50,13 @@ class RequestValidatorFieldsTest {
     }
 
     private static Problem onRule(String body, boolean speculative, int maxLogitBias) {
+        return onRule(body, speculative, maxLogitBias, 0);
+    }
+
+    private static Problem onRule(String body, boolean speculative, int maxLogitBias, int vocabSize) {
         Parsed p = parsed(body, true);
         assertNull(p.problem, "the shape is fine");
-        return RequestValidator.sampling(p.fields, "r", speculative, maxLogitBias);
+        return RequestValidator.sampling(p.fields, "r", speculative, maxLogitBias, vocabSize);
     }
 
     // row 9
@@ -138,6 +142,22 @@ class RequestValidatorFieldsTest {
         assertNull(onRule(chat(""), false, 0));
     }
 
+    // row 13: a token id the rule's tokenizer does not have
+    @Test
+    void aTokenIdBeyondTheVocabularyIsOpenAis400WhereTheRuleKnowsIt() {
+        assertEquals(new Problem("logit_bias", "logit_bias_out_of_vocabulary",
+            "Invalid key in 'logit_bias': 100265. Maximum value is 100257.", "invalid_value"),
+            onRule(chat(",\"logit_bias\":{\"5\":1,\"100265\":-100,\"17\":1}"), false, 300, 100258));
+        assertNull(onRule(chat(",\"logit_bias\":{\"100257\":-100,\"0\":1}"), false, 300, 100258));
+        assertNull(onRule(chat(",\"logit_bias\":{\"100265\":-100}"), false, 300, 0), "no tokenizer: the engine judges");
+        assertEquals("Invalid key in 'logit_bias': a token id over 18 digits. Maximum value is 9.",
+            onRule(chat(",\"logit_bias\":{\"99999999999999999999999\":1}"), false, 300, 10).message());
+        assertEquals("Invalid key in 'logit_bias': 12. Maximum value is 9.",
+            onRule(chat(",\"logit_bias\":{\"12\":1},\"logit_bias\":{\"012\":1}"), false, 300, 10).message(),
+            "the last logit_bias, its key read as the engines' int() reads it");
+        assertNull(onRule(chat(",\"logit_bias\":{\"12\":1},\"logit_bias\":{\"3\":1}"), false, 300, 10));
+    }
+
     // row 14
     @Test
     void aSpeculativeRuleRefusesLogitBiasAndMinP() {
@@ -214,6 +234,11 @@ class RequestValidatorFieldsTest {
         assertNull(verdict(chat(",\"add_generation_prompt\":false,\"continue_final_message\":true"), true));
         assertNull(verdict(chat(",\"add_generation_prompt\":true,\"continue_final_message\":false"), true));
         assertNull(verdict(chat(",\"continue_final_message\":true,\"continue_final_message\":false"), true));
+        // chat_template_kwargs override the body's fields in vLLM: an override is the renderer's (or engine's) to judge
+        assertNull(verdict(chat(",\"continue_final_message\":true,\"chat_template_kwargs\":{\"add_generation_prompt\":false}"),
+            true));
+        assertEquals(both, verdict(chat(",\"add_generation_prompt\":true,\"continue_final_message\":true,"
+            + "\"chat_template_kwargs\":{\"add_generation_prompt\":false}"), true), "vLLM's validator reads the body");
         assertNull(verdict(completion(",\"add_generation_prompt\":true,\"continue_final_message\":true"), false),
             "chat only: completions have no template");
     }

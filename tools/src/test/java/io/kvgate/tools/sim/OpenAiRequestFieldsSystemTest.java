@@ -38,11 +38,15 @@ class OpenAiRequestFieldsSystemTest {
     static final String[] PLAIN = {"mv", "ms"};
     static final String[] SPECULATIVE = {"spec-v", "spec-s"};
     static final String[] NO_BIAS = {"nobias-v", "nobias-s"};
+    /** Rules with the model's tokenizer (so the gateway knows its vocabulary). */
+    static final String[] TOKENIZED = {"tok-v", "tok-s"};
 
     @BeforeAll
     static void start() throws Exception {
         vllm = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).model("mv"));
         sglang = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).model("ms"));
+        java.nio.file.Path qwen3 = java.nio.file.Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath()
+            .normalize().resolve("deploy/models/qwen3");
         gw = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
@@ -77,7 +81,17 @@ class OpenAiRequestFieldsSystemTest {
                 engine: sglang
                 max_logit_bias: 0
                 endpoints: [{url: "%2$s"}]
-            """.formatted(vllm.baseUrl(), sglang.baseUrl())));
+              - name: tok-vllm
+                models: [{name: tok-v, served_as: mv}]
+                engine: vllm
+                tokenizer: %3$s
+                endpoints: [{url: "%1$s"}]
+              - name: tok-sglang
+                models: [{name: tok-s, served_as: ms}]
+                engine: sglang
+                tokenizer: %3$s
+                endpoints: [{url: "%2$s"}]
+            """.formatted(vllm.baseUrl(), sglang.baseUrl(), qwen3)));
     }
 
     @AfterAll
@@ -263,6 +277,18 @@ class OpenAiRequestFieldsSystemTest {
         okFromBoth(NO_BIAS, "/v1/chat/completions", chat(",\"logit_bias\":{}"));
         assertTrue(lastRequest(vllm).path("logit_bias").isObject(), "vLLM gets the client's {}");
         assertTrue(lastRequest(sglang).path("logit_bias").isNull(), "SGLang gets null: no dense bias matrix for nothing");
+    }
+
+    // review row 13: where the rule has the tokenizer, a token id outside its vocabulary is OpenAI's 400 (vLLM refuses
+    // it in its own words, SGLang would index its bias matrix out of bounds)
+    @Test
+    void aTokenIdBeyondTheVocabularyIsTheSame400WhereTheRuleHasTheTokenizer() throws Exception {
+        assertEquals(new Seen(400, "invalid_request_error", "invalid_value", "logit_bias"),
+            sameErrorFromBoth(TOKENIZED, "/v1/chat/completions", chat(",\"logit_bias\":{\"5\":1,\"10000000\":-100}")));
+        String m = message(send("/v1/chat/completions", chat(",\"logit_bias\":{\"10000000\":-100}").replace("%MODEL%", "tok-s")));
+        assertTrue(m.matches("Invalid key in 'logit_bias': 10000000\\. Maximum value is 1[0-9]{5}\\."), m);
+        okFromBoth(TOKENIZED, "/v1/chat/completions", chat(",\"logit_bias\":{\"5\":1,\"151000\":-100}"));
+        okFromBoth(PLAIN, "/v1/chat/completions", chat(",\"logit_bias\":{\"10000000\":-100}"));
     }
 
     // review row 14
