@@ -127,7 +127,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             if (kv != null) {
                 kv.sync(cfg, registry);
             }
-            this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages);
+            // router.thread: with one I/O thread its loop runs the routing stage (no thread hand-off); else a thread of its own.
+            boolean routerOnLoop = cfg.routerRunsOnIoThread();
+            if (routerOnLoop && threads != 1) {
+                throw new IllegalStateException("router.thread io with " + threads + " I/O threads"); // refused by the config check
+            }
+            this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages, routerOnLoop ? workers.next() : null);
+            Log.info("routing stage: " + (routerOnLoop ? "run by the I/O event loop" : "on its own thread (kvgate-router)")
+                + " (router.thread: " + cfg.router().thread() + ", io_threads: " + cfg.ioThreads() + ")");
             this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
             KvRoutes kvRoutes = new KvRoutes(router, () -> kv);
             this.admin = new AdminApi(this, router, registry, () -> {

@@ -97,6 +97,7 @@ public final class ConfigTree {
         Map<String, Object> rm = new LinkedHashMap<>();
         rm.put("ring_size", c.router().ringSize());
         rm.put("wait_strategy", c.router().waitStrategy());
+        rm.put("thread", c.router().thread());
         t.put("router", rm);
         GatewayConfig.Ingest in = c.ingest();
         Map<String, Object> im = new LinkedHashMap<>();

@@ -73,7 +73,7 @@ public record GatewayConfig(
      * takes effect for the next request (connection-level limits: for the next connection).
      */
     public static final List<String> RESTART_ONLY = List.of("listen", "admin_listen", "transport", "io_threads",
-        "router.ring_size", "router.wait_strategy", "control_socket", "rules[*].kv_capacity_blocks (the index size)",
+        "router.ring_size", "router.wait_strategy", "router.thread", "control_socket", "rules[*].kv_capacity_blocks (the index size)",
         "ingest");
 
     /** The socket transport, typed. */
@@ -81,6 +81,13 @@ public record GatewayConfig(
 
     /** The routing thread's wait strategy, typed. */
     public enum WaitStrategy { BLOCKING, YIELDING, BUSY_SPIN }
+
+    /**
+     * Who runs the routing stage ({@code router.thread}): a thread of its own, or the gateway's one I/O event loop at
+     * the end of each loop turn (Agrona's invoker mode). {@code AUTO} resolves per configuration:
+     * {@link GatewayConfig#routerRunsOnIoThread}.
+     */
+    public enum RouterThread { AUTO, DEDICATED, IO }
 
     /** Limits of the admin HTTP listener (small, rare requests from operators). */
     public record AdminLimits(int maxConnections, long idleTimeoutMs, int maxBodyBytes) {
@@ -141,11 +148,38 @@ public record GatewayConfig(
         }
     }
 
-    /** The routing stage's ring. */
-    public record Router(int ringSize, String waitStrategy) {
+    /**
+     * The routing stage: its ring, who runs it ({@code thread}: auto | dedicated | io) and, on a dedicated thread,
+     * how that thread waits.
+     */
+    public record Router(int ringSize, String waitStrategy, String thread) {
+        /** The shape before {@code router.thread} existed: {@code auto}. */
+        public Router(int ringSize, String waitStrategy) {
+            this(ringSize, waitStrategy, "auto");
+        }
+
         public WaitStrategy waitStrategyKind() {
             return WaitStrategy.valueOf(waitStrategy.toUpperCase(Locale.ROOT));
         }
+
+        public RouterThread threadKind() {
+            return RouterThread.valueOf(thread.toUpperCase(Locale.ROOT));
+        }
+    }
+
+    /**
+     * Whether the routing stage runs on the I/O event loop: {@code router.thread: io}, or {@code auto} with exactly
+     * one I/O thread ({@code io_threads: 1}) and the default {@code blocking} wait (a {@code yielding} or
+     * {@code busy_spin} wait asks for a thread that spins, which only a dedicated thread can do). With one loop the
+     * hand-off to a routing thread is a futex wake-up and two context switches on the same core for every batch; with
+     * several loops a dedicated thread is what keeps one single writer of policy state for all of them.
+     */
+    public boolean routerRunsOnIoThread() {
+        return switch (router.threadKind()) {
+            case IO -> true;
+            case DEDICATED -> false;
+            case AUTO -> ioThreads == 1 && router.waitStrategyKind() == WaitStrategy.BLOCKING;
+        };
     }
 
     /**
@@ -286,7 +320,18 @@ public record GatewayConfig(
             r.problem("ring_size", ring, "must be a power of two");
             ring = 4096;
         }
-        Router router = new Router(ring, r.oneOf("wait_strategy", "blocking", List.of("blocking", "yielding", "busy_spin")));
+        String wait = r.oneOf("wait_strategy", "blocking", List.of("blocking", "yielding", "busy_spin"));
+        String routerThread = r.oneOf("thread", "auto", List.of("auto", "dedicated", "io"));
+        if (routerThread.equals("io") && ioThreads != 1) {
+            r.problem("thread", routerThread, "requires io_threads: 1 (the routing stage runs on the one I/O event loop, its "
+                + "single writer); io_threads is " + ioThreads + (ioThreads == 0 ? " (one per core)" : "")
+                + ": use thread: dedicated or auto");
+        }
+        if (routerThread.equals("io") && !wait.equals("blocking")) {
+            r.problem("wait_strategy", wait, "applies to a dedicated routing thread only: with router.thread: io "
+                + "nothing waits (leave wait_strategy out, or use thread: dedicated)");
+        }
+        Router router = new Router(ring, wait, routerThread);
         r.finish();
 
         List<String> apiKeys = n.stringList("api_keys");
@@ -452,6 +497,9 @@ public record GatewayConfig(
         }
         if (!router.waitStrategy().equals(next.router.waitStrategy())) {
             changed.add("router.wait_strategy");
+        }
+        if (!router.thread().equals(next.router.thread())) {
+            changed.add("router.thread");
         }
         if (!Objects.equals(controlSocket, next.controlSocket)) {
             changed.add("control_socket");

@@ -185,4 +185,33 @@ class GatewayConfigTest {
         p = problems(BASE.replace("policy: round_robin", "policy: round_robin\n    admission:\n      max_outstanding: 2\n      max_queu: 1"));
         assertTrue(p.contains("rules[0] (name=chat).admission.max_queu: unknown key"), p);
     }
+
+    @Test
+    void routerThreadAutoRunsTheStageOnTheIoThreadOnlyWithOneIoThreadAndTheBlockingWait() throws Exception {
+        GatewayConfig d = GatewayConfig.parse(BASE);
+        assertEquals(GatewayConfig.RouterThread.AUTO, d.router().threadKind());
+        assertEquals(false, d.routerRunsOnIoThread(), "io_threads: 0 (one per core): a dedicated routing thread");
+        assertEquals(true, GatewayConfig.parse("io_threads: 1\n" + BASE).routerRunsOnIoThread(), "one I/O thread: auto = io");
+        assertEquals(false, GatewayConfig.parse("io_threads: 2\n" + BASE).routerRunsOnIoThread());
+        assertEquals(false, GatewayConfig.parse("io_threads: 1\nrouter: {wait_strategy: yielding}\n" + BASE).routerRunsOnIoThread(),
+            "a spinning wait asks for a thread of its own");
+        assertEquals(false, GatewayConfig.parse("io_threads: 1\nrouter: {thread: dedicated}\n" + BASE).routerRunsOnIoThread());
+        GatewayConfig io = GatewayConfig.parse("io_threads: 1\nrouter: {thread: io}\n" + BASE);
+        assertEquals(true, io.routerRunsOnIoThread());
+        assertEquals(java.util.List.of("router.thread"), io.restartOnlyChanges(GatewayConfig.parse("io_threads: 1\n" + BASE)));
+        assertTrue(GatewayConfig.RESTART_ONLY.contains("router.thread"));
+    }
+
+    @Test
+    void routerThreadIoWithMoreThanOneIoThreadOrASpinningWaitIsRefusedNamingTheKey() {
+        String p = problems("io_threads: 4\nrouter: {thread: io}\n" + BASE);
+        assertTrue(p.contains("router.thread: value 'io' requires io_threads: 1 (the routing stage runs on the one I/O event loop, "
+            + "its single writer); io_threads is 4: use thread: dedicated or auto"), p);
+        p = problems("router: {thread: io}\n" + BASE);
+        assertTrue(p.contains("router.thread: value 'io' requires io_threads: 1") && p.contains("io_threads is 0 (one per core)"), p);
+        p = problems("io_threads: 1\nrouter: {thread: io, wait_strategy: busy_spin}\n" + BASE);
+        assertTrue(p.contains("router.wait_strategy: value 'busy_spin' applies to a dedicated routing thread only"), p);
+        p = problems("router: {thread: invoker}\n" + BASE);
+        assertTrue(p.contains("router.thread: value 'invoker' must be one of auto|dedicated|io"), p);
+    }
 }

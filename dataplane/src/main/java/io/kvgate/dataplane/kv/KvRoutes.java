@@ -34,8 +34,9 @@ public final class KvRoutes {
     private final io.kvgate.dataplane.route.RoutingStage router;
     private final java.util.function.Supplier<KvState> kvState;
     /**
-     * Explain decisions are delivered on the routing thread itself (a direct executor): the admin thread waits for
-     * the answer, so delivering on its own event loop could never run.
+     * Explain decisions are delivered by whoever runs the routing stage (a direct executor: the routing thread, or the
+     * I/O event loop with {@code router.thread: io}): the admin thread waits for the answer, so delivering on its own
+     * event loop could never run.
      */
     private final RouterPort explainPort;
 

@@ -27,6 +27,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *       the router, never waits for ring space (reliability review M14) and is never lost.</li>
  * </ul>
  *
+ * <p>When the stage runs on an event loop ({@code router.thread: io}), "the routing thread" below is that loop inside
+ * the stage's duty cycle: the end-of-turn task runs the cycle instead of waking a thread, and the loop's own port gets
+ * its decisions in the same cycle ({@link #deliverNow}) instead of a drain task. Ports of other executors (the admin
+ * explain port, tests) are served as before: their publishes ask the loop for a cycle, their decisions come back
+ * through a drain task on their executor.
+ *
  * <p>Threading: {@link #tryRoute} and {@link #complete} are called by the port's owning thread only (the event loop;
  * for a port with a plain {@link Executor}, callers serialize themselves); {@link #run} runs on the executor.
  */
@@ -164,7 +170,7 @@ public final class RouterPort implements Runnable {
 
     private void wakeRouterAtEndOfTurn() {
         wakeQueued = false;
-        stage.wakeRouter();
+        stage.endOfTurn(); // io mode on the stage's own loop: the stage runs here, and this turn's decisions come back
     }
 
     /**
@@ -363,10 +369,29 @@ public final class RouterPort implements Runnable {
 
     // ---- the port's executor (the event loop) -----------------------------------------------------------------
 
+    /** Whether the calling thread is this port's event loop (io mode: the loop running the stage). */
+    boolean onCurrentLoop() {
+        return eventLoop != null && eventLoop.inEventLoop();
+    }
+
+    /**
+     * io mode, on this port's loop while it runs the stage: publishes the queued decisions and delivers them now,
+     * without a drain task (the loop would only run that task later in the same turn).
+     */
+    void deliverNow() {
+        dirty = false;
+        PUBLISHED_TAIL.setRelease(this, routerTail);
+        drain();
+    }
+
     /** Delivers every published decision (the drain task; runs on the port's executor). */
     @Override
     public void run() {
         drainScheduled.set(false);
+        drain();
+    }
+
+    private void drain() {
         drains++;
         long tail = publishedTail;
         while (head < tail) {

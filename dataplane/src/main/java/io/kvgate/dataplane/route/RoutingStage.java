@@ -2,6 +2,7 @@ package io.kvgate.dataplane.route;
 
 import com.lmax.disruptor.BusySpinWaitStrategy;
 import com.lmax.disruptor.EventHandler;
+import com.lmax.disruptor.EventPoller;
 import com.lmax.disruptor.EventTranslatorTwoArg;
 import com.lmax.disruptor.ExceptionHandler;
 import com.lmax.disruptor.RingBuffer;
@@ -12,11 +13,15 @@ import com.lmax.disruptor.dsl.ProducerType;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.StageTimers;
+import io.netty.util.concurrent.EventExecutor;
+import io.netty.util.concurrent.ScheduledFuture;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
@@ -24,6 +29,20 @@ import java.util.concurrent.locks.LockSupport;
 /**
  * The single-writer routing stage from the design card. One thread owns endpoint load, health, breakers and every
  * policy's state (session pins, rotations, speculative overlays, counters), and keeps them across configuration swaps.
+ *
+ * <p>Who that thread is ({@code router.thread}), as Agrona lets an agent run on an {@code AgentRunner} thread or be
+ * invoked by a thread the application already has ({@code AgentInvoker}):
+ * <ul>
+ *   <li><b>dedicated</b>: a Disruptor thread of its own, {@code kvgate-router}, serving every event loop;</li>
+ *   <li><b>io</b> (the default when the gateway runs one I/O thread): that event loop is the stage's only runner. At the
+ *       end of a loop turn that published requests it runs one duty cycle itself ({@link #runDutyCycle}: housekeeping,
+ *       every request in the ring through an {@link EventPoller}, hand-back), and the decisions for its own port are
+ *       delivered in that same turn, without a drain task or a wake-up. A task scheduled on the loop every
+ *       {@value #DUTY_PERIOD_MS} ms runs the same cycle, so housekeeping happens without requests as on the dedicated
+ *       thread's idle duty period. Publishers on other threads (admin explain, tests) leave their events in the ring
+ *       and ask the loop for a cycle; the stage never runs on their thread.</li>
+ * </ul>
+ * Everything below holds in both modes: one runner at a time, the same decisions, errors, counters and metrics.
  *
  * <p>Data flow, all through preallocated structures and without capturing lambdas:
  * <ol>
@@ -67,9 +86,23 @@ public final class RoutingStage implements AutoCloseable {
         (e, seq, request, port) -> e.copyFrom(request, port);
     private static final EventTranslatorTwoArg<RouteEvent, Object, Object> WAKE_TR = (e, seq, a, b) -> e.type = RouteEvent.WAKE;
 
+    /** Dedicated mode: the routing thread's Disruptor (null in io mode). */
     private final Disruptor<RouteEvent> disruptor;
     private final RingBuffer<RouteEvent> ring;
     private final RouterWaitStrategy sleepingWait;
+    /** io mode: the event loop that runs this stage, its only runner (null: a dedicated thread runs it). */
+    private final EventExecutor invoker;
+    /** io mode: drains the ring inside {@link #runDutyCycle}. */
+    private final EventPoller<RouteEvent> poller;
+    private final EventPoller.Handler<RouteEvent> pollHandler;
+    private final ErrorHandler errors = new ErrorHandler();
+    /** io mode: a cycle was asked of the loop by another thread and has not started yet. */
+    private final AtomicBoolean invocationPending = new AtomicBoolean();
+    private final Runnable invocationTask = this::runInvocation;
+    private final Runnable dutyTask = this::runDutyCycle;
+    private final ScheduledFuture<?> dutyFuture;
+    /** io mode, loop only: a duty cycle is running (a decision's delivery must not start another one inside it). */
+    private boolean cycling;
     private final NanoClock clock;
     private final StageTimers stages;
     private final int portCapacity;
@@ -109,7 +142,16 @@ public final class RoutingStage implements AutoCloseable {
         this(cfg, initial, clock, new StageTimers());
     }
 
+    /** A stage on its own routing thread ({@code router.thread: dedicated}). */
     public RoutingStage(GatewayConfig.Router cfg, RouteTable initial, NanoClock clock, StageTimers stages) {
+        this(cfg, initial, clock, stages, null);
+    }
+
+    /**
+     * A stage run by {@code loop} ({@code router.thread: io}: the gateway's one I/O event loop), or, with a null
+     * {@code loop}, on its own routing thread. {@code router.wait_strategy} applies to the routing thread only.
+     */
+    public RoutingStage(GatewayConfig.Router cfg, RouteTable initial, NanoClock clock, StageTimers stages, EventExecutor loop) {
         this.clock = clock;
         this.stages = stages;
         this.portCapacity = cfg.ringSize();
@@ -117,6 +159,22 @@ public final class RoutingStage implements AutoCloseable {
         index(initial);
         this.table = initial;
         attachAdmission(initial, clock.nanoTime()); // before the routing thread starts: nothing waits yet
+        this.invoker = loop;
+        if (loop != null) {
+            // Nobody ever waits on this ring (the loop polls it), so its wait strategy only matters for what a publish
+            // signals: busy-spin's signal is a no-op.
+            this.disruptor = null;
+            this.sleepingWait = null;
+            this.ring = RingBuffer.createMultiProducer(RouteEvent::new, cfg.ringSize(), new BusySpinWaitStrategy());
+            this.poller = ring.newPoller();
+            ring.addGatingSequences(poller.getSequence());
+            this.pollHandler = new PollHandler();
+            this.dutyFuture = loop.scheduleAtFixedRate(dutyTask, DUTY_PERIOD_NS, DUTY_PERIOD_NS, TimeUnit.NANOSECONDS);
+            return;
+        }
+        this.poller = null;
+        this.pollHandler = null;
+        this.dutyFuture = null;
         WaitStrategy wait = switch (cfg.waitStrategy()) {
             case "busy_spin" -> new BusySpinWaitStrategy();
             case "yielding" -> new YieldingWaitStrategy();
@@ -129,8 +187,13 @@ public final class RoutingStage implements AutoCloseable {
             return t;
         }, ProducerType.MULTI, wait);
         disruptor.handleEventsWith(new Handler());
-        disruptor.setDefaultExceptionHandler(new ErrorHandler());
+        disruptor.setDefaultExceptionHandler(errors);
         this.ring = disruptor.start();
+    }
+
+    /** Whether an event loop runs this stage ({@code router.thread: io}) rather than a routing thread of its own. */
+    public boolean runsOnEventLoop() {
+        return invoker != null;
     }
 
     // ---- any thread ---------------------------------------------------------------------------------------------
@@ -175,12 +238,24 @@ public final class RoutingStage implements AutoCloseable {
      * positions, the speculative overlay (when the rule still hashes prompts the same way), counters. Endpoints keep
      * their load, health and breaker by host:port; their changed configuration (weight, role) takes effect here.
      * Requests already in the ring that resolved a rule of the old table are routed by the new table's rule of the
-     * same name, or answered "rule removed".
+     * same name, or answered "rule removed". In io mode a call on the stage's own loop applies the swap before it
+     * returns (never from inside a decision's delivery: refused with IllegalStateException).
      */
     public void swap(RouteTable next) {
+        boolean onRunner = invoker != null && invoker.inEventLoop();
+        if (onRunner && cycling) {
+            throw new IllegalStateException("a rule set cannot be swapped in from inside a routing decision's delivery");
+        }
         pendingSwap.set(next);
-        ring.publishEvent(WAKE_TR, null, null);
-        wakeRouter();
+        if (invoker == null) {
+            ring.publishEvent(WAKE_TR, null, null);
+            wakeRouter();
+        } else if (onRunner) {
+            // The stage's own runner asks (io mode): waiting for itself would never end, so it applies the swap now.
+            runDutyCycle();
+        } else {
+            requestInvocation();
+        }
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
         while (pendingSwap.get() == next) {
             if (System.nanoTime() - deadline > 0) {
@@ -199,11 +274,47 @@ public final class RoutingStage implements AutoCloseable {
         probesPending = true;
     }
 
-    /** Wakes the routing thread if it sleeps (ports do this once per loop turn). */
+    /**
+     * Wakes the routing thread if it sleeps (ports do this once per loop turn); in io mode, asks the loop for a duty
+     * cycle (at most one task pending, however many threads ask).
+     */
     public void wakeRouter() {
-        if (sleepingWait != null) {
+        if (invoker != null) {
+            requestInvocation();
+        } else if (sleepingWait != null) {
             sleepingWait.wake();
         }
+    }
+
+    /**
+     * The end of an event-loop turn that published requests through one of its ports (that loop's thread). In io mode
+     * on the stage's own loop: the loop runs the stage now, and its own decisions are delivered before this returns.
+     */
+    void endOfTurn() {
+        if (invoker != null && invoker.inEventLoop()) {
+            runDutyCycle();
+        } else {
+            wakeRouter();
+        }
+    }
+
+    /** io mode, any thread: one duty cycle on the loop soon. */
+    private void requestInvocation() {
+        // getAndSet on both sides (here and in runInvocation): the loop's read of the flag orders every publish made
+        // before a caller found a cycle already pending before that cycle's poll of the ring.
+        if (!invocationPending.getAndSet(true)) {
+            try {
+                invoker.execute(invocationTask);
+            } catch (RejectedExecutionException e) {
+                // The loop is shutting down: the requests of its connections are gone; an admin caller times out.
+                invocationPending.set(false);
+            }
+        }
+    }
+
+    private void runInvocation() {
+        invocationPending.getAndSet(false);
+        runDutyCycle();
     }
 
     /** Kept for callers that want fresh state now rather than within the duty period. */
@@ -301,7 +412,46 @@ public final class RoutingStage implements AutoCloseable {
         return r == null ? null : r.stats();
     }
 
-    // ---- routing thread -----------------------------------------------------------------------------------------
+    // ---- routing thread (io mode: the event loop inside runDutyCycle) -----------------------------------------------
+
+    /**
+     * One turn of the stage on its event loop (io mode, loop only): what the dedicated thread does for one batch —
+     * housekeeping, every request published so far, then the hand-back — or on its idle duty period when the ring is
+     * empty. Never throws. Bounded: a poll takes at most what the ring holds when it starts.
+     */
+    void runDutyCycle() {
+        if (cycling) {
+            requestInvocation(); // entered again from a delivery: the loop runs it next, never inside this one
+            return;
+        }
+        cycling = true;
+        try {
+            housekeeping();
+            try {
+                poller.poll(pollHandler);
+            } catch (Exception | Error ex) {
+                countHandlerError(ex); // not expected: the handler catches what a decision throws
+            }
+            flushPorts();
+        } finally {
+            cycling = false;
+        }
+    }
+
+    private final class PollHandler implements EventPoller.Handler<RouteEvent> {
+        @Override
+        public boolean onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
+            try {
+                if (e.type == RouteEvent.ROUTE) {
+                    route(e);
+                }
+                e.clear();
+            } catch (RuntimeException | Error ex) {
+                errors.onDecisionFailure(ex, e); // what the Disruptor hands the dedicated thread's exception handler
+            }
+            return true;
+        }
+    }
 
     private final class Handler implements EventHandler<RouteEvent> {
         @Override
@@ -552,11 +702,31 @@ public final class RoutingStage implements AutoCloseable {
     }
 
     private void flushPorts() {
-        for (int i = 0; i < dirtyCount; i++) {
-            dirtyPorts[i].flush();
-            dirtyPorts[i] = null;
+        int n = dirtyCount;
+        if (invoker == null) {
+            for (int i = 0; i < n; i++) {
+                dirtyPorts[i].flush();
+                dirtyPorts[i] = null;
+            }
+            dirtyCount = 0;
+            return;
+        }
+        // io mode: other executors' drain tasks first, then this loop's own decisions, delivered here and now.
+        for (int i = 0; i < n; i++) {
+            RouterPort p = dirtyPorts[i];
+            if (!p.onCurrentLoop()) {
+                p.flush();
+                dirtyPorts[i] = null;
+            }
         }
         dirtyCount = 0;
+        for (int i = 0; i < n; i++) {
+            RouterPort p = dirtyPorts[i];
+            if (p != null) {
+                dirtyPorts[i] = null;
+                p.deliverNow();
+            }
+        }
     }
 
     private void countHandlerError(Throwable ex) {
@@ -569,6 +739,12 @@ public final class RoutingStage implements AutoCloseable {
     private final class ErrorHandler implements ExceptionHandler<RouteEvent> {
         @Override
         public void handleEventException(Throwable ex, long sequence, RouteEvent e) {
+            onDecisionFailure(ex, e);
+            flushPorts(); // the failed event may have ended its batch
+        }
+
+        /** A decision threw: counted, the request answered with no endpoint (503), the slot cleared. */
+        void onDecisionFailure(Throwable ex, RouteEvent e) {
             countHandlerError(ex);
             if (e != null) {
                 if (e.type == RouteEvent.ROUTE && e.request != null && e.port != null) {
@@ -580,7 +756,6 @@ public final class RoutingStage implements AutoCloseable {
                 }
                 e.clear();
             }
-            flushPorts(); // the failed event may have ended its batch
         }
 
         @Override
@@ -596,6 +771,10 @@ public final class RoutingStage implements AutoCloseable {
 
     @Override
     public void close() {
+        if (invoker != null) {
+            dutyFuture.cancel(false);
+            return;
+        }
         wakeRouter();
         try {
             disruptor.shutdown(2, TimeUnit.SECONDS);

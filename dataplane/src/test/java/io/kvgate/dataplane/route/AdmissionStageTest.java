@@ -14,11 +14,14 @@ import java.util.ArrayDeque;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import io.kvgate.dataplane.route.RouteFixtures.Runner;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * Admission control inside the routing stage (its real routing thread, an injected clock): a request whose endpoints
+ * Admission control inside the routing stage (its real runner in both modes of {@code router.thread}: its own thread,
+ * or an event loop with the loop's duty-period task; an injected clock): a request whose endpoints
  * are all saturated waits instead of being refused, leaves by class when a completion frees capacity (applied on the
  * router's next turn, no wake-up per completion), is shed with its rule's reason at its deadline, and waiting requests
  * survive or are released by a configuration swap.
@@ -30,6 +33,7 @@ class AdmissionStageTest {
     private final ManualClock clock = new ManualClock();
     private final Loop loop = new Loop();
     private EndpointRegistry registry;
+    private final RouteFixtures.Stages stages = new RouteFixtures.Stages();
     private RoutingStage stage;
     private RouterPort port;
 
@@ -104,12 +108,13 @@ class AdmissionStageTest {
         if (stage != null) {
             stage.close();
         }
+        stages.close();
     }
 
-    private Rule start(String settings, int endpointCount) {
+    private Rule start(Runner runner, String settings, int endpointCount) {
         GatewayConfig cfg = config("", RouteFixtures.rule("r", settings, endpoints(endpointCount)));
         registry = new EndpointRegistry();
-        stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, registry, ctx -> Policies.create("least_outstanding")), clock);
+        stage = stages.start(runner, cfg.router(), RouteTable.build(cfg, registry, ctx -> Policies.create("least_outstanding")), clock);
         port = stage.port(loop);
         return stage.table().ruleByName("r");
     }
@@ -136,9 +141,10 @@ class AdmissionStageTest {
         return stage.admission("r").depth(cls);
     }
 
-    @Test
-    void saturatedRequestsWaitAndLeaveByClassWhenACompletionFreesCapacity() {
-        Rule r = start(ADMISSION, 2);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void saturatedRequestsWaitAndLeaveByClassWhenACompletionFreesCapacity(Runner runner) {
+        Rule r = start(runner, ADMISSION, 2);
         Req a = route(r, PriorityClass.BATCH, 1);
         Req b = route(r, PriorityClass.BATCH, 1);
         await(() -> a.answers == 1 && b.answers == 1, "two requests routed");
@@ -170,9 +176,10 @@ class AdmissionStageTest {
         assertTrue(m.toString().contains("kvgate_admission_wait_seconds_count{rule=\"r\",class=\"interactive\"} 1\n"), m.toString());
     }
 
-    @Test
-    void aWaitingRequestIsShedAtItsDeadlineOnTheInjectedClockAndAFullQueueShedsBatchFirst() {
-        Rule r = start(ADMISSION, 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void aWaitingRequestIsShedAtItsDeadlineOnTheInjectedClockAndAFullQueueShedsBatchFirst(Runner runner) {
+        Rule r = start(runner, ADMISSION, 1);
         Req busy = route(r, PriorityClass.STANDARD, 1);
         await(() -> busy.answers == 1, "the endpoint taken");
         Req b1 = route(r, PriorityClass.BATCH, 1);
@@ -204,9 +211,10 @@ class AdmissionStageTest {
         assertEquals(1, adm.shedCount(PriorityClass.STANDARD));
     }
 
-    @Test
-    void withoutAThresholdAndWithNoHealthyEndpointNothingWaits() {
-        Rule plain = start("    policy: least_outstanding\n", 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void withoutAThresholdAndWithNoHealthyEndpointNothingWaits(Runner runner) {
+        Rule plain = start(runner, "    policy: least_outstanding\n", 1);
         assertNull(stage.admission("r"));
         for (int i = 0; i < 5; i++) {
             Req q = route(plain, PriorityClass.BATCH, 1);
@@ -216,7 +224,7 @@ class AdmissionStageTest {
         stage.close();
         stage = null;
 
-        Rule r = start(ADMISSION, 1);
+        Rule r = start(runner, ADMISSION, 1);
         r.endpoints().get(0).drained(true);
         Req q = route(r, PriorityClass.BATCH, 1);
         await(() -> q.answers == 1, "answered at once");
@@ -224,9 +232,10 @@ class AdmissionStageTest {
         assertNull(q.shedMessage, "no endpoint can take it at all: a 503, not a wait or a 429");
     }
 
-    @Test
-    void aSwapKeepsTheWaitingRequestsAndASwapThatRemovesAdmissionRoutesThem() {
-        Rule r = start(ADMISSION, 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void aSwapKeepsTheWaitingRequestsAndASwapThatRemovesAdmissionRoutesThem(Runner runner) {
+        Rule r = start(runner, ADMISSION, 1);
         Req busy = route(r, PriorityClass.STANDARD, 1);
         await(() -> busy.answers == 1, "the endpoint taken");
         Req w = route(r, PriorityClass.BATCH, 2);
@@ -244,9 +253,10 @@ class AdmissionStageTest {
         assertNull(stage.admission("r"));
     }
 
-    @Test
-    void theInteractiveReserveKeepsHeadroomThatOnlyInteractiveRequestsUse() {
-        Rule r = start("    policy: least_outstanding\n    admission: {max_outstanding: 2, interactive_reserve: 1, max_wait_ms: 1000}\n", 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void theInteractiveReserveKeepsHeadroomThatOnlyInteractiveRequestsUse(Runner runner) {
+        Rule r = start(runner, "    policy: least_outstanding\n    admission: {max_outstanding: 2, interactive_reserve: 1, max_wait_ms: 1000}\n", 1);
         Req batch = route(r, PriorityClass.BATCH, 1);
         await(() -> batch.answers == 1, "the first batch request routed");
         assertNotNull(batch.endpoint);

@@ -2,7 +2,10 @@ package io.kvgate.dataplane.route;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.index.block.BlockIndex;
+import io.netty.channel.DefaultEventLoop;
+import java.util.concurrent.TimeUnit;
 
 /** Configurations, tables and scripted requests for routing unit tests (no threads, no network). */
 final class RouteFixtures {
@@ -77,5 +80,35 @@ final class RouteFixtures {
     static void finish(EndpointState ep, Outcome outcome, long nowNs) {
         ep.onCompleted(outcome == Outcome.SUCCESS ? 1 : 0, outcome == Outcome.FAILURE ? 1 : 0, outcome == Outcome.RELEASED ? 1 : 0,
             3, 1_000_000_000L, nowNs);
+    }
+
+    /** Who runs a test's routing stage ({@code router.thread}): a thread of its own, or an event loop. */
+    enum Runner { DEDICATED, IO }
+
+    /**
+     * Starts routing stages for a test in either mode; in io mode the stage's runner is an event loop of its own
+     * ({@link #loop}), standing in for the gateway's one I/O thread. Close after the stage.
+     */
+    static final class Stages implements AutoCloseable {
+        /** io mode: the loop that runs the stage (null in dedicated mode). */
+        DefaultEventLoop loop;
+
+        RoutingStage start(Runner runner, GatewayConfig.Router cfg, RouteTable table, NanoClock clock) {
+            if (runner == Runner.DEDICATED) {
+                return new RoutingStage(cfg, table, clock);
+            }
+            if (loop == null) {
+                loop = new DefaultEventLoop();
+            }
+            return new RoutingStage(cfg, table, clock, new StageTimers(), loop);
+        }
+
+        @Override
+        public void close() {
+            if (loop != null) {
+                loop.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
+                loop = null;
+            }
+        }
     }
 }

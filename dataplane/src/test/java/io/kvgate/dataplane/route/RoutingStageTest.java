@@ -25,13 +25,17 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
+import io.kvgate.dataplane.route.RouteFixtures.Runner;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * The routing stage with its real Disruptor thread: batched hand-back, ring and inbox bounds, the exception handler,
- * completions that never touch the ring (M14), state kept across a swap. The routing thread is held inside a
- * decision with a latch (a "gate" request) wherever a test needs a deterministic batch.
+ * The routing stage with its real runner, in both modes ({@code router.thread}): its own Disruptor thread, and an event
+ * loop running it (io mode; the test thread then publishes as a foreign thread, which the loop serves): batched
+ * hand-back, ring and inbox bounds, the exception handler, completions that never touch the ring (M14), state kept
+ * across a swap. The runner is held inside a decision with a latch (a "gate" request) wherever a test needs a
+ * deterministic batch. What only io mode does (the loop's own port served in its turn) is {@code IoRunnerTest}.
  */
 class RoutingStageTest {
     private static final Duration LIMIT = Duration.ofSeconds(10);
@@ -39,6 +43,7 @@ class RoutingStageTest {
     private final ManualClock clock = new ManualClock();
     private final CountDownLatch gateEntered = new CountDownLatch(1);
     private final CountDownLatch gateOpen = new CountDownLatch(1);
+    private final RouteFixtures.Stages stages = new RouteFixtures.Stages();
     private RoutingStage stage;
 
     /** Round robin, except: salt "gate" holds the routing thread until the test opens it; salt "boom" throws. */
@@ -132,6 +137,7 @@ class RoutingStageTest {
         if (stage != null) {
             stage.close();
         }
+        stages.close();
     }
 
     private static void await(BooleanSupplier condition, String what) {
@@ -156,9 +162,9 @@ class RoutingStageTest {
         assertEquals(n, port.delivered());
     }
 
-    private Rule start(String extraConfig, int endpointCount) {
+    private Rule start(Runner runner, String extraConfig, int endpointCount) {
         GatewayConfig cfg = config(extraConfig, RouteFixtures.rule("r", "    policy: round_robin\n", endpoints(endpointCount)));
-        stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, new EndpointRegistry(), ctx -> new ScriptedPolicy()), clock);
+        stage = stages.start(runner, cfg.router(), RouteTable.build(cfg, new EndpointRegistry(), ctx -> new ScriptedPolicy()), clock);
         return stage.table().ruleByName("r");
     }
 
@@ -167,9 +173,10 @@ class RoutingStageTest {
         assertTrue(gateEntered.await(LIMIT.toSeconds(), TimeUnit.SECONDS), "the routing thread entered the gate");
     }
 
-    @Test
-    void decisionsComeBackOnThePortsExecutorOneDrainPerBatch() throws Exception {
-        Rule r = start("", 2);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void decisionsComeBackOnThePortsExecutorOneDrainPerBatch(Runner runner) throws Exception {
+        Rule r = start(runner, "", 2);
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         holdRouter(port, r);
@@ -203,9 +210,10 @@ class RoutingStageTest {
         assertTrue(loop.executes.get() <= 21, "at most one drain per routing batch");
     }
 
-    @Test
-    void onANettyEventLoopTheDecisionArrivesOnThatLoop() throws Exception {
-        Rule r = start("", 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void onANettyEventLoopTheDecisionArrivesOnThatLoop(Runner runner) throws Exception {
+        Rule r = start(runner, "", 1);
         DefaultEventLoop loop = new DefaultEventLoop();
         try {
             RouterPort port = stage.port(loop);
@@ -230,9 +238,10 @@ class RoutingStageTest {
         }
     }
 
-    @Test
-    void aFullRingIsRefusedAndCountedThenAcceptsAgain() throws Exception {
-        Rule r = start("router: {ring_size: 16}\n", 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void aFullRingIsRefusedAndCountedThenAcceptsAgain(Runner runner) throws Exception {
+        Rule r = start(runner, "router: {ring_size: 16}\n", 1);
         TestLoop a = new TestLoop();
         TestLoop b = new TestLoop();
         RouterPort portA = stage.port(a);
@@ -251,9 +260,10 @@ class RoutingStageTest {
         assertTrue(portB.tryRoute(new Req(r, null, SessionKeys.NONE)));
     }
 
-    @Test
-    void aLoopThatDoesNotDrainItsDecisionsIsRefusedBeforeItsInboxCouldOverflow() throws Exception {
-        Rule r = start("router: {ring_size: 16}\n", 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void aLoopThatDoesNotDrainItsDecisionsIsRefusedBeforeItsInboxCouldOverflow(Runner runner) throws Exception {
+        Rule r = start(runner, "router: {ring_size: 16}\n", 1);
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         for (int i = 0; i < 16; i++) {
@@ -267,9 +277,10 @@ class RoutingStageTest {
         assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
     }
 
-    @Test
-    void anExceptionInAPolicyAnswersThatRequestWithNoEndpointAndRoutingGoesOn() {
-        Rule r = start("", 1);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void anExceptionInAPolicyAnswersThatRequestWithNoEndpointAndRoutingGoesOn(Runner runner) {
+        Rule r = start(runner, "", 1);
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         Req bad = new Req(r, "boom", SessionKeys.NONE);
@@ -289,9 +300,10 @@ class RoutingStageTest {
      * completion is a counter on the loop's port: it returns at once with the router stalled and the ring full, and
      * the load returns when the router runs again.
      */
-    @Test
-    void completionsNeverWaitForTheRoutingThreadOrTheRing() throws Exception {
-        Rule r = start("router: {ring_size: 16}\n", 2);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void completionsNeverWaitForTheRoutingThreadOrTheRing(Runner runner) throws Exception {
+        Rule r = start(runner, "router: {ring_size: 16}\n", 2);
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         List<Req> routed = new ArrayList<>();
@@ -321,9 +333,10 @@ class RoutingStageTest {
         await(() -> a.outstanding() + b.outstanding() == 16, "the 10 completions returned their load (16 filler requests remain)");
     }
 
-    @Test
-    void completionCountersGrowPastTheFirstEndpointIds() {
-        Rule r = start("", 150); // ids 0..149: the port's counters start with room for 64
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void completionCountersGrowPastTheFirstEndpointIds(Runner runner) {
+        Rule r = start(runner, "", 150); // ids 0..149: the port's counters start with room for 64
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         List<Req> reqs = new ArrayList<>();
@@ -341,9 +354,10 @@ class RoutingStageTest {
         await(() -> r.endpoints().stream().mapToInt(EndpointState::outstanding).sum() == 1, "all 150 returned");
     }
 
-    @Test
-    void failuresReportedThroughThePortOpenTheBreakerAtTheNextBatch() throws Exception {
-        Rule r = start("health: {breaker_failure_threshold: 2, breaker_open_ms: 1000}\n", 2);
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void failuresReportedThroughThePortOpenTheBreakerAtTheNextBatch(Runner runner) throws Exception {
+        Rule r = start(runner, "health: {breaker_failure_threshold: 2, breaker_open_ms: 1000}\n", 2);
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         EndpointState a = r.endpoints().get(0);
@@ -379,11 +393,12 @@ class RoutingStageTest {
         assertTrue(trial.endpoint == a || afterTrial.endpoint == a, "after the open period one trial goes to the endpoint");
     }
 
-    @Test
-    void aSwapKeepsSessionPinsAndCountersOfRulesThatRemain() throws Exception {
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void aSwapKeepsSessionPinsAndCountersOfRulesThatRemain(Runner runner) throws Exception {
         GatewayConfig cfg = config("", RouteFixtures.rule("chat", "    policy: session\n    session: {mode: table, ttl_ms: 60000}\n", endpoints(3)));
         EndpointRegistry registry = new EndpointRegistry();
-        stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, null, clock)), clock);
+        stage = stages.start(runner, cfg.router(), RouteTable.build(cfg, registry, ctx -> RulePolicies.create(ctx, null, clock)), clock);
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         long alice = SessionKeys.hash("alice");

@@ -5,6 +5,7 @@ import java.util.concurrent.TimeUnit;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
@@ -14,6 +15,7 @@ import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RulePolicies;
+import io.netty.channel.embedded.EmbeddedChannel;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -40,6 +42,12 @@ import org.openjdk.jmh.annotations.Warmup;
  *
  * <p>Run with {@code -prof gc}: {@code gc.alloc.rate.norm} is the allocation per round trip of every thread of the
  * JVM (JMH's GC profiler counts all threads), so it covers the routing thread's decision and hand-back too.
+ *
+ * <p>{@code routingStageOnLoop_roundTrip}: the same round trip with {@code router.thread: io}. The benchmark thread is
+ * the event loop (an {@link EmbeddedChannel}'s, whose tasks it runs itself): it publishes, ends its "turn" by running
+ * the loop's tasks (the end-of-turn task runs the stage, which decides and delivers to the loop's own port in the same
+ * turn), then completes. No second thread is involved, so {@code gc.alloc.rate.norm} is exactly the io mode's
+ * allocation per request.
  */
 @BenchmarkMode(Mode.SampleTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -130,6 +138,49 @@ public class RingHandoffBench {
         public void tearDown() {
             stage.close();
         }
+    }
+
+    @State(Scope.Benchmark)
+    public static class LoopState {
+        RoutingStage stage;
+        RouterPort port;
+        EmbeddedChannel loop;
+        final Req req = new Req();
+
+        @Setup(Level.Trial)
+        public void setup() throws Exception {
+            GatewayConfig cfg = GatewayConfig.parse("listen: 127.0.0.1:18080\nadmin_listen: 127.0.0.1:18081\n"
+                + "io_threads: 1\nrouter: {ring_size: 4096, thread: io}\n"
+                + "rules:\n  - name: chat\n    models: [m]\n    engine: vllm\n    policy: round_robin\n"
+                + "    endpoints:\n      - url: http://127.0.0.1:20001\n      - url: http://127.0.0.1:20002\n");
+            RouteTable table = RouteTable.build(cfg, new EndpointRegistry(),
+                ctx -> RulePolicies.create(ctx, null, NanoClock.SYSTEM));
+            loop = new EmbeddedChannel();
+            stage = new RoutingStage(cfg.router(), table, NanoClock.SYSTEM, new StageTimers(), loop.eventLoop());
+            port = stage.port(loop.eventLoop());
+            req.rule = table.ruleByName("chat");
+        }
+
+        @TearDown(Level.Trial)
+        public void tearDown() {
+            stage.close();
+            loop.finishAndReleaseAll();
+        }
+    }
+
+    @Benchmark
+    public EndpointState routingStageOnLoop_roundTrip(LoopState s) {
+        Req r = s.req;
+        r.done = false;
+        if (!s.port.tryRoute(r)) {
+            throw new IllegalStateException("ring full with one request in flight");
+        }
+        s.loop.runPendingTasks(); // the turn's end: the stage runs and delivers to this loop's port
+        if (!r.done) {
+            throw new IllegalStateException("the decision did not come back in the turn");
+        }
+        s.port.complete(r.chosen, Outcome.SUCCESS);
+        return r.chosen;
     }
 
     @Benchmark
