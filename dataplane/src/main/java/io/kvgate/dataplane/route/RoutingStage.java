@@ -664,6 +664,9 @@ public final class RoutingStage implements AutoCloseable {
         e.chosenRank = -1;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
+        if (e.explain && e.serving != null) {
+            explainExcluded(rule.candidates(e.role), e);
+        }
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
         String explanation = why.length() == 0 ? null : why.toString(); // only explained requests fill it
         if (ep == null) {
@@ -679,6 +682,20 @@ public final class RoutingStage implements AutoCloseable {
         }
         e.port.post(e.request, ep, rule, explanation, charge, rank);
         markDirty(e.port);
+    }
+
+    /**
+     * Explained requests only: the candidates the request may not go to because they do not serve its discovered LoRA
+     * adapter or do not mount its route (review row 27), whatever the policy said about them.
+     */
+    private void explainExcluded(EndpointState[] candidates, RouteEvent e) {
+        int mark = why.length();
+        for (EndpointState c : candidates) {
+            if (!e.serves(c)) {
+                why.append(why.length() == mark ? (mark == 0 ? "" : "; ") + "excluded (adapter or route not served)=" : ",")
+                    .append(c.key());
+            }
+        }
     }
 
     private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {

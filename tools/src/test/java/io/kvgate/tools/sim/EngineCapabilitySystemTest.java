@@ -189,6 +189,14 @@ class EngineCapabilitySystemTest {
         String embed = sglangEmbed.baseUrl().substring("http://".length());
         assertTrue(m.contains("kvgate_endpoint_route_mounted{rule=\"mixed-sglang\",endpoint=\"" + embed
             + "\",route=\"/v1/completions\"} 0"), m);
+        // an explained request names the endpoint it could not go to
+        HttpResponse<String> explained = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port()
+                + "/v1/chat/completions")).timeout(Duration.ofSeconds(20)).header("content-type", "application/json")
+            .header("x-kvgate-explain", "1").header("x-kvgate-admin-token", ADMIN)
+            .POST(HttpRequest.BodyPublishers.ofString(chat("cv", ""))).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, explained.statusCode(), explained.body());
+        String why = explained.headers().firstValue("x-kvgate-route").orElse("");
+        assertTrue(why.contains("excluded (adapter or route not served)=" + pool), why);
         // the rule read-back says which endpoint lacks what, and where the gateway read it
         JsonNode rules = SimHttp.MAPPER.readTree(SimHttp.CLIENT.send(HttpRequest.newBuilder(
                 URI.create("http://127.0.0.1:" + gw.adminPort() + "/control/v1/rules")).header("authorization", "Bearer " + ADMIN)
