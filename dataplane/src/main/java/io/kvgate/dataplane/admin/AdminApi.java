@@ -18,6 +18,7 @@ import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.route.EndpointRegistry;
+import io.kvgate.dataplane.ready.EngineRoutes;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RoutingStage;
@@ -587,6 +588,17 @@ public final class AdminApi {
         }
         for (EndpointState ep : live.endpoints()) {
             ObjectNode e = out.putObject(ep.key());
+            if (ep.statedToolCallParser() != null) { // SGLang states it; absent: unknown
+                if (ep.statedToolCallParser().isEmpty()) {
+                    e.putNull("tool_call_parser");
+                } else {
+                    e.put("tool_call_parser", ep.statedToolCallParser());
+                }
+                String mismatch = EngineRoutes.parserMismatch(live.config(), ep);
+                if (mismatch != null) {
+                    e.put("warning", mismatch);
+                }
+            }
             if (ep.routesSource() == null) {
                 e.put("source", "unknown");
                 continue;
@@ -595,7 +607,7 @@ public final class AdminApi {
             var un = e.putArray("unmounted");
             for (boolean chat : new boolean[] {true, false}) {
                 if ((ep.unmountedRoutes() & EndpointState.routeBit(chat)) != 0) {
-                    un.add(io.kvgate.dataplane.ready.EngineRoutes.route(chat));
+                    un.add(EngineRoutes.route(chat));
                 }
             }
         }

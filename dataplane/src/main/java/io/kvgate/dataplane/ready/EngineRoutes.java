@@ -55,6 +55,34 @@ public final class EngineRoutes {
         return -1;
     }
 
+    /**
+     * The tool-call parser SGLang's server info names ({@code tool_call_parser}: its {@code --tool-call-parser}
+     * argument): the name, "" when it runs none (null), or null when the answer does not say.
+     */
+    public static String toolCallParser(RuleConfig.Engine engine, JsonNode body) {
+        if (engine != RuleConfig.Engine.SGLANG || !body.has("tool_call_parser")) {
+            return null;
+        }
+        JsonNode v = body.get("tool_call_parser");
+        return v.isTextual() ? v.asText() : v.isNull() ? "" : null;
+    }
+
+    /**
+     * What is wrong with a rule's declared {@code tool_call_parser} given what an endpoint says it runs, or null:
+     * the rule says none and the engine runs one (clients are refused what the engine could serve), or the rule
+     * names a parser and the engine runs another or none.
+     */
+    public static String parserMismatch(RuleConfig rule, EndpointState ep) {
+        String declared = rule.toolCallParser();
+        String stated = ep.statedToolCallParser();
+        if (declared == null || stated == null) {
+            return null;
+        }
+        boolean same = rule.withoutToolCallParser() ? stated.isEmpty() : declared.equals(stated);
+        return same ? null : "rule '" + rule.name() + "' declares tool_call_parser " + declared + " but endpoint "
+            + ep.key() + " runs " + (stated.isEmpty() ? "none" : stated) + " (its GET /get_server_info)";
+    }
+
     /** The routes named by {@code bits}, for messages and read-backs. */
     public static String describe(int bits) {
         if (bits == (EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS)) {

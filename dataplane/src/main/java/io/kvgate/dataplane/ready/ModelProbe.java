@@ -51,6 +51,8 @@ public final class ModelProbe implements AutoCloseable {
     private final Set<String> fallbackRead = ConcurrentHashMap.newKeySet();
     /** Endpoints whose route table is read for this up-period (cleared as {@link #fallbackRead} is). */
     private final Set<String> routesRead = ConcurrentHashMap.newKeySet();
+    /** Per rule and endpoint, the tool-call parser disagreement last logged. */
+    private final Map<String, String> parserWarned = new ConcurrentHashMap<>();
     private volatile RouteTable lastTable;
     /** Where discovered LoRA adapters go, or null (no discovery). */
     private final AdapterDirectory adapters;
@@ -199,7 +201,9 @@ public final class ModelProbe implements AutoCloseable {
             String source = null;
             if (r.statusCode() == 200) {
                 try {
-                    unmounted = EngineRoutes.unmounted(engine, JSON.readTree(r.body()));
+                    JsonNode body = JSON.readTree(r.body());
+                    toolCallParser(ep, EngineRoutes.toolCallParser(engine, body));
+                    unmounted = EngineRoutes.unmounted(engine, body);
                     source = unmounted < 0 ? null : "GET " + path;
                     unmounted = Math.max(0, unmounted);
                 } catch (java.io.IOException ex) {
@@ -218,6 +222,25 @@ public final class ModelProbe implements AutoCloseable {
                 }
             }
         });
+    }
+
+    /**
+     * Records the parser the engine states and warns for each rule whose declaration disagrees, once per distinct
+     * disagreement (read again after a reload, so a changed declaration is judged too).
+     */
+    private void toolCallParser(EndpointState ep, String stated) {
+        ep.statedToolCallParser(stated);
+        for (Rule rule : table.get().rules()) {
+            if (rule.endpoints().contains(ep)) {
+                String problem = EngineRoutes.parserMismatch(rule.config(), ep);
+                String key = rule.name() + "\u0000" + ep.key();
+                if (problem == null) {
+                    parserWarned.remove(key);
+                } else if (!problem.equals(parserWarned.put(key, problem))) {
+                    Log.warn(problem);
+                }
+            }
+        }
     }
 
     private void update(EndpointState ep, int tokens) {

@@ -85,6 +85,11 @@ public final class EndpointState {
     private volatile int unmountedRoutes;
     /** Where {@link #unmountedRoutes} was read ("GET /openapi.json", ...), null while unknown. */
     private volatile String routesSource;
+    /**
+     * The tool-call parser the engine says it runs (SGLang's {@code tool_call_parser} server argument): a name, ""
+     * for none, null while unknown (vLLM does not publish it).
+     */
+    private volatile String statedToolCallParser;
     public static final int ROUTE_CHAT = 1;
     public static final int ROUTE_COMPLETIONS = 2;
 
@@ -360,6 +365,16 @@ public final class EndpointState {
     public void routes(int unmounted, String source) {
         this.routesSource = source;
         this.unmountedRoutes = unmounted;
+    }
+
+    /** The engine's own tool-call parser: a name, "" for none, null while unknown. */
+    public String statedToolCallParser() {
+        return statedToolCallParser;
+    }
+
+    /** Model probe: what the engine's server info said ({@code null}: it does not say). */
+    public void statedToolCallParser(String parser) {
+        this.statedToolCallParser = parser;
     }
 
     /** The bit of {@link #unmountedRoutes} for the chat or the text completions route. */

@@ -34,6 +34,32 @@ class EngineRoutesTest {
     }
 
     @Test
+    void sglangStatesItsToolCallParserAndADisagreeingDeclarationIsNamed() throws Exception {
+        assertEquals("qwen25", EngineRoutes.toolCallParser(Engine.SGLANG, JSON.readTree("{\"tool_call_parser\":\"qwen25\"}")));
+        assertEquals("", EngineRoutes.toolCallParser(Engine.SGLANG, JSON.readTree("{\"tool_call_parser\":null}")), "none");
+        assertNull(EngineRoutes.toolCallParser(Engine.SGLANG, JSON.readTree("{}")), "not said");
+        assertNull(EngineRoutes.toolCallParser(Engine.VLLM, JSON.readTree("{\"tool_call_parser\":\"x\"}")));
+        EndpointState ep = new EndpointState("127.0.0.1:9001", 0, new io.kvgate.control.config.EndpointConfig("http://127.0.0.1:9001",
+            "127.0.0.1", 9001, 1, null, false, null, 1, null, null, 0));
+        io.kvgate.control.config.RuleConfig none = rule("none");
+        io.kvgate.control.config.RuleConfig hermes = rule("hermes");
+        assertNull(EngineRoutes.parserMismatch(none, ep), "unknown: nothing to say");
+        ep.statedToolCallParser("");
+        assertNull(EngineRoutes.parserMismatch(none, ep));
+        assertEquals("rule 'r' declares tool_call_parser hermes but endpoint 127.0.0.1:9001 runs none (its GET"
+            + " /get_server_info)", EngineRoutes.parserMismatch(hermes, ep));
+        ep.statedToolCallParser("qwen25");
+        assertEquals("rule 'r' declares tool_call_parser none but endpoint 127.0.0.1:9001 runs qwen25 (its GET"
+            + " /get_server_info)", EngineRoutes.parserMismatch(none, ep));
+        assertNull(EngineRoutes.parserMismatch(rule("qwen25"), ep));
+    }
+
+    private static io.kvgate.control.config.RuleConfig rule(String parser) throws Exception {
+        return io.kvgate.control.config.GatewayConfig.parse("rules:\n  - name: r\n    models: [m]\n    engine: sglang\n"
+            + "    tool_call_parser: " + parser + "\n    endpoints: [{url: \"http://127.0.0.1:9001\"}]\n").rules().get(0);
+    }
+
+    @Test
     void otherEnginesAreNotAsked() {
         assertNull(EngineRoutes.path(Engine.TRTLLM));
         assertNull(EngineRoutes.path(Engine.LLAMACPP));
