@@ -37,6 +37,7 @@ public final class ConfigTree {
         "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK", "kv.prefill_token_weight", "kv.dp_rank_hint",
         "chwbl.load_factor", "chwbl.virtual_nodes", "chwbl.prefix_tokens", "chwbl.prefix_blocks", "chwbl.prefix_chars",
         "session.ttl_ms", "session.max_entries", "session.load_cap_factor", "session.load_slack",
+        "session.share_cap_factor",
         "pd.prefill_timeout_ms", "pd.decode_timeout_ms");
 
     private ConfigTree() {}
@@ -201,6 +202,7 @@ public final class ConfigTree {
         } else {
             sm.put("load_cap_factor", s.loadCapFactor());
             sm.put("load_slack", s.loadSlack());
+            sm.put("share_cap_factor", s.shareCapFactor());
         }
         sm.put("pin_slot", s.pinSlot());
         sm.put("slots", s.slots());

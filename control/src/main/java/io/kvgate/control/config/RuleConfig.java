@@ -328,11 +328,21 @@ public record RuleConfig(
      *                      {@code max(load_cap_factor × share, share + load_slack)} of its weighted share of the
      *                      rule's load; over it, the conversation goes to its next endpoint in rendezvous order
      * @param loadSlack     hash mode: the absolute slack of that bound (at low load one request in flight is no hot spot)
+     * @param shareCapFactor hash mode: an endpoint whose share of the conversations hashing to it (decayed over ~10 s)
+     *                      is over this factor of its weighted fair share sheds the excess fraction of them, chosen by
+     *                      key, to their next endpoint; 0 turns it off (the request-share bound of #14's numbers)
      */
     public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot,
-                                int slots, String mode, double loadCapFactor, double loadSlack) {
+                                int slots, String mode, double loadCapFactor, double loadSlack, double shareCapFactor) {
         public static final double DEFAULT_LOAD_CAP_FACTOR = 1.5;
         public static final double DEFAULT_LOAD_SLACK = 2.0;
+        public static final double DEFAULT_SHARE_CAP_FACTOR = 1.1;
+
+        /** The shape before {@code session.share_cap_factor} existed: its default. */
+        public SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot,
+                             int slots, String mode, double loadCapFactor, double loadSlack) {
+            this(key, header, cookie, ttlMs, maxEntries, pinSlot, slots, mode, loadCapFactor, loadSlack, DEFAULT_SHARE_CAP_FACTOR);
+        }
 
         /** The shape before {@code session.pin_slot} existed: no llama.cpp slot pinning, TTL table. */
         public SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries) {
@@ -674,7 +684,12 @@ public record RuleConfig(
             s.bool("pin_slot", false), s.intValue("slots", DEFAULT_SESSION_SLOTS, 1, 4096),
             s.oneOf("mode", defaultSessionMode, SESSION_MODES),
             s.doubleValue("load_cap_factor", SessionConfig.DEFAULT_LOAD_CAP_FACTOR, 1.0, 100.0),
-            s.doubleValue("load_slack", SessionConfig.DEFAULT_LOAD_SLACK, 0.0, 1e6));
+            s.doubleValue("load_slack", SessionConfig.DEFAULT_LOAD_SLACK, 0.0, 1e6),
+            s.doubleValue("share_cap_factor", SessionConfig.DEFAULT_SHARE_CAP_FACTOR, 0.0, 100.0));
+        if (session.shareCapFactor() > 0 && session.shareCapFactor() < 1) {
+            s.problem("share_cap_factor", session.shareCapFactor(), "must be 0 (off) or at least 1.0: it is a multiple of"
+                + " an endpoint's fair share of the conversations, and below 1 every endpoint would shed");
+        }
         if (session.pinSlot() && !"llamacpp".equals(engine)) {
             s.problem("pin_slot", true, "pins a llama.cpp slot (id_slot): only valid with engine 'llamacpp' (this rule's engine is '"
                 + engine + "')");
@@ -685,7 +700,8 @@ public record RuleConfig(
         }
         // Each mode's own knobs: one set for the other mode would be silently ignored.
         Map<String, Object> tableKnobs = Map.of("ttl_ms", session.ttlMs(), "max_entries", session.maxEntries());
-        Map<String, Object> hashKnobs = Map.of("load_cap_factor", session.loadCapFactor(), "load_slack", session.loadSlack());
+        Map<String, Object> hashKnobs = Map.of("load_cap_factor", session.loadCapFactor(), "load_slack", session.loadSlack(),
+            "share_cap_factor", session.shareCapFactor());
         for (String k : List.of("ttl_ms", "max_entries")) {
             if (s.has(k) && session.modeKind() != SessionMode.TABLE) {
                 s.problem(k, tableKnobs.get(k), "applies to the pin table only (session.mode: table); this rule's session.mode is '"
@@ -693,7 +709,7 @@ public record RuleConfig(
                     + " hashing, no table); set session.mode: table to keep the TTL table, or remove " + k);
             }
         }
-        for (String k : List.of("load_cap_factor", "load_slack")) {
+        for (String k : List.of("load_cap_factor", "load_slack", "share_cap_factor")) {
             if (s.has(k) && session.modeKind() != SessionMode.HASH) {
                 s.problem(k, hashKnobs.get(k), "bounds the load of hashed sessions (session.mode: hash); this rule's session.mode is '"
                     + session.mode() + "', whose pins follow the fallback policy's choice");

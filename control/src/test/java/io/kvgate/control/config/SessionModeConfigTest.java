@@ -26,10 +26,14 @@ class SessionModeConfigTest {
         assertEquals(RuleConfig.SessionMode.HASH, d.modeKind());
         assertEquals(1.5, d.loadCapFactor());
         assertEquals(2.0, d.loadSlack());
-        RuleConfig.SessionConfig h = GatewayConfig.parse(config("    session: {mode: hash, load_cap_factor: 1.2, load_slack: 0}\n"))
-            .rules().get(0).session();
+        assertEquals(1.1, d.shareCapFactor());
+        RuleConfig.SessionConfig h = GatewayConfig.parse(config("    session: {mode: hash, load_cap_factor: 1.2, load_slack: 0,"
+            + " share_cap_factor: 1.3}\n")).rules().get(0).session();
         assertEquals(1.2, h.loadCapFactor());
         assertEquals(0.0, h.loadSlack());
+        assertEquals(1.3, h.shareCapFactor());
+        assertEquals(0.0, GatewayConfig.parse(config("    session: {share_cap_factor: 0}\n")).rules().get(0).session()
+            .shareCapFactor(), "0 turns the share bound off");
         RuleConfig.SessionConfig t = GatewayConfig.parse(config("    session: {mode: table, ttl_ms: 5000, max_entries: 10}\n"))
             .rules().get(0).session();
         assertEquals(RuleConfig.SessionMode.TABLE, t.modeKind());
@@ -39,7 +43,7 @@ class SessionModeConfigTest {
 
     @Test
     void eachModeReadsBackWithOnlyItsOwnKeys() throws Exception {
-        for (String s : new String[] {"", "    session: {mode: hash, load_cap_factor: 3, load_slack: 1}\n",
+        for (String s : new String[] {"", "    session: {mode: hash, load_cap_factor: 3, load_slack: 1, share_cap_factor: 1.25}\n",
             "    session: {mode: table, ttl_ms: 5000, max_entries: 10}\n"}) {
             GatewayConfig c = GatewayConfig.parse(config(s));
             String yaml = ConfigTree.toYaml(c);
@@ -49,7 +53,8 @@ class SessionModeConfigTest {
             Map<String, Object> rule = (Map<String, Object>) ((java.util.List<?>) ConfigTree.toTree(c, false).get("rules")).get(0);
             Map<?, ?> session = (Map<?, ?>) rule.get("session");
             assertEquals(table, session.containsKey("ttl_ms") && session.containsKey("max_entries"), yaml);
-            assertEquals(!table, session.containsKey("load_cap_factor") && session.containsKey("load_slack"), yaml);
+            assertEquals(!table, session.containsKey("load_cap_factor") && session.containsKey("load_slack")
+                && session.containsKey("share_cap_factor"), yaml);
         }
     }
 
@@ -66,6 +71,17 @@ class SessionModeConfigTest {
             + " (session.mode: hash); this rule's session.mode is 'table'"), cap);
         String slack = problems(config("    session: {mode: table, load_slack: 1}\n"));
         assertTrue(slack.contains("session.load_slack: value 1.0 bounds the load of hashed sessions"), slack);
+        String share = problems(config("    session: {mode: table, share_cap_factor: 1.2}\n"));
+        assertTrue(share.contains("session.share_cap_factor: value 1.2 bounds the load of hashed sessions"), share);
+    }
+
+    @Test
+    void aShareCapBelowOneIsRefusedNamingTheRule() {
+        // Below 1 every endpoint is over its fair share: all of them would shed, which is no bound at all.
+        String p = problems(config("    session: {share_cap_factor: 0.5}\n"));
+        assertTrue(p.contains("rules[0] (name=r).session.share_cap_factor: value 0.5 must be 0 (off) or at least 1.0"), p);
+        String range = problems(config("    session: {share_cap_factor: -1}\n"));
+        assertTrue(range.contains("rules[0] (name=r).session.share_cap_factor: value -1 must be in [0.0, 100.0]"), range);
     }
 
     @Test

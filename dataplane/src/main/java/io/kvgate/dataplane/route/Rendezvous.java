@@ -41,6 +41,15 @@ final class Rendezvous {
         return -weight / Math.log(u);
     }
 
+    /**
+     * A value in [0, 1) of {@code key} on the endpoint with {@code seed}, independent of {@link #score} (another
+     * constant goes in): the session bound's share shedding walks a conversation from an endpoint when this is under
+     * the endpoint's shed fraction, so the same conversations walk in every replica and on every turn.
+     */
+    static double unit(long key, long seed) {
+        return (mix(mix(key ^ seed ^ 0xD1B54A32D192ED03L) + seed) >>> 11) * 0x1.0p-53;
+    }
+
     static long mix(long z) {
         z = (z ^ (z >>> 33)) * 0xff51afd7ed558ccdL;
         z = (z ^ (z >>> 33)) * 0xc4ceb9fe1a85ec53L;

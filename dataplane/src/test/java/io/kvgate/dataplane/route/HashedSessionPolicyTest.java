@@ -12,8 +12,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.dataplane.route.RuleStats.MissReason;
 import io.kvgate.dataplane.route.RuleStats.Tier;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -34,8 +36,8 @@ class HashedSessionPolicyTest {
     }
 
     private Rule rule(int endpoints) {
-        // A slack no test load reaches: these tests are about the hash alone.
-        return rule("    session: {load_slack: 1000000}\n", endpoints(endpoints));
+        // A slack no test load reaches and no share bound: these tests are about the hash alone.
+        return rule("    session: {load_slack: 1000000, share_cap_factor: 0}\n", endpoints(endpoints));
     }
 
     private static RouteEvent event(Rule r, long key, boolean explain) {
@@ -58,8 +60,11 @@ class HashedSessionPolicyTest {
 
     @Test
     void theModeIsHashByDefaultAndEveryReplicaPicksTheSameEndpointWithoutSharedState() {
-        Rule a = rule("", endpoints(8));
-        Rule b = rule("", endpoints(8)); // another gateway: its own registry, endpoint states and policy objects
+        assertTrue(rule("", endpoints(8)).policy() instanceof HashedSessionPolicy);
+        // The hash alone (the share bound's replicas agree on nearly every conversation: tested below).
+        String pure = "    session: {share_cap_factor: 0}\n";
+        Rule a = rule(pure, endpoints(8));
+        Rule b = rule(pure, endpoints(8)); // another gateway: its own registry, endpoint states and policy objects
         assertTrue(a.policy() instanceof HashedSessionPolicy, a.policy().getClass().getName());
         assertTrue(a.endpoints().get(0) != b.endpoints().get(0), "nothing shared between the replicas");
         for (int i = 0; i < 5_000; i++) {
@@ -69,7 +74,7 @@ class HashedSessionPolicyTest {
         // The ranking depends on the endpoints' keys, not their order in the configuration.
         String[] reversed = endpoints(8);
         java.util.Collections.reverse(java.util.Arrays.asList(reversed));
-        Rule c = rule("", reversed);
+        Rule c = rule(pure, reversed);
         for (int i = 0; i < 5_000; i++) {
             assertEquals(pick(a, key(i)).key(), pick(c, key(i)).key(), "conversation " + i);
         }
@@ -92,7 +97,7 @@ class HashedSessionPolicyTest {
 
     @Test
     void weightsGiveProportionalShares() {
-        Rule r = rule("    session: {load_slack: 1000000}\n", "url: http://127.0.0.1:20000\n        weight: 3",
+        Rule r = rule("    session: {load_slack: 1000000, share_cap_factor: 0}\n", "url: http://127.0.0.1:20000\n        weight: 3",
             "url: http://127.0.0.1:20001", "url: http://127.0.0.1:20002");
         int heavy = 0;
         for (int i = 0; i < KEYS; i++) {
@@ -312,6 +317,165 @@ class HashedSessionPolicyTest {
         assertTrue(table.decodePolicy() instanceof SessionPolicy);
     }
 
+    /**
+     * Conversation keys of which endpoint 0 of {@code pure} owns {@code hot} by the hash alone and each other endpoint
+     * {@code cold}: a hash spread as uneven as few conversations over many engines give (endpoint 0 gets
+     * hot / mean).
+     */
+    private List<Long> skewed(Rule pure, int hot, int cold) {
+        Map<EndpointState, Integer> taken = new HashMap<>();
+        List<Long> keys = new ArrayList<>();
+        EndpointState first = pure.endpoints().get(0);
+        for (int i = 0; keys.size() < hot + cold * (pure.endpoints().size() - 1); i++) {
+            long k = key(i);
+            EndpointState owner = pick(pure, k);
+            int n = taken.merge(owner, 1, Integer::sum);
+            if (n <= (owner == first ? hot : cold)) {
+                keys.add(k);
+            }
+        }
+        // Endpoint 0's keys come last in the scan (it fills its quota after the others): mixed, as arrivals are.
+        java.util.Collections.shuffle(keys, new java.util.Random(1));
+        return keys;
+    }
+
+    /**
+     * {@code turns} turns of every conversation in {@code keys}, turn by turn, 2 ms apart, through {@code replicas}
+     * (turn t of conversation i through replica (t + i) mod n: as a round-robin balancer spreads a conversation's
+     * turns); returns each conversation's endpoint key per turn.
+     */
+    private String[][] converse(List<Long> keys, int turns, Rule... replicas) {
+        String[][] at = new String[turns][keys.size()];
+        for (int t = 0; t < turns; t++) {
+            for (int i = 0; i < keys.size(); i++) {
+                clock.advance(2, TimeUnit.MILLISECONDS);
+                Rule r = replicas[(t + i) % replicas.length];
+                at[t][i] = pick(r, keys.get(i)).key();
+            }
+        }
+        return at;
+    }
+
+    private static double busiestOverMean(String[][] at, int fromTurn, int endpoints) {
+        Map<String, Integer> n = new HashMap<>();
+        int total = 0;
+        for (int t = fromTurn; t < at.length; t++) {
+            for (String e : at[t]) {
+                n.merge(e, 1, Integer::sum);
+                total++;
+            }
+        }
+        int busiest = n.values().stream().mapToInt(Integer::intValue).max().orElse(0);
+        return (double) busiest * endpoints / total;
+    }
+
+    /** The fraction of (conversation, turn) pairs from {@code fromTurn} on whose endpoint differs from the turn before. */
+    private static double moves(String[][] at, int fromTurn) {
+        int moved = 0;
+        int pairs = 0;
+        for (int t = Math.max(1, fromTurn); t < at.length; t++) {
+            for (int i = 0; i < at[t].length; i++) {
+                moved += at[t][i].equals(at[t - 1][i]) ? 0 : 1;
+                pairs++;
+            }
+        }
+        return (double) moved / pairs;
+    }
+
+    @Test
+    void aHotEndpointShedsTheExcessOfItsConversationsAndTheSameOnesTurnAfterTurn() {
+        // Issue #14's numbers: with few conversations per engine the busiest engine's share was 1.2-1.4x the mean
+        // with the load bound alone (a handful in flight never reaches it). Endpoint 0 owns 2.4x its share here.
+        Rule pure = rule(8);
+        List<Long> keys = skewed(pure, 240, 80);
+        double unbounded = busiestOverMean(converse(keys, 6, pure), 0, 8);
+        assertEquals(2.4, unbounded, 1e-9, "the hash alone: endpoint 0 carries its 2.4x");
+        assertEquals(0, pure.stats().tierCount(Tier.SESSION_HASH_WALK));
+
+        Rule r = rule("    session: {load_slack: 1000000}\n", endpoints(8)); // the default share_cap_factor 1.1
+        String[][] at = converse(keys, 12, r);
+        HashedSessionPolicy p = (HashedSessionPolicy) r.policy();
+        // At the bound endpoint 0 keeps 1.1 of its 2.4: it sheds about 1 - 1.1/2.4 = 0.54; the others shed (almost) nothing.
+        assertEquals(0.54, p.shedFractionForTest(r.endpoints().get(0)), 0.1);
+        for (int i = 1; i < 8; i++) {
+            assertTrue(p.shedFractionForTest(r.endpoints().get(i)) < 0.05, "endpoint " + i + ": " + p.shedFractionForTest(r.endpoints().get(i)));
+        }
+        double bounded = busiestOverMean(at, 2, 8);
+        assertTrue(bounded <= 1.2, "busiest/mean " + bounded + " (2.4 without the share bound)");
+        // The same conversations walk every turn: once the fractions settle hardly any conversation changes engine.
+        double moved = moves(at, 3);
+        // (Each turn walking at random with its endpoint's fraction would move ~15 % of the turns here.)
+        assertTrue(moved < 0.05, "moved between turns: " + moved);
+        assertTrue(r.stats().tierCount(Tier.SESSION_HASH_WALK) > 0);
+        // What was shed came from the hot endpoint: a conversation another endpoint owns stays where the hash put it.
+        for (int i = 0; i < keys.size(); i++) {
+            String owner = pick(pure, keys.get(i)).key();
+            if (!owner.equals("127.0.0.1:20000")) {
+                assertEquals(owner, at[11][i], "conversation " + i + " of an endpoint under its share");
+            }
+        }
+    }
+
+    @Test
+    void twoReplicasEachSeeingHalfTheTurnsShedNearlyTheSameConversations() {
+        Rule pure = rule(8);
+        List<Long> keys = skewed(pure, 240, 80);
+        String share = "    session: {load_slack: 1000000}\n";
+        Rule a = rule(share, endpoints(8));
+        Rule b = rule(share, endpoints(8)); // nothing shared: each controls on the turns it routes
+        String[][] at = converse(keys, 12, a, b);
+        assertTrue(busiestOverMean(at, 2, 8) <= 1.2, "busiest/mean " + busiestOverMean(at, 2, 8));
+        // Consecutive turns went through different replicas: a change of engine is a disagreement between them.
+        double moved = moves(at, 3);
+        assertTrue(moved < 0.05, "turns that changed engine between the replicas: " + moved);
+    }
+
+    @Test
+    void anEvenSpreadShedsNothingAndWeightsCountInTheShare() {
+        // 3 endpoints weighted 2:1:1 and many conversations: each endpoint gets its weighted share (~1.0).
+        Rule r = rule("    session: {load_slack: 1000000}\n", "url: http://127.0.0.1:20000\n        weight: 2",
+            "url: http://127.0.0.1:20001", "url: http://127.0.0.1:20002");
+        List<Long> keys = new ArrayList<>();
+        for (int i = 0; i < 4_000; i++) {
+            keys.add(key(i));
+        }
+        String[][] at = converse(keys, 3, r);
+        long walks = r.stats().tierCount(Tier.SESSION_HASH_WALK);
+        assertTrue(walks < 0.01 * 3 * keys.size(), "walks " + walks);
+        int heavy = 0;
+        for (String e : at[2]) {
+            heavy += e.equals("127.0.0.1:20000") ? 1 : 0;
+        }
+        assertEquals(0.5, (double) heavy / keys.size(), 0.03, "weight 2 of 4");
+    }
+
+    @Test
+    void theExplanationNamesTheShedFractionAndDryRunsChangeNothing() {
+        Rule pure = rule(8);
+        List<Long> keys = skewed(pure, 240, 80);
+        Rule r = rule("    session: {load_slack: 1000000}\n", endpoints(8));
+        HashedSessionPolicy p = (HashedSessionPolicy) r.policy();
+        EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
+        for (long k : keys) {
+            RouteEvent dry = RouteEvent.of(r, RouteRequest.Role.ANY, null, null, k, true, true);
+            clock.advance(10, TimeUnit.MILLISECONDS);
+            p.choose(c, dry, clock.nanoTime(), new StringBuilder());
+        }
+        assertEquals(0.0, p.shedFractionForTest(r.endpoints().get(0)), "dry runs count and control nothing");
+        String[][] at = converse(keys, 4, r);
+        int shed = -1;
+        for (int i = 0; i < keys.size() && shed < 0; i++) {
+            shed = pick(pure, keys.get(i)).key().equals("127.0.0.1:20000") && !at[3][i].equals("127.0.0.1:20000") ? i : -1;
+        }
+        assertTrue(shed >= 0, "some conversation of the hot endpoint walked");
+        StringBuilder why = new StringBuilder();
+        EndpointState ep = p.choose(c, event(r, keys.get(shed), true), clock.nanoTime(), why);
+        assertEquals(at[3][shed], ep.key());
+        assertTrue(why.toString().matches("tier=session\\(hash\\); key=[0-9a-f]+; owner=127\\.0\\.0\\.1:20000 \\(sheds"
+            + " 0\\.[4-6]\\d* of its conversations, routed share [01]\\.\\d+ for share_cap_factor 1\\.1: this one to its next"
+            + " endpoint\\); bound=\\d+; load=.*"), why.toString());
+    }
+
     @Test
     void aDecisionAllocatesNothing() {
         Rule r = rule("", endpoints(8));
@@ -321,10 +485,12 @@ class HashedSessionPolicyTest {
         EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
         EndpointState[] cw = weighted.candidates(RouteRequest.Role.ANY);
         StringBuilder why = new StringBuilder();
+        long now = 0;
         for (int i = 0; i < 20_000; i++) {
             e.sessionKeyHash = w.sessionKeyHash = i + 1;
-            r.policy().choose(c, e, 0, why);
-            weighted.policy().choose(cw, w, 0, why);
+            now += 1_000_000; // the routed counts decay between decisions (the share bound's path, warm)
+            r.policy().choose(c, e, now, why);
+            weighted.policy().choose(cw, w, now, why);
         }
         com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
         // The least of five measured runs, as DecisionAllocationTest does: one run can catch a one-off allocation of
@@ -334,8 +500,9 @@ class HashedSessionPolicyTest {
             long before = mx.getCurrentThreadAllocatedBytes();
             for (int i = 0; i < 20_000; i++) {
                 e.sessionKeyHash = w.sessionKeyHash = i + 1;
-                r.policy().choose(c, e, 0, why);
-                weighted.policy().choose(cw, w, 0, why);
+                now += 1_000_000;
+                r.policy().choose(c, e, now, why);
+                weighted.policy().choose(cw, w, now, why);
             }
             allocated = Math.min(allocated, mx.getCurrentThreadAllocatedBytes() - before);
         }
