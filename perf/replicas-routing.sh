@@ -25,6 +25,9 @@
 #   perf/replicas-routing.sh                                   # defaults below; env vars override
 #   DURATION=5 WARMUP=2 ENGINES=4 RATE_SP=20 RATE_MT=20 perf/replicas-routing.sh   # a quick end-to-end check
 #   LOADS=off perf/replicas-routing.sh                         # local-only load alone
+#   ONLY=session-hash SESSION_OPTS="share_cap_factor: 0;share_cap_factor: 1.1" perf/replicas-routing.sh
+#       # only the runs whose name matches ONLY (grep -E); each ';'-separated SESSION_OPTS variant adds its own
+#       # session-hash runs (mode "hash~N": the Nth variant's extra session keys), side by side in one invocation
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NAME=replicas-routing
@@ -40,6 +43,8 @@ CONC="${CONC:-6}"
 CACHE_BLOCKS="${CACHE_BLOCKS:-320}"
 SCRAPE_MS="${SCRAPE_MS:-250}"
 LOADS="${LOADS:-off on}"
+ONLY="${ONLY:-}"
+SESSION_OPTS="${SESSION_OPTS:-}"
 MODEL_DIR="$ROOT/deploy/models/qwen3"
 [ "$REPLICAS" -ge 2 ] && [ "$REPLICAS" -le 9 ] || { echo "REPLICAS=$REPLICAS must be in [2, 9]" >&2; exit 1; }
 [ "$ENGINES" -ge 2 ] && [ "$ENGINES" -le 19 ] || { echo "ENGINES=$ENGINES must be in [2, 19]" >&2; exit 1; }
@@ -79,7 +84,9 @@ for i in $(seq 1 "$ENGINES"); do wait_http "sim$i" "$(P_ENGINE "$i")"; done
 
 gateway_yaml() { # gateway_yaml REPLICA POLICY SESSION_MODE LOAD(on|off)
   local session="" enabled=false
-  [ "$2" = session ] && session="    session: {mode: $3}
+  local mode="${3%%~*}" extra=""
+  if [ "$mode" != "$3" ]; then IFS=';' read -r -a variants <<<"$SESSION_OPTS"; extra=", ${variants[${3#*~}]}"; fi
+  [ "$2" = session ] && session="    session: {mode: $mode$extra}
 "
   [ "$4" = on ] && enabled=true
   cat <<YAML
@@ -103,8 +110,14 @@ YAML
 
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 RUNS=()
+HASH_RUNS=("multi-turn session hash")
+if [ -n "$SESSION_OPTS" ]; then
+  IFS=';' read -r -a variants <<<"$SESSION_OPTS"
+  HASH_RUNS=()
+  for v in "${!variants[@]}"; do HASH_RUNS+=("multi-turn session hash~$v"); done
+fi
 for load in $LOADS; do
-  for wl in "shared-prefix kv_exact -" "multi-turn kv_exact -" "multi-turn session hash"; do
+  for wl in "shared-prefix kv_exact -" "multi-turn kv_exact -" "${HASH_RUNS[@]}"; do
     for n in 1 "$REPLICAS"; do RUNS+=("$wl $load $n"); done
   done
 done
@@ -113,6 +126,8 @@ echo -n >"$WORK/runs.txt"
 for run in "${RUNS[@]}"; do
   read -r workload policy mode load n <<<"$run"
   name="$workload-$policy$([ "$mode" = - ] || echo "-$mode")-load_$load-$n"
+  name="${name//\~/-v}"
+  if [ -n "$ONLY" ] && ! grep -Eq -- "$ONLY" <<<"$name"; then continue; fi
   # Cold engine caches and fresh gateways for every run: the run measures what its routing builds up.
   for i in $(seq 1 "$ENGINES"); do curl -s -o /dev/null -m 5 -X POST "http://127.0.0.1:$(P_ENGINE "$i")/reset_prefix_cache"; done
   for r in $(seq 1 "$n"); do
@@ -139,10 +154,10 @@ done
 LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK" "$OUT" "$DATE" "$(machine)" "$LOAD_START" "$LOAD_END" "$ENGINES" "$REPLICAS" "$DURATION" "$WARMUP" \
-  "$RATE_SP" "$RATE_MT" "$CONC" "$CACHE_BLOCKS" "$SCRAPE_MS" <<'PY'
+  "$RATE_SP" "$RATE_MT" "$CONC" "$CACHE_BLOCKS" "$SCRAPE_MS" "$SESSION_OPTS" <<'PY'
 import json, os, re, sys
 (work, out, date, machine, load_start, load_end, engines, replicas, duration, warmup, rate_sp, rate_mt, conc, cache,
- scrape) = sys.argv[1:16]
+ scrape, session_opts) = sys.argv[1:17]
 runs = [l.split() for l in open(os.path.join(work, "runs.txt")) if l.strip()]
 def report(name):
     with open(os.path.join(work, name + ".json")) as f:
@@ -163,7 +178,9 @@ L = [f"# Gateway replicas behind HAProxy (TCP round robin) vs one gateway — {d
      f"Machine: {machine}. Load average (1/5/15 min) at start {load_start}, at end {load_end}: numbers from a shared "
      "machine compare rows of the same run only.\n",
      f"Command: `perf/replicas-routing.sh` (ENGINES={engines} REPLICAS={replicas} DURATION={duration} WARMUP={warmup} "
-     f"RATE_SP={rate_sp} RATE_MT={rate_mt} CONC={conc} CACHE_BLOCKS={cache} SCRAPE_MS={scrape}). Engines: `./kvgate sim "
+     f"RATE_SP={rate_sp} RATE_MT={rate_mt} CONC={conc} CACHE_BLOCKS={cache} SCRAPE_MS={scrape}"
+     + (f" SESSION_OPTS=\"{session_opts}\": " + "; ".join(f"`hash~{i}` = `{v.strip()}`" for i, v in enumerate(session_opts.split(";")))
+        if session_opts else "") + "). Engines: `./kvgate sim "
      f"--dialect vllm` with the Qwen3 tokenizer and template, 16-token blocks, {cache}-block caches, {conc} running requests "
      "each, TTFT 10 ms + 120 us per uncached prompt token, ITL 4 ms, KV events over ZeroMQ. Gateways: `./kvgate serve`, "
      "identical configuration, restarted for each run after the engines' caches were reset. Balancer: HAProxy `mode tcp`, "
