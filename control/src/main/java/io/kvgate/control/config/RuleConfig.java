@@ -328,15 +328,19 @@ public record RuleConfig(
      *                      {@code max(load_cap_factor × share, share + load_slack)} of its weighted share of the
      *                      rule's load; over it, the conversation goes to its next endpoint in rendezvous order
      * @param loadSlack     hash mode: the absolute slack of that bound (at low load one request in flight is no hot spot)
-     * @param shareCapFactor hash mode: an endpoint whose share of the conversations hashing to it (decayed over ~10 s)
-     *                      is over this factor of its weighted fair share sheds the excess fraction of them, chosen by
-     *                      key, to their next endpoint; 0 turns it off (the request-share bound of #14's numbers)
+     * @param shareCapFactor hash mode: an endpoint whose routed share of the requests (decayed over 3 s) is over this
+     *                      factor of its weighted fair share sheds conversations, chosen by key, to their next
+     *                      endpoint until it is not; 0 (the default) turns it off (the request-share bound of #14's numbers)
      */
     public record SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot,
                                 int slots, String mode, double loadCapFactor, double loadSlack, double shareCapFactor) {
         public static final double DEFAULT_LOAD_CAP_FACTOR = 1.5;
         public static final double DEFAULT_LOAD_SLACK = 2.0;
-        public static final double DEFAULT_SHARE_CAP_FACTOR = 1.1;
+        /**
+         * Off by default: with it a conversation's turns through different replicas land on one engine nearly always
+         * rather than always (each replica's fractions come from its own sample of the traffic), and it adds walks.
+         */
+        public static final double DEFAULT_SHARE_CAP_FACTOR = 0.0;
 
         /** The shape before {@code session.share_cap_factor} existed: its default. */
         public SessionConfig(String key, String header, String cookie, long ttlMs, int maxEntries, boolean pinSlot,

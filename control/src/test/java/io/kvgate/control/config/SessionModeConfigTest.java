@@ -26,14 +26,14 @@ class SessionModeConfigTest {
         assertEquals(RuleConfig.SessionMode.HASH, d.modeKind());
         assertEquals(1.5, d.loadCapFactor());
         assertEquals(2.0, d.loadSlack());
-        assertEquals(1.1, d.shareCapFactor());
+        assertEquals(0.0, d.shareCapFactor(), "the share bound is opt-in");
         RuleConfig.SessionConfig h = GatewayConfig.parse(config("    session: {mode: hash, load_cap_factor: 1.2, load_slack: 0,"
             + " share_cap_factor: 1.3}\n")).rules().get(0).session();
         assertEquals(1.2, h.loadCapFactor());
         assertEquals(0.0, h.loadSlack());
         assertEquals(1.3, h.shareCapFactor());
-        assertEquals(0.0, GatewayConfig.parse(config("    session: {share_cap_factor: 0}\n")).rules().get(0).session()
-            .shareCapFactor(), "0 turns the share bound off");
+        assertEquals(1.1, GatewayConfig.parse(config("    session: {share_cap_factor: 1.1}\n")).rules().get(0).session()
+            .shareCapFactor());
         RuleConfig.SessionConfig t = GatewayConfig.parse(config("    session: {mode: table, ttl_ms: 5000, max_entries: 10}\n"))
             .rules().get(0).session();
         assertEquals(RuleConfig.SessionMode.TABLE, t.modeKind());

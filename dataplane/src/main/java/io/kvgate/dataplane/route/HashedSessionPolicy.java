@@ -21,7 +21,7 @@ import io.kvgate.dataplane.route.RuleStats.Tier;
  * decides. The load is each endpoint's estimate ({@link #load}): with engine-reported load the replicas compare
  * nearly the same numbers, so they walk the same way; with local counts only, each replica bounds on its own share.
  *
- * <p>Share bound ({@code session.share_cap_factor}, default 1.1; 0 turns it off): the load bound above compares
+ * <p>Share bound ({@code session.share_cap_factor}; 0, the default, turns it off): the load bound above compares
  * requests in flight, which at low load are a handful per engine, so it seldom binds and an engine's share of the
  * requests is its share of the conversations that hash to it, a multinomial draw: with 8 engines and a few hundred
  * conversations in a run the busiest got 1.15-1.26x the mean, with a few dozen 1.4x (perf/results/fleet-2026-12-02.md).
@@ -36,7 +36,8 @@ import io.kvgate.dataplane.route.RuleStats.Tier;
  * endpoint's fraction by {@link #SHARE_GAIN} / n times its share's excess over the factor (down when under it),
  * within [0, {@link #MAX_SHED}]. Feedback on where requests went, not on where the hash sends them, so conversations
  * walked onto an endpoint count against it too; a count of where the hash sends them (tried first) followed the
- * conversations too slowly as they came and went (the busiest engine 1.21-1.23x instead of 1.26x, simulated).
+ * conversations too slowly as they came and went (the busiest engine 1.21-1.23x instead of 1.26x, simulated). Off by
+ * default: replicas agree on nearly every conversation with it, not on every one as with the hash alone.
  *
  * <p>Routing stage only; no allocation per decision (three passes over the candidates, no sort; the arrays grow
  * only when an endpoint id is seen the first time). Dry runs (explain-only requests) change nothing.

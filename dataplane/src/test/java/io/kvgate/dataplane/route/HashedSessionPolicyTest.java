@@ -28,6 +28,8 @@ import org.junit.jupiter.api.Test;
  */
 class HashedSessionPolicyTest {
     private static final int KEYS = 40_000;
+    /** The share bound at 1.1 (opt-in) and a load slack no test load reaches: the share bound alone. */
+    private static final String SHARE_BOUND = "    session: {load_slack: 1000000, share_cap_factor: 1.1}\n";
     private final ManualClock clock = new ManualClock();
 
     private Rule rule(String session, String... endpointLines) {
@@ -392,7 +394,7 @@ class HashedSessionPolicyTest {
         assertEquals(2.4, unbounded, 1e-9, "the hash alone: endpoint 0 carries its 2.4x");
         assertEquals(0, pure.stats().tierCount(Tier.SESSION_HASH_WALK));
 
-        Rule r = rule("    session: {load_slack: 1000000}\n", endpoints(8)); // the default share_cap_factor 1.1
+        Rule r = rule(SHARE_BOUND, endpoints(8));
         String[][] at = converse(keys, 12, r);
         HashedSessionPolicy p = (HashedSessionPolicy) r.policy();
         // At the bound endpoint 0 keeps 1.1 of its 2.4: it sheds about 1 - 1.1/2.4 = 0.54; the others shed (almost) nothing.
@@ -420,7 +422,7 @@ class HashedSessionPolicyTest {
     void twoReplicasEachSeeingHalfTheTurnsShedNearlyTheSameConversations() {
         Rule pure = rule(8);
         List<Long> keys = skewed(pure, 240, 80);
-        String share = "    session: {load_slack: 1000000}\n";
+        String share = SHARE_BOUND;
         Rule a = rule(share, endpoints(8));
         Rule b = rule(share, endpoints(8)); // nothing shared: each controls on the turns it routes
         String[][] at = converse(keys, 12, a, b);
@@ -433,7 +435,7 @@ class HashedSessionPolicyTest {
     @Test
     void anEvenSpreadShedsNothingAndWeightsCountInTheShare() {
         // 3 endpoints weighted 2:1:1 and many conversations: each endpoint gets its weighted share (~1.0).
-        Rule r = rule("    session: {load_slack: 1000000}\n", "url: http://127.0.0.1:20000\n        weight: 2",
+        Rule r = rule(SHARE_BOUND, "url: http://127.0.0.1:20000\n        weight: 2",
             "url: http://127.0.0.1:20001", "url: http://127.0.0.1:20002");
         List<Long> keys = new ArrayList<>();
         for (int i = 0; i < 4_000; i++) {
@@ -453,7 +455,7 @@ class HashedSessionPolicyTest {
     void theExplanationNamesTheShedFractionAndDryRunsChangeNothing() {
         Rule pure = rule(8);
         List<Long> keys = skewed(pure, 240, 80);
-        Rule r = rule("    session: {load_slack: 1000000}\n", endpoints(8));
+        Rule r = rule(SHARE_BOUND, endpoints(8));
         HashedSessionPolicy p = (HashedSessionPolicy) r.policy();
         EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
         for (long k : keys) {
@@ -478,8 +480,10 @@ class HashedSessionPolicyTest {
 
     @Test
     void aDecisionAllocatesNothing() {
-        Rule r = rule("", endpoints(8));
-        Rule weighted = rule("", "url: http://127.0.0.1:20000\n        weight: 3", "url: http://127.0.0.1:20001");
+        // With the share bound on (its path is the longer one); the default is the hash and the load bound alone.
+        String share = "    session: {share_cap_factor: 1.1}\n";
+        Rule r = rule(share, endpoints(8));
+        Rule weighted = rule(share, "url: http://127.0.0.1:20000\n        weight: 3", "url: http://127.0.0.1:20001");
         RouteEvent e = event(r, key(1), false);
         RouteEvent w = event(weighted, key(1), false);
         EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
