@@ -5,7 +5,11 @@
 # real KvEventIngest thread into a 2 M-block off-heap index) on loopback. Prints the block ops/s applied, the
 # simulator's offered rate and CPU, the ingest JVM's CPU (cores), and the ratio to the in-process decode + apply
 # rate of the same payloads measured by the ingest JVM right after.
-# Usage: perf/ingest-e2e.sh [seconds=10] [flood block ops/s=1000000] [blocks per event=32] [port=26100]
+# The window starts WARMUP seconds (default 3) after the first block op arrives (the JIT's first seconds); the ingest
+# JVM's CPU is broken down by thread. A RATE above what the ingest can take fills the publisher's queue and then
+# drops batches there (gaps, clears): the applied rate is then the ingest's capacity.
+# Usage: perf/ingest-e2e.sh [seconds=10] [flood block ops/s=1000000] [blocks per event=32] [port=26100] [warmup=3]
+# KVGATE_INGEST_JAVA_OPTS: extra JVM options of the ingest JVM only (e.g. a JFR recording).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JDK="${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}"
@@ -13,6 +17,7 @@ SECONDS_RUN="${1:-10}"
 RATE="${2:-1000000}"
 BATCH="${3:-32}"
 PORT="${4:-26100}"
+WARMUP="${5:-3}"
 if [ -z "${KVGATE_JMH_NO_BUILD:-}" ]; then
   (cd "$ROOT" && ./mvnw -q -B -DskipTests package -pl perf -am) >&2
 fi
@@ -28,8 +33,9 @@ cleanup() {
   rm -f "$SINK_OUT" "$SIM_OUT"
 }
 trap cleanup EXIT
-"$JDK/bin/java" @"$ROOT/deploy/jvm.options" -cp "$CP" io.kvgate.perf.ingest.IngestE2e ingest "$PORT" "$SECONDS_RUN" \
-  "$BATCH" > "$SINK_OUT" 2>&1 &
+# shellcheck disable=SC2086
+"$JDK/bin/java" @"$ROOT/deploy/jvm.options" ${KVGATE_INGEST_JAVA_OPTS:-} -cp "$CP" io.kvgate.perf.ingest.IngestE2e \
+  ingest "$PORT" "$SECONDS_RUN" "$BATCH" "$WARMUP" > "$SINK_OUT" 2>&1 &
 SINK=$!
 # On a loaded machine the ingest JVM (index allocation, JIT) can take seconds to start: publish only once it is up.
 for _ in $(seq 600); do grep -q '^ingest: ready' "$SINK_OUT" && break; sleep 0.1; done
@@ -37,9 +43,9 @@ for _ in $(seq 600); do grep -q '^ingest: ready' "$SINK_OUT" && break; sleep 0.1
 # and CPU when it stops; the simulator is then stopped.
 KVGATE_JAVA_OPTS="${KVGATE_JAVA_OPTS:-}" "$ROOT/kvgate" sim --dialect vllm --port 0 --host 127.0.0.1 \
   --kv-events "tcp://127.0.0.1:$PORT" --kv-events-mode bind \
-  --kv-flood "$RATE" --kv-batch "$BATCH" --kv-flood-seconds "$((SECONDS_RUN + 10))" > "$SIM_OUT" 2>&1 &
+  --kv-flood "$RATE" --kv-batch "$BATCH" --kv-flood-seconds "$((SECONDS_RUN + WARMUP + 10))" > "$SIM_OUT" 2>&1 &
 SIM=$!
-for _ in $(seq $(( (SECONDS_RUN + 60) * 10 ))); do grep -q '^kv flood:' "$SIM_OUT" && break; sleep 0.1; done
+for _ in $(seq $(( (SECONDS_RUN + WARMUP + 60) * 10 ))); do grep -q '^kv flood:' "$SIM_OUT" && break; sleep 0.1; done
 kill "$SIM" 2>/dev/null || true
 wait "$SIM" 2>/dev/null || true
 SIM=""
