@@ -104,6 +104,7 @@ public final class ConfigTree {
         Map<String, Object> im = new LinkedHashMap<>();
         im.put("max_frame_bytes", in.maxFrameBytes());
         im.put("receive_buffer_bytes", in.receiveBufferBytes());
+        im.put("socket_receive_buffer_bytes", in.socketReceiveBufferBytes());
         im.put("retry_initial_ms", in.retryInitialMs());
         im.put("retry_max_ms", in.retryMaxMs());
         t.put("ingest", im);

@@ -189,12 +189,16 @@ public record GatewayConfig(
      *                           peer declaring a larger frame is disconnected before any buffer is reserved
      * @param receiveBufferBytes worst-case bytes one socket may queue; its receive high-water mark is
      *                           {@code receiveBufferBytes / maxFrameBytes} messages (ZeroMQ counts messages, not bytes)
+     * @param socketReceiveBufferBytes {@code SO_RCVBUF} of every event socket (0 = the kernel's default): raw bytes
+     *                           the kernel holds while that queue is full, so one fast publisher does not stall on
+     *                           every refill
      * @param retryInitialMs     first delay before re-opening a subscription that failed (unresolvable host, bind in
      *                           use, ...); doubles per failure
      * @param retryMaxMs         cap of that delay
      */
-    public record Ingest(int maxFrameBytes, long receiveBufferBytes, long retryInitialMs, long retryMaxMs) {
-        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 100, 30_000);
+    public record Ingest(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes, long retryInitialMs,
+                         long retryMaxMs) {
+        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 4 << 20, 100, 30_000);
     }
 
     /**
@@ -371,6 +375,7 @@ public record GatewayConfig(
         ConfigNode in = n.child("ingest");
         Ingest ingest = new Ingest(in.intValue("max_frame_bytes", Ingest.DEFAULTS.maxFrameBytes(), 1024, 1 << 30),
             in.longValue("receive_buffer_bytes", Ingest.DEFAULTS.receiveBufferBytes(), 1024, 1L << 40),
+            in.intValue("socket_receive_buffer_bytes", Ingest.DEFAULTS.socketReceiveBufferBytes(), 0, 1 << 30),
             in.longValue("retry_initial_ms", Ingest.DEFAULTS.retryInitialMs(), 1, 600_000),
             in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000));
         if (ingest.receiveBufferBytes() < ingest.maxFrameBytes()) {

@@ -46,12 +46,15 @@ class GatewayConfigTest {
         assertEquals(RuleConfig.TierWeights.DEFAULTS, d.rules().get(0).kvExact().tierWeights());
         assertEquals(0.8, d.rules().get(0).kvExact().tierWeights().of(1));
 
+        assertEquals(4 << 20, d.ingest().socketReceiveBufferBytes());
         GatewayConfig c = GatewayConfig.parse("ingest:\n  max_frame_bytes: 1048576\n  receive_buffer_bytes: 8388608\n"
+            + "  socket_receive_buffer_bytes: 0\n"
             + BASE.replace("weight: 2", "weight: 2\n        kv_events: tcp://0.0.0.0:5557\n        kv_events_bind: true\n"
             + "        kv_events_allow: [10.0.0.7, 10.1.0.0/16, 'fd00::/8']")
             .replace("policy: round_robin", "policy: round_robin\n    kv:\n      tier_weights: {CPU_TIER: 0.6, DISK: 0.1}"));
         assertEquals(1 << 20, c.ingest().maxFrameBytes());
         assertEquals(8L << 20, c.ingest().receiveBufferBytes());
+        assertEquals(0, c.ingest().socketReceiveBufferBytes(), "0 = the kernel's default");
         assertEquals(java.util.List.of("10.0.0.7", "10.1.0.0/16", "fd00::/8"), c.rules().get(0).endpoints().get(0).kvEventsAllow());
         assertEquals(new RuleConfig.TierWeights(1.0, 0.6, 0.1), c.rules().get(0).kvExact().tierWeights());
 
@@ -59,6 +62,10 @@ class GatewayConfigTest {
             + "  retry_max_ms: 100\n" + BASE);
         assertTrue(p.contains("ingest.max_frame_bytes: value 100 must be in [1024, 1073741824]"), p);
         assertTrue(p.contains("ingest.retry_max_ms: value 100 must be >= ingest.retry_initial_ms (500)"), p);
+        p = problems("ingest:\n  socket_receive_buffer_bytes: -1\n" + BASE);
+        assertTrue(p.contains("ingest.socket_receive_buffer_bytes: value -1 must be in [0, 1073741824]"), p);
+        p = problems("ingest:\n  socket_receive_buffer_bytes: 2147483648\n" + BASE);
+        assertTrue(p.contains("ingest.socket_receive_buffer_bytes"), p);
         p = problems("ingest:\n  max_frame_bytes: 4096\n  receive_buffer_bytes: 2048\n" + BASE);
         assertTrue(p.contains("ingest.receive_buffer_bytes: value 2048 must be >= ingest.max_frame_bytes (4096)"), p);
         p = problems(BASE.replace("weight: 2", "weight: 2\n        kv_events: tcp://127.0.0.1:5557\n        kv_events_allow: [example.com]"));

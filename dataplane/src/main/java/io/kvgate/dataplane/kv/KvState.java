@@ -42,7 +42,7 @@ public final class KvState implements AutoCloseable {
     public KvState(long capacityBlocks, NanoClock clock, GatewayConfig.Ingest bounds) {
         this.index = new BlockIndex(BlockIndexConfig.of((int) Math.min(Integer.MAX_VALUE - 8, capacityBlocks), MAX_ENDPOINTS));
         this.ingest = new KvEventIngest(index, clock, IngestConfig.of(bounds.maxFrameBytes(), bounds.receiveBufferBytes(),
-            bounds.retryInitialMs(), bounds.retryMaxMs()));
+            bounds.socketReceiveBufferBytes(), bounds.retryInitialMs(), bounds.retryMaxMs()));
         ingest.start();
     }
 

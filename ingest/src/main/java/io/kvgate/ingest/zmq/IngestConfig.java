@@ -13,6 +13,11 @@ import io.kvgate.index.block.Fmix64ChainedTokenHasher;
  *                           high-water mark counts messages, so it is set to {@code receiveBufferBytes /
  *                           maxFrameBytes} (see {@link #receiveHighWaterMark()}); holds live batches while a replay
  *                           runs
+ * @param socketReceiveBufferBytes the kernel's receive buffer ({@code SO_RCVBUF}) of every SUB and replay DEALER
+ *                           ({@code ingest.socket_receive_buffer_bytes}; 0 = the kernel's default and autotuning):
+ *                           raw bytes in kernel memory, which keep arriving while ZeroMQ's queue is at its
+ *                           high-water mark, so a burst waits in the kernel instead of stalling the publisher's TCP
+ *                           stream (see {@link #DEFAULT_SOCKET_RECEIVE_BUFFER_BYTES})
  * @param replayTimeoutNs    a replay that has not finished by then is abandoned and the rank cleared
  * @param replayBackoffNs    after a failed replay, no new replay for this long (gaps clear instead)
  * @param retryInitialNs     first delay before re-opening a subscription that failed; doubles per failure
@@ -21,12 +26,21 @@ import io.kvgate.index.block.Fmix64ChainedTokenHasher;
  * @param learnedKeyCapacity engine-key to own-key mappings kept for learned-key endpoints
  * @param hasher             own chained hash for learned-key endpoints
  */
-public record IngestConfig(int maxFrameBytes, long receiveBufferBytes, long replayTimeoutNs, long replayBackoffNs,
-                           long retryInitialNs, long retryMaxNs, int maxMessagesPerPoll, int learnedKeyCapacity,
-                           ChainedTokenHasher hasher) {
+public record IngestConfig(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes,
+                           long replayTimeoutNs, long replayBackoffNs, long retryInitialNs, long retryMaxNs,
+                           int maxMessagesPerPoll, int learnedKeyCapacity, ChainedTokenHasher hasher) {
 
     public static final int DEFAULT_MAX_FRAME_BYTES = 16 << 20;
     public static final long DEFAULT_RECEIVE_BUFFER_BYTES = 256L << 20;
+    /**
+     * 4 MiB. With ZeroMQ's queue only 16 messages deep (256 MiB / 16 MiB frames) and the kernel's autotuned
+     * buffer, one publisher flooding one socket stalled on every refill: the SUB's I/O thread stops reading TCP
+     * while its queue is full, and the ingest thread then waits for it to be woken and to refill. Measured
+     * end to end (perf/results/index-ingest-2026-12-02.md): 0.59 M block ops/s without, 1.5 M/s with 4 MiB.
+     * The kernel caps it at {@code net.core.rmem_max}.
+     */
+    public static final int DEFAULT_SOCKET_RECEIVE_BUFFER_BYTES = 4 << 20;
+    public static final int MAX_SOCKET_RECEIVE_BUFFER_BYTES = 1 << 30;
 
     public IngestConfig {
         if (maxFrameBytes < 1024 || maxFrameBytes > 1 << 30) {
@@ -35,6 +49,10 @@ public record IngestConfig(int maxFrameBytes, long receiveBufferBytes, long repl
         if (receiveBufferBytes < maxFrameBytes) {
             throw new IllegalArgumentException("ingest.receive_buffer_bytes=" + receiveBufferBytes
                 + " must be >= ingest.max_frame_bytes=" + maxFrameBytes);
+        }
+        if (socketReceiveBufferBytes < 0 || socketReceiveBufferBytes > MAX_SOCKET_RECEIVE_BUFFER_BYTES) {
+            throw new IllegalArgumentException("ingest.socket_receive_buffer_bytes=" + socketReceiveBufferBytes
+                + " must be in 0..1073741824 (0 = the kernel's default)");
         }
         if (replayTimeoutNs <= 0 || replayBackoffNs < 0) {
             throw new IllegalArgumentException("replayTimeoutNs=" + replayTimeoutNs + " must be > 0, replayBackoffNs="
@@ -56,26 +74,33 @@ public record IngestConfig(int maxFrameBytes, long receiveBufferBytes, long repl
     }
 
     public static IngestConfig defaults() {
-        return new IngestConfig(DEFAULT_MAX_FRAME_BYTES, DEFAULT_RECEIVE_BUFFER_BYTES, 2_000_000_000L, 30_000_000_000L,
-            100_000_000L, 30_000_000_000L, 1024, 1 << 20, Fmix64ChainedTokenHasher.INSTANCE);
+        return new IngestConfig(DEFAULT_MAX_FRAME_BYTES, DEFAULT_RECEIVE_BUFFER_BYTES,
+            DEFAULT_SOCKET_RECEIVE_BUFFER_BYTES, 2_000_000_000L, 30_000_000_000L, 100_000_000L, 30_000_000_000L, 1024,
+            1 << 20, Fmix64ChainedTokenHasher.INSTANCE);
     }
 
     /** Defaults with the gateway's {@code ingest} section applied. */
-    public static IngestConfig of(int maxFrameBytes, long receiveBufferBytes, long retryInitialMs, long retryMaxMs) {
+    public static IngestConfig of(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes,
+                                  long retryInitialMs, long retryMaxMs) {
         IngestConfig d = defaults();
-        return new IngestConfig(maxFrameBytes, receiveBufferBytes, d.replayTimeoutNs(), d.replayBackoffNs(),
-            retryInitialMs * 1_000_000L, retryMaxMs * 1_000_000L, d.maxMessagesPerPoll(), d.learnedKeyCapacity(),
-            d.hasher());
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, socketReceiveBufferBytes, d.replayTimeoutNs(),
+            d.replayBackoffNs(), retryInitialMs * 1_000_000L, retryMaxMs * 1_000_000L, d.maxMessagesPerPoll(),
+            d.learnedKeyCapacity(), d.hasher());
     }
 
     public IngestConfig withRetry(long initialNs, long maxNs) {
-        return new IngestConfig(maxFrameBytes, receiveBufferBytes, replayTimeoutNs, replayBackoffNs, initialNs, maxNs,
-            maxMessagesPerPoll, learnedKeyCapacity, hasher);
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, socketReceiveBufferBytes, replayTimeoutNs,
+            replayBackoffNs, initialNs, maxNs, maxMessagesPerPoll, learnedKeyCapacity, hasher);
     }
 
     public IngestConfig withFrames(int maxFrameBytes, long receiveBufferBytes) {
-        return new IngestConfig(maxFrameBytes, receiveBufferBytes, replayTimeoutNs, replayBackoffNs, retryInitialNs,
-            retryMaxNs, maxMessagesPerPoll, learnedKeyCapacity, hasher);
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, socketReceiveBufferBytes, replayTimeoutNs,
+            replayBackoffNs, retryInitialNs, retryMaxNs, maxMessagesPerPoll, learnedKeyCapacity, hasher);
+    }
+
+    public IngestConfig withSocketReceiveBuffer(int bytes) {
+        return new IngestConfig(maxFrameBytes, receiveBufferBytes, bytes, replayTimeoutNs, replayBackoffNs,
+            retryInitialNs, retryMaxNs, maxMessagesPerPoll, learnedKeyCapacity, hasher);
     }
 
     /** Receive high-water mark in messages: worst-case queued bytes per socket stay within receiveBufferBytes. */

@@ -136,6 +136,11 @@ final class RankSubscriber {
             // size is capped before any peer can connect; the queue is bounded in bytes via the message count.
             sub.setMaxMsgSize(config.maxFrameBytes());
             sub.setRcvHWM(config.receiveHighWaterMark());
+            // Bytes beyond that queue wait in the kernel (bounded by this, raw, no frame header can inflate them)
+            // instead of stalling the publisher every time the queue fills (see IngestConfig).
+            if (config.socketReceiveBufferBytes() > 0) {
+                sub.setReceiveBufferSize(config.socketReceiveBufferBytes());
+            }
             // An engine that is not up yet is normal: ZMQ keeps retrying; cap the interval so a restart is seen fast.
             sub.setReconnectIVL(100);
             sub.setReconnectIVLMax(5_000);
@@ -196,6 +201,9 @@ final class RankSubscriber {
         dealer.setLinger(0);
         dealer.setMaxMsgSize(config.maxFrameBytes());
         dealer.setRcvHWM(config.receiveHighWaterMark());
+        if (config.socketReceiveBufferBytes() > 0) {
+            dealer.setReceiveBufferSize(config.socketReceiveBufferBytes());
+        }
         dealer.setReconnectIVL(100);
         dealer.setReconnectIVLMax(5_000);
         dealer.setHandshakeIvl(HANDSHAKE_TIMEOUT_MS);

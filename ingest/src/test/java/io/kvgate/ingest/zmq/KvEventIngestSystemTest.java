@@ -156,6 +156,26 @@ class KvEventIngestSystemTest {
         assertEquals(1, status(3, 0).clears());
     }
 
+    @Test
+    void socketReceiveBufferIsSetOnTheSubAndReplaySocketsOrLeftToTheKernel() {
+        int port = TestPorts.free(2);
+        KvEventSource src = new KvEventSource(1, "tcp://127.0.0.1:" + port, 1, "tcp://127.0.0.1:" + (port + 1), false,
+            "kv", KeyMode.ENGINE);
+        try (org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
+            int kernelDefault = ctx.createSocket(org.zeromq.SocketType.SUB).getReceiveBufferSize();
+            RankSubscriber s = new RankSubscriber(src, 0, 900);
+            s.open(ctx, IngestConfig.defaults().withSocketReceiveBuffer(3 << 20), src.kvEventsUri(), src.replayUri());
+            assertEquals(3 << 20, s.sub.getReceiveBufferSize());
+            assertEquals(3 << 20, s.dealer.getReceiveBufferSize());
+            s.close();
+            RankSubscriber k = new RankSubscriber(src, 0, 901);
+            k.open(ctx, IngestConfig.defaults().withSocketReceiveBuffer(0), src.kvEventsUri(), src.replayUri());
+            assertEquals(kernelDefault, k.sub.getReceiveBufferSize(), "0: SO_RCVBUF not set (kernel autotuning)");
+            assertEquals(kernelDefault, k.dealer.getReceiveBufferSize());
+            k.close();
+        }
+    }
+
     @ParameterizedTest(name = "fiveFrameReplay={0}")
     @ValueSource(booleans = {false, true})
     void gapIsFilledByReplay(boolean fiveFrame) {

@@ -44,4 +44,20 @@ class PeerAllowListTest {
         assertEquals(16, IngestConfig.defaults().receiveHighWaterMark(), "256 MiB / 16 MiB frames");
         assertEquals(8, IngestConfig.defaults().withFrames(1 << 20, 8L << 20).receiveHighWaterMark());
     }
+
+    @Test
+    void socketReceiveBufferDefaultsTo4MiBAndIsRangeChecked() {
+        assertEquals(4 << 20, IngestConfig.defaults().socketReceiveBufferBytes());
+        assertEquals(0, IngestConfig.defaults().withSocketReceiveBuffer(0).socketReceiveBufferBytes(), "0 = kernel's");
+        assertEquals(1 << 30, IngestConfig.defaults().withSocketReceiveBuffer(1 << 30).socketReceiveBufferBytes());
+        for (int bad : new int[] {-1, (1 << 30) + 1, Integer.MIN_VALUE}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> IngestConfig.defaults().withSocketReceiveBuffer(bad));
+            assertTrue(e.getMessage().contains("ingest.socket_receive_buffer_bytes=" + bad), e.getMessage());
+            assertTrue(e.getMessage().contains("must be in 0..1073741824"), e.getMessage());
+        }
+        IngestConfig of = IngestConfig.of(1 << 20, 8L << 20, 65_536, 5, 50);
+        assertEquals(65_536, of.socketReceiveBufferBytes());
+        assertEquals(8, of.receiveHighWaterMark());
+    }
 }

@@ -95,15 +95,19 @@ public final class IngestE2e {
 
     private static void ingest(int port, int seconds, int batch, int warmup) throws Exception {
         BlockIndex index = new BlockIndex(BlockIndexConfig.of(2_000_000, 64));
-        // -Dkvgate.e2e.maxFrameBytes / receiveBufferBytes: the ingest.* keys of the same names (defaults as shipped).
+        // -Dkvgate.e2e.maxFrameBytes / receiveBufferBytes / socketReceiveBufferBytes: the ingest.* keys of the same
+        // names (defaults as shipped).
         IngestConfig d = IngestConfig.defaults();
         IngestConfig config = d.withFrames(Integer.getInteger("kvgate.e2e.maxFrameBytes", d.maxFrameBytes()),
-            Long.getLong("kvgate.e2e.receiveBufferBytes", d.receiveBufferBytes()));
+            Long.getLong("kvgate.e2e.receiveBufferBytes", d.receiveBufferBytes()))
+            .withSocketReceiveBuffer(Integer.getInteger("kvgate.e2e.socketReceiveBufferBytes",
+                d.socketReceiveBufferBytes()));
         KvEventIngest ingest = new KvEventIngest(index, NanoClock.SYSTEM, config);
         ingest.start();
         ingest.addEndpoint(new KvEventSource(63, "tcp://127.0.0.1:" + port, 1, null, false, "kv", KeyMode.ENGINE));
-        System.out.printf("ingest: receive high-water mark %d messages (max_frame_bytes %d, receive_buffer_bytes %d)%n",
-            config.receiveHighWaterMark(), config.maxFrameBytes(), config.receiveBufferBytes());
+        System.out.printf("ingest: receive high-water mark %d messages (max_frame_bytes %d, receive_buffer_bytes %d), "
+                + "socket_receive_buffer_bytes %d%n", config.receiveHighWaterMark(), config.maxFrameBytes(),
+            config.receiveBufferBytes(), config.socketReceiveBufferBytes());
         System.out.println("ingest: ready"); // the script starts the publisher on this line
         System.out.flush();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
