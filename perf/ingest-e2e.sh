@@ -5,7 +5,7 @@
 # real KvEventIngest thread into a 2 M-block off-heap index) on loopback. Prints the block ops/s applied, the
 # simulator's offered rate and CPU, the ingest JVM's CPU (cores), and the ratio to the in-process decode + apply
 # rate of the same payloads measured by the ingest JVM right after.
-# The window starts WARMUP seconds (default 3) after the first block op arrives (the JIT's first seconds); the ingest
+# The window starts WARMUP seconds (default 6) after the first block op arrives (the JIT's first seconds); the ingest
 # JVM's CPU is broken down by thread. A RATE above what the ingest can take fills the publisher's queue and then
 # drops batches there (gaps, clears): the applied rate is then the ingest's capacity.
 # Usage: perf/ingest-e2e.sh [seconds=10] [flood block ops/s=1000000] [blocks per event=32] [port=26100] [warmup=3]
@@ -17,7 +17,7 @@ SECONDS_RUN="${1:-10}"
 RATE="${2:-1000000}"
 BATCH="${3:-32}"
 PORT="${4:-26100}"
-WARMUP="${5:-3}"
+WARMUP="${5:-6}"
 if [ -z "${KVGATE_JMH_NO_BUILD:-}" ]; then
   (cd "$ROOT" && ./mvnw -q -B -DskipTests package -pl perf -am) >&2
 fi

@@ -35,9 +35,9 @@ public record IngestConfig(int maxFrameBytes, long receiveBufferBytes, int socke
     /**
      * 4 MiB. With ZeroMQ's queue only 16 messages deep (256 MiB / 16 MiB frames) and the kernel's autotuned
      * buffer, one publisher flooding one socket stalled on every refill: the SUB's I/O thread stops reading TCP
-     * while its queue is full, and the ingest thread then waits for it to be woken and to refill. Measured
-     * end to end (perf/results/index-ingest-2026-12-02.md): 0.59 M block ops/s without, 1.5 M/s with 4 MiB.
-     * The kernel caps it at {@code net.core.rmem_max}.
+     * while its queue is full, and the ingest thread then waits for it to be woken and to refill. Measured end to
+     * end at saturation (perf/results/index-ingest-2026-12-02.md): 0.56-0.68 M block ops/s without, 1.28-1.46 M/s
+     * with 4 MiB. The kernel caps it at {@code net.core.rmem_max}.
      */
     public static final int DEFAULT_SOCKET_RECEIVE_BUFFER_BYTES = 4 << 20;
     public static final int MAX_SOCKET_RECEIVE_BUFFER_BYTES = 1 << 30;

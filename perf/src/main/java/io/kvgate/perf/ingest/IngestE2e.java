@@ -29,7 +29,7 @@ import io.kvgate.tools.sim.SimulatorConfig;
  * {@code ingest PORT SECONDS BATCH [WARMUP]} runs the real {@link KvEventIngest} thread, subscribed to the
  * simulator's ZeroMQ publisher on {@code tcp://127.0.0.1:PORT} ({@code ./kvgate sim --kv-flood RATE --kv-batch
  * BATCH}, a separate process), writing a 2 M-block off-heap index. Once block ops flow it lets WARMUP seconds pass
- * (default 3: the first seconds are the JIT compiling Chronicle Map and the decoder, ~0.5 cores, and the backlog
+ * (default 6: the first seconds are the JIT compiling Chronicle Map and the decoder, ~0.5 cores, and the backlog
  * that builds meanwhile), then measures the ops applied over SECONDS, this process's CPU (in cores) and where it
  * went per thread (the ingest thread, JeroMQ's I/O thread, the rest: JIT, GC, VM). Then it decodes and applies the
  * simulator's very payloads ({@link KvFlood#batches}, same configuration, same bytes) in process on one thread into
@@ -44,7 +44,7 @@ public final class IngestE2e {
             throw new IllegalArgumentException("usage: IngestE2e ingest PORT SECONDS BATCH [WARMUP] (see perf/ingest-e2e.sh)");
         }
         ingest(Integer.parseInt(args[1]), Integer.parseInt(args[2]), Integer.parseInt(args[3]),
-            args.length == 5 ? Integer.parseInt(args[4]) : 3);
+            args.length == 5 ? Integer.parseInt(args[4]) : 6);
     }
 
     private static double cpuSeconds() {
