@@ -56,8 +56,8 @@ import java.util.concurrent.TimeUnit;
  *       from the request head alone, before a body byte is buffered (a refused head never gets {@code 100 Continue}
  *       and its body is never read).</li>
  *   <li><b>Body</b>: the body buffer starts empty and grows as bytes arrive (never sized from Content-Length); the
- *       bytes are fed once to the field extractor; the body is validated into a typed {@link Problem} or
- *       accepted.</li>
+ *       complete body is scanned once, in place, by the field extractor's own JSON lexer; the body is validated
+ *       into a typed {@link Problem} or accepted.</li>
  *   <li><b>Prompt</b>: the rule's prompt inputs (tokens, salt, session key) are computed on this I/O thread.</li>
  *   <li>The {@link ParsedRequest} goes to the exchange layer through {@link ExchangeStarter#start}.</li>
  * </ol>
@@ -392,13 +392,13 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
                 // Sized by what arrived, never by what the client declared: memory follows bytes actually received.
                 body = ctx.alloc().buffer(Math.min(max, Math.max(MIN_BODY_BUFFER, b.readableBytes())), max);
             }
-            if (extractor != null) {
-                extractor.feed(b.nioBuffer());
-            }
             body.writeBytes(b);
         }
         if (c instanceof LastHttpContent) {
             cancelReadDeadline();
+            if (extractor != null && body != null) {
+                extractor.body(body); // scanned whole, in place, when the body is validated
+            }
             dispatch();
         }
     }

@@ -163,7 +163,7 @@ public final class RequestEdits {
             return false;
         }
         RequestFieldExtractor again = new RequestFieldExtractor(f);
-        again.feed(body.nioBuffer());
+        again.body(body);
         again.finish();
         return true;
     }

@@ -1,27 +1,33 @@
 package io.kvgate.dataplane.request;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.core.async.ByteBufferFeeder;
+import io.kvgate.dataplane.request.JsonLexer.JsonToken;
+import io.netty.buffer.ByteBuf;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 
 /**
- * Incremental extraction of the routing fields from a JSON request body as its bytes arrive, chunk by chunk, with
- * Jackson's non-blocking parser: nothing is buffered twice and no tree is built (the raw bytes are forwarded
- * unchanged). The whole body is scanned, so malformed JSON anywhere is refused before anything reaches an engine.
- * One instance per request; event-loop only.
+ * Extraction of the routing fields from a JSON request body in one pass of the body stage's own lexer
+ * ({@link JsonLexer}, this thread's): no tree is built and the raw bytes are forwarded unchanged. The whole body is
+ * scanned, so malformed JSON anywhere is refused before anything reaches an engine.
+ *
+ * <p>The scan runs at {@link #finish()} over the complete body, not chunk by chunk: the front door buffers the body
+ * whole anyway (bounded by {@code limits.max_body_bytes}) and hands it over with {@link #body(ByteBuf)}, read in
+ * place; callers that have the body in pieces {@link #feed} them (copied). That keeps the lexer free of state
+ * across chunks. One instance per request; event-loop only.
  */
 public final class RequestFieldExtractor {
-    private static final JsonFactory FACTORY = JsonFactory.builder().build();
-
     /** Outcome of {@link #finish()}. */
     public enum Result { OK, MALFORMED, NOT_OBJECT, EMPTY }
 
-    private final JsonParser parser;
-    private final ByteBufferFeeder feeder;
+    /** This thread's lexer while {@link #finish()} scans; null otherwise. */
+    private JsonLexer parser;
     private final RequestFields fields;
+    /** The complete body, read in place at {@link #finish()} ({@link #body(ByteBuf)}), or null. */
+    private ByteBuffer whole;
+    /** The chunks {@link #feed} was given, copied, or null. */
+    private byte[] fed;
+    private int fedLength;
+    private boolean finished;
     private int depth;
     private String topField;
     private boolean started;
@@ -60,40 +66,47 @@ public final class RequestFieldExtractor {
     private String jsonSchemaField;
 
     public RequestFieldExtractor(RequestFields fields) {
-        try {
-            this.parser = FACTORY.createNonBlockingByteBufferParser();
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
-        this.feeder = (ByteBufferFeeder) parser.getNonBlockingInputFeeder();
         this.fields = fields;
         fields.reset();
     }
 
-    /** Feeds the next chunk of the body (the buffer is consumed before this returns). */
-    public void feed(ByteBuffer chunk) {
-        fields.bodyLength += chunk.remaining();
-        if (failure != null || !chunk.hasRemaining()) {
-            return;
-        }
-        try {
-            feeder.feedInput(chunk);
-            drain();
-        } catch (IOException e) {
-            fail(Result.MALFORMED, message(e));
-        }
+    /**
+     * The complete body, from its reader index to its writer index: scanned in place by {@link #finish()}, so it
+     * must not change until then. Instead of {@link #feed}, not with it.
+     */
+    public void body(ByteBuf body) {
+        int n = body.readableBytes();
+        fields.bodyLength = n;
+        whole = body.nioBufferCount() == 1 ? body.internalNioBuffer(body.readerIndex(), n) : body.nioBuffer();
     }
 
-    /** Ends the input and reports whether the body was one well-formed JSON object. */
-    public Result finish() {
-        if (failure != null) {
-            return failure;
+    /** Feeds the next chunk of the body (copied: the buffer is consumed before this returns). */
+    public void feed(ByteBuffer chunk) {
+        int n = chunk.remaining();
+        fields.bodyLength += n;
+        if (fed == null || fed.length < fedLength + n) {
+            fed = java.util.Arrays.copyOf(fed == null ? new byte[0] : fed, Math.max(fedLength + n, fedLength * 2));
         }
+        chunk.get(fed, fedLength, n);
+        fedLength += n;
+    }
+
+    /** Scans the body and reports whether it was one well-formed JSON object (once; later calls repeat the verdict). */
+    public Result finish() {
+        if (finished) {
+            return failure != null ? failure : !started ? Result.EMPTY : Result.OK;
+        }
+        finished = true;
+        parser = JsonLexer.forThisThread();
+        parser.start(whole != null ? whole : ByteBuffer.wrap(fed == null ? new byte[0] : fed, 0, fedLength));
         try {
-            feeder.endOfInput();
             drain();
         } catch (IOException e) {
-            fail(Result.MALFORMED, message(e));
+            fail(Result.MALFORMED, e.getMessage());
+        } finally {
+            parser.clear();
+            parser = null;
+            whole = null;
         }
         if (failure != null) {
             return failure;
@@ -102,14 +115,10 @@ public final class RequestFieldExtractor {
             return Result.EMPTY;
         }
         if (!done) {
-            fail(Result.MALFORMED, "unexpected end of input");
+            fail(Result.MALFORMED, "unexpected end of input at byte " + fields.bodyLength);
             return failure;
         }
         return Result.OK;
-    }
-
-    private static String message(IOException e) {
-        return e instanceof com.fasterxml.jackson.core.JsonProcessingException j ? j.getOriginalMessage() : e.getMessage();
     }
 
     /** What the parser objected to, for the client's error message. */
@@ -124,9 +133,9 @@ public final class RequestFieldExtractor {
 
     private void drain() throws IOException {
         JsonToken t;
-        while ((t = parser.nextToken()) != null && t != JsonToken.NOT_AVAILABLE) {
+        while ((t = parser.nextToken()) != null) {
             if (done) {
-                fail(Result.MALFORMED, "trailing content after the JSON object");
+                fail(Result.MALFORMED, "trailing content after the JSON object at byte " + offset());
                 return;
             }
             if (!started) {
@@ -198,16 +207,17 @@ public final class RequestFieldExtractor {
                     }
                     if (depth == 0) {
                         done = true;
-                        fields.objectEnd = (int) parser.currentTokenLocation().getByteOffset();
-                        closeInternalMember();
+                        // Just past the last member's value (before any whitespace): where a member is added.
+                        fields.objectEnd = parser.previousTokenEnd();
+                        closeInternalMember(fields.objectEnd);
                     }
                 }
                 case FIELD_NAME -> {
                     if (depth == 1) {
-                        closeInternalMember();
+                        closeInternalMember(offset());
                         topField = parser.currentName();
                         if (RequestFields.isEngineInternal(topField)) {
-                            internalMemberStart = parser.currentTokenLocation().getByteOffset();
+                            internalMemberStart = offset();
                         }
                         pendingMember = RequestFields.Member.of(topField);
                         if (pendingMember != null) {
@@ -284,24 +294,25 @@ public final class RequestFieldExtractor {
         }
     }
 
-    /** Where the parser places the current token (see {@link RequestFields#valueFrom}). */
+    /** The current token's first byte (see {@link RequestFields#valueFrom}). */
     private int offset() {
-        return (int) parser.currentTokenLocation().getByteOffset();
+        return parser.tokenStart();
     }
 
-    /** Just past the current token (the non-blocking parser has consumed it whole). */
+    /** Just past the current token. */
     private int end() {
-        return (int) parser.currentLocation().getByteOffset();
+        return parser.tokenEnd();
     }
 
-    private void appendCurrentText() throws IOException {
-        fields.appendText(parser.getTextCharacters(), parser.getTextOffset(), parser.getTextLength());
+    /** Appends the current string to the text prefix, decoding only what its bound keeps. */
+    private void appendCurrentText() {
+        parser.appendText(fields.textPrefix, RequestFields.MAX_TEXT_PREFIX_CHARS - fields.textPrefix.length());
     }
 
     /** Records the range of the engine-internal member that ends where the current top-level token starts. */
-    private void closeInternalMember() {
+    private void closeInternalMember(int end) {
         if (internalMemberStart >= 0) {
-            fields.addEngineFieldRange((int) internalMemberStart, (int) parser.currentTokenLocation().getByteOffset());
+            fields.addEngineFieldRange((int) internalMemberStart, end);
             internalMemberStart = -1;
         }
     }
@@ -534,17 +545,16 @@ public final class RequestFieldExtractor {
     }
 
     /** Where an integer completion budget's digits are, so the context clamp can lower it in place. */
-    private void recordBudgetValue(JsonToken t) throws IOException {
+    private void recordBudgetValue(JsonToken t) {
         if (t == JsonToken.VALUE_NUMBER_INT) {
-            int start = (int) parser.currentTokenLocation().getByteOffset();
+            int start = offset();
             fields.addBudgetValueRange(start, start + parser.getTextLength());
         }
     }
 
     /** An integer token as an int, clamped to int range (a huge negative stays negative, a huge positive positive). */
-    private int clampedInt() throws IOException {
-        return parser.getNumberType() == JsonParser.NumberType.INT ? parser.getIntValue()
-            : (parser.getBigIntegerValue().signum() < 0 ? Integer.MIN_VALUE : Integer.MAX_VALUE);
+    private int clampedInt() {
+        return parser.getIntClamped();
     }
 
     /**
@@ -556,8 +566,7 @@ public final class RequestFieldExtractor {
         fields.nInvalid = false;
         switch (t) {
             case VALUE_NULL -> fields.n = 1;
-            case VALUE_NUMBER_INT -> fields.n = parser.getNumberType() == JsonParser.NumberType.INT
-                ? parser.getIntValue() : (parser.getBigIntegerValue().signum() < 0 ? Integer.MIN_VALUE : Integer.MAX_VALUE);
+            case VALUE_NUMBER_INT -> fields.n = clampedInt();
             case VALUE_NUMBER_FLOAT -> {
                 double d = parser.getDoubleValue();
                 if (Double.isFinite(d) && d == Math.rint(d)) {

@@ -155,7 +155,10 @@ public final class RequestFields {
     public int engineFieldRangeCount;
     /** After {@link EngineFieldStripper#strip}: how many of {@link #engineFieldRanges} are the ranges it removed. */
     int removedRangeCount;
-    /** Offset of the body's closing brace (valid once the body parsed). */
+    /**
+     * Offset just past the last member's value (or the opening brace of an empty object), before any whitespace and
+     * the closing brace: where a member is added (valid once the body parsed).
+     */
     public int objectEnd = -1;
     /**
      * Bytes of body the extractor was fed: every recorded offset refers to a body of exactly this length, so an
