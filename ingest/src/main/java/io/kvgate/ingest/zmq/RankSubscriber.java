@@ -103,6 +103,8 @@ final class RankSubscriber {
     long replayBackoffUntilNs;
     private int connections;
     private boolean everConnected;
+    /** How many times the sockets were opened: each opening monitors on an address of its own. */
+    private int openings;
 
     RankSubscriber(KvEventSource source, int rank, int uniqueId) {
         this.source = source;
@@ -146,11 +148,17 @@ final class RankSubscriber {
             sub.setReconnectIVLMax(5_000);
             sub.setHandshakeIvl(HANDSHAKE_TIMEOUT_MS);
             applySecurity(sub, source.bind());
-            sub.monitor(monitorAddress, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED
-                | ZMQ.HANDSHAKE_FAILED_AUTH);
+            // A fresh inproc address per opening: JeroMQ unregisters a closed socket's monitor endpoint
+            // asynchronously, so re-binding the last one at once (a retry after a failed bind does) is refused — the
+            // new monitor then never reports a peer (state stuck at connecting).
+            String address = monitorAddress + "-" + (++openings);
+            if (!sub.monitor(address, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED
+                | ZMQ.HANDSHAKE_FAILED_AUTH)) {
+                throw new IllegalStateException("socket monitor " + address + " could not be bound");
+            }
             monitor = ctx.createSocket(SocketType.PAIR);
             monitor.setLinger(0);
-            monitor.connect(monitorAddress);
+            monitor.connect(address);
             sub.subscribe(topic);
         } catch (RuntimeException e) {
             close();

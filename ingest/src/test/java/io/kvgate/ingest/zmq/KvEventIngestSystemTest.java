@@ -176,6 +176,34 @@ class KvEventIngestSystemTest {
         }
     }
 
+    /**
+     * A subscriber reopened at once after a close (what a retry after a failed bind does) still sees its peer: each
+     * opening monitors on an inproc address of its own (JeroMQ refuses to re-bind the last one while the closed
+     * socket's monitor endpoint is still registered, and the monitor then reports nothing).
+     */
+    @Test
+    void aReopenedSubscriberSeesItsPeerEveryTime() throws Exception {
+        KvEventSource src = new KvEventSource(1, "tcp://127.0.0.1:" + TestPorts.free(1), 1, null, false, "kv", KeyMode.ENGINE);
+        try (org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
+            RankSubscriber s = new RankSubscriber(src, 0, 902);
+            for (int round = 0; round < 5; round++) {
+                String uri = "tcp://127.0.0.1:" + TestPorts.free(1); // the TCP side is not what is under test
+                org.zeromq.ZMQ.Socket pub = ctx.createSocket(org.zeromq.SocketType.PUB);
+                pub.setLinger(0);
+                pub.bind(uri);
+                s.open(ctx, IngestConfig.defaults(), uri, null);
+                long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+                while (s.state() != RankSubscriber.State.UP && System.nanoTime() < deadline) {
+                    s.pollMonitor();
+                    Thread.sleep(1);
+                }
+                assertEquals(RankSubscriber.State.UP, s.state(), "round " + round + ": the peer is seen");
+                s.close();
+                pub.close();
+            }
+        }
+    }
+
     @ParameterizedTest(name = "fiveFrameReplay={0}")
     @ValueSource(booleans = {false, true})
     void gapIsFilledByReplay(boolean fiveFrame) {
