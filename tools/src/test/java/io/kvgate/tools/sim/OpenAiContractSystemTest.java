@@ -142,10 +142,7 @@ class OpenAiContractSystemTest {
     }
 
     static HttpResponse<String> send(String method, String path, String body) throws Exception {
-        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
-            .timeout(Duration.ofSeconds(20)).header("content-type", "application/json");
-        b.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
-        return SimHttp.CLIENT.send(b.build(), HttpResponse.BodyHandlers.ofString());
+        return SimRecords.send(gw.port(), method, path, body);
     }
 
     /** What a client sees of an error answer: status and the error object's type, code and param. */
@@ -198,11 +195,6 @@ class OpenAiContractSystemTest {
         return out;
     }
 
-    /** The last request an engine received, as its simulator recorded it. */
-    static JsonNode lastRequest(EngineSimulator sim) {
-        JsonNode recent = sim.stats().toJson().get("recent");
-        return recent.get(recent.size() - 1);
-    }
 
     /** (index, content delta or text, finish_reason) of each choice event of a stream, in order. */
     static List<String> choiceEvents(List<JsonNode> events) {
@@ -445,8 +437,8 @@ class OpenAiContractSystemTest {
             JsonNode s = SimHttp.MAPPER.readTree(r.get(1).body());
             assertEquals(200, r.get(0).statusCode(), r.get(0).body());
             assertEquals(200, r.get(1).statusCode(), r.get(1).body());
-            assertEquals(1, lastRequest(vllm).get("n").asInt(), "vLLM is asked for one greedy choice");
-            assertEquals(3, lastRequest(sglang).get("n").asInt(), "SGLang answers n itself");
+            assertEquals(1, SimRecords.lastRequest(vllm).get("n").asInt(), "vLLM is asked for one greedy choice");
+            assertEquals(3, SimRecords.lastRequest(sglang).get("n").asInt(), "SGLang answers n itself");
             for (JsonNode a : List.of(v, s)) {
                 assertEquals(3, a.get("choices").size(), a.toString());
                 for (int i = 0; i < 3; i++) {
@@ -515,8 +507,8 @@ class OpenAiContractSystemTest {
             assertTrue(ev.stream().noneMatch(e -> e.path("usage").isObject()), "the forced usage chunk is removed: " + one.body());
             assertTrue(choiceEvents(ev).stream().anyMatch(e -> e.endsWith(":length")), "cut at the context: " + one.body());
         }
-        assertTrue(lastRequest(vllmClamp).get("include_usage").asBoolean(), "the engine got the merged stream_options");
-        assertTrue(lastRequest(sglangClamp).get("include_usage").asBoolean());
+        assertTrue(SimRecords.lastRequest(vllmClamp).get("include_usage").asBoolean(), "the engine got the merged stream_options");
+        assertTrue(SimRecords.lastRequest(sglangClamp).get("include_usage").asBoolean());
     }
 
     // item 4: model aliases (served_as)
@@ -525,8 +517,8 @@ class OpenAiContractSystemTest {
         List<HttpResponse<String>> json = both(VLLM_ALIAS, SGLANG_ALIAS, "/v1/chat/completions", chat(",\"max_tokens\":3"));
         assertEquals(VLLM_ALIAS, SimHttp.MAPPER.readTree(json.get(0).body()).get("model").asText(), json.get(0).body());
         assertEquals(SGLANG_ALIAS, SimHttp.MAPPER.readTree(json.get(1).body()).get("model").asText(), json.get(1).body());
-        assertEquals(VLLM_MODEL, lastRequest(vllm).get("model").asText(), "vLLM 404s any name it does not serve");
-        assertEquals(SGLANG_MODEL, lastRequest(sglang).get("model").asText());
+        assertEquals(VLLM_MODEL, SimRecords.lastRequest(vllm).get("model").asText(), "vLLM 404s any name it does not serve");
+        assertEquals(SGLANG_MODEL, SimRecords.lastRequest(sglang).get("model").asText());
         List<HttpResponse<String>> streams = both(VLLM_ALIAS, SGLANG_ALIAS, "/v1/completions",
             completion(3, ",\"max_tokens\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}"));
         String[] names = {VLLM_ALIAS, SGLANG_ALIAS};
@@ -560,8 +552,8 @@ class OpenAiContractSystemTest {
             assertTrue(ev.stream().noneMatch(e -> e.path("usage").isObject()), "no usage chunk: " + r.body());
             assertTrue(ev.stream().allMatch(e -> e.path("choices").size() > 0), r.body());
         }
-        assertTrue(lastRequest(vllm).get("include_usage").asBoolean(), "the engines were asked for usage");
-        assertTrue(lastRequest(sglang).get("include_usage").asBoolean());
+        assertTrue(SimRecords.lastRequest(vllm).get("include_usage").asBoolean(), "the engines were asked for usage");
+        assertTrue(SimRecords.lastRequest(sglang).get("include_usage").asBoolean());
         assertTrue(plain.get(1).body().contains("\"usage\":null"), "SGLang's own per-chunk nulls are its wire: kept");
         // vLLM's StreamOptions defaults include_usage to true once the object is present; OpenAI's does not
         for (HttpResponse<String> r : both("/v1/chat/completions", chat(",\"max_tokens\":3,\"stream\":true,\"stream_options\":{}"))) {

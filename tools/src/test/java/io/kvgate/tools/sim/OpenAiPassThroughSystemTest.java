@@ -98,10 +98,7 @@ class OpenAiPassThroughSystemTest {
     }
 
     static HttpResponse<String> send(String method, String path, String body) throws Exception {
-        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + path))
-            .timeout(Duration.ofSeconds(20)).header("content-type", "application/json");
-        b.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
-        return SimHttp.CLIENT.send(b.build(), HttpResponse.BodyHandlers.ofString());
+        return SimRecords.send(gw.port(), method, path, body);
     }
 
     /** {@code body} (with {@code %MODEL%} replaced) through the rule of each model; vLLM's answer first. */
@@ -152,17 +149,13 @@ class OpenAiPassThroughSystemTest {
 
     /** The last request each engine received, as its simulator read it; vLLM's first. */
     static List<JsonNode> received(EngineSimulator v, EngineSimulator s) {
-        return List.of(last(v), last(s));
+        return List.of(SimRecords.lastRequest(v), SimRecords.lastRequest(s));
     }
 
     static List<JsonNode> received() {
         return received(vllm, sglang);
     }
 
-    static JsonNode last(EngineSimulator sim) {
-        JsonNode recent = sim.stats().toJson().get("recent");
-        return recent.get(recent.size() - 1);
-    }
 
     static String chat(String extra) {
         return "{\"model\":\"%MODEL%\",\"messages\":[{\"role\":\"user\",\"content\":\"hi there\"}]" + extra + "}";

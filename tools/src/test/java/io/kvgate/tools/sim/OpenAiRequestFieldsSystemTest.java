@@ -167,11 +167,6 @@ class OpenAiRequestFieldsSystemTest {
             + sglang.stats().get("chat_requests") + sglang.stats().get("completion_requests");
     }
 
-    /** The last request an engine received, as its simulator recorded it. */
-    static JsonNode lastRequest(EngineSimulator sim) {
-        JsonNode recent = sim.stats().toJson().get("recent");
-        return recent.get(recent.size() - 1);
-    }
 
     static String chat(String extra) {
         return "{\"model\":\"%MODEL%\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4" + extra + "}";
@@ -200,16 +195,16 @@ class OpenAiRequestFieldsSystemTest {
         }
         // vLLM raises it itself; SGLang (which would treat anything below 1e-6 as greedy, and sample at 5e-6 as sent)
         // is sent vLLM's 0.01
-        assertEquals(0.000005, lastRequest(vllm).path("temperature").asDouble());
-        assertEquals(0.01, lastRequest(vllm).path("effective_temperature").asDouble());
-        assertEquals(0.01, lastRequest(sglang).path("temperature").asDouble());
-        assertEquals(2, lastRequest(sglang).path("n").asInt());
+        assertEquals(0.000005, SimRecords.lastRequest(vllm).path("temperature").asDouble());
+        assertEquals(0.01, SimRecords.lastRequest(vllm).path("effective_temperature").asDouble());
+        assertEquals(0.01, SimRecords.lastRequest(sglang).path("temperature").asDouble());
+        assertEquals(2, SimRecords.lastRequest(sglang).path("n").asInt());
         // at the floor and above, and an exact 0 (greedy on both), the temperature is the client's
         okFromBoth(PLAIN, "/v1/completions", completion(",\"temperature\":0.7"));
-        assertEquals(0.7, lastRequest(sglang).path("temperature").asDouble());
+        assertEquals(0.7, SimRecords.lastRequest(sglang).path("temperature").asDouble());
         okFromBoth(PLAIN, "/v1/chat/completions", chat(",\"temperature\":0"));
-        assertEquals(0.0, lastRequest(sglang).path("temperature").asDouble());
-        assertTrue(lastRequest(sglang).path("temperature").isIntegralNumber(), "the client's bytes");
+        assertEquals(0.0, SimRecords.lastRequest(sglang).path("temperature").asDouble());
+        assertTrue(SimRecords.lastRequest(sglang).path("temperature").isIntegralNumber(), "the client's bytes");
     }
 
     // review row 9
@@ -239,7 +234,7 @@ class OpenAiRequestFieldsSystemTest {
                 assertEquals(200, kept.statusCode(), kept.body());
                 assertEquals(text.substring(0, at + stop.length()),
                     SimHttp.MAPPER.readTree(kept.body()).at("/choices/0/text").asText(), spelling + " on " + model);
-                assertTrue(lastRequest(sim).path("keep_stop").asBoolean(), "the engine read its own spelling");
+                assertTrue(SimRecords.lastRequest(sim).path("keep_stop").asBoolean(), "the engine read its own spelling");
                 assertEquals("stop", SimHttp.MAPPER.readTree(kept.body()).at("/choices/0/finish_reason").asText());
             }
         }
@@ -265,8 +260,8 @@ class OpenAiRequestFieldsSystemTest {
         // within the bound: both engines get it as sent
         double accepted = counter("kvgate_logit_bias_requests_total{rule=\"on-sglang\",outcome=\"accepted\"}");
         okFromBoth(PLAIN, "/v1/chat/completions", chat(",\"logit_bias\":{\"5\":-100,\"7\":2.5}"));
-        assertEquals(-100, lastRequest(vllm).at("/logit_bias/5").asInt());
-        assertEquals(2.5, lastRequest(sglang).at("/logit_bias/7").asDouble());
+        assertEquals(-100, SimRecords.lastRequest(vllm).at("/logit_bias/5").asInt());
+        assertEquals(2.5, SimRecords.lastRequest(sglang).at("/logit_bias/7").asDouble());
         assertEquals(accepted + 1, counter("kvgate_logit_bias_requests_total{rule=\"on-sglang\",outcome=\"accepted\"}"));
         // max_logit_bias: 0 refuses the field on both; an empty map biases nothing and passes
         double refused = counter("kvgate_logit_bias_requests_total{rule=\"nobias-sglang\",outcome=\"refused\"}");
@@ -275,8 +270,8 @@ class OpenAiRequestFieldsSystemTest {
         assertEquals(refused + 1, counter("kvgate_logit_bias_requests_total{rule=\"nobias-sglang\",outcome=\"refused\"}"));
         assertEquals(1, counter("kvgate_logit_bias_requests_total{rule=\"nobias-vllm\",outcome=\"refused\"}"));
         okFromBoth(NO_BIAS, "/v1/chat/completions", chat(",\"logit_bias\":{}"));
-        assertTrue(lastRequest(vllm).path("logit_bias").isObject(), "vLLM gets the client's {}");
-        assertTrue(lastRequest(sglang).path("logit_bias").isNull(), "SGLang gets null: no dense bias matrix for nothing");
+        assertTrue(SimRecords.lastRequest(vllm).path("logit_bias").isObject(), "vLLM gets the client's {}");
+        assertTrue(SimRecords.lastRequest(sglang).path("logit_bias").isNull(), "SGLang gets null: no dense bias matrix for nothing");
     }
 
     // review row 13: where the rule has the tokenizer, a token id outside its vocabulary is OpenAI's 400 (vLLM refuses
