@@ -228,6 +228,8 @@ const scenarios = {
     const second = await expectFailure(() => client.chat.completions.create({
       model: 'kvgate-limited', messages: user('scenario:ok'),
     }));
+    // The engine holds the first stream until told (another rule, same engine): no race with a timer.
+    await client.chat.completions.create({ model, messages: user('scenario:release') });
     const first = await drainStream(held);
     return { second, first_threw: first.threw, first_joined: first.joined };
   },

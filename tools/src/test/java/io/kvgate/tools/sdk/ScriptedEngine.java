@@ -34,7 +34,9 @@ import java.util.concurrent.Semaphore;
  *   <li>{@code flat_error_frame} — two content frames, then an in-stream error event in the flat shape
  *       {@code data: {"object":"error",…}} (no {@code error} key, which is all the SDKs look for), then
  *       {@code [DONE]}: the stream ends properly, the answer is not complete;
- *   <li>{@code slow_stream} — the {@code ok} stream, held open {@link #HOLD_MS} after its first frame.
+ *   <li>{@code slow_stream} — the {@code ok} stream, held open after its first frame until a {@code release}
+ *       request arrives ({@link #HOLD_MS} at most): a request kept in flight without depending on timing;
+ *   <li>{@code release} — the {@code ok} JSON answer, and one held {@code slow_stream} goes on.
  * </ul>
  * A body without {@code messages} or that is not JSON gets a flat-shape 400, as an older vLLM would answer. Every
  * request is recorded ({@link #requests()}).
@@ -57,8 +59,10 @@ final class ScriptedEngine implements AutoCloseable {
         + "5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.";
     static final String FLAT_ERROR_TYPE = "BadRequestError";
 
-    /** How long {@code slow_stream} holds its stream open after the role frame (a request kept in flight). */
-    static final long HOLD_MS = 2_000;
+    /** Longest {@code slow_stream} holds its stream open after the role frame, waiting for a {@code release}. */
+    static final long HOLD_MS = 30_000;
+    /** One permit per {@code release} request: each lets one held {@code slow_stream} go on. */
+    private final Semaphore slowStreamReleases = new Semaphore(0);
     private static final int MAX_CONNECTIONS = 64;
     private static final int MAX_HEAD_BYTES = 64 << 10;
     private static final int MAX_BODY_BYTES = 1 << 20;
@@ -262,11 +266,12 @@ final class ScriptedEngine implements AutoCloseable {
                 yield keepAlive;
             }
             case "slow_stream" -> {
-                // The ok stream, with its first frame held back HOLD_MS: the request stays in flight that long.
+                // The ok stream, held after its role frame until a release request arrives (HOLD_MS at most): the
+                // request stays in flight for as long as the client needs, however slow the machine.
                 writeSseHead(out);
                 writeChunk(out, frame(chunk(id, model, null, true, null)));
                 try {
-                    Thread.sleep(HOLD_MS);
+                    slowStreamReleases.tryAcquire(HOLD_MS, java.util.concurrent.TimeUnit.MILLISECONDS);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     yield false;
@@ -278,6 +283,11 @@ final class ScriptedEngine implements AutoCloseable {
                 writeChunk(out, "data: [DONE]\n\n");
                 out.write("0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
                 out.flush();
+                yield keepAlive;
+            }
+            case "release" -> {
+                slowStreamReleases.release();
+                writeJson(out, 200, completion(id, model), keepAlive);
                 yield keepAlive;
             }
             case "flat_error" -> {
