@@ -177,29 +177,21 @@ class KvEventIngestSystemTest {
     }
 
     /**
-     * A subscriber reopened at once after a close (what a retry after a failed bind does) still sees its peer: each
-     * opening monitors on an inproc address of its own (JeroMQ refuses to re-bind the last one while the closed
-     * socket's monitor endpoint is still registered, and the monitor then reports nothing).
+     * A subscriber reopened at once after a close (what a retry after a failed bind does) gets a socket monitor every
+     * time: each opening monitors on an inproc address of its own. Re-binding the last one is refused by JeroMQ while
+     * the closed socket's monitor endpoint is still registered — the monitor then reported nothing (state stuck at
+     * connecting) and its orphaned PAIR blocked the context's close; the refusal is now an open failure, so an opening
+     * that hit it would throw here.
      */
     @Test
-    void aReopenedSubscriberSeesItsPeerEveryTime() throws Exception {
+    void aReopenedSubscriberGetsAMonitorEveryTime() {
         KvEventSource src = new KvEventSource(1, "tcp://127.0.0.1:" + TestPorts.free(1), 1, null, false, "kv", KeyMode.ENGINE);
         try (org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
             RankSubscriber s = new RankSubscriber(src, 0, 902);
-            for (int round = 0; round < 5; round++) {
-                String uri = "tcp://127.0.0.1:" + TestPorts.free(1); // the TCP side is not what is under test
-                org.zeromq.ZMQ.Socket pub = ctx.createSocket(org.zeromq.SocketType.PUB);
-                pub.setLinger(0);
-                pub.bind(uri);
-                s.open(ctx, IngestConfig.defaults(), uri, null);
-                long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
-                while (s.state() != RankSubscriber.State.UP && System.nanoTime() < deadline) {
-                    s.pollMonitor();
-                    Thread.sleep(1);
-                }
-                assertEquals(RankSubscriber.State.UP, s.state(), "round " + round + ": the peer is seen");
+            for (int round = 0; round < 20; round++) {
+                s.open(ctx, IngestConfig.defaults(), src.kvEventsUri(), null);
+                assertEquals(RankSubscriber.State.CONNECTING, s.state(), "round " + round);
                 s.close();
-                pub.close();
             }
         }
     }
