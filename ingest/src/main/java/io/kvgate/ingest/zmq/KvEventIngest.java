@@ -62,8 +62,7 @@ import org.zeromq.ZMQ;
 public final class KvEventIngest implements AutoCloseable {
     private static final int KIND_SUB = 0;
     private static final int KIND_DEALER = 1;
-    private static final int KIND_MONITOR = 2;
-    private static final int KIND_ZAP = 3;
+    private static final int KIND_ZAP = 2;
     /** Where JeroMQ sends ZAP requests (RFC 27); one handler per context. */
     private static final String ZAP_ENDPOINT = "inproc://zeromq.zap.01";
 
@@ -92,7 +91,6 @@ public final class KvEventIngest implements AutoCloseable {
     private RankSubscriber[] itemSub = new RankSubscriber[0];
     private int[] itemKind = new int[0];
     private boolean pollerDirty = true;
-    private int nextMonitorId;
 
     private ZMQ.Socket zap;
     private final Map<String, PeerAllowList> allowByDomain = new HashMap<>();
@@ -248,7 +246,7 @@ public final class KvEventIngest implements AutoCloseable {
                         allowByDomain.put("kvgate-endpoint-" + id, new PeerAllowList(src.allow()));
                     }
                     for (int r = 0; r < src.dpRanks(); r++) {
-                        subscribers.add(new RankSubscriber(src, r, nextMonitorId++));
+                        subscribers.add(new RankSubscriber(src, r));
                     }
                 }
             } catch (RuntimeException e) {
@@ -364,7 +362,6 @@ public final class KvEventIngest implements AutoCloseable {
                     switch (itemKind[i]) {
                         case KIND_SUB -> work += drainLive(s);
                         case KIND_DEALER -> work += drainReplay(s);
-                        case KIND_MONITOR -> work += s.pollMonitor();
                         default -> work += serveZap();
                     }
                 } catch (RuntimeException e) {
@@ -379,6 +376,7 @@ public final class KvEventIngest implements AutoCloseable {
         }
         long now = clock.nanoTime();
         for (RankSubscriber s : subscribers) {
+            work += s.pollPeerEvents();
             if (s.replaying && now - s.replayDeadlineNs >= 0) {
                 try {
                     replayFailed(s, now);
@@ -542,7 +540,7 @@ public final class KvEventIngest implements AutoCloseable {
         int n = zap == null ? 0 : 1;
         for (RankSubscriber s : subscribers) {
             if (s.isOpen()) {
-                n += 2;
+                n++;
             }
         }
         poller = ctx.createPoller(Math.max(1, n));
@@ -567,10 +565,6 @@ public final class KvEventIngest implements AutoCloseable {
                 itemKind[i] = KIND_SUB;
                 poller.register(s.sub, ZMQ.Poller.POLLIN);
             }
-            i++;
-            itemSub[i] = s;
-            itemKind[i] = KIND_MONITOR;
-            poller.register(s.monitor, ZMQ.Poller.POLLIN);
             i++;
         }
         pollerDirty = false;

@@ -3,17 +3,17 @@ package io.kvgate.ingest.zmq;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZEvent;
 import org.zeromq.ZMQ;
-import org.zeromq.ZMonitor;
 
 /**
  * The sockets, sequence state and supervision state of one (endpoint, DP rank) publisher: a SUB on the live stream,
- * an optional DEALER on the replay ROUTER, and a PAIR reading the SUB's socket monitor for connection state.
+ * an optional DEALER on the replay ROUTER, and the SUB's connection events ({@link PeerEvents}) for connection state.
  *
  * <p><b>Life cycle</b> ({@link State}): {@code RESOLVING} (hosts are being resolved off the ingest thread) then
  * {@code CONNECTING} (sockets open, no peer yet) and {@code UP} (a peer is connected); any failure to open (a name
@@ -83,8 +83,10 @@ final class RankSubscriber {
 
     ZMQ.Socket sub;
     ZMQ.Socket dealer;
-    ZMQ.Socket monitor;
-    private final String monitorAddress;
+    /** The connection events of the current opening (a fresh object per opening: a closed SUB's late events land in
+     * its own, discarded one). */
+    private PeerEvents peerEvents;
+    private long connectsSeen;
     /** The replay URI with its host resolved (set by {@link #open}). */
     private String replayAddress;
 
@@ -103,16 +105,13 @@ final class RankSubscriber {
     long replayBackoffUntilNs;
     private int connections;
     private boolean everConnected;
-    /** How many times the sockets were opened: each opening monitors on an address of its own. */
-    private int openings;
 
-    RankSubscriber(KvEventSource source, int rank, int uniqueId) {
+    RankSubscriber(KvEventSource source, int rank) {
         this.source = source;
         this.rank = rank;
         this.liveUri = KvEventSource.forRank(source.kvEventsUri(), rank);
         this.replayUri = source.replayUri() == null ? null : KvEventSource.forRank(source.replayUri(), rank);
         this.topic = source.topicBytes();
-        this.monitorAddress = "inproc://kvgate-ingest-monitor-" + uniqueId;
         this.zapDomain = "kvgate-endpoint-" + source.endpointId();
         counters.set(C_LAST_SEQ, -1);
     }
@@ -148,17 +147,12 @@ final class RankSubscriber {
             sub.setReconnectIVLMax(5_000);
             sub.setHandshakeIvl(HANDSHAKE_TIMEOUT_MS);
             applySecurity(sub, source.bind());
-            // A fresh inproc address per opening: JeroMQ unregisters a closed socket's monitor endpoint
-            // asynchronously, so re-binding the last one at once (a retry after a failed bind does) is refused — the
-            // new monitor then never reports a peer (state stuck at connecting).
-            String address = monitorAddress + "-" + (++openings);
-            if (!sub.monitor(address, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED
-                | ZMQ.HANDSHAKE_FAILED_AUTH)) {
-                throw new IllegalStateException("socket monitor " + address + " could not be bound");
+            // An event hook, not a monitor socket: see PeerEvents.
+            peerEvents = new PeerEvents();
+            connectsSeen = 0;
+            if (!sub.setEventHook(peerEvents, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED)) {
+                throw new IllegalStateException("socket event hook refused (context terminated)");
             }
-            monitor = ctx.createSocket(SocketType.PAIR);
-            monitor.setLinger(0);
-            monitor.connect(address);
             sub.subscribe(topic);
         } catch (RuntimeException e) {
             close();
@@ -246,10 +240,7 @@ final class RankSubscriber {
             dealer.close();
             dealer = null;
         }
-        if (monitor != null) {
-            monitor.close();
-            monitor = null;
-        }
+        peerEvents = null;
         connections = 0;
         replaying = false;
         counters.setRelease(C_CONNECTED, 0);
@@ -310,29 +301,63 @@ final class RankSubscriber {
         return dealer != null && (!replayBackoff || nowNs - replayBackoffUntilNs >= 0);
     }
 
-    /** Drains socket-monitor events; returns how many. Allocates one event object each: connection changes only. */
-    int pollMonitor() {
-        int n = 0;
-        ZEvent e;
-        while ((e = ZEvent.recv(monitor, ZMQ.DONTWAIT)) != null) {
-            n++;
-            ZMonitor.Event ev = e.getEvent();
-            if (ev == ZMonitor.Event.CONNECTED || ev == ZMonitor.Event.ACCEPTED) {
-                if (everConnected) {
-                    add(C_RECONNECTS, 1);
-                }
-                everConnected = true;
-                connections++;
-                failures = 0; // a peer answered: the next failure starts the backoff from the beginning
-            } else if (ev == ZMonitor.Event.DISCONNECTED) {
-                connections = Math.max(0, connections - 1);
-            }
-            counters.setRelease(C_CONNECTED, connections > 0 ? 1 : 0);
-            if (state != State.RETRYING) {
-                state = connections > 0 ? State.UP : State.CONNECTING;
+    /**
+     * Takes in the connection events of the open SUB since the last call; returns 1 if the connections changed, else
+     * 0 (the duty cycle's work count). Called every duty cycle (two volatile reads when nothing changed), so a state change shows within one poll timeout.
+     */
+    int pollPeerEvents() {
+        PeerEvents events = peerEvents;
+        if (events == null) {
+            return 0;
+        }
+        long connects = events.connects.get();
+        long disconnects = events.disconnects.get();
+        int live = (int) Math.max(0, connects - disconnects);
+        long newConnects = connects - connectsSeen;
+        if (newConnects == 0 && live == connections) {
+            return 0;
+        }
+        if (newConnects > 0) {
+            add(C_RECONNECTS, everConnected ? newConnects : newConnects - 1);
+            everConnected = true;
+            failures = 0; // a peer answered: the next failure starts the backoff from the beginning
+        }
+        connectsSeen = connects;
+        connections = live;
+        counters.setRelease(C_CONNECTED, live > 0 ? 1 : 0);
+        if (state != State.RETRYING) {
+            state = live > 0 ? State.UP : State.CONNECTING;
+        }
+        return 1;
+    }
+
+    /**
+     * A SUB's connection events, counted on JeroMQ's I/O thread as they happen. Not a monitor socket: JeroMQ 0.6.0
+     * writes monitor events to its PAIR with a <em>blocking</em> send from the I/O thread, so an event raised after
+     * the reading PAIR was closed (a peer disconnecting while a failed subscriber's SUB is still being torn down)
+     * blocks that I/O thread for good — and with it every socket of the ingest context: no subscriber connected again
+     * (state stuck at {@code connecting}) and {@code ZContext.close} hung. Reproduced by
+     * {@code KvEventIngestSystemTest.aReopenedSubscriberSeesItsPeerEveryTime} (about one reopening in 25 under load,
+     * the I/O thread's stack in {@code SocketBase.send} from {@code StreamEngine.error}). Counting never blocks.
+     */
+    static final class PeerEvents implements ZEvent.ZEventConsummer {
+        final AtomicLong connects = new AtomicLong();
+        final AtomicLong disconnects = new AtomicLong();
+
+        /** The raw event, without JeroMQ's per-event {@link ZEvent} wrapper. */
+        @Override
+        public void consume(zmq.ZMQ.Event event) {
+            switch (event.event) {
+                case zmq.ZMQ.ZMQ_EVENT_CONNECTED, zmq.ZMQ.ZMQ_EVENT_ACCEPTED -> connects.incrementAndGet();
+                case zmq.ZMQ.ZMQ_EVENT_DISCONNECTED -> disconnects.incrementAndGet();
+                default -> { }
             }
         }
-        return n;
+
+        @Override
+        public void consume(ZEvent event) {
+            throw new AssertionError("raw events are consumed directly"); // never called: consume(Event) overrides
+        }
     }
 
     void add(int counter, long delta) {

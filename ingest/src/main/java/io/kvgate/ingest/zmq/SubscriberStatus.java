@@ -12,7 +12,7 @@ import java.util.Map;
  * @param lastError      the last failure ("cause: message"), "" when none yet
  * @param errors         failures by cause ({@code resolve}, {@code bind}, {@code connect}, {@code replay},
  *                       {@code denied}, {@code internal}); only causes seen are present
- * @param connected      at least one live ZMQ connection (socket monitor)
+ * @param connected      at least one live ZMQ connection (the SUB's connection events)
  * @param lastSeq        last applied batch seq, -1 before the first
  * @param gaps           forward jumps in seq
  * @param replays        replay requests sent

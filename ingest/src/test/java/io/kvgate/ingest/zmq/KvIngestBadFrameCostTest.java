@@ -32,7 +32,7 @@ class KvIngestBadFrameCostTest {
             }
             KvEventIngest ingest = new KvEventIngest(index, new ManualClock());
             RankSubscriber s = new RankSubscriber(
-                new KvEventSource(2, "tcp://127.0.0.1:1", 1, null, false, "", KeyMode.ENGINE, "r", List.of(), null), 0, 0);
+                new KvEventSource(2, "tcp://127.0.0.1:1", 1, null, false, "", KeyMode.ENGINE, "r", List.of(), null), 0);
             byte[] good = batch(stored(42));
             byte[] malformed = {(byte) 0x92, (byte) 0xcb, 1, 2}; // truncated float: a broken frame
             long visitsBefore = index.entriesVisited();
