@@ -25,6 +25,7 @@ import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.request.ToolChoiceCheck;
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.RouteTable;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -429,12 +430,16 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     /** Validates the body and resolves the rule of its model; answers and returns null when either fails. */
     private Rule validatedRule() {
+        RouteTable table = gw.router().table();
+        // Only the text some rule of this table keys on is decoded (none without a chwbl rule); the rest of the
+        // content is validated by the lexer's skip. The rule comes from the same table.
+        extractor.textPrefixChars(table.textPrefixChars());
         Problem problem = RequestValidator.validate(extractor, fields, route.chat());
         if (problem != null) {
             respondProblem(problem);
             return null;
         }
-        Rule rule = gw.router().table().ruleForModel(fields.model);
+        Rule rule = table.ruleForModel(fields.model);
         discovered = null;
         if (rule == null) {
             // Not a configured name: maybe a LoRA adapter some vLLM endpoints list (discovered from GET /v1/models).

@@ -162,7 +162,8 @@ public final class RequestEdits {
         if (f.removedRangeCount == 0 && body.readableBytes() == f.bodyLength) {
             return false;
         }
-        RequestFieldExtractor again = new RequestFieldExtractor(f);
+        int prefixChars = f.textPrefixLimit; // the re-read keeps the text the first read kept
+        RequestFieldExtractor again = new RequestFieldExtractor(f).textPrefixChars(prefixChars);
         again.body(body);
         again.finish();
         return true;

@@ -71,6 +71,17 @@ public final class RequestFieldExtractor {
     }
 
     /**
+     * Keeps at most {@code chars} characters of request text in {@link RequestFields#textPrefix} (clamped to
+     * [0, {@link RequestFields#MAX_TEXT_PREFIX_CHARS}], the default): the front door passes what its routing table can
+     * key on ({@code RouteTable#textPrefixChars}), so text no rule reads is skipped by the lexer, never decoded.
+     * Before {@link #finish()}.
+     */
+    public RequestFieldExtractor textPrefixChars(int chars) {
+        fields.textPrefixLimit = Math.max(0, Math.min(RequestFields.MAX_TEXT_PREFIX_CHARS, chars));
+        return this;
+    }
+
+    /**
      * The complete body, from its reader index to its writer index: scanned in place by {@link #finish()}, so it
      * must not change until then. Instead of {@link #feed}, not with it.
      */
@@ -306,7 +317,7 @@ public final class RequestFieldExtractor {
 
     /** Appends the current string to the text prefix, decoding only what its bound keeps. */
     private void appendCurrentText() {
-        parser.appendText(fields.textPrefix, RequestFields.MAX_TEXT_PREFIX_CHARS - fields.textPrefix.length());
+        parser.appendText(fields.textPrefix, fields.textPrefixLimit - fields.textPrefix.length());
     }
 
     /** Records the range of the engine-internal member that ends where the current top-level token starts. */

@@ -195,6 +195,13 @@ public final class RequestFields {
      * a batch). What {@code chwbl} keys on when the rule has no tokenizer. Reused per connection.
      */
     public final StringBuilder textPrefix = new StringBuilder();
+    /**
+     * How many characters of {@link #textPrefix} this request keeps: {@link #MAX_TEXT_PREFIX_CHARS} unless the body
+     * stage was told fewer are needed ({@link RequestFieldExtractor#textPrefixChars}: the longest
+     * {@code chwbl.prefix_chars} of the routing table, 0 when no rule keys on text). {@link #reset()} restores the
+     * maximum; a re-read of an edited body ({@code RequestEdits.refreshIfEdited}) keeps the bound it had.
+     */
+    public int textPrefixLimit = MAX_TEXT_PREFIX_CHARS;
     /** {@link #textPrefix} came from {@code messages} (chat), not from {@code prompt}. */
     public boolean textPrefixFromMessages;
     /** {@code tools} is present and not null (the engines then pass the tools to the template, which may switch it). */
@@ -288,6 +295,7 @@ public final class RequestFields {
         java.util.Arrays.fill(nameFrom, -1);
         answerRewrite = null;
         textPrefix.setLength(0);
+        textPrefixLimit = MAX_TEXT_PREFIX_CHARS;
         textPrefixFromMessages = false;
         hasTools = false;
         toolsNonEmpty = false;
@@ -298,14 +306,14 @@ public final class RequestFields {
 
     /** Appends request text to {@link #textPrefix} up to its bound (the rest is not needed to key on a prefix). */
     void appendText(char[] chars, int offset, int length) {
-        int room = MAX_TEXT_PREFIX_CHARS - textPrefix.length();
+        int room = textPrefixLimit - textPrefix.length();
         if (room > 0) {
             textPrefix.append(chars, offset, Math.min(room, length));
         }
     }
 
     void appendText(char c) {
-        if (textPrefix.length() < MAX_TEXT_PREFIX_CHARS) {
+        if (textPrefix.length() < textPrefixLimit) {
             textPrefix.append(c);
         }
     }

@@ -27,6 +27,7 @@ public final class RouteTable {
     private final List<EndpointState> staged;
     private final List<EndpointConfig> stagedConfigs;
     private final CountDownLatch installed = new CountDownLatch(1);
+    private final int textPrefixChars;
 
     private RouteTable(GatewayConfig config, List<Rule> rules, EndpointRegistry registry, List<EndpointState> staged,
                        List<EndpointConfig> stagedConfigs) {
@@ -53,6 +54,13 @@ public final class RouteTable {
             }
         }
         this.endpoints = distinct.values().toArray(EndpointState[]::new);
+        int prefix = 0;
+        for (Rule r : rules) {
+            if (r.config().policyKind() == RuleConfig.Policy.CHWBL) {
+                prefix = Math.max(prefix, r.config().chwbl().prefixChars());
+            }
+        }
+        this.textPrefixChars = prefix;
     }
 
     /**
@@ -137,6 +145,14 @@ public final class RouteTable {
 
     public List<Rule> rules() {
         return rules;
+    }
+
+    /**
+     * The most characters of request text any rule of this table keys on (the largest {@code chwbl.prefix_chars};
+     * 0 when no rule is {@code chwbl}): the body stage decodes that much of the text and no more.
+     */
+    public int textPrefixChars() {
+        return textPrefixChars;
     }
 
     public Rule ruleForModel(String model) {

@@ -174,6 +174,29 @@ class BodyStageTest {
         assertEquals(req.length - 1, h.started.size());
     }
 
+    /**
+     * No rule of this table is chwbl, so no request text is decoded for a prefix key (the lexer only validates it),
+     * at every split; the body is forwarded whole and malformed content is still refused.
+     */
+    @Test
+    void noTextIsDecodedWhenNoRuleKeysOnItAtEverySplit() throws Exception {
+        String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" + "plain text ".repeat(30) + "\"}]}";
+        byte[] req = post("/v1/chat/completions", body).getBytes(StandardCharsets.UTF_8);
+        for (int split = 1; split < req.length; split++) {
+            EmbeddedChannel ch = h.channel();
+            ch.writeInbound(Unpooled.wrappedBuffer(req, 0, split));
+            ch.writeInbound(Unpooled.wrappedBuffer(req, split, req.length - split));
+            var f = h.started.get(h.started.size() - 1).fields();
+            assertEquals(0, f.textPrefixLimit, "split " + split);
+            assertEquals("", f.textPrefix.toString(), "split " + split);
+            assertEquals(body, h.bodies.get(h.bodies.size() - 1), "split " + split);
+            ch.finishAndReleaseAll();
+        }
+        assertEquals(req.length - 1, h.started.size());
+        assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"content\":\"" + "a".repeat(300) + "\u0001\"}]}",
+            null, "malformed_json");
+    }
+
     @Test
     void m8_aBodyWithoutEngineFieldsIsForwardedByteForByte() {
         String body = "{ \"model\" : \"m\",\n  \"messages\":[{\"role\":\"user\",\"content\":\"bootstrap_host\"}] }";

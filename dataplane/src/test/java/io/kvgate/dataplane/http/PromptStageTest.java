@@ -215,6 +215,17 @@ class PromptStageTest {
         assertNotNull(h.started.get(3).inputs().promptTokens());
     }
 
+    /** The body stage keeps the longest prefix_chars of the table (here the default 1024 of 'prefix'), no more. */
+    @Test
+    void theBodyStageKeepsTheTablesLongestPrefixChars() {
+        String content = "0123456789".repeat(150);
+        assertEquals("", send("/v1/chat/completions", chat("nt", content)));
+        var f = h.started.get(0).fields();
+        assertEquals(io.kvgate.control.config.RuleConfig.DEFAULT_PREFIX_CHARS, f.textPrefixLimit);
+        assertEquals(content.substring(0, io.kvgate.control.config.RuleConfig.DEFAULT_PREFIX_CHARS), f.textPrefix.toString());
+        assertEquals(RoutingInputs.textPrefixKey(content, 16), h.started.get(0).inputs().textPrefixKey());
+    }
+
     @Test
     void onlyChwblKeysOnTextAndARuleWithATokenizerKeysOnTokens() {
         assertEquals("", send("/v1/chat/completions", chat("kn", "Where is parcel 9?")));

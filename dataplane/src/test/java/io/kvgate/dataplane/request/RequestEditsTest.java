@@ -292,6 +292,26 @@ class RequestEditsTest {
         edited.release();
     }
 
+    /** A body read again after an in-place edit keeps the text-prefix bound its first read had. */
+    @Test
+    void aReReadKeepsTheTextPrefixBound() {
+        byte[] internal = "{\"bootstrap_room\":7,\"model\":\"gpt\",\"messages\":[{\"content\":\"abcdefgh\"}]}"
+            .getBytes(StandardCharsets.UTF_8);
+        for (int bound : new int[] {0, 3, RequestFields.MAX_TEXT_PREFIX_CHARS}) {
+            RequestFields g = new RequestFields();
+            RequestFieldExtractor x = new RequestFieldExtractor(g).textPrefixChars(bound);
+            x.feed(ByteBuffer.wrap(internal));
+            assertEquals(RequestFieldExtractor.Result.OK, x.finish());
+            ByteBuf stripped = Unpooled.copiedBuffer(internal);
+            EngineFieldStripper.strip(stripped, g);
+            assertTrue(RequestEdits.refreshIfEdited(stripped, g));
+            String expected = ("abcdefgh" + RequestFields.MESSAGE_END).substring(0, Math.min(bound, 9));
+            assertEquals(expected, g.textPrefix.toString(), "bound " + bound);
+            assertEquals(bound, g.textPrefixLimit);
+            stripped.release();
+        }
+    }
+
     @Test
     void jsonStringsAreEscaped() {
         assertEquals("\"a\\\"b\\\\c\\n\\u0001é\"", new String(RequestEdits.jsonString("a\"b\\c\n\u0001é"), StandardCharsets.UTF_8));

@@ -128,6 +128,86 @@ class RequestFieldExtractorTest {
         assertEquals(RequestFields.MAX_TEXT_PREFIX_CHARS, f.textPrefix.length());
     }
 
+    /** The extractor over {@code body} in a direct buffer at reader index {@code shift}, as the front door hands it. */
+    private static RequestFields extractInPlace(byte[] body, int shift, int prefixChars) {
+        RequestFields f = new RequestFields();
+        io.netty.buffer.ByteBuf buf = io.netty.buffer.Unpooled.directBuffer(shift + body.length);
+        try {
+            buf.writeZero(shift).writeBytes(body).readerIndex(shift);
+            RequestFieldExtractor x = new RequestFieldExtractor(f).textPrefixChars(prefixChars);
+            x.body(buf);
+            assertEquals(RequestFieldExtractor.Result.OK, x.finish(), x.error());
+        } finally {
+            buf.release();
+        }
+        return f;
+    }
+
+    /**
+     * The bound the front door passes (its table's largest chwbl.prefix_chars): 0 keeps no text at all (no message
+     * ends either) and every other field is read as before; n keeps exactly the first n chars, at every split.
+     */
+    @Test
+    void theTextPrefixKeepsOnlyTheCharsItIsToldToAtEverySplitPosition() {
+        String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello there, \\\"friend\\\" ✓\"},"
+            + "{\"role\":\"user\",\"content\":\"again\"}],\"n\":3}";
+        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        String whole = "Hello there, \"friend\" ✓" + END + "again" + END;
+        for (int bound : new int[] {0, 1, 5, 13, 24, 25, 26, 31, 32, 1000}) {
+            String expected = whole.substring(0, Math.min(bound, whole.length()));
+            for (int i = 0; i <= b.length; i++) {
+                RequestFields f = new RequestFields();
+                RequestFieldExtractor x = new RequestFieldExtractor(f).textPrefixChars(bound);
+                x.feed(ByteBuffer.wrap(b, 0, i));
+                x.feed(ByteBuffer.wrap(b, i, b.length - i));
+                assertEquals(RequestFieldExtractor.Result.OK, x.finish(), x.error());
+                assertEquals(expected, f.textPrefix.toString(), "bound " + bound + ", split at " + i);
+                assertEquals("m", f.model);
+                assertEquals(3, f.n);
+                assertTrue(f.textPrefixFromMessages);
+            }
+            assertEquals(expected, extractInPlace(b, 3, bound).textPrefix.toString(), "in place, bound " + bound);
+        }
+        RequestFields f = new RequestFields();
+        new RequestFieldExtractor(f).textPrefixChars(-5);
+        assertEquals(0, f.textPrefixLimit, "clamped to 0");
+        new RequestFieldExtractor(f).textPrefixChars(Integer.MAX_VALUE);
+        assertEquals(RequestFields.MAX_TEXT_PREFIX_CHARS, f.textPrefixLimit, "clamped to the most");
+        new RequestFieldExtractor(f);
+        assertEquals(RequestFields.MAX_TEXT_PREFIX_CHARS, f.textPrefixLimit, "the most by default, a new request");
+    }
+
+    /**
+     * Long ASCII content is copied out of the direct buffer in bulk: every length around the scratch sizes and the
+     * bound, at every alignment, one lexer for all (its scratch grows and is reused), the same text as decoded by
+     * hand.
+     */
+    @Test
+    void longAsciiContentInADirectBufferAtEveryAlignment() {
+        StringBuilder alphabet = new StringBuilder();
+        for (int c = 0x20; c < 0x7F; c++) {
+            if (c != '"' && c != '\\') {
+                alphabet.append((char) c);
+            }
+        }
+        int max = RequestFields.MAX_TEXT_PREFIX_CHARS;
+        for (int len : new int[] {0, 1, 7, 8, 15, 16, 17, 255, 256, 257, 511, 1023, 1024, 1025, 4099, max - 1, max, max + 1,
+            3 * max + 5, 300, 17}) {
+            StringBuilder content = new StringBuilder(len);
+            while (content.length() < len) {
+                content.append(alphabet, 0, Math.min(alphabet.length(), len - content.length()));
+            }
+            byte[] b = ("{\"model\":\"m\",\"messages\":[{\"content\":\"" + content + "\"}]}").getBytes(StandardCharsets.US_ASCII);
+            for (int bound : new int[] {1024, max}) {
+                String expected = (content.toString() + END).substring(0, Math.min(bound, len + 1));
+                for (int shift = 0; shift < 16; shift += 5) {
+                    assertEquals(expected, extractInPlace(b, shift, bound).textPrefix.toString(),
+                        "length " + len + ", bound " + bound + ", shift " + shift);
+                }
+            }
+        }
+    }
+
     /** chat_template_kwargs member names, tools and lora_path: what the warning and SGLang's LoRA form need. */
     @Test
     void templateKwargsToolsAndLoraPathAtEverySplitPosition() {

@@ -28,7 +28,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * Chinese text), as the gateway runs it — {@link RequestFieldExtractor} on its own lexer ({@code JsonLexer}) over the
  * pooled direct buffer the body is buffered in, scanned in place — beside the bare Jackson non-blocking parsers
  * (ByteBuffer and byte[] input) draining the same tokens, which is what the extractor ran on before: what the scan
- * costs per body, old core against new.
+ * costs per body, old core against new. The extractor runs with each text-prefix bound the front door can pass
+ * ({@link Prefix}).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -69,10 +70,22 @@ public class BodyScanBench {
         body.release();
     }
 
+    /**
+     * How much request text the extractor keeps for the prefix key: what the front door passes is its routing
+     * table's largest {@code chwbl.prefix_chars} — 0 without a chwbl rule (the front-door benchmark's
+     * configuration), 1024 with a default chwbl rule, 16384 the most a rule may ask (and what every body decoded
+     * before the bound followed the table).
+     */
+    @State(Scope.Thread)
+    public static class Prefix {
+        @Param({"0", "1024", "16384"})
+        public int prefixChars;
+    }
+
     /** What the front door runs: the extractor over the body buffer, scanned whole in place. */
     @Benchmark
-    public Object extractorDirectBuffer() {
-        RequestFieldExtractor x = new RequestFieldExtractor(fields);
+    public Object extractorDirectBuffer(Prefix prefix) {
+        RequestFieldExtractor x = new RequestFieldExtractor(fields).textPrefixChars(prefix.prefixChars);
         x.body(body);
         return x.finish();
     }
