@@ -28,6 +28,13 @@
 #   ONLY=session-hash SESSION_OPTS="share_cap_factor: 0;share_cap_factor: 1.1" perf/replicas-routing.sh
 #       # only the runs whose name matches ONLY (grep -E); each ';'-separated SESSION_OPTS variant adds its own
 #       # session-hash runs (mode "hash~N": the Nth variant's extra session keys), side by side in one invocation
+#   LOAD_OPTS="peer_decay: none;peer_decay: lifetime" LOADS=on ONLY=kv_exact perf/replicas-routing.sh
+#       # each ';'-separated LOAD_OPTS variant adds its own engine-reported runs (load "on~N": the Nth variant's
+#       # extra load.* keys), side by side in one invocation
+#   WARM=1 ...: the first selected run once more before the measured ones, unrecorded (the engine JVMs' JIT warm-up:
+#       the first run of an invocation otherwise runs on cold engines)
+#   SAMPLE_MS=100 ...: every engine's running / waiting gauges sampled every SAMPLE_MS during each run (0: off),
+#       summarised per run (queue, imbalance over time) in a second table; the CSVs stay in the work directory
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NAME=replicas-routing
@@ -45,6 +52,8 @@ SCRAPE_MS="${SCRAPE_MS:-250}"
 LOADS="${LOADS:-off on}"
 ONLY="${ONLY:-}"
 SESSION_OPTS="${SESSION_OPTS:-}"
+LOAD_OPTS="${LOAD_OPTS:-}"
+SAMPLE_MS="${SAMPLE_MS:-0}"
 MODEL_DIR="$ROOT/deploy/models/qwen3"
 [ "$REPLICAS" -ge 2 ] && [ "$REPLICAS" -le 9 ] || { echo "REPLICAS=$REPLICAS must be in [2, 9]" >&2; exit 1; }
 [ "$ENGINES" -ge 2 ] && [ "$ENGINES" -le 19 ] || { echo "ENGINES=$ENGINES must be in [2, 19]" >&2; exit 1; }
@@ -88,13 +97,15 @@ gateway_yaml() { # gateway_yaml REPLICA POLICY SESSION_MODE LOAD(on|off)
   if [ "$mode" != "$3" ]; then IFS=';' read -r -a variants <<<"$SESSION_OPTS"; extra=", ${variants[${3#*~}]}"; fi
   [ "$2" = session ] && session="    session: {mode: $mode$extra}
 "
-  [ "$4" = on ] && enabled=true
+  local lextra=""
+  if [ "${4%%~*}" != "$4" ]; then IFS=';' read -r -a lvariants <<<"$LOAD_OPTS"; lextra=", ${lvariants[${4#*~}]}"; fi
+  [ "${4%%~*}" = on ] && enabled=true
   cat <<YAML
 listen: 127.0.0.1:$(P_GW "$1")
 admin_listen: 127.0.0.1:$(P_ADMIN "$1")
 control_socket: "off"
 health: {interval_ms: 1000}
-load: {enabled: $enabled, scrape_interval_ms: $SCRAPE_MS}
+load: {enabled: $enabled, scrape_interval_ms: $SCRAPE_MS$lextra}
 rules:
   - name: chat
     models: [qwen3]
@@ -116,18 +127,49 @@ if [ -n "$SESSION_OPTS" ]; then
   HASH_RUNS=()
   for v in "${!variants[@]}"; do HASH_RUNS+=("multi-turn session hash~$v"); done
 fi
+EXPANDED_LOADS=()
 for load in $LOADS; do
-  for wl in "shared-prefix kv_exact -" "multi-turn kv_exact -" "${HASH_RUNS[@]}"; do
-    for n in 1 "$REPLICAS"; do RUNS+=("$wl $load $n"); done
-  done
+  if [ "$load" = on ] && [ -n "$LOAD_OPTS" ]; then
+    IFS=';' read -r -a lvariants <<<"$LOAD_OPTS"
+    for v in "${!lvariants[@]}"; do EXPANDED_LOADS+=("on~$v"); done
+  else
+    EXPANDED_LOADS+=("$load")
+  fi
 done
+if [ -n "$LOAD_OPTS" ]; then
+  # Variants side by side: each workload and gateway count runs every load variant in a row, so a before/after
+  # pair is measured minutes apart, not a whole invocation apart (the machine's load drifts).
+  for wl in "shared-prefix kv_exact -" "multi-turn kv_exact -" "${HASH_RUNS[@]}"; do
+    for n in 1 "$REPLICAS"; do
+      for load in "${EXPANDED_LOADS[@]}"; do RUNS+=("$wl $load $n"); done
+    done
+  done
+else
+  for load in "${EXPANDED_LOADS[@]}"; do
+    for wl in "shared-prefix kv_exact -" "multi-turn kv_exact -" "${HASH_RUNS[@]}"; do
+      for n in 1 "$REPLICAS"; do RUNS+=("$wl $load $n"); done
+    done
+  done
+fi
 RUNS+=("multi-turn session table off $REPLICAS")
 echo -n >"$WORK/runs.txt"
+WARM="${WARM:-0}"   # 1: the first selected run once more before it, unrecorded (the engine JVMs' JIT warm-up)
 for run in "${RUNS[@]}"; do
   read -r workload policy mode load n <<<"$run"
   name="$workload-$policy$([ "$mode" = - ] || echo "-$mode")-load_$load-$n"
   name="${name//\~/-v}"
   if [ -n "$ONLY" ] && ! grep -Eq -- "$ONLY" <<<"$name"; then continue; fi
+  if [ "$WARM" = 1 ] && [ -z "${RUNS_WARM[*]:-}" ]; then RUNS_WARM=("$run"); fi
+done
+if [ "$WARM" = 1 ] && [ -n "${RUNS_WARM[*]:-}" ]; then RUNS=("warm:${RUNS_WARM[0]}" "${RUNS[@]}"); fi
+for run in "${RUNS[@]}"; do
+  warmup_run=""
+  if [ "${run#warm:}" != "$run" ]; then warmup_run=1; run="${run#warm:}"; fi
+  read -r workload policy mode load n <<<"$run"
+  name="$workload-$policy$([ "$mode" = - ] || echo "-$mode")-load_$load-$n"
+  name="${name//\~/-v}"
+  if [ -n "$ONLY" ] && [ -z "$warmup_run" ] && ! grep -Eq -- "$ONLY" <<<"$name"; then continue; fi
+  [ -n "$warmup_run" ] && name="warmup-$name"
   # Cold engine caches and fresh gateways for every run: the run measures what its routing builds up.
   for i in $(seq 1 "$ENGINES"); do curl -s -o /dev/null -m 5 -X POST "http://127.0.0.1:$(P_ENGINE "$i")/reset_prefix_cache"; done
   for r in $(seq 1 "$n"); do
@@ -144,20 +186,26 @@ for run in "${RUNS[@]}"; do
     args+=(--workload multi-turn --rate "$RATE_MT" --conversations $((6 * ENGINES)) --turns 8 --system-tokens 300
            --question-tokens 30 --conversation-user)
   fi
+  if [ "$SAMPLE_MS" -gt 0 ]; then
+    start sampler python3 "$ROOT/perf/engine-sampler.py" "$WORK/$name.engines.csv" "$SAMPLE_MS" $((WARMUP + DURATION + 60)) \
+      "$WORK/$name.stop" "${ENGINE_URLS[@]}"
+  fi
   BENCH_TIMEOUT=$((WARMUP + DURATION + 120)) bench "$name" "${args[@]}"
+  if [ "$SAMPLE_MS" -gt 0 ]; then touch "$WORK/$name.stop"; stop sampler; fi
   for r in $(seq 1 "$n"); do
     curl -s -m 5 "http://127.0.0.1:$(P_GW "$r")/metrics" >"$WORK/$name.gw$r.metrics" 2>/dev/null || true
     stop "gw$r"
   done
-  echo "$name $workload $policy $mode $load $n" >>"$WORK/runs.txt"
+  [ -n "$warmup_run" ] || echo "$name $workload $policy $mode $load $n" >>"$WORK/runs.txt"
 done
 LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK" "$OUT" "$DATE" "$(machine)" "$LOAD_START" "$LOAD_END" "$ENGINES" "$REPLICAS" "$DURATION" "$WARMUP" \
-  "$RATE_SP" "$RATE_MT" "$CONC" "$CACHE_BLOCKS" "$SCRAPE_MS" "$SESSION_OPTS" <<'PY'
+  "$RATE_SP" "$RATE_MT" "$CONC" "$CACHE_BLOCKS" "$SCRAPE_MS" "$SESSION_OPTS" "$LOAD_OPTS" "$SAMPLE_MS" <<'PY'
 import json, os, re, sys
 (work, out, date, machine, load_start, load_end, engines, replicas, duration, warmup, rate_sp, rate_mt, conc, cache,
- scrape, session_opts) = sys.argv[1:17]
+ scrape, session_opts, load_opts, sample_ms) = sys.argv[1:19]
+load_variants = [v.strip() for v in load_opts.split(";")] if load_opts else []
 runs = [l.split() for l in open(os.path.join(work, "runs.txt")) if l.strip()]
 def report(name):
     with open(os.path.join(work, name + ".json")) as f:
@@ -180,7 +228,9 @@ L = [f"# Gateway replicas behind HAProxy (TCP round robin) vs one gateway — {d
      f"Command: `perf/replicas-routing.sh` (ENGINES={engines} REPLICAS={replicas} DURATION={duration} WARMUP={warmup} "
      f"RATE_SP={rate_sp} RATE_MT={rate_mt} CONC={conc} CACHE_BLOCKS={cache} SCRAPE_MS={scrape}"
      + (f" SESSION_OPTS=\"{session_opts}\": " + "; ".join(f"`hash~{i}` = `{v.strip()}`" for i, v in enumerate(session_opts.split(";")))
-        if session_opts else "") + "). Engines: `./kvgate sim "
+        if session_opts else "")
+     + (f" LOAD_OPTS=\"{load_opts}\": " + "; ".join(f"`on~{i}` = `load.{v.strip()}`" for i, v in enumerate(load_opts.split(";")))
+        if load_opts else "") + (f" SAMPLE_MS={sample_ms}" if sample_ms != "0" else "") + "). Engines: `./kvgate sim "
      f"--dialect vllm` with the Qwen3 tokenizer and template, 16-token blocks, {cache}-block caches, {conc} running requests "
      "each, TTFT 10 ms + 120 us per uncached prompt token, ITL 4 ms, KV events over ZeroMQ. Gateways: `./kvgate serve`, "
      "identical configuration, restarted for each run after the engines' caches were reset. Balancer: HAProxy `mode tcp`, "
@@ -200,7 +250,9 @@ for name, workload, policy, mode, load, n in runs:
     ttft = t.get("ttft_ms") or {}
     label = f"{workload} / {policy}" + ("" if mode == "-" else f" {mode}")
     res[(workload, policy, mode, load, n)] = (hit, skew)
-    sig = "engine-reported + local" if load == "on" else "local in-flight only"
+    sig = "engine-reported + local" if load.startswith("on") else "local in-flight only"
+    if "~" in load:
+        sig += f" `{load_variants[int(load.split('~')[1])]}`"
     warn = " (schedule shortfall)" if t["schedule"]["shortfall"] else ""
     L.append(f"| {label} | {n} | {sig} | {t['requests']}{warn} | {t['errors']} | "
              f"{'-' if hit is None else f'{100 * hit:.1f} %'} | {'-' if skew is None else f'{skew:.2f}'} | "
@@ -221,6 +273,39 @@ for (workload, policy, mode, load, n), (hit, skew) in sorted(res.items()):
     L.append(f"- **{label}**: hit {100 * hit:.1f} % vs {100 * single[0]:.1f} % ({d:+.1f} points: "
              f"{'met' if d >= -3 else 'NOT met'}); busiest/mean {skew:.2f} vs {single[1]:.2f} "
              f"({'met' if skew <= 1.15 else 'NOT met'})")
+if sample_ms != "0":
+    L.append("")
+    L.append(f"Engine queues over time (every engine's running / waiting gauges sampled every {sample_ms} ms by "
+             "`perf/engine-sampler.py`, whole run incl. warm-up): mean in system (running + waiting) per engine; "
+             "waiting > 0: share of engine samples with a queue; p99 / max waiting over all samples; imbalance: the "
+             "mean over sample rounds of (busiest engine's running + waiting - the round's mean); generator lag: "
+             "the load generator's own `max_lag_ms` and late sends (its schedule, not the fleet).\n")
+    L.append("| run | gateways | load signal | mean in system | waiting > 0 | waiting p99 | waiting max | imbalance | generator max lag ms / late sends |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for name, workload, policy, mode, load, n in runs:
+        p = os.path.join(work, name + ".engines.csv")
+        if not os.path.exists(p):
+            continue
+        rounds = {}
+        for line in list(open(p))[1:]:
+            t, e, r, w = line.strip().split(",")
+            if int(r) < 0:
+                continue
+            rounds.setdefault(t, []).append((int(r), int(w)))
+        waits = sorted(w for rs in rounds.values() for _, w in rs)
+        sys_ = [r + w for rs in rounds.values() for r, w in rs]
+        imb = [max(r + w for r, w in rs) - sum(r + w for r, w in rs) / len(rs) for rs in rounds.values() if rs]
+        t = report(name)
+        sch = t["schedule"]
+        label = f"{workload} / {policy}" + ("" if mode == "-" else f" {mode}")
+        sig = "engine-reported + local" if load.startswith("on") else "local in-flight only"
+        if "~" in load:
+            sig += f" `{load_variants[int(load.split('~')[1])]}`"
+        if not waits:
+            continue
+        L.append(f"| {label} | {n} | {sig} | {sum(sys_) / len(sys_) * int(engines) / int(engines):.2f} | "
+                 f"{100 * sum(1 for w in waits if w > 0) / len(waits):.1f} % | {waits[int(0.99 * (len(waits) - 1))]} | "
+                 f"{waits[-1]} | {sum(imb) / len(imb):.2f} | {sch.get('max_lag_ms')} / {sch.get('late_sends')} |")
 with open(out, "w") as f:
     f.write("\n".join(L) + "\n")
 print("\n".join(L))
