@@ -518,8 +518,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                         .append(ep.key()).append("\"} ").append(ep.outstanding()).append('\n');
                 }
             }
-            out.append("# HELP kvgate_endpoint_load The load estimate the policies compare: engine running + waiting plus this"
-                + " gateway's requests since the scrape, or this gateway's in-flight count when the engine reading is stale.\n");
+            out.append("# HELP kvgate_endpoint_load The load estimate the policies compare: this gateway's requests in flight"
+                + " plus the other gateways' part of the engine's running + waiting (aged toward its mean, load.peer_decay),"
+                + " or this gateway's in-flight count when the engine reading is stale.\n");
             out.append("# TYPE kvgate_endpoint_load gauge\n");
             for (Rule r : router.table().rules()) {
                 for (EndpointState ep : r.endpoints()) {
@@ -534,6 +535,16 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 for (EndpointState ep : r.endpoints()) {
                     out.append("kvgate_engine_load_stale{rule=\"").append(GatewayMetrics.esc(r.name())).append("\",endpoint=\"")
                         .append(ep.key()).append("\"} ").append(ep.loadSource() == EndpointState.LoadSource.ENGINE ? 0 : 1).append('\n');
+                }
+            }
+            out.append("# HELP kvgate_endpoint_lifetime_seconds This gateway's requests' mean time in flight on the endpoint"
+                + " (Little's law over 2 s, measured when a reading is taken up): how fast the other gateways' part of a"
+                + " reading ages (load.peer_decay: lifetime); absent while unknown.\n");
+            out.append("# TYPE kvgate_endpoint_lifetime_seconds gauge\n");
+            for (EndpointState ep : registry.all()) {
+                double life = ep.lifetimeSeconds();
+                if (life >= 0) {
+                    out.append("kvgate_endpoint_lifetime_seconds{endpoint=\"").append(ep.key()).append("\"} ").append(life).append('\n');
                 }
             }
             out.append("# HELP kvgate_endpoint_prefill_tokens Uncached prompt tokens of this gateway's requests still in"

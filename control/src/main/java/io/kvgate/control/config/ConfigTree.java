@@ -116,6 +116,7 @@ public final class ConfigTree {
         lm2.put("timeout_ms", ld.timeoutMs());
         lm2.put("max_body_bytes", ld.maxBodyBytes());
         lm2.put("path", ld.path());
+        lm2.put("peer_decay", ld.peerDecay());
         t.put("load", lm2);
         if (c.apiKeysFile() != null) {
             t.put("api_keys_file", c.apiKeysFile());

@@ -212,9 +212,26 @@ public record GatewayConfig(
      * @param timeoutMs        bound of one scrape, connect included
      * @param maxBodyBytes     largest metrics page read; a larger one fails the scrape ({@code result="too_large"})
      * @param path             the metrics path on every endpoint
+     * @param peerDecay        {@code lifetime}: the other gateways' part of a reading (the engine's count less this
+     *                         gateway's requests then) reverts to its recent mean as the reading ages, over this
+     *                         gateway's measured request lifetime on the endpoint; {@code none}: it counts in full
+     *                         until the reading is stale (before #14's replica fix)
      */
-    public record Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path) {
-        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, "/metrics");
+    public record Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path,
+                       String peerDecay) {
+        public static final String PEER_DECAY_LIFETIME = "lifetime";
+        public static final String PEER_DECAY_NONE = "none";
+        public static final java.util.List<String> PEER_DECAYS = java.util.List.of(PEER_DECAY_LIFETIME, PEER_DECAY_NONE);
+        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, "/metrics", PEER_DECAY_LIFETIME);
+
+        public Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path) {
+            this(enabled, scrapeIntervalMs, staleMs, timeoutMs, maxBodyBytes, path, PEER_DECAY_LIFETIME);
+        }
+
+        /** Whether the peers' part of a reading is predicted from its age ({@code peer_decay: lifetime}). */
+        public boolean decaysPeers() {
+            return PEER_DECAY_LIFETIME.equals(peerDecay);
+        }
     }
 
     public static GatewayConfig load(Path file) throws ConfigException {
@@ -391,7 +408,8 @@ public record GatewayConfig(
         Load dl = Load.DEFAULTS;
         Load load = new Load(ld.bool("enabled", dl.enabled()), ld.longValue("scrape_interval_ms", dl.scrapeIntervalMs(), 10, 600_000),
             ld.longValue("stale_ms", dl.staleMs(), 10, 3_600_000), ld.longValue("timeout_ms", dl.timeoutMs(), 1, 600_000),
-            ld.intValue("max_body_bytes", dl.maxBodyBytes(), 1024, 1 << 30), ld.string("path", dl.path()));
+            ld.intValue("max_body_bytes", dl.maxBodyBytes(), 1024, 1 << 30), ld.string("path", dl.path()),
+            ld.oneOf("peer_decay", dl.peerDecay(), Load.PEER_DECAYS));
         if (!load.path().startsWith("/")) {
             ld.problem("path", load.path(), "must start with '/'");
         }

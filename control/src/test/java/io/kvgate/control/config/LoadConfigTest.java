@@ -30,6 +30,8 @@ class LoadConfigTest {
         assertEquals(250, c.load().scrapeIntervalMs());
         assertEquals(2_000, c.load().staleMs());
         assertEquals("/metrics", c.load().path());
+        assertEquals("lifetime", c.load().peerDecay(), "other gateways' part of a reading ages over the request lifetime");
+        assertTrue(c.load().decaysPeers());
         assertEquals(0.001, c.rules().get(0).kvExact().prefillTokenWeight());
     }
 
@@ -45,6 +47,10 @@ class LoadConfigTest {
         assertTrue(p.contains("load.path: value 'metrics' must start with '/'"), p);
         assertTrue(p.contains("load.max_body_bytes: value 10 must be in [1024, 1073741824]"), p);
         assertTrue(p.contains("load.colour: unknown key"), p);
+        assertEquals("none", GatewayConfig.parse("load: {peer_decay: none}\n" + RULES).load().peerDecay());
+        assertEquals(false, GatewayConfig.parse("load: {peer_decay: none}\n" + RULES).load().decaysPeers());
+        p = problems("load: {peer_decay: age}\n" + RULES);
+        assertTrue(p.contains("load.peer_decay") && p.contains("age") && p.contains("lifetime"), p);
         p = problems("load: {scrape_interval_ms: 5000, stale_ms: 1000}\n" + RULES);
         assertTrue(p.contains("load.stale_ms: value 1000 must be >= load.scrape_interval_ms (5000)"), p);
         p = problems(RULES.replace("policy: kv_exact", "policy: kv_exact\n    kv: {prefill_token_weight: 2}"));
@@ -67,7 +73,7 @@ class LoadConfigTest {
     @Test
     void theLoadSectionIsReloadableAndTheWeightATunable() throws Exception {
         GatewayConfig a = GatewayConfig.parse(RULES);
-        GatewayConfig b = GatewayConfig.parse("load: {scrape_interval_ms: 1000}\n" + RULES);
+        GatewayConfig b = GatewayConfig.parse("load: {scrape_interval_ms: 1000, peer_decay: none}\n" + RULES);
         assertEquals(java.util.List.of(), a.restartOnlyChanges(b));
         assertTrue(ConfigTree.RULE_TUNABLES.contains("kv.prefill_token_weight"));
         assertTrue(ConfigTree.RULE_TUNABLES.contains("kv.dp_rank_hint"));

@@ -24,6 +24,24 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@link LoadSource#UNKNOWN}. On top of it, kv_exact rules add {@code kv.prefill_token_weight} times the uncached
  * prompt tokens of this gateway's requests still in prefill here ({@link #prefillTokens()}).
  *
+ * <p><b>Other gateways' part, and its age</b> ({@code load.peer_decay: lifetime}, the default). The estimate above is
+ * this gateway's in flight now plus the other gateways' part as it was at the scrape: {@code peers = engine running +
+ * waiting - this gateway's in flight when the scrape was sent}. This gateway's part is exact; the peers' part is a
+ * sample as old as the reading. When requests live shorter than the scrape interval (a 100 ms request, a 250 ms
+ * scrape) that sample says next to nothing about the peers' requests now: most of them have finished, others have
+ * started, and each replica holds a different sample of the same engine (its scrapes run at their own phase). The
+ * bounds and the least-loaded choices then acted on noise of the order of the load itself: with 3 replicas kv_exact
+ * walked off cached engines (multi-turn hit ratio -3.1 points) and queued requests behind samples that were already
+ * gone (perf/results/fleet-2026-12-02-b.md). So the peers' part is predicted rather than replayed: it reverts from
+ * the sample to the peers' mean here (an average of the samples over {@link #PEER_MEAN_WINDOW_NS}) as the sample
+ * ages, {@code peers(now) = mean + (sample - mean) * exp(-age / lifetime)}, the best linear predictor of a count of
+ * requests that arrive at random and live {@code lifetime} on average (M/M/infinity). The lifetime is this gateway's
+ * own requests' mean time in flight here (Little's law over the same window: the time-integral of in-flight over the
+ * completions); while it is unknown (fewer than {@link #MIN_LIFETIME_COMPLETIONS} completions in the window) the
+ * sample counts in full, as it does with {@code load.peer_decay: none}. Long requests (seconds, a real LLM's) keep a
+ * 250 ms-old sample at nearly full weight; requests shorter than the scrape interval see the mean. A peer's lasting
+ * burst still shows: in full right after each scrape, and in the mean within the window.
+ *
  * <p>Threading: the mutable fields are written only by the routing stage (single writer), including configuration
  * changes, which the stage applies when it swaps tables; the health checker reports probe verdicts through
  * {@link #reportProbe} (one volatile write), which the stage applies at its next batch; the load scraper publishes
@@ -98,6 +116,35 @@ public final class EndpointState {
     // Routing-stage owned: the reading in use (null when none is fresh) and where the estimate comes from.
     private EngineReading fresh;
     private volatile LoadSource loadSource = LoadSource.UNKNOWN;
+    // Routing-stage owned: the other gateways' part of the estimate (see the class comment).
+    /** Window of the peers' mean and of the lifetime estimate: 8 scrapes at the default 250 ms. */
+    static final long PEER_MEAN_WINDOW_NS = 2_000_000_000L;
+    /** Completions of this gateway's requests (decayed over the window) below which the lifetime is unknown. */
+    static final double MIN_LIFETIME_COMPLETIONS = 4.0;
+    /** The reading whose sample is folded into {@link #peerMean} (the routing stage takes each one up once). */
+    private EngineReading peerFolded;
+    /** The peers' mean here (NaN before the first reading) and when it was last updated. */
+    private double peerMean = Double.NaN;
+    private long peerMeanAtNs;
+    /** Per DP rank: the peers' mean of the pinned estimate ({@link #rankLoad}). */
+    private final double[] rankPeerMean = new double[EngineReading.MAX_RANKS];
+    /** The peers' part predicted at the last refresh, and the weight its sample had then (1: in full). */
+    private double peerPart;
+    private double sampleWeight = 1.0;
+    /** Time-integral of this gateway's in-flight requests here (request-nanoseconds) and its last update. */
+    private long busyNs;
+    private long busyAtNs;
+    private boolean busyStarted;
+    /** Decayed sums over the window: in-flight time and completions, at the last fold, for the lifetime. */
+    private double lifeBusyNs;
+    private double lifeDone;
+    private long lifeAtNs;
+    private long lifeBusyMark;
+    private long lifeDoneMark;
+    private boolean lifeStarted;
+    /** {@link #lifetimeNs()} as of the last fold, for other threads (metrics). */
+    private volatile double publishedLifetimeNs = -1;
+
     /** Uncached prompt tokens of requests routed here and still in prefill (kv_exact charges, see RouterPort). */
     private volatile long prefillTokens;
 
@@ -171,8 +218,117 @@ public final class EndpointState {
         if (r == null) {
             return own;
         }
-        long est = (long) r.runningTotal + r.waitingTotal + sinceReading(r);
-        return (int) Math.max(own, Math.min(Integer.MAX_VALUE, est));
+        if (sampleWeight == 1.0) {
+            long est = (long) r.runningTotal + r.waitingTotal + sinceReading(r);
+            return (int) Math.max(own, Math.min(Integer.MAX_VALUE, est));
+        }
+        return (int) Math.max(own, Math.min(Integer.MAX_VALUE, Math.round(own + peerPart)));
+    }
+
+    /** {@link #load()} unrounded: the predicted peers' part is fractional (what kv_exact's cost compares). */
+    double loadEstimate() {
+        EngineReading r = fresh;
+        if (r == null || sampleWeight == 1.0) {
+            return load();
+        }
+        int own = outstanding;
+        return Math.max(own, own + peerPart);
+    }
+
+    /** The peers' part of reading {@code r}: the engine's count less this gateway's in flight when it was taken. */
+    private static long peerSample(EngineReading r) {
+        return (long) r.runningTotal + r.waitingTotal - (r.baseRouted - r.baseCompleted);
+    }
+
+    /** The peers' part of one rank in reading {@code r} (as {@link #peerSample}), or 0 when the rank is unknown. */
+    private static long rankPeerSample(EngineReading r, int rank) {
+        return (long) Math.max(0, r.running(rank)) + Math.max(0, r.waiting(rank))
+            - (r.baseRankRouted(rank) - r.baseRankCompleted(rank));
+    }
+
+    /** The weight the current reading's sample has in the peers' part (1: in full; tests, explain). */
+    double sampleWeight() {
+        return sampleWeight;
+    }
+
+    /** This gateway's requests' mean time in flight here over the window, in ns, or -1 while unknown. */
+    double lifetimeNs() {
+        return lifeDone < MIN_LIFETIME_COMPLETIONS ? -1 : lifeBusyNs / lifeDone;
+    }
+
+    /**
+     * This gateway's requests' mean time in flight here as the routing stage last measured it (when it took up a
+     * reading), in seconds, or -1 while unknown (metrics: {@code kvgate_endpoint_lifetime_seconds}).
+     */
+    public double lifetimeSeconds() {
+        double ns = publishedLifetimeNs;
+        return ns < 0 ? -1 : ns / 1e9;
+    }
+
+    /** Advances the in-flight time-integral to {@code nowNs} (before {@link #outstanding} changes). */
+    private void accrue(long nowNs) {
+        if (busyStarted) {
+            long dt = nowNs - busyAtNs;
+            if (dt > 0) {
+                busyNs += dt * outstanding;
+                busyAtNs = nowNs;
+            }
+        } else {
+            busyStarted = true;
+            busyAtNs = nowNs;
+        }
+    }
+
+    /**
+     * Folds the in-flight time and the completions since the last fold into the lifetime's decayed sums (routing
+     * stage, when a new reading is taken up: a few times a second per endpoint).
+     */
+    private void foldLifetime(long nowNs) {
+        accrue(nowNs);
+        long done = completed.get();
+        if (lifeStarted) {
+            long dt = Math.max(0, nowNs - lifeAtNs);
+            double keep = Math.exp(-(double) dt / PEER_MEAN_WINDOW_NS);
+            lifeBusyNs = lifeBusyNs * keep + (busyNs - lifeBusyMark);
+            lifeDone = lifeDone * keep + (done - lifeDoneMark);
+        }
+        lifeStarted = true;
+        publishedLifetimeNs = lifetimeNs();
+        lifeAtNs = nowNs;
+        lifeBusyMark = busyNs;
+        lifeDoneMark = done;
+    }
+
+    /** Takes reading {@code r}'s peers' sample into the peers' means (once per reading). */
+    private void foldPeerSample(EngineReading r, long nowNs) {
+        double keep = Double.isNaN(peerMean) ? 0 : Math.exp(-(double) Math.max(0, r.takenAtNs - peerMeanAtNs) / PEER_MEAN_WINDOW_NS);
+        peerMean = peerMean(keep, Double.isNaN(peerMean) ? 0 : peerMean, peerSample(r));
+        for (int k = 0; k < r.ranks; k++) {
+            rankPeerMean[k] = peerMean(keep, rankPeerMean[k], rankPeerSample(r, k));
+        }
+        peerMeanAtNs = r.takenAtNs;
+        peerFolded = r;
+        foldLifetime(nowNs);
+    }
+
+    /**
+     * An exponentially weighted mean of samples taken at scrape intervals: {@code keep} of the old mean (the first
+     * sample: 0, it is the mean).
+     */
+    private static double peerMean(double keep, double mean, long sample) {
+        return keep * mean + (1 - keep) * sample;
+    }
+
+    /** The weight of a sample {@code ageNs} old: exp(-age / lifetime), 1 while the lifetime is unknown. */
+    private double weightAt(long ageNs) {
+        double life = lifetimeNs();
+        if (life < 0 || ageNs <= 0) {
+            return 1.0;
+        }
+        if (life == 0) {
+            return 0.0;
+        }
+        return Math.exp(-ageNs / life);
     }
 
     /** This gateway's requests routed here since {@code r} was taken, minus the completions since then. */
@@ -192,7 +348,7 @@ public final class EndpointState {
 
     /** {@link #load()} plus {@code tokenWeight} per in-flight uncached prefill token: what kv_exact compares. */
     double cost(double tokenWeight) {
-        int l = load();
+        double l = loadEstimate();
         return tokenWeight == 0 ? l : l + tokenWeight * prefillTokens;
     }
 
@@ -218,14 +374,31 @@ public final class EndpointState {
         if (running < 0 && waiting < 0) {
             return own;
         }
+        if (sampleWeight != 1.0) {
+            return (int) Math.max(own, Math.min(Integer.MAX_VALUE, Math.round(rankEstimate(rank, r))));
+        }
         long since = (rankRouted.get(rank) - r.baseRankRouted(rank)) - (rankCompleted.get(rank) - r.baseRankCompleted(rank));
         long est = (long) Math.max(0, running) + Math.max(0, waiting) + since;
         return (int) Math.max(own, Math.min(Integer.MAX_VALUE, est));
     }
 
+    /**
+     * One rank's estimate with the peers' part predicted as for the endpoint ({@link #loadEstimate}): this gateway's
+     * pinned requests in flight now (routed - finished, cumulative) plus the rank's peers' mean and aged sample.
+     */
+    private double rankEstimate(int rank, EngineReading r) {
+        double peers = rankPeerMean[rank] + (rankPeerSample(r, rank) - rankPeerMean[rank]) * sampleWeight;
+        long ownNow = rankRouted.get(rank) - rankCompleted.get(rank);
+        return Math.max(rankOutstanding[rank], ownNow + peers);
+    }
+
     /** {@link #rankLoad} plus {@code tokenWeight} per uncached prefill token pinned to the rank. */
     double rankCost(int rank, double tokenWeight) {
-        int l = rankLoad(rank);
+        double l = rankLoad(rank);
+        EngineReading r = fresh;
+        if (r != null && sampleWeight != 1.0 && (r.running(rank) >= 0 || r.waiting(rank) >= 0)) {
+            l = rankEstimate(rank, r);
+        }
         return tokenWeight == 0 ? l : l + tokenWeight * rankPrefill[rank];
     }
 
@@ -295,6 +468,14 @@ public final class EndpointState {
      * counts (routing stage, at the start of every batch and duty cycle).
      */
     void refreshLoad(long nowNs, long staleNs) {
+        refreshLoad(nowNs, staleNs, true);
+    }
+
+    /**
+     * As {@link #refreshLoad(long, long)}; {@code peerDecay} ({@code load.peer_decay: lifetime}) predicts the other
+     * gateways' part from the reading's age (see the class comment), false counts the sample in full until stale.
+     */
+    void refreshLoad(long nowNs, long staleNs, boolean peerDecay) {
         EngineReading r = reading;
         LoadSource src;
         if (r == null || !r.hasQueue()) {
@@ -310,6 +491,16 @@ public final class EndpointState {
         if (src != loadSource) {
             loadSource = src;
         }
+        if (fresh == null || !peerDecay) {
+            sampleWeight = 1.0;
+            return;
+        }
+        if (r != peerFolded) {
+            foldPeerSample(r, nowNs);
+        }
+        double w = weightAt(nowNs - r.takenAtNs);
+        sampleWeight = w;
+        peerPart = peerMean + (peerSample(r) - peerMean) * w;
     }
 
     /**
@@ -323,6 +514,12 @@ public final class EndpointState {
         if (r != null) {
             long since = sinceReading(r);
             out.append(r.runningTotal + r.waitingTotal).append(" local=").append(since >= 0 ? "+" : "").append(since);
+            if (sampleWeight != 1.0) {
+                // The peers' part as predicted: their sample at the scrape, their mean, the sample's weight by age.
+                out.append(" peers=").append(peerSample(r)).append("->").append(Math.round(peerPart * 100) / 100.0)
+                    .append(" mean=").append(Math.round(peerMean * 100) / 100.0).append(" weight=")
+                    .append(Math.round(sampleWeight * 100) / 100.0);
+            }
         } else {
             out.append(loadSource.label).append(" local=").append(outstanding);
         }
@@ -426,6 +623,7 @@ public final class EndpointState {
      * {@code uncachedTokens} of prefill charged to it (routing stage only).
      */
     void onRouted(long nowNs, int uncachedTokens, int rank) {
+        accrue(nowNs);
         outstanding++;
         if (uncachedTokens > 0) {
             prefillTokens = prefillTokens + uncachedTokens;
@@ -451,6 +649,7 @@ public final class EndpointState {
      * {@code released} of them.
      */
     void onCompleted(long succeeded, long failed, long released, int failureThreshold, long openNs, long nowNs) {
+        accrue(nowNs);
         outstanding = (int) Math.max(0, outstanding - succeeded - failed - released);
         completed.lazySet(completed.get() + succeeded + failed + released);
         if (outstanding == 0 && prefillTokens != 0) {

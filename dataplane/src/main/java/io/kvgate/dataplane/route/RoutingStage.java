@@ -499,8 +499,9 @@ public final class RoutingStage implements AutoCloseable {
                 p.applyCompletions(endpointsById, h.breakerFailureThreshold(), openNs, now);
             }
             long staleNs = table.config().load().staleMs() * 1_000_000L;
+            boolean peerDecay = table.config().load().decaysPeers();
             for (EndpointState ep : table.endpointArray()) {
-                ep.refreshLoad(now, staleNs); // the scraper's newest reading, if fresh
+                ep.refreshLoad(now, staleNs, peerDecay); // the scraper's newest reading, if fresh
             }
             admitWaiting(now);
         } catch (RuntimeException | Error ex) {

@@ -101,6 +101,40 @@ class DpRankRoutingTest {
         assertEquals(-1, e2.chosenRank(), "a single-rank endpoint takes no hint");
     }
 
+    /** A reading of {@code ep}'s two ranks taken now, taken up by the routing stage. */
+    private void engineSays(EndpointState ep, int rank0, int rank1) {
+        long now = clock.nanoTime();
+        ep.publishReading(new EngineReading(now, ep.routedTotal(), ep.completedTotal(), new long[0], new long[0],
+            new int[] {rank0, rank1}, new int[] {0, 0}, new double[] {0.1, 0.1}));
+        ep.refreshLoad(now, STALE_NS);
+    }
+
+    @Test
+    void aRanksPeersPartAgesOverTheMeasuredLifetimeAsTheEndpointsDoes() {
+        Rule r = rule("speculative_ttl_ms: 0, mode: bounded, load_cap_factor: 1.5, load_slack: 2");
+        EndpointState dp = r.endpoints().get(0);
+        engineSays(dp, 0, 0);
+        for (int i = 0; i < 8; i++) { // this gateway's requests live 50 ms; scrapes every 250 ms see nobody else's
+            dp.onRouted(clock.nanoTime());
+            clock.advance(50, TimeUnit.MILLISECONDS);
+            RouteFixtures.finish(dp, Outcome.SUCCESS, clock.nanoTime());
+            clock.advance(200, TimeUnit.MILLISECONDS);
+            engineSays(dp, 0, 0);
+        }
+        clock.advance(250, TimeUnit.MILLISECONDS);
+        engineSays(dp, 8, 0); // another gateway's burst on rank 0 at the scrape
+        assertEquals(8, dp.rankLoad(0), "a reading just taken counts in full");
+        clock.advance(150, TimeUnit.MILLISECONDS); // three lifetimes
+        dp.refreshLoad(clock.nanoTime(), STALE_NS);
+        double keep = Math.exp(-250.0 / 2_000);
+        double mean = (1 - keep) * 8;
+        assertEquals(Math.round(mean + (8 - mean) * Math.exp(-3)), dp.rankLoad(0));
+        assertEquals(mean + (8 - mean) * Math.exp(-3), dp.rankCost(0, 0), 1e-6, "the rank's mean plus its aged sample");
+        assertEquals(0, dp.rankLoad(1));
+        dp.refreshLoad(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none
+        assertEquals(8, dp.rankLoad(0));
+    }
+
     @Test
     void eachRankIsJudgedOnItsOwnLoad() {
         Rule r = rule("speculative_ttl_ms: 0, mode: bounded, load_cap_factor: 1.5, load_slack: 2");

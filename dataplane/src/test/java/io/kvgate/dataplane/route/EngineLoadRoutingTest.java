@@ -298,6 +298,140 @@ class EngineLoadRoutingTest {
         assertEquals(0, a.prefillTokens());
     }
 
+    // ---- the other gateways' part of a reading, as it ages (load.peer_decay) ----------------------------------
+
+    private static final long SCRAPE_NS = TimeUnit.MILLISECONDS.toNanos(250);
+
+    /**
+     * Eight scrape intervals in which this gateway sends each of {@code eps} one request that lives {@code lifeMs},
+     * each interval ending with a reading of every endpoint in which the engine counts {@code peers[i]} requests of
+     * other gateways: the lifetime is then known (Little's law: {@code lifeMs}) and the peers' means have their samples.
+     */
+    private void ownRequestsLive(long lifeMs, int[] peers, EndpointState... eps) {
+        for (int e = 0; e < eps.length; e++) {
+            engineSays(eps[e], peers[e], 0);
+        }
+        for (int i = 0; i < 8; i++) {
+            for (EndpointState ep : eps) {
+                ep.onRouted(clock.nanoTime());
+            }
+            clock.advance(lifeMs, TimeUnit.MILLISECONDS);
+            for (EndpointState ep : eps) {
+                finish(ep, Outcome.SUCCESS, clock.nanoTime());
+            }
+            clock.advance(SCRAPE_NS - TimeUnit.MILLISECONDS.toNanos(lifeMs), TimeUnit.NANOSECONDS);
+            for (int e = 0; e < eps.length; e++) {
+                engineSays(eps[e], peers[e], 0);
+            }
+        }
+        clock.advance(SCRAPE_NS, TimeUnit.NANOSECONDS); // the next scrape is due
+    }
+
+    /** The weight the peers' mean keeps of itself from one scrape to the next. */
+    private static final double KEEP = Math.exp(-(double) SCRAPE_NS / EndpointState.PEER_MEAN_WINDOW_NS);
+
+    @Test
+    void withoutAKnownLifetimeTheSampleCountsInFull() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState b = r.endpoints().get(1);
+        engineSays(b, 0, 0);
+        b.onRouted(clock.nanoTime());
+        clock.advance(100, TimeUnit.MILLISECONDS);
+        engineSays(b, 5, 0); // this gateway's 1 and 4 of other gateways'
+        clock.advance(200, TimeUnit.MILLISECONDS);
+        b.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(-1, b.lifetimeNs(), 1e-9, "no completion yet: the lifetime is unknown");
+        assertEquals(1.0, b.sampleWeight(), "unknown lifetime: the sample counts in full, as before");
+        assertEquals(5, b.load());
+    }
+
+    @Test
+    void thePeersSampleRevertsToTheirMeanAsTheReadingAgesOverTheMeasuredLifetime() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState a = r.endpoints().get(0);
+        ownRequestsLive(100, new int[] {0}, a); // no other gateway's requests so far: their mean is 0
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(100), a.lifetimeNs(), 1, "Little's law over this gateway's requests");
+        engineSays(a, 4, 0); // a burst of other gateways' requests at the scrape
+        double mean = (1 - KEEP) * 4;
+        assertEquals(1.0, a.sampleWeight(), "a reading just taken counts in full");
+        assertEquals(4, a.load());
+
+        clock.advance(100, TimeUnit.MILLISECONDS); // one lifetime later
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(Math.exp(-1), a.sampleWeight(), 1e-9);
+        double expected = mean + (4 - mean) * Math.exp(-1);
+        assertEquals(expected, a.loadEstimate(), 1e-6, "the peers' mean plus the aged part of their sample");
+        assertEquals(Math.round(expected), a.load());
+        String why = explain(r);
+        assertTrue(why.contains(a.key() + ":" + Math.round(expected) + "(engine=4 local=+0 peers=4->1.77 mean=0.47 weight=0.37)"), why);
+
+        clock.advance(200, TimeUnit.MILLISECONDS); // three lifetimes: the burst has most likely finished
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(mean + (4 - mean) * Math.exp(-3), a.loadEstimate(), 1e-6);
+        assertEquals(1, a.load());
+        a.onRouted(clock.nanoTime());
+        a.onRouted(clock.nanoTime());
+        assertEquals(2 + mean + (4 - mean) * Math.exp(-3), a.loadEstimate(), 1e-6, "this gateway's own part stays exact");
+
+        a.refreshLoad(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none
+        assertEquals(1.0, a.sampleWeight());
+        assertEquals(6, a.load(), "the sample in full until stale: 4 + this gateway's 2 since");
+    }
+
+    @Test
+    void requestsThatLiveLongerThanTheScrapeIntervalKeepTheSampleNearlyInFull() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState a = r.endpoints().get(0);
+        ownRequestsLive(240, new int[] {0}, a);
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(240), a.lifetimeNs(), 1);
+        engineSays(a, 30, 0);
+        clock.advance(24, TimeUnit.MILLISECONDS);
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(Math.exp(-0.1), a.sampleWeight(), 1e-9);
+        assertTrue(a.loadEstimate() > 27, "a tenth of a lifetime old: still mostly the sample, " + a.loadEstimate());
+    }
+
+    @Test
+    void anEngineLastinglyBusyWithAnotherGatewaysTrafficStaysAvoidedWhenItsReadingsAge() {
+        Rule r = rule("    policy: least_outstanding\n", 2);
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        ownRequestsLive(50, new int[] {6, 0}, a, b); // every scrape sees 6 of another gateway's requests on a
+        engineSays(a, 6, 0);
+        engineSays(b, 0, 0);
+        clock.advance(240, TimeUnit.MILLISECONDS); // almost five lifetimes: the sample itself says little now
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        b.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertTrue(a.sampleWeight() < 0.01, "weight " + a.sampleWeight());
+        assertEquals(6, a.load(), "but the peers' mean is 6: their load is lasting");
+        for (int i = 0; i < 6; i++) {
+            assertSame(b, decide(r, event(r), clock.nanoTime()), "request " + i);
+        }
+    }
+
+    @Test
+    void kvExactStaysOnTheHolderWhenAnotherGatewaysBurstHasAgedOut() {
+        Rule r = kvRule("mode: bounded, load_cap_factor: 1.5, load_slack: 2");
+        EndpointState a = r.endpoints().get(0);
+        EndpointState b = r.endpoints().get(1);
+        int[] p = prompt(8, 5);
+        cache(r, a, p, 8);
+        ownRequestsLive(50, new int[] {0, 0}, a, b);
+        engineSays(a, 10, 0); // another gateway's burst at the scrape: over the bound (cap max(8.25, 7.5))
+        engineSays(b, 0, 0);
+        assertSame(b, decide(r, request(r, p), clock.nanoTime()), "a fresh burst: spread");
+        finish(b, Outcome.SUCCESS, clock.nanoTime());
+        clock.advance(200, TimeUnit.MILLISECONDS); // four lifetimes: the burst's requests have finished by now
+        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        b.refreshLoad(clock.nanoTime(), STALE_NS);
+        assertEquals(1, a.load(), "the burst's 10 aged to ~0.2, on a mean of ~1.2");
+        assertSame(a, decide(r, request(r, p), clock.nanoTime()), "the prefix wins again before the next scrape");
+
+        a.refreshLoad(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none, the behaviour before
+        b.refreshLoad(clock.nanoTime(), STALE_NS, false);
+        assertSame(b, decide(r, request(r, p), clock.nanoTime()), "the 200 ms-old burst still counted in full: walks");
+    }
+
     // ---- admission control ------------------------------------------------------------------------------------
 
     @Test

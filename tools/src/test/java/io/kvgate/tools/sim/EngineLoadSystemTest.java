@@ -168,6 +168,51 @@ class EngineLoadSystemTest {
     }
 
     @Test
+    void theOtherGatewaysPartOfAReadingAgesOverTheMeasuredRequestLifetime() throws Exception {
+        EngineSimulator a = sim(SimHttp.fast(Dialect.VLLM));
+        Gateway g = gateway(rule("least_outstanding", "", "url: " + a.baseUrl()));
+        EndpointState ep = endpoint(g, a);
+        // Short requests one after the other until the gateway has measured how long they live on a (Little's law
+        // over its own requests, folded in as it takes up readings): at most 200 of them.
+        int sent = 0;
+        while (ep.lifetimeSeconds() < 0 && sent < 200) {
+            route(g, tokens(10 * sent, 8));
+            sent++;
+        }
+        assertTrue(ep.lifetimeSeconds() > 0 && ep.lifetimeSeconds() < 5, "lifetime " + ep.lifetimeSeconds() + " after " + sent);
+        String m = metrics(g);
+        assertTrue(m.contains("kvgate_endpoint_lifetime_seconds{endpoint=\"" + ep.key() + "\"} "), m);
+        // Explain shows the peers' part of the reading as predicted: the sample, the prediction, their mean, its weight.
+        String why = route(g, tokens(5_000, 8));
+        assertTrue(why.contains(ep.key() + ":") && why.contains("(engine=") && why.contains(" peers=") && why.contains(" weight="), why);
+    }
+
+    @Test
+    void withPeerDecayNoneTheReadingCountsInFull() throws Exception {
+        EngineSimulator a = sim(SimHttp.fast(Dialect.VLLM));
+        Gateway g = Gateway.start(GatewayConfig.parse("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            admin_token: %s
+            health: {interval_ms: 60000}
+            load: {scrape_interval_ms: 50, stale_ms: 2000, peer_decay: none}
+            rules:
+            %s""".formatted(ADMIN, rule("least_outstanding", "", "url: " + a.baseUrl()))));
+        closing.add(() -> g.close(100));
+        EndpointState ep = endpoint(g, a);
+        int sent = 0;
+        while (ep.loadSource() != EndpointState.LoadSource.ENGINE && sent < 200) {
+            route(g, tokens(10 * sent, 8));
+            sent++;
+        }
+        for (int i = 0; i < 10; i++) {
+            String why = route(g, tokens(3_000 + 10 * i, 8));
+            assertTrue(why.contains("(engine=") && !why.contains(" peers="), why);
+        }
+        assertEquals(-1, ep.lifetimeSeconds(), "nothing measured: the readings' peers' part is not aged");
+    }
+
+    @Test
     void kvExactLeavesTheEngineHoldingThePrefixWhileAnotherGatewaySaturatesIt() throws Exception {
         int kvA = TestPorts.free();
         int kvB = TestPorts.free();
