@@ -11,8 +11,8 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Why our own: almost all of a chat body is string content, which Jackson decodes char by char into its text
  * buffer although the gateway only needs to know it is valid; that decode was the whole per-byte cost of the body
- * stage (~0.4 ns/byte, {@code perf/results/bodyscan-2026-12-02.md}). Here string content is skipped eight bytes at a
- * time (one {@code long} read; the bytes {@code '"'}, {@code '\\'}, {@code < 0x20} and {@code >= 0x80} found with
+ * stage (~0.4 ns/byte, {@code perf/results/bodyscan-2026-12-02.md}). Here string content is skipped sixteen bytes per
+ * branch (two {@code long} reads, then eight at a time; the bytes {@code '"'}, {@code '\\'}, {@code < 0x20} and {@code >= 0x80} found with
  * carry-free SWAR byte tests), and only where a non-ASCII byte is does a byte loop validate the UTF-8 sequence. A
  * string's characters are decoded only when the extractor asks for them ({@link #getText}, {@link #appendText}).
  *
