@@ -160,4 +160,78 @@ class DecisionAllocationTest {
         assertEquals(0, bytesPerRun(rule("    policy: chwbl\n    fallback: least_outstanding\n"
             + "    chwbl: {prefix_blocks: 1, virtual_nodes: 16, load_factor: 0.25}\n", false), prompt(4), 10_000), "chwbl");
     }
+
+    /**
+     * As {@link #bytesPerRun}, on readings that age (load.peer_decay: lifetime): time advances 1 ms per decision,
+     * each request lives 0.5 ms, and every 50 decisions the endpoints publish their next reading (built up front,
+     * taken then), which folds a new sample into the peers' mean and the lifetime; so the peers' part is predicted,
+     * with a known lifetime and a sample weight below 1, on every decision but the first after a scrape.
+     */
+    private long bytesPerRunOnAgingReadings(Rule r, int[] tokens, int n) {
+        EndpointState[] eps = r.candidates(RouteRequest.Role.ANY);
+        int periods = (50_000 + 5 * n) / 50 + 1;
+        EngineReading[][] readings = new EngineReading[periods][eps.length];
+        long start = clock.nanoTime();
+        for (int k = 0; k < periods; k++) {
+            for (int i = 0; i < eps.length; i++) { // taken when it is published: 50 decisions of 1 ms apart
+                readings[k][i] = new EngineReading(start + k * 50_000_000L, 0, 0, new long[0], new long[0],
+                    new int[] {i * 3 + k % 2, k % 2}, new int[] {i, 0}, new double[] {0.1 * i, 0.1});
+            }
+        }
+        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
+            .sendsDpRank(true);
+        StringBuilder why = new StringBuilder(256);
+        RoutingPolicy p = r.policyFor(RouteRequest.Role.ANY);
+        long[] decisions = {0};
+        Runnable one = () -> {
+            long now = clock.nanoTime();
+            if (decisions[0]++ % 50 == 0) {
+                EngineReading[] next = readings[(int) (decisions[0] / 50)];
+                for (int i = 0; i < eps.length; i++) {
+                    eps[i].publishReading(next[i]);
+                }
+            }
+            for (EndpointState x : eps) {
+                x.refreshLoad(now, Long.MAX_VALUE, true);
+            }
+            why.setLength(0);
+            e.uncachedTokens = 0;
+            e.chosenRank = -1;
+            EndpointState ep = p.choose(eps, e, now, why);
+            int rank = e.chosenRank;
+            ep.onRouted(now, e.uncachedTokens, rank);
+            ep.onPrefillDone(e.uncachedTokens);
+            if (rank >= 0) {
+                ep.onRankPrefillDone(rank, e.uncachedTokens);
+                ep.onRankCompleted(rank, 1);
+            }
+            ep.onCompleted(1, 0, 0, 5, 1, now + 500_000);
+            clock.advance(1, java.util.concurrent.TimeUnit.MILLISECONDS);
+        };
+        for (int i = 0; i < 50_000; i++) {
+            one.run();
+        }
+        double weight = eps[0].sampleWeight();
+        assertTrue(eps[0].lifetimeNs() > 0 && weight < 1.0 && weight > 0.0, "aged: lifetime " + eps[0].lifetimeNs() + " weight " + weight);
+        long best = Long.MAX_VALUE;
+        for (int run = 0; run < 5; run++) {
+            long before = threads.getCurrentThreadAllocatedBytes();
+            for (int i = 0; i < n; i++) {
+                one.run();
+            }
+            best = Math.min(best, threads.getCurrentThreadAllocatedBytes() - before);
+        }
+        return best;
+    }
+
+    @Test
+    void decisionsOnAgingReadingsAllocateNothing() {
+        int[] p = prompt(32);
+        Rule kv = rule("    policy: kv_exact\n    fallback: least_outstanding\n    kv: {mode: bounded, speculative_ttl_ms: 0}\n", true, 2);
+        cacheEverywhere(kv, p, 24);
+        assertEquals(0, bytesPerRunOnAgingReadings(kv, p, 10_000), "kv_exact over two DP ranks, peers' part predicted");
+        assertEquals(0, bytesPerRunOnAgingReadings(rule("    policy: least_outstanding\n", false), null, 10_000), "least_outstanding");
+        assertEquals(0, bytesPerRunOnAgingReadings(rule("    policy: session\n    session: {mode: hash}\n", false), null, 10_000),
+            "session hash");
+    }
 }
