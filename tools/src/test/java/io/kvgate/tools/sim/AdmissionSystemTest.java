@@ -8,6 +8,7 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.route.Admission;
 import io.kvgate.dataplane.route.PriorityClass;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -17,7 +18,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -35,6 +35,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(60)
 @Tag("system")
 class AdmissionSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(20);
     private static final String BODY = SimHttp.chat("m", "hello", "\"max_tokens\":2");
 
     private static CompletableFuture<HttpResponse<String>> send(Gateway gw, String priority, String key,
@@ -49,16 +51,6 @@ class AdmissionSystemTest {
             finished.add(name);
             return r;
         });
-    }
-
-    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what);
-            }
-            Thread.sleep(5);
-        }
     }
 
     @Test
@@ -86,20 +78,20 @@ class AdmissionSystemTest {
                 Admission adm = gw.router().admission("chat");
                 ConcurrentLinkedQueue<String> finished = new ConcurrentLinkedQueue<>();
                 CompletableFuture<HttpResponse<String>> busy = send(gw, null, "k0", finished, "busy");
-                await(() -> gw.router().routed() >= 1, "the engine taken");
+                Await.until(WAIT, "the engine taken", () -> gw.router().routed() >= 1);
                 // Four batch requests from two keys fill the queue.
                 List<CompletableFuture<HttpResponse<String>>> batch = new ArrayList<>();
                 for (int i = 0; i < 4; i++) {
                     batch.add(send(gw, "batch", i % 2 == 0 ? "k1" : "k2", finished, "batch" + i));
                     int queued = i + 1;
-                    await(() -> adm.depth(PriorityClass.BATCH) == queued, queued + " batch requests waiting");
+                    Await.until(WAIT, queued + " batch requests waiting", () -> adm.depth(PriorityClass.BATCH) == queued);
                 }
                 // Two interactive requests each displace a waiting batch request.
                 List<CompletableFuture<HttpResponse<String>>> interactive = new ArrayList<>();
                 for (int i = 0; i < 2; i++) {
                     interactive.add(send(gw, "interactive", "k3", finished, "interactive" + i));
                     int queued = i + 1;
-                    await(() -> adm.depth(PriorityClass.INTERACTIVE) == queued, queued + " interactive requests waiting");
+                    Await.until(WAIT, queued + " interactive requests waiting", () -> adm.depth(PriorityClass.INTERACTIVE) == queued);
                 }
                 // A batch arrival at a full queue whose lowest class is batch is itself refused.
                 HttpResponse<String> refused = send(gw, "batch", "k4", finished, "refused").get();

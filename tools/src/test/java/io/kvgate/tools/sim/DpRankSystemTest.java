@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
@@ -16,8 +17,6 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -33,6 +32,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 @Tag("system")
 class DpRankSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(30);
     private static final String ADMIN = "dp-rank-test-admin-token";
 
     private static String tokens(int from, int count) {
@@ -88,16 +89,6 @@ class DpRankSystemTest {
             .mapToLong(s -> s.lastSeq()).max().orElse(-1);
     }
 
-    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
-            }
-            TimeUnit.MILLISECONDS.sleep(10);
-        }
-    }
-
     @ParameterizedTest
     @EnumSource(value = Dialect.class, names = {"VLLM", "SGLANG"})
     void requestsArePinnedToTheRankThatCachesTheirPrefix(Dialect dialect) throws Exception {
@@ -119,9 +110,8 @@ class DpRankSystemTest {
                     }, () -> lastSeq(g, ep, rank), () -> "status " + g.kv().status());
                 }
                 sim.resetPrefixCache();
-                await("both ranks' caches cleared in the index", () -> g.kv().index().blocks(ep.id()) == 0
-                    && lastSeq(g, ep, 0) == sim.lastEventSeq(0) && lastSeq(g, ep, 1) == sim.lastEventSeq(1),
-                    () -> "blocks " + g.kv().index().blocks(ep.id()));
+                Await.until(WAIT, "both ranks' caches cleared in the index", () -> g.kv().index().blocks(ep.id()) == 0
+                    && lastSeq(g, ep, 0) == sim.lastEventSeq(0) && lastSeq(g, ep, 1) == sim.lastEventSeq(1), () -> "blocks " + g.kv().index().blocks(ep.id()));
 
                 // Rank 1 caches prefix A, rank 0 prefix B (128 tokens each).
                 String a = tokens(10_000, 128);
@@ -129,8 +119,7 @@ class DpRankSystemTest {
                 assertEquals(200, direct(sim, a, 1).statusCode());
                 assertEquals(200, direct(sim, b, 0).statusCode());
                 long held = sim.cachedBlocks(0) + sim.cachedBlocks(1);
-                await("both prefixes indexed", () -> g.kv().index().blocks(ep.id()) == held,
-                    () -> "index " + g.kv().index().blocks(ep.id()) + " engine " + held);
+                Await.until(WAIT, "both prefixes indexed", () -> g.kv().index().blocks(ep.id()) == held, () -> "index " + g.kv().index().blocks(ep.id()) + " engine " + held);
 
                 for (int i = 0; i < 3; i++) {
                     HttpResponse<String> r = viaGateway(g, a.replace("]", "," + (i + 1) + "]"));
@@ -144,8 +133,7 @@ class DpRankSystemTest {
                     assertEquals(0, lastServed(sim).get("rank").asInt(), s.headers().firstValue("x-kvgate-route").orElse(""));
                     assertTrue(lastServed(sim).get("cached_tokens").asInt() >= 112, lastServed(sim).toString());
                 }
-                await("pinned requests finished per rank", () -> ep.rankOutstanding(0) == 0 && ep.rankOutstanding(1) == 0,
-                    () -> "rank 0 " + ep.rankOutstanding(0) + ", rank 1 " + ep.rankOutstanding(1));
+                Await.until(WAIT, "pinned requests finished per rank", () -> ep.rankOutstanding(0) == 0 && ep.rankOutstanding(1) == 0, () -> "rank 0 " + ep.rankOutstanding(0) + ", rank 1 " + ep.rankOutstanding(1));
                 assertEquals(3, ep.rankRoutedTotal(1));
                 assertEquals(3, ep.rankCompletedTotal(0));
                 String metrics = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.port() + "/metrics"))

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -87,13 +88,8 @@ class EngineCapabilitySystemTest {
             """.formatted(ADMIN, vllmGen.baseUrl(), vllmPool.baseUrl(), sglangGen.baseUrl(), sglangEmbed.baseUrl(),
             vllmPool.baseUrl(), sglangEmbed.baseUrl(), vllmGen.baseUrl(), sglangGen.baseUrl())));
         // The model probe reads every engine's routes once it answers GET /v1/models (bounded wait).
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (!routesKnown()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("routes not read: " + gw.metrics().render());
-            }
-            Thread.sleep(20);
-        }
+        Await.until(Duration.ofSeconds(20), "routes read", EngineCapabilitySystemTest::routesKnown,
+            () -> gw.metrics().render());
     }
 
     private static boolean routesKnown() {

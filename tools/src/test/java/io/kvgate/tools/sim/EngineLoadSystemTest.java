@@ -7,6 +7,7 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.load.EngineLoadScraper.Result;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
@@ -22,8 +23,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -39,6 +38,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 @Tag("system")
 class EngineLoadSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(30);
     private static final String ADMIN = "engine-load-test-admin-token";
     private final List<AutoCloseable> closing = new ArrayList<>();
 
@@ -108,16 +109,6 @@ class EngineLoadSystemTest {
         return out;
     }
 
-    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
-            }
-            TimeUnit.MILLISECONDS.sleep(10);
-        }
-    }
-
     private static EndpointState endpoint(Gateway g, EngineSimulator sim) {
         for (EndpointState ep : g.routeTable().ruleByName("chat").endpoints()) {
             if (ep.config().port() == sim.port()) {
@@ -149,8 +140,7 @@ class EngineLoadSystemTest {
 
         // Another gateway keeps six long requests running on a: this gateway has none there.
         List<CompletableFuture<HttpResponse<String>>> busy = load(loader, 6, 160); // ~4 s each
-        await("the router's scrape shows a's six requests", () -> ra.load() >= 6,
-            () -> "a: load " + ra.load() + " " + ra.loadSource() + " reading " + ra.lastReading());
+        Await.until(WAIT, "the router's scrape shows a's six requests", () -> ra.load() >= 6, () -> "a: load " + ra.load() + " " + ra.loadSource() + " reading " + ra.lastReading());
         assertEquals(0, ra.outstanding(), "none of them is this gateway's");
         for (int i = 0; i < 6; i++) {
             String why = route(router, tokens(1_000 + 10 * i, 8));
@@ -164,7 +154,7 @@ class EngineLoadSystemTest {
         for (CompletableFuture<HttpResponse<String>> f : busy) {
             assertEquals(200, f.get().statusCode());
         }
-        await("a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.lastReading());
+        Await.until(WAIT, "a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.lastReading());
     }
 
     @Test
@@ -241,19 +231,19 @@ class EngineLoadSystemTest {
                 return s.lastEventSeq(0);
             }, () -> lastSeq(router, ep), () -> "status " + router.kv().status());
             s.resetPrefixCache();
-            await("engine " + i + "'s cache cleared in the index", () -> router.kv().index().blocks(ep.id()) == 0
+            Await.until(WAIT, "engine " + i + "'s cache cleared in the index", () -> router.kv().index().blocks(ep.id()) == 0
                 && lastSeq(router, ep) == s.lastEventSeq(0), () -> "blocks " + router.kv().index().blocks(ep.id()));
         }
         // a caches an 8-block prefix; b holds nothing.
         String prefix = tokens(7_000, 128);
         assertEquals(200, SimHttp.post(a, "/v1/completions", "{\"model\":\"m\",\"max_tokens\":1,\"prompt\":" + prefix + "}").statusCode());
-        await("a's blocks indexed", () -> router.kv().index().blocks(ra.id()) == 8, () -> "blocks " + router.kv().index().blocks(ra.id()));
+        Await.until(WAIT, "a's blocks indexed", () -> router.kv().index().blocks(ra.id()) == 8, () -> "blocks " + router.kv().index().blocks(ra.id()));
         String sibling = tokens(7_000, 128).replace("]", ",1,2,3]");
         String idle = route(router, sibling);
         assertTrue(idle.startsWith("endpoint=" + ra.key() + ";") && idle.contains("tier=kv_exact"), idle);
 
         List<CompletableFuture<HttpResponse<String>>> busy = load(loader, 8, 160);
-        await("the router's scrape shows a's eight requests", () -> ra.load() >= 8, () -> "a: " + ra.lastReading());
+        Await.until(WAIT, "the router's scrape shows a's eight requests", () -> ra.load() >= 8, () -> "a: " + ra.lastReading());
         String away = route(router, sibling);
         assertTrue(away.startsWith("endpoint=" + rb.key() + ";"), away);
         assertTrue(away.contains("tier=fallback(over_load_bound)"), away);
@@ -262,7 +252,7 @@ class EngineLoadSystemTest {
         for (CompletableFuture<HttpResponse<String>> f : busy) {
             assertEquals(200, f.get().statusCode());
         }
-        await("a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.lastReading());
+        Await.until(WAIT, "a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.lastReading());
         String back = route(router, sibling);
         assertTrue(back.startsWith("endpoint=" + ra.key() + ";") && back.contains("tier=kv_exact"), back);
     }
@@ -279,7 +269,7 @@ class EngineLoadSystemTest {
             "url: " + without.baseUrl()));
         EndpointState w = endpoint(g, withMetrics);
         EndpointState n = endpoint(g, without);
-        await("both scraped", () -> g.loadScraper().scrapes(n.key(), Result.NOT_FOUND) >= 2
+        Await.until(WAIT, "both scraped", () -> g.loadScraper().scrapes(n.key(), Result.NOT_FOUND) >= 2
             && w.loadSource() == EndpointState.LoadSource.ENGINE, () -> "w " + w.loadSource() + " n " + n.loadSource());
         assertEquals(EndpointState.LoadSource.UNKNOWN, n.loadSource());
         String m = metrics(g);
@@ -307,7 +297,7 @@ class EngineLoadSystemTest {
         try (BufferedReader in = new BufferedReader(new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
             String first = in.readLine();
             assertTrue(first != null && first.startsWith("data: "), first);
-            await("the charge handed back", () -> ep.prefillTokens() == 0, () -> "prefill " + ep.prefillTokens());
+            Await.until(WAIT, "the charge handed back", () -> ep.prefillTokens() == 0, () -> "prefill " + ep.prefillTokens());
             assertEquals(1, ep.outstanding(), "the stream is still going: only its prefill is over");
             String line;
             String last = null;
@@ -318,7 +308,7 @@ class EngineLoadSystemTest {
             }
             assertEquals("data: [DONE]", last);
         }
-        await("the request finished", () -> ep.outstanding() == 0, () -> "outstanding " + ep.outstanding());
+        Await.until(WAIT, "the request finished", () -> ep.outstanding() == 0, () -> "outstanding " + ep.outstanding());
         assertEquals(0, ep.prefillTokens());
     }
 }

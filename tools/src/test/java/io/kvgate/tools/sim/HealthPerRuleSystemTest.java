@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.time.Duration;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -22,16 +22,8 @@ import org.junit.jupiter.api.Timeout;
 @Tag("system")
 @Timeout(60)
 class HealthPerRuleSystemTest {
-
-    private static void await(BooleanSupplier cond, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("not within 20 s: " + what);
-            }
-            Thread.sleep(10);
-        }
-    }
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(20);
 
     @Test
     void aWedgedSglangEngineIsTakenOutOnlyByTheRuleProbingHealthGenerate() throws Exception {
@@ -55,20 +47,20 @@ class HealthPerRuleSystemTest {
             try {
                 EndpointState s = gw.routeTable().ruleByName("shallow").endpoints().get(0);
                 EndpointState d = gw.routeTable().ruleByName("deep").endpoints().get(0);
-                await(() -> deep.stats().get("health_generate_requests") >= 2, "the deep rule probes /health_generate");
+                Await.until(WAIT, "the deep rule probes /health_generate", () -> deep.stats().get("health_generate_requests") >= 2);
                 assertTrue(s.probeHealthy() && d.probeHealthy(), "both answer while the engines are well");
                 assertEquals(0, shallow.stats().get("health_generate_requests"), "the other rule keeps the global /health");
 
                 shallow.injectFaults("{\"unhealthy\":true}");
                 deep.injectFaults("{\"unhealthy\":true}");
-                await(() -> !d.probeHealthy(), "the wedged engine fails /health_generate within timeout_ms");
+                Await.until(WAIT, "the wedged engine fails /health_generate within timeout_ms", () -> !d.probeHealthy());
                 long shallowProbes = shallow.stats().get("health_requests");
-                await(() -> shallow.stats().get("health_requests") >= shallowProbes + 3, "three more /health probes");
+                Await.until(WAIT, "three more /health probes", () -> shallow.stats().get("health_requests") >= shallowProbes + 3);
                 assertTrue(s.probeHealthy(), "SGLang's /health still answers 200 for the same fault (shallow probe)");
                 assertFalse(d.probeHealthy());
 
                 deep.injectFaults("{\"unhealthy\":false}");
-                await(d::probeHealthy, "the deep probe brings the endpoint back once the engine generates again");
+                Await.until(WAIT, "the deep probe brings the endpoint back once the engine generates again", d::probeHealthy);
             } finally {
                 gw.close(100);
             }

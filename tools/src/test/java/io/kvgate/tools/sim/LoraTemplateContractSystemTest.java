@@ -12,6 +12,7 @@ import io.kvgate.control.config.ChatTemplateFile;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.config.ReloadOutcome;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -22,7 +23,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -41,6 +41,8 @@ import org.junit.jupiter.api.io.TempDir;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class LoraTemplateContractSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(20);
     private static final String ADMIN = "lora-template-admin-token";
     /** Leading newlines and a literal backslash-n: SGLang loads the file differently from vLLM. */
     private static final String TEMPLATE = "\n{% for m in messages %}[{{ m.role }}]{{ m.content }}\\n{% endfor %}"
@@ -167,16 +169,6 @@ class LoraTemplateContractSystemTest {
         return recent.get(recent.size() - 1).path("lora").asText(null);
     }
 
-    private static void await(String what, BooleanSupplier cond) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what);
-            }
-            TimeUnit.MILLISECONDS.sleep(20);
-        }
-    }
-
     // ---- LoRA: each engine's request form, one answer --------------------------------------------------------
 
     @Test
@@ -223,7 +215,7 @@ class LoraTemplateContractSystemTest {
 
     @Test
     void aDiscoveredAdapterGoesOnlyToTheEndpointListingIt() throws Exception {
-        await("the model probe discovered found-lora", () -> {
+        Await.until(WAIT, "the model probe discovered found-lora", () -> {
             try {
                 return get("/v1/models/found-lora").statusCode() == 200;
             } catch (Exception e) {
@@ -252,7 +244,7 @@ class LoraTemplateContractSystemTest {
         // The only endpoint serving it goes down: its last listing stands, so the adapter is known but unservable
         // (503, as a model whose endpoints are all down); the base model is still served by the other engine.
         listing.close();
-        await("the gateway took the listing engine out", () -> {
+        Await.until(WAIT, "the gateway took the listing engine out", () -> {
             try {
                 return post("/v1/completions", "{\"model\":\"found-lora\",\"prompt\":\"hi\",\"max_tokens\":2}").statusCode() == 503;
             } catch (Exception e) {
@@ -268,7 +260,7 @@ class LoraTemplateContractSystemTest {
     // GET /v1/models names every adapter GET /v1/models/{id} answers, configured and discovered, with its parent
     @Test
     void modelsListsEveryAdapterWithItsBaseModelAsParent() throws Exception {
-        await("the model probe discovered found-lora", () -> {
+        Await.until(WAIT, "the model probe discovered found-lora", () -> {
             try {
                 return get("/v1/models/found-lora").statusCode() == 200;
             } catch (Exception e) {

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -19,7 +20,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -34,6 +34,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(90)
 @Tag("system")
 class ReplicaSessionSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(10);
     private static final int CONVERSATIONS = 24;
     private static final int TURNS = 4;
 
@@ -91,16 +93,6 @@ class ReplicaSessionSystemTest {
         return sims;
     }
 
-    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("timed out waiting: " + what);
-            }
-            Thread.sleep(20);
-        }
-    }
-
     private static EndpointState endpoint(Gateway gw, String key) {
         return gw.routeTable().ruleByName("chat").endpoints().stream().filter(e -> e.key().equals(key)).findFirst().orElseThrow();
     }
@@ -135,7 +127,7 @@ class ReplicaSessionSystemTest {
             down.injectFaults("{\"unhealthy\":true}");
             Gateway ga = a;
             Gateway gb = b;
-            await(() -> !endpoint(ga, downKey).probeHealthy() && !endpoint(gb, downKey).probeHealthy(), "both replicas mark it down");
+            Await.until(WAIT, "both replicas mark it down", () -> !endpoint(ga, downKey).probeHealthy() && !endpoint(gb, downKey).probeHealthy());
             Map<String, Set<String>> moved = converse(a, b, "conv-");
             int movedConversations = 0;
             for (Map.Entry<String, Set<String>> e : moved.entrySet()) {
@@ -151,7 +143,7 @@ class ReplicaSessionSystemTest {
             assertTrue(movedConversations > 0, "the down engine had conversations: " + served);
 
             down.injectFaults("{\"unhealthy\":false}");
-            await(() -> endpoint(ga, downKey).probeHealthy() && endpoint(gb, downKey).probeHealthy(), "both replicas bring it back");
+            Await.until(WAIT, "both replicas bring it back", () -> endpoint(ga, downKey).probeHealthy() && endpoint(gb, downKey).probeHealthy());
             assertEquals(served, converse(a, b, "conv-"), "every conversation is back on its engine");
         } finally {
             if (a != null) {

@@ -9,6 +9,7 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
+import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
 import io.kvgate.tools.sim.EngineSimulator;
@@ -24,8 +25,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -43,6 +42,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 @Tag("system")
 class KvRoutingSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(20);
     private static final ObjectMapper JSON = new ObjectMapper();
     /** Waits for ZeroMQ delivery on a loaded machine; no timeout is under test here. */
     private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
@@ -100,9 +101,7 @@ class KvRoutingSystemTest {
             EngineSimulator sim = sims.get(i);
             int endpoint = i;
             sim.resetPrefixCache();
-            await("the gateway applied engine " + i + "'s AllBlocksCleared",
-                () -> lastSeq(gw, endpoint) == sim.lastEventSeq(0) && inventoryBlocks(endpoint) == 0,
-                () -> "engine last event seq " + sim.lastEventSeq(0) + "; inventory: " + inventory(gw));
+            Await.until(WAIT, "the gateway applied engine " + i + "'s AllBlocksCleared", () -> lastSeq(gw, endpoint) == sim.lastEventSeq(0) && inventoryBlocks(endpoint) == 0, () -> "engine last event seq " + sim.lastEventSeq(0) + "; inventory: " + inventory(gw));
         }
     }
 
@@ -202,15 +201,6 @@ class KvRoutingSystemTest {
      * Waits (bounded) for an asynchronous condition: events travel over ZeroMQ. {@code state} is evaluated at the
      * deadline, so the failure shows what the gateway held then.
      */
-    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
-            }
-            TimeUnit.MILLISECONDS.sleep(20);
-        }
-    }
 
     private long inventoryBlocks(int endpoint) {
         try {
@@ -234,7 +224,7 @@ class KvRoutingSystemTest {
         }
         assertTrue(idx >= 0, firstRoute);
         final int owner = idx;
-        await("the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
+        Await.until(WAIT, "the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
             && inventoryBlocks(owner) > 0, () -> "engine holds " + sims.get(owner).cachedBlocks(0) + " blocks, last event seq "
                 + sims.get(owner).lastEventSeq(0) + "; inventory: " + inventory(gw));
 
@@ -254,8 +244,7 @@ class KvRoutingSystemTest {
         // The inventory equals what each engine holds, block for block count.
         for (int i = 0; i < sims.size(); i++) {
             final int e = i;
-            await("inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0),
-                () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks, last event seq "
+            Await.until(WAIT, "inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0), () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks, last event seq "
                     + sims.get(e).lastEventSeq(0) + "; inventory: " + inventory(gw));
         }
 
@@ -330,8 +319,7 @@ class KvRoutingSystemTest {
     void wrongSeedTripsTheZeroHitWatchdog() throws Exception {
         // Warm the engines' caches through the correct rule first so the inventory is not empty.
         assertEquals(200, post("/v1/chat/completions", chat("qwen3", "warm"), false).statusCode());
-        await("inventory not empty", () -> inventoryBlocks(0) + inventoryBlocks(1) + inventoryBlocks(2) > 0,
-            () -> "inventory: " + inventory(gw));
+        Await.until(WAIT, "inventory not empty", () -> inventoryBlocks(0) + inventoryBlocks(1) + inventoryBlocks(2) > 0, () -> "inventory: " + inventory(gw));
         for (int i = 0; i < 4; i++) {
             post("/v1/chat/completions", chat("qwen3-wrong-seed", "warm"), false); // the engines 404 the alias; routing ran first
         }

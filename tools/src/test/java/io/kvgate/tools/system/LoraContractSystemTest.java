@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.dataplane.route.RuleStats;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig;
 import java.net.http.HttpResponse;
 import java.util.concurrent.TimeUnit;
@@ -45,7 +46,7 @@ class LoraContractSystemTest {
     void adapterRequestsHitTheAdaptersCachedBlocksAndBaseRequestsNeverDo() throws Exception {
         HttpResponse<String> first = e.chat("sql-lora", "Parcels late in March?");
         int owner = e.engineOf(first);
-        LoraKvEngines.await("the adapter's blocks indexed", () -> e.blocks(owner) > 0 && e.blocks(owner) == e.sims.get(owner).cachedBlocks(0));
+        Await.until(LoraKvEngines.WAIT, "the adapter's blocks indexed", () -> e.blocks(owner) > 0 && e.blocks(owner) == e.sims.get(owner).cachedBlocks(0));
         RuleStats stats = e.gw.router().stats("lora");
 
         long matchedBefore = stats.matchedBlocks();

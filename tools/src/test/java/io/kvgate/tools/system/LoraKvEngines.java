@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.GatewayLauncher;
+import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
 import io.kvgate.tools.sim.EngineSimulator;
@@ -20,7 +21,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 
 /**
  * Two simulated engines of one dialect serving LoRA adapter {@code sql-lora} on Qwen3 with ZeroMQ KV events, and a
@@ -28,6 +28,8 @@ import java.util.function.BooleanSupplier;
  * kv_exact system tests ({@link LoraContractSystemTest} for vLLM, {@link SglangLoraKvSystemTest} for SGLang).
  */
 final class LoraKvEngines implements AutoCloseable {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    static final Duration WAIT = Duration.ofSeconds(20);
     static final ObjectMapper JSON = new ObjectMapper();
     private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
     static final String ADMIN_TOKEN = "lora-contract-admin-token";
@@ -88,8 +90,7 @@ final class LoraKvEngines implements AutoCloseable {
             EngineSimulator sim = sims.get(i);
             int endpoint = i;
             sim.resetPrefixCache();
-            await("the gateway applied engine " + i + "'s AllBlocksCleared",
-                () -> lastSeq(endpoint) == sim.lastEventSeq(0) && blocks(endpoint) == 0);
+            Await.until(WAIT, "the gateway applied engine " + i + "'s AllBlocksCleared", () -> lastSeq(endpoint) == sim.lastEventSeq(0) && blocks(endpoint) == 0);
         }
     }
 
@@ -126,16 +127,6 @@ final class LoraKvEngines implements AutoCloseable {
 
     long blocks(int endpoint) {
         return admin("/admin/v1/inventory").get("rules").get(0).get("endpoints").get(endpoint).get("blocks").asLong();
-    }
-
-    static void await(String what, BooleanSupplier cond) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what);
-            }
-            TimeUnit.MILLISECONDS.sleep(20);
-        }
     }
 
     HttpResponse<String> chat(String model, String question) throws Exception {

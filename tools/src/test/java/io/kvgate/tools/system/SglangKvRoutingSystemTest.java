@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.GatewayLauncher;
+import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
 import io.kvgate.tools.sim.EngineSimulator;
@@ -23,8 +24,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -43,6 +42,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 @Tag("system")
 class SglangKvRoutingSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(20);
     private static final ObjectMapper JSON = new ObjectMapper();
     /** Waits for ZeroMQ delivery on a loaded machine; no timeout is under test here. */
     private static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
@@ -89,9 +90,7 @@ class SglangKvRoutingSystemTest {
             EngineSimulator sim = sims.get(i);
             int endpoint = i;
             sim.resetPrefixCache();
-            await("the gateway applied engine " + i + "'s AllBlocksCleared",
-                () -> lastSeq(gw, endpoint) == sim.lastEventSeq(0) && inventoryBlocks(endpoint) == 0,
-                () -> "engine last event seq " + sim.lastEventSeq(0) + "; inventory: " + inventory(gw));
+            Await.until(WAIT, "the gateway applied engine " + i + "'s AllBlocksCleared", () -> lastSeq(gw, endpoint) == sim.lastEventSeq(0) && inventoryBlocks(endpoint) == 0, () -> "engine last event seq " + sim.lastEventSeq(0) + "; inventory: " + inventory(gw));
         }
     }
 
@@ -191,15 +190,6 @@ class SglangKvRoutingSystemTest {
      * Waits (bounded) for an asynchronous condition: events travel over ZeroMQ. {@code state} is evaluated at the
      * deadline, so the failure shows what the gateway held then.
      */
-    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
-            }
-            TimeUnit.MILLISECONDS.sleep(20);
-        }
-    }
 
     private long inventoryBlocks(int endpoint) {
         try {
@@ -223,7 +213,7 @@ class SglangKvRoutingSystemTest {
         }
         assertTrue(idx >= 0, firstRoute);
         final int owner = idx;
-        await("the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
+        Await.until(WAIT, "the engine's BlockStored events indexed", () -> inventoryBlocks(owner) == sims.get(owner).cachedBlocks(0)
             && inventoryBlocks(owner) > 0, () -> "engine holds " + sims.get(owner).cachedBlocks(0) + " blocks, last event seq "
                 + sims.get(owner).lastEventSeq(0) + "; inventory: " + inventory(gw));
 
@@ -243,8 +233,7 @@ class SglangKvRoutingSystemTest {
         // The inventory equals what each engine holds, block for block count.
         for (int i = 0; i < sims.size(); i++) {
             final int e = i;
-            await("inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0),
-                () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks, last event seq "
+            Await.until(WAIT, "inventory of engine " + e, () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0), () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks, last event seq "
                     + sims.get(e).lastEventSeq(0) + "; inventory: " + inventory(gw));
         }
 

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.dataplane.route.RuleStats;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.SimulatorConfig;
 import java.net.http.HttpResponse;
 import java.util.concurrent.TimeUnit;
@@ -48,7 +49,7 @@ class SglangLoraKvSystemTest {
         HttpResponse<String> first = e.chat("sql-lora", "Parcels late in March?");
         int owner = e.engineOf(first);
         assertEquals("sql-lora", e.lastLora(owner), "SGLang ran the adapter: the gateway sent lora_path");
-        LoraKvEngines.await("the adapter's pages indexed", () -> e.blocks(owner) > 0 && e.blocks(owner) == e.sims.get(owner).cachedBlocks(0));
+        Await.until(LoraKvEngines.WAIT, "the adapter's pages indexed", () -> e.blocks(owner) > 0 && e.blocks(owner) == e.sims.get(owner).cachedBlocks(0));
         RuleStats stats = e.gw.router().stats("lora");
 
         long before = stats.matchedBlocks();

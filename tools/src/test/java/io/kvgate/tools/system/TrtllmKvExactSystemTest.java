@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.GatewayLauncher;
+import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
 import java.net.URI;
@@ -15,6 +16,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -22,8 +24,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -41,6 +41,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 @Tag("system")
 class TrtllmKvExactSystemTest {
+    /** Bound of the waits for real engines and gateways (never a timeout under test). */
+    private static final Duration WAIT = Duration.ofSeconds(30);
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String ADMIN_TOKEN = "trtllm-kv-test-admin-token";
     private final List<EngineSimulator> sims = new ArrayList<>();
@@ -75,7 +77,7 @@ class TrtllmKvExactSystemTest {
                 kv: {cold_readmit_every: 0, load_cap_factor: 100}
                 endpoints:
             %s""".formatted(ADMIN_TOKEN, modelDir, eps)));
-        await("every drain poll answered", () -> {
+        Await.until(WAIT, "every drain poll answered", () -> {
             JsonNode e = inventory().get("rules").get(0).get("endpoints");
             for (int i = 0; i < sims.size(); i++) {
                 // The inventory can list an endpoint before the ingest agent applied it (no subscriber yet): not up.
@@ -113,21 +115,11 @@ class TrtllmKvExactSystemTest {
     }
 
     /** Bounded wait for the drain polls (every kv_poll_ms) to bring the engines' events in. */
-    private static void await(String what, BooleanSupplier cond, Supplier<String> state) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!cond.getAsBoolean()) {
-            if (System.nanoTime() - deadline > 0) {
-                throw new AssertionError("timed out waiting for " + what + "; " + state.get());
-            }
-            TimeUnit.MILLISECONDS.sleep(20);
-        }
-    }
 
     private void awaitInventoryEqualsCaches() throws InterruptedException {
         for (int i = 0; i < sims.size(); i++) {
             final int e = i;
-            await("inventory of engine " + e + " equals its cache", () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0),
-                () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks; inventory: " + inventory());
+            Await.until(WAIT, "inventory of engine " + e + " equals its cache", () -> inventoryBlocks(e) == sims.get(e).cachedBlocks(0), () -> "engine holds " + sims.get(e).cachedBlocks(0) + " blocks; inventory: " + inventory());
         }
     }
 
@@ -171,9 +163,7 @@ class TrtllmKvExactSystemTest {
             assertEquals(200, first.statusCode(), first.body());
             String owner = endpointOf(first);
             int idx = simIndex(owner);
-            await("family " + family + "'s blocks drained from engine " + idx,
-                () -> inventoryBlocks(idx) == sims.get(idx).cachedBlocks(0) && inventoryBlocks(idx) > 0,
-                () -> "engine holds " + sims.get(idx).cachedBlocks(0) + "; inventory: " + inventory());
+            Await.until(WAIT, "family " + family + "'s blocks drained from engine " + idx, () -> inventoryBlocks(idx) == sims.get(idx).cachedBlocks(0) && inventoryBlocks(idx) > 0, () -> "engine holds " + sims.get(idx).cachedBlocks(0) + "; inventory: " + inventory());
             Set<String> endpoints = new HashSet<>();
             for (int q = 1; q <= 4; q++) {
                 HttpResponse<String> r = post(chat(system(family), "Where is parcel " + q + "?"));
