@@ -6,6 +6,7 @@
 # request (perf stat tracepoints); then heap bytes per request of each gateway (JFR thread allocation statistics).
 # A second checkout for A: `git archive <commit> | tar -x -C DIR && (cd DIR && ./mvnw -o -q -B -DskipTests package -pl tools -am)`.
 # usage: perf/frontdoor-ab.sh ROOT_A ROOT_B     env: ROUNDS=3 D=5 PL="1k 16k" OUT=DIR PORT_BASE=24600 ALLOC=1
+#        OPTS_A=... OPTS_B=...  extra JVM options for one side (ROOT_A = ROOT_B: an A/B of options on one build)
 # Only processes started here are stopped (by PID). Loopback only.
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: $0 ROOT_A ROOT_B" >&2; exit 2; }
@@ -27,8 +28,8 @@ export KVGATE_JAVA_OPTS="-Xms512m -Xmx512m -XX:+AlwaysPreTouch"
 taskset -c 0 nginx -p $RUN -e $RUN/origin-error.log -c $RUN/origin.conf & PIDS+=($!)
 NGX=$((PB+2)); sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN#g" -e "s#@NGINX_PORT@#$NGX#g" $HERE/nginx-proxy.conf.in > $RUN/nginx-proxy.conf
 taskset -c 1 nginx -p $RUN -e $RUN/nginx-proxy-error.log -c $RUN/nginx-proxy.conf & PIDS+=($!); PID_N=$!
-(cd $ROOT_A && exec taskset -c 1 ./kvgate serve --config $RUN/kvgate-a.yaml) > $RUN/kvgate-a.log 2>&1 & PIDS+=($!); PID_A=$!
-(cd $ROOT_B && exec taskset -c 1 ./kvgate serve --config $RUN/kvgate-b.yaml) > $RUN/kvgate-b.log 2>&1 & PIDS+=($!); PID_B=$!
+(cd $ROOT_A && KVGATE_JAVA_OPTS="$KVGATE_JAVA_OPTS ${OPTS_A:-}" exec taskset -c 1 ./kvgate serve --config $RUN/kvgate-a.yaml) > $RUN/kvgate-a.log 2>&1 & PIDS+=($!); PID_A=$!
+(cd $ROOT_B && KVGATE_JAVA_OPTS="$KVGATE_JAVA_OPTS ${OPTS_B:-}" exec taskset -c 1 ./kvgate serve --config $RUN/kvgate-b.yaml) > $RUN/kvgate-b.log 2>&1 & PIDS+=($!); PID_B=$!
 declare -A PORT=([a]=$PA [b]=$PBB [n]=$NGX) PID=([a]=$PID_A [b]=$PID_B [n]=$PID_N)
 for x in a b; do for i in $(seq 150); do c=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @$RUN/body-1k.json http://127.0.0.1:${PORT[$x]}/v1/chat/completions || true); [ "$c" = 200 ] && break; sleep 0.2; done; [ "$c" = 200 ] || { echo "$x not up"; tail $RUN/kvgate-$x.log; exit 1; }; done
 HZ=$(getconf CLK_TCK)
