@@ -1,5 +1,7 @@
 package io.kvgate.dataplane.request;
 
+import io.netty.util.internal.PlatformDependent;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -11,10 +13,15 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Why our own: almost all of a chat body is string content, which Jackson decodes char by char into its text
  * buffer although the gateway only needs to know it is valid; that decode was the whole per-byte cost of the body
- * stage (~0.4 ns/byte, {@code perf/results/bodyscan-2026-12-02.md}). Here string content is skipped sixteen bytes per
- * branch (two {@code long} reads, then eight at a time; the bytes {@code '"'}, {@code '\\'}, {@code < 0x20} and {@code >= 0x80} found with
- * carry-free SWAR byte tests), and only where a non-ASCII byte is does a byte loop validate the UTF-8 sequence. A
- * string's characters are decoded only when the extractor asks for them ({@link #getText}, {@link #appendText}).
+ * stage (~0.4 ns/byte, {@code perf/results/bodyscan-2026-12-02.md}). Here string content is skipped one SIMD vector
+ * per branch where the JVM has the (incubating) Vector API, {@code --add-modules jdk.incubator.vector} as in
+ * {@code deploy/jvm.options} ({@link VectorScan}: 64 bytes with AVX-512, 32 with AVX2; one load, compares for
+ * {@code '"'}, {@code '\\'} and a signed {@code < 0x20}, which also holds for every byte {@code >= 0x80}, and the
+ * first flagged lane; {@code perf/results/bodyscan-2026-12-03.md}), and otherwise, and for the last bytes before the
+ * body's end that do not fill a vector, sixteen then eight bytes per branch (those four byte tests done carry-free,
+ * SWAR, on {@code long} words); the same bytes stop both, and only where a non-ASCII byte is does a byte loop
+ * validate the UTF-8 sequence. A string's characters are decoded only when the extractor asks for them
+ * ({@link #getText}, {@link #appendText}).
  *
  * <p>What is refused (each a {@link MalformedJsonException} naming what and the byte offset): anything outside RFC
  * 8259 as Jackson's defaults read it — comments, trailing commas, leading zeros, {@code +1}, {@code .5}, {@code 1.},
@@ -93,7 +100,54 @@ public final class JsonLexer {
     private static final long BACKSLASHES = 0x5C5C5C5C5C5C5C5CL;
     private static final long SIXTIES = 0x6060606060606060L;
 
+    /**
+     * Bytes per vector of the string skip on the Vector API ({@link VectorScan}), 0 when it is not used: the module
+     * {@code jdk.incubator.vector} is not in the boot layer (the JVM was started without {@code --add-modules
+     * jdk.incubator.vector}, which {@code deploy/jvm.options} passes), its preferred byte vector is narrower than 16
+     * bytes (not compiled to SIMD instructions: the API's Java fallback would be far slower than SWAR), or
+     * {@code -Dkvgate.json.vector=false} turns it off. Decided once; {@link VectorScan} is loaded only when this
+     * finds the module, so the lexer runs without it.
+     */
+    static final int VECTOR_BYTES = vectorBytes();
+
+    private static int vectorBytes() {
+        if (!Boolean.parseBoolean(System.getProperty("kvgate.json.vector", "true"))
+            || ModuleLayer.boot().findModule("jdk.incubator.vector").isEmpty()) {
+            return 0;
+        }
+        int n = VectorScan.BYTES;
+        return n >= 16 ? n : 0;
+    }
+
+    /** How this JVM's lexers skip string content: {@code "vector (N bytes)"} or {@code "swar"} (for logs and benchmarks). */
+    public static String stringScan() {
+        return VECTOR_BYTES != 0 ? "vector (" + VECTOR_BYTES + " bytes)" : "swar";
+    }
+
+    /** This lexer skips strings with {@link VectorScan} (tests turn it off to run the SWAR path on the same JVM). */
+    private boolean vectors = VECTOR_BYTES != 0;
+
+    /**
+     * All of native memory as one segment: {@link VectorScan} reads a direct buffer through it at the buffer's
+     * address, so no segment is made per body (the front door's body buffers are new ByteBuffer objects from one body
+     * to the next). Null where it cannot be had: no native access for this code ({@code
+     * --enable-native-access=ALL-UNNAMED} in {@code deploy/jvm.options}; asked first, so no warning is printed), or
+     * no Unsafe for Netty to read a buffer's address; those bodies, and heap ones, get a segment each. (Reading
+     * through it is not bounds-checked against the buffer: {@link VectorScan} never reads at or past {@link #end},
+     * which is the buffer's limit.)
+     */
+    @SuppressWarnings("restricted") // reinterpret: the one restricted call, made only with native access enabled
+    private static final MemorySegment NATIVE = VECTOR_BYTES != 0 && PlatformDependent.hasUnsafe()
+        && JsonLexer.class.getModule().isNativeAccessEnabled() ? MemorySegment.NULL.reinterpret(Long.MAX_VALUE) : null;
+
     private ByteBuffer in;
+    /**
+     * {@link VectorScan}'s view of {@link #in}: byte {@code i} of the buffer (absolute index) is at
+     * {@code segmentBase + i} of {@link #segment} ({@link #NATIVE} at the buffer's address, or a segment made for a
+     * heap body, one small object and its scope, dropped by {@link #clear}).
+     */
+    private MemorySegment segment;
+    private long segmentBase;
     private boolean bigEndian;
     /** Absolute index of the body's first byte in {@link #in}; every reported offset is relative to it. */
     private int base;
@@ -134,6 +188,15 @@ public final class JsonLexer {
      */
     public void start(ByteBuffer body) {
         in = body;
+        if (vectors) {
+            if (NATIVE != null && body.isDirect()) {
+                segment = NATIVE;
+                segmentBase = PlatformDependent.directBufferAddress(body); // the address of the buffer's index 0
+            } else {
+                segment = MemorySegment.ofBuffer(body); // from the body's position on
+                segmentBase = -(long) body.position();
+            }
+        }
         bigEndian = body.order() == ByteOrder.BIG_ENDIAN;
         base = body.position();
         end = body.limit();
@@ -160,6 +223,22 @@ public final class JsonLexer {
     public void clear() {
         in = null;
         token = null;
+        segment = null;
+    }
+
+    /** Turns the vector string skip on or off for this lexer (on only where {@link #VECTOR_BYTES} is not 0). */
+    void vectors(boolean on) {
+        vectors = on && VECTOR_BYTES != 0;
+    }
+
+    /** Whether {@link VectorScan} reads direct buffers in place through {@link #NATIVE} (else a segment per body). */
+    static boolean readsDirectBuffersInPlace() {
+        return NATIVE != null;
+    }
+
+    /** Whether this lexer skips strings with {@link VectorScan}. */
+    boolean vectors() {
+        return vectors;
     }
 
     /** Unchecked carrier of a {@link MalformedJsonException} out of helpers; {@link #nextToken} rethrows it. */
@@ -454,13 +533,22 @@ public final class JsonLexer {
         final int e = end;
         final ByteBuffer b = in;
         while (true) {
-            // Eight bytes at a time: a byte is special when it is '"', '\\', < 0x20 or >= 0x80. Each test works
+            // Whole vectors first where the Vector API is there; then (or else) eight bytes at a time: a byte is
+            // special when it is '"', '\\', < 0x20 or >= 0x80. Each SWAR test works
             // on the low seven bits of every byte plus a constant that cannot carry into the next byte, so the
             // flags are exact per byte whichever the buffer's byte order.
             // Sixteen bytes per iteration while there is room (one branch for two words: long ASCII content
             // is most of a chat body), then eight.
             scan:
             {
+                if (vectors) { // whole vectors first; the SWAR loops below take what is left (less than one)
+                    int q = VectorScan.firstSpecial(segment, segmentBase, p, e);
+                    if (q >= 0) {
+                        p = q;
+                        break scan;
+                    }
+                    p = -1 - q;
+                }
                 while (p <= e - 16) {
                     long s1 = special(b.getLong(p));
                     long s2 = special(b.getLong(p + 8));

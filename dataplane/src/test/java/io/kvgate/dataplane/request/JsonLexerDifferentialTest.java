@@ -2,6 +2,7 @@ package io.kvgate.dataplane.request;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -19,7 +20,12 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.Parameter;
+import org.junit.jupiter.params.ParameterizedClass;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@link JsonLexer} and the {@link RequestFieldExtractor} on it against Jackson as the oracle: the extractor as it
@@ -28,9 +34,26 @@ import org.junit.jupiter.api.Test;
  * numbers of every form, whitespace) and one-byte mutations of them (changed, inserted, deleted), truncations,
  * invalid UTF-8, control characters and the StreamReadConstraints limits: the new extractor accepts exactly the
  * bodies the old one accepted, gives the same {@link RequestFields} for them, and the lexer's tokens, names, texts
- * and numbers are Jackson's. The SWAR string scan is swept with each special byte at every offset mod 8.
+ * and numbers are Jackson's. The string skip is swept with each special byte at every offset mod 8 and at every
+ * position of two vectors. The whole class runs once on each string skip ({@link StringSkips}: the Vector API's and
+ * SWAR's).
  */
+@ParameterizedClass(name = "{0} string skip")
+@ValueSource(strings = {"vector", "swar"})
 class JsonLexerDifferentialTest {
+    @Parameter
+    String path;
+
+    @BeforeEach
+    void stringSkip() {
+        StringSkips.use(path);
+    }
+
+    @AfterEach
+    void defaultStringSkip() {
+        StringSkips.reset();
+    }
+
     private static final JsonFactory FACTORY = JsonFactory.builder().build();
 
     // ---- running both --------------------------------------------------------------------------------------
@@ -582,6 +605,84 @@ class JsonLexerDifferentialTest {
         }
     }
 
+    /**
+     * The vector skip's offsets ({@code firstTrue}) and its hand-over to the SWAR tail: in content longer than two
+     * vectors, each special byte at every position from 0 to two vectors past the opening quote, with the string in
+     * the middle of the body, ending two bytes before the body's end, and as the whole body (its closing quote the
+     * body's last byte, or missing: unterminated); then content of every length up to a vector and a half, plain or
+     * ending in a special byte, so strings shorter than a vector are read both where a whole vector still fits
+     * before the body's end and where only the tail loops do. The SWAR run sweeps the same positions (a 64-byte
+     * "vector").
+     */
+    @Test
+    void everySpecialByteAtEveryPositionOfTwoVectors() throws IOException {
+        int v = JsonLexer.VECTOR_BYTES != 0 ? JsonLexer.VECTOR_BYTES : 64;
+        String[] specials = {"\"", "\\n", "\\u00e9", "\u0001", "\u001f", "\u007f", "é", "中", "😀", "\u00ff", "\u0080", "\\"};
+        for (String s : specials) {
+            byte[] special = s.equals("\u00ff") ? new byte[] {(byte) 0xFF} : s.equals("\u0080")
+                ? new byte[] {(byte) 0x80} : s.getBytes(StandardCharsets.UTF_8);
+            for (int at = 0; at <= 2 * v + 1; at++) {
+                byte[] content = concat("a".repeat(at), special, "b".repeat(2 * v + 24 - at));
+                for (int shift : new int[] {0, 1, 7, 8, 8 + 3}) { // 8 and up: a direct buffer
+                    check(concat("{\"messages\":[{\"content\":\"", content, "\"}],\"model\":\"m\"}"), shift,
+                        s + " at " + at + " of " + content.length + " bytes, in the middle, shift " + shift);
+                    check(concat("{\"model\":\"m\",\"user\":\"", content, "\"}"), shift,
+                        s + " at " + at + " of " + content.length + " bytes, at the end, shift " + shift);
+                }
+                wholeBody(content, s + " at " + at + " of " + content.length + " bytes, the whole body");
+            }
+            for (int len = 0; len <= v + v / 2; len++) {
+                byte[] plain = "c".repeat(len).getBytes(StandardCharsets.US_ASCII);
+                byte[] ending = concat("c".repeat(len), special, "");
+                for (byte[] content : new byte[][] {plain, ending}) {
+                    String what = show(content) + " (" + content.length + " bytes)";
+                    for (int shift : new int[] {0, 8 + 5}) {
+                        check(concat("{\"messages\":[{\"content\":\"", content, "\"}],\"model\":\"m\"}"), shift,
+                            what + " in the middle, shift " + shift);
+                        check(concat("{\"model\":\"m\",\"user\":\"", content, "\"}"), shift, what + " at the end, shift " + shift);
+                    }
+                    wholeBody(content, what + ", the whole body");
+                }
+            }
+        }
+    }
+
+    /**
+     * A root string {@code "content"} whose closing quote is the body's last byte, and the same without its closing
+     * quote (unterminated, unless the content has one of its own): Jackson's tokens, or refused where Jackson refuses.
+     */
+    private static void wholeBody(byte[] content, String what) throws IOException {
+        for (byte[] b : new byte[][] {concat("\"", content, "\""), concat("\"", content, "")}) {
+            if (acceptsAsJackson(b)) {
+                sameTokens(b, what + ": " + show(b));
+            } else {
+                refused(b, what + ": " + show(b));
+            }
+        }
+    }
+
+    private static void refused(byte[] body, String what) {
+        JsonLexer lexer = JsonLexer.forThisThread();
+        lexer.start(ByteBuffer.wrap(body));
+        try {
+            assertThrows(JsonLexer.MalformedJsonException.class, () -> {
+                while (lexer.nextToken() != null) {
+                    lexer.getText();
+                }
+            }, what);
+        } finally {
+            lexer.clear();
+        }
+    }
+
+    private static byte[] concat(String head, byte[] middle, String tail) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        out.writeBytes(head.getBytes(StandardCharsets.UTF_8));
+        out.writeBytes(middle);
+        out.writeBytes(tail.getBytes(StandardCharsets.UTF_8));
+        return out.toByteArray();
+    }
+
     private static boolean acceptsAsJackson(byte[] b) {
         try {
             JsonParser p = FACTORY.createParser(b);
@@ -592,14 +693,6 @@ class JsonLexerDifferentialTest {
         } catch (IOException e) {
             return false;
         }
-    }
-
-    private static byte[] concat(String head, byte[] middle, String tail) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        out.writeBytes(head.getBytes(StandardCharsets.US_ASCII));
-        out.writeBytes(middle);
-        out.writeBytes(tail.getBytes(StandardCharsets.US_ASCII));
-        return out.toByteArray();
     }
 
     /** The text prefix is cut at its bound exactly as before, a surrogate pair split included. */

@@ -7,9 +7,30 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.Parameter;
+import org.junit.jupiter.params.ParameterizedClass;
+import org.junit.jupiter.params.provider.ValueSource;
 
+/** Runs once on each of the lexer's string skips ({@link StringSkips}: the Vector API's and SWAR's). */
+@ParameterizedClass(name = "{0} string skip")
+@ValueSource(strings = {"vector", "swar"})
 class RequestFieldExtractorTest {
+    @Parameter
+    String path;
+
+    @BeforeEach
+    void stringSkip() {
+        StringSkips.use(path);
+    }
+
+    @AfterEach
+    void defaultStringSkip() {
+        StringSkips.reset();
+    }
+
     private static RequestFields extract(byte[] body, int... splits) {
         RequestFields f = new RequestFields();
         RequestFieldExtractor x = new RequestFieldExtractor(f);
