@@ -56,7 +56,8 @@ import java.util.concurrent.TimeUnit;
  *   <li><b>Head</b>: drain, route and method, {@code api_keys}, Content-Type and the declared length are decided
  *       from the request head alone, before a body byte is buffered (a refused head never gets {@code 100 Continue}
  *       and its body is never read).</li>
- *   <li><b>Body</b>: the body buffer starts empty and grows as bytes arrive (never sized from Content-Length); the
+ *   <li><b>Body</b>: the body buffer starts empty and grows as bytes arrive (never sized from Content-Length); a body
+ *       that arrives whole in one read is kept as the decoder's slice of it instead ({@link #borrowable}); the
  *       complete body is scanned once, in place, by the field extractor's own JSON lexer; the body is validated
  *       into a typed {@link Problem} or accepted.</li>
  *   <li><b>Prompt</b>: the rule's prompt inputs (tokens, salt, session key) are computed on this I/O thread.</li>
@@ -389,11 +390,15 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
                     "The request body exceeds the limit of " + max + " bytes.");
                 return;
             }
-            if (body == null) {
-                // Sized by what arrived, never by what the client declared: memory follows bytes actually received.
-                body = ctx.alloc().buffer(Math.min(max, Math.max(MIN_BODY_BUFFER, b.readableBytes())), max);
+            if (body == null && c instanceof LastHttpContent && borrowable(b)) {
+                body = b.retain(); // the whole body came in one read: keep the decoder's slice of it, no copy
+            } else {
+                if (body == null) {
+                    // Sized by what arrived, never by what the client declared: memory follows bytes actually received.
+                    body = ctx.alloc().buffer(Math.min(max, Math.max(MIN_BODY_BUFFER, b.readableBytes())), max);
+                }
+                body.writeBytes(b);
             }
-            body.writeBytes(b);
         }
         if (c instanceof LastHttpContent) {
             cancelReadDeadline();
@@ -401,6 +406,30 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
                 extractor.body(body); // scanned whole, in place, when the body is validated
             }
             dispatch();
+        }
+    }
+
+    /**
+     * Whether a body that arrived whole in one chunk may be kept as the decoder's slice of the read buffer instead of
+     * a copy: when it fills at least half of that buffer. A small body in a large read buffer is copied, so a request
+     * held for a long stream never pins more than twice its size (as a buffer grown by doubling could).
+     */
+    static boolean borrowable(ByteBuf chunk) {
+        ByteBuf under = chunk.unwrap();
+        return under == null || (long) chunk.readableBytes() * 2 >= under.capacity();
+    }
+
+    /**
+     * The body as a buffer that can grow up to {@code limits.max_body_bytes}: a body kept as the read buffer's slice
+     * ({@link #borrowable}) cannot, so it is copied here first — only for the stages that may insert bytes.
+     */
+    private void growableBody() {
+        int max = gw.config().limits().maxBodyBytes();
+        if (body != null && body.maxCapacity() < max) {
+            ByteBuf copy = ctx.alloc().buffer(Math.min(max, Math.max(MIN_BODY_BUFFER, body.readableBytes())), max);
+            copy.writeBytes(body, body.readerIndex(), body.readableBytes());
+            body.release();
+            body = copy;
         }
     }
 
@@ -516,6 +545,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (badPriority != null) {
             respondProblem(badPriority);
             return;
+        }
+        if (rule.contextLength() > 0) {
+            growableBody(); // the context check may write a lowered max_tokens into the body
         }
         PromptStage.Outcome prompt = PromptStage.run(rule, req.headers(), body, fields, route.chat(), gw.metrics(), gw.clock());
         if (prompt.problem() != null) {

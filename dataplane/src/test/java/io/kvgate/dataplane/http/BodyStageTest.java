@@ -4,6 +4,8 @@ import static io.kvgate.dataplane.http.FrontDoorHarness.AUTH;
 import static io.kvgate.dataplane.http.FrontDoorHarness.ascii;
 import static io.kvgate.dataplane.http.FrontDoorHarness.output;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -12,6 +14,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -165,8 +168,11 @@ class BodyStageTest {
         byte[] req = post("/v1/chat/completions", body).getBytes(StandardCharsets.UTF_8);
         for (int split = 1; split < req.length; split++) {
             EmbeddedChannel ch = h.channel();
-            ch.writeInbound(Unpooled.wrappedBuffer(req, 0, split));
-            ch.writeInbound(Unpooled.wrappedBuffer(req, split, req.length - split));
+            // A fresh copy each time: the inbound buffers belong to the gateway, which strips the fields in place.
+            byte[] bytes = req.clone();
+            ch.writeInbound(Unpooled.wrappedBuffer(bytes, 0, split));
+            ch.writeInbound(Unpooled.wrappedBuffer(bytes, split, req.length - split));
+            assertEquals(split, h.started.size(), "split " + split + ": " + output(ch));
             String forwarded = h.bodies.get(h.bodies.size() - 1);
             assertEquals(JSON.readTree(expected), JSON.readTree(forwarded), "split " + split + ": " + forwarded);
             ch.finishAndReleaseAll();
@@ -195,6 +201,36 @@ class BodyStageTest {
         assertEquals(req.length - 1, h.started.size());
         assertRefused("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"content\":\"" + "a".repeat(300) + "\u0001\"}]}",
             null, "malformed_json");
+    }
+
+    /**
+     * A body that arrives whole in one read goes on as the decoder's slice of the read buffer (no copy); one that
+     * fills less than half of its read buffer is copied (a long-held request never pins a large read buffer), and
+     * so is a body that arrives in pieces. The bytes forwarded are the same every way.
+     */
+    @Test
+    void aBodyThatArrivesWholeIsNotCopiedUnlessItsReadBufferIsMostlyEmpty() {
+        String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" + "a".repeat(600) + "\"}]}";
+        byte[] req = post("/v1/chat/completions", body).getBytes(StandardCharsets.UTF_8);
+        EmbeddedChannel whole = h.channel();
+        whole.writeInbound(Unpooled.wrappedBuffer(req));
+        assertSame(req, h.bodyArrays.get(0), "read whole: the body is a slice of the read buffer");
+        whole.finishAndReleaseAll();
+
+        EmbeddedChannel roomy = h.channel();
+        io.netty.buffer.ByteBuf large = Unpooled.buffer(req.length * 4).writeBytes(req);
+        byte[] largeArray = large.array();
+        roomy.writeInbound(large);
+        assertNotSame(largeArray, h.bodyArrays.get(1), "a quarter-full read buffer: the body is copied");
+        roomy.finishAndReleaseAll();
+
+        EmbeddedChannel pieces = h.channel();
+        pieces.writeInbound(Unpooled.wrappedBuffer(req, 0, req.length - 10));
+        pieces.writeInbound(Unpooled.wrappedBuffer(req, req.length - 10, 10));
+        assertNotSame(req, h.bodyArrays.get(2), "in pieces: the body is gathered into its own buffer");
+        pieces.finishAndReleaseAll();
+
+        assertEquals(List.of(body, body, body), h.bodies);
     }
 
     @Test

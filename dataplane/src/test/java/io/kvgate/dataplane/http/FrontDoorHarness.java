@@ -65,6 +65,8 @@ final class FrontDoorHarness implements AutoCloseable {
     final List<ParsedRequest> started = new ArrayList<>();
     /** The body each started exchange was handed, as text (the buffer itself is released). */
     final List<String> bodies = new ArrayList<>();
+    /** The memory each started exchange's body lives in (its backing array; the channels allocate on the heap). */
+    final List<byte[]> bodyArrays = new ArrayList<>();
     final List<ExchangeOwner> owners = new ArrayList<>();
     final List<ChannelHandlerContext> contexts = new ArrayList<>();
     int rendered;
@@ -104,6 +106,7 @@ final class FrontDoorHarness implements AutoCloseable {
     final ExchangeStarter starter = (ctx, request, owner) -> {
         started.add(request);
         bodies.add(request.body().toString(StandardCharsets.UTF_8));
+        bodyArrays.add(request.body().hasArray() ? request.body().array() : null);
         owners.add(owner);
         contexts.add(ctx);
         request.body().release();
