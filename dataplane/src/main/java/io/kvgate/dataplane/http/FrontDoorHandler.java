@@ -102,8 +102,14 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private boolean skippingBody;
     /** The connection is being closed: every further inbound message is dropped. */
     private boolean closing;
-    private ScheduledFuture<?> readDeadline;
-    private final Runnable onReadDeadline = this::onReadDeadline; // one per connection, not one per request
+    /** Whether a request is being read, and by when it must have arrived (the event loop's clock). */
+    private boolean readTimed;
+    private long readDueNs;
+    private long readTimeoutMs;
+    /** The connection's one read timer: kept across requests (see {@link #onBytesReceived}). */
+    private ScheduledFuture<?> readWakeup;
+    private long readWakeupAtNs;
+    private final Runnable onReadWakeup = this::onReadWakeup; // one per connection, not one per request
 
     // ---- the request being answered ----
     private ActiveExchange exchange;
@@ -157,6 +163,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             exchange = null;
         }
         resetRequest();
+        if (readWakeup != null) {
+            readWakeup.cancel(false); // a closed connection leaves nothing in the loop's timer queue
+            readWakeup = null;
+        }
         Object m;
         while ((m = pipelined.poll()) != null) {
             ReferenceCountUtil.release(m);
@@ -240,26 +250,50 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     // ---- read deadline ---------------------------------------------------------------------------------------
 
+    /**
+     * Starts the read deadline on a request's first byte. A wake-up still pending from an earlier request of this
+     * connection (deadlines only move forward) is kept rather than cancelled and scheduled again: when it fires it
+     * re-checks the request being read now ({@link #onReadWakeup}), so keep-alive requests cost a field write each,
+     * not a timer each.
+     */
     private void onBytesReceived() {
-        if (!busy && !closing && readDeadline == null) {
-            readDeadline = ctx.executor().schedule(onReadDeadline, gw.config().limits().requestReadTimeoutMs(),
-                TimeUnit.MILLISECONDS);
+        if (!busy && !closing && !readTimed) {
+            readTimed = true;
+            readTimeoutMs = gw.config().limits().requestReadTimeoutMs();
+            long now = ctx.executor().ticker().nanoTime();
+            readDueNs = now + TimeUnit.MILLISECONDS.toNanos(readTimeoutMs);
+            if (readWakeup != null && readDueNs - readWakeupAtNs < 0) {
+                readWakeup.cancel(false); // pending for later than this deadline (the timeout was lowered)
+                readWakeup = null;
+            }
+            if (readWakeup == null) {
+                scheduleReadWakeup(now);
+            }
         }
     }
 
-    private void onReadDeadline() {
-        readDeadline = null;
-        if (!busy && !closing) {
-            rejectAndClose(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
-                "The request was not received within " + gw.config().limits().requestReadTimeoutMs() + " ms.");
-        }
+    private void scheduleReadWakeup(long now) {
+        readWakeupAtNs = readDueNs;
+        readWakeup = ctx.executor().schedule(onReadWakeup, Math.max(0, readDueNs - now), TimeUnit.NANOSECONDS);
     }
 
+    private void onReadWakeup() {
+        readWakeup = null;
+        if (!readTimed || busy || closing) {
+            return;
+        }
+        long now = ctx.executor().ticker().nanoTime();
+        if (now - readDueNs < 0) {
+            scheduleReadWakeup(now); // left by an earlier request: this one is not due yet
+            return;
+        }
+        rejectAndClose(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
+            "The request was not received within " + readTimeoutMs + " ms.");
+    }
+
+    /** The request was read (or abandoned): its deadline no longer holds; a pending wake-up stays for the next. */
     private void cancelReadDeadline() {
-        if (readDeadline != null) {
-            readDeadline.cancel(false);
-            readDeadline = null;
-        }
+        readTimed = false;
     }
 
     // ---- head stage ------------------------------------------------------------------------------------------

@@ -91,7 +91,6 @@ public final class UpstreamLeg {
     /** The engine answers 503 while its model loads (llama-server): such a 503 does not charge the breaker. */
     private boolean loading503;
     private final ChannelFutureListener onClientWritten = this::onClientWritten;
-    private final Runnable onTimer = this::onTimer;
 
     private State state = State.NEW;
     private Channel channel;
@@ -105,8 +104,10 @@ public final class UpstreamLeg {
     private long engineClockFromNs;
     /** When reads were paused to wait for the client's write, or -1 while the gateway is reading. */
     private long clientHoldSinceNs = -1;
-    private ScheduledFuture<?> timer;
+    /** Whether the leg wants {@link #onTimer} by {@link #timerDeadlineNs} (its connection's handler wakes it). */
+    private boolean timerArmed;
     private long timerDeadlineNs;
+    private Handler handler;
     private ResponseHead head;
     private int aggregateLimit = -1;
     private CompositeByteBuf aggregate;
@@ -235,7 +236,7 @@ public final class UpstreamLeg {
         }
         engineClockFromNs = now();
         long idleDeadline = engineClockFromNs + timeouts.idleNs();
-        if (head != null && (timer == null || timerDeadlineNs - idleDeadline > 0)) {
+        if (head != null && (!timerArmed || timerDeadlineNs - idleDeadline > 0)) {
             scheduleTimer(idleDeadline); // back from a client hold whose (later) stall deadline was armed
         }
         channel.read();
@@ -247,7 +248,7 @@ public final class UpstreamLeg {
      * stall timeout ends the leg as {@link LegFailure#CLIENT_STALL}.
      */
     public void readAfter(ChannelFuture clientWrite) {
-        if (state.terminal()) {
+        if (state.terminal() || channel == null) {
             return;
         }
         if (clientWrite == null || clientWrite.isSuccess()) {
@@ -259,7 +260,7 @@ public final class UpstreamLeg {
         }
         clientHoldSinceNs = now();
         long stallDeadline = clientHoldSinceNs + timeouts.clientStallNs();
-        if (timer == null || stallDeadline < timerDeadlineNs) {
+        if (!timerArmed || stallDeadline < timerDeadlineNs) {
             scheduleTimer(stallDeadline);
         }
         clientWrite.addListener(onClientWritten);
@@ -400,21 +401,20 @@ public final class UpstreamLeg {
 
     // ---- timer -----------------------------------------------------------------------------------------------
 
+    /** Asks for {@link #onTimer} at {@code deadlineNs} (or earlier: it re-checks). Only while on a connection. */
     private void scheduleTimer(long deadlineNs) {
-        cancelTimer();
+        timerArmed = true;
         timerDeadlineNs = deadlineNs;
-        timer = loop.schedule(onTimer, Math.max(0, deadlineNs - now()), TimeUnit.NANOSECONDS);
+        handler.wakeAt(deadlineNs, this);
     }
 
+    /** The leg no longer wants its timer; the connection's wake-up, if one is pending, stays for the next leg. */
     private void cancelTimer() {
-        if (timer != null) {
-            timer.cancel(false);
-            timer = null;
-        }
+        timerArmed = false;
     }
 
     private void onTimer() {
-        timer = null;
+        timerArmed = false;
         if (state.terminal()) {
             return;
         }
@@ -445,14 +445,15 @@ public final class UpstreamLeg {
         // Reads are requested one batch at a time (see readAfter). Connectors hand out channels with auto-read already
         // off (UpstreamConnector), so this is a no-op that changes no epoll interest; it only guards the invariant.
         ch.config().setAutoRead(false);
-        ch.pipeline().get(Handler.class).leg = this;
+        handler = ch.pipeline().get(Handler.class);
+        handler.leg = this;
     }
 
     private void detach() {
-        Handler h = channel.pipeline().get(Handler.class);
-        if (h != null && h.leg == this) {
-            h.leg = null;
+        if (handler.leg == this) {
+            handler.leg = null;
         }
+        handler = null;
         channel = null;
     }
 
@@ -512,7 +513,7 @@ public final class UpstreamLeg {
             return;
         }
         long idleDeadline = engineClockFromNs + timeouts.idleNs();
-        if (timer != null && clientHoldSinceNs < 0 && timerDeadlineNs - idleDeadline > 0) {
+        if (timerArmed && clientHoldSinceNs < 0 && timerDeadlineNs - idleDeadline > 0) {
             // From the first-byte deadline to idle checks. Only moved when the idle deadline comes first (a head after
             // the timer was re-armed for a late first byte): a timer that fires earlier finds the idle deadline ahead
             // (onTimer) and re-arms itself for it, so the common short response schedules one timer, not two.
@@ -572,9 +573,39 @@ public final class UpstreamLeg {
         }
     }
 
-    /** The engine channel's handler: forwards to whichever leg currently owns the connection. */
+    /**
+     * The engine channel's handler: forwards to whichever leg currently owns the connection, and owns the
+     * connection's one timer. A leg asks to be woken by a deadline ({@link #wakeAt}); a pending wake-up that comes no
+     * later is kept, and one left by an earlier leg is not cancelled: it wakes the current leg, which re-checks its
+     * own deadlines and asks again ({@link UpstreamLeg#onTimer}). Deadlines on a keep-alive connection only move
+     * forward, so a stream of short requests schedules one timer per timeout period instead of a schedule and a
+     * cancel per request.
+     */
     public static final class Handler extends ChannelInboundHandlerAdapter {
         UpstreamLeg leg;
+        private final Runnable onWakeup = this::onWakeup;
+        private ScheduledFuture<?> wakeup;
+        private long wakeupAtNs;
+
+        /** Makes sure the current leg's {@link UpstreamLeg#onTimer} runs at or before {@code atNs}. */
+        void wakeAt(long atNs, UpstreamLeg l) {
+            if (wakeup != null) {
+                if (atNs - wakeupAtNs >= 0) {
+                    return;
+                }
+                wakeup.cancel(false);
+            }
+            wakeupAtNs = atNs;
+            wakeup = l.loop.schedule(onWakeup, Math.max(0, atNs - l.now()), TimeUnit.NANOSECONDS);
+        }
+
+        private void onWakeup() {
+            wakeup = null;
+            UpstreamLeg l = leg;
+            if (l != null && l.timerArmed) {
+                l.onTimer();
+            }
+        }
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
@@ -605,6 +636,10 @@ public final class UpstreamLeg {
 
         @Override
         public void channelInactive(ChannelHandlerContext ctx) {
+            if (wakeup != null) {
+                wakeup.cancel(false);
+                wakeup = null;
+            }
             UpstreamLeg l = leg;
             if (l != null) {
                 l.guarded(() -> l.fail(l.head != null ? LegFailure.MID_BODY : LegFailure.EARLY_CLOSE, null));

@@ -226,6 +226,31 @@ class FrontDoorHandlerTest {
         ch.finishAndReleaseAll();
     }
 
+    /**
+     * The read timer is kept across the requests of a keep-alive connection: the wake-up the first request left
+     * (due at 1 s) fires while the second is being read (started at 0.6 s) and does not time it out early; the
+     * second gets its 408 at its own deadline, 1 s after its first byte.
+     */
+    @Test
+    void aWakeUpLeftByAnEarlierRequestTimesTheNextOneFromItsOwnFirstByte() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+        ch.advanceTimeBy(600, TimeUnit.MILLISECONDS);
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+        ch.advanceTimeBy(400, TimeUnit.MILLISECONDS); // t = 1 s: the first request's wake-up
+        ch.runScheduledPendingTasks();
+        assertEquals("", output(ch));
+        assertTrue(ch.isOpen(), "the request being read started at 0.6 s: not due yet");
+        ch.advanceTimeBy(599, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        assertTrue(ch.isOpen());
+        ch.advanceTimeBy(1, TimeUnit.MILLISECONDS); // t = 1.6 s
+        ch.runScheduledPendingTasks();
+        assertEquals("HTTP/1.1 408 Request Timeout", statusLine(output(ch)));
+        assertFalse(ch.isOpen());
+    }
+
     // ---- limits ----------------------------------------------------------------------------------------------
 
     @Test

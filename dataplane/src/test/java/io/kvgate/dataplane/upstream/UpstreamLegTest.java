@@ -176,6 +176,47 @@ class UpstreamLegTest {
         assertEquals(List.of(new Completion(ep, Outcome.FAILURE)), engines.outcomes);
     }
 
+    /**
+     * The connection's one timer outlives its legs: the wake-up the first leg left (its first-byte deadline, 1 s)
+     * is not cancelled when it completes, and when it fires it finds the second leg on the connection, not yet due
+     * (sent 0.5 s later): that leg times out at its own deadline, no earlier and no later. While the connection
+     * sits idle in the pool, a wake-up finds no leg and leaves the connection alone.
+     */
+    @Test
+    void aWakeUpLeftByAnEarlierLegOnTheConnectionRechecksTheCurrentLegsOwnDeadline() {
+        EmbeddedChannel conn = engines.addIdle();
+        UpstreamLeg first = leg(BODY);
+        first.start();
+        written(conn);
+        engineSends(conn, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        assertEquals(UpstreamLeg.State.DONE, first.state());
+        assertSame(conn, engines.released.get(0));
+
+        advance(500);
+        engines.idle.add(conn); // the pool hands the same connection to the next request
+        Recorder second = new Recorder();
+        UpstreamLeg leg = new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/chat/completions"),
+            bytes(BODY), TIMEOUTS, second);
+        leg.start();
+        written(conn);
+        advance(500); // t = 1 s: the first leg's wake-up
+        assertNull(second.failure, "woken early, the second leg re-checks and waits for its own deadline");
+        advance(499);
+        assertNull(second.failure);
+        advance(1); // t = 1.5 s: 1 s after the second leg was sent
+        assertEquals(LegFailure.FIRST_BYTE_TIMEOUT, second.failure);
+        assertFalse(conn.isOpen());
+
+        EmbeddedChannel pooled = engines.addIdle();
+        UpstreamLeg third = leg(BODY);
+        third.start();
+        written(pooled);
+        engineSends(pooled, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        advance(5_000); // its wake-up fires with the connection idle in the pool
+        assertTrue(pooled.isOpen(), "a wake-up with no leg on the connection changes nothing");
+        assertEquals(UpstreamLeg.State.DONE, third.state());
+    }
+
     @Test
     void idleTimeoutChargesTheEngineWhileTheGatewayIsReading() {
         UpstreamLeg leg = leg(BODY);
