@@ -34,20 +34,24 @@ declare -A PORT=([a]=$PA [b]=$PBB [n]=$NGX) PID=([a]=$PID_A [b]=$PID_B [n]=$PID_
 for x in a b; do for i in $(seq 150); do c=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @$RUN/body-1k.json http://127.0.0.1:${PORT[$x]}/v1/chat/completions || true); [ "$c" = 200 ] && break; sleep 0.2; done; [ "$c" = 200 ] || { echo "$x not up"; tail $RUN/kvgate-$x.log; exit 1; }; done
 HZ=$(getconf CLK_TCK)
 ticks() { local s=0 p; for p in $1 $(pgrep -P $1 || true); do s=$((s + $(sed 's/.*) //' /proc/$p/stat | awk '{print $12+$13}'))); done; echo $s; }
+# User-space ticks only: the kernel's share of a loopback proxy's CPU moves between processes (softirq work runs in
+# whichever task is on the core), so the user part is the steadier measure of a change to the proxy's own code.
+uticks() { local s=0 p; for p in $1 $(pgrep -P $1 || true); do s=$((s + $(sed 's/.*) //' /proc/$p/stat | awk '{print $12}'))); done; echo $s; }
 wrkrun() { BODY_FILE=$RUN/body-$2.json taskset -c 0 wrk -t1 -c32 -d$3s -s $HERE/post.lua http://127.0.0.1:${PORT[$1]} > $4 2>&1; }
 for x in a b n; do wrkrun $x 1k 8 /dev/null; wrkrun $x 16k 4 /dev/null; done   # warm-up
-echo -e "round\tgw\tpayload\treq/s\tcpu_us/req\tsyscalls/req\tepoll_ctl/req\tcs/req" > $OUT/res.tsv
+echo -e "round\tgw\tpayload\treq/s\tcpu_us/req\tuser_us/req\tsyscalls/req\tepoll_ctl/req\tcs/req" > $OUT/res.tsv
 for r in $(seq $ROUNDS); do for pl in $PL; do for x in n a b; do
   f=$OUT/wrk-$r-$x-$pl.txt
-  c0=$(ticks ${PID[$x]})
+  c0=$(ticks ${PID[$x]}); u0=$(uticks ${PID[$x]})
   perf stat -x, -e raw_syscalls:sys_enter,syscalls:sys_enter_epoll_ctl,context-switches -p $(echo ${PID[$x]} $(pgrep -P ${PID[$x]} || true) | tr ' ' ,) -o $OUT/stat-$r-$x-$pl.csv >/dev/null 2>&1 & ps=$!
   sleep 0.3
   wrkrun $x $pl $D $f
   kill -INT $ps; wait $ps || true
-  c1=$(ticks ${PID[$x]})
+  c1=$(ticks ${PID[$x]}); u1=$(uticks ${PID[$x]})
   n=$(awk '/requests in/ {print $1}' $f); rps=$(awk '/^Requests\/sec:/ {print $2}' $f)
   awk -F, -v n=$n -v r=$r -v x=$x -v pl=$pl -v rps=$rps -v cu=$(awk -v a=$c0 -v b=$c1 -v hz=$HZ -v n=$n 'BEGIN{printf "%.1f",(b-a)*1e6/hz/n}') \
-    '$3 ~ /sys_enter$/ {s=$1} $3 ~ /epoll_ctl/ {e=$1} $3 ~ /context-switches/ {c=$1} END {printf "%s\t%s\t%s\t%s\t%s\t%.2f\t%.3f\t%.3f\n", r, x, pl, rps, cu, s/n, e/n, c/n}' $OUT/stat-$r-$x-$pl.csv >> $OUT/res.tsv
+    -v uu=$(awk -v a=$u0 -v b=$u1 -v hz=$HZ -v n=$n 'BEGIN{printf "%.1f",(b-a)*1e6/hz/n}') \
+    '$3 ~ /sys_enter$/ {s=$1} $3 ~ /epoll_ctl/ {e=$1} $3 ~ /context-switches/ {c=$1} END {printf "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.3f\t%.3f\n", r, x, pl, rps, cu, uu, s/n, e/n, c/n}' $OUT/stat-$r-$x-$pl.csv >> $OUT/res.tsv
 done; done; done
 if [ "${ALLOC:-1}" = 1 ]; then
   JDK=$(dirname $(readlink -f /proc/$PID_A/exe))
@@ -62,5 +66,9 @@ if [ "${ALLOC:-1}" = 1 ]; then
   column -t $OUT/alloc.tsv
 fi
 column -t $OUT/res.tsv
+echo "mean over the rounds:"
+awk -F'\t' 'NR > 1 {k = $2 "\t" $3; n[k]++; r[k] += $4; c[k] += $5; u[k] += $6}
+  END {printf "gw\tpayload\treq/s\tcpu_us/req\tuser_us/req\n"; for (k in n) printf "%s\t%.0f\t%.1f\t%.1f\n", k, r[k] / n[k], c[k] / n[k], u[k] / n[k]}' \
+  $OUT/res.tsv | sort | column -t
 echo "(gw: n = nginx, a = $ROOT_A, b = $ROOT_B; raw output in $OUT)"
 uptime

@@ -494,20 +494,40 @@ public record RuleConfig(
 
     public static final List<String> SESSION_MODES = List.of("hash", "table");
 
+    private static final Map<String, Engine> ENGINE_KINDS = byLowerCaseName(Engine.values());
+    private static final Map<String, Policy> POLICY_KINDS = byLowerCaseName(Policy.values());
+    private static final Map<String, Fallback> FALLBACK_KINDS = byLowerCaseName(Fallback.values());
+    private static final Map<String, KeyMode> KEY_MODE_KINDS = byLowerCaseName(KeyMode.values());
+
+    // These run on the request path (the routing stage and the front door ask per request): the configuration's
+    // lower-case spellings are found without building an upper-case copy of the value each time.
     public Engine engineKind() {
-        return Engine.valueOf(engine.toUpperCase(Locale.ROOT));
+        return kind(Engine.class, ENGINE_KINDS, engine);
     }
 
     public Policy policyKind() {
-        return Policy.valueOf(policy.toUpperCase(Locale.ROOT));
+        return kind(Policy.class, POLICY_KINDS, policy);
     }
 
     public Fallback fallbackKind() {
-        return Fallback.valueOf(fallback.toUpperCase(Locale.ROOT));
+        return kind(Fallback.class, FALLBACK_KINDS, fallback);
     }
 
     public KeyMode kvKeyModeKind() {
-        return KeyMode.valueOf(kvKeyMode.toUpperCase(Locale.ROOT));
+        return kind(KeyMode.class, KEY_MODE_KINDS, kvKeyMode);
+    }
+
+    private static <E extends Enum<E>> Map<String, E> byLowerCaseName(E[] values) {
+        Map<String, E> m = new java.util.HashMap<>();
+        for (E v : values) {
+            m.put(v.name().toLowerCase(Locale.ROOT), v);
+        }
+        return Map.copyOf(m);
+    }
+
+    private static <E extends Enum<E>> E kind(Class<E> type, Map<String, E> byLowerCase, String value) {
+        E e = byLowerCase.get(value);
+        return e != null ? e : Enum.valueOf(type, value.toUpperCase(Locale.ROOT));
     }
 
     /** The priority classes of admission control, highest first; the lower-case name is the configuration value. */

@@ -209,7 +209,8 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
                 if (end - start > maxStatusLineBytes) {
                     throw refuse("status line exceeds " + maxStatusLineBytes + " bytes");
                 }
-                parseStatusLine(in, start, end);
+                loadLine(in, start, end);
+                parseStatusLine(start, end);
                 statusLineSeen = true;
                 statusLineEnd = lf + 1 - base;
                 lineStart = statusLineEnd;
@@ -219,28 +220,84 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
                 completeHead(in, base, lf + 1 - base, out);
                 return true;
             }
-            parseHeaderLine(in, base, start, end);
+            loadLine(in, start, end);
+            parseHeaderLine(base, start, end);
             lineStart = lf + 1 - base;
         }
     }
 
-    private void parseStatusLine(ByteBuf in, int start, int end) {
+    // ---- the head line being parsed, copied out of the buffer ----------------------------------------------------
+    // Each complete line is copied once into this array and parsed from it: byte-at-a-time reads of the ByteBuf
+    // (a reference-count and bounds check per byte) were most of the head's parse cost. Indices stay the buffer's
+    // (at(i) maps them), so positions recorded for the relay are unchanged.
+
+    /** Holds the line being parsed (grown to the longest line seen, at most the head limit). */
+    private byte[] line = new byte[128];
+    /** The buffer index of {@code line[0]}. */
+    private int lineOff;
+
+    private void loadLine(ByteBuf in, int start, int end) {
+        int n = end - start;
+        if (n > line.length) {
+            line = new byte[Math.max(n, line.length * 2)];
+        }
+        in.getBytes(start, line, 0, n);
+        lineOff = start;
+    }
+
+    private byte at(int i) {
+        return line[i - lineOff];
+    }
+
+    private int skipOws(int from, int end) {
+        while (from < end && HttpBytes.isOws(at(from))) {
+            from++;
+        }
+        return from;
+    }
+
+    private int trimOwsEnd(int from, int end) {
+        while (end > from && HttpBytes.isOws(at(end - 1))) {
+            end--;
+        }
+        return end;
+    }
+
+    private int listElementEnd(int from, int end) {
+        while (from < end && at(from) != ',') {
+            from++;
+        }
+        return from;
+    }
+
+    /** Whether the line at buffer index {@code index} starts with {@code name} (lower-case ASCII), ignoring case. */
+    private boolean lineEquals(int index, String name) {
+        int o = index - lineOff;
+        for (int i = 0; i < name.length(); i++) {
+            if (HttpBytes.lower(line[o + i]) != name.charAt(i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private void parseStatusLine(int start, int end) {
         // HTTP-version SP 3DIGIT SP [reason-phrase]; the SP before an empty reason is optional in practice.
-        if (end - start < 12 || in.getByte(start) != 'H' || in.getByte(start + 1) != 'T' || in.getByte(start + 2) != 'T'
-            || in.getByte(start + 3) != 'P' || in.getByte(start + 4) != '/' || in.getByte(start + 5) != '1'
-            || in.getByte(start + 6) != '.') {
+        if (end - start < 12 || at(start) != 'H' || at(start + 1) != 'T' || at(start + 2) != 'T'
+            || at(start + 3) != 'P' || at(start + 4) != '/' || at(start + 5) != '1'
+            || at(start + 6) != '.') {
             throw refuse("malformed status line (not HTTP/1.x)");
         }
-        byte minor = in.getByte(start + 7);
+        byte minor = at(start + 7);
         if (minor != '0' && minor != '1') {
             throw refuse("unsupported HTTP version in the status line");
         }
-        if (in.getByte(start + 8) != ' ') {
+        if (at(start + 8) != ' ') {
             throw refuse("malformed status line");
         }
         int code = 0;
         for (int i = start + 9; i < start + 12; i++) {
-            byte b = in.getByte(i);
+            byte b = at(i);
             if (b < '0' || b > '9') {
                 throw refuse("malformed status code");
             }
@@ -250,11 +307,11 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
             throw refuse("status code out of range: " + code);
         }
         if (end > start + 12) {
-            if (in.getByte(start + 12) != ' ') {
+            if (at(start + 12) != ' ') {
                 throw refuse("malformed status line");
             }
             for (int i = start + 13; i < end; i++) {
-                if (!HttpBytes.isFieldValue(in.getByte(i))) {
+                if (!HttpBytes.isFieldValue(at(i))) {
                     throw refuse("control character in the reason phrase");
                 }
             }
@@ -263,32 +320,32 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         status = code;
     }
 
-    private void parseHeaderLine(ByteBuf in, int base, int start, int end) {
-        byte first = in.getByte(start);
+    private void parseHeaderLine(int base, int start, int end) {
+        byte first = at(start);
         if (HttpBytes.isOws(first)) {
             throw refuse("folded header line (obs-fold)");
         }
         int colon = start;
-        while (colon < end && HttpBytes.isTchar(in.getByte(colon))) {
+        while (colon < end && HttpBytes.isTchar(at(colon))) {
             colon++;
         }
-        if (colon == start || colon == end || in.getByte(colon) != ':') {
+        if (colon == start || colon == end || at(colon) != ':') {
             throw refuse("malformed header name");
         }
         for (int i = colon + 1; i < end; i++) {
-            if (!HttpBytes.isFieldValue(in.getByte(i))) {
+            if (!HttpBytes.isFieldValue(at(i))) {
                 throw refuse("control character in a header value");
             }
         }
-        int v = HttpBytes.skipOws(in, colon + 1, end);
-        int ve = HttpBytes.trimOwsEnd(in, v, end);
+        int v = skipOws(colon + 1, end);
+        int ve = trimOwsEnd(v, end);
         int lineEnd = end + 2 - base;
-        switch (classify(in, start, colon - start)) {
+        switch (classify(start, colon - start)) {
             case CONTENT_LENGTH -> {
                 if (contentLength >= 0) {
                     throw refuse("more than one Content-Length");
                 }
-                contentLength = parseLength(in, v, ve);
+                contentLength = parseLength(v, ve);
                 contentLengthStart = start - base;
                 contentLengthEnd = lineEnd;
             }
@@ -296,21 +353,21 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
                 if (chunked) {
                     throw refuse("more than one Transfer-Encoding");
                 }
-                if (ve - v != 7 || !HttpBytes.equalsIgnoreCase(in, v, "chunked")) {
+                if (ve - v != 7 || !lineEquals(v, "chunked")) {
                     throw refuse("unsupported transfer coding (only chunked is accepted)");
                 }
                 chunked = true;
                 drop(start - base, lineEnd);
             }
             case CONNECTION -> {
-                parseConnection(in, v, ve);
+                parseConnection(v, ve);
                 drop(start - base, lineEnd);
             }
             case CONTENT_TYPE -> {
                 if (!contentTypeSeen) {
                     contentTypeSeen = true;
-                    eventStream = ve - v >= 17 && HttpBytes.equalsIgnoreCase(in, v, "text/event-stream");
-                    json = ve - v >= 16 && HttpBytes.equalsIgnoreCase(in, v, "application/json");
+                    eventStream = ve - v >= 17 && lineEquals(v, "text/event-stream");
+                    json = ve - v >= 16 && lineEquals(v, "application/json");
                 }
             }
             case DROP -> drop(start - base, lineEnd);
@@ -318,13 +375,13 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         }
     }
 
-    private long parseLength(ByteBuf in, int v, int ve) {
+    private long parseLength(int v, int ve) {
         if (v == ve || ve - v > 18) {
             throw refuse("malformed Content-Length");
         }
         long n = 0;
         for (int i = v; i < ve; i++) {
-            byte b = in.getByte(i);
+            byte b = at(i);
             if (b < '0' || b > '9') {
                 throw refuse("malformed Content-Length");
             }
@@ -333,20 +390,20 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         return n;
     }
 
-    private void parseConnection(ByteBuf in, int v, int ve) {
+    private void parseConnection(int v, int ve) {
         for (int t = v; t <= ve; ) {
-            int comma = HttpBytes.listElementEnd(in, t, ve);
-            int s = HttpBytes.skipOws(in, t, comma);
-            int e = HttpBytes.trimOwsEnd(in, s, comma);
+            int comma = listElementEnd(t, ve);
+            int s = skipOws(t, comma);
+            int e = trimOwsEnd(s, comma);
             if (e > s) {
                 for (int i = s; i < e; i++) {
-                    if (!HttpBytes.isTchar(in.getByte(i))) {
+                    if (!HttpBytes.isTchar(at(i))) {
                         throw refuse("malformed Connection option");
                     }
                 }
-                if (e - s == 5 && HttpBytes.equalsIgnoreCase(in, s, "close")) {
+                if (e - s == 5 && lineEquals(s, "close")) {
                     connectionClose = true;
-                } else if (e - s == 10 && HttpBytes.equalsIgnoreCase(in, s, "keep-alive")) {
+                } else if (e - s == 10 && lineEquals(s, "keep-alive")) {
                     connectionKeepAlive = true;
                 } else {
                     connectionListsOthers = true;
@@ -356,63 +413,63 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         }
     }
 
-    private static int classify(ByteBuf in, int name, int len) {
+    private int classify(int name, int len) {
         switch (len) {
             case 2 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "te")) {
+                if (lineEquals(name, "te")) {
                     return DROP;
                 }
             }
             case 7 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "trailer") || HttpBytes.equalsIgnoreCase(in, name, "upgrade")) {
+                if (lineEquals(name, "trailer") || lineEquals(name, "upgrade")) {
                     return DROP;
                 }
             }
             case 10 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "connection")) {
+                if (lineEquals(name, "connection")) {
                     return CONNECTION;
                 }
-                if (HttpBytes.equalsIgnoreCase(in, name, "keep-alive")) {
+                if (lineEquals(name, "keep-alive")) {
                     return DROP;
                 }
             }
             case 12 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "content-type")) {
+                if (lineEquals(name, "content-type")) {
                     return CONTENT_TYPE;
                 }
-                if (HttpBytes.equalsIgnoreCase(in, name, "x-request-id")) {
+                if (lineEquals(name, "x-request-id")) {
                     return DROP; // the client sees its own id
                 }
             }
             case 14 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "content-length")) {
+                if (lineEquals(name, "content-length")) {
                     return CONTENT_LENGTH;
                 }
             }
             case 16 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "proxy-connection")) {
+                if (lineEquals(name, "proxy-connection")) {
                     return DROP;
                 }
             }
             case 17 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "transfer-encoding")) {
+                if (lineEquals(name, "transfer-encoding")) {
                     return TRANSFER_ENCODING;
                 }
             }
             case 18 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "proxy-authenticate")) {
+                if (lineEquals(name, "proxy-authenticate")) {
                     return DROP;
                 }
             }
             case 19 -> {
-                if (HttpBytes.equalsIgnoreCase(in, name, "proxy-authorization")) {
+                if (lineEquals(name, "proxy-authorization")) {
                     return DROP;
                 }
             }
             default -> { }
         }
         // The gateway's own namespace: an engine cannot speak for it (X-Kvgate-Route is the gateway's to set).
-        return len >= 9 && HttpBytes.equalsIgnoreCase(in, name, "x-kvgate-") ? DROP : OTHER;
+        return len >= 9 && lineEquals(name, "x-kvgate-") ? DROP : OTHER;
     }
 
     private void drop(int start, int end) {
@@ -487,7 +544,8 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         while (line < headEnd) {
             int lf = in.indexOf(line, headEnd, HttpBytes.LF);
             int colon = in.indexOf(line, lf, (byte) ':');
-            if (classify(in, line, colon - line) == CONNECTION) {
+            loadLine(in, line, colon);
+            if (classify(line, colon - line) == CONNECTION) {
                 int ve = lf - 1;
                 for (int t = colon + 1; t <= ve; ) {
                     int comma = HttpBytes.listElementEnd(in, t, ve);
@@ -513,7 +571,8 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
             int lf = in.indexOf(line, headEnd, HttpBytes.LF);
             int colon = in.indexOf(line, lf, (byte) ':');
             int len = colon - line;
-            int kind = classify(in, line, len);
+            loadLine(in, line, colon);
+            int kind = classify(line, len);
             boolean listed = false;
             for (int i = 0; i < tokenCount && !listed; i++) {
                 listed = tokens[2 * i + 1] == len && HttpBytes.equalsIgnoreCase(in, tokens[2 * i], line, len);
