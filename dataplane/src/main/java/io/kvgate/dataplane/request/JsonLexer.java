@@ -126,6 +126,8 @@ public final class JsonLexer {
 
     /** This lexer skips strings with {@link VectorScan} (tests turn it off to run the SWAR path on the same JVM). */
     private boolean vectors = VECTOR_BYTES != 0;
+    /** {@link #vectors} as it was at {@link #start}: the current scan's skip ({@link #segment} is set for it). */
+    private boolean scanVectors;
 
     /**
      * All of native memory as one segment: {@link VectorScan} reads a direct buffer through it at the buffer's
@@ -188,6 +190,7 @@ public final class JsonLexer {
      */
     public void start(ByteBuffer body) {
         in = body;
+        scanVectors = vectors;
         if (vectors) {
             if (NATIVE != null && body.isDirect()) {
                 segment = NATIVE;
@@ -226,7 +229,10 @@ public final class JsonLexer {
         segment = null;
     }
 
-    /** Turns the vector string skip on or off for this lexer (on only where {@link #VECTOR_BYTES} is not 0). */
+    /**
+     * Turns the vector string skip on or off for this lexer (on only where {@link #VECTOR_BYTES} is not 0), from its
+     * next {@link #start} on.
+     */
     void vectors(boolean on) {
         vectors = on && VECTOR_BYTES != 0;
     }
@@ -541,7 +547,7 @@ public final class JsonLexer {
             // is most of a chat body), then eight.
             scan:
             {
-                if (vectors) { // whole vectors first; the SWAR loops below take what is left (less than one)
+                if (scanVectors) { // whole vectors first; the SWAR loops below take what is left (less than one)
                     int q = VectorScan.firstSpecial(segment, segmentBase, p, e);
                     if (q >= 0) {
                         p = q;
