@@ -58,6 +58,13 @@ public final class RequestHeaders extends HttpHeaders {
     private CharSequence[] names;
     private CharSequence[] values;
     private int size;
+    /**
+     * One bit per (length, first letter) class of the names present ({@link #nameBit}): most lookups on the request
+     * path are for headers a request does not carry (x-request-id, x-kvgate-explain, the priority headers,
+     * connection), and a clear bit answers them without comparing a single name. Bits are only ever added, except
+     * by {@link #clear}; a removal leaves a bit that merely costs the scan.
+     */
+    private long nameBits;
 
     RequestHeaders(DefaultHeaders.NameValidator<CharSequence> nameValidator, DefaultHeaders.ValueValidator<CharSequence> valueValidator) {
         this.nameValidator = nameValidator;
@@ -78,7 +85,16 @@ public final class RequestHeaders extends HttpHeaders {
         return AsciiString.contentEqualsIgnoreCase(a, b);
     }
 
+    private static long nameBit(CharSequence name) {
+        int n = name.length();
+        int first = n == 0 ? 0 : name.charAt(0) | 0x20; // ASCII lower case (other bytes only share a class)
+        return 1L << ((n * 31 + first) & 63);
+    }
+
     private int indexOf(CharSequence name, int from) {
+        if ((nameBits & nameBit(name)) == 0) {
+            return -1;
+        }
         for (int i = from; i < size; i++) {
             if (same(names[i], name)) {
                 return i;
@@ -117,6 +133,7 @@ public final class RequestHeaders extends HttpHeaders {
         names[size] = name;
         values[size] = v;
         size++;
+        nameBits |= nameBit(name);
     }
 
     private void removeAll(CharSequence name) {
@@ -442,6 +459,7 @@ public final class RequestHeaders extends HttpHeaders {
             Arrays.fill(values, 0, size, null);
         }
         size = 0;
+        nameBits = 0;
         return this;
     }
 }
