@@ -453,20 +453,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         return under == null || (long) chunk.readableBytes() * 2 >= under.capacity();
     }
 
-    /**
-     * The body as a buffer that can grow up to {@code limits.max_body_bytes}: a body kept as the read buffer's slice
-     * ({@link #borrowable}) cannot, so it is copied here first — only for the stages that may insert bytes.
-     */
-    private void growableBody() {
-        int max = gw.config().limits().maxBodyBytes();
-        if (body != null && body.maxCapacity() < max) {
-            ByteBuf copy = ctx.alloc().buffer(Math.min(max, Math.max(MIN_BODY_BUFFER, body.readableBytes())), max);
-            copy.writeBytes(body, body.readerIndex(), body.readableBytes());
-            body.release();
-            body = copy;
-        }
-    }
-
     private void resetRequest() {
         cancelReadDeadline();
         if (body != null && body.refCnt() > 0) {
@@ -580,10 +566,11 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             respondProblem(badPriority);
             return;
         }
-        if (rule.contextLength() > 0) {
-            growableBody(); // the context check may write a lowered max_tokens into the body
+        PromptStage.Outcome prompt = PromptStage.run(rule, req.headers(), body, gw.config().limits().maxBodyBytes(), fields,
+            route.chat(), gw.metrics(), gw.clock());
+        if (prompt.body() != null) {
+            body = prompt.body(); // a lowered budget that needed more room than the buffer had (the old one released)
         }
-        PromptStage.Outcome prompt = PromptStage.run(rule, req.headers(), body, fields, route.chat(), gw.metrics(), gw.clock());
         if (prompt.problem() != null) {
             respondProblem(prompt.problem());
             return;

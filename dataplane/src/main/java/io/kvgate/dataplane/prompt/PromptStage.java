@@ -41,8 +41,17 @@ import io.netty.handler.codec.http.cookie.ServerCookieDecoder;
 public final class PromptStage {
     private PromptStage() {}
 
-    /** The stage's verdict: the routing inputs, or the problem that refuses the request (then inputs is null). */
-    public record Outcome(RoutingInputs inputs, Problem problem) {
+    /**
+     * The stage's verdict: the routing inputs, or the problem that refuses the request (then inputs is null).
+     *
+     * @param body the body to forward when the stage had to replace it (a lowered budget that needed room the
+     *             buffer did not have: a larger copy, the old buffer released), or null: the body as it was handed in
+     */
+    public record Outcome(RoutingInputs inputs, Problem problem, ByteBuf body) {
+        Outcome(RoutingInputs inputs, Problem problem) {
+            this(inputs, problem, null);
+        }
+
         /** Nothing to route on (plain rules without sessions): shared, no allocation per request. */
         static final Outcome NONE = new Outcome(RoutingInputs.NONE, null);
 
@@ -51,15 +60,16 @@ public final class PromptStage {
         }
     }
 
-    public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, RequestFields fields, boolean chat,
-                              GatewayMetrics metrics, NanoClock clock) {
+    /** @param maxBodyBytes {@code limits.max_body_bytes}: a lowered budget written into the body stays within it */
+    public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, int maxBodyBytes, RequestFields fields,
+                              boolean chat, GatewayMetrics metrics, NanoClock clock) {
         RuleConfig rc = rule.config();
         int maxTokens = rc.maxPromptTokens(); // token-id prompts were already bounded by the body stage
         int contextLen = rule.contextLength();
         String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
         if (!rule.needsPromptTokens()) {
             Outcome plain = Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
-            return contextLen == 0 ? plain : countOnly(rule, contextLen, body, fields, chat, metrics, clock, plain);
+            return contextLen == 0 ? plain : countOnly(rule, contextLen, body, maxBodyBytes, fields, chat, metrics, clock, plain);
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
@@ -109,7 +119,7 @@ public final class PromptStage {
             return routed;
         }
         return budget(rule, contextLen, longest == PromptPipeline.OVER ? contextLen : longest, longest != PromptPipeline.OVER,
-            body, fields, chat, metrics, routed);
+            body, maxBodyBytes, fields, chat, metrics, routed);
     }
 
     /**
@@ -117,10 +127,10 @@ public final class PromptStage {
      * (every rule); text is rendered and tokenized only when the rule has a tokenizer, at most up to the context
      * length (more proves the overflow). Without a count the engine judges the request and its answer is normalised.
      */
-    private static Outcome countOnly(Rule rule, int contextLen, ByteBuf body, RequestFields fields, boolean chat,
-                                     GatewayMetrics metrics, NanoClock clock, Outcome plain) {
+    private static Outcome countOnly(Rule rule, int contextLen, ByteBuf body, int maxBodyBytes, RequestFields fields,
+                                     boolean chat, GatewayMetrics metrics, NanoClock clock, Outcome plain) {
         if (!chat && fields.promptIsTokenIds && fields.promptTokenIdsMax > 0) {
-            return budget(rule, contextLen, fields.promptTokenIdsMax, true, body, fields, chat, metrics, plain);
+            return budget(rule, contextLen, fields.promptTokenIdsMax, true, body, maxBodyBytes, fields, chat, metrics, plain);
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer()) {
@@ -152,20 +162,28 @@ public final class PromptStage {
                 "more than " + bound + " tokens", rule.name(), bound));
         }
         return budget(rule, contextLen, longest == PromptPipeline.OVER ? bound : longest, longest != PromptPipeline.OVER,
-            body, fields, chat, metrics, plain);
+            body, maxBodyBytes, fields, chat, metrics, plain);
     }
 
     /** Applies the context verdict: the 400, the lowered budget written into the body, or the request unchanged. */
     private static Outcome budget(Rule rule, int contextLen, int promptTokens, boolean exact, ByteBuf body,
-                                  RequestFields fields, boolean chat, GatewayMetrics metrics, Outcome ok) {
+                                  int maxBodyBytes, RequestFields fields, boolean chat, GatewayMetrics metrics,
+                                  Outcome ok) {
         int requested = ContextBudget.requested(fields, chat);
         ContextBudget.Verdict v = ContextBudget.decide(contextLen, promptTokens, exact, requested, chat,
             rule.engine() == RuleConfig.Engine.SGLANG, rule.config().clampsContextOverflow());
         if (v.problem() != null) {
             return new Outcome(null, v.problem());
         }
-        if (v.budget() > 0 && ContextBudget.lowerBudget(body, fields, v.budget(), requested == ContextBudget.ABSENT)) {
-            metrics.contextClamped(rule.name());
+        if (v.budget() > 0) {
+            ByteBuf edited = ContextBudget.lowerBudget(body, fields, v.budget(), requested == ContextBudget.ABSENT,
+                maxBodyBytes);
+            if (edited != null) {
+                metrics.contextClamped(rule.name());
+                if (edited != body) {
+                    return new Outcome(ok.inputs(), null, edited);
+                }
+            }
         }
         return ok;
     }

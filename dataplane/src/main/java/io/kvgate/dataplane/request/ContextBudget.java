@@ -125,16 +125,25 @@ public final class ContextBudget {
      * the object's last member (which the engines' JSON reads last, so it wins over a {@code null}). Runs after
      * {@link EngineFieldStripper#strip}: the offsets {@code f} recorded are mapped past what it removed.
      *
-     * @return false when nothing could be written (adding the member would pass the body's size limit): the request
-     *         then goes as it is and the engine judges it
+     * @param maxBodyBytes the body's size limit ({@code limits.max_body_bytes})
+     * @return the edited body: {@code body} itself, or — when the member had to be added and the buffer cannot grow
+     *         (the read buffer's slice the front door kept) — a larger copy, {@code body} released; null when nothing
+     *         could be written (adding the member would pass the size limit): the request then goes as it is and the
+     *         engine judges it
      */
-    public static boolean lowerBudget(ByteBuf body, RequestFields f, int budget, boolean insert) {
-        int base = body.readerIndex();
+    public static ByteBuf lowerBudget(ByteBuf body, RequestFields f, int budget, boolean insert, int maxBodyBytes) {
         if (insert) {
             byte[] member = (",\"max_tokens\":" + budget).getBytes(StandardCharsets.US_ASCII);
-            if (f.objectEnd < 0 || body.maxWritableBytes() < member.length) {
-                return false;
+            if (f.objectEnd < 0 || (long) body.readableBytes() + member.length > maxBodyBytes) {
+                return null;
             }
+            if (body.maxWritableBytes() < member.length) {
+                ByteBuf roomy = body.alloc().buffer(body.readableBytes() + member.length, maxBodyBytes);
+                roomy.writeBytes(body, body.readerIndex(), body.readableBytes());
+                body.release();
+                body = roomy;
+            }
+            int base = body.readerIndex();
             int at = base + EngineFieldStripper.shifted(f, f.objectEnd);
             byte[] tail = new byte[body.writerIndex() - at]; // the closing brace and any whitespace after it
             body.getBytes(at, tail);
@@ -142,8 +151,9 @@ public final class ContextBudget {
             body.writeBytes(member).writeBytes(tail);
             f.hasMaxTokens = true;
             f.maxTokens = budget;
-            return true;
+            return body;
         }
+        int base = body.readerIndex();
         byte[] digits = Integer.toString(budget).getBytes(StandardCharsets.US_ASCII);
         int removed = 0; // bytes the edits so far took out: later offsets move left by it
         boolean edited = false;
@@ -167,7 +177,7 @@ public final class ContextBudget {
             f.maxTokens = Math.min(f.maxTokens, budget);
             f.maxCompletionTokens = Math.min(f.maxCompletionTokens, budget);
         }
-        return edited;
+        return edited ? body : null;
     }
 
     /**

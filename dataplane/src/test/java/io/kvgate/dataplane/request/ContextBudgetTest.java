@@ -3,7 +3,8 @@ package io.kvgate.dataplane.request;
 import static io.kvgate.dataplane.request.ContextBudget.ABSENT;
 import static io.kvgate.dataplane.request.ContextBudget.UNREADABLE;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -151,7 +152,8 @@ class ContextBudgetTest {
         assertEquals(RequestFieldExtractor.Result.OK, x.finish(), x.error());
         ByteBuf buf = Unpooled.buffer(b.length, b.length + 64).writeBytes(b);
         EngineFieldStripper.strip(buf, f);
-        assertTrue(ContextBudget.lowerBudget(buf, f, budget, insert));
+        buf = ContextBudget.lowerBudget(buf, f, budget, insert, b.length + 64);
+        assertNotNull(buf);
         String out = buf.toString(StandardCharsets.UTF_8);
         buf.release();
         return out;
@@ -219,8 +221,29 @@ class ContextBudgetTest {
         x.feed(ByteBuffer.wrap(b));
         x.finish();
         ByteBuf full = Unpooled.buffer(b.length, b.length).writeBytes(b);
-        assertFalse(ContextBudget.lowerBudget(full, f, 5, true));
+        assertNull(ContextBudget.lowerBudget(full, f, 5, true, b.length));
         assertEquals("{\"model\":\"m\",\"prompt\":[1,2]}", full.toString(StandardCharsets.UTF_8), "unchanged");
         full.release();
+    }
+
+    /**
+     * A body kept as a slice of the read buffer cannot grow: within the size limit the member goes into a larger
+     * copy (the slice released), and the copy is what the caller forwards.
+     */
+    @Test
+    void aBodyThatCannotGrowIsCopiedWhenTheLimitLeavesRoom() {
+        byte[] b = "{\"model\":\"m\",\"prompt\":[1,2]}".getBytes(StandardCharsets.UTF_8);
+        RequestFields f = new RequestFields();
+        RequestFieldExtractor x = new RequestFieldExtractor(f);
+        x.feed(ByteBuffer.wrap(b));
+        x.finish();
+        ByteBuf read = Unpooled.buffer(64).writeBytes(b);
+        ByteBuf slice = read.retainedSlice(0, b.length);
+        read.release();
+        ByteBuf edited = ContextBudget.lowerBudget(slice, f, 5, true, 4096);
+        assertNotSame(slice, edited);
+        assertEquals(0, slice.refCnt(), "the slice was released");
+        assertEquals("{\"model\":\"m\",\"prompt\":[1,2],\"max_tokens\":5}", edited.toString(StandardCharsets.UTF_8));
+        edited.release();
     }
 }
