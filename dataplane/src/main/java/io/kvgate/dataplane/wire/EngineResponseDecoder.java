@@ -263,6 +263,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         return end;
     }
 
+    /** The index of the next ',' in [from, end), or {@code end}: where one element of a field's list ends. */
     private int listElementEnd(int from, int end) {
         while (from < end && at(from) != ',') {
             from++;
@@ -544,13 +545,13 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         while (line < headEnd) {
             int lf = in.indexOf(line, headEnd, HttpBytes.LF);
             int colon = in.indexOf(line, lf, (byte) ':');
-            loadLine(in, line, colon);
+            loadLine(in, line, lf);
             if (classify(line, colon - line) == CONNECTION) {
                 int ve = lf - 1;
                 for (int t = colon + 1; t <= ve; ) {
-                    int comma = HttpBytes.listElementEnd(in, t, ve);
-                    int s = HttpBytes.skipOws(in, t, comma);
-                    int e = HttpBytes.trimOwsEnd(in, s, comma);
+                    int comma = listElementEnd(t, ve);
+                    int s = skipOws(t, comma);
+                    int e = trimOwsEnd(s, comma);
                     if (e > s) {
                         if (2 * tokenCount == tokens.length) {
                             tokens = Arrays.copyOf(tokens, tokens.length * 2);

@@ -62,14 +62,6 @@ final class HttpBytes {
         return end;
     }
 
-    /** The index of the next ',' in [from, end), or {@code end}: where one element of a field's list ends. */
-    static int listElementEnd(ByteBuf buf, int from, int end) {
-        while (from < end && buf.getByte(from) != ',') {
-            from++;
-        }
-        return from;
-    }
-
     static int lower(int b) {
         return b >= 'A' && b <= 'Z' ? b + 32 : b;
     }
