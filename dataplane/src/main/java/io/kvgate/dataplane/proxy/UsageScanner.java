@@ -205,12 +205,7 @@ class UsageScanner {
                     readPrompt = prompt;
                     readCompletion = completion;
                     readCached = cached;
-                    usageSeen = true;
-                    promptTokens = prompt;
-                    completionTokens = completion;
-                    cachedTokens = cached;
-                    state = SEEK;
-                    matched = 0;
+                    closeObject(); // the usage object is complete: the byte machine's own commit
                     return i;
                 }
                 level = 1;
