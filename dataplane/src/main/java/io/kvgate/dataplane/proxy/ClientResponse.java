@@ -110,7 +110,7 @@ final class ClientResponse extends UsageScanner {
     void startRelay(ResponseHead engineHead, boolean sse, String explanation, boolean chat, AnswerRewrite rewrite) {
         RelayHead out = RelayHead.relay(ctx.alloc(), engineHead, requestId, explanation, warning, !keepAlive(), sse);
         boolean ok = engineHead.status() < 300;
-        countsUsage = ok && engineHead.header("content-encoding") == null; // a compressed body cannot be read
+        countsUsage = ok && !engineHead.contentEncoded(); // a compressed body cannot be read
         if (sse) {
             framer = new SseFramer();
             streamCheck = ok ? new EngineStreamCheck(chat) : null;

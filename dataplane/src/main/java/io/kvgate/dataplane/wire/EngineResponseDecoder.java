@@ -42,6 +42,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
     private static final int TRANSFER_ENCODING = 3;
     private static final int CONNECTION = 4;
     private static final int CONTENT_TYPE = 5;
+    private static final int CONTENT_ENCODING = 6;
 
     private final int maxStatusLineBytes;
     private final int maxHeadBytes;
@@ -67,6 +68,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
     private boolean contentTypeSeen;
     private boolean eventStream;
     private boolean json;
+    private boolean contentEncoded;
     private int[] dropped;
     private int droppedCount;
 
@@ -96,6 +98,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         contentTypeSeen = false;
         eventStream = false;
         json = false;
+        contentEncoded = false;
         dropped = null;
         droppedCount = 0;
     }
@@ -371,6 +374,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
                     json = ve - v >= 16 && lineEquals(v, "application/json");
                 }
             }
+            case CONTENT_ENCODING -> contentEncoded = true;
             case DROP -> drop(start - base, lineEnd);
             default -> { }
         }
@@ -451,6 +455,9 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
                 if (lineEquals(name, "proxy-connection")) {
                     return DROP;
                 }
+                if (lineEquals(name, "content-encoding")) {
+                    return CONTENT_ENCODING;
+                }
             }
             case 17 -> {
                 if (lineEquals(name, "transfer-encoding")) {
@@ -503,7 +510,7 @@ public final class EngineResponseDecoder extends ByteToMessageDecoder {
         }
         boolean keepAlive = framing != ResponseHead.Framing.CLOSE && (http11 ? !connectionClose : connectionKeepAlive);
         ResponseHead head = new ResponseHead(in.readRetainedSlice(headLength), status, http11, framing,
-            framing == ResponseHead.Framing.LENGTH ? contentLength : -1, keepAlive, eventStream, json, statusLineEnd,
+            framing == ResponseHead.Framing.LENGTH ? contentLength : -1, keepAlive, eventStream, json, contentEncoded, statusLineEnd,
             contentLengthStart, contentLengthEnd, dropped, droppedCount);
         int code = status;
         long length = contentLength;

@@ -35,6 +35,7 @@ public final class ResponseHead extends DefaultByteBufHolder {
     private final boolean keepAlive;
     private final boolean eventStream;
     private final boolean json;
+    private final boolean contentEncoded;
     /** End of the status line (after its CRLF), relative to the head's first byte. */
     private final int statusLineEnd;
     /** The {@code Content-Length} line [start, end) relative to the first byte, or -1. */
@@ -45,7 +46,7 @@ public final class ResponseHead extends DefaultByteBufHolder {
     private final int droppedCount;
 
     ResponseHead(ByteBuf raw, int status, boolean http11, Framing framing, long contentLength, boolean keepAlive,
-                 boolean eventStream, boolean json, int statusLineEnd, int contentLengthStart, int contentLengthEnd,
+                 boolean eventStream, boolean json, boolean contentEncoded, int statusLineEnd, int contentLengthStart, int contentLengthEnd,
                  int[] dropped, int droppedCount) {
         super(raw);
         this.status = status;
@@ -55,6 +56,7 @@ public final class ResponseHead extends DefaultByteBufHolder {
         this.keepAlive = keepAlive;
         this.eventStream = eventStream;
         this.json = json;
+        this.contentEncoded = contentEncoded;
         this.statusLineEnd = statusLineEnd;
         this.contentLengthStart = contentLengthStart;
         this.contentLengthEnd = contentLengthEnd;
@@ -98,6 +100,11 @@ public final class ResponseHead extends DefaultByteBufHolder {
     /** {@code Content-Type: application/json}. */
     public boolean json() {
         return json;
+    }
+
+    /** Whether the engine declared a {@code Content-Encoding} (any: the body is then not plain text the gateway can read). */
+    public boolean contentEncoded() {
+        return contentEncoded;
     }
 
     int statusLineEnd() {

@@ -126,6 +126,19 @@ class AnswerRewriteExchangeTest {
         }
     }
 
+    /** A body under a content coding cannot be read: relayed as it came, its usage is not counted (nor guessed). */
+    @Test
+    void anEncodedAnswerIsRelayedButNotCounted() throws Exception {
+        try (ExchangeKit k = started(null)) {
+            k.engineSends(0, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Encoding: identity\r\n"
+                + "content-length: " + JSON.length() + "\r\n\r\n" + JSON);
+            k.received();
+            assertEquals(JSON, k.body.toString());
+            assertEquals("", tokens(k));
+            assertTrue(k.metrics.render().contains("kvgate_requests_total{rule=\"r\",model=\"m\",status=\"200\"} 1"));
+        }
+    }
+
     @Test
     void errorAnswersAreNotRewrittenOrCounted() throws Exception {
         try (ExchangeKit k = started(new AnswerRewrite("m", 2, true))) {

@@ -247,6 +247,17 @@ class EngineResponseDecoderTest {
         assertFalse(plain.json() || plain.eventStream());
     }
 
+    /** A compressed body cannot be read for usage: the head says whether the engine declared any coding. */
+    @Test
+    void aDeclaredContentEncodingIsNoted() {
+        assertTrue(decode("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\ncontent-length: 0\r\n\r\n").head().contentEncoded());
+        assertTrue(decode("HTTP/1.1 200 OK\r\nCONTENT-ENCODING:br\r\ncontent-length: 0\r\n\r\n").head().contentEncoded());
+        assertFalse(decode("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 0\r\n\r\n").head()
+            .contentEncoded());
+        assertFalse(decode("HTTP/1.1 200 OK\r\ncontent-encodings: gzip\r\ncontent-length: 0\r\n\r\n").head()
+            .contentEncoded(), "another name of another length");
+    }
+
     // ---- refusals --------------------------------------------------------------------------------------------
 
     @Test
