@@ -6,13 +6,12 @@ import io.kvgate.dataplane.wire.ClientHttpCodec;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelPipeline;
 import io.netty.channel.Channel;
-import io.netty.handler.timeout.IdleStateHandler;
-import java.util.concurrent.TimeUnit;
 
 /**
- * Pipeline of a client connection: the connection limit (over it, the connection is closed before anything is
- * read), the request-start sensor (starts the read deadline on a head's first byte), the HTTP/1.1 codec with
- * explicit size limits (it also frames relayed responses, whose heads go out as bytes), idle detection, the response connection policy (drain, HTTP/1.0) and the front door.
+ * Pipeline of a client connection, two handlers: the HTTP/1.1 codec with explicit size limits (it also frames relayed
+ * responses, whose heads go out as bytes, decides which response closes the connection — drain, HTTP/1.0 — and
+ * reports raw bytes to the front door's read deadline) and the front door (which also closes idle keep-alive
+ * connections). Over the connection limit, a connection is closed before anything is read.
  */
 public final class ClientChannelInitializer extends ChannelInitializer<Channel> {
     private final GatewayContext gw;
@@ -46,10 +45,8 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
                                              DrainState drain) {
         var limits = gw.config().limits();
         FrontDoorHandler frontDoor = new FrontDoorHandler(gw, local, starter, drain);
-        p.addLast("request-start", frontDoor.requestStartSensor());
-        p.addLast("codec", new ClientHttpCodec(limits.maxInitialLineBytes(), limits.maxHeaderBytes(), 64 << 10));
-        p.addLast("idle", new IdleStateHandler(0, 0, limits.clientIdleTimeoutMs(), TimeUnit.MILLISECONDS));
-        p.addLast("connection-policy", new ResponseConnectionPolicy(drain));
+        p.addLast("codec", new ClientHttpCodec(limits.maxInitialLineBytes(), limits.maxHeaderBytes(), 64 << 10,
+            frontDoor.requestBytesListener(), drain::draining));
         p.addLast("front-door", frontDoor);
         return frontDoor;
     }

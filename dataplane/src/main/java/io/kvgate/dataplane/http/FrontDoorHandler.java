@@ -44,7 +44,6 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.codec.http.TooLongHttpHeaderException;
 import io.netty.handler.codec.http.TooLongHttpLineException;
-import io.netty.handler.timeout.IdleStateEvent;
 import io.netty.util.ReferenceCountUtil;
 import io.netty.util.concurrent.ScheduledFuture;
 import java.util.ArrayDeque;
@@ -106,10 +105,13 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private boolean readTimed;
     private long readDueNs;
     private long readTimeoutMs;
-    /** The connection's one read timer: kept across requests (see {@link #onBytesReceived}). */
-    private ScheduledFuture<?> readWakeup;
-    private long readWakeupAtNs;
-    private final Runnable onReadWakeup = this::onReadWakeup; // one per connection, not one per request
+    /** When the connection last finished a request (or opened): the idle timeout runs from here while no request is read. */
+    private long idleSinceNs;
+    /** The connection's one timer, for both deadlines: kept across requests (see {@link #onWakeup}). */
+    private ScheduledFuture<?> wakeup;
+    private long wakeupAtNs;
+    private final Runnable onWakeup = this::onWakeup; // one per connection, not one per request
+    private final Runnable onBytesReceived = this::onBytesReceived;
 
     // ---- the request being answered ----
     private ActiveExchange exchange;
@@ -126,20 +128,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     }
 
     /**
-     * The handler that must sit in front of the HTTP codec: it reports the arrival of raw bytes, which starts the
-     * read deadline on the first byte of a request head (the codec only reports a head once it is complete, so a
-     * client trickling its head would otherwise never be timed).
+     * What the HTTP codec calls when raw request bytes arrive, before it decodes them: it starts the read deadline on
+     * the first byte of a request head (the codec reports a head only once it is complete, so a client trickling its
+     * head would otherwise never be timed).
      */
-    public ChannelInboundHandlerAdapter requestStartSensor() {
-        return new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext sensorCtx, Object msg) {
-                if (msg instanceof ByteBuf b && b.isReadable()) {
-                    onBytesReceived();
-                }
-                sensorCtx.fireChannelRead(msg);
-            }
-        };
+    public Runnable requestBytesListener() {
+        return onBytesReceived;
     }
 
     @Override
@@ -152,6 +146,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         this.ctx = ctx;
         gw.metrics().openClientConnections.incrementAndGet();
         gw.metrics().clientConnectionsTotal.increment();
+        becameIdle(); // a connection that never sends a request is closed at the idle timeout
         ctx.fireChannelActive();
     }
 
@@ -163,9 +158,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             exchange = null;
         }
         resetRequest();
-        if (readWakeup != null) {
-            readWakeup.cancel(false); // a closed connection leaves nothing in the loop's timer queue
-            readWakeup = null;
+        if (wakeup != null) {
+            wakeup.cancel(false); // a closed connection leaves nothing in the loop's timer queue
+            wakeup = null;
         }
         Object m;
         while ((m = pipelined.poll()) != null) {
@@ -231,15 +226,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     }
 
     @Override
-    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
-        if (evt instanceof IdleStateEvent && !busy && head == null) {
-            ctx.close(); // idle keep-alive connection
-        } else {
-            ctx.fireUserEventTriggered(evt);
-        }
-    }
-
-    @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         gw.metrics().badRequest("io_error");
         if (!(cause instanceof java.io.IOException)) {
@@ -248,13 +234,20 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         ctx.close();
     }
 
-    // ---- read deadline ---------------------------------------------------------------------------------------
+    // ---- the connection's one wake-up: read deadline and idle timeout -----------------------------------------
+
+    /*
+     * One timer per connection serves both of its deadlines: request_read_timeout_ms while a request is being read
+     * (from its first byte to its last) and client_idle_timeout_ms between requests (from the end of the last
+     * response, or from accept). Neither costs a request a timer of its own: a request writes fields, and a wake-up
+     * that finds its deadline moved (a later request, a response that ended since) schedules itself again. A wake-up
+     * is never scheduled further out than the read timeout, so a request's read deadline is always at or after the
+     * pending wake-up and starting it needs no rescheduling.
+     */
 
     /**
-     * Starts the read deadline on a request's first byte. A wake-up still pending from an earlier request of this
-     * connection (deadlines only move forward) is kept rather than cancelled and scheduled again: when it fires it
-     * re-checks the request being read now ({@link #onReadWakeup}), so keep-alive requests cost a field write each,
-     * not a timer each.
+     * Starts the read deadline on a request's first byte. A pending wake-up is kept, not cancelled and scheduled
+     * again: when it fires it re-checks the request being read then ({@link #onWakeup}).
      */
     private void onBytesReceived() {
         if (!busy && !closing && !readTimed) {
@@ -262,33 +255,65 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             readTimeoutMs = gw.config().limits().requestReadTimeoutMs();
             long now = ctx.executor().ticker().nanoTime();
             readDueNs = now + TimeUnit.MILLISECONDS.toNanos(readTimeoutMs);
-            if (readWakeup != null && readDueNs - readWakeupAtNs < 0) {
-                readWakeup.cancel(false); // pending for later than this deadline (the timeout was lowered)
-                readWakeup = null;
-            }
-            if (readWakeup == null) {
-                scheduleReadWakeup(now);
-            }
+            armWakeup(readDueNs, now);
         }
     }
 
-    private void scheduleReadWakeup(long now) {
-        readWakeupAtNs = readDueNs;
-        readWakeup = ctx.executor().schedule(onReadWakeup, Math.max(0, readDueNs - now), TimeUnit.NANOSECONDS);
+    /**
+     * A request ended (answered, refused, or the connection opened): the idle timeout runs from now. Its deadline
+     * is checked by the pending wake-up or one armed for it.
+     */
+    private void becameIdle() {
+        long now = ctx.executor().ticker().nanoTime();
+        idleSinceNs = now;
+        armWakeup(now + TimeUnit.MILLISECONDS.toNanos(gw.config().limits().clientIdleTimeoutMs()), now);
     }
 
-    private void onReadWakeup() {
-        readWakeup = null;
-        if (!readTimed || busy || closing) {
-            return;
+    /** Makes sure a wake-up comes at or before {@code dueNs}. */
+    private void armWakeup(long dueNs, long now) {
+        if (wakeup != null && dueNs - wakeupAtNs < 0) {
+            wakeup.cancel(false); // pending for later than this deadline (a timeout was lowered)
+            wakeup = null;
+        }
+        if (wakeup == null) {
+            scheduleWakeup(dueNs, now);
+        }
+    }
+
+    private void scheduleWakeup(long dueNs, long now) {
+        long bound = now + TimeUnit.MILLISECONDS.toNanos(gw.config().limits().requestReadTimeoutMs());
+        wakeupAtNs = dueNs - bound < 0 ? dueNs : bound;
+        wakeup = ctx.executor().schedule(onWakeup, Math.max(0, wakeupAtNs - now), TimeUnit.NANOSECONDS);
+    }
+
+    private void onWakeup() {
+        wakeup = null;
+        if (closing || busy) {
+            return; // busy: the exchange's end starts the idle timeout (becameIdle) and arms a wake-up
         }
         long now = ctx.executor().ticker().nanoTime();
-        if (now - readDueNs < 0) {
-            scheduleReadWakeup(now); // left by an earlier request: this one is not due yet
+        if (readTimed) {
+            if (now - readDueNs < 0) {
+                scheduleWakeup(readDueNs, now); // left by an earlier deadline: this request is not due yet
+                return;
+            }
+            rejectAndClose(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
+                "The request was not received within " + readTimeoutMs + " ms.");
             return;
         }
-        rejectAndClose(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
-            "The request was not received within " + readTimeoutMs + " ms.");
+        if (head != null) {
+            return; // a refused head's empty body being skipped: its end starts the idle timeout
+        }
+        if (ctx.channel().unsafe().outboundBuffer() != null && ctx.channel().unsafe().outboundBuffer().totalPendingWriteBytes() > 0) {
+            idleSinceNs = now; // the last response is still being written to a slow reader: not idle yet
+        }
+        long idleDueNs = idleSinceNs + TimeUnit.MILLISECONDS.toNanos(gw.config().limits().clientIdleTimeoutMs());
+        if (now - idleDueNs < 0) {
+            scheduleWakeup(idleDueNs, now);
+            return;
+        }
+        closing = true;
+        ctx.close(); // an idle keep-alive connection
     }
 
     /** The request was read (or abandoned): its deadline no longer holds; a pending wake-up stays for the next. */
@@ -727,7 +752,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         }
     }
 
+    /** A request ended and the connection goes on: the idle timeout starts, then the requests queued behind it are read. */
     private void drainPipelined() {
+        becameIdle();
         Object m;
         while (!busy && !closing && ctx.channel().isActive() && (m = pipelined.poll()) != null) {
             if (m instanceof HttpRequest) {

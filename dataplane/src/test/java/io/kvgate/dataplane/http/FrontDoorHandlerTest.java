@@ -251,6 +251,117 @@ class FrontDoorHandlerTest {
         assertFalse(ch.isOpen());
     }
 
+    // ---- client_idle_timeout_ms (the same wake-up as the read deadline; the clock is injected) ----------------
+
+    private static final String IDLE_YAML = FrontDoorHarness.BASE_YAML.replace("request_read_timeout_ms: 1000",
+        "request_read_timeout_ms: 1000\n  client_idle_timeout_ms: 3000");
+
+    /** Advances the frozen clock in steps of at most the read timeout, running the wake-ups due on the way. */
+    private static void advance(EmbeddedChannel ch, long ms) {
+        for (long left = ms; left > 0; left -= Math.min(left, 500)) {
+            ch.advanceTimeBy(Math.min(left, 500), TimeUnit.MILLISECONDS);
+            ch.runScheduledPendingTasks();
+        }
+    }
+
+    @Test
+    void anIdleKeepAliveConnectionIsClosedAtTheIdleTimeoutAfterItsLastResponse() throws Exception {
+        try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML)) {
+            EmbeddedChannel ch = idle.channel();
+            advance(ch, 2_000);
+            ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+            assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+            advance(ch, 2_999);
+            assertTrue(ch.isOpen(), "idle for 2.999 s of 3: the time before the request does not count");
+            advance(ch, 1);
+            assertFalse(ch.isOpen(), "closed 3 s after its last response");
+            assertEquals("", output(ch), "closed without a response: no request was in progress");
+        }
+    }
+
+    @Test
+    void aConnectionThatNeverSendsARequestIsClosedAtTheIdleTimeout() throws Exception {
+        try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML)) {
+            EmbeddedChannel ch = idle.channel();
+            advance(ch, 2_500);
+            assertTrue(ch.isOpen());
+            advance(ch, 1_000);
+            assertFalse(ch.isOpen());
+        }
+    }
+
+    @Test
+    void aConnectionWhoseExchangeOutlastsTheIdleTimeoutIsNotClosed() throws Exception {
+        try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML)) {
+            EmbeddedChannel ch = idle.channel();
+            ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+            assertEquals(1, idle.started.size());
+            advance(ch, 10_000);
+            assertTrue(ch.isOpen(), "busy: an exchange in progress is not idle");
+            ChannelHandlerContext ctx = idle.contexts.get(0);
+            ByteBuf b = Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII);
+            var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK, b);
+            r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
+            ctx.writeAndFlush(r);
+            idle.owners.get(0).onExchangeDone(true);
+            assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+            advance(ch, 2_999);
+            assertTrue(ch.isOpen(), "the idle timeout runs from the end of the exchange");
+            advance(ch, 1);
+            assertFalse(ch.isOpen());
+        }
+    }
+
+    /** Bytes still queued for a slow reader (here: written, not yet flushed) are a response in progress, not idleness. */
+    @Test
+    void aConnectionWithResponseBytesStillQueuedIsNotIdle() throws Exception {
+        try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML)) {
+            EmbeddedChannel ch = idle.channel();
+            ch.writeInbound(ascii(chatPost(BODY, AUTH)));
+            ChannelHandlerContext ctx = idle.contexts.get(0);
+            var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
+                Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII));
+            r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
+            ctx.write(r);
+            idle.owners.get(0).onExchangeDone(true);
+            advance(ch, 6_000);
+            assertTrue(ch.isOpen(), "the response is still queued");
+            ch.flush();
+            assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+            advance(ch, 3_000);
+            assertFalse(ch.isOpen(), "idle from the last wake-up that saw it queued");
+        }
+    }
+
+    @Test
+    void aPartialHeadIsTimedByTheReadDeadlineNotClosedAsIdle() throws Exception {
+        try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML.replace("client_idle_timeout_ms: 3000",
+            "client_idle_timeout_ms: 500"))) {
+            EmbeddedChannel ch = idle.channel();
+            ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+            advance(ch, 999);
+            assertTrue(ch.isOpen(), "a request is being read: the idle timeout (0.5 s) does not apply");
+            advance(ch, 1);
+            assertEquals("HTTP/1.1 408 Request Timeout", statusLine(output(ch)));
+            assertFalse(ch.isOpen());
+        }
+    }
+
+    @Test
+    void eachRequestRestartsTheIdleTimeout() throws Exception {
+        try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML)) {
+            EmbeddedChannel ch = idle.channel();
+            for (int i = 0; i < 4; i++) {
+                advance(ch, 2_500);
+                assertTrue(ch.isOpen(), "request " + i);
+                ch.writeInbound(ascii("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+                assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
+            }
+            advance(ch, 3_000);
+            assertFalse(ch.isOpen());
+        }
+    }
+
     // ---- limits ----------------------------------------------------------------------------------------------
 
     @Test
