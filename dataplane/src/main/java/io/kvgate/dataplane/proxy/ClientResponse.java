@@ -7,6 +7,7 @@ import io.kvgate.dataplane.wire.ResponseHead;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelPromise;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.DefaultHttpContent;
@@ -126,7 +127,8 @@ final class ClientResponse extends UsageScanner {
             ByteBuf chunk = content.content().retain();
             content.release();
             if (last) {
-                ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk)), EmptyHttpHeaders.INSTANCE));
+                ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk)), EmptyHttpHeaders.INSTANCE),
+                    noFuture());
                 return;
             }
             ByteBuf out = framer.next(ctx.alloc(), chunk);
@@ -146,7 +148,7 @@ final class ClientResponse extends UsageScanner {
             scanUsage(content.content());
         }
         if (last) {
-            ctx.writeAndFlush(content);
+            ctx.writeAndFlush(content, noFuture());
         } else {
             lastWrite = ctx.write(content);
         }
@@ -179,6 +181,16 @@ final class ClientResponse extends UsageScanner {
         String frames = EngineStreamCheck.missingDoneFrames(streamCheck.engineError(), unterminated);
         return ctx.alloc().compositeBuffer(2).addComponents(true, out,
             Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8));
+    }
+
+    /**
+     * The promise of a write whose outcome nobody reads (the response's last one: read-after-write only waits on
+     * writes before it): no promise object per response. It fires no exception either; a failed write to a client
+     * that left surfaces as the connection's close. A handler that must act on the write (the codec closing after a
+     * response) takes a real promise itself ({@code unvoid}).
+     */
+    private ChannelPromise noFuture() {
+        return ctx.channel().unsafe().voidPromise();
     }
 
     /** Flushes this read batch's writes; returns the last one (null: nothing was written), for read-after-write. */

@@ -4,7 +4,7 @@ import java.util.concurrent.ThreadLocalRandom;
 
 /** {@code X-Request-Id}: kept when the client sends a sane one, generated otherwise. */
 public final class RequestIds {
-    private static final char[] HEX = "0123456789abcdef".toCharArray();
+    private static final byte[] HEX = "0123456789abcdef".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
 
     private RequestIds() {}
 
@@ -20,12 +20,12 @@ public final class RequestIds {
         ThreadLocalRandom r = ThreadLocalRandom.current();
         long a = r.nextLong();
         long b = r.nextLong();
-        char[] c = new char[32];
+        byte[] c = new byte[32]; // Latin-1 bytes: the String takes them without the char[] → byte[] compression pass
         for (int i = 0; i < 16; i++) {
             c[i] = HEX[(int) (a >>> (60 - 4 * i)) & 0xF];
             c[16 + i] = HEX[(int) (b >>> (60 - 4 * i)) & 0xF];
         }
-        return new String(c);
+        return new String(c, java.nio.charset.StandardCharsets.ISO_8859_1);
     }
 
     private static boolean printable(String s) {
