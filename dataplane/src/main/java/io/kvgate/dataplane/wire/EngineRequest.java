@@ -2,7 +2,6 @@ package io.kvgate.dataplane.wire;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
-import io.netty.buffer.ByteBufUtil;
 import io.netty.handler.codec.http.HttpHeaders;
 import io.netty.handler.codec.http.HttpMethod;
 import java.nio.charset.StandardCharsets;
@@ -23,45 +22,29 @@ public record EngineRequest(HttpMethod method, String uri, HttpHeaders clientHea
         this(method, uri, clientHeaders, requestId, null, null);
     }
 
+    private static final byte[] SPACE = {' '};
     private static final byte[] HTTP_1_1_CRLF = " HTTP/1.1\r\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] HOST = "host: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] CONTENT_LENGTH = "content-length: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] REQUEST_ID = "x-request-id: ".getBytes(StandardCharsets.US_ASCII);
-    private static final int CRLF = ('\r' << 8) | '\n';
-    /** Room for a typical head (request line, a handful of forwarded headers); the buffer grows past it if needed. */
-    private static final int INITIAL_HEAD_BYTES = 512;
-
     /** The request head ({@code host} and {@code content-length} the gateway's), blank line included. */
     public ByteBuf encodeHead(ByteBufAllocator alloc, String hostHeader, int contentLength) {
-        ByteBuf out = alloc.buffer(INITIAL_HEAD_BYTES + uri.length());
-        ByteBufUtil.writeAscii(out, method.asciiName());
-        out.writeByte(' ');
+        HeadBytes out = HeadBytes.start().latin1(method.asciiName()).bytes(SPACE);
         writeTarget(out, uri);
-        out.writeBytes(HTTP_1_1_CRLF);
-        out.writeBytes(HOST);
-        HttpBytes.writeFieldValue(out, hostHeader);
-        out.writeShort(CRLF);
-        out.writeBytes(CONTENT_LENGTH);
-        ByteBufUtil.writeAscii(out, Integer.toString(contentLength));
-        out.writeShort(CRLF);
+        out.bytes(HTTP_1_1_CRLF).bytes(HOST).fieldValue(hostHeader).crlf()
+            .bytes(CONTENT_LENGTH).decimal(contentLength).crlf();
         ForwardedHeaders.writeToEngine(out, clientHeaders, gatewayHeader);
         if (gatewayHeader != null) {
-            ByteBufUtil.writeAscii(out, gatewayHeader);
-            out.writeByte(':').writeByte(' ');
-            HttpBytes.writeFieldValue(out, gatewayValue);
-            out.writeShort(CRLF);
+            out.latin1(gatewayHeader).colonSpace().fieldValue(gatewayValue).crlf();
         }
         if (requestId != null) {
-            out.writeBytes(REQUEST_ID);
-            HttpBytes.writeFieldValue(out, requestId);
-            out.writeShort(CRLF);
+            out.bytes(REQUEST_ID).fieldValue(requestId).crlf();
         }
-        out.writeShort(CRLF);
-        return out;
+        return out.crlf().toBuffer(alloc, 0);
     }
 
     /** The request target as Netty's encoder wrote it (UTF-8); a control character or space never reaches the line. */
-    private static void writeTarget(ByteBuf out, String uri) {
+    private static void writeTarget(HeadBytes out, String uri) {
         for (int i = 0; i < uri.length(); i++) {
             char c = uri.charAt(i);
             if (c <= 0x20 || c >= 0x7f) {
@@ -70,10 +53,10 @@ public record EngineRequest(HttpMethod method, String uri, HttpHeaders clientHea
                     char d = uri.charAt(j);
                     safe.append(d <= 0x20 || d == 0x7f ? '?' : d);
                 }
-                ByteBufUtil.writeUtf8(out, safe);
+                out.bytes(safe.toString().getBytes(StandardCharsets.UTF_8));
                 return;
             }
         }
-        ByteBufUtil.writeAscii(out, uri);
+        out.latin1(uri);
     }
 }

@@ -1,7 +1,5 @@
 package io.kvgate.dataplane.wire;
 
-import io.netty.buffer.ByteBuf;
-import io.netty.buffer.ByteBufUtil;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaders;
 import io.netty.util.AsciiString;
@@ -104,7 +102,7 @@ public final class ForwardedHeaders {
      * were validated by the client codec's decoder; they are written byte for byte (ISO-8859-1), as Netty's encoder
      * does. {@code gatewaySets}: a header the gateway writes itself (the client's of that name is left out), or null.
      */
-    public static void writeToEngine(ByteBuf out, HttpHeaders in, String gatewaySets) {
+    static void writeToEngine(HeadBytes out, HttpHeaders in, String gatewaySets) {
         String[] connectionListed = in.contains(HttpHeaderNames.CONNECTION) ? connectionListed(in) : null;
         if (in instanceof RequestHeaders r) { // the client codec's: read in place, no entry objects
             for (int i = 0, n = r.size(); i < n; i++) {
@@ -125,10 +123,7 @@ public final class ForwardedHeaders {
         }
     }
 
-    private static void writeLine(ByteBuf out, CharSequence name, CharSequence value) {
-        ByteBufUtil.writeAscii(out, name);
-        out.writeByte(':').writeByte(' ');
-        ByteBufUtil.writeAscii(out, value);
-        out.writeByte('\r').writeByte('\n');
+    private static void writeLine(HeadBytes out, CharSequence name, CharSequence value) {
+        out.latin1(name).colonSpace().latin1(value).crlf();
     }
 }

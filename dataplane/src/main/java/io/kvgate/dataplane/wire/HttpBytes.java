@@ -1,7 +1,6 @@
 package io.kvgate.dataplane.wire;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.ByteBufUtil;
 
 /** Byte-level HTTP/1.1 grammar (RFC 9110 §5.6, RFC 9112) shared by the wire codecs: no allocation. */
 final class HttpBytes {
@@ -96,22 +95,5 @@ final class HttpBytes {
             return l - 'a' + 10;
         }
         return -1;
-    }
-
-    /** Writes {@code s} as bytes, each char that is not visible ASCII or SP as '?' (a header value can never break a line). */
-    static void writeFieldValue(ByteBuf out, CharSequence s) {
-        int n = s.length();
-        for (int i = 0; i < n; i++) {
-            char c = s.charAt(i);
-            if (c < 0x20 || c >= 0x7f) {
-                out.ensureWritable(n);
-                for (int j = 0; j < n; j++) {
-                    char d = s.charAt(j);
-                    out.writeByte(d >= 0x20 && d < 0x7f ? d : '?');
-                }
-                return;
-            }
-        }
-        ByteBufUtil.writeAscii(out, s); // the common case: all of it at once
     }
 }

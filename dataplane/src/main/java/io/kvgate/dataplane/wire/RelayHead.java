@@ -63,12 +63,8 @@ public final class RelayHead extends DefaultByteBufHolder {
         int lengthLine = engine.contentLengthStart();
         // 204 carries no length (RFC 9110 §8.6); a body the relay may rewrite cannot keep the engine's.
         boolean dropLength = lengthLine >= 0 && (engine.status() == 204 || (length && lengthMayChange));
-        int capacity = raw.readableBytes() + REQUEST_ID.length + requestId.length() + 2
-            + (explanation == null ? 0 : ROUTE.length + explanation.length() + 2)
-            + (warning == null ? 0 : WARNING.length + warning.length() + 2) + CHUNKED.length + CLOSE.length + 2;
-        ByteBuf out = alloc.buffer(capacity);
-        out.writeBytes(HTTP_1_1);
-        out.writeBytes(raw, base + HTTP_1_1.length, engine.statusLineEnd() - HTTP_1_1.length);
+        HeadBytes out = HeadBytes.start().bytes(HTTP_1_1);
+        out.bytes(raw, base + HTTP_1_1.length, engine.statusLineEnd() - HTTP_1_1.length);
         int pos = engine.statusLineEnd();
         int dropped = 0;
         int droppedCount = engine.droppedCount();
@@ -78,10 +74,10 @@ public final class RelayHead extends DefaultByteBufHolder {
             int nextLength = lengthAt >= 0 ? lengthAt : Integer.MAX_VALUE;
             int next = Math.min(nextDrop, nextLength);
             if (next == Integer.MAX_VALUE) {
-                out.writeBytes(raw, base + pos, headerEnd - pos);
+                out.bytes(raw, base + pos, headerEnd - pos);
                 break;
             }
-            out.writeBytes(raw, base + pos, next - pos);
+            out.bytes(raw, base + pos, next - pos);
             if (next == nextDrop) {
                 pos = engine.droppedEnd(dropped++);
             } else {
@@ -89,21 +85,16 @@ public final class RelayHead extends DefaultByteBufHolder {
                 lengthAt = -1;
             }
         }
-        out.writeBytes(REQUEST_ID);
-        HttpBytes.writeFieldValue(out, requestId);
-        out.writeShort(CRLF);
+        out.bytes(REQUEST_ID).fieldValue(requestId).crlf();
         if (explanation != null) {
-            out.writeBytes(ROUTE);
-            HttpBytes.writeFieldValue(out, explanation);
-            out.writeShort(CRLF);
+            out.bytes(ROUTE).fieldValue(explanation).crlf();
         }
         if (warning != null) {
-            out.writeBytes(WARNING);
-            HttpBytes.writeFieldValue(out, warning);
-            out.writeShort(CRLF);
+            out.bytes(WARNING).fieldValue(warning).crlf();
         }
         boolean chunked = !bodyless && (!length || dropLength);
-        return new RelayHead(out, engine.status(), bodyless, chunked, close);
+        // Room for what finish() adds: the framing lines and the blank line.
+        return new RelayHead(out.toBuffer(alloc, CHUNKED.length + CLOSE.length + 2), engine.status(), bodyless, chunked, close);
     }
 
     public int status() {
