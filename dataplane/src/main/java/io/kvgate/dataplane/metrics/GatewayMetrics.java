@@ -3,6 +3,7 @@ package io.kvgate.dataplane.metrics;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
 
@@ -17,11 +18,7 @@ public final class GatewayMetrics {
     /** Status label of a stream that ended in an error event after its 200 (engine error event, or no [DONE]). */
     public static final String STREAM_ERROR = "stream_error";
 
-    private record RequestKey(String rule, String model, String status) {}
-
     private record ErrorKey(String endpoint, String cause) {}
-
-    private record TokenKey(String rule, String model) {}
 
     /** Token counts of one rule and model, by kind. */
     private static final class Tokens {
@@ -30,15 +27,75 @@ public final class GatewayMetrics {
         final LongAdder cached = new LongAdder();
     }
 
-    private final ConcurrentHashMap<RequestKey, LongAdder> requests = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<String, LatencyHistogram> durationByRule = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<String, LatencyHistogram> ttfbByRule = new ConcurrentHashMap<>();
+    /** Slot of {@link #STREAM_ERROR} after the HTTP statuses 0–599 in {@link ModelCounters#byStatus}. */
+    private static final int STREAM_ERROR_SLOT = 600;
+
+    /**
+     * The counters of one rule and model label. Every proxied request records into them, so they are found by two
+     * map reads of strings whose hashes are cached (the rule name, the configured model name) and allocate nothing;
+     * a counter is created on its first use (a label that was never recorded is not rendered, as before).
+     */
+    private static final class ModelCounters {
+        final AtomicReferenceArray<LongAdder> byStatus = new AtomicReferenceArray<>(STREAM_ERROR_SLOT + 1);
+        /** Status labels outside 0–599 (not HTTP, never sent by the gateway itself): kept apart, rendered the same. */
+        final ConcurrentHashMap<String, LongAdder> otherStatus = new ConcurrentHashMap<>();
+        volatile Tokens tokens;
+
+        LongAdder status(int slot) {
+            LongAdder a = byStatus.get(slot);
+            if (a == null) {
+                byStatus.compareAndSet(slot, null, new LongAdder());
+                a = byStatus.get(slot);
+            }
+            return a;
+        }
+
+        Tokens tokens() {
+            Tokens t = tokens;
+            if (t == null) {
+                synchronized (this) {
+                    if (tokens == null) {
+                        tokens = new Tokens();
+                    }
+                    t = tokens;
+                }
+            }
+            return t;
+        }
+    }
+
+    /** One rule's series ({@code ""}: requests refused before they resolved to a rule). Kept for the process's life. */
+    private static final class RuleSeries {
+        final ConcurrentHashMap<String, ModelCounters> byModel = new ConcurrentHashMap<>();
+        volatile LatencyHistogram duration;
+        volatile LatencyHistogram ttfb;
+
+        ModelCounters model(String label) {
+            ModelCounters m = byModel.get(label);
+            return m != null ? m : byModel.computeIfAbsent(label, k -> new ModelCounters());
+        }
+
+        synchronized LatencyHistogram newDuration() {
+            if (duration == null) {
+                duration = new LatencyHistogram();
+            }
+            return duration;
+        }
+
+        synchronized LatencyHistogram newTtfb() {
+            if (ttfb == null) {
+                ttfb = new LatencyHistogram();
+            }
+            return ttfb;
+        }
+    }
+
+    private final ConcurrentHashMap<String, RuleSeries> rules = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<ErrorKey, LongAdder> upstreamErrors = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> badRequests = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> shed = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> contextClamped = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<LogitBiasKey, LongAdder> logitBias = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<TokenKey, Tokens> tokens = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
     public final LongAdder clientConnectionsTotal = new LongAdder();
     public final LongAdder clientDisconnectsMidRequest = new LongAdder();
@@ -64,25 +121,72 @@ public final class GatewayMetrics {
      * @param model the client's model string (any value: it becomes a label only when configured)
      */
     public void request(String rule, String model, int status, long durationNs) {
-        request(rule, model, status >= 0 && status < STATUS_LABELS.length ? STATUS_LABELS[status] : Integer.toString(status),
-            durationNs);
+        RuleSeries r = rule(rule);
+        ModelCounters m = r.model(modelLabel(model));
+        if (status >= 0 && status < STREAM_ERROR_SLOT) {
+            m.status(status).increment();
+        } else {
+            m.otherStatus.computeIfAbsent(Integer.toString(status), k -> new LongAdder()).increment();
+        }
+        duration(r).recordNs(durationNs);
     }
 
-    /** HTTP status labels, made once rather than per request. */
-    private static final String[] STATUS_LABELS = new String[600];
+    /** The slot of a status label: {@link #STREAM_ERROR}'s, or an HTTP status as {@code Integer.toString} writes it; else -1. */
+    private static int statusSlot(String status) {
+        if (STREAM_ERROR.equals(status)) {
+            return STREAM_ERROR_SLOT;
+        }
+        int n = status.length();
+        if (n == 0 || n > 3 || (n > 1 && status.charAt(0) == '0')) {
+            return -1;
+        }
+        int v = 0;
+        for (int i = 0; i < n; i++) {
+            char c = status.charAt(i);
+            if (c < '0' || c > '9') {
+                return -1;
+            }
+            v = v * 10 + (c - '0');
+        }
+        return v < STREAM_ERROR_SLOT ? v : -1;
+    }
+
+    private static LatencyHistogram duration(RuleSeries r) {
+        LatencyHistogram h = r.duration;
+        return h != null ? h : r.newDuration();
+    }
+
+    /** HTTP status labels, made once rather than per request (and {@link #STREAM_ERROR} in its slot). */
+    private static final String[] STATUS_LABELS = new String[STREAM_ERROR_SLOT + 1];
 
     static {
-        for (int i = 0; i < STATUS_LABELS.length; i++) {
+        for (int i = 0; i < STREAM_ERROR_SLOT; i++) {
             STATUS_LABELS[i] = Integer.toString(i);
         }
+        STATUS_LABELS[STREAM_ERROR_SLOT] = STREAM_ERROR;
+    }
+
+    private RuleSeries rule(String rule) {
+        String r = rule == null ? "" : rule;
+        RuleSeries s = rules.get(r);
+        return s != null ? s : rules.computeIfAbsent(r, k -> new RuleSeries());
+    }
+
+    private String modelLabel(String model) {
+        return model != null && modelLabels.contains(model) ? model : UNKNOWN_MODEL;
     }
 
     /** As {@link #request(String, String, int, long)} with a status label: an HTTP status or {@link #STREAM_ERROR}. */
     public void request(String rule, String model, String status, long durationNs) {
-        String r = rule == null ? "" : rule;
-        String m = model != null && modelLabels.contains(model) ? model : UNKNOWN_MODEL;
-        requests.computeIfAbsent(new RequestKey(r, m, status), k -> new LongAdder()).increment();
-        durationByRule.computeIfAbsent(r, k -> new LatencyHistogram()).recordNs(durationNs);
+        RuleSeries r = rule(rule);
+        ModelCounters m = r.model(modelLabel(model));
+        int slot = statusSlot(status);
+        if (slot >= 0) {
+            m.status(slot).increment();
+        } else {
+            m.otherStatus.computeIfAbsent(status, k -> new LongAdder()).increment();
+        }
+        duration(r).recordNs(durationNs);
     }
 
     /**
@@ -91,15 +195,16 @@ public final class GatewayMetrics {
      * {@code model} label follows {@link #modelLabels}, as in {@code kvgate_requests_total}.
      */
     public void tokens(String rule, String model, long prompt, long completion, long cached) {
-        String m = model != null && modelLabels.contains(model) ? model : UNKNOWN_MODEL;
-        Tokens t = tokens.computeIfAbsent(new TokenKey(rule == null ? "" : rule, m), k -> new Tokens());
+        Tokens t = rule(rule).model(modelLabel(model)).tokens();
         t.prompt.add(prompt);
         t.completion.add(completion);
         t.cached.add(cached);
     }
 
     public void timeToFirstByte(String rule, long ns) {
-        ttfbByRule.computeIfAbsent(rule == null ? "" : rule, k -> new LatencyHistogram()).recordNs(ns);
+        RuleSeries r = rule(rule);
+        LatencyHistogram h = r.ttfb;
+        (h != null ? h : r.newTtfb()).recordNs(ns);
     }
 
     public void upstreamError(String endpoint, String cause) {
@@ -137,23 +242,43 @@ public final class GatewayMetrics {
         StringBuilder out = new StringBuilder(8192);
         out.append("# HELP kvgate_requests_total Client requests answered, by rule, model and HTTP status.\n");
         out.append("# TYPE kvgate_requests_total counter\n");
-        requests.forEach((k, v) -> out.append("kvgate_requests_total{rule=\"").append(esc(k.rule())).append("\",model=\"")
-            .append(esc(k.model())).append("\",status=\"").append(k.status()).append("\"} ").append(v.sum()).append('\n'));
+        rules.forEach((rule, r) -> r.byModel.forEach((model, m) -> {
+            String labels = "kvgate_requests_total{rule=\"" + esc(rule) + "\",model=\"" + esc(model) + "\",status=\"";
+            for (int i = 0; i <= STREAM_ERROR_SLOT; i++) {
+                LongAdder a = m.byStatus.get(i);
+                if (a != null) {
+                    out.append(labels).append(STATUS_LABELS[i]).append("\"} ").append(a.sum()).append('\n');
+                }
+            }
+            m.otherStatus.forEach((status, a) -> out.append(labels).append(status).append("\"} ").append(a.sum()).append('\n'));
+        }));
         out.append("# HELP kvgate_tokens_total Tokens in successful answers as the engines reported them (usage), by rule,"
             + " model and kind: prompt, completion, cached (prompt tokens served from the engine's prefix cache).\n");
         out.append("# TYPE kvgate_tokens_total counter\n");
-        tokens.forEach((k, v) -> {
-            String labels = "kvgate_tokens_total{rule=\"" + esc(k.rule()) + "\",model=\"" + esc(k.model()) + "\",kind=\"";
+        rules.forEach((rule, r) -> r.byModel.forEach((model, m) -> {
+            Tokens v = m.tokens;
+            if (v == null) {
+                return;
+            }
+            String labels = "kvgate_tokens_total{rule=\"" + esc(rule) + "\",model=\"" + esc(model) + "\",kind=\"";
             out.append(labels).append("prompt\"} ").append(v.prompt.sum()).append('\n');
             out.append(labels).append("completion\"} ").append(v.completion.sum()).append('\n');
             out.append(labels).append("cached\"} ").append(v.cached.sum()).append('\n');
-        });
+        }));
         out.append("# HELP kvgate_request_duration_seconds Time from the complete client request to the last byte of the response.\n");
         out.append("# TYPE kvgate_request_duration_seconds histogram\n");
-        durationByRule.forEach((rule, h) -> h.write(out, "kvgate_request_duration_seconds", "rule=\"" + esc(rule) + "\""));
+        rules.forEach((rule, r) -> {
+            if (r.duration != null) {
+                r.duration.write(out, "kvgate_request_duration_seconds", "rule=\"" + esc(rule) + "\"");
+            }
+        });
         out.append("# HELP kvgate_time_to_first_byte_seconds Time from the complete client request to the engine's response head.\n");
         out.append("# TYPE kvgate_time_to_first_byte_seconds histogram\n");
-        ttfbByRule.forEach((rule, h) -> h.write(out, "kvgate_time_to_first_byte_seconds", "rule=\"" + esc(rule) + "\""));
+        rules.forEach((rule, r) -> {
+            if (r.ttfb != null) {
+                r.ttfb.write(out, "kvgate_time_to_first_byte_seconds", "rule=\"" + esc(rule) + "\"");
+            }
+        });
         out.append("# HELP kvgate_upstream_errors_total Failed engine calls by endpoint and cause.\n");
         out.append("# TYPE kvgate_upstream_errors_total counter\n");
         upstreamErrors.forEach((k, v) -> out.append("kvgate_upstream_errors_total{endpoint=\"").append(esc(k.endpoint()))

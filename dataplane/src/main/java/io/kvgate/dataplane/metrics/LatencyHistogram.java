@@ -10,6 +10,15 @@ public final class LatencyHistogram {
     /** Upper bounds in seconds: 100 µs … ~100 s. */
     static final double[] BOUNDS = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
         1, 2.5, 5, 10, 25, 50, 100};
+    /** The bounds in nanoseconds: a value goes in the first bucket whose bound it does not exceed. */
+    private static final long[] BOUNDS_NS = new long[BOUNDS.length];
+
+    static {
+        for (int i = 0; i < BOUNDS.length; i++) {
+            BOUNDS_NS[i] = Math.round(BOUNDS[i] * 1e9);
+        }
+    }
+
     private final LongAdder[] counts = new LongAdder[BOUNDS.length + 1];
     private final LongAdder sumNs = new LongAdder();
 
@@ -20,9 +29,8 @@ public final class LatencyHistogram {
     }
 
     public void recordNs(long ns) {
-        double s = ns / 1e9;
         int i = 0;
-        while (i < BOUNDS.length && s > BOUNDS[i]) {
+        while (i < BOUNDS_NS.length && ns > BOUNDS_NS[i]) {
             i++;
         }
         counts[i].increment();
