@@ -54,17 +54,17 @@ final class HeadBytes {
     }
 
     HeadBytes crlf() {
-        byte[] b = room(2);
-        b[length] = '\r';
-        b[length + 1] = '\n';
-        length += 2;
-        return this;
+        return two((byte) '\r', (byte) '\n');
     }
 
     HeadBytes colonSpace() {
+        return two((byte) ':', (byte) ' ');
+    }
+
+    private HeadBytes two(byte first, byte second) {
         byte[] b = room(2);
-        b[length] = ':';
-        b[length + 1] = ' ';
+        b[length] = first;
+        b[length + 1] = second;
         length += 2;
         return this;
     }

@@ -19,6 +19,7 @@ import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.http.DefaultHttpContent;
 import io.netty.handler.codec.http.DefaultHttpResponse;
 import io.netty.handler.codec.http.DefaultLastHttpContent;
+import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpResponseStatus;
@@ -52,12 +53,19 @@ class FrontDoorHandlerTest {
 
     /** Answers the in-flight exchange with a small JSON 200 and tells the front door it is done. */
     private void answer(int i, boolean keepAlive) {
-        ChannelHandlerContext ctx = h.contexts.get(i);
-        ByteBuf b = Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII);
-        var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK, b);
+        answer(h, i, keepAlive);
+    }
+
+    private static void answer(FrontDoorHarness on, int i, boolean keepAlive) {
+        on.contexts.get(i).writeAndFlush(small200());
+        on.owners.get(i).onExchangeDone(keepAlive);
+    }
+
+    private static FullHttpResponse small200() {
+        var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
+            Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII));
         r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
-        ctx.writeAndFlush(r);
-        h.owners.get(i).onExchangeDone(keepAlive);
+        return r;
     }
 
     /** Relays an engine's chunked SSE answer through the front door's context the way the exchange layer does. */
@@ -298,12 +306,7 @@ class FrontDoorHandlerTest {
             assertEquals(1, idle.started.size());
             advance(ch, 10_000);
             assertTrue(ch.isOpen(), "busy: an exchange in progress is not idle");
-            ChannelHandlerContext ctx = idle.contexts.get(0);
-            ByteBuf b = Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII);
-            var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK, b);
-            r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
-            ctx.writeAndFlush(r);
-            idle.owners.get(0).onExchangeDone(true);
+            answer(idle, 0, true);
             assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)));
             advance(ch, 2_999);
             assertTrue(ch.isOpen(), "the idle timeout runs from the end of the exchange");
@@ -318,11 +321,7 @@ class FrontDoorHandlerTest {
         try (FrontDoorHarness idle = new FrontDoorHarness(IDLE_YAML)) {
             EmbeddedChannel ch = idle.channel();
             ch.writeInbound(ascii(chatPost(BODY, AUTH)));
-            ChannelHandlerContext ctx = idle.contexts.get(0);
-            var r = new io.netty.handler.codec.http.DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
-                Unpooled.copiedBuffer("{}", StandardCharsets.US_ASCII));
-            r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, 2);
-            ctx.write(r);
+            idle.contexts.get(0).write(small200()); // not flushed: still queued
             idle.owners.get(0).onExchangeDone(true);
             advance(ch, 6_000);
             assertTrue(ch.isOpen(), "the response is still queued");
