@@ -304,7 +304,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (head != null) {
             return; // a refused head's empty body being skipped: its end starts the idle timeout
         }
-        if (ctx.channel().unsafe().outboundBuffer() != null && ctx.channel().unsafe().outboundBuffer().totalPendingWriteBytes() > 0) {
+        io.netty.channel.ChannelOutboundBuffer queued = ctx.channel().unsafe().outboundBuffer();
+        if (queued != null && queued.totalPendingWriteBytes() > 0) {
             idleSinceNs = now; // the last response is still being written to a slow reader: not idle yet
         }
         long idleDueNs = idleSinceNs + TimeUnit.MILLISECONDS.toNanos(gw.config().limits().clientIdleTimeoutMs());
