@@ -121,12 +121,18 @@ public final class GatewayMetrics {
      * @param model the client's model string (any value: it becomes a label only when configured)
      */
     public void request(String rule, String model, int status, long durationNs) {
+        boolean http = status >= 0 && status < STREAM_ERROR_SLOT;
+        count(rule, model, http ? status : -1, http ? null : Integer.toString(status), durationNs);
+    }
+
+    /** One answered request: its status counter by {@code slot}, or by {@code otherLabel} when the slot is -1. */
+    private void count(String rule, String model, int slot, String otherLabel, long durationNs) {
         RuleSeries r = rule(rule);
         ModelCounters m = r.model(modelLabel(model));
-        if (status >= 0 && status < STREAM_ERROR_SLOT) {
-            m.status(status).increment();
+        if (slot >= 0) {
+            m.status(slot).increment();
         } else {
-            m.otherStatus.computeIfAbsent(Integer.toString(status), k -> new LongAdder()).increment();
+            m.otherStatus.computeIfAbsent(otherLabel, k -> new LongAdder()).increment();
         }
         duration(r).recordNs(durationNs);
     }
@@ -178,15 +184,7 @@ public final class GatewayMetrics {
 
     /** As {@link #request(String, String, int, long)} with a status label: an HTTP status or {@link #STREAM_ERROR}. */
     public void request(String rule, String model, String status, long durationNs) {
-        RuleSeries r = rule(rule);
-        ModelCounters m = r.model(modelLabel(model));
-        int slot = statusSlot(status);
-        if (slot >= 0) {
-            m.status(slot).increment();
-        } else {
-            m.otherStatus.computeIfAbsent(status, k -> new LongAdder()).increment();
-        }
-        duration(r).recordNs(durationNs);
+        count(rule, model, statusSlot(status), status, durationNs);
     }
 
     /**
