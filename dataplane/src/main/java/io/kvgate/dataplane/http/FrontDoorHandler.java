@@ -506,9 +506,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     /** Validates the body and resolves the rule of its model; answers and returns null when either fails. */
     private Rule validatedRule() {
         RouteTable table = gw.router().table();
-        // Only the text some rule of this table keys on is decoded (none without a chwbl rule); the rest of the
-        // content is validated by the lexer's skip. The rule comes from the same table.
-        extractor.textPrefixChars(table.textPrefixChars());
+        // Only the text some rule of this table keys on is decoded (none without a chwbl rule), and only the token ids
+        // some rule routes on are kept; the rest of the content is validated by the lexer's skip. The rule comes from
+        // the same table.
+        extractor.textPrefixChars(table.textPrefixChars()).promptIdsKept(table.promptIdsKept());
         Problem problem = RequestValidator.validate(extractor, fields, route.chat());
         if (problem != null) {
             respondProblem(problem);

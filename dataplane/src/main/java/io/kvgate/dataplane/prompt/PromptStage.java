@@ -7,6 +7,7 @@ import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ContextBudget;
 import io.kvgate.dataplane.request.Problem;
+import io.kvgate.dataplane.request.PromptIds;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
@@ -79,6 +80,12 @@ public final class PromptStage {
             }
             return Outcome.of(new RoutingInputs(null, null, session, textKey));
         }
+        int routedOn = RulePolicies.promptTokensRoutedOn(rc);
+        PromptIds ids = fields.promptIds;
+        if (!chat && ids.shape() != PromptIds.NONE
+            && (!ids.firstValid() || ids.keeps(routedOn) && (contextLen == 0 || ids.restValid()))) {
+            return tokenIdPrompt(rule, contextLen, routedOn, session, body, maxBodyBytes, fields, metrics);
+        }
         long t0 = clock.nanoTime();
         JsonNode tree;
         try {
@@ -114,12 +121,33 @@ public final class PromptStage {
             return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
                 "more than " + maxTokens + " tokens", rule.name(), maxTokens));
         }
-        Outcome routed = Outcome.of(new RoutingInputs(routingPrefix(tokens, rc.blockSize()), salt, session));
+        Outcome routed = Outcome.of(new RoutingInputs(routingPrefix(tokens, routedOn), salt, session));
         if (contextLen == 0 || longest == -1) {
             return routed;
         }
         return budget(rule, contextLen, longest == PromptPipeline.OVER ? contextLen : longest, longest != PromptPipeline.OVER,
             body, maxBodyBytes, fields, chat, metrics, routed);
+    }
+
+    /**
+     * A token-id prompt, from the ids the body stage kept ({@link PromptIds}): the same verdict as the tree reading
+     * above gives the same prompt, without parsing the body again. An invalid first prompt is what that reading
+     * refuses (the fallback routes it). The context check counts from the body stage's count of the longest list.
+     */
+    private static Outcome tokenIdPrompt(Rule rule, int contextLen, int routedOn, String session, ByteBuf body,
+                                         int maxBodyBytes, RequestFields fields, GatewayMetrics metrics) {
+        if (!fields.promptIds.firstValid()) {
+            metrics.shed("kv_render_failed");
+            return Outcome.of(new RoutingInputs(null, null, session));
+        }
+        Outcome routed = Outcome.of(new RoutingInputs(fields.promptIds.first(routedOn), fields.cacheSalt, session));
+        if (contextLen == 0) {
+            return routed;
+        }
+        int longest = fields.promptTokenIdsMax;
+        boolean over = longest > contextLen;
+        return budget(rule, contextLen, over ? contextLen : longest, !over, body, maxBodyBytes, fields, false, metrics,
+            routed);
     }
 
     /**
@@ -200,13 +228,12 @@ public final class PromptStage {
         return RoutingInputs.textPrefixKey(fields.textPrefix, rc.chwbl().prefixChars());
     }
 
-    /** The tokens the routing stage can use: lookups read at most the index's prompt depth, so nothing past it. */
-    static int[] routingPrefix(int[] tokens, int blockSize) {
+    /** The tokens the routing stage can use ({@link RulePolicies#promptTokensRoutedOn}): nothing past them. */
+    static int[] routingPrefix(int[] tokens, int routedOn) {
         if (tokens == null) {
             return null;
         }
-        long cap = (long) BlockIndexConfig.DEFAULT_MAX_PROMPT_BLOCKS * blockSize;
-        return tokens.length <= cap ? tokens : java.util.Arrays.copyOf(tokens, (int) cap);
+        return tokens.length <= routedOn ? tokens : java.util.Arrays.copyOf(tokens, routedOn);
     }
 
     static String sessionKey(RuleConfig.SessionConfig s, HttpHeaders headers, RequestFields fields) {

@@ -1013,6 +1013,22 @@ public final class JsonLexer {
         return (int) Math.max(Integer.MIN_VALUE, Math.min(Integer.MAX_VALUE, v));
     }
 
+    /**
+     * The current integer token as a token id: its value when it is in {@code [0, 2^31)} ({@code -0} is 0), else -1.
+     * The range is what the tree reading accepted ({@code isIntegralNumber}, {@code canConvertToInt}, not negative).
+     */
+    public int tokenId() {
+        if (intDigits > 10) {
+            return -1;
+        }
+        long v = 0;
+        int p = tokenStart + (negative ? 1 : 0);
+        for (int i = 0; i < intDigits; i++) {
+            v = v * 10 + (in.get(p + i) - '0');
+        }
+        return v > Integer.MAX_VALUE || (negative && v != 0) ? -1 : (int) v;
+    }
+
     private static final double[] POWERS_OF_TEN = {
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
         1e19, 1e20, 1e21, 1e22};

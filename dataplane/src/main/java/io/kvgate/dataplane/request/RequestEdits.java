@@ -162,8 +162,9 @@ public final class RequestEdits {
         if (f.removedRangeCount == 0 && body.readableBytes() == f.bodyLength) {
             return false;
         }
-        int prefixChars = f.textPrefixLimit; // the re-read keeps the text the first read kept
-        RequestFieldExtractor again = new RequestFieldExtractor(f).textPrefixChars(prefixChars);
+        int prefixChars = f.textPrefixLimit; // the re-read keeps the text and the ids the first read kept
+        int ids = f.promptIds.limit();
+        RequestFieldExtractor again = new RequestFieldExtractor(f).textPrefixChars(prefixChars).promptIdsKept(ids);
         again.body(body);
         again.finish();
         return true;

@@ -82,6 +82,16 @@ public final class RequestFieldExtractor {
     }
 
     /**
+     * Keeps at most {@code ids} token ids of the first token-id prompt in {@link RequestFields#promptIds} (0, the
+     * default, keeps none): the front door passes the most a rule of its routing table routes on
+     * ({@code RouteTable#promptIdsKept}). Before {@link #finish()}.
+     */
+    public RequestFieldExtractor promptIdsKept(int ids) {
+        fields.promptIds.limit(ids);
+        return this;
+    }
+
+    /**
      * The complete body, from its reader index to its writer index: scanned in place by {@link #finish()}, so it
      * must not change until then. Instead of {@link #feed}, not with it.
      */
@@ -185,8 +195,12 @@ public final class RequestFieldExtractor {
                     } else if (depth == 2 && "prompt".equals(topField) && t == JsonToken.START_ARRAY) {
                         fields.promptIsTokenIds = true; // [[1,2],[3]]: a list of token-id prompts
                         promptElements++;
+                        promptIdsElement(t, -1);
                     } else if (depth == 2 && "prompt".equals(topField)) {
                         promptElements++;
+                        promptIdsElement(t, -1);
+                    } else if (depth == 3 && "prompt".equals(topField) && promptArray) {
+                        fields.promptIds.listElement(-1); // a container is not a token id
                     }
                     depth++;
                 }
@@ -210,6 +224,7 @@ public final class RequestFieldExtractor {
                     } else if (depth == 2 && "prompt".equals(topField) && promptArray) {
                         fields.promptTokenIdsMax = Math.max(fields.promptTokenIdsMax, subListInts);
                         subListInts = 0;
+                        fields.promptIds.endList();
                     } else if (depth == 2 && "messages".equals(topField) && t == JsonToken.END_OBJECT) {
                         fields.appendText(RequestFields.MESSAGE_END);
                         messageField = null;
@@ -285,6 +300,7 @@ public final class RequestFieldExtractor {
                             fields.promptIsTokenIds = true;
                             promptHasInts = true;
                         }
+                        promptIdsElement(t, t == JsonToken.VALUE_NUMBER_INT ? parser.tokenId() : -1);
                     } else if (depth == 2 && logitBiasObject && "logit_bias".equals(topField)) {
                         onLogitBiasValue(t);
                     } else if (depth == 2 && responseFormatObject && "response_format".equals(topField)) {
@@ -294,8 +310,11 @@ public final class RequestFieldExtractor {
                         fields.jsonSchema = t == JsonToken.VALUE_STRING ? RequestFields.JS_NAMED
                             : t == JsonToken.VALUE_NULL ? RequestFields.JS_UNNAMED : RequestFields.JS_NAME_NOT_STRING;
                         jsonSchemaField = null;
-                    } else if (depth == 3 && "prompt".equals(topField) && t == JsonToken.VALUE_NUMBER_INT) {
-                        subListInts++;
+                    } else if (depth == 3 && "prompt".equals(topField) && promptArray) {
+                        if (t == JsonToken.VALUE_NUMBER_INT) {
+                            subListInts++;
+                        }
+                        fields.promptIds.listElement(t == JsonToken.VALUE_NUMBER_INT ? parser.tokenId() : -1);
                     } else if (t == JsonToken.VALUE_STRING && "messages".equals(topField)
                         && "content".equals(messageField) && (depth == 3 || (depth == 5 && "text".equals(partField)))) {
                         appendCurrentText();
@@ -318,6 +337,13 @@ public final class RequestFieldExtractor {
     /** Appends the current string to the text prefix, decoding only what its bound keeps. */
     private void appendCurrentText() {
         parser.appendText(fields.textPrefix, fields.textPrefixLimit - fields.textPrefix.length());
+    }
+
+    /** An element of the top-level prompt, when the prompt is an array (an object's members are not elements). */
+    private void promptIdsElement(JsonToken t, int id) {
+        if (promptArray) {
+            fields.promptIds.element(t, id);
+        }
     }
 
     /** Records the range of the engine-internal member that ends where the current top-level token starts. */
@@ -352,7 +378,9 @@ public final class RequestFieldExtractor {
                 promptElements = 0;
                 promptHasInts = false;
                 subListInts = 0;
+                fields.promptIds.startPrompt();
             }
+            case "cache_salt" -> fields.cacheSalt = null;
             case "stream_options" -> {
                 fields.hasStreamOptions = true;
                 fields.streamOptionsObject = t == JsonToken.START_OBJECT;
@@ -647,7 +675,9 @@ public final class RequestFieldExtractor {
                 fields.promptIsTokenIds = false;
                 fields.promptCount = fields.hasPrompt ? 1 : 0;
                 fields.promptTokenIdsMax = 0;
+                fields.promptIds.startPrompt();
             }
+            case "cache_salt" -> fields.cacheSalt = t == JsonToken.VALUE_STRING ? parser.getText() : null;
             case "messages" -> {
                 fields.textPrefix.setLength(0);
                 fields.textPrefixFromMessages = true;

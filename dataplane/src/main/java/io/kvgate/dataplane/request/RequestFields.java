@@ -56,6 +56,10 @@ public final class RequestFields {
     public int promptCount;
     /** Ids of the longest token-id prompt (a list of ints, or one list of a batch); 0 for text prompts. */
     public int promptTokenIdsMax;
+    /** The first token-id prompt's ids, as many as some rule routes on ({@link PromptIds}). */
+    public final PromptIds promptIds = new PromptIds();
+    /** The last top-level {@code cache_salt} when it is a string, else null. */
+    public String cacheSalt;
     public boolean hasStreamOptions;
     /** {@code stream_options} is an object (the last occurrence): only then can the gateway merge a member into it. */
     public boolean streamOptionsObject;
@@ -248,6 +252,8 @@ public final class RequestFields {
         promptIsTokenIds = false;
         promptCount = 0;
         promptTokenIdsMax = 0;
+        promptIds.reset();
+        cacheSalt = null;
         hasStreamOptions = false;
         streamOptionsObject = false;
         streamOptionsMembers = 0;

@@ -28,6 +28,7 @@ public final class RouteTable {
     private final List<EndpointConfig> stagedConfigs;
     private final CountDownLatch installed = new CountDownLatch(1);
     private final int textPrefixChars;
+    private final int promptIdsKept;
 
     private RouteTable(GatewayConfig config, List<Rule> rules, EndpointRegistry registry, List<EndpointState> staged,
                        List<EndpointConfig> stagedConfigs) {
@@ -55,12 +56,15 @@ public final class RouteTable {
         }
         this.endpoints = distinct.values().toArray(EndpointState[]::new);
         int prefix = 0;
+        int ids = 0;
         for (Rule r : rules) {
             if (r.config().policyKind() == RuleConfig.Policy.CHWBL) {
                 prefix = Math.max(prefix, r.config().chwbl().prefixChars());
             }
+            ids = Math.max(ids, RulePolicies.promptTokensRoutedOn(r.config()));
         }
         this.textPrefixChars = prefix;
+        this.promptIdsKept = ids;
     }
 
     /**
@@ -153,6 +157,14 @@ public final class RouteTable {
      */
     public int textPrefixChars() {
         return textPrefixChars;
+    }
+
+    /**
+     * The most token ids of a token-id prompt any rule of this table routes on (0 when none routes on its prompt):
+     * the body stage keeps that many, so the prompt stage needs no second parse for them.
+     */
+    public int promptIdsKept() {
+        return promptIdsKept;
     }
 
     public Rule ruleForModel(String model) {

@@ -4,6 +4,7 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexConfig;
 
 /** Builds a rule's policy stack: the configured tier on top of its load-only fallback. */
 public final class RulePolicies {
@@ -86,5 +87,17 @@ public final class RulePolicies {
             case PD -> prefillKvExact(rule) || conditionalPd(rule); // conditional: the prompt's length decides the path
             default -> false;
         };
+    }
+
+    /**
+     * The most prompt tokens a request of this rule is routed on, 0 when it is not routed on its prompt: lookups read
+     * at most the index's lookup depth ({@link BlockIndexConfig#DEFAULT_MAX_PROMPT_BLOCKS}
+     * blocks), so the routing stage never gets, nor hashes, more.
+     */
+    public static int promptTokensRoutedOn(RuleConfig rule) {
+        if (!needsPromptTokens(rule)) {
+            return 0;
+        }
+        return (int) Math.min(Integer.MAX_VALUE, (long) BlockIndexConfig.DEFAULT_MAX_PROMPT_BLOCKS * rule.blockSize());
     }
 }
