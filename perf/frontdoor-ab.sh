@@ -6,6 +6,8 @@
 # request (perf stat tracepoints); then heap bytes per request of each gateway (JFR thread allocation statistics).
 # A second checkout for A: `git archive <commit> | tar -x -C DIR && (cd DIR && ./mvnw -o -q -B -DskipTests package -pl tools -am)`.
 # usage: perf/frontdoor-ab.sh ROOT_A ROOT_B     env: ROUNDS=3 D=5 PL="1k 16k" OUT=DIR PORT_BASE=24600 ALLOC=1
+#        ALLOC_PL=1k (the payload of the allocation run)
+#        PL may also name kv / rr: 1 KiB token-id completions on the kv_exact / round-robin rule (nginx: the origin)
 #        OPTS_A=... OPTS_B=...  extra JVM options for one side (ROOT_A = ROOT_B: an A/B of options on one build)
 # Only processes started here are stopped (by PID). Loopback only.
 set -euo pipefail
@@ -22,8 +24,9 @@ for x in a b; do
   if [ $x = a ]; then P=$PA; A=$PAA; K=$KVE; else P=$PBB; A=$PBA; K=$((KVE+1)); fi
   sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN#g" -e "s#@KVGATE_PORT@#$P#g" -e "s#@KVGATE_ADMIN_PORT@#$A#g" -e "s#@KV_EVENTS_PORT@#$K#g" $HERE/kvgate.yaml.in > $RUN/kvgate-$x.yaml
 done
-pre='{"model":"bench","messages":[{"role":"user","content":"'; post='"}],"max_tokens":1}'
-for n in 1024 16384; do pad=$((n - ${#pre} - ${#post})); { printf '%s' "$pre"; head -c $pad /dev/zero | tr '\0' a; printf '%s' "$post"; } > $RUN/body-$((n/1024))k.json; done
+. $HERE/bodies.sh
+make_body 1024 $RUN/body-1k.json; make_body 16384 $RUN/body-16k.json
+make_token_body bench-kv $RUN/body-kv.json; make_token_body bench-rr $RUN/body-rr.json
 export KVGATE_JAVA_OPTS="-Xms512m -Xmx512m -XX:+AlwaysPreTouch"
 taskset -c 0 nginx -p $RUN -e $RUN/origin-error.log -c $RUN/origin.conf & PIDS+=($!)
 NGX=$((PB+2)); sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN#g" -e "s#@NGINX_PORT@#$NGX#g" $HERE/nginx-proxy.conf.in > $RUN/nginx-proxy.conf
@@ -37,8 +40,8 @@ ticks() { local s=0 p; for p in $1 $(pgrep -P $1 || true); do s=$((s + $(sed 's/
 # User-space ticks only: the kernel's share of a loopback proxy's CPU moves between processes (softirq work runs in
 # whichever task is on the core), so the user part is the steadier measure of a change to the proxy's own code.
 uticks() { local s=0 p; for p in $1 $(pgrep -P $1 || true); do s=$((s + $(sed 's/.*) //' /proc/$p/stat | awk '{print $12}'))); done; echo $s; }
-wrkrun() { BODY_FILE=$RUN/body-$2.json taskset -c 0 wrk -t1 -c32 -d$3s -s $HERE/post.lua http://127.0.0.1:${PORT[$1]} > $4 2>&1; }
-for x in a b n; do wrkrun $x 1k 8 /dev/null; wrkrun $x 16k 4 /dev/null; done   # warm-up
+wrkrun() { BODY_FILE=$RUN/body-$2.json URI_PATH=$(uri_of $2) taskset -c 0 wrk -t1 -c32 -d$3s -s $HERE/post.lua http://127.0.0.1:${PORT[$1]} > $4 2>&1; }
+for x in a b n; do wrkrun $x 1k 8 /dev/null; for pl in $PL; do wrkrun $x $pl 4 /dev/null; done; done   # warm-up
 echo -e "round\tgw\tpayload\treq/s\tcpu_us/req\tuser_us/req\tsyscalls/req\tepoll_ctl/req\tcs/req" > $OUT/res.tsv
 for r in $(seq $ROUNDS); do for pl in $PL; do for x in n a b; do
   f=$OUT/wrk-$r-$x-$pl.txt
@@ -58,7 +61,7 @@ if [ "${ALLOC:-1}" = 1 ]; then
   echo -e "gw\trequests\talloc_bytes\tbytes/req" > $OUT/alloc.tsv
   for x in a b; do
     $JDK/jcmd ${PID[$x]} JFR.start name=alloc settings=$HERE/alloc.jfc filename=$OUT/alloc-$x.jfr > /dev/null
-    wrkrun $x 1k $D $OUT/wrk-alloc-$x.txt
+    wrkrun $x ${ALLOC_PL:-1k} $D $OUT/wrk-alloc-$x.txt
     $JDK/jcmd ${PID[$x]} JFR.stop name=alloc > /dev/null
     n=$(awk '/requests in/ {print $1}' $OUT/wrk-alloc-$x.txt)
     $JDK/jfr print --json --events jdk.ThreadAllocationStatistics $OUT/alloc-$x.jfr | python3 $HERE/jfr-alloc.py | awk -v x=$x -v n=$n '{printf "%s\t%d\t%d\t%.0f\n", x, n, $1, $1/n}' >> $OUT/alloc.tsv

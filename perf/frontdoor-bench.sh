@@ -105,24 +105,10 @@ render "$HERE/kvgate.yaml.in" "$RUN/kvgate.yaml"
 sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@KVGATE_PORT@#$KVGATE_B_PORT#g" -e "s#@KVGATE_ADMIN_PORT@#$KVGATE_B_ADMIN_PORT#g" \
   -e "s#@KV_EVENTS_PORT@#$((KV_EVENTS_PORT + 1))#g" "$HERE/kvgate.yaml.in" > "$RUN/kvgate-b.yaml"
 
-# Request bodies: one chat message padded so the whole JSON body is exactly the payload size.
-make_body() { # bytes file
-  local pre='{"model":"bench","messages":[{"role":"user","content":"' post='"}],"max_tokens":1}'
-  local pad=$(( $1 - ${#pre} - ${#post} ))
-  { printf '%s' "$pre"; head -c "$pad" /dev/zero | tr '\0' 'a'; printf '%s' "$post"; } > "$2"
-  [ "$(stat -c %s "$2")" = "$1" ]
-}
+. "$HERE/bodies.sh"
 make_body 1024 "$RUN/body-1k.json"
 make_body 16384 "$RUN/body-16k.json"
-# Token-id prompts for the kv_exact / round-robin pair: exactly 1024 bytes, the same ids for both (the model names
-# have the same length). 136 token ids: 8 full blocks of 16 are hashed and looked up per request.
-make_token_body() { # model file
-  local pre="{\"model\":\"$1\",\"prompt\":[" post='],"max_tokens":1}' ids="" i=100000
-  while [ $(( ${#pre} + ${#ids} + 7 + ${#post} )) -le 1024 ]; do ids="${ids:+$ids,}$i"; i=$((i + 7919)); done
-  local pad=$(( 1024 - ${#pre} - ${#ids} - ${#post} )) # spaces inside the array (still valid JSON)
-  { printf '%s%s' "$pre" "$ids"; head -c "$pad" /dev/zero | tr '\0' ' '; printf '%s' "$post"; } > "$2"
-  [ "$(stat -c %s "$2")" = 1024 ]
-}
+# Token-id prompts for the kv_exact / round-robin pair (the model names have the same length).
 make_token_body bench-kv "$RUN/body-kv.json"
 make_token_body bench-rr "$RUN/body-rr.json"
 
@@ -187,14 +173,13 @@ ctx_switches() { # voluntary + involuntary context switches of every thread of t
 }
 HZ=$(getconf CLK_TCK)
 BODY() { echo "$RUN/body-$1.json"; }
-URI() { case "$1" in kv|rr) echo /v1/completions ;; *) echo /v1/chat/completions ;; esac; }
 
 # measure_tput TARGET PAYLOAD LABEL -> appends "LABEL target payload rps cpu_us_per_req cs_per_req non2xx" to tput.tsv
 measure_tput() {
   local t=$1 pl=$2 label=$3 f="$OUT/wrk-$3-$1-$2.txt"
   local c0 s0 c1 s1
   c0=$(cpu_ticks "${PID[$t]}"); s0=$(ctx_switches "${PID[$t]}")
-  BODY_FILE="$(BODY "$pl")" URI_PATH="$(URI "$pl")" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" \
+  BODY_FILE="$(BODY "$pl")" URI_PATH="$(uri_of "$pl")" "${PRI[@]}" taskset -c "$CORE_LOAD" wrk -t1 -c"$CONNS" \
     -d"${DURATION_S}s" --latency -s "$HERE/post.lua" "http://127.0.0.1:${PORT[$t]}" > "$f" 2>&1
   c1=$(cpu_ticks "${PID[$t]}"); s1=$(ctx_switches "${PID[$t]}")
   local rps n2 total
