@@ -12,8 +12,8 @@
 #     epoll_ctl per request (perf stat tracepoints), and a JFR recording of kvgate (useful with PRIO=nice only).
 # Everything listens on 127.0.0.1 only. Every process started here is recorded by PID and only those are killed.
 #
-# usage: perf/frontdoor-bench.sh            (about 7 minutes; results: perf/results/frontdoor-*.md)
-# env:   DURATION_S=10 LAT_DURATION_S=6 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=none|rr|nice OUT=DIR
+# usage: perf/frontdoor-bench.sh            (about 8 minutes; results: perf/results/frontdoor-*.md)
+# env:   DURATION_S=10 LAT_DURATION_S=6 LAT_WARMUP_S=8 CONNS=32 LAT_CONNS=16 RATES="2000 8000" PRIO=none|rr|nice OUT=DIR
 #        KVGATE_JAVA_OPTS=...  SKIP_PROFILE=1  PROFILE_S=6
 #        KVGATE_B_OPTS="-D..."  adds a second gateway, "kvgate-b" (same config, these extra JVM options; own ports
 #        +6/+7) measured side by side with the first in every step: an A/B harness for a gateway change.
@@ -27,6 +27,7 @@ CONNS="${CONNS:-32}"
 LAT_CONNS="${LAT_CONNS:-16}"
 RATES="${RATES:-2000 8000}"
 LAT_DURATION_S="${LAT_DURATION_S:-6}"
+LAT_WARMUP_S="${LAT_WARMUP_S:-8}"
 # Scheduling. The default is the normal scheduler (CFS), as a gateway host runs it: PRIO=none. PRIO=rr runs every
 # process of the benchmark (origin, proxies, load generators) SCHED_RR priority 10, so that on a machine shared with
 # unrelated CPU-bound work the proxy under test gets its core whenever it has work (the kernel's RT throttling still
@@ -232,6 +233,17 @@ done
 : > "$OUT/tput.tsv"; : > "$OUT/lat.tsv"
 log "throughput at saturation (wrk -t1 -c$CONNS -d${DURATION_S}s)"
 for pl in 1k 16k; do for t in "${TARGETS[@]}"; do measure_tput "$t" "$pl" r1; done; done
+# Paced load takes code paths saturation does not (connections idle between requests: their timers fire, reads
+# come one request at a time), and C2 was measured still compiling them through the first paced run after the wrk
+# warm-up (perf sched: the compiler thread ran beside the I/O thread on its core, p99 2-3x that of a later run).
+# Every gateway gets the paced load at each rate first, so the latency measured is that of a warm process (nginx and
+# HAProxy compile nothing at run time).
+log "latency warm-up: ${LAT_WARMUP_S}s of the paced load per rate and payload on each gateway"
+for rate in $RATES; do for pl in 1k 16k; do for g in "${GATEWAYS[@]}"; do
+  "${PRI[@]}" taskset -c "$CORE_LOAD" h2load --h1 -t1 -c"$LAT_CONNS" -m1 --rps="$(( rate / LAT_CONNS ))" -D "$LAT_WARMUP_S" \
+    -d "$(BODY "$pl")" -H 'content-type: application/json' "http://127.0.0.1:${PORT[$g]}/v1/chat/completions" \
+    > "$OUT/warmup-lat-$g-$pl-$rate.txt" 2>&1 || true
+done; done; done
 log "latency at fixed rates (h2load --h1 -c$LAT_CONNS --rps, rates: $RATES)"
 for rate in $RATES; do for pl in 1k 16k; do for t in "${TARGETS[@]}"; do lat "$t" "$pl" "$rate" r1; done; done; done
 log "repeat: nginx vs kvgate, throughput, two more rounds"
