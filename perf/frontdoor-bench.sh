@@ -237,7 +237,8 @@ for pl in 1k 16k; do for t in "${TARGETS[@]}"; do measure_tput "$t" "$pl" r1; do
 # come one request at a time), and C2 was measured still compiling them through the first paced run after the wrk
 # warm-up (perf sched: the compiler thread ran beside the I/O thread on its core, p99 2-3x that of a later run).
 # Every gateway gets the paced load at each rate first, so the latency measured is that of a warm process (nginx and
-# HAProxy compile nothing at run time).
+# HAProxy compile nothing at run time). Compiles that slow periodic work (the ingest poll, timers) brings minutes
+# after start still land in some runs: perf/results/frontdoor-2026-12-03.md.
 log "latency warm-up: ${LAT_WARMUP_S}s of the paced load per rate and payload on each gateway"
 for rate in $RATES; do for pl in 1k 16k; do for g in "${GATEWAYS[@]}"; do
   "${PRI[@]}" taskset -c "$CORE_LOAD" h2load --h1 -t1 -c"$LAT_CONNS" -m1 --rps="$(( rate / LAT_CONNS ))" -D "$LAT_WARMUP_S" \
