@@ -7,7 +7,6 @@ import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ContextBudget;
 import io.kvgate.dataplane.request.Problem;
-import io.kvgate.dataplane.request.PromptIds;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
@@ -80,10 +79,8 @@ public final class PromptStage {
             }
             return Outcome.of(new RoutingInputs(null, null, session, textKey));
         }
-        int routedOn = RulePolicies.promptTokensRoutedOn(rc);
-        PromptIds ids = fields.promptIds;
-        if (!chat && ids.shape() != PromptIds.NONE
-            && (!ids.firstValid() || ids.keeps(routedOn) && (contextLen == 0 || ids.restValid()))) {
+        int routedOn = rule.promptTokensRoutedOn();
+        if (!chat && fields.promptIds.decides(routedOn, contextLen != 0)) {
             return tokenIdPrompt(rule, contextLen, routedOn, session, body, maxBodyBytes, fields, metrics);
         }
         long t0 = clock.nanoTime();
@@ -130,8 +127,8 @@ public final class PromptStage {
     }
 
     /**
-     * A token-id prompt, from the ids the body stage kept ({@link PromptIds}): the same verdict as the tree reading
-     * above gives the same prompt, without parsing the body again. An invalid first prompt is what that reading
+     * A token-id prompt, from the ids the body stage kept ({@link io.kvgate.dataplane.request.PromptIds}): the same
+     * verdict as the tree reading above gives the same prompt, without parsing the body again. An invalid first prompt is what that reading
      * refuses (the fallback routes it). The context check counts from the body stage's count of the longest list.
      */
     private static Outcome tokenIdPrompt(Rule rule, int contextLen, int routedOn, String session, ByteBuf body,

@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.request;
 
 import io.kvgate.dataplane.request.JsonLexer.JsonToken;
+import java.util.Arrays;
 
 /**
  * The token ids of a completions {@code prompt}, captured by the body stage while it scans the body. A rule that
@@ -127,7 +128,7 @@ public final class PromptIds {
             firstValid = false;
         } else if (length < limit) {
             if (length == ids.length) {
-                ids = java.util.Arrays.copyOf(ids, Math.min(limit, Math.max(16, length * 2)));
+                ids = Arrays.copyOf(ids, Math.min(limit, Math.max(16, length * 2)));
             }
             ids[length++] = id;
         }
@@ -148,6 +149,15 @@ public final class PromptIds {
         return restValid;
     }
 
+    /**
+     * Whether what was kept gives the tree reading's verdict: a captured shape, and either an invalid first prompt
+     * (refused whatever else it holds) or its first {@code routedOn} ids kept and, for a context check that reads
+     * every list of a batch ({@code readsRest}), valid later lists.
+     */
+    public boolean decides(long routedOn, boolean readsRest) {
+        return shape != NONE && (!firstValid || keeps(routedOn) && (!readsRest || restValid));
+    }
+
     /** Whether the first {@code n} ids of the first prompt were kept (all of them when it is shorter). */
     public boolean keeps(long n) {
         return Math.min(firstSize, n) <= length;
@@ -155,6 +165,6 @@ public final class PromptIds {
 
     /** A copy of the first prompt's first {@code n} ids ({@link #keeps} must hold), for the routing stage. */
     public int[] first(long n) {
-        return java.util.Arrays.copyOf(ids, (int) Math.min(firstSize, n));
+        return Arrays.copyOf(ids, (int) Math.min(firstSize, n));
     }
 }

@@ -61,7 +61,7 @@ public final class RouteTable {
             if (r.config().policyKind() == RuleConfig.Policy.CHWBL) {
                 prefix = Math.max(prefix, r.config().chwbl().prefixChars());
             }
-            ids = Math.max(ids, RulePolicies.promptTokensRoutedOn(r.config()));
+            ids = Math.max(ids, r.promptTokensRoutedOn());
         }
         this.textPrefixChars = prefix;
         this.promptIdsKept = ids;

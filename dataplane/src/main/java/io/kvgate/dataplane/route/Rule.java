@@ -21,6 +21,7 @@ public final class Rule {
     private final RuleStats stats;
     private final boolean pd;
     private final boolean needsPromptTokens;
+    private final int promptTokensRoutedOn;
     private final Object requestStage;
     /**
      * The newest table holding this rule (set by the table's constructor before the table is published; a rule
@@ -47,6 +48,7 @@ public final class Rule {
         this.pd = config.policyKind() == RuleConfig.Policy.PD;
         this.engine = config.engineKind();
         this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
+        this.promptTokensRoutedOn = RulePolicies.promptTokensRoutedOn(config);
         List<EndpointState> p = new ArrayList<>();
         List<EndpointState> d = new ArrayList<>();
         for (int i = 0; i < endpoints.length; i++) {
@@ -85,6 +87,11 @@ public final class Rule {
     /** Whether the I/O thread must render and tokenize the prompt before routing. */
     public boolean needsPromptTokens() {
         return needsPromptTokens;
+    }
+
+    /** The most prompt tokens a request is routed on ({@link RulePolicies#promptTokensRoutedOn}), 0 for none. */
+    public int promptTokensRoutedOn() {
+        return promptTokensRoutedOn;
     }
 
     public boolean isPd() {
