@@ -37,9 +37,11 @@ import java.util.concurrent.locks.LockSupport;
  *   <li><b>io</b> (the default when the gateway runs one I/O thread): that event loop is the stage's only runner. At the
  *       end of a loop turn that published requests it runs one duty cycle itself ({@link #runDutyCycle}: housekeeping,
  *       every request in the ring through an {@link EventPoller}, hand-back), and the decisions for its own port are
- *       delivered in that same turn, without a drain task or a wake-up. A task scheduled on the loop every
- *       {@value #DUTY_PERIOD_MS} ms runs the same cycle, so housekeeping happens without requests as on the dedicated
- *       thread's idle duty period. Publishers on other threads (admin explain, tests) leave their events in the ring
+ *       delivered in that same turn, without a drain task or a wake-up. A task scheduled on the loop runs the same
+ *       cycle, so housekeeping happens without requests: every {@value #DUTY_PERIOD_MS} ms while a request waits for
+ *       admission (its queue is served and shed on time), every {@value #IDLE_DUTY_PERIOD_MS} ms otherwise, when the
+ *       cycle only brings state read by metrics and admin up to date (completions, probe verdicts); every request's
+ *       batch applies that state first anyway. Publishers on other threads (admin explain, tests) leave their events in the ring
  *       and ask the loop for a cycle; the stage never runs on their thread.</li>
  * </ul>
  * Everything below holds in both modes: one runner at a time, the same decisions, errors, counters and metrics.
@@ -78,6 +80,12 @@ public final class RoutingStage implements AutoCloseable {
      * with exactly one period, a few requests per thousand left the queue up to 2.4 ms late at load average 3-8).
      */
     static final long ADMISSION_SLACK_NS = 2 * DUTY_PERIOD_NS;
+    /**
+     * io mode: the loop's duty task period while no request waits for admission. Measured on an idle gateway
+     * (perf/idle-cost.sh): at the 10 ms period the I/O thread woke 100 times a second for it.
+     */
+    static final long IDLE_DUTY_PERIOD_MS = 100;
+    static final long IDLE_DUTY_PERIOD_NS = IDLE_DUTY_PERIOD_MS * 1_000_000L;
     static final String NO_HEALTHY_ENDPOINT = "no healthy endpoint";
     static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
     static final String ROUTING_ERROR = "internal routing error";
@@ -99,8 +107,12 @@ public final class RoutingStage implements AutoCloseable {
     /** io mode: a cycle was asked of the loop by another thread and has not started yet. */
     private final AtomicBoolean invocationPending = new AtomicBoolean();
     private final Runnable invocationTask = this::runInvocation;
-    private final Runnable dutyTask = this::runDutyCycle;
-    private final ScheduledFuture<?> dutyFuture;
+    private final Runnable dutyTask = this::runScheduledDutyCycle;
+    /** io mode: the loop's next scheduled duty cycle (written on the loop, cancelled by {@link #close}). */
+    private volatile ScheduledFuture<?> dutyFuture;
+    /** io mode, loop only: the scheduled duty cycle is the idle period away. */
+    private boolean dutyIdle;
+    private volatile boolean closed;
     /** io mode, loop only: a duty cycle is running (a decision's delivery must not start another one inside it). */
     private boolean cycling;
     private final NanoClock clock;
@@ -169,12 +181,11 @@ public final class RoutingStage implements AutoCloseable {
             this.poller = ring.newPoller();
             ring.addGatingSequences(poller.getSequence());
             this.pollHandler = new PollHandler();
-            this.dutyFuture = loop.scheduleAtFixedRate(dutyTask, DUTY_PERIOD_NS, DUTY_PERIOD_NS, TimeUnit.NANOSECONDS);
+            scheduleDutyCycle();
             return;
         }
         this.poller = null;
         this.pollHandler = null;
-        this.dutyFuture = null;
         WaitStrategy wait = switch (cfg.waitStrategy()) {
             case "busy_spin" -> new BusySpinWaitStrategy();
             case "yielding" -> new YieldingWaitStrategy();
@@ -436,6 +447,38 @@ public final class RoutingStage implements AutoCloseable {
         } finally {
             cycling = false;
         }
+        if (dutyIdle && anyWaiting()) {
+            scheduleDutyCycle(); // a request began to wait: its queue is served within one duty period from now
+        }
+    }
+
+    private void runScheduledDutyCycle() {
+        runDutyCycle();
+        scheduleDutyCycle();
+    }
+
+    /** io mode, loop (or the constructor): replaces the scheduled duty cycle by one at the period that applies now. */
+    private void scheduleDutyCycle() {
+        boolean idle = !anyWaiting();
+        ScheduledFuture<?> previous = dutyFuture;
+        if (previous != null) {
+            previous.cancel(false); // none, or the one running now, or an idle one a waiting request overtakes
+        }
+        ScheduledFuture<?> next = invoker.schedule(dutyTask, idle ? IDLE_DUTY_PERIOD_NS : DUTY_PERIOD_NS, TimeUnit.NANOSECONDS);
+        dutyFuture = next;
+        dutyIdle = idle;
+        if (closed) {
+            next.cancel(false); // close() ran on another thread meanwhile and may have cancelled the previous one
+        }
+    }
+
+    private boolean anyWaiting() {
+        for (Admission a : admissionView) {
+            if (a.waiting() > 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private final class PollHandler implements EventPoller.Handler<RouteEvent> {
@@ -790,6 +833,7 @@ public final class RoutingStage implements AutoCloseable {
     @Override
     public void close() {
         if (invoker != null) {
+            closed = true;
             dutyFuture.cancel(false);
             return;
         }

@@ -156,9 +156,15 @@ class IoRunnerTest {
         }
     }
 
-    /** One duty period passes on the loop (its clock only): the loop's scheduled duty cycle runs. */
+    /** One duty period passes on the loop (its clock only): the scheduled duty cycle runs if a request waits. */
     private static void dutyPeriod(EmbeddedChannel ch) {
         ch.advanceTimeBy(RoutingStage.DUTY_PERIOD_MS, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+    }
+
+    /** The rest of the idle duty period passes on the loop: the scheduled duty cycle runs when nothing waits. */
+    private static void restOfIdleDutyPeriod(EmbeddedChannel ch) {
+        ch.advanceTimeBy(RoutingStage.IDLE_DUTY_PERIOD_MS - RoutingStage.DUTY_PERIOD_MS, TimeUnit.MILLISECONDS);
         ch.runScheduledPendingTasks();
     }
 
@@ -286,12 +292,18 @@ class IoRunnerTest {
         assertNull(waiting.endpoint);
         assertTrue(waiting.shedMessage.contains("admission.max_wait_ms (1000 ms)"), waiting.shedMessage);
 
-        // A probe verdict and a completion, applied by the next duty cycle.
+        // A probe verdict and a completion, applied by the next duty cycle: with nothing waiting any more, that is
+        // the idle period away.
         stage.probe(ep, false);
         port.complete(busy.endpoint, Outcome.SUCCESS);
         assertTrue(ep.probeHealthy());
         assertEquals(1, ep.outstanding());
+        long beforeIdle = stage.batches();
         dutyPeriod(ch);
+        assertEquals(beforeIdle, stage.batches(), "nothing waits: no duty cycle one busy period later");
+        assertTrue(ep.probeHealthy());
+        restOfIdleDutyPeriod(ch);
+        assertEquals(beforeIdle + 1, stage.batches(), "one duty cycle per idle period");
         assertFalse(ep.probeHealthy(), "the probe verdict applied without a request");
         assertEquals(0, ep.outstanding(), "the completion applied without a request");
 

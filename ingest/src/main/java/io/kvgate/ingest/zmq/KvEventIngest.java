@@ -1,5 +1,9 @@
 package io.kvgate.ingest.zmq;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.Pipe;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -13,6 +17,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
@@ -63,6 +68,21 @@ public final class KvEventIngest implements AutoCloseable {
     private static final int KIND_SUB = 0;
     private static final int KIND_DEALER = 1;
     private static final int KIND_ZAP = 2;
+    private static final int KIND_WAKE = 3;
+    /**
+     * How long one duty cycle waits for socket activity while something is due on a clock (a retry, a host
+     * resolution, a replay deadline, a TensorRT-LLM poll) or the last cycles did work.
+     */
+    static final long ACTIVE_POLL_MS = 10;
+    /**
+     * How long it waits once nothing is due on a clock (every subscription open, none replaying, no HTTP endpoint,
+     * no change pending) and the last {@link #IDLE_CYCLES_BEFORE_BACKOFF} cycles found nothing to do. What can give
+     * it work then wakes the poll at once: a message on a socket, {@link #addEndpoint}/{@link #removeEndpoint}/
+     * {@link #stop}, a peer's connect or disconnect ({@link #wake()}). With the 10 ms poll kept while idle this
+     * thread woke 100 times a second, about 1% of the gateway's core on an idle host (perf/idle-cost.sh).
+     */
+    static final long IDLE_POLL_MS = 500;
+    static final int IDLE_CYCLES_BEFORE_BACKOFF = 10;
     /** Where JeroMQ sends ZAP requests (RFC 27); one handler per context. */
     private static final String ZAP_ENDPOINT = "inproc://zeromq.zap.01";
 
@@ -93,6 +113,11 @@ public final class KvEventIngest implements AutoCloseable {
     private boolean pollerDirty = true;
 
     private ZMQ.Socket zap;
+    /** Wakes a waiting poll from other threads: its source is in every poller, one byte is written per wake-up. */
+    private final Pipe wakePipe;
+    private final AtomicBoolean wakePending = new AtomicBoolean();
+    private final ByteBuffer wakeByte = ByteBuffer.allocateDirect(1);
+    private final ByteBuffer wakeDrain = ByteBuffer.allocateDirect(64);
     private final Map<String, PeerAllowList> allowByDomain = new HashMap<>();
 
     // Frames of the message being read: alternate between two buffers so the last two frames (seq, payload) survive.
@@ -146,6 +171,13 @@ public final class KvEventIngest implements AutoCloseable {
             HttpKvPoller.DEFAULT_REQUEST_TIMEOUT_NS);
         // The SUB's MAXMSGSIZE makes a larger frame impossible; the buffers hold the largest allowed frame.
         this.frameBuf = new byte[][] {new byte[config.maxFrameBytes()], new byte[config.maxFrameBytes()]};
+        try {
+            this.wakePipe = Pipe.open();
+            wakePipe.source().configureBlocking(false);
+            wakePipe.sink().configureBlocking(false);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot open the ingest agent's wake-up pipe", e);
+        }
     }
 
     public KvEventIngest(BlockIndex index, NanoClock clock, IngestConfig config) {
@@ -169,9 +201,10 @@ public final class KvEventIngest implements AutoCloseable {
 
     private void run() {
         try {
+            int idleCycles = 0;
             while (running) {
                 try {
-                    doWork(10);
+                    idleCycles = doWork(pollTimeoutMs(idleCycles)) == 0 ? idleCycles + 1 : 0;
                 } catch (Throwable t) {
                     // Every step inside is guarded per subscriber; this is the last line: count, pause, go on.
                     onAgentError(t);
@@ -180,6 +213,56 @@ public final class KvEventIngest implements AutoCloseable {
             }
         } finally {
             closeAll();
+        }
+    }
+
+    /** The ingest thread's poll timeout after {@code idleCycles} duty cycles in a row that did no work. */
+    long pollTimeoutMs(int idleCycles) {
+        return idleCycles >= IDLE_CYCLES_BEFORE_BACKOFF && nothingDueOnClock() ? IDLE_POLL_MS : ACTIVE_POLL_MS;
+    }
+
+    /**
+     * Whether no step of the duty cycle waits for a time to pass: then only a socket, a command or a peer event
+     * ({@link #wake()}) can give it work, and the poll may wait long.
+     */
+    private boolean nothingDueOnClock() {
+        if (!pending.isEmpty() || !http.isEmpty() || pollerDirty) {
+            return false;
+        }
+        for (RankSubscriber s : subscribers) {
+            if (!s.isOpen() || s.replaying || s.resolving != null) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Makes a waiting duty cycle return now (any thread; a wake-up already pending is not repeated). */
+    void wake() {
+        if (wakePending.compareAndSet(false, true)) {
+            try {
+                synchronized (wakeByte) {
+                    wakeByte.clear();
+                    wakePipe.sink().write(wakeByte);
+                }
+            } catch (IOException e) {
+                wakePending.set(false); // closed: the agent has stopped
+            }
+        }
+    }
+
+    private int drainWakeups() {
+        wakePending.set(false); // before reading: a wake-up from now on writes a new byte
+        try {
+            int n = 0;
+            wakeDrain.clear();
+            while (wakePipe.source().read(wakeDrain) > 0) {
+                n++;
+                wakeDrain.clear();
+            }
+            return n;
+        } catch (IOException e) {
+            return 0;
         }
     }
 
@@ -196,6 +279,7 @@ public final class KvEventIngest implements AutoCloseable {
                 + (index.config().maxEndpoints() - 1));
         }
         pending.compute(source.endpointId(), (id, old) -> new Change(source, null, old != null && old.clearFirst()));
+        wake();
     }
 
     /**
@@ -208,11 +292,13 @@ public final class KvEventIngest implements AutoCloseable {
                 + (index.config().maxEndpoints() - 1));
         }
         pending.compute(source.endpointId(), (id, old) -> new Change(null, source, old != null && old.clearFirst()));
+        wake();
     }
 
     /** Unsubscribes and forgets every block the endpoint held. */
     public void removeEndpoint(int endpointId) {
         pending.put(endpointId, new Change(null, null, true));
+        wake();
     }
 
     /** Changes recorded and not yet applied by the agent (at most one per endpoint). */
@@ -246,7 +332,7 @@ public final class KvEventIngest implements AutoCloseable {
                         allowByDomain.put("kvgate-endpoint-" + id, new PeerAllowList(src.allow()));
                     }
                     for (int r = 0; r < src.dpRanks(); r++) {
-                        subscribers.add(new RankSubscriber(src, r));
+                        subscribers.add(new RankSubscriber(src, r, this::wake));
                     }
                 }
             } catch (RuntimeException e) {
@@ -340,12 +426,6 @@ public final class KvEventIngest implements AutoCloseable {
         if (pollerDirty) {
             rebuildPoller();
         }
-        if (itemKind.length == 0) {
-            if (index.reclaimStep() == 0) {
-                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(pollTimeoutMs));
-            }
-            return work;
-        }
         // Idle: reclaim dead words of cleared holders (one segment) instead of waiting, and poll without waiting.
         int reclaimed = work == 0 ? index.reclaimStep() : 0;
         int ready = poller.poll(reclaimed > 0 ? 0 : pollTimeoutMs);
@@ -362,6 +442,7 @@ public final class KvEventIngest implements AutoCloseable {
                     switch (itemKind[i]) {
                         case KIND_SUB -> work += drainLive(s);
                         case KIND_DEALER -> work += drainReplay(s);
+                        case KIND_WAKE -> work += drainWakeups();
                         default -> work += serveZap();
                     }
                 } catch (RuntimeException e) {
@@ -537,16 +618,18 @@ public final class KvEventIngest implements AutoCloseable {
         if (poller != null) {
             poller.close();
         }
-        int n = zap == null ? 0 : 1;
+        int n = zap == null ? 1 : 2;
         for (RankSubscriber s : subscribers) {
             if (s.isOpen()) {
                 n++;
             }
         }
-        poller = ctx.createPoller(Math.max(1, n));
+        poller = ctx.createPoller(n);
         itemSub = new RankSubscriber[n];
         itemKind = new int[n];
-        int i = 0;
+        itemKind[0] = KIND_WAKE;
+        poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
+        int i = 1;
         if (zap != null) {
             itemKind[i] = KIND_ZAP;
             poller.register(zap, ZMQ.Poller.POLLIN);
@@ -773,6 +856,7 @@ public final class KvEventIngest implements AutoCloseable {
             t = thread;
             running = false;
         }
+        wake();
         boolean stopped = true;
         if (t != null) {
             try {
@@ -823,5 +907,11 @@ public final class KvEventIngest implements AutoCloseable {
             zap = null;
         }
         ctx.close();
+        try {
+            wakePipe.sink().close();
+            wakePipe.source().close();
+        } catch (IOException e) {
+            // stopping: nothing waits on the pipe any more
+        }
     }
 }

@@ -106,7 +106,15 @@ final class RankSubscriber {
     private int connections;
     private boolean everConnected;
 
+    /** Called on JeroMQ's I/O thread after a connect or disconnect: wakes the agent so status follows at once. */
+    private final Runnable onPeerEvent;
+
     RankSubscriber(KvEventSource source, int rank) {
+        this(source, rank, () -> { });
+    }
+
+    RankSubscriber(KvEventSource source, int rank, Runnable onPeerEvent) {
+        this.onPeerEvent = onPeerEvent;
         this.source = source;
         this.rank = rank;
         this.liveUri = KvEventSource.forRank(source.kvEventsUri(), rank);
@@ -148,7 +156,7 @@ final class RankSubscriber {
             sub.setHandshakeIvl(HANDSHAKE_TIMEOUT_MS);
             applySecurity(sub, source.bind());
             // An event hook, not a monitor socket: see PeerEvents.
-            peerEvents = new PeerEvents();
+            peerEvents = new PeerEvents(onPeerEvent);
             connectsSeen = 0;
             if (!sub.setEventHook(peerEvents, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED)) {
                 throw new IllegalStateException("socket event hook refused (context terminated)");
@@ -343,6 +351,11 @@ final class RankSubscriber {
     static final class PeerEvents implements ZEvent.ZEventConsummer {
         final AtomicLong connects = new AtomicLong();
         final AtomicLong disconnects = new AtomicLong();
+        private final Runnable then;
+
+        PeerEvents(Runnable then) {
+            this.then = then;
+        }
 
         /** The raw event, without JeroMQ's per-event {@link ZEvent} wrapper. */
         @Override
@@ -350,8 +363,11 @@ final class RankSubscriber {
             switch (event.event) {
                 case zmq.ZMQ.ZMQ_EVENT_CONNECTED, zmq.ZMQ.ZMQ_EVENT_ACCEPTED -> connects.incrementAndGet();
                 case zmq.ZMQ.ZMQ_EVENT_DISCONNECTED -> disconnects.incrementAndGet();
-                default -> { }
+                default -> {
+                    return;
+                }
             }
+            then.run();
         }
 
         @Override
