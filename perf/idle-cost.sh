@@ -13,23 +13,12 @@ KVGATE_ROOT="${KVGATE_ROOT:-$ROOT}"
 SETTLE_S=${SETTLE_S:-20}; IDLE_S=${IDLE_S:-20}; PB=${PORT_BASE:-26600}
 OUT=${OUT:-${TMPDIR:-/tmp}/kvgate-idle-$(date -u +%Y%m%dT%H%M%SZ)}; RUN=$OUT/run; mkdir -p "$RUN"
 ORIGIN=$((PB+1)); NGX=$((PB+2)); KVG=$((PB+4)); ADM=$((PB+5)); KVE=$((PB+8))
-for t in nginx-origin.conf nginx-proxy.conf kvgate.yaml; do
-  sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN#g" -e "s#@NGINX_PORT@#$NGX#g" -e "s#@KVGATE_PORT@#$KVG#g" \
-    -e "s#@KVGATE_ADMIN_PORT@#$ADM#g" -e "s#@KV_EVENTS_PORT@#$KVE#g" "$HERE/$t.in" > "$RUN/$t"
-done
+. "$HERE/layout.sh"
+for t in nginx-origin.conf nginx-proxy.conf kvgate.yaml; do layout_render $t $t $ORIGIN $NGX $KVG $ADM $KVE; done
 . "$HERE/bodies.sh"; make_body 1024 "$RUN/body-1k.json"
-PIDS=(); cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-(cd "$KVGATE_ROOT" && ./kvgate --help) > "$RUN/build.log" 2>&1 || true
-taskset -c 0 nginx -p "$RUN" -e "$RUN/origin-error.log" -c "$RUN/nginx-origin.conf" & PIDS+=($!)
-taskset -c 1 nginx -p "$RUN" -e "$RUN/nginx-proxy-error.log" -c "$RUN/nginx-proxy.conf" & PIDS+=($!); PID_N=$!
-(cd "$KVGATE_ROOT" && KVGATE_JAVA_OPTS="${KVGATE_JAVA_OPTS:--Xms512m -Xmx512m -XX:+AlwaysPreTouch}" exec taskset -c 1 \
-  ./kvgate serve --config "$RUN/kvgate.yaml") > "$RUN/kvgate.log" 2>&1 & PIDS+=($!); PID_K=$!
-for _ in $(seq 150); do
-  c=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$RUN/body-1k.json" \
-    "http://127.0.0.1:$KVG/v1/chat/completions" || true); [ "$c" = 200 ] && break; sleep 0.2
-done
-[ "$c" = 200 ] || { echo "kvgate did not answer 200; see $RUN/kvgate.log" >&2; exit 1; }
+layout_start_nginx
+layout_start_kvgate "$KVGATE_ROOT" "$RUN/kvgate.yaml" "$RUN/kvgate.log"; PID_K=$PID_G
+layout_await_200 $KVG "$RUN/body-1k.json" kvgate
 for p in $KVG $NGX; do BODY_FILE="$RUN/body-1k.json" taskset -c 0 wrk -t1 -c32 -d5s -s "$HERE/post.lua" "http://127.0.0.1:$p" > /dev/null; done
 sleep "$SETTLE_S"
 HZ=$(getconf CLK_TCK)

@@ -16,30 +16,15 @@ ROUNDS=${ROUNDS:-6}; RATE=${RATE:-2000}; D=${D:-6}; PL=${PL:-1k}; PB=${PORT_BASE
 OUT=${OUT:-${TMPDIR:-/tmp}/kvgate-paced-ab-$(date -u +%Y%m%dT%H%M%SZ)}; RUN=$OUT/run; mkdir -p "$RUN"
 ORIGIN=$((PB+1)); NGX=$((PB+2)); KVE=$((PB+8))
 declare -A PORT=([nginx]=$NGX [A]=$((PB+4)) [B]=$((PB+6))) ADMIN=([A]=$((PB+5)) [B]=$((PB+7))) SRC=([A]=$ROOT_A [B]=$ROOT_B)
-render() { # template out kvgate-port admin-port kv-events-port
-  sed -e "s#@RUN@#$RUN#g" -e "s#@ORIGIN_PORT@#$ORIGIN#g" -e "s#@NGINX_PORT@#$NGX#g" -e "s#@KVGATE_PORT@#$3#g" \
-    -e "s#@KVGATE_ADMIN_PORT@#$4#g" -e "s#@KV_EVENTS_PORT@#$5#g" "$HERE/$1.in" > "$RUN/$2"
-}
-render nginx-origin.conf nginx-origin.conf 0 0 0; render nginx-proxy.conf nginx-proxy.conf 0 0 0
-render kvgate.yaml kvgate-A.yaml "${PORT[A]}" "${ADMIN[A]}" $KVE; render kvgate.yaml kvgate-B.yaml "${PORT[B]}" "${ADMIN[B]}" $((KVE + 1))
+. "$HERE/layout.sh"
+layout_render nginx-origin.conf nginx-origin.conf $ORIGIN $NGX 0 0 0; layout_render nginx-proxy.conf nginx-proxy.conf $ORIGIN $NGX 0 0 0
+layout_render kvgate.yaml kvgate-A.yaml $ORIGIN $NGX "${PORT[A]}" "${ADMIN[A]}" $KVE
+layout_render kvgate.yaml kvgate-B.yaml $ORIGIN $NGX "${PORT[B]}" "${ADMIN[B]}" $((KVE + 1))
 . "$HERE/bodies.sh"; case $PL in 1k) make_body 1024 "$RUN/body.json" ;; 16k) make_body 16384 "$RUN/body.json" ;; *) echo "PL: 1k or 16k" >&2; exit 2 ;; esac
-PIDS=(); cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-taskset -c 0 nginx -p "$RUN" -e "$RUN/origin-error.log" -c "$RUN/nginx-origin.conf" & PIDS+=($!)
-taskset -c 1 nginx -p "$RUN" -e "$RUN/nginx-proxy-error.log" -c "$RUN/nginx-proxy.conf" & PIDS+=($!)
-declare -A PID=([nginx]=$!)
-for g in A B; do
-  (cd "${SRC[$g]}" && ./kvgate --help) > "$RUN/build-$g.log" 2>&1 || true
-  (cd "${SRC[$g]}" && KVGATE_JAVA_OPTS="${KVGATE_JAVA_OPTS:--Xms512m -Xmx512m -XX:+AlwaysPreTouch}" exec taskset -c 1 \
-    ./kvgate serve --config "$RUN/kvgate-$g.yaml") > "$RUN/kvgate-$g.log" 2>&1 & PIDS+=($!); PID[$g]=$!
-done
-for t in A B nginx; do
-  for _ in $(seq 150); do
-    c=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$RUN/body.json" \
-      "http://127.0.0.1:${PORT[$t]}/v1/chat/completions" || true); [ "$c" = 200 ] && break; sleep 0.2
-  done
-  [ "$c" = 200 ] || { echo "$t did not answer 200; see $RUN" >&2; exit 1; }
-done
+layout_start_nginx
+declare -A PID=([nginx]=$PID_N)
+for g in A B; do layout_start_kvgate "${SRC[$g]}" "$RUN/kvgate-$g.yaml" "$RUN/kvgate-$g.log"; PID[$g]=$PID_G; done
+for t in A B nginx; do layout_await_200 "${PORT[$t]}" "$RUN/body.json" "$t"; done
 paced() { # port seconds [log]
   taskset -c 0 h2load --h1 -t1 -c16 -m1 --rps=$((RATE / 16)) -D "$2" -d "$RUN/body.json" \
     -H 'content-type: application/json' ${3:+--log-file=$3} "http://127.0.0.1:$1/v1/chat/completions" > /dev/null 2>&1 || true
