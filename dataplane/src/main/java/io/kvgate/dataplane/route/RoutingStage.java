@@ -40,9 +40,9 @@ import java.util.concurrent.locks.LockSupport;
  *       delivered in that same turn, without a drain task or a wake-up. A task scheduled on the loop runs the same
  *       cycle, so housekeeping happens without requests: every {@value #DUTY_PERIOD_MS} ms while a request waits for
  *       admission (its queue is served and shed on time), every {@value #IDLE_DUTY_PERIOD_MS} ms otherwise, when the
- *       cycle only brings state read by metrics and admin up to date (completions, probe verdicts); every request's
- *       batch applies that state first anyway. Publishers on other threads (admin explain, tests) leave their events in the ring
- *       and ask the loop for a cycle; the stage never runs on their thread.</li>
+ *       cycle only brings state read by metrics and admin up to date (completions, probe verdicts; every request's
+ *       batch applies them first anyway). Publishers on other threads (admin explain, tests) leave their events in
+ *       the ring and ask the loop for a cycle; the stage never runs on their thread.</li>
  * </ul>
  * Everything below holds in both modes: one runner at a time, the same decisions, errors, counters and metrics.
  *
@@ -464,7 +464,8 @@ public final class RoutingStage implements AutoCloseable {
         if (previous != null) {
             previous.cancel(false); // none, or the one running now, or an idle one a waiting request overtakes
         }
-        ScheduledFuture<?> next = invoker.schedule(dutyTask, idle ? IDLE_DUTY_PERIOD_NS : DUTY_PERIOD_NS, TimeUnit.NANOSECONDS);
+        long delayNs = idle ? IDLE_DUTY_PERIOD_NS : DUTY_PERIOD_NS;
+        ScheduledFuture<?> next = invoker.schedule(dutyTask, delayNs, TimeUnit.NANOSECONDS);
         dutyFuture = next;
         dutyIdle = idle;
         if (closed) {
