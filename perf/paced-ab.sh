@@ -25,11 +25,7 @@ layout_start_nginx
 declare -A PID=([nginx]=$PID_N)
 for g in A B; do layout_start_kvgate "${SRC[$g]}" "$RUN/kvgate-$g.yaml" "$RUN/kvgate-$g.log"; PID[$g]=$PID_G; done
 for t in A B nginx; do layout_await_200 "${PORT[$t]}" "$RUN/body.json" "$t"; done
-paced() { # port seconds [log]
-  taskset -c 0 h2load --h1 -t1 -c16 -m1 --rps=$((RATE / 16)) -D "$2" -d "$RUN/body.json" \
-    -H 'content-type: application/json' ${3:+--log-file=$3} "http://127.0.0.1:$1/v1/chat/completions" > /dev/null 2>&1 || true
-}
-ticks() { local s=0 p; for p in $1 $(pgrep -P "$1" || true); do s=$((s + $(sed 's/.*) //' /proc/$p/stat | awk '{print $12 + $13}'))); done; echo $s; }
+paced() { layout_paced "$1" "$2" "$RUN/body.json" "$RATE" ${3:+"$3"}; } # port seconds [log]
 steal() { awk '$1 == "cpu1" {print $9}' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 for t in A B nginx; do BODY_FILE="$RUN/body.json" taskset -c 0 wrk -t1 -c32 -d10s -s "$HERE/post.lua" "http://127.0.0.1:${PORT[$t]}" > /dev/null; done
@@ -37,9 +33,9 @@ for t in A B nginx; do paced "${PORT[$t]}" 12; done
 printf 'round\tproxy\tp50_us\tp99_us\tp999_us\tcpu_us/req\tsteal_ms\n' > "$OUT/paced.tsv"
 ORDERS=("nginx A B" "A B nginx" "B nginx A")
 for r in $(seq "$ROUNDS"); do for t in ${ORDERS[$(( (r - 1) % 3 ))]}; do
-  c0=$(ticks "${PID[$t]}"); s0=$(steal)
+  c0=$(layout_cpu_ticks "${PID[$t]}"); s0=$(steal)
   paced "${PORT[$t]}" "$D" "$RUN/h2-$r-$t.log"
-  c1=$(ticks "${PID[$t]}"); s1=$(steal)
+  c1=$(layout_cpu_ticks "${PID[$t]}"); s1=$(steal)
   awk '{print $3}' "$RUN/h2-$r-$t.log" | sort -n | awk -v r=$r -v t=$t -v c=$((c1 - c0)) -v st=$((s1 - s0)) -v hz=$HZ '
     {v[NR] = $1} END {n = NR; printf "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\n", r, t, v[int(.5*(n-1))+1], v[int(.99*(n-1))+1],
       v[int(.999*(n-1))+1], c * 1e6 / hz / n, st * 1000 / hz}' >> "$OUT/paced.tsv"

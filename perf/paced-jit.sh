@@ -19,11 +19,7 @@ layout_start_nginx
 layout_start_kvgate "$ROOT" "$RUN/kvgate.yaml" "$RUN/kvgate.log"; PID_K=$PID_G
 layout_await_200 $KVG "$RUN/body-1k.json" kvgate
 JDK=$(dirname "$(dirname "$(readlink -f /proc/$PID_K/exe)")")
-paced() { # port seconds [log]
-  taskset -c 0 h2load --h1 -t1 -c16 -m1 --rps=$((RATE / 16)) -D "$2" -d "$RUN/body-1k.json" \
-    -H 'content-type: application/json' ${3:+--log-file=$3} "http://127.0.0.1:$1/v1/chat/completions" > /dev/null 2>&1 || true
-}
-ticks() { local s=0 p; for p in $1 $(pgrep -P "$1" || true); do s=$((s + $(sed 's/.*) //' /proc/$p/stat | awk -v f=$2 '{print f == "user" ? $12 : $12 + $13}'))); done; echo $s; }
+paced() { layout_paced "$1" "$2" "$RUN/body-1k.json" "$RATE" ${3:+"$3"}; } # port seconds [log]
 for p in $KVG $NGX; do BODY_FILE="$RUN/body-1k.json" taskset -c 0 wrk -t1 -c32 -d10s -s "$HERE/post.lua" "http://127.0.0.1:$p" > /dev/null; done
 paced $KVG 12; paced $NGX 4
 HZ=$(getconf CLK_TCK)
@@ -32,9 +28,9 @@ HZ=$(getconf CLK_TCK)
 : > "$OUT/windows.txt"; : > "$OUT/rows.tsv"
 for r in $(seq "$ROUNDS"); do for x in kvgate nginx; do
   if [ $x = kvgate ]; then pid=$PID_K; port=$KVG; else pid=$PID_N; port=$NGX; fi
-  c0=$(ticks $pid all); u0=$(ticks $pid user); t0=$(date +%s%N)
+  c0=$(layout_cpu_ticks $pid); u0=$(layout_cpu_ticks $pid user); t0=$(date +%s%N)
   paced $port "$D" "$OUT/h2-$r-$x.log"
-  t1=$(date +%s%N); c1=$(ticks $pid all); u1=$(ticks $pid user)
+  t1=$(date +%s%N); c1=$(layout_cpu_ticks $pid); u1=$(layout_cpu_ticks $pid user)
   [ $x = kvgate ] && echo "$r $t0 $t1" >> "$OUT/windows.txt"
   awk '{print $3}' "$OUT/h2-$r-$x.log" | sort -n | awk -v r=$r -v x=$x -v c=$((c1 - c0)) -v u=$((u1 - u0)) -v hz=$HZ '
     {v[NR] = $1} END {n = NR; printf "%s\t%s\t%d\t%d\t%d\t%.1f\t%.1f\n", r, x, v[int(.5*(n-1))+1], v[int(.99*(n-1))+1],

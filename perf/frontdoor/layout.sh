@@ -1,7 +1,7 @@
-# The front-door layout shared by perf/paced-jit.sh, perf/paced-ab.sh and perf/idle-cost.sh (sourced): the origin
-# (nginx, fixed completion) on core 0, nginx as a proxy and kvgate gateways pinned as whole processes to core 1,
-# everything on 127.0.0.1. Expects HERE (perf/frontdoor) and RUN (a scratch directory) to be set; keeps every PID it
-# starts in PIDS and stops only those on exit.
+# The front-door layout shared by perf/paced-jit.sh, perf/paced-ab.sh and perf/idle-cost.sh (sourced), with its paced
+# load and CPU counters: the origin (nginx, fixed completion) on core 0, nginx as a proxy and kvgate gateways pinned
+# as whole processes to core 1, everything on 127.0.0.1. Expects HERE (perf/frontdoor) and RUN (a scratch directory)
+# to be set; keeps every PID it starts in PIDS and stops only those on exit.
 
 PIDS=()
 layout_cleanup() { local p; for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
@@ -37,4 +37,21 @@ layout_await_200() {
       "http://127.0.0.1:$1/v1/chat/completions" || true); [ "$c" = 200 ] && return 0; sleep 0.2
   done
   echo "$3 did not answer 200 on 127.0.0.1:$1 (last: $c); see $RUN" >&2; exit 1
+}
+
+# layout_paced PORT SECONDS BODY RATE [LOG]: h2load's paced load from core 0 (16 connections, RATE req/s in all) of
+# chat POSTs of BODY; LOG gets its per-request log (start µs, status, duration µs).
+layout_paced() {
+  taskset -c 0 h2load --h1 -t1 -c16 -m1 --rps=$(($4 / 16)) -D "$2" -d "$3" -H 'content-type: application/json' \
+    ${5:+--log-file=$5} "http://127.0.0.1:$1/v1/chat/completions" > /dev/null 2>&1 || true
+}
+
+# layout_cpu_ticks PID [user]: the CPU clock ticks of a process and its children (nginx: master and workers), all
+# threads; user time only with "user".
+layout_cpu_ticks() {
+  local s=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    s=$((s + $(sed 's/.*) //' /proc/"$p"/stat | awk -v f="${2:-all}" '{print f == "user" ? $12 : $12 + $13}')))
+  done
+  echo $s
 }

@@ -128,8 +128,9 @@ public final class PromptStage {
 
     /**
      * A token-id prompt, from the ids the body stage kept ({@link io.kvgate.dataplane.request.PromptIds}): the same
-     * verdict as the tree reading above gives the same prompt, without parsing the body again. An invalid first prompt is what that reading
-     * refuses (the fallback routes it). The context check counts from the body stage's count of the longest list.
+     * verdict as the tree reading above gives the same prompt, without parsing the body again. An invalid first
+     * prompt is what that reading refuses (the fallback routes it). The context check counts from the body stage's
+     * count of the longest list.
      */
     private static Outcome tokenIdPrompt(Rule rule, int contextLen, int routedOn, String session, ByteBuf body,
                                          int maxBodyBytes, RequestFields fields, GatewayMetrics metrics) {

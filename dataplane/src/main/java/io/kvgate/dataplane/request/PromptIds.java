@@ -145,7 +145,7 @@ public final class PromptIds {
     }
 
     /** Every later list of a batch is valid too ({@code true} for a single list). */
-    public boolean restValid() {
+    boolean restValid() {
         return restValid;
     }
 
