@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.testkit.RefusedPort;
 import io.kvgate.testkit.TestPorts;
+import io.netty.channel.uring.IoUring;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.Socket;
@@ -84,6 +85,9 @@ class GatewayProxySystemTest {
     @Test
     void proxiesJsonAndBalancesRoundRobin() throws Exception {
         startGateway("round_robin", a.url(), b.url());
+        // The configuration names no transport: the default is io_uring wherever the kernel offers it (it costs
+        // ~10% less CPU per request than epoll, perf/results/transport-2026-12-04.md), epoll where it does not.
+        assertEquals(IoUring.isAvailable() ? "io_uring" : "epoll", gw.transportName());
         for (int i = 0; i < 10; i++) {
             HttpResponse<String> r = post("/v1/chat/completions", CHAT);
             assertEquals(200, r.statusCode(), r.body());

@@ -307,7 +307,7 @@ public record GatewayConfig(
         if (admin != null && !isLoopback(admin.host()) && (adminToken == null || adminToken.length() < 16)) {
             n.problem("admin_listen", admin.toString(), "is not a loopback address: set admin_token (at least 16 characters) to expose the admin API");
         }
-        String transport = n.oneOf("transport", "epoll", TRANSPORTS);
+        String transport = n.oneOf("transport", "io_uring", TRANSPORTS);
         int ioThreads = n.intValue("io_threads", 0, 0, 256);
 
         ConfigNode l = n.child("limits");

@@ -22,7 +22,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * {@link UpstreamPool} on real loopback connections (epoll and NIO): connections are opened with auto-read off and
+ * {@link UpstreamPool} on real loopback connections (io_uring, epoll and NIO): connections are opened with auto-read off and
  * never have it turned on, and an idle pooled connection still notices, through its pending read, that the engine
  * closed it or sent bytes nobody asked for, and retires itself.
  */
@@ -31,7 +31,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 class UpstreamPoolSystemTest {
 
     @ParameterizedTest
-    @ValueSource(strings = {"epoll", "nio"})
+    @ValueSource(strings = {"io_uring", "epoll", "nio"})
     void idleConnectionWithAutoReadOffIsRetiredByAnEngineCloseOrStrayBytes(String transportName) throws Exception {
         Transport transport = Transport.select(transportName);
         EventLoopGroup group = transport.newGroup(1, "pool-test");
