@@ -7,6 +7,8 @@
 # hypervisor's steal on core 1 (/proc/stat) during the run; per round the ratios to nginx, and their medians.
 # A second checkout for A: `git archive <commit> | tar -x -C DIR && (cd DIR && ./mvnw -o -q -B -DskipTests package -pl tools -am)`.
 # usage: perf/paced-ab.sh ROOT_A ROOT_B    env: ROUNDS=6 RATE=2000 D=6 PL=1k OUT=DIR PORT_BASE=27600
+#        TRANSPORT_A=epoll TRANSPORT_B=io_uring  the transport of one side (ROOT_A = ROOT_B: an A/B of transports)
+#        OPTS_A=... OPTS_B=...  extra JVM options for one side
 # Only processes started here are stopped (by PID). Loopback only.
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: $0 ROOT_A ROOT_B" >&2; exit 2; }
@@ -20,10 +22,15 @@ declare -A PORT=([nginx]=$NGX [A]=$((PB+4)) [B]=$((PB+6))) ADMIN=([A]=$((PB+5)) 
 layout_render nginx-origin.conf nginx-origin.conf $ORIGIN $NGX 0 0 0; layout_render nginx-proxy.conf nginx-proxy.conf $ORIGIN $NGX 0 0 0
 layout_render kvgate.yaml kvgate-A.yaml $ORIGIN $NGX "${PORT[A]}" "${ADMIN[A]}" $KVE
 layout_render kvgate.yaml kvgate-B.yaml $ORIGIN $NGX "${PORT[B]}" "${ADMIN[B]}" $((KVE + 1))
+for g in A B; do t=TRANSPORT_$g; [ -z "${!t:-}" ] || sed -i "s/^transport: .*/transport: ${!t}/" "$RUN/kvgate-$g.yaml"; done
 . "$HERE/bodies.sh"; case $PL in 1k) make_body 1024 "$RUN/body.json" ;; 16k) make_body 16384 "$RUN/body.json" ;; *) echo "PL: 1k or 16k" >&2; exit 2 ;; esac
 layout_start_nginx
 declare -A PID=([nginx]=$PID_N)
-for g in A B; do layout_start_kvgate "${SRC[$g]}" "$RUN/kvgate-$g.yaml" "$RUN/kvgate-$g.log"; PID[$g]=$PID_G; done
+declare -A OPTS=([A]="${OPTS_A:-}" [B]="${OPTS_B:-}")
+for g in A B; do
+  KVGATE_JAVA_OPTS="-Xms512m -Xmx512m -XX:+AlwaysPreTouch ${OPTS[$g]}" layout_start_kvgate "${SRC[$g]}" "$RUN/kvgate-$g.yaml" "$RUN/kvgate-$g.log"
+  PID[$g]=$PID_G
+done
 for t in A B nginx; do layout_await_200 "${PORT[$t]}" "$RUN/body.json" "$t"; done
 paced() { layout_paced "$1" "$2" "$RUN/body.json" "$RATE" ${3:+"$3"}; } # port seconds [log]
 steal() { awk '$1 == "cpu1" {print $9}' /proc/stat; }
@@ -45,6 +52,7 @@ done; done
   echo "# Paced A/B, $(date -u +%Y-%m-%dT%H:%M:%SZ): $PL chat at $RATE req/s, h2load -c16, ${D}s runs, $ROUNDS rounds"
   echo
   echo "A = $ROOT_A ($(git -C "$ROOT_A" rev-parse --short HEAD 2>/dev/null || echo 'no git')), B = $ROOT_B ($(git -C "$ROOT_B" rev-parse --short HEAD 2>/dev/null || echo 'no git'))."
+  for g in A B; do echo "$g: transport $(awk '/^transport:/ {print $2}' "$RUN/kvgate-$g.yaml"), extra JVM options: ${OPTS[$g]:-none}."; done
   echo "$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) cores, kernel $(uname -r), default CFS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   echo "| round | proxy | p50 µs | p99 µs | p99.9 µs | CPU µs/req | steal on core 1, ms |"

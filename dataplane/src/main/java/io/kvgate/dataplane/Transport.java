@@ -18,7 +18,7 @@ import io.netty.channel.uring.IoUringServerSocketChannel;
 import io.netty.channel.uring.IoUringSocketChannel;
 import io.netty.util.concurrent.DefaultThreadFactory;
 
-/** The socket transport: epoll by default, io_uring when asked for and available, NIO when neither is. */
+/** The socket transport: io_uring (the configured default) when the kernel offers it, else epoll, else NIO. */
 public record Transport(String name, IoHandlerFactory ioHandlerFactory, Class<? extends ServerSocketChannel> serverChannel,
                         Class<? extends SocketChannel> clientChannel, String fallbackReason) {
 
