@@ -113,7 +113,10 @@ class ReplicaSessionSystemTest {
                 assertEquals(1, e.getValue().size(), e.getKey() + " was served by " + e.getValue());
                 engines.addAll(e.getValue());
             }
-            assertEquals(4, engines.size(), "24 conversations spread over all 4 engines: " + served);
+            // Which engine a conversation hashes to depends on the engines' ephemeral ports (their keys), so whether all
+            // four get one of 24 conversations is a draw (a miss has odds of about 4 x (3/4)^24 = 0.4%); the defect worth
+            // catching, every conversation on one engine, has odds of 4 x (1/4)^24 = 1e-14 when hashing works.
+            assertTrue(engines.size() >= 2, "24 conversations spread over the engines: " + served);
             long chats = 0;
             for (EngineSimulator s : sims) {
                 chats += s.stats().get("chat_requests");
@@ -122,8 +125,8 @@ class ReplicaSessionSystemTest {
 
             // An engine goes down: both replicas see the same healthy set, so its conversations move to the same
             // engine through either replica, and nobody else's conversation moves.
-            EngineSimulator down = sims.get(1);
-            String downKey = "127.0.0.1:" + down.port();
+            String downKey = served.get("conv-0").iterator().next(); // an engine that holds conversations
+            EngineSimulator down = sims.stream().filter(x -> downKey.equals("127.0.0.1:" + x.port())).findFirst().orElseThrow();
             down.injectFaults("{\"unhealthy\":true}");
             Gateway ga = a;
             Gateway gb = b;
