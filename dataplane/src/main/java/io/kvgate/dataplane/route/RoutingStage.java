@@ -34,10 +34,12 @@ import java.util.concurrent.locks.LockSupport;
  * invoked by a thread the application already has ({@code AgentInvoker}):
  * <ul>
  *   <li><b>dedicated</b>: a Disruptor thread of its own, {@code kvgate-router}, serving every event loop;</li>
- *   <li><b>io</b> (the default when the gateway runs one I/O thread): that event loop is the stage's only runner. At the
- *       end of a loop turn that published requests it runs one duty cycle itself ({@link #runDutyCycle}: housekeeping,
- *       every request in the ring through an {@link EventPoller}, hand-back), and the decisions for its own port are
- *       delivered in that same turn, without a drain task or a wake-up. A task scheduled on the loop runs the same
+ *   <li><b>io</b> (the default when the gateway runs one I/O thread): that event loop is the stage's only runner. It
+ *       decides each of its requests as it is published ({@link #decideAtOnce}: the completions so far, the request
+ *       through an {@link EventPoller}, the decision delivered before the publish returns), so an upstream write
+ *       goes out while the loop still reads the rest of its turn; at the end of a turn that published it runs one
+ *       full duty cycle ({@link #runDutyCycle}: housekeeping, anything left in the ring, hand-back), without a drain
+ *       task or a wake-up. A task scheduled on the loop runs the same
  *       cycle, so housekeeping happens without requests: every {@value #DUTY_PERIOD_MS} ms while a request waits for
  *       admission (its queue is served and shed on time), every {@value #IDLE_DUTY_PERIOD_MS} ms otherwise, when the
  *       cycle only brings state read by metrics and admin up to date (completions, probe verdicts; every request's
@@ -452,6 +454,46 @@ public final class RoutingStage implements AutoCloseable {
         }
     }
 
+    /**
+     * io mode, on the stage's own loop, right after a publish: decides what the ring holds and delivers this loop's
+     * decisions now, so a request's upstream write is issued while the loop still reads the rest of its turn. Waiting
+     * for the end of the turn held the first request of a burst until the whole burst was read and parsed: on
+     * io_uring a turn takes in every completion that arrives while it runs, so the engine started on none of them
+     * until the last was in. Only the completions are applied first (nothing to do when none arrived); the rest of
+     * the housekeeping (swaps, probe verdicts, engine readings, admission) runs once per turn, in the end-of-turn
+     * cycle the port queued. Returns false, deciding nothing, when the stage has its own thread, when the caller is
+     * not its loop, or inside a cycle (a publish from a delivery): the end-of-turn cycle decides those.
+     */
+    boolean decideAtOnce() {
+        if (invoker == null || cycling || !invoker.inEventLoop()) {
+            return false;
+        }
+        cycling = true;
+        try {
+            applyCompletions(clock.nanoTime());
+            try {
+                poller.poll(pollHandler);
+            } catch (Exception | Error ex) {
+                countHandlerError(ex); // not expected: the handler catches what a decision throws
+            }
+            flushPorts();
+        } catch (RuntimeException | Error ex) {
+            countHandlerError(ex);
+        } finally {
+            cycling = false;
+        }
+        return true;
+    }
+
+    /** Every port's completion counts since the last call, into endpoint load and breakers (runner only). */
+    private void applyCompletions(long now) {
+        GatewayConfig.Health h = table.config().health();
+        long openNs = h.breakerOpenMs() * 1_000_000L;
+        for (RouterPort p : ports) {
+            p.applyCompletions(endpointsById, h.breakerFailureThreshold(), openNs, now);
+        }
+    }
+
     private void runScheduledDutyCycle() {
         runDutyCycle();
         scheduleDutyCycle();
@@ -536,12 +578,8 @@ public final class RoutingStage implements AutoCloseable {
                     ep.applyProbeReport();
                 }
             }
-            GatewayConfig.Health h = table.config().health();
-            long openNs = h.breakerOpenMs() * 1_000_000L;
             long now = clock.nanoTime();
-            for (RouterPort p : ports) {
-                p.applyCompletions(endpointsById, h.breakerFailureThreshold(), openNs, now);
-            }
+            applyCompletions(now);
             long staleNs = table.config().load().staleMs() * 1_000_000L;
             boolean peerDecay = table.config().load().decaysPeers();
             for (EndpointState ep : table.endpointArray()) {

@@ -28,8 +28,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * What only {@code router.thread: io} does: the event loop is the routing stage's only runner. It runs the stage at the
- * end of a turn that published requests and gets its own decisions in that turn (no drain task, no wake-up); requests
+ * What only {@code router.thread: io} does: the event loop is the routing stage's only runner. It decides each request
+ * of its own as it is published and delivers the decision before {@code tryRoute} returns (no drain task, no
+ * wake-up), and runs the full housekeeping once at the end of a turn that published; requests
  * from other threads wait in the ring until the loop runs the stage for them; housekeeping (admission shedding at
  * {@code max_wait_ms}, probe verdicts, completions, swaps) runs from the loop's duty-period task without any request;
  * a decision that throws is answered as on the dedicated thread; a round trip allocates nothing.
@@ -169,7 +170,7 @@ class IoRunnerTest {
     }
 
     @Test
-    void theLoopRunsTheStageAtTheEndOfItsTurnAndGetsItsOwnDecisionsInThatTurn() throws Exception {
+    void theLoopDecidesEachRequestAsItIsPublishedAndKeepsHousekeepingForTheEndOfItsTurn() throws Exception {
         CountingLoop loop = new CountingLoop();
         toClose.add(() -> loop.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly());
         Rule r = rule("    policy: round_robin\n", 2, loop);
@@ -187,22 +188,24 @@ class IoRunnerTest {
                     inTurn.complete("refused");
                     return;
                 }
+                if (reqs[i].answers.get() != 1) {
+                    inTurn.complete("request " + i + " not delivered inside its tryRoute");
+                    return;
+                }
             }
-            int delivered = 0;
-            for (Req q : reqs) {
-                delivered += q.answers.get();
-            }
-            // Queued after the end-of-turn task this turn's publishes queued: it sees what that task did.
+            long housekeepingInTurn = stage.batches() - batchesBefore;
+            // Queued after the end-of-turn task the turn's first publish queued: it sees what that task did.
             loop.execute(() -> nextTask.complete(new long[] {loop.executes.get() - tasksBefore, port.drains(),
-                stage.batches() - batchesBefore, port.delivered()}));
-            inTurn.complete("published; delivered " + delivered);
+                stage.batches() - batchesBefore, port.delivered(), housekeepingInTurn}));
+            inTurn.complete("published and delivered");
         });
-        assertEquals("published; delivered 0", inTurn.get(10, TimeUnit.SECONDS), "decided at the end of the turn, not inside tryRoute");
+        assertEquals("published and delivered", inTurn.get(10, TimeUnit.SECONDS));
         long[] seen = nextTask.get(10, TimeUnit.SECONDS);
-        assertEquals(30, seen[3], "every decision delivered before the loop's next task");
+        assertEquals(30, seen[3], "every decision delivered");
         assertEquals(2, seen[0], "two tasks: the one end-of-turn task of 30 publishes, and the test's own; no drain task");
-        assertEquals(1, seen[1], "one in-turn delivery of all 30");
-        assertTrue(seen[2] >= 1, "the stage ran its batch (housekeeping first)");
+        assertEquals(30, seen[1], "one in-turn delivery per request");
+        assertEquals(0, seen[4], "no full housekeeping inside the turn: deciding a request costs no walk over the endpoints");
+        assertTrue(seen[2] >= 1, "the end-of-turn cycle ran the housekeeping");
         Thread loopThread = loop.submit(Thread::currentThread).get(10, TimeUnit.SECONDS);
         for (Req q : reqs) {
             assertEquals(1, q.answers.get());
@@ -210,6 +213,33 @@ class IoRunnerTest {
             assertSame(loopThread, q.deliveredOn);
         }
         assertSame(loopThread, policy.decidedOn, "the loop decided");
+    }
+
+    @Test
+    void aCompletionEarlierInTheTurnCountsForTheNextRequestDecidedInIt() {
+        EmbeddedChannel ch = embedded();
+        Rule r = rule(ADMISSION, 1, ch.eventLoop());
+        RouterPort port = stage.port(ch.eventLoop());
+        Req first = new Req(r, null);
+        assertTrue(port.tryRoute(first));
+        assertSame(r.endpoints().get(0), first.endpoint);
+        port.complete(first.endpoint, Outcome.SUCCESS); // its answer relayed, same turn
+        Req second = new Req(r, null);
+        assertTrue(port.tryRoute(second));
+        assertEquals(1, second.answers.get(), "max_outstanding 1 and the endpoint freed: admitted at once, not queued");
+        assertSame(first.endpoint, second.endpoint);
+        Req third = new Req(r, null);
+        assertTrue(port.tryRoute(third));
+        assertEquals(0, third.answers.get(), "the endpoint is busy again: it waits");
+        assertEquals(1, stage.admission("r").depth(PriorityClass.STANDARD));
+        ch.runPendingTasks(); // the end-of-turn housekeeping: still busy, still waiting
+        assertEquals(0, third.answers.get());
+        port.complete(second.endpoint, Outcome.SUCCESS);
+        Req fourth = new Req(r, null);
+        assertTrue(port.tryRoute(fourth));
+        assertSame(first.endpoint, third.endpoint, "the freed slot goes to the request already waiting");
+        assertEquals(0, fourth.answers.get(), "behind it");
+        ch.checkException();
     }
 
     @Test
@@ -270,13 +300,11 @@ class IoRunnerTest {
         EndpointState ep = r.endpoints().get(0);
         Req busy = new Req(r, null);
         assertTrue(port.tryRoute(busy));
-        assertEquals(0, busy.answers.get());
-        ch.runPendingTasks(); // the turn's end: the stage runs, the decision comes back
-        assertSame(ep, busy.endpoint);
+        assertSame(ep, busy.endpoint, "decided and delivered as it was published");
         Req waiting = new Req(r, null);
         assertTrue(port.tryRoute(waiting));
-        ch.runPendingTasks();
         assertEquals(1, stage.admission("r").depth(PriorityClass.STANDARD), "max_outstanding 1: it waits");
+        ch.runPendingTasks(); // the turn's end: its housekeeping
 
         // Admission shedding: no request arrives, the gateway clock moves, the loop's duty task sheds at the deadline.
         clock.advance(979, TimeUnit.MILLISECONDS); // deadline 21 ms away: beyond the slack of two duty periods
@@ -378,7 +406,7 @@ class IoRunnerTest {
     }
 
     /**
-     * A round trip in io mode — publish, the turn's end running the stage, the in-turn delivery, the completion — on
+     * A round trip in io mode — publish, decided and delivered at once, the turn's end housekeeping, the completion — on
      * one thread, so the thread's own allocation counter sees all of it: the least of five runs of 10,000 (one run
      * can catch the JIT's one-off allocation; an allocation per request would show in every run).
      */
