@@ -203,15 +203,18 @@ measure_tput() {
 }
 
 # lat TARGET PAYLOAD RATE LABEL
-#   -> appends "LABEL target payload rate achieved p50 p99 p999 max non200 steal_ms" to lat.tsv
+#   -> appends "LABEL target payload rate achieved p50 p99 p999 max non200 steal_ms jit_ms" to lat.tsv
+#   (jit_ms: the gateway's JIT compilation time inside the run, jstat; "-" for nginx, HAProxy and the origin)
 lat() {
   local t=$1 pl=$2 rate=$3 label=$4 f="$OUT/h2load-$4-$1-$2-$3"
-  local per=$(( rate / LAT_CONNS )) st0 st1
+  local per=$(( rate / LAT_CONNS )) st0 st1 j0=- j1=-
+  case "$t" in kvgate*) j0=$(jit_ms "$t") ;; esac
   st0=$(steal_ticks "$CORE_PROXY")
   "${PRI[@]}" taskset -c "$CORE_LOAD" h2load --h1 -t1 -c"$LAT_CONNS" -m1 --rps="$per" -D "$LAT_DURATION_S" --warm-up-time=1 \
     -d "$(BODY "$pl")" -H 'content-type: application/json' --log-file="$f.log" \
     "http://127.0.0.1:${PORT[$t]}/v1/chat/completions" > "$f.txt" 2>&1 || true
   st1=$(steal_ticks "$CORE_PROXY")
+  case "$t" in kvgate*) j1=$(jit_ms "$t"); j1=$((j1 - j0)) ;; esac
   # Columns: start (us since epoch), status, duration (us). The warm-up rows are not logged by h2load.
   local row
   row=$(awk '{print $3, $2}' "$f.log" | sort -n | awk -v d="$LAT_DURATION_S" '
@@ -223,8 +226,8 @@ lat() {
     }')
   read -r ach p50 p99 p999 max bad <<< "$row"
   local steal; steal=$(steal_ms "$st0" "$st1")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$t" "$pl" "$rate" "$ach" "$p50" "$p99" "$p999" "$max" "$bad" "$steal" >> "$OUT/lat.tsv"
-  log "latency $label $t $pl @${rate}/s: achieved ${ach}/s p50 ${p50}us p99 ${p99}us p99.9 ${p999}us max ${max}us non-200 $bad, steal ${steal}ms"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$t" "$pl" "$rate" "$ach" "$p50" "$p99" "$p999" "$max" "$bad" "$steal" "$j1" >> "$OUT/lat.tsv"
+  log "latency $label $t $pl @${rate}/s: achieved ${ach}/s p50 ${p50}us p99 ${p99}us p99.9 ${p999}us max ${max}us non-200 $bad, steal ${steal}ms, JIT ${j1}ms"
   rm -f "$f.log"
 }
 
@@ -236,7 +239,7 @@ lat() {
 # JIT_QUIET_MS of compilation (jstat -compiler), at least 4 runs and at most WARMUP_MAX_S; the summary says how long.
 JIT_QUIET_MS="${JIT_QUIET_MS:-100}"; WARMUP_MAX_S="${WARMUP_MAX_S:-120}"
 jit_ms() { # gateway -> total JIT compile milliseconds so far
-  "$(dirname "$(readlink -f /proc/"${PID[$1]}"/exe)")/jstat" -compiler "${PID[$1]}" | awk 'NR == 2 {printf "%.0f", $4 * 1000}'
+  taskset -c "$CORE_LOAD" "$(dirname "$(readlink -f /proc/"${PID[$1]}"/exe)")/jstat" -compiler "${PID[$1]}" | awk 'NR == 2 {printf "%.0f", $4 * 1000}'
 }
 warm_until_quiet() { # gateway uri-payloads... (alternated)
   local g=$1; shift
@@ -407,9 +410,11 @@ fi
   echo
   echo "## Latency at fixed rates (h2load --h1 -c$LAT_CONNS -m1 --rps, ${LAT_DURATION_S}s), microseconds"
   echo
-  echo "| round | target | payload | rate/s | achieved/s | p50 | p99 | p99.9 | max | non-200 | steal ms |"
-  echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-  awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11}' "$OUT/lat.tsv"
+  echo "JIT ms: the gateway's JIT compilation inside the run (jstat; it runs on the proxy's core beside the I/O thread)."
+  echo
+  echo "| round | target | payload | rate/s | achieved/s | p50 | p99 | p99.9 | max | non-200 | steal ms | JIT ms |"
+  echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12}' "$OUT/lat.tsv"
   echo
   echo "## kvgate / nginx ratios"
   echo
