@@ -461,28 +461,24 @@ public final class RoutingStage implements AutoCloseable {
      * io_uring a turn takes in every completion that arrives while it runs, so the engine started on none of them
      * until the last was in. Only the completions are applied first (nothing to do when none arrived); the rest of
      * the housekeeping (swaps, probe verdicts, engine readings, admission) runs once per turn, in the end-of-turn
-     * cycle the port queued. Returns false, deciding nothing, when the stage has its own thread, when the caller is
-     * not its loop, or inside a cycle (a publish from a delivery): the end-of-turn cycle decides those.
+     * cycle the port queued. Decides nothing when the stage has its own thread, when the caller is not its loop, or
+     * inside a cycle (a publish from a delivery): the end-of-turn cycle decides those, and whatever a failure here
+     * left in the ring or undelivered.
      */
-    boolean decideAtOnce() {
+    void decideAtOnce() {
         if (invoker == null || cycling || !invoker.inEventLoop()) {
-            return false;
+            return;
         }
         cycling = true;
         try {
             applyCompletions(clock.nanoTime());
-            try {
-                poller.poll(pollHandler);
-            } catch (Exception | Error ex) {
-                countHandlerError(ex); // not expected: the handler catches what a decision throws
-            }
+            poller.poll(pollHandler);
             flushPorts();
-        } catch (RuntimeException | Error ex) {
-            countHandlerError(ex);
+        } catch (Exception | Error ex) {
+            countHandlerError(ex); // not expected: the handler catches what a decision throws
         } finally {
             cycling = false;
         }
-        return true;
     }
 
     /** Every port's completion counts since the last call, into endpoint load and breakers (runner only). */
