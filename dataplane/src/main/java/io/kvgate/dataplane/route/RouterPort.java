@@ -15,8 +15,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <ul>
  *   <li><b>In</b> ({@link #tryRoute}): the request's inputs are copied into a ring slot without waking the routing
  *       thread; the first publish of an event-loop turn queues one task that wakes it at the end of the turn, so
- *       everything one turn read costs one wake-up. (In io mode the loop decides the request at once instead, and
- *       the end-of-turn task runs the turn's housekeeping.)</li>
+ *       everything one turn read costs one wake-up.</li>
  *   <li><b>Back</b>: decisions land in this port's inbox (a single-producer/single-consumer array ring, the routing
  *       thread producing, the loop consuming); at the end of each routing batch the stage schedules at most one drain
  *       task per port ({@code execute(this)}, skipped while a drain is already pending), and the drain delivers every
@@ -31,9 +30,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>When the stage runs on an event loop ({@code router.thread: io}), "the routing thread" below is that loop inside
  * the stage's cycles: each publish is decided in a short cycle before {@link #tryRoute} returns, the end-of-turn task
  * runs the full cycle instead of waking a thread, and the loop's own port gets its decisions in the cycle that made
- * them ({@link #deliverNow}) instead of a drain task. Ports of other executors (the admin
- * explain port, tests) are served as before: their publishes ask the loop for a cycle, their decisions come back
- * through a drain task on their executor.
+ * them ({@link #deliverNow}) instead of a drain task. Ports of other executors (the admin explain port, tests) are
+ * served as before: their publishes ask the loop for a cycle, their decisions come back through a drain task on
+ * their executor.
  *
  * <p>Threading: {@link #tryRoute} and {@link #complete} are called by the port's owning thread only (the event loop;
  * for a port with a plain {@link Executor}, callers serialize themselves); {@link #run} runs on the executor.
