@@ -27,7 +27,8 @@ trap 'exit 130' INT TERM
 log() { echo "[$NAME $(date -u +%H:%M:%S)] $*" >&2; }
 
 # The tools jar the way the launcher runs it (exec: the recorded PID is the JVM itself).
-kv() { exec "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" ${KVGATE_JAVA_OPTS:-} -Dkvgate.home="$ROOT" \
+. "$ROOT/deploy/jvm-host.sh"
+kv() { exec "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" $(kvgate_host_jvm_options) ${KVGATE_JAVA_OPTS:-} -Dkvgate.home="$ROOT" \
   -cp "$ROOT/tools/target/kvgate-tools.jar:$ROOT/tools/target/lib/*" io.kvgate.tools.Main "$@"; }
 
 start() { # start NAME CMD... : background, PID recorded, log in $WORK/NAME.log

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Where a paced run's tail comes from: bursts held up on the proxy's core. The layout of frontdoor-bench.sh (origin
 # and h2load on core 0, nginx as a proxy and kvgate pinned as whole processes to core 1, default scheduler). After a
-# wrk and a paced warm-up of each, one paced run (h2load --h1 -c16, RATE req/s, D s) per proxy with `perf sched`
-# recording core 1, then one more kvgate run under `strace -T` of its I/O thread (not measured). Reports per proxy:
+# wrk and a paced warm-up of each, two paced runs (h2load --h1 -c16, RATE req/s, D s) per proxy: one with `perf sched`
+# recording core 1, one with `perf record` sampling both cores (cpu-clock, 5 kHz). Reports per proxy:
 #   - the late bursts in h2load's log (10 ms bins holding a request over LATE_US: start offset, count, worst);
 #   - the proxy thread's runs of 2 ms or more on core 1 (perf sched timehist: end time, run ms) and how many runs;
-#   - kvgate only: the gaps of 1.5 ms or more between two system calls of the I/O thread (time outside the kernel).
-# Written for perf/results/frontdoor-2026-12-06.md (a periodic ~3 ms stall of the I/O thread every ~510 ms).
+#   - the times core 1 was not running at all: gaps of 1.2 ms or more between two samples on it (neither a thread
+#     nor the idle loop sampled, so the hypervisor held the vCPU), the threads sampled before and after the gap, and
+#     how long before it the kernel's DAMON thread (kdamond, which samples page access every 500 ms) last ran.
+# Written for perf/results/paced-stalls-2026-12-06.md and paced-thp-2026-12-06.md: on a PVM guest, after each DAMON
+# sampling pass the next JVM thread to run held its vCPU for 3.5-5 ms unless the heap used transparent huge pages.
 # usage: perf/paced-stalls.sh     env: RATE=2000 D=6 PL=1k (or 16k) LATE_US=2500 KVGATE_YAML=<config template>
-#        OUT=DIR PORT_BASE=34600     (KVGATE_YAML: a perf/frontdoor/kvgate.yaml.in-style template, the bench's by default)
-# Needs perf (linux-perf) and strace; installs them with apt-get when missing. Only processes started here are stopped.
+#        OUT=DIR PORT_BASE=34600 KVGATE_JAVA_OPTS=... (the JVM options of the gateway, layout.sh's by default;
+#        the launcher adds -XX:+UseTransparentHugePages where the kernel offers them, -XX:-UseTransparentHugePages here
+#        turns them off)     (KVGATE_YAML: a perf/frontdoor/kvgate.yaml.in-style template, the bench's by default)
+# Needs perf (linux-perf); installs it with apt-get when missing. Only processes started here are stopped.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"; HERE="$ROOT/perf/frontdoor"
 RATE=${RATE:-2000}; D=${D:-6}; PL=${PL:-1k}; LATE_US=${LATE_US:-2500}; PB=${PORT_BASE:-34600}
 OUT=${OUT:-${TMPDIR:-/tmp}/kvgate-paced-stalls-$(date -u +%Y%m%dT%H%M%SZ)}; RUN=$OUT/run; mkdir -p "$RUN"
-need=(); command -v perf > /dev/null || need+=(linux-perf); command -v strace > /dev/null || need+=(strace)
-[ ${#need[@]} = 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null; }
+command -v perf > /dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf > /dev/null; }
 ORIGIN=$((PB+1)); NGX=$((PB+2)); KVG=$((PB+4)); ADM=$((PB+5)); KVE=$((PB+8))
 . "$HERE/layout.sh"
 layout_render nginx-origin.conf nginx-origin.conf $ORIGIN $NGX 0 0 0; layout_render nginx-proxy.conf nginx-proxy.conf $ORIGIN $NGX 0 0 0
@@ -33,7 +37,6 @@ for p in $KVG $NGX; do
   BODY_FILE="$RUN/body.json" taskset -c 0 wrk -t1 -c32 -d15s -s "$HERE/post.lua" "http://127.0.0.1:$p" > /dev/null
   layout_paced $p 10 "$RUN/body.json" "$RATE"
 done
-io_tid() { local t; for t in /proc/"$PID_K"/task/*; do case "$(cat "$t/comm")" in kvgate-io-*) basename "$t"; return ;; esac; done; }
 for t in nginx kvgate; do
   port=$NGX; [ $t = kvgate ] && port=$KVG
   perf sched record -C 1 -o "$RUN/sched-$t.data" -- sleep $((D + 1)) > /dev/null 2>&1 & SP=$!; PIDS+=($SP)
@@ -41,12 +44,12 @@ for t in nginx kvgate; do
   layout_paced $port "$D" "$RUN/body.json" "$RATE" "$RUN/h2-$t.log"
   wait $SP || true
   perf sched timehist -i "$RUN/sched-$t.data" > "$RUN/timehist-$t.txt" 2>/dev/null || true
+  perf record -e cpu-clock -F 5000 -a -o "$RUN/samples-$t.data" -- sleep $((D + 1)) > /dev/null 2>&1 & SP=$!; PIDS+=($SP)
+  sleep 0.3
+  layout_paced $port "$D" "$RUN/body.json" "$RATE"
+  wait $SP || true
+  perf script -i "$RUN/samples-$t.data" -F comm,cpu,time > "$RUN/samples-$t.txt" 2>/dev/null || true
 done
-# A run of its own for strace: ptrace stops the thread at every system call, so its latencies are not the gateway's.
-timeout $((D + 1)) strace -T -tt -p "$(io_tid)" -o "$RUN/strace.txt" > /dev/null 2>&1 & ST=$!; PIDS+=($ST)
-sleep 0.3
-layout_paced $KVG "$D" "$RUN/body.json" "$RATE"
-wait $ST || true
 {
   echo "# Paced stalls, $(date -u +%Y-%m-%dT%H:%M:%SZ): $PL at $RATE req/s, ${D}s per proxy, kvgate $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
   echo "$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) cores, kernel $(uname -r), default CFS"
@@ -60,9 +63,12 @@ wait $ST || true
       END {for (k in c) printf "%d: %d, %d\n", k, c[k], m[k]}' | sort -n | paste -sd' ' -
     echo "runs of 2 ms or more on core 1 (end s: ms):"
     awk -v pat="$pat" '$3 ~ pat && $6 ~ /^[0-9.]+$/ {n++; if ($6 + 0 >= 2) printf "%s: %s  ", $1, $6} END {printf "\n(%d runs in all)\n", n}' "$RUN/timehist-$t.txt"
+    echo "core 1 not running (gap start s: ms, thread sampled before -> after, ms since kdamond last ran):"
+    awk '{t = $NF; sub(":", "", t); cpu = $(NF - 1); gsub(/[][]/, "", cpu); cpu += 0
+          if ($1 ~ /^kdamond/) k = t
+          if (cpu == 1) { if (last && t - last >= 0.0012) { n++; printf "%.3f: %.2f, %s -> %s, %s\n", last, (t - last) * 1000, lc, $1, k ? sprintf("%.0f", (last - k) * 1000) : "-" }
+                          last = t; lc = $1 } }
+         END {printf "(%d gaps)\n", n}' "$RUN/samples-$t.txt" | paste -sd' ' -
   done
-  echo; echo "## kvgate I/O thread, a third run under strace: gaps of 1.5 ms or more between two system calls (time in user space)"
-  awk '{split($1, h, ":"); t = h[1] * 3600 + h[2] * 60 + h[3]; d = $NF; gsub(/[<>]/, "", d)
-       if (n++ && t - end > 0.0015) printf "%.3f: %.2f ms\n", t, (t - end) * 1000; end = t + d}' "$RUN/strace.txt" | paste -sd' ' -
 } > "$OUT/summary.md"
 cat "$OUT/summary.md"
