@@ -393,6 +393,7 @@ fi
   echo "| layout | proxy under test: core $CORE_PROXY (whole process, taskset); wrk / h2load + origin: core $CORE_LOAD |"
   echo "| load average at the end | $(cut -d' ' -f1-3 /proc/loadavg) |"
   echo "| kvgate commit | $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) |"
+  echo "| kvgate JVM options (beyond deploy/jvm.options) | $(. "$ROOT/deploy/jvm-host.sh"; kvgate_host_jvm_options) $KVGATE_JAVA_OPTS |"
   awk -F'\t' '{printf "| warm-up of %s (%s, until a 5 s run compiles < %s ms) | %s s, last run %s ms of JIT |\n", $1, $2, q, $3, $4}' \
     q="$JIT_QUIET_MS" "$OUT/warmup.tsv"
   echo

@@ -31,7 +31,7 @@ else
 fi
 . "$HERE/bodies.sh"; case $PL in 1k) make_body 1024 "$RUN/body.json" ;; 16k) make_body 16384 "$RUN/body.json" ;; *) echo "PL: 1k or 16k" >&2; exit 2 ;; esac
 layout_start_nginx
-layout_start_kvgate "$ROOT" "$RUN/kvgate.yaml" "$RUN/kvgate.log"; PID_K=$PID_G
+layout_start_kvgate "$ROOT" "$RUN/kvgate.yaml" "$RUN/kvgate.log"
 layout_await_200 $KVG "$RUN/body.json" kvgate; layout_await_200 $NGX "$RUN/body.json" nginx
 for p in $KVG $NGX; do
   BODY_FILE="$RUN/body.json" taskset -c 0 wrk -t1 -c32 -d15s -s "$HERE/post.lua" "http://127.0.0.1:$p" > /dev/null
