@@ -411,7 +411,7 @@ fi
   echo
   echo "## Latency at fixed rates (h2load --h1 -c$LAT_CONNS -m1 --rps, ${LAT_DURATION_S}s), microseconds"
   echo
-  echo "JIT ms: the gateway's JIT compilation inside the run (jstat; it runs on the proxy's core beside the I/O thread)."
+  echo "JIT ms: the gateway's JIT compilation inside the run (jstat); its compiler threads share the proxy's core with the I/O thread."
   echo
   echo "| round | target | payload | rate/s | achieved/s | p50 | p99 | p99.9 | max | non-200 | steal ms | JIT ms |"
   echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

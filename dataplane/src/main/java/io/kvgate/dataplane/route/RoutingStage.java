@@ -39,12 +39,12 @@ import java.util.concurrent.locks.LockSupport;
  *       through an {@link EventPoller}, the decision delivered before the publish returns), so an upstream write
  *       goes out while the loop still reads the rest of its turn; at the end of a turn that published it runs one
  *       full duty cycle ({@link #runDutyCycle}: housekeeping, anything left in the ring, hand-back), without a drain
- *       task or a wake-up. A task scheduled on the loop runs the same
- *       cycle, so housekeeping happens without requests: every {@value #DUTY_PERIOD_MS} ms while a request waits for
- *       admission (its queue is served and shed on time), every {@value #IDLE_DUTY_PERIOD_MS} ms otherwise, when the
- *       cycle only brings state read by metrics and admin up to date (completions, probe verdicts; every request's
- *       batch applies them first anyway). Publishers on other threads (admin explain, tests) leave their events in
- *       the ring and ask the loop for a cycle; the stage never runs on their thread.</li>
+ *       task or a wake-up. A task scheduled on the loop runs the same cycle, so housekeeping happens without
+ *       requests: every {@value #DUTY_PERIOD_MS} ms while a request waits for admission (its queue is served and shed
+ *       on time), every {@value #IDLE_DUTY_PERIOD_MS} ms otherwise, when the cycle only brings state read by metrics
+ *       and admin up to date (completions, probe verdicts; every request's batch applies them first anyway).
+ *       Publishers on other threads (admin explain, tests) leave their events in the ring and ask the loop for a
+ *       cycle; the stage never runs on their thread.</li>
  * </ul>
  * Everything below holds in both modes: one runner at a time, the same decisions, errors, counters and metrics.
  *
