@@ -36,7 +36,7 @@ public final class GatewayMain {
                 }
                 case "--help", "-h" -> {
                     System.out.println("usage: kvgate serve --config FILE [--check] [--drain-ms MS]\n"
-                        + "  --config FILE   YAML configuration (see README: Configuration reference); SIGHUP reloads it\n"
+                        + "  --config FILE   YAML configuration (see docs/configuration.md); SIGHUP reloads it\n"
                         + "  --check         run every start-up check on the configuration and exit (0 = valid)\n"
                         + "  --drain-ms MS   on SIGTERM, how long requests in flight may take to finish (default 30000)");
                     return 0;

@@ -336,7 +336,7 @@ public final class ConfigNode {
     public void finish() {
         for (String key : map.keySet()) {
             if (!seen.contains(key)) {
-                problems.add(where(key) + ": unknown key (check the spelling; see the configuration reference in README.md)");
+                problems.add(where(key) + ": unknown key (check the spelling; see docs/configuration.md)");
             }
         }
     }

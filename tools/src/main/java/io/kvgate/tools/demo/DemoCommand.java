@@ -169,7 +169,7 @@ public final class DemoCommand {
                 kv.missCount(RuleStats.MissReason.NO_MATCH), kv.missCount(RuleStats.MissReason.OVER_LOAD_BOUND), kv.watchdogFirings());
             showExplain(url);
             say("%nWhat to look at next: ./kvgate serve --config deploy/examples/kv-exact.yaml, ./kvgate ctl inventory,"
-                + " curl :8080/metrics, ./kvgate bench --help (README.md).%n");
+                + " curl :8080/metrics, ./kvgate bench --help (docs/tools.md).%n");
             say(allOk ? "demo: OK%n" : "demo: some requests failed (see the errors column)%n");
             return allOk ? 0 : 1;
         } finally {

@@ -19,7 +19,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The README's engine table, plain / chwbl / session columns: the gateway over two simulators of each engine, no
+ * The engine table of docs/engines.md, plain / chwbl / session columns: the gateway over two simulators of each engine, no
  * tokenizer. Plain: requests alternate between the engines and each answers in its own dialect's shape; chwbl: a
  * prompt family (same system prompt) stays on one engine; session: a conversation stays on one engine while another
  * conversation is served too. Each case checks where requests landed through the simulators' own counters.
