@@ -151,10 +151,12 @@ public final class EngineErrors {
      * exceeds the model's maximum context length ..." / "The input (X tokens) is longer than the model's context
      * length (Y tokens).", its scheduler "Input length (X tokens) exceeds the maximum allowed length (Y tokens)" and
      * its chat handler "max_completion_tokens is too large: X.This model supports at most N completion tokens."
-     * (sent when it runs with {@code --context-length}).
+     * (sent when it runs with {@code --context-length}), and llama.cpp's server "request (X tokens) exceeds the
+     * available context size (Y tokens), try increasing it" (type {@code exceed_context_size_error}, a numeric code).
      */
     private static boolean isContextOverflow(String message) {
         return message.contains("maximum context length") || message.contains("model's context length")
+            || message.contains("exceeds the available context size")
             || message.contains("longer than the maximum model length")
             || message.contains("exceeds the maximum allowed length")
             || (message.startsWith("max_completion_tokens is too large") && message.contains("completion tokens"));

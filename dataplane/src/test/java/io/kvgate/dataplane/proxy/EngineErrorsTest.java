@@ -79,7 +79,10 @@ class EngineErrorsTest {
                 + " shorter input or enable --allow-auto-truncate.\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}",
             // SGLang's chat handler under --context-length (its message lacks the space after the first period)
             "{\"object\":\"error\",\"message\":\"max_completion_tokens is too large: 100.This model supports at most 64 "
-                + "completion tokens.\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}"};
+                + "completion tokens.\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}",
+            // llama.cpp's server (82bb48500, server-context.cpp): the prompt over the slot's context, a numeric code
+            "{\"error\":{\"code\":400,\"message\":\"request (40 tokens) exceeds the available context size (32 tokens), "
+                + "try increasing it\",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":40,\"n_ctx\":32}}"};
         for (String b : bodies) {
             String chat = EngineErrors.toOpenAiShape(b, 400, true);
             assertEquals("\"type\":\"invalid_request_error\",\"param\":\"messages\",\"code\":\"context_length_exceeded\"}}",

@@ -198,6 +198,28 @@ class EnginesOverSimulatorSystemTest {
     }
 
     @Test
+    void llamacppContextOverflowReachesTheClientAsContextLengthExceeded() throws Exception {
+        // llama-server refuses a prompt over its slot's context with its own error type and a numeric code; the client
+        // must see OpenAI's code and param, as for vLLM and SGLang (issue #36 item 11, found on a real llama-server).
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).contextLen(32).maxConcurrency(1))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "round_robin", "", List.of(sim),
+                "{interval_ms: 60000}")));
+            try {
+                String longPrompt = "word ".repeat(80);
+                HttpResponse<String> r = chat(gw, SimHttp.chat("m", longPrompt, "\"max_tokens\":2"));
+                assertEquals(400, r.statusCode(), r.body());
+                JsonNode err = SimHttp.json(r).get("error");
+                assertEquals("context_length_exceeded", err.path("code").asText(), r.body());
+                assertEquals("messages", err.path("param").asText(), r.body());
+                assertEquals("invalid_request_error", err.path("type").asText(), r.body());
+                assertTrue(err.path("message").asText().contains("exceeds the available context size"), r.body());
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
+    @Test
     void sessionPinSlotPutsEachConversationOnItsOwnLlamacppSlot() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(4))) {
             Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "session",
