@@ -94,6 +94,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private final boolean explain;
     private final long startNs;
     private final List<EndpointState> tried = new ArrayList<>(2);
+    /** An endpoint tried for this request answered that its model is still loading (the client's error says so). */
+    private boolean sawEngineLoading;
     private ByteBuf body;
     private String upstreamRequestId;
     private Role role = Role.ANY;
@@ -359,6 +361,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                 gw.metrics().shed("no_healthy_endpoint");
                 String msg = tried.isEmpty()
                     ? "No healthy endpoint is available for model '" + model + "'" + (routedWhy == null ? "" : " (" + routedWhy + ")")
+                    : sawEngineLoading ? loadingMessage()
                     : "Could not connect to any endpoint for model '" + model + "' (" + tried.size() + " tried)";
                 finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "no_healthy_endpoint", true);
                 return;
@@ -496,7 +499,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         leg = null;
         boolean started = phase == Phase.RELAYING;
         switch (failure) {
-            case CONNECT -> {
+            case CONNECT, ENGINE_LOADING -> {
+                if (failure == LegFailure.ENGINE_LOADING) {
+                    sawEngineLoading = true;
+                }
                 if (!started && observer.onFailedBeforeHead(failure)) {
                     finishSilently();
                     return;
@@ -512,7 +518,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                     finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
                     return;
                 }
-                if (cause instanceof io.netty.channel.ConnectTimeoutException) {
+                if (sawEngineLoading) {
+                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, loadingMessage(), failure.code(), true);
+                } else if (cause instanceof io.netty.channel.ConnectTimeoutException) {
                     finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "Connecting to the engines for model '" + model
                         + "' timed out (" + tried.size() + " tried)", "upstream_connect_timeout", true);
                 } else {
@@ -551,6 +559,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             case INTERNAL -> abort(cause);
             case ENGINE_5XX, CANCELLED -> throw new IllegalStateException("a leg never fails with " + failure);
         }
+    }
+
+    private String loadingMessage() {
+        return "The engines tried for model '" + model + "' are still loading the model (" + tried.size() + " tried)";
     }
 
     private void failMidStream(LegFailure failure, String message) {

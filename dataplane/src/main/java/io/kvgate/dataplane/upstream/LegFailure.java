@@ -24,7 +24,8 @@ public enum LegFailure {
     ENGINE_5XX(true, HttpResponseStatus.BAD_GATEWAY, "upstream_error"),
     /**
      * The engine answered 503 while its model loads (llama-server answers every request so until it is ready): the
-     * endpoint is not ready yet, which the health probe tracks; the breaker is not charged.
+     * endpoint is not ready yet, which the health probe tracks; the breaker is not charged. Nothing was processed,
+     * so, like {@link #CONNECT}, the request is retried on another endpoint.
      */
     ENGINE_LOADING(false, HttpResponseStatus.SERVICE_UNAVAILABLE, "upstream_loading"),
     /** An aggregated answer (error body, P/D JSON) exceeded the gateway's bound: refused, never truncated. */

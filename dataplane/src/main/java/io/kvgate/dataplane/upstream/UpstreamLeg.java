@@ -134,7 +134,10 @@ public final class UpstreamLeg {
         this.listener = listener;
     }
 
-    /** Marks the engine as one that answers 503 while loading: that answer is {@link LegFailure#ENGINE_LOADING}. */
+    /**
+     * Marks the engine as one that answers 503 while loading: that answer ends the leg before its head reaches the
+     * listener, as {@link LegFailure#ENGINE_LOADING} (connect-class: the request may go elsewhere).
+     */
     public UpstreamLeg answers503WhileLoading(boolean yes) {
         this.loading503 = yes;
         return this;
@@ -355,9 +358,6 @@ public final class UpstreamLeg {
         }
         int status = head == null ? 0 : head.status();
         LegFailure charged = failure != null ? failure : LegFailure.ofStatus(status);
-        if (charged == LegFailure.ENGINE_5XX && status == 503 && loading503) {
-            charged = LegFailure.ENGINE_LOADING;
-        }
         if (charged != null && charged != LegFailure.CANCELLED) {
             metrics.upstreamError(endpoint.key(), charged.metricName());
         }
@@ -498,6 +498,14 @@ public final class UpstreamLeg {
             if (r.status() == 101) {
                 fail(LegFailure.EARLY_CLOSE, new IllegalStateException("engine switched protocols (101) unasked"));
             }
+            return;
+        }
+        if (loading503 && r.status() == 503) {
+            // llama-server answers every request 503 "Loading model" until its model is loaded: the engine processed
+            // nothing, so the request may go to another engine as if the connection had been refused. The unread
+            // body goes with the connection; the endpoint is not charged (the health probe tracks readiness).
+            r.release();
+            fail(LegFailure.ENGINE_LOADING, null);
             return;
         }
         head = r;

@@ -198,6 +198,31 @@ class EnginesOverSimulatorSystemTest {
     }
 
     @Test
+    void aRequestThatReachesALoadingLlamacppEngineGoesToAnotherEngine() throws Exception {
+        // The window between an engine's restart and the next probe: the probe path (/v1/models, which the simulator
+        // answers while loading) keeps the loading engine in rotation, so round robin sends it every other request.
+        // Each must be answered by the ready engine, never with the loading engine's 503 (issue #36 item 12).
+        try (EngineSimulator loading = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).loadMs(600_000));
+             EngineSimulator ready = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "round_robin", "", List.of(loading, ready),
+                "{interval_ms: 60000, path: /v1/models}")));
+            try {
+                for (int i = 0; i < 8; i++) {
+                    HttpResponse<String> r = chat(gw, SimHttp.chat("m", "request " + i, "\"max_tokens\":2"));
+                    assertEquals(200, r.statusCode(), r.body());
+                }
+                assertTrue(loading.stats().get("errors_503") > 0, "round robin sent requests to the loading engine");
+                assertEquals(8, ready.stats().get("generations_started"), "the ready engine answered every request");
+                EndpointState ep = gw.routeTable().ruleByName("r").endpoints().get(0);
+                assertEquals(0, ep.failures.get(), "loading is not a failure");
+                assertEquals(EndpointState.Breaker.CLOSED, ep.breaker());
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
+    @Test
     void llamacppContextOverflowReachesTheClientAsContextLengthExceeded() throws Exception {
         // llama-server refuses a prompt over its slot's context with its own error type and a numeric code; the client
         // must see OpenAI's code and param, as for vLLM and SGLang (issue #36 item 11, found on a real llama-server).
