@@ -166,7 +166,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             metrics.addSource(pdMetrics::write);
             registerMetrics();
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
-                () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health());
+                () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health(), liveExchanges::endpointDown);
             opened.push(health);
             // Engine-reported load: its own event loop, never an I/O thread or the routing thread.
             this.loadScraper = new EngineLoadScraper(transport.newGroup(1, "kvgate-load"), transport.clientChannel(),

@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.proxy;
 
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.route.EndpointState;
 import io.netty.channel.EventLoop;
 import io.netty.util.concurrent.FastThreadLocal;
 import java.util.List;
@@ -23,6 +24,12 @@ public final class LiveExchanges {
 
         /** The drain deadline passed: end now (error frame + {@code [DONE]} on a stream, 503 before a response). On the entry's loop. */
         protected abstract void endForDrain();
+
+        /**
+         * The health probe found {@code ep} down: an exchange waiting on it must not wait for its timeouts (an engine
+         * stopped with SIGTERM keeps its open connections silent). On the entry's loop; the default ignores it.
+         */
+        protected void onEndpointDown(EndpointState ep) {}
     }
 
     private static final class PerLoop {
@@ -113,6 +120,31 @@ public final class LiveExchanges {
             Thread.currentThread().interrupt();
         }
         return ended.get();
+    }
+
+    /**
+     * Tells every listed exchange, each on its own loop, that the health probe found {@code ep} down. Does not wait:
+     * the exchanges fail over or end on their loops.
+     */
+    public void endpointDown(EndpointState ep) {
+        for (PerLoop p : loops) {
+            try {
+                p.loop.execute(() -> {
+                    Entry e = p.head;
+                    while (e != null) {
+                        Entry next = e.next; // the exchange may finish, and leave the list, while it handles this
+                        try {
+                            e.onEndpointDown(ep);
+                        } catch (RuntimeException ex) {
+                            Log.error("failing an exchange over from a down endpoint failed: " + ex);
+                        }
+                        e = next;
+                    }
+                });
+            } catch (java.util.concurrent.RejectedExecutionException ex) {
+                // the loop is shut down: nothing of it is live
+            }
+        }
     }
 
     /** How many exchanges are listed on the calling loop (tests). */

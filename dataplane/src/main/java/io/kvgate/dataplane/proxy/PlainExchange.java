@@ -499,34 +499,13 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         leg = null;
         boolean started = phase == Phase.RELAYING;
         switch (failure) {
-            case CONNECT, ENGINE_LOADING -> {
-                if (failure == LegFailure.ENGINE_LOADING) {
-                    sawEngineLoading = true;
-                }
-                if (!started && observer.onFailedBeforeHead(failure)) {
-                    finishSilently();
+            case CONNECT, ENGINE_LOADING -> retryElsewhere(failure, cause);
+            case ENDPOINT_DOWN -> {
+                if (started) {
+                    failMidStream(failure, "The " + legName + " stopped answering and was marked unhealthy");
                     return;
                 }
-                if (tried.size() < gw.config().upstream().maxConnectAttempts()) {
-                    gw.metrics().connectRetries.increment();
-                    phase = Phase.ROUTING;
-                    routedAtNs = gw.clock().nanoTime();
-                    if (routing.tryRoute(this)) {
-                        return;
-                    }
-                    gw.metrics().shed("router_ring_full");
-                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
-                    return;
-                }
-                if (sawEngineLoading) {
-                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, loadingMessage(), failure.code(), true);
-                } else if (cause instanceof io.netty.channel.ConnectTimeoutException) {
-                    finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "Connecting to the engines for model '" + model
-                        + "' timed out (" + tried.size() + " tried)", "upstream_connect_timeout", true);
-                } else {
-                    finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any endpoint for model '"
-                        + model + "' (" + tried.size() + " tried)", failure.code(), true);
-                }
+                retryElsewhere(failure, cause);
             }
             case EARLY_CLOSE -> {
                 if (observer.onFailedBeforeHead(failure)) {
@@ -558,6 +537,44 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             }
             case INTERNAL -> abort(cause);
             case ENGINE_5XX, CANCELLED -> throw new IllegalStateException("a leg never fails with " + failure);
+        }
+    }
+
+    /**
+     * The endpoint processed nothing the client has seen (refused, loading, or found down before the response
+     * started): the request goes to another endpoint while {@code upstream.max_connect_attempts} allows, else the
+     * client gets a retryable error naming why.
+     */
+    private void retryElsewhere(LegFailure failure, Throwable cause) {
+        if (failure == LegFailure.ENGINE_LOADING) {
+            sawEngineLoading = true;
+        }
+        if (observer.onFailedBeforeHead(failure)) {
+            finishSilently();
+            return;
+        }
+        if (tried.size() < gw.config().upstream().maxConnectAttempts()) {
+            gw.metrics().connectRetries.increment();
+            phase = Phase.ROUTING;
+            routedAtNs = gw.clock().nanoTime();
+            if (routing.tryRoute(this)) {
+                return;
+            }
+            gw.metrics().shed("router_ring_full");
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+            return;
+        }
+        if (sawEngineLoading) {
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, loadingMessage(), failure.code(), true);
+        } else if (cause instanceof io.netty.channel.ConnectTimeoutException) {
+            finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "Connecting to the engines for model '" + model
+                + "' timed out (" + tried.size() + " tried)", "upstream_connect_timeout", true);
+        } else if (failure == LegFailure.ENDPOINT_DOWN) {
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The engines tried for model '" + model
+                + "' stopped answering (" + tried.size() + " tried)", failure.code(), true);
+        } else {
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any endpoint for model '"
+                + model + "' (" + tried.size() + " tried)", failure.code(), true);
         }
     }
 
@@ -702,6 +719,15 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
         release();
         return true;
+    }
+
+    /** The health probe found {@code ep} down: a leg waiting on it fails over (or, once relaying, ends at once). */
+    @Override
+    protected void onEndpointDown(EndpointState ep) {
+        UpstreamLeg l = leg;
+        if (l != null && l.endpoint() == ep && (phase == Phase.UPSTREAM || phase == Phase.RELAYING)) {
+            l.failEndpointDown();
+        }
     }
 
     /** The drain deadline passed: a live stream gets an error frame and {@code [DONE]}; anything earlier a 503. */

@@ -40,13 +40,20 @@ public final class HealthChecker implements AutoCloseable {
     private final Class<? extends SocketChannel> channelClass;
     private final Supplier<Iterable<Rule>> rules;
     private final RoutingStage router;
+    private final java.util.function.Consumer<EndpointState> onDown;
     private volatile GatewayConfig.Health cfg;
     private final Map<EndpointState, int[]> streaks = new HashMap<>(); // [successes, failures, lastVerdict(1 up, 0 down)]
     private volatile ScheduledFuture<?> task;
 
+    /**
+     * @param onDown told (on the probe loop) when an endpoint is found down after being up, so requests waiting on it
+     *               fail over at once instead of waiting for their timeouts; not for a loading answer (a loading engine
+     *               answers every request at once)
+     */
     public HealthChecker(EventLoop loop, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
-                         RoutingStage router, GatewayConfig.Health cfg) {
+                         RoutingStage router, GatewayConfig.Health cfg, java.util.function.Consumer<EndpointState> onDown) {
         this.loop = loop;
+        this.onDown = onDown;
         this.channelClass = channelClass;
         this.rules = rules;
         this.router = router;
@@ -236,6 +243,7 @@ public final class HealthChecker implements AutoCloseable {
             if (s[2] == 1 && s[1] >= cfg.unhealthyThreshold()) {
                 s[2] = 0;
                 router.probe(ep, false);
+                onDown.accept(ep);
             }
         }
     }

@@ -28,6 +28,12 @@ public enum LegFailure {
      * so, like {@link #CONNECT}, the request is retried on another endpoint.
      */
     ENGINE_LOADING(false, HttpResponseStatus.SERVICE_UNAVAILABLE, "upstream_loading"),
+    /**
+     * The health probe found the endpoint down while this leg waited on it (an engine stopped with SIGTERM keeps its
+     * connections open and silent): before the response started the request goes elsewhere, as after a refused
+     * connection; a started stream ends at once with a retryable error instead of stalling until the idle timeout.
+     */
+    ENDPOINT_DOWN(true, HttpResponseStatus.SERVICE_UNAVAILABLE, "upstream_unhealthy"),
     /** An aggregated answer (error body, P/D JSON) exceeded the gateway's bound: refused, never truncated. */
     RESPONSE_TOO_LARGE(false, HttpResponseStatus.BAD_GATEWAY, "upstream_response_too_large"),
     /** The client took no bytes for {@code limits.client_stall_timeout_ms}: the client's doing, not the engine's. */

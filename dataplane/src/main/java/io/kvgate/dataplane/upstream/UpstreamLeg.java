@@ -296,6 +296,18 @@ public final class UpstreamLeg {
         return end(State.CANCELLED, LegFailure.CANCELLED, null);
     }
 
+    /**
+     * The health probe found this leg's endpoint down: ends the leg as {@link LegFailure#ENDPOINT_DOWN} and tells the
+     * listener. On the leg's loop. Returns false if the leg had ended.
+     */
+    public boolean failEndpointDown() {
+        if (state.terminal()) {
+            return false;
+        }
+        fail(LegFailure.ENDPOINT_DOWN, null);
+        return true;
+    }
+
     /** Ends the leg as failed and tells the listener (unless it already ended). */
     private void fail(LegFailure failure, Throwable cause) {
         if (state.terminal()) {
