@@ -189,16 +189,25 @@ public record GatewayConfig(
      *                           peer declaring a larger frame is disconnected before any buffer is reserved
      * @param receiveBufferBytes worst-case bytes one socket may queue; its receive high-water mark is
      *                           {@code receiveBufferBytes / maxFrameBytes} messages (ZeroMQ counts messages, not bytes)
-     * @param socketReceiveBufferBytes {@code SO_RCVBUF} of every event socket (0 = the kernel's default): raw bytes
-     *                           the kernel holds while that queue is full, so one fast publisher does not stall on
-     *                           every refill
+     * @param socketReceiveBufferBytes {@code SO_RCVBUF} of every connecting event socket (0 = the kernel's default):
+     *                           raw bytes the kernel holds while that queue is full, so one fast publisher does not
+     *                           stall on every refill; JeroMQ also reserves it per connection as direct memory, so a
+     *                           bound socket (any peer can connect) leaves it to the kernel
      * @param retryInitialMs     first delay before re-opening a subscription that failed (unresolvable host, bind in
      *                           use, ...); doubles per failure
      * @param retryMaxMs         cap of that delay
+     * @param maxPeersPerBindSocket connections one bound ({@code kv_events_bind}) socket admits at once; the ZAP
+     *                           handler refuses more
      */
     public record Ingest(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes, long retryInitialMs,
-                         long retryMaxMs) {
-        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 4 << 20, 100, 30_000);
+                         long retryMaxMs, int maxPeersPerBindSocket) {
+        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 256 << 10, 100, 30_000, 8);
+
+        /** The section without {@code max_peers_per_bind_socket} (its default). */
+        public Ingest(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes, long retryInitialMs,
+                      long retryMaxMs) {
+            this(maxFrameBytes, receiveBufferBytes, socketReceiveBufferBytes, retryInitialMs, retryMaxMs, 8);
+        }
     }
 
     /**
@@ -394,7 +403,8 @@ public record GatewayConfig(
             in.longValue("receive_buffer_bytes", Ingest.DEFAULTS.receiveBufferBytes(), 1024, 1L << 40),
             in.intValue("socket_receive_buffer_bytes", Ingest.DEFAULTS.socketReceiveBufferBytes(), 0, 1 << 30),
             in.longValue("retry_initial_ms", Ingest.DEFAULTS.retryInitialMs(), 1, 600_000),
-            in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000));
+            in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000),
+            in.intValue("max_peers_per_bind_socket", Ingest.DEFAULTS.maxPeersPerBindSocket(), 1, 1024));
         if (ingest.receiveBufferBytes() < ingest.maxFrameBytes()) {
             in.problem("receive_buffer_bytes", ingest.receiveBufferBytes(), "must be >= ingest.max_frame_bytes ("
                 + ingest.maxFrameBytes() + "): a socket must be able to hold one largest frame");
