@@ -183,6 +183,40 @@ public record GatewayConfig(
     }
 
     /**
+     * One endpoint (host:port) named by several rules is one engine with one KV-event publisher, subscribed once: two
+     * rules that declare different {@code kv_events} for it (other URIs, or one connecting and one binding) would
+     * leave the subscription to whichever rule came last, and a subscriber waiting at the wrong address stays
+     * {@code connecting} for good. Refused, naming both rules, the endpoint and both values. A rule that declares no
+     * {@code kv_events} for a shared endpoint does not conflict: it just does not ask for events.
+     */
+    static void checkKvEventsAgree(List<RuleConfig> rules, List<String> problems) {
+        record Declared(String rule, String kvEvents, boolean bind) {
+            String describe() {
+                return "'" + kvEvents + "' (" + (bind ? "kv_events_bind: true, the gateway binds" : "the gateway connects") + ")";
+            }
+        }
+        Map<String, Declared> first = new HashMap<>();
+        for (int ri = 0; ri < rules.size(); ri++) {
+            RuleConfig rule = rules.get(ri);
+            for (int ei = 0; ei < rule.endpoints().size(); ei++) {
+                EndpointConfig e = rule.endpoints().get(ei);
+                if (e.kvEvents() == null || e.host() == null) {
+                    continue;
+                }
+                Declared d = new Declared(rule.name(), e.kvEvents(), e.kvEventsBind());
+                Declared prev = first.putIfAbsent(e.key(), d);
+                if (prev != null && (!prev.kvEvents().equals(d.kvEvents()) || prev.bind() != d.bind())) {
+                    problems.add("rules[" + ri + "] (name=" + rule.name() + ").endpoints[" + ei + "] (url=" + e.url()
+                        + ").kv_events: value "
+                        + d.describe() + " conflicts with rule '" + prev.rule() + "', which declares " + prev.describe()
+                        + " for the same endpoint " + e.key() + ": an engine has one KV-event publisher; declare the same"
+                        + " kv_events and kv_events_bind in every rule that names it");
+                }
+            }
+        }
+    }
+
+    /**
      * KV-event ingest bounds (section {@code ingest}): what one engine, or any peer of a bound socket, may cost.
      *
      * @param maxFrameBytes      largest ZeroMQ frame accepted ({@code ZMQ_MAXMSGSIZE} on every SUB and DEALER): a
@@ -467,6 +501,7 @@ public record GatewayConfig(
                     + " must be <= router.ring_size (" + router.ringSize() + "): each waiting request holds a routing slot");
             }
         }
+        checkKvEventsAgree(resolved, n.problems());
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
