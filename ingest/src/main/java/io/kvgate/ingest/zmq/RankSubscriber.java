@@ -100,9 +100,7 @@ final class RankSubscriber {
     /** The frame-size guard of the current opening's sockets (fresh per opening, as {@link #peerEvents}). */
     private FrameSizeGuard frameGuard;
     private long refusedSeen;
-    /** The unanswered disconnect ({@link PeerEvents#unansweredDisconnect}) last seen, and since when (ingest clock). */
-    private long unansweredSeen;
-    private long unansweredSinceNs;
+    private final SessionEndWatch sessionEndWatch = new SessionEndWatch();
     private long connectsSeen;
     /** The replay URI with its host resolved (set by {@link #open}). */
     private String replayAddress;
@@ -163,7 +161,7 @@ final class RankSubscriber {
         try {
             frameGuard = new FrameSizeGuard(config.maxFrameBytes(), onPeerEvent);
             refusedSeen = 0;
-            unansweredSeen = 0;
+            sessionEndWatch.reset();
             sub = ctx.createSocket(SocketType.SUB);
             sub.setLinger(0);
             // Hostile-input bounds (review H7): JeroMQ reserves a buffer of the size a frame header declares, so the
@@ -321,20 +319,34 @@ final class RankSubscriber {
      */
     boolean sessionEnded(long nowNs) {
         PeerEvents events = peerEvents;
-        if (events == null || source.bind()) {
-            return false;
+        return events != null && !source.bind() && sessionEndWatch.ended(events.unansweredDisconnect, nowNs);
+    }
+
+    /**
+     * Times one unanswered disconnect on the ingest's clock: the session ended once the same disconnect is still
+     * unanswered {@link #SESSION_END_GRACE_NS} after the agent first saw it. Ingest thread only.
+     */
+    static final class SessionEndWatch {
+        private long seen;
+        private long sinceNs;
+
+        void reset() {
+            seen = 0;
         }
-        long unanswered = events.unansweredDisconnect;
-        if (unanswered == 0) {
-            unansweredSeen = 0;
-            return false;
+
+        /** @param unanswered {@link PeerEvents#unansweredDisconnect} as read now (0 = none) */
+        boolean ended(long unanswered, long nowNs) {
+            if (unanswered == 0) {
+                seen = 0;
+                return false;
+            }
+            if (unanswered != seen) {
+                seen = unanswered;
+                sinceNs = nowNs;
+                return false;
+            }
+            return nowNs - sinceNs >= SESSION_END_GRACE_NS;
         }
-        if (unanswered != unansweredSeen) {
-            unansweredSeen = unanswered;
-            unansweredSinceNs = nowNs;
-            return false;
-        }
-        return nowNs - unansweredSinceNs >= SESSION_END_GRACE_NS;
     }
 
     /** Whether a connecting SUB waits for ZeroMQ's reconnect after a disconnect ({@link #sessionEnded} is due). */
