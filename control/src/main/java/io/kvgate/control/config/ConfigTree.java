@@ -107,6 +107,7 @@ public final class ConfigTree {
         im.put("socket_receive_buffer_bytes", in.socketReceiveBufferBytes());
         im.put("retry_initial_ms", in.retryInitialMs());
         im.put("retry_max_ms", in.retryMaxMs());
+        im.put("max_peers_per_bind_socket", in.maxPeersPerBindSocket());
         t.put("ingest", im);
         GatewayConfig.Load ld = c.load();
         Map<String, Object> lm2 = new LinkedHashMap<>();

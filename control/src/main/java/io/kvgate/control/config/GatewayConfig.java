@@ -183,22 +183,65 @@ public record GatewayConfig(
     }
 
     /**
+     * One endpoint (host:port) named by several rules is one engine with one KV-event publisher, subscribed once: two
+     * rules that declare different {@code kv_events} for it (other URIs, or one connecting and one binding) would
+     * leave the subscription to whichever rule came last, and a subscriber waiting at the wrong address stays
+     * {@code connecting} for good. Refused, naming both rules, the endpoint and both values. A rule that declares no
+     * {@code kv_events} for a shared endpoint does not conflict: it just does not ask for events.
+     */
+    static void checkKvEventsAgree(List<RuleConfig> rules, List<String> problems) {
+        record Declared(String rule, String kvEvents, boolean bind) {
+            String describe() {
+                return "'" + kvEvents + "' (" + (bind ? "kv_events_bind: true, the gateway binds" : "the gateway connects") + ")";
+            }
+        }
+        Map<String, Declared> first = new HashMap<>();
+        for (int ri = 0; ri < rules.size(); ri++) {
+            RuleConfig rule = rules.get(ri);
+            for (int ei = 0; ei < rule.endpoints().size(); ei++) {
+                EndpointConfig e = rule.endpoints().get(ei);
+                if (e.kvEvents() == null || e.host() == null) {
+                    continue;
+                }
+                Declared d = new Declared(rule.name(), e.kvEvents(), e.kvEventsBind());
+                Declared prev = first.putIfAbsent(e.key(), d);
+                if (prev != null && (!prev.kvEvents().equals(d.kvEvents()) || prev.bind() != d.bind())) {
+                    problems.add("rules[" + ri + "] (name=" + rule.name() + ").endpoints[" + ei + "] (url=" + e.url()
+                        + ").kv_events: value "
+                        + d.describe() + " conflicts with rule '" + prev.rule() + "', which declares " + prev.describe()
+                        + " for the same endpoint " + e.key() + ": an engine has one KV-event publisher; declare the same"
+                        + " kv_events and kv_events_bind in every rule that names it");
+                }
+            }
+        }
+    }
+
+    /**
      * KV-event ingest bounds (section {@code ingest}): what one engine, or any peer of a bound socket, may cost.
      *
      * @param maxFrameBytes      largest ZeroMQ frame accepted ({@code ZMQ_MAXMSGSIZE} on every SUB and DEALER): a
      *                           peer declaring a larger frame is disconnected before any buffer is reserved
      * @param receiveBufferBytes worst-case bytes one socket may queue; its receive high-water mark is
      *                           {@code receiveBufferBytes / maxFrameBytes} messages (ZeroMQ counts messages, not bytes)
-     * @param socketReceiveBufferBytes {@code SO_RCVBUF} of every event socket (0 = the kernel's default): raw bytes
-     *                           the kernel holds while that queue is full, so one fast publisher does not stall on
-     *                           every refill
+     * @param socketReceiveBufferBytes {@code SO_RCVBUF} of every connecting event socket (0 = the kernel's default):
+     *                           raw bytes the kernel holds while that queue is full, so one fast publisher does not
+     *                           stall on every refill; JeroMQ also reserves it per connection as direct memory, so a
+     *                           bound socket (any peer can connect) leaves it to the kernel
      * @param retryInitialMs     first delay before re-opening a subscription that failed (unresolvable host, bind in
      *                           use, ...); doubles per failure
      * @param retryMaxMs         cap of that delay
+     * @param maxPeersPerBindSocket connections one bound ({@code kv_events_bind}) socket admits at once; the ZAP
+     *                           handler refuses more
      */
     public record Ingest(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes, long retryInitialMs,
-                         long retryMaxMs) {
-        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 4 << 20, 100, 30_000);
+                         long retryMaxMs, int maxPeersPerBindSocket) {
+        public static final Ingest DEFAULTS = new Ingest(16 << 20, 256L << 20, 256 << 10, 100, 30_000, 8);
+
+        /** The section without {@code max_peers_per_bind_socket} (its default). */
+        public Ingest(int maxFrameBytes, long receiveBufferBytes, int socketReceiveBufferBytes, long retryInitialMs,
+                      long retryMaxMs) {
+            this(maxFrameBytes, receiveBufferBytes, socketReceiveBufferBytes, retryInitialMs, retryMaxMs, 8);
+        }
     }
 
     /**
@@ -394,7 +437,8 @@ public record GatewayConfig(
             in.longValue("receive_buffer_bytes", Ingest.DEFAULTS.receiveBufferBytes(), 1024, 1L << 40),
             in.intValue("socket_receive_buffer_bytes", Ingest.DEFAULTS.socketReceiveBufferBytes(), 0, 1 << 30),
             in.longValue("retry_initial_ms", Ingest.DEFAULTS.retryInitialMs(), 1, 600_000),
-            in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000));
+            in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000),
+            in.intValue("max_peers_per_bind_socket", Ingest.DEFAULTS.maxPeersPerBindSocket(), 1, 1024));
         if (ingest.receiveBufferBytes() < ingest.maxFrameBytes()) {
             in.problem("receive_buffer_bytes", ingest.receiveBufferBytes(), "must be >= ingest.max_frame_bytes ("
                 + ingest.maxFrameBytes() + "): a socket must be able to hold one largest frame");
@@ -457,6 +501,7 @@ public record GatewayConfig(
                     + " must be <= router.ring_size (" + router.ringSize() + "): each waiting request holds a routing slot");
             }
         }
+        checkKvEventsAgree(resolved, n.problems());
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,

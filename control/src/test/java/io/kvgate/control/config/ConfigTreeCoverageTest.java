@@ -48,7 +48,8 @@ class ConfigTreeCoverageTest {
             health: {path: /h, interval_ms: 99, timeout_ms: 9, healthy_threshold: 9, unhealthy_threshold: 9,
                      breaker_failure_threshold: 9, breaker_open_ms: 9, retry_after_seconds: 9}
             router: {ring_size: 64, wait_strategy: yielding, thread: dedicated}
-            ingest: {max_frame_bytes: 9999, receive_buffer_bytes: 99999, socket_receive_buffer_bytes: 9999, retry_initial_ms: 9, retry_max_ms: 99}
+            ingest: {max_frame_bytes: 9999, receive_buffer_bytes: 99999, socket_receive_buffer_bytes: 9999, retry_initial_ms: 9, retry_max_ms: 99,
+                     max_peers_per_bind_socket: 3}
             load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m}
             api_keys_file: keys
             rules:

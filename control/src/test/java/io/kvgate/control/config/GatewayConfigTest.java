@@ -20,6 +20,32 @@ class GatewayConfigTest {
                 weight: 2
         """;
 
+    /** Two rules naming one endpoint, each with its own kv_events lines. */
+    private static String twoRulesSharingAnEndpoint(String firstKv, String secondKv) {
+        return "listen: 127.0.0.1:8080\nadmin_listen: 127.0.0.1:8081\nrules:\n"
+            + "  - name: chat\n    models: [qwen3]\n    engine: vllm\n    policy: round_robin\n    endpoints:\n"
+            + "      - url: http://127.0.0.1:9001\n" + firstKv
+            + "  - name: code\n    models: [coder]\n    engine: vllm\n    policy: round_robin\n    endpoints:\n"
+            + "      - url: http://127.0.0.1:9001\n" + secondKv;
+    }
+
+    @Test
+    void oneEndpointWithConflictingKvEventsInTwoRulesIsRefusedNamingBothRulesAndValues() throws Exception {
+        String connect = "        kv_events: tcp://127.0.0.1:5557\n";
+        String bind = "        kv_events: tcp://127.0.0.1:5557\n        kv_events_bind: true\n";
+        String otherUri = "        kv_events: tcp://127.0.0.1:5558\n";
+        String p = problems(twoRulesSharingAnEndpoint(connect, bind));
+        assertTrue(p.contains("rules[1] (name=code).endpoints[0] (url=http://127.0.0.1:9001).kv_events: value"
+            + " 'tcp://127.0.0.1:5557' (kv_events_bind: true, the gateway binds) conflicts with rule 'chat', which"
+            + " declares 'tcp://127.0.0.1:5557' (the gateway connects) for the same endpoint 127.0.0.1:9001"), p);
+        p = problems(twoRulesSharingAnEndpoint(connect, otherUri));
+        assertTrue(p.contains("value 'tcp://127.0.0.1:5558' (the gateway connects) conflicts with rule 'chat', which"
+            + " declares 'tcp://127.0.0.1:5557' (the gateway connects)"), p);
+        // The same declaration twice, or a rule that asks for no events on the shared endpoint, is fine.
+        assertEquals(2, GatewayConfig.parse(twoRulesSharingAnEndpoint(bind, bind)).rules().size());
+        assertEquals(2, GatewayConfig.parse(twoRulesSharingAnEndpoint(connect, "        weight: 1\n")).rules().size());
+    }
+
     private static String problems(String yaml) {
         ConfigException e = assertThrows(ConfigException.class, () -> GatewayConfig.parse(yaml));
         return String.join("\n", e.problems());
@@ -46,15 +72,17 @@ class GatewayConfigTest {
         assertEquals(RuleConfig.TierWeights.DEFAULTS, d.rules().get(0).kvExact().tierWeights());
         assertEquals(0.8, d.rules().get(0).kvExact().tierWeights().of(1));
 
-        assertEquals(4 << 20, d.ingest().socketReceiveBufferBytes());
+        assertEquals(256 << 10, d.ingest().socketReceiveBufferBytes());
+        assertEquals(8, d.ingest().maxPeersPerBindSocket());
         GatewayConfig c = GatewayConfig.parse("ingest:\n  max_frame_bytes: 1048576\n  receive_buffer_bytes: 8388608\n"
-            + "  socket_receive_buffer_bytes: 0\n"
+            + "  socket_receive_buffer_bytes: 0\n  max_peers_per_bind_socket: 2\n"
             + BASE.replace("weight: 2", "weight: 2\n        kv_events: tcp://0.0.0.0:5557\n        kv_events_bind: true\n"
             + "        kv_events_allow: [10.0.0.7, 10.1.0.0/16, 'fd00::/8']")
             .replace("policy: round_robin", "policy: round_robin\n    kv:\n      tier_weights: {CPU_TIER: 0.6, DISK: 0.1}"));
         assertEquals(1 << 20, c.ingest().maxFrameBytes());
         assertEquals(8L << 20, c.ingest().receiveBufferBytes());
         assertEquals(0, c.ingest().socketReceiveBufferBytes(), "0 = the kernel's default");
+        assertEquals(2, c.ingest().maxPeersPerBindSocket());
         assertEquals(java.util.List.of("10.0.0.7", "10.1.0.0/16", "fd00::/8"), c.rules().get(0).endpoints().get(0).kvEventsAllow());
         assertEquals(new RuleConfig.TierWeights(1.0, 0.6, 0.1), c.rules().get(0).kvExact().tierWeights());
 
@@ -64,6 +92,8 @@ class GatewayConfigTest {
         assertTrue(p.contains("ingest.retry_max_ms: value 100 must be >= ingest.retry_initial_ms (500)"), p);
         p = problems("ingest:\n  socket_receive_buffer_bytes: -1\n" + BASE);
         assertTrue(p.contains("ingest.socket_receive_buffer_bytes: value -1 must be in [0, 1073741824]"), p);
+        p = problems("ingest:\n  max_peers_per_bind_socket: 0\n" + BASE);
+        assertTrue(p.contains("ingest.max_peers_per_bind_socket: value 0 must be in [1, 1024]"), p);
         p = problems("ingest:\n  socket_receive_buffer_bytes: 2147483648\n" + BASE);
         assertTrue(p.contains("ingest.socket_receive_buffer_bytes"), p);
         p = problems("ingest:\n  max_frame_bytes: 4096\n  receive_buffer_bytes: 2048\n" + BASE);

@@ -42,7 +42,8 @@ public final class KvState implements AutoCloseable {
     public KvState(long capacityBlocks, NanoClock clock, GatewayConfig.Ingest bounds) {
         this.index = new BlockIndex(BlockIndexConfig.of((int) Math.min(Integer.MAX_VALUE - 8, capacityBlocks), MAX_ENDPOINTS));
         this.ingest = new KvEventIngest(index, clock, IngestConfig.of(bounds.maxFrameBytes(), bounds.receiveBufferBytes(),
-            bounds.socketReceiveBufferBytes(), bounds.retryInitialMs(), bounds.retryMaxMs()));
+            bounds.socketReceiveBufferBytes(), bounds.retryInitialMs(), bounds.retryMaxMs(),
+            bounds.maxPeersPerBindSocket()));
         ingest.start();
     }
 

@@ -47,8 +47,17 @@ import org.zeromq.ZMQ;
  * work can never grow beyond the endpoint count, even while a cycle is slow.
  *
  * <p><b>Hostile input</b> (review H7): see {@link RankSubscriber#open} for the per-socket bounds. In bind mode every
- * connecting peer is checked by this agent's ZAP handler (the endpoint's {@code kv_events_allow} list); refused
- * peers are counted on the endpoint's subscribers ({@code denied}).
+ * connecting peer is checked by this agent's ZAP handler (the endpoint's {@code kv_events_allow} list, and at most
+ * {@link IngestConfig#maxPeersPerBindSocket} connections per bound socket, review B-4); refused peers are counted on
+ * the endpoint's subscribers ({@code denied}). A frame size JeroMQ would mishandle is refused by
+ * {@link FrameSizeGuard} (review B-1): counted as {@code protocol} on the subscriber and logged; a connecting
+ * subscription, whose one peer is the engine, is then reopened and its rank cleared.
+ *
+ * <p><b>The ZeroMQ context</b> (review B-1): errors JeroMQ's threads report are counted and logged (the 1st, 2nd,
+ * 4th, 8th, ...: a peer repeating one must not flood the log). A thread of the context that died (an
+ * {@link Error} escapes JeroMQ's loop, e.g. direct memory exhausted) leaves every socket of that context dead, so the
+ * agent then abandons the context (terminated on a daemon thread, since termination waits for the dead thread),
+ * clears the ranks it fed and reopens every subscription on a fresh one with the retry backoff.
  *
  * <p><b>Sequence handling per rank</b> (engine-contracts §2.3): batches in order are applied; a forward jump is
  * filled by replay when a replay endpoint is configured (a DEALER sends the 8-byte big-endian start seq to the
@@ -92,7 +101,14 @@ public final class KvEventIngest implements AutoCloseable {
     private final HostResolver resolver;
     private final Executor resolverExecutor;
     private final ExecutorService ownedResolverExecutor;
-    private final ZContext ctx = new ZContext(1);
+    /** Replaced when one of its threads dies ({@link #rebuildContext}); used by the ingest thread only. */
+    private ZContext ctx;
+    /** Set by a dying JeroMQ thread of {@link #ctx}; the agent rebuilds the context on its next cycle. */
+    private volatile Throwable contextDied;
+    private final AtomicLong contextRebuilds = new AtomicLong();
+    private final AtomicLong refusedFrames = new AtomicLong();
+    private final AtomicLong sessionsEnded = new AtomicLong();
+    private final int[] refusedSize = new int[1];
     private final KvEventDecoder decoder;
     private final IndexEventSink sink;
     private final LearnedKeyMap learned;
@@ -155,15 +171,7 @@ public final class KvEventIngest implements AutoCloseable {
             this.ownedResolverExecutor = null;
             this.resolverExecutor = resolverExecutor;
         }
-        // JeroMQ's I/O thread reports what it cannot handle here instead of dying silently.
-        ctx.setUncaughtExceptionHandler((t, e) -> {
-            ioThreadErrors.incrementAndGet();
-            lastAgentError = "zmq " + t.getName() + ": " + RankSubscriber.describe(e);
-        });
-        ctx.setNotificationExceptionHandler((t, e) -> {
-            ioThreadErrors.incrementAndGet();
-            lastAgentError = "zmq " + t.getName() + ": " + RankSubscriber.describe(e);
-        });
+        this.ctx = newContext();
         this.learned = new LearnedKeyMap(config.learnedKeyCapacity());
         this.sink = new IndexEventSink(index, config.hasher(), learned);
         this.decoder = new KvEventDecoder(sink);
@@ -186,6 +194,35 @@ public final class KvEventIngest implements AutoCloseable {
 
     public KvEventIngest(BlockIndex index, NanoClock clock) {
         this(index, clock, IngestConfig.defaults());
+    }
+
+    /**
+     * A context whose threads report here instead of failing silently: an exception JeroMQ caught in its loop is
+     * counted and logged; a thread that died (its uncaught handler) also marks this context for a rebuild.
+     */
+    private ZContext newContext() {
+        ZContext c = new ZContext(1);
+        c.setNotificationExceptionHandler((t, e) -> onIoThreadError(t, e, false));
+        c.setUncaughtExceptionHandler((t, e) -> {
+            onIoThreadError(t, e, true);
+            contextDied = e;
+            wake();
+        });
+        return c;
+    }
+
+    private void onIoThreadError(Thread t, Throwable e, boolean died) {
+        long n = ioThreadErrors.incrementAndGet();
+        lastAgentError = "zmq " + t.getName() + ": " + RankSubscriber.describe(e);
+        logSome(n, "ZeroMQ thread " + t.getName() + (died ? " died (the ingest reopens every subscription on a new"
+            + " context)" : " reported an error") + ": " + RankSubscriber.describe(e) + " (" + n + " so far)");
+    }
+
+    /** Logs the 1st, 2nd, 4th, 8th, ... occurrence of a kind of event: one repeated by a peer cannot flood the log. */
+    private static void logSome(long occurrence, String message) {
+        if (Long.bitCount(occurrence) == 1) {
+            System.err.println("kvgate: ingest: " + message);
+        }
     }
 
     /** Starts the ingest thread (daemon, named {@code kvgate-ingest}). */
@@ -230,7 +267,7 @@ public final class KvEventIngest implements AutoCloseable {
             return false;
         }
         for (RankSubscriber s : subscribers) {
-            if (!s.isOpen() || s.replaying || s.resolving != null) {
+            if (!s.isOpen() || s.replaying || s.resolving != null || s.disconnectUnanswered()) {
                 return false;
             }
         }
@@ -328,11 +365,13 @@ public final class KvEventIngest implements AutoCloseable {
                 }
                 if (c.source() != null) {
                     KvEventSource src = c.source();
-                    if (src.bind()) {
-                        allowByDomain.put("kvgate-endpoint-" + id, new PeerAllowList(src.allow()));
-                    }
+                    PeerAllowList allow = src.bind() ? new PeerAllowList(src.allow()) : null;
                     for (int r = 0; r < src.dpRanks(); r++) {
-                        subscribers.add(new RankSubscriber(src, r, this::wake));
+                        RankSubscriber s = new RankSubscriber(src, r, this::wake);
+                        subscribers.add(s);
+                        if (allow != null) {
+                            allowByDomain.put(s.zapDomain, allow);
+                        }
                     }
                 }
             } catch (RuntimeException e) {
@@ -347,6 +386,7 @@ public final class KvEventIngest implements AutoCloseable {
         for (int i = subscribers.size() - 1; i >= 0; i--) {
             RankSubscriber s = subscribers.get(i);
             if (s.source.endpointId() == endpointId) {
+                allowByDomain.remove(s.zapDomain);
                 s.close();
                 if (s.resolving != null) {
                     s.resolving.cancel(false);
@@ -354,7 +394,6 @@ public final class KvEventIngest implements AutoCloseable {
                 subscribers.remove(i);
             }
         }
-        allowByDomain.remove("kvgate-endpoint-" + endpointId);
     }
 
     private void publish() {
@@ -397,6 +436,26 @@ public final class KvEventIngest implements AutoCloseable {
         return lastAgentError;
     }
 
+    /** The current ZeroMQ context; tests use it to break its I/O thread (only while they pump the agent themselves). */
+    ZContext zmqContext() {
+        return ctx;
+    }
+
+    /** Times a ZeroMQ context was replaced because one of its threads died. */
+    public long contextRebuilds() {
+        return contextRebuilds.get();
+    }
+
+    /** Frame headers refused by {@link FrameSizeGuard} (a negative or oversized declared size), all subscriptions. */
+    public long refusedFrames() {
+        return refusedFrames.get();
+    }
+
+    /** Connecting subscriptions reopened because ZeroMQ ended their connection for good (review B-2). */
+    public long sessionsEnded() {
+        return sessionsEnded.get();
+    }
+
     /** Bind-mode peers admitted / refused by the ZAP handler. */
     public long zapAllowed() {
         return zapAllowed.get();
@@ -420,7 +479,11 @@ public final class KvEventIngest implements AutoCloseable {
      * is guarded per subscriber. Returns the amount of work done (0 = idle).
      */
     public int doWork(long pollTimeoutMs) {
-        int work = applyChanges();
+        int work = 0;
+        if (contextDied != null) {
+            work += rebuildContext();
+        }
+        work += applyChanges();
         work += supervise(clock.nanoTime());
         work += http.doWork();
         if (pollerDirty) {
@@ -458,6 +521,7 @@ public final class KvEventIngest implements AutoCloseable {
         long now = clock.nanoTime();
         for (RankSubscriber s : subscribers) {
             work += s.pollPeerEvents();
+            work += superviseConnection(s, now);
             if (s.replaying && now - s.replayDeadlineNs >= 0) {
                 try {
                     replayFailed(s, now);
@@ -469,6 +533,90 @@ public final class KvEventIngest implements AutoCloseable {
             }
         }
         return work;
+    }
+
+    /**
+     * Acts on what the open subscription's sockets saw: refused frame sizes ({@link FrameSizeGuard}) and a connection
+     * ZeroMQ ended without reconnecting ({@link RankSubscriber#sessionEnded}). Returns the work done.
+     */
+    private int superviseConnection(RankSubscriber s, long now) {
+        if (!s.isOpen()) {
+            return 0;
+        }
+        long refused = s.takeRefusedFrames(refusedSize);
+        if (refused > 0) {
+            long n = refusedFrames.addAndGet(refused);
+            String what = "a peer of " + s.liveUri + " declared a ZeroMQ frame of " + refusedSize[0]
+                + " bytes (as JeroMQ truncates it; negative or over ingest.max_frame_bytes=" + config.maxFrameBytes()
+                + "): frame refused";
+            logSome(n, what + " (" + n + " so far)");
+            if (s.source.bind()) {
+                // Any peer can reach a bound port, even one ZAP will refuse: the guard's refusal drops a peer still in
+                // its handshake, and nothing it sends can reopen or clear the socket the allowed peers share.
+                s.noteError(RankSubscriber.CAUSE_PROTOCOL, what);
+            } else {
+                feedLost(s, what + "; the stream is out of step, reopening", now);
+            }
+            return 1;
+        }
+        if (s.sessionEnded(now)) {
+            long n = sessionsEnded.incrementAndGet();
+            String what = "the connection to " + s.liveUri + " ended and ZeroMQ does not reconnect it (a protocol"
+                + " error, e.g. a frame over ingest.max_frame_bytes=" + config.maxFrameBytes() + ")";
+            logSome(n, what + "; reopening (" + n + " so far)");
+            feedLost(s, what, now);
+            return 1;
+        }
+        return 0;
+    }
+
+    /**
+     * The rank's feed is lost: its blocks are cleared (an engine whose events no longer arrive must not keep
+     * attracting requests with blocks it may have evicted), the sequence forgotten (the first batch after the
+     * reopening starts it again: replayed from the engine's buffer where there is one), the sockets closed and
+     * reopened after the retry backoff.
+     */
+    private void feedLost(RankSubscriber s, String message, long now) {
+        clear(s);
+        s.seq.reset();
+        s.failed(RankSubscriber.CAUSE_PROTOCOL, message, now, config);
+        pollerDirty = true;
+    }
+
+    /**
+     * A thread of the context died, so none of its sockets will move again: closes every socket on the ingest
+     * thread (that only enqueues commands), terminates the old context on a daemon thread (termination waits for
+     * the dead thread and may never finish), and lets every subscription reopen on a new context after the retry
+     * backoff, its rank cleared as for any lost feed.
+     */
+    private int rebuildContext() {
+        Throwable cause = contextDied;
+        contextDied = null;
+        long now = clock.nanoTime();
+        String message = "ZeroMQ thread died: " + RankSubscriber.describe(cause) + "; reopening on a new context";
+        for (RankSubscriber s : subscribers) {
+            if (s.isOpen()) {
+                clear(s);
+                s.seq.reset();
+                s.failed(RankSubscriber.CAUSE_INTERNAL, message, now, config);
+            }
+        }
+        if (poller != null) {
+            poller.close();
+            poller = null;
+        }
+        if (zap != null) {
+            zap.close();
+            zap = null;
+        }
+        ZContext dead = ctx;
+        ctx = newContext();
+        Thread reaper = new Thread(dead::close, "kvgate-ingest-dead-zmq-context");
+        reaper.setDaemon(true);
+        reaper.start();
+        contextRebuilds.incrementAndGet();
+        pollerDirty = true;
+        return 1;
     }
 
     /** Opens subscriptions that are new or whose retry is due; collects finished host resolutions. */
@@ -594,24 +742,41 @@ public final class KvEventIngest implements AutoCloseable {
             String address = frames.size() > 3 ? new String(frames.get(3), java.nio.charset.StandardCharsets.UTF_8) : "";
             PeerAllowList allow = allowByDomain.get(domain);
             boolean ok = frames.size() >= 6 && allow != null && allow.allows(address);
-            if (ok) {
+            // The peer asking is one of the socket's live connections already (counted when it was accepted).
+            boolean full = ok && peersOfDomain(domain) > config.maxPeersPerBindSocket();
+            if (ok && !full) {
                 zapAllowed.incrementAndGet();
             } else {
                 zapDenied.incrementAndGet();
                 for (RankSubscriber s : subscribers) {
                     if (s.zapDomain.equals(domain)) {
-                        s.denied(address);
+                        if (full) {
+                            s.noteError(RankSubscriber.CAUSE_DENIED, "peer " + address + " refused: the socket has "
+                                + config.maxPeersPerBindSocket() + " peers (ingest.max_peers_per_bind_socket)");
+                        } else {
+                            s.denied(address);
+                        }
                     }
                 }
             }
             zap.sendMore("1.0");
             zap.sendMore(requestId);
-            zap.sendMore(ok ? "200" : "400");
-            zap.sendMore(ok ? "OK" : "address not in kv_events_allow");
+            zap.sendMore(ok && !full ? "200" : "400");
+            zap.sendMore(ok && !full ? "OK" : full ? "too many peers" : "address not in kv_events_allow");
             zap.sendMore("");
             zap.send("");
         }
         return n;
+    }
+
+    /** Live connections of the bound socket a ZAP domain names (one domain per rank's socket). */
+    private int peersOfDomain(String domain) {
+        for (RankSubscriber s : subscribers) {
+            if (s.zapDomain.equals(domain)) {
+                return s.liveConnections();
+            }
+        }
+        return 0;
     }
 
     private void rebuildPoller() {
@@ -808,6 +973,7 @@ public final class KvEventIngest implements AutoCloseable {
     }
 
     private void apply(RankSubscriber s, long seq) {
+        s.fed();
         int len = frameLen[lastFrame];
         s.set(RankSubscriber.C_LAST_SEQ, seq);
         if (len > frameBuf[lastFrame].length) { // cannot happen with MAXMSGSIZE = buffer size; kept as a guard

@@ -20,7 +20,9 @@ import org.zeromq.ZMQ;
  * that does not resolve, a bind port in use, a failing replay socket) or an exception while serving the rank closes
  * its sockets and moves it to {@code RETRYING} until {@link #nextAttemptNs} (capped exponential backoff on the
  * ingest's clock). The sequence tracker survives a retry, so the first batch after it is judged against the last one
- * applied (a gap: replayed or cleared).
+ * applied (a gap: replayed or cleared). A connecting SUB whose connection ended and that ZeroMQ will not reconnect
+ * ({@link #sessionEnded}: JeroMQ ends the session for good on a protocol error, e.g. a frame over
+ * {@code max_frame_bytes}, review B-2) is also closed and retried, and its rank cleared (the feed is lost).
  *
  * <p><b>Threading contract:</b> created, used and closed on the ingest thread only; {@link #status()} is safe from
  * any thread (counters are published with release stores, the state and last error are volatile).
@@ -36,13 +38,15 @@ final class RankSubscriber {
     }
 
     /** Failure causes (label {@code cause} of {@code kvgate_kv_subscriber_errors_total}). */
-    static final String[] CAUSES = {"resolve", "bind", "connect", "replay", "denied", "internal"};
+    static final String[] CAUSES = {"resolve", "bind", "connect", "replay", "denied", "internal", "protocol"};
     static final int CAUSE_RESOLVE = 0;
     static final int CAUSE_BIND = 1;
     static final int CAUSE_CONNECT = 2;
     static final int CAUSE_REPLAY = 3;
     static final int CAUSE_DENIED = 4;
     static final int CAUSE_INTERNAL = 5;
+    /** A peer broke ZMTP: a refused frame size ({@link FrameSizeGuard}) or a connection ZeroMQ ended for good. */
+    static final int CAUSE_PROTOCOL = 6;
 
     /** Per-event limit reasons (an event dropped whole, the rest of its batch applied). */
     static final String[] DROP_REASONS = {"too_many_blocks", "too_many_tokens"};
@@ -70,6 +74,13 @@ final class RankSubscriber {
      * bare PUB/SUB pair); with the default 30 s such a subscriber stays silent for 30 s.
      */
     static final int HANDSHAKE_TIMEOUT_MS = 1_000;
+    /**
+     * A connecting SUB's disconnect not followed by ZeroMQ's reconnect attempt within this long means its session
+     * ended for good. JeroMQ raises the attempt ({@code CONNECT_RETRIED}) right after the disconnect, from the same
+     * I/O thread, when it will reconnect: only a session that it terminated (a protocol error) or an I/O thread that
+     * no longer runs leaves it out.
+     */
+    static final long SESSION_END_GRACE_NS = 1_000_000_000L;
 
     final KvEventSource source;
     final int rank;
@@ -86,13 +97,21 @@ final class RankSubscriber {
     /** The connection events of the current opening (a fresh object per opening: a closed SUB's late events land in
      * its own, discarded one). */
     private PeerEvents peerEvents;
+    /** The frame-size guard of the current opening's sockets (fresh per opening, as {@link #peerEvents}). */
+    private FrameSizeGuard frameGuard;
+    private long refusedSeen;
+    private final SessionEndWatch sessionEndWatch = new SessionEndWatch();
     private long connectsSeen;
     /** The replay URI with its host resolved (set by {@link #open}). */
     private String replayAddress;
 
     private volatile State state = State.RESOLVING;
     private volatile String lastError = "";
-    /** Consecutive failures (reset once a peer connects): the backoff exponent. */
+    /**
+     * Consecutive failures: the backoff exponent. Reset once a batch is applied, not when a peer merely connects: an
+     * engine that accepts the connection and then breaks the protocol every time must not be retried at the
+     * initial delay forever.
+     */
     int failures;
     long nextAttemptNs;
     /** Host resolution in flight: {live IP literal, replay IP literal or null}. */
@@ -120,7 +139,8 @@ final class RankSubscriber {
         this.liveUri = KvEventSource.forRank(source.kvEventsUri(), rank);
         this.replayUri = source.replayUri() == null ? null : KvEventSource.forRank(source.replayUri(), rank);
         this.topic = source.topicBytes();
-        this.zapDomain = "kvgate-endpoint-" + source.endpointId();
+        // One ZAP domain per rank's socket: the handler learns which socket a peer knocks at (its peer count).
+        this.zapDomain = "kvgate-endpoint-" + source.endpointId() + "/" + rank;
         counters.set(C_LAST_SEQ, -1);
     }
 
@@ -139,15 +159,22 @@ final class RankSubscriber {
     void open(ZContext ctx, IngestConfig config, String liveAddress, String replayAddress) {
         this.replayAddress = replayAddress;
         try {
+            frameGuard = new FrameSizeGuard(config.maxFrameBytes(), onPeerEvent);
+            refusedSeen = 0;
+            sessionEndWatch.reset();
             sub = ctx.createSocket(SocketType.SUB);
             sub.setLinger(0);
             // Hostile-input bounds (review H7): JeroMQ reserves a buffer of the size a frame header declares, so the
-            // size is capped before any peer can connect; the queue is bounded in bytes via the message count.
+            // size is capped before any peer can connect; the queue is bounded in bytes via the message count. The
+            // guard refuses the negative sizes JeroMQ's own check misses (review B-1, see FrameSizeGuard).
             sub.setMaxMsgSize(config.maxFrameBytes());
+            sub.setMsgAllocator(frameGuard);
             sub.setRcvHWM(config.receiveHighWaterMark());
             // Bytes beyond that queue wait in the kernel (bounded by this, raw, no frame header can inflate them)
-            // instead of stalling the publisher every time the queue fills (see IngestConfig).
-            if (config.socketReceiveBufferBytes() > 0) {
+            // instead of stalling the publisher every time the queue fills (see IngestConfig). JeroMQ also sizes
+            // every connection's direct read buffer by it: a bound SUB, which any peer can reach before ZAP has
+            // answered, keeps the kernel's default and JeroMQ's 8 KiB (review B-4).
+            if (config.socketReceiveBufferBytes() > 0 && !source.bind()) {
                 sub.setReceiveBufferSize(config.socketReceiveBufferBytes());
             }
             // An engine that is not up yet is normal: ZMQ keeps retrying; cap the interval so a restart is seen fast.
@@ -158,7 +185,8 @@ final class RankSubscriber {
             // An event hook, not a monitor socket: see PeerEvents.
             peerEvents = new PeerEvents(onPeerEvent);
             connectsSeen = 0;
-            if (!sub.setEventHook(peerEvents, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED)) {
+            if (!sub.setEventHook(peerEvents, ZMQ.EVENT_CONNECTED | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED
+                | ZMQ.EVENT_CONNECT_RETRIED)) {
                 throw new IllegalStateException("socket event hook refused (context terminated)");
             }
             sub.subscribe(topic);
@@ -210,6 +238,7 @@ final class RankSubscriber {
         dealer = ctx.createSocket(SocketType.DEALER);
         dealer.setLinger(0);
         dealer.setMaxMsgSize(config.maxFrameBytes());
+        dealer.setMsgAllocator(frameGuard);
         dealer.setRcvHWM(config.receiveHighWaterMark());
         if (config.socketReceiveBufferBytes() > 0) {
             dealer.setReceiveBufferSize(config.socketReceiveBufferBytes());
@@ -249,9 +278,87 @@ final class RankSubscriber {
             dealer = null;
         }
         peerEvents = null;
+        frameGuard = null;
         connections = 0;
         replaying = false;
         counters.setRelease(C_CONNECTED, 0);
+    }
+
+    /** Counts an error without closing anything (a bound socket keeps serving its other peers). */
+    void noteError(int cause, String message) {
+        add(C_ERRORS + cause, 1);
+        lastError = CAUSES[cause] + ": " + message;
+    }
+
+    /** A batch was applied: the feed works, so the next failure starts the backoff from the beginning. */
+    void fed() {
+        failures = 0;
+    }
+
+    /**
+     * Frame headers the current opening's {@link FrameSizeGuard} refused since the last call, with the last size in
+     * {@code lastSize[0]}; 0 when none (or closed).
+     */
+    long takeRefusedFrames(int[] lastSize) {
+        FrameSizeGuard g = frameGuard;
+        if (g == null) {
+            return 0;
+        }
+        long n = g.refused() - refusedSeen;
+        if (n > 0) {
+            refusedSeen += n;
+            lastSize[0] = g.lastRefusedSize();
+        }
+        return n;
+    }
+
+    /**
+     * Whether this connecting SUB's connection ended and ZeroMQ will not reconnect it: a disconnect not followed by
+     * a reconnect attempt within {@link #SESSION_END_GRACE_NS} on the ingest's clock (see there). A bound SUB's
+     * sessions end with their peers, which reconnect by themselves: never.
+     */
+    boolean sessionEnded(long nowNs) {
+        PeerEvents events = peerEvents;
+        return events != null && !source.bind() && sessionEndWatch.ended(events.unansweredDisconnect, nowNs);
+    }
+
+    /**
+     * Times one unanswered disconnect on the ingest's clock: the session ended once the same disconnect is still
+     * unanswered {@link #SESSION_END_GRACE_NS} after the agent first saw it. Ingest thread only.
+     */
+    static final class SessionEndWatch {
+        private long seen;
+        private long sinceNs;
+
+        void reset() {
+            seen = 0;
+        }
+
+        /** @param unanswered {@link PeerEvents#unansweredDisconnect} as read now (0 = none) */
+        boolean ended(long unanswered, long nowNs) {
+            if (unanswered == 0) {
+                seen = 0;
+                return false;
+            }
+            if (unanswered != seen) {
+                seen = unanswered;
+                sinceNs = nowNs;
+                return false;
+            }
+            return nowNs - sinceNs >= SESSION_END_GRACE_NS;
+        }
+    }
+
+    /** Whether a connecting SUB waits for ZeroMQ's reconnect after a disconnect ({@link #sessionEnded} is due). */
+    boolean disconnectUnanswered() {
+        PeerEvents events = peerEvents;
+        return events != null && !source.bind() && events.unansweredDisconnect != 0;
+    }
+
+    /** Live connections of the open SUB as its events count them (accepted or connected, not yet disconnected). */
+    int liveConnections() {
+        PeerEvents events = peerEvents;
+        return events == null ? 0 : (int) Math.max(0, events.connects.get() - events.disconnects.get());
     }
 
     /** Records a failure: sockets closed, state {@code RETRYING} until {@code now + backoff}. */
@@ -328,7 +435,6 @@ final class RankSubscriber {
         if (newConnects > 0) {
             add(C_RECONNECTS, everConnected ? newConnects : newConnects - 1);
             everConnected = true;
-            failures = 0; // a peer answered: the next failure starts the backoff from the beginning
         }
         connectsSeen = connects;
         connections = live;
@@ -351,6 +457,11 @@ final class RankSubscriber {
     static final class PeerEvents implements ZEvent.ZEventConsummer {
         final AtomicLong connects = new AtomicLong();
         final AtomicLong disconnects = new AtomicLong();
+        /**
+         * The number of the last disconnect not yet followed by a connect or a reconnect attempt, 0 when there is
+         * none: written only by the socket's I/O thread, in event order.
+         */
+        volatile long unansweredDisconnect;
         private final Runnable then;
 
         PeerEvents(Runnable then) {
@@ -361,8 +472,15 @@ final class RankSubscriber {
         @Override
         public void consume(zmq.ZMQ.Event event) {
             switch (event.event) {
-                case zmq.ZMQ.ZMQ_EVENT_CONNECTED, zmq.ZMQ.ZMQ_EVENT_ACCEPTED -> connects.incrementAndGet();
-                case zmq.ZMQ.ZMQ_EVENT_DISCONNECTED -> disconnects.incrementAndGet();
+                case zmq.ZMQ.ZMQ_EVENT_CONNECTED, zmq.ZMQ.ZMQ_EVENT_ACCEPTED -> {
+                    connects.incrementAndGet();
+                    unansweredDisconnect = 0;
+                }
+                case zmq.ZMQ.ZMQ_EVENT_DISCONNECTED -> unansweredDisconnect = disconnects.incrementAndGet();
+                case zmq.ZMQ.ZMQ_EVENT_CONNECT_RETRIED -> {
+                    unansweredDisconnect = 0;
+                    return; // no change of connections: no wake-up needed
+                }
                 default -> {
                     return;
                 }

@@ -46,8 +46,8 @@ class PeerAllowListTest {
     }
 
     @Test
-    void socketReceiveBufferDefaultsTo4MiBAndIsRangeChecked() {
-        assertEquals(4 << 20, IngestConfig.defaults().socketReceiveBufferBytes());
+    void socketReceiveBufferDefaultsTo256KiBAndIsRangeChecked() {
+        assertEquals(256 << 10, IngestConfig.defaults().socketReceiveBufferBytes());
         assertEquals(0, IngestConfig.defaults().withSocketReceiveBuffer(0).socketReceiveBufferBytes(), "0 = kernel's");
         assertEquals(1 << 30, IngestConfig.defaults().withSocketReceiveBuffer(1 << 30).socketReceiveBufferBytes());
         for (int bad : new int[] {-1, (1 << 30) + 1, Integer.MIN_VALUE}) {
@@ -59,5 +59,30 @@ class PeerAllowListTest {
         IngestConfig of = IngestConfig.of(1 << 20, 8L << 20, 65_536, 5, 50);
         assertEquals(65_536, of.socketReceiveBufferBytes());
         assertEquals(8, of.receiveHighWaterMark());
+    }
+
+    @Test
+    void maxPeersPerBindSocketDefaultsTo8AndIsRangeChecked() {
+        assertEquals(8, IngestConfig.defaults().maxPeersPerBindSocket());
+        assertEquals(8, IngestConfig.of(1 << 20, 8L << 20, 0, 5, 50).maxPeersPerBindSocket());
+        assertEquals(1024, IngestConfig.defaults().withMaxPeersPerBindSocket(1024).maxPeersPerBindSocket());
+        for (int bad : new int[] {0, -1, 1025}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> IngestConfig.defaults().withMaxPeersPerBindSocket(bad));
+            assertTrue(e.getMessage().contains("ingest.max_peers_per_bind_socket=" + bad), e.getMessage());
+            assertTrue(e.getMessage().contains("must be in 1..1024"), e.getMessage());
+        }
+    }
+
+    @Test
+    void directBytesPerSubscriptionIsTheWorstOfConnectingAndBoundFromTheConfiguration() {
+        // Connecting: SUB + replay DEALER, each JeroMQ read buffer = SO_RCVBUF option (min 8 KiB) + 8 KiB write buffer.
+        IngestConfig d = IngestConfig.defaults();
+        assertEquals(2 * ((256 << 10) + 8192L), d.directBytesPerSubscription());
+        // Bound: up to max_peers_per_bind_socket peers at JeroMQ's minimum (16 KiB) plus the replay DEALER.
+        IngestConfig manyPeers = d.withSocketReceiveBuffer(0).withMaxPeersPerBindSocket(100);
+        assertEquals(100 * 16384L + 16384L, manyPeers.directBytesPerSubscription());
+        assertEquals(16384L, IngestConfig.directBytesPerConnection(0));
+        assertEquals((4 << 20) + 8192L, IngestConfig.directBytesPerConnection(4 << 20));
     }
 }
