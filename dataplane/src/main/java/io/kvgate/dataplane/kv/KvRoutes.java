@@ -155,6 +155,9 @@ public final class KvRoutes {
             ObjectNode ing = root.putObject("ingest");
             ing.put("agent_errors", kv.ingest().agentErrors());
             ing.put("io_thread_errors", kv.ingest().ioThreadErrors());
+            ing.put("context_rebuilds", kv.ingest().contextRebuilds());
+            ing.put("refused_frames", kv.ingest().refusedFrames());
+            ing.put("sessions_ended", kv.ingest().sessionsEnded());
             ing.put("last_agent_error", kv.ingest().lastAgentError());
             ing.put("pending_changes", kv.ingest().pendingChanges());
             ing.put("zap_allowed", kv.ingest().zapAllowed());

@@ -263,8 +263,14 @@ class KvRoutingSystemTest {
             metrics);
         assertTrue(metrics.contains("kvgate_kv_subscriber_up{rule=\"kv\",endpoint=\"127.0.0.1:" + sims.get(owner).port()
             + "\",rank=\"0\"} 1"), metrics);
-        assertEquals("up", admin("GET", "/admin/v1/inventory", null).get("rules").get(0).get("endpoints").get(owner)
+        JsonNode inventory = admin("GET", "/admin/v1/inventory", null);
+        assertEquals("up", inventory.get("rules").get(0).get("endpoints").get(owner)
             .get("subscribers").get(0).get("state").asText());
+        // Well-behaved engines: no frame refused, no session ended by ZeroMQ, no context rebuilt.
+        JsonNode ingest = inventory.get("ingest");
+        for (String counter : new String[] {"io_thread_errors", "refused_frames", "sessions_ended", "context_rebuilds"}) {
+            assertEquals(0, ingest.get(counter).asLong(), counter + ": " + ingest);
+        }
         assertTrue(metrics.contains("kvgate_kv_endpoint_blocks{endpoint=\"127.0.0.1:" + sims.get(owner).port() + "\"} "
             + sims.get(owner).cachedBlocks(0)), metrics);
         assertTrue(metrics.contains("kvgate_stage_latency_seconds_count{stage=\"hash\"}"));
