@@ -68,8 +68,9 @@ import java.util.concurrent.TimeUnit;
  * connection's write high-water mark ({@code limits.max_buffered_response_bytes}), after a local answer or a proxied
  * one alike, no queued request is answered and nothing more is read until the bytes fall under the low mark; a client
  * that stays over it for {@code limits.client_stall_timeout_ms} is disconnected. So the bytes a non-reading client
- * pins are the high-water mark plus the one answer that crossed it ({@link FrontDoorBudget}). {@code request_read_timeout_ms} runs from the first byte of a request (head included) to its last
- * (408 and close). Every refusal is an OpenAI error object and is counted. Event-loop only.
+ * pins are the high-water mark plus the one answer that crossed it ({@link FrontDoorBudget}).
+ * {@code request_read_timeout_ms} runs from the first byte of a request (head included) to its last (408 and close).
+ * Every refusal is an OpenAI error object and is counted. Event-loop only.
  */
 public final class FrontDoorHandler extends ChannelInboundHandlerAdapter implements ExchangeOwner {
     /** Requests a pipelining client may queue behind the one in progress; more closes the connection. */
