@@ -74,6 +74,10 @@ public final class ConfigTree {
         lm.put("client_idle_timeout_ms", l.clientIdleTimeoutMs());
         lm.put("max_connections", l.maxConnections());
         lm.put("client_stall_timeout_ms", l.clientStallTimeoutMs());
+        if (l.maxConnectionsPerClient() != GatewayConfig.Limits.CONNECTIONS_PER_CLIENT_DEFAULT) {
+            lm.put("max_connections_per_client", l.maxConnectionsPerClient()); // unset: it follows max_connections
+        }
+        lm.put("max_buffered_response_bytes", l.maxBufferedResponseBytes());
         t.put("limits", lm);
         GatewayConfig.Upstream u = c.upstream();
         Map<String, Object> um = new LinkedHashMap<>();

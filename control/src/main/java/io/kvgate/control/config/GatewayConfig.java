@@ -108,9 +108,41 @@ public record GatewayConfig(
         }
     }
 
-    /** Client-side bounds: what one request may cost the gateway before it is refused. */
+    /**
+     * Client-side bounds: what one request may cost the gateway before it is refused. {@code maxConnectionsPerClient}
+     * is {@code limits.max_connections_per_client} as configured ({@link #CONNECTIONS_PER_CLIENT_DEFAULT} when not
+     * set: read the limit in effect with {@link #connectionsPerClient}); {@code maxBufferedResponseBytes} the unsent
+     * response bytes above which a client connection is no longer read.
+     */
     public record Limits(int maxBodyBytes, int maxHeaderBytes, int maxInitialLineBytes, long requestReadTimeoutMs,
-                         long clientIdleTimeoutMs, int maxConnections, long clientStallTimeoutMs) {
+                         long clientIdleTimeoutMs, int maxConnections, long clientStallTimeoutMs, int maxConnectionsPerClient,
+                         int maxBufferedResponseBytes) {
+        /** Netty's own write high-water mark: the smallest {@code max_buffered_response_bytes}, and its default. */
+        public static final int DEFAULT_BUFFERED_RESPONSE_BYTES = 64 << 10;
+        /**
+         * {@code max_connections_per_client} not set: half of {@code max_connections}, whatever that becomes (kept
+         * as this marker, not as a number, so a later change of max_connections moves it along).
+         */
+        public static final int CONNECTIONS_PER_CLIENT_DEFAULT = -1;
+
+        /** The bounds before per-client fairness and the response-buffer bound were configurable (their defaults). */
+        public Limits(int maxBodyBytes, int maxHeaderBytes, int maxInitialLineBytes, long requestReadTimeoutMs,
+                      long clientIdleTimeoutMs, int maxConnections, long clientStallTimeoutMs) {
+            this(maxBodyBytes, maxHeaderBytes, maxInitialLineBytes, requestReadTimeoutMs, clientIdleTimeoutMs, maxConnections,
+                clientStallTimeoutMs, CONNECTIONS_PER_CLIENT_DEFAULT, DEFAULT_BUFFERED_RESPONSE_BYTES);
+        }
+
+        /**
+         * The open connections one client address may hold, 0 for no limit. By default half of
+         * {@code max_connections}: one address (a slowloris, a runaway client) can hold at most half the slots, so
+         * the other clients always keep the other half, while a single reverse proxy in front (whose address every
+         * client shares) still gets half of them.
+         */
+        public int connectionsPerClient() {
+            return maxConnectionsPerClient == CONNECTIONS_PER_CLIENT_DEFAULT ? Math.max(1, maxConnections / 2)
+                : maxConnectionsPerClient;
+        }
+
         public Duration requestReadTimeout() {
             return Duration.ofMillis(requestReadTimeoutMs);
         }
@@ -354,11 +386,16 @@ public record GatewayConfig(
         int ioThreads = n.intValue("io_threads", 0, 0, 256);
 
         ConfigNode l = n.child("limits");
+        // max_connections_per_client not set: the marker, so the limit follows max_connections (also after a GET -> PUT).
+        int perClient = l.has("max_connections_per_client") ? l.intValue("max_connections_per_client", 0, 0, 10_000_000)
+            : Limits.CONNECTIONS_PER_CLIENT_DEFAULT;
         Limits limits = new Limits(l.intValue("max_body_bytes", 8 << 20, 1024, 1 << 30),
             l.intValue("max_header_bytes", 16 << 10, 1024, 1 << 20), l.intValue("max_initial_line_bytes", 8 << 10, 256, 1 << 20),
             l.longValue("request_read_timeout_ms", 30_000, 1, 3_600_000), l.longValue("client_idle_timeout_ms", 120_000, 1, 86_400_000L),
             l.intValue("max_connections", 100_000, 1, 10_000_000),
-            l.longValue("client_stall_timeout_ms", 60_000, 1, 3_600_000));
+            l.longValue("client_stall_timeout_ms", 60_000, 1, 3_600_000), perClient,
+            l.intValue("max_buffered_response_bytes", Limits.DEFAULT_BUFFERED_RESPONSE_BYTES, Limits.DEFAULT_BUFFERED_RESPONSE_BYTES,
+                1 << 30));
         l.finish();
 
         ConfigNode u = n.child("upstream");

@@ -42,7 +42,8 @@ class ConfigTreeCoverageTest {
             control_allowed_uids: [1000, 1001]
             admin_limits: {max_connections: 9, idle_timeout_ms: 9000, max_body_bytes: 9999}
             limits: {max_body_bytes: 9999, max_header_bytes: 9999, max_initial_line_bytes: 999, request_read_timeout_ms: 99,
-                     client_idle_timeout_ms: 99, max_connections: 99}
+                     client_idle_timeout_ms: 99, max_connections: 99, max_connections_per_client: 9,
+                     max_buffered_response_bytes: 99999}
             upstream: {connect_timeout_ms: 9, first_byte_timeout_ms: 9, idle_timeout_ms: 9, max_connect_attempts: 9,
                        max_idle_per_endpoint: 9, max_error_body_bytes: 9999}
             health: {path: /h, interval_ms: 99, timeout_ms: 9, healthy_threshold: 9, unhealthy_threshold: 9,

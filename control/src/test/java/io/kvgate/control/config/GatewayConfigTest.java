@@ -251,4 +251,27 @@ class GatewayConfigTest {
         p = problems("router: {thread: invoker}\n" + BASE);
         assertTrue(p.contains("router.thread: value 'invoker' must be one of auto|dedicated|io"), p);
     }
+
+    @Test
+    void perClientConnectionsFollowMaxConnectionsUnlessSetAndZeroTurnsThemOff() throws Exception {
+        assertEquals(50_000, GatewayConfig.parse(BASE).limits().connectionsPerClient(), "half of the default 100000");
+        GatewayConfig c = GatewayConfig.parse("limits: {max_connections: 300}\n" + BASE);
+        assertEquals(150, c.limits().connectionsPerClient());
+        assertEquals(false, ConfigTree.toTree(c, false).toString().contains("max_connections_per_client"),
+            "unset, it is not written back: a GET -> PUT keeps it following max_connections");
+        assertEquals(1, GatewayConfig.parse("limits: {max_connections: 1}\n" + BASE).limits().connectionsPerClient());
+        assertEquals(0, GatewayConfig.parse("limits: {max_connections_per_client: 0}\n" + BASE).limits().connectionsPerClient());
+        assertEquals(7, GatewayConfig.parse("limits: {max_connections_per_client: 7}\n" + BASE).limits().connectionsPerClient());
+        String p = problems("limits: {max_connections_per_client: -1}\n" + BASE);
+        assertTrue(p.contains("limits.max_connections_per_client: value -1 must be in [0, 10000000]"), p);
+    }
+
+    @Test
+    void bufferedResponseBytesDefaultToNettysHighWaterMarkAndCannotGoUnderIt() throws Exception {
+        assertEquals(65_536, GatewayConfig.parse(BASE).limits().maxBufferedResponseBytes());
+        assertEquals(1 << 20, GatewayConfig.parse("limits: {max_buffered_response_bytes: 1048576}\n" + BASE).limits()
+            .maxBufferedResponseBytes());
+        String p = problems("limits: {max_buffered_response_bytes: 4096}\n" + BASE);
+        assertTrue(p.contains("limits.max_buffered_response_bytes: value 4096 must be in [65536, 1073741824]"), p);
+    }
 }

@@ -6,12 +6,17 @@ import io.kvgate.dataplane.wire.ClientHttpCodec;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelPipeline;
 import io.netty.channel.Channel;
+import io.netty.channel.WriteBufferWaterMark;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
 
 /**
  * Pipeline of a client connection, two handlers: the HTTP/1.1 codec with explicit size limits (it also frames relayed
  * responses, whose heads go out as bytes, decides which response closes the connection — drain, HTTP/1.0 — and
  * reports raw bytes to the front door's read deadline) and the front door (which also closes idle keep-alive
- * connections). Over the connection limit, a connection is closed before anything is read.
+ * connections). Over the connection limit, or over its client address's share ({@link ClientAddressLimit}), a
+ * connection is closed before anything is read. Its write high-water mark is {@code limits.max_buffered_response_bytes}
+ * (the low one half of it): above it the front door stops reading the connection.
  */
 public final class ClientChannelInitializer extends ChannelInitializer<Channel> {
     private final GatewayContext gw;
@@ -19,6 +24,7 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
     private final ExchangeStarter starter;
     private final DrainState drain;
     private final ConnectionLimit connections;
+    private final ClientAddressLimit perClient;
 
     public ClientChannelInitializer(GatewayContext gw, LocalRoutes local, ExchangeStarter starter, DrainState drain,
                                     ConnectionLimit connections) {
@@ -27,6 +33,12 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
         this.starter = starter;
         this.drain = drain;
         this.connections = connections;
+        this.perClient = new ClientAddressLimit(() -> gw.config().limits().connectionsPerClient());
+    }
+
+    /** The per-address counts of this listener's connections. */
+    public ClientAddressLimit perClient() {
+        return perClient;
     }
 
     @Override
@@ -36,7 +48,19 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
             ch.close();
             return;
         }
-        ch.closeFuture().addListener(f -> connections.release());
+        InetAddress client = ch.remoteAddress() instanceof InetSocketAddress a ? a.getAddress() : null;
+        if (client != null && !perClient.tryAcquire(client)) {
+            connections.release();
+            gw.metrics().shed("max_connections_per_client");
+            ch.close();
+            return;
+        }
+        ch.closeFuture().addListener(f -> {
+            connections.release();
+            if (client != null) {
+                perClient.release(client);
+            }
+        });
         configure(ch.pipeline(), gw, local, starter, drain);
     }
 
@@ -44,10 +68,24 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
     public static FrontDoorHandler configure(ChannelPipeline p, GatewayContext gw, LocalRoutes local, ExchangeStarter starter,
                                              DrainState drain) {
         var limits = gw.config().limits();
+        p.channel().config().setWriteBufferWaterMark(waterMark(limits.maxBufferedResponseBytes()));
         FrontDoorHandler frontDoor = new FrontDoorHandler(gw, local, starter, drain);
         p.addLast("codec", new ClientHttpCodec(limits.maxInitialLineBytes(), limits.maxHeaderBytes(), 64 << 10,
             frontDoor.requestBytesListener(), drain::draining));
         p.addLast("front-door", frontDoor);
         return frontDoor;
+    }
+
+    /** The last mark made: every connection of a configuration asks for the same one. */
+    private static volatile WriteBufferWaterMark lastMark = WriteBufferWaterMark.DEFAULT;
+
+    /** The client connection's write water marks for {@code limits.max_buffered_response_bytes}: half of it, and it. */
+    static WriteBufferWaterMark waterMark(int maxBufferedResponseBytes) {
+        WriteBufferWaterMark m = lastMark;
+        if (m.high() != maxBufferedResponseBytes || m.low() != maxBufferedResponseBytes / 2) {
+            m = new WriteBufferWaterMark(maxBufferedResponseBytes / 2, maxBufferedResponseBytes);
+            lastMark = m;
+        }
+        return m;
     }
 }

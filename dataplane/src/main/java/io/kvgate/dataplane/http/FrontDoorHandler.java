@@ -64,8 +64,13 @@ import java.util.concurrent.TimeUnit;
  * </ol>
  * One request is handled at a time; a pipelining client's next requests are queued (at most
  * {@link #MAX_PIPELINED_REQUESTS}, counted as requests, not chunks) with reading paused until the current response
- * is done. {@code request_read_timeout_ms} runs from the first byte of a request (head included) to its last
- * (408 and close). Every refusal is an OpenAI error object and is counted. Event-loop only.
+ * is done. A client that does not take its answers is not read either: once its unsent bytes are over the
+ * connection's write high-water mark ({@code limits.max_buffered_response_bytes}), after a local answer or a proxied
+ * one alike, no queued request is answered and nothing more is read until the bytes fall under the low mark; a client
+ * that stays over it for {@code limits.client_stall_timeout_ms} is disconnected. So the bytes a non-reading client
+ * pins are the high-water mark plus the one answer that crossed it ({@link FrontDoorBudget}).
+ * {@code request_read_timeout_ms} runs from the first byte of a request (head included) to its last (408 and close).
+ * Every refusal is an OpenAI error object and is counted. Event-loop only.
  */
 public final class FrontDoorHandler extends ChannelInboundHandlerAdapter implements ExchangeOwner {
     /** Requests a pipelining client may queue behind the one in progress; more closes the connection. */
@@ -119,6 +124,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private Runnable onWritable;
     private final ArrayDeque<Object> pipelined = new ArrayDeque<>();
     private int pipelinedRequests;
+    /**
+     * The client's unsent answer bytes went over the high-water mark: reading and answering wait for it to take them
+     * (channelWritabilityChanged), at most until {@link #stalledSinceNs} plus the stall timeout.
+     */
+    private boolean awaitingWritable;
+    private long stalledSinceNs;
 
     public FrontDoorHandler(GatewayContext gw, LocalRoutes local, ExchangeStarter starter, DrainState drain) {
         this.gw = gw;
@@ -178,9 +189,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             }
             return;
         }
-        if (busy) {
-            // A pipelining client: stop reading until the current response is done (auto-read is otherwise on, so
-            // the socket's read interest is not re-armed for every request).
+        if (busy || awaitingWritable) {
+            // A pipelining client: stop reading until the current response is done, or until the client took what
+            // it was sent (auto-read is otherwise on, so the socket's read interest is not re-armed for every request).
             ctx.channel().config().setAutoRead(false);
             if (msg instanceof HttpRequest) {
                 if (pipelinedRequests >= MAX_PIPELINED_REQUESTS) {
@@ -217,10 +228,16 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     @Override
     public void channelWritabilityChanged(ChannelHandlerContext ctx) {
-        if (ctx.channel().isWritable() && onWritable != null) {
-            Runnable r = onWritable;
-            onWritable = null;
-            r.run();
+        if (ctx.channel().isWritable()) {
+            if (onWritable != null) {
+                Runnable r = onWritable;
+                onWritable = null;
+                r.run();
+            } else if (awaitingWritable && !closing) {
+                awaitingWritable = false; // the client took its answers down to the low mark: go on with the queue
+                drainPipelined();
+                resumeReading();
+            }
         }
         ctx.fireChannelWritabilityChanged();
     }
@@ -250,7 +267,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
      * again: when it fires it re-checks the request being read then ({@link #onWakeup}).
      */
     private void onBytesReceived() {
-        if (!busy && !closing && !readTimed) {
+        if (!busy && !awaitingWritable && !closing && !readTimed) {
             readTimed = true;
             readTimeoutMs = gw.config().limits().requestReadTimeoutMs();
             long now = ctx.executor().ticker().nanoTime();
@@ -292,6 +309,18 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return; // busy: the exchange's end starts the idle timeout (becameIdle) and arms a wake-up
         }
         long now = ctx.executor().ticker().nanoTime();
+        if (awaitingWritable) {
+            long stallDueNs = stalledSinceNs + TimeUnit.MILLISECONDS.toNanos(gw.config().limits().clientStallTimeoutMs());
+            if (now - stallDueNs < 0) {
+                scheduleWakeup(stallDueNs, now);
+                return;
+            }
+            // It took nothing back under the low mark for the stall timeout: its unsent answers are not held any longer.
+            gw.metrics().badRequest("client_stalled");
+            closing = true;
+            ctx.close();
+            return;
+        }
         if (readTimed) {
             if (now - readDueNs < 0) {
                 scheduleWakeup(readDueNs, now); // left by an earlier deadline: this request is not due yet
@@ -749,20 +778,49 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         drainPipelined();
-        if (!busy && !ctx.channel().config().isAutoRead()) {
-            ctx.channel().config().setAutoRead(true);
-        }
+        resumeReading();
     }
 
-    /** A request ended and the connection goes on: the idle timeout starts, then the requests queued behind it are read. */
+    /**
+     * A request ended and the connection goes on: the idle timeout starts, then the requests queued behind it are
+     * read, each only while the client takes its answers ({@link #pausedForClient}).
+     */
     private void drainPipelined() {
         becameIdle();
         Object m;
-        while (!busy && !closing && ctx.channel().isActive() && (m = pipelined.poll()) != null) {
+        while (!busy && !closing && ctx.channel().isActive() && !pausedForClient() && (m = pipelined.poll()) != null) {
             if (m instanceof HttpRequest) {
                 pipelinedRequests--;
             }
             onMessage(m);
+        }
+    }
+
+    /**
+     * Whether answering waits for the client to take what it was sent: its unsent bytes are over the connection's
+     * high-water mark. Then reading stops too (a local answer sets no {@code busy}, so without this a client that
+     * pipelines requests and never reads would make the gateway buffer answers without bound) and the stall timeout
+     * starts.
+     */
+    private boolean pausedForClient() {
+        if (awaitingWritable) {
+            return true;
+        }
+        if (ctx.channel().isWritable()) {
+            return false;
+        }
+        awaitingWritable = true;
+        ctx.channel().config().setAutoRead(false);
+        long now = ctx.executor().ticker().nanoTime();
+        stalledSinceNs = now;
+        armWakeup(now + TimeUnit.MILLISECONDS.toNanos(gw.config().limits().clientStallTimeoutMs()), now);
+        return true;
+    }
+
+    /** Reading goes on once nothing holds it: no exchange in progress, no answers waiting for the client. */
+    private void resumeReading() {
+        if (!busy && !awaitingWritable && !closing && !ctx.channel().config().isAutoRead()) {
+            ctx.channel().config().setAutoRead(true);
         }
     }
 

@@ -18,6 +18,9 @@ public final class GatewayMetrics {
     /** Status label of a stream that ended in an error event after its 200 (engine error event, or no [DONE]). */
     public static final String STREAM_ERROR = "stream_error";
 
+    /** {@code cause} of {@code kvgate_responses_incomplete_total} for a response cut by the drain deadline. */
+    public static final String INCOMPLETE_SHUTTING_DOWN = "shutting_down";
+
     private record ErrorKey(String endpoint, String cause) {}
 
     /** Token counts of one rule and model, by kind. */
@@ -94,6 +97,7 @@ public final class GatewayMetrics {
     private final ConcurrentHashMap<ErrorKey, LongAdder> upstreamErrors = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> badRequests = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> shed = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LongAdder> incomplete = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> contextClamped = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<LogitBiasKey, LongAdder> logitBias = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
@@ -217,6 +221,16 @@ public final class GatewayMetrics {
         shed.computeIfAbsent(reason, k -> new LongAdder()).increment();
     }
 
+    /**
+     * A response whose head went out (counted in {@code kvgate_requests_total} under the status the client saw) but
+     * whose body was cut short, by {@code cause}: a constant (a failure's metric name), so after its first use this
+     * is one map read and allocates nothing.
+     */
+    public void responseIncomplete(String cause) {
+        LongAdder a = incomplete.get(cause);
+        (a != null ? a : incomplete.computeIfAbsent(cause, k -> new LongAdder())).increment();
+    }
+
     /** A request of {@code rule} whose completion budget the gateway lowered (or set) to fit the context length. */
     public void contextClamped(String rule) {
         contextClamped.computeIfAbsent(rule, k -> new LongAdder()).increment();
@@ -287,6 +301,11 @@ public final class GatewayMetrics {
         out.append("# HELP kvgate_shed_total Requests answered 429/503 without reaching an engine, by reason.\n");
         out.append("# TYPE kvgate_shed_total counter\n");
         shed.forEach((k, v) -> out.append("kvgate_shed_total{reason=\"").append(k).append("\"} ").append(v.sum()).append('\n'));
+        out.append("# HELP kvgate_responses_incomplete_total Responses whose head reached the client (counted in"
+            + " kvgate_requests_total under that status, or stream_error) but whose body was cut short, by cause.\n");
+        out.append("# TYPE kvgate_responses_incomplete_total counter\n");
+        incomplete.forEach((k, v) -> out.append("kvgate_responses_incomplete_total{cause=\"").append(k).append("\"} ")
+            .append(v.sum()).append('\n'));
         out.append("# HELP kvgate_context_clamped_total Requests whose completion budget (max_tokens) the gateway lowered"
             + " or set to fit the rule's context length, by rule.\n");
         out.append("# TYPE kvgate_context_clamped_total counter\n");

@@ -121,17 +121,22 @@ final class ClientResponse extends UsageScanner {
         lastWrite = ctx.write(out);
     }
 
-    /** Relays one body chunk (taking it over); {@code last} ends and flushes the response. */
-    void relay(HttpContent content, boolean last) {
+    /**
+     * Relays one body chunk (taking it over); {@code last} ends and flushes the response. Returns whether the engine
+     * made progress the client can use: body bytes, or on SSE at least one complete event (whatever the gateway then
+     * does with it); bytes of an event still incomplete are not progress.
+     */
+    boolean relay(HttpContent content, boolean last) {
         if (framer != null) {
             ByteBuf chunk = content.content().retain();
             content.release();
             if (last) {
                 ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk)), EmptyHttpHeaders.INSTANCE),
                     noFuture());
-                return;
+                return true;
             }
             ByteBuf out = framer.next(ctx.alloc(), chunk);
+            boolean progressed = out.isReadable();
             if (streamCheck != null) {
                 out = streamCheck.check(ctx.alloc(), out);
                 streamFailed |= streamCheck.engineError();
@@ -142,16 +147,18 @@ final class ClientResponse extends UsageScanner {
             } else {
                 out.release();
             }
-            return;
+            return progressed;
         }
         if (countsUsage) {
             scanUsage(content.content());
         }
+        boolean progressed = last || content.content().isReadable();
         if (last) {
             ctx.writeAndFlush(content, noFuture());
         } else {
             lastWrite = ctx.write(content);
         }
+        return progressed;
     }
 
     /** Checked events on their way out: rewritten (and counted) for the answer's rewrite, else counted as they are. */

@@ -31,6 +31,7 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One client request relayed through one {@link UpstreamLeg} (a plain rule's request, or the decode leg of a P/D
@@ -127,6 +128,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     /** {@code /v1/chat/completions} rather than completions: how an engine's context error names its {@code param}. */
     private final boolean chat;
     private long sentAtNs;
+    /**
+     * When the relay last passed on something the client can use (a complete event, body bytes) or started, on the
+     * event loop's clock (the leg's timers' clock): bytes that complete nothing do not move it ({@link #onContent}).
+     */
+    private long progressAtNs;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -438,7 +444,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             return;
         }
         phase = Phase.RELAYING;
+        progressAtNs = loopNanoTime();
         client.startRelay(head, sse, explanation(), chat, rewrite);
+    }
+
+    private long loopNanoTime() {
+        return ctx.channel().eventLoop().ticker().nanoTime();
     }
 
     /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
@@ -456,9 +467,18 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             content.release();
             return;
         }
-        client.relay(content, last);
+        boolean progressed = client.relay(content, last);
         if (last) {
             finish(status, client.keepAlive());
+            return;
+        }
+        // The leg's idle timer restarts on every byte, so an engine dripping an event that never completes would hold
+        // the client for ever with nothing delivered: the same timeout also runs from the last progress.
+        long now = loopNanoTime();
+        if (progressed) {
+            progressAtNs = now;
+        } else if (now - progressAtNs >= TimeUnit.MILLISECONDS.toNanos(gw.config().upstream().idleTimeoutMs())) {
+            l.failNoProgress();
         }
     }
 
@@ -522,6 +542,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                     : "The " + legName + " failed in the middle of the response";
                 failMidStream(failure, why);
             }
+            case NO_PROGRESS -> failMidStream(failure, "The " + legName + " sent no complete event for "
+                + gw.config().upstream().idleTimeoutMs() + " ms (only bytes of an unfinished one)");
             case RESPONSE_TOO_LARGE -> {
                 int limit = status >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
                 failMidStream(failure, "The " + legName + "'s answer exceeds the gateway's limit of " + limit + " bytes");
@@ -529,6 +551,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             case CLIENT_STALL -> {
                 // The client took nothing for the stall timeout: it cannot be answered any more; free the connection.
                 gw.metrics().badRequest("client_stalled");
+                if (phase == Phase.RELAYING) {
+                    gw.metrics().responseIncomplete(failure.metricName()); // its head went out: counted under its status
+                }
                 phase = Phase.DONE;
                 record(status == 0 ? 408 : status);
                 release();
@@ -590,6 +615,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (client.sse()) {
             gw.metrics().midStreamErrors.increment();
         }
+        gw.metrics().responseIncomplete(failure.metricName());
         boolean open = client.endStreamWithError(message, failure.code());
         finish(status, open && client.keepAlive());
     }
@@ -670,6 +696,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                 } else {
                     client.endStreamWithError("The gateway failed while relaying this stream.", LegFailure.INTERNAL.code());
                     client.close();
+                    gw.metrics().responseIncomplete(LegFailure.INTERNAL.metricName());
                 }
             }
             record(500);
@@ -742,6 +769,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
         String msg = "The gateway is shutting down; retry the request.";
         if (phase == Phase.RELAYING) {
+            gw.metrics().responseIncomplete(GatewayMetrics.INCOMPLETE_SHUTTING_DOWN);
             client.endStreamWithError(msg, "shutting_down");
             finish(status, false);
             return;

@@ -20,6 +20,12 @@ public enum LegFailure {
     FIRST_BYTE_TIMEOUT(true, HttpResponseStatus.GATEWAY_TIMEOUT, "upstream_timeout"),
     /** The engine sent nothing for the idle timeout while the gateway was waiting to read (never while the client held reads). */
     IDLE_TIMEOUT(true, HttpResponseStatus.GATEWAY_TIMEOUT, "upstream_timeout"),
+    /**
+     * The engine kept sending bytes but nothing the client could use (no complete SSE event) for the idle timeout: an
+     * engine dripping a partial event would otherwise restart the idle timer with every byte and hold the client for
+     * ever. Raised by the relay, which alone knows what reached the client ({@link UpstreamLeg#failNoProgress}).
+     */
+    NO_PROGRESS(true, HttpResponseStatus.GATEWAY_TIMEOUT, "upstream_timeout"),
     /** The engine answered with a 5xx status: a complete response, but the breaker counts it. */
     ENGINE_5XX(true, HttpResponseStatus.BAD_GATEWAY, "upstream_error"),
     /**

@@ -404,6 +404,18 @@ public final class UpstreamLeg {
     }
 
     /**
+     * Ends the leg as {@link LegFailure#NO_PROGRESS}, the engine charged, and tells the listener: the relay saw bytes
+     * arrive for the idle timeout without one complete event among them. Returns false if the leg had ended.
+     */
+    public boolean failNoProgress() {
+        if (state.terminal()) {
+            return false;
+        }
+        fail(LegFailure.NO_PROGRESS, null);
+        return true;
+    }
+
+    /**
      * Ends the leg from the outside because something in the gateway failed while handling it (the exchange
      * watchdog); the listener is not called back. The endpoint is not charged.
      */

@@ -590,6 +590,66 @@ class FrontDoorHandlerTest {
         assertTrue(h.metrics.render().contains("kvgate_bad_requests_total{reason=\"pipeline_overflow\"} 1"));
     }
 
+    // ---- B-3: a client that does not take its answers is not read ---------------------------------------------
+
+    private static final String HEALTH = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    private static int answers(String out) {
+        return out.split("HTTP/1.1 ", -1).length - 1;
+    }
+
+    /** The client's unsent bytes over the connection's high-water mark, or back under the low one (as Netty tells it). */
+    private static void clientTakesNothing(EmbeddedChannel ch, boolean stalled) {
+        ch.unsafe().outboundBuffer().setUserDefinedWritability(1, !stalled);
+        ch.runPendingTasks(); // the outbound buffer tells the pipeline in a task of the loop
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"})
+    void b3_localAnswersAndRefusalsWaitForTheClientToTakeThemAndReadingStops(String request) {
+        EmbeddedChannel ch = h.channel();
+        clientTakesNothing(ch, true);
+        ch.writeInbound(ascii(request.repeat(3)));
+        assertEquals(1, answers(output(ch)), "no answer is queued behind one the client has not taken");
+        assertFalse(ch.config().isAutoRead(), "reading stops: a local answer sets no exchange going, yet it waits");
+        clientTakesNothing(ch, false);
+        assertEquals(2, answers(output(ch)), "the queued requests are answered once the client took its bytes");
+        assertTrue(ch.config().isAutoRead());
+        ch.writeInbound(ascii(request));
+        assertEquals(1, answers(output(ch)));
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void b3_aProxiedAnswerTheClientDoesNotTakeHoldsTheNextLocalAnswer() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH) + HEALTH));
+        clientTakesNothing(ch, true); // the engine's answer went over the mark
+        answer(0, true);
+        assertEquals(1, answers(output(ch)));
+        assertFalse(ch.config().isAutoRead(), "the exchange ended but the client has not taken its answer");
+        clientTakesNothing(ch, false);
+        assertEquals(1, answers(output(ch)), "then the queued health check is answered");
+        assertTrue(ch.config().isAutoRead());
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void b3_aClientThatTakesNothingIsDisconnectedAtTheStallTimeout() throws Exception {
+        try (FrontDoorHarness stall = new FrontDoorHarness(FrontDoorHarness.BASE_YAML.replace("request_read_timeout_ms: 1000",
+            "request_read_timeout_ms: 1000\n  client_stall_timeout_ms: 5000"))) {
+            EmbeddedChannel ch = stall.channel();
+            clientTakesNothing(ch, true);
+            ch.writeInbound(ascii(HEALTH + HEALTH));
+            assertEquals(1, answers(output(ch)));
+            advance(ch, 4_999);
+            assertTrue(ch.isOpen(), "the stall timeout runs from the moment answering paused");
+            advance(ch, 1);
+            assertFalse(ch.isOpen(), "its unsent answers are not held past the stall timeout");
+            assertTrue(stall.metrics.render().contains("kvgate_bad_requests_total{reason=\"client_stalled\"} 1"));
+        }
+    }
+
     // ---- M13 / L7: connection policy -------------------------------------------------------------------------
 
     @Test

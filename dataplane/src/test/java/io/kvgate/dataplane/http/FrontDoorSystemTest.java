@@ -37,6 +37,7 @@ class FrontDoorSystemTest {
             limits:
               max_body_bytes: 8388608
               max_connections: 4
+              max_connections_per_client: 0 # every connection here is 127.0.0.1's: only max_connections is tested
             health:
               interval_ms: 60000
             rules:

@@ -101,6 +101,81 @@ class PlainExchangeTest {
         }
     }
 
+    /** B-11: an engine that sends its head, one event, then one byte a second of an event it never finishes. */
+    @Test
+    void b11_anEngineDrippingAnUnfinishedEventIsEndedAtTheIdleTimeoutFromTheLastCompleteEvent() throws Exception {
+        try (ExchangeKit k = new ExchangeKit("")) { // upstream.idle_timeout_ms: 2000
+            started(k, BODY);
+            k.engineSends(0, SSE_HEAD + chunk("data: {\"a\":1}\n\n"));
+            k.advance(1_000);
+            k.engineSends(0, chunk("d"));
+            k.advance(999);
+            k.engineSends(0, chunk("a")); // 1.999 s after the last complete event: not yet
+            assertEquals(0, k.owner.done, "within the idle timeout of the last complete event");
+            for (int second = 0; second < 10 && k.owner.done == 0; second++) {
+                k.advance(1_000); // every byte comes before the leg's own idle timer could fire
+                k.engineSends(0, chunk("t"));
+            }
+            assertEquals(1, k.owner.done, "the stream ends; before the fix every byte restarted the idle timer for ever");
+            String got = k.received().body.toString();
+            assertTrue(got.startsWith("data: {\"a\":1}\n\ndata: {\"error\":") && got.contains("no complete event"), got);
+            assertFalse(got.contains("dat\n") || got.contains("data: dat"), "the unfinished event never reaches the client");
+            assertTrue(got.endsWith("data: [DONE]\n\n"), got);
+            assertTrue(k.ended);
+            assertFalse(k.engine(0).isOpen(), "the dripping engine's connection is closed");
+            assertEquals(List.of(new Completion(k.ep1, Outcome.FAILURE)), k.engines.outcomes, "the engine is charged");
+            String metrics = k.metrics.render();
+            assertTrue(metrics.contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"no_progress\"} 1"), metrics);
+            assertTrue(metrics.contains("kvgate_responses_incomplete_total{cause=\"no_progress\"} 1"), metrics);
+        }
+    }
+
+    /** B-11: complete events at any pace are progress: a slow but live stream is never cut. */
+    @Test
+    void b11_aSlowStreamOfCompleteEventsIsNotEnded() throws Exception {
+        try (ExchangeKit k = new ExchangeKit("")) {
+            started(k, BODY);
+            k.engineSends(0, SSE_HEAD);
+            for (int i = 0; i < 5; i++) {
+                k.advance(1_500);
+                k.engineSends(0, chunk("data: {\"i\":" + i + "}\n"));
+                k.advance(400);
+                k.engineSends(0, chunk("\n")); // completes the event 1.9 s after the previous one
+            }
+            k.engineSends(0, chunk("data: [DONE]\n\n") + "0\r\n\r\n");
+            assertEquals(1, k.owner.done);
+            assertTrue(k.received().body.toString().endsWith("data: {\"i\":4}\n\ndata: [DONE]\n\n"));
+            assertEquals(List.of(new Completion(k.ep1, Outcome.SUCCESS)), k.engines.outcomes);
+        }
+    }
+
+    /** B-10: an answer cut short keeps the status the client saw and is counted as incomplete, by cause. */
+    @Test
+    void b10_aTruncatedAnswerAndAStalledClientAreCountedIncomplete() throws Exception {
+        try (ExchangeKit k = new ExchangeKit("")) {
+            started(k, BODY);
+            k.engineSends(0, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"choices\":");
+            k.engine(0).close();
+            k.client.runPendingTasks();
+            k.received();
+            assertEquals(200, k.head.status().code());
+            assertFalse(k.client.isOpen(), "a truncated body can only be signalled by closing");
+            String metrics = k.metrics.render();
+            assertTrue(metrics.contains("status=\"200\"} 1"), metrics);
+            assertTrue(metrics.contains("kvgate_responses_incomplete_total{cause=\"mid_body\"} 1"), metrics);
+        }
+        try (ExchangeKit k = new ExchangeKit("limits: {client_stall_timeout_ms: 5000}")) {
+            started(k, BODY);
+            k.writes.holding = true;
+            k.engineSends(0, SSE_HEAD + chunk("data: 1\n\n"));
+            k.advance(5_000);
+            assertFalse(k.client.isOpen());
+            String metrics = k.metrics.render();
+            assertTrue(metrics.contains("status=\"200\"} 1"), metrics);
+            assertTrue(metrics.contains("kvgate_responses_incomplete_total{cause=\"client_stall\"} 1"), metrics);
+        }
+    }
+
     @Test
     void engineErrorInTheFlatShapeIsNormalizedAtEverySplit() throws Exception {
         String err = "{\"object\":\"error\",\"message\":\"prompt too long\",\"type\":\"BadRequestError\",\"code\":400}";
