@@ -100,7 +100,8 @@ class GatewaySoakTest {
     private final List<Engine> engines = new ArrayList<>();
     private final SoakLedger ledger = new SoakLedger();
     private final List<String> events = new CopyOnWriteArrayList<>();
-    private final List<long[]> rss = new CopyOnWriteArrayList<>(); // {seconds since start, KiB}
+    /** Every 10 s: {seconds since start, gateway RSS KiB, KV events indexed so far}. */
+    private final List<long[]> rss = new CopyOnWriteArrayList<>();
     private final HttpClient admin = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     private final AtomicInteger reloadsApplied = new AtomicInteger();
     private final List<String> reloadFailures = new CopyOnWriteArrayList<>();
@@ -156,6 +157,7 @@ class GatewaySoakTest {
         port = Integer.parseInt(serving.group(1));
         adminPort = Integer.parseInt(serving.group(2));
         awaitSubscribersUp(Duration.ofSeconds(60));
+        awaitEndpointsHealthy(Duration.ofSeconds(60)); // until then a request may rightly get 503 no_healthy_endpoint
         log("gateway pid " + gateway.pid() + " on " + port + " (admin " + adminPort + "), RSS " + gateway.rssKb() + " KiB");
 
         t0 = System.nanoTime();
@@ -270,16 +272,17 @@ class GatewaySoakTest {
         long nextHostile = t0 + TimeUnit.SECONDS.toNanos(hostileEverySeconds);
         Thread killer = null;
         Thread hostile = null;
+        Thread reloader = null;
         int kills = 0;
         int reloads = 0;
         while (System.nanoTime() - end < 0) {
             long now = System.nanoTime();
             if (now - nextRss >= 0) {
                 long kb = gateway.rssKb();
-                rss.add(new long[] {TimeUnit.NANOSECONDS.toSeconds(now - t0), kb});
                 if (!gateway.alive()) {
                     throw new AssertionError("the gateway died:\n" + gateway.logTail(4000));
                 }
+                rss.add(new long[] {TimeUnit.NANOSECONDS.toSeconds(now - t0), kb, indexedEvents()});
                 nextRss += RSS_EVERY_NS;
             }
             if (now - nextKill >= 0 && (killer == null || !killer.isAlive())) {
@@ -287,8 +290,9 @@ class GatewaySoakTest {
                 killer = Thread.ofVirtual().name("soak-killer").start(() -> killAndRestart(victim));
                 nextKill += TimeUnit.SECONDS.toNanos(killEverySeconds);
             }
-            if (now - nextReload >= 0) {
-                reload(reloads++);
+            if (now - nextReload >= 0 && (reloader == null || !reloader.isAlive())) {
+                int round = reloads++;
+                reloader = Thread.ofVirtual().name("soak-reloader").start(() -> reload(round));
                 nextReload += TimeUnit.SECONDS.toNanos(reloadEverySeconds);
             }
             if (now - nextHostile >= 0 && (hostile == null || !hostile.isAlive())) {
@@ -299,12 +303,27 @@ class GatewaySoakTest {
             long waitMs = Math.max(1, Math.min(1_000, TimeUnit.NANOSECONDS.toMillis(next - System.nanoTime())));
             Thread.sleep(waitMs); // the schedule's pace; nothing measured depends on it
         }
-        for (Thread t : new Thread[] {killer, hostile}) {
+        for (Thread t : new Thread[] {killer, hostile, reloader}) {
             if (t != null) {
                 t.join(TimeUnit.SECONDS.toMillis(120));
             }
         }
-        rss.add(new long[] {TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - t0), gateway.rssKb()});
+        rss.add(new long[] {TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - t0), gateway.rssKb(), indexedEvents()});
+    }
+
+    /** KV events the gateway has taken from all engines so far (-1 when the admin API did not answer). */
+    private long indexedEvents() {
+        try {
+            long n = 0;
+            for (JsonNode ep : adminGet("/admin/v1/inventory").path("rules").get(0).path("endpoints")) {
+                for (JsonNode s : ep.path("subscribers")) {
+                    n += s.path("events").asLong();
+                }
+            }
+            return n;
+        } catch (IOException | InterruptedException | RuntimeException e) {
+            return -1;
+        }
     }
 
     private void killAndRestart(Engine e) {
@@ -380,7 +399,7 @@ class GatewaySoakTest {
         }
         if (hostilePipeline) {
             peers.add(Thread.ofVirtual().start(() -> hostile(t, "pipelined GET /health, never read",
-                () -> HostilePeers.pipelinedHealthWithoutReading(port, 200_000, 10))));
+                () -> HostilePeers.pipelinedHealthWithoutReading(port, 1_000_000, 10))));
         }
         if (hostileSlowloris) {
             peers.add(Thread.ofVirtual().start(() -> hostile(t, "slowloris heads",
@@ -470,10 +489,10 @@ class GatewaySoakTest {
 
     /**
      * A streaming client that reads slowly (4 KiB receive buffer, 512 bytes every 100 ms) for the whole run: each
-     * stream asks for 2000 tokens and is read for at most 60 s, then the next one starts.
+     * stream asks for 600 tokens and is read for at most 60 s, then the next one starts.
      */
     private void slowReaderClient(long end, AtomicLong streams, AtomicLong bytes, List<String> ends) {
-        byte[] body = chatBody(99, 0, true, 2000).getBytes(StandardCharsets.UTF_8);
+        byte[] body = chatBody(99, 0, true, 600).getBytes(StandardCharsets.UTF_8);
         byte[] head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             + "Content-Length: " + body.length + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII);
         byte[] buf = new byte[512];
@@ -531,6 +550,25 @@ class GatewaySoakTest {
             }
             Thread.sleep(100);
             notUp = subscriberStates(false);
+        }
+    }
+
+    private void awaitEndpointsHealthy(Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            List<String> unhealthy = new ArrayList<>();
+            for (JsonNode ep : adminGet("/admin/v1/endpoints").path("rules").get(0).path("endpoints")) {
+                if (!ep.path("healthy").asBoolean()) {
+                    unhealthy.add(ep.path("url").asText());
+                }
+            }
+            if (unhealthy.isEmpty()) {
+                return;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("endpoints not healthy within " + timeout.toSeconds() + " s: " + unhealthy);
+            }
+            Thread.sleep(100);
         }
     }
 
@@ -640,7 +678,7 @@ class GatewaySoakTest {
     private String rssSamples() {
         StringBuilder sb = new StringBuilder();
         for (long[] s : rss) {
-            sb.append(sb.isEmpty() ? "" : ", ").append(s[0]).append("s=").append(s[1] / 1024).append("M");
+            sb.append(sb.isEmpty() ? "" : ", ").append(s[0]).append("s=").append(s[1] / 1024).append("M/").append(s[2]).append("ev");
         }
         return sb.toString();
     }
@@ -675,7 +713,7 @@ class GatewaySoakTest {
             r.append(String.format(Locale.ROOT, "gateway RSS after warm-up (t>=%ds): base %d KiB, min %d (%.3f), max %d (%.3f)%n",
                 base[0], base[1], minAfter, (double) minAfter / base[1], maxAfter, (double) maxAfter / base[1]));
         }
-        r.append("RSS samples: ").append(rssSamples()).append('\n');
+        r.append("samples (t=RSS/KV events indexed so far): ").append(rssSamples()).append('\n');
         if (slowReader) {
             r.append("slow reader: ").append(slowStreams).append(" streams, ").append(slowBytes / 1024).append(" KiB read; ends ")
                 .append(countEach(slowEnds)).append('\n');
