@@ -485,7 +485,7 @@ public final class PromptPipeline {
      * an exact lower bound, so no prompt the engine accepts is refused here).
      */
     private boolean certainlyOver(String text, int maxTokens) {
-        return tokenizer.minTokens(text) > maxTokens;
+        return tokenizer.certainlyMoreThan(text, maxTokens);
     }
 
     /**

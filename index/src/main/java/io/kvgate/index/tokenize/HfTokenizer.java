@@ -483,7 +483,23 @@ public final class HfTokenizer {
      * added token strips white space around it; {@link #encodeAtMost} still bounds each word after normalization.
      */
     public long minTokens(CharSequence text) {
-        if (maxBytesPerId == 0 || (normalizer != null && normalizer.mayChange(text, 0, text.length()))) {
+        return maxBytesPerId == 0 ? 0 : minTokensOfLength(text);
+    }
+
+    /**
+     * Whether {@code text} certainly encodes to more than {@code maxTokens} ids ({@link #minTokens} above it), in
+     * O(1) for a text too short to prove it (a UTF-16 unit is at most 3 UTF-8 bytes), so a prompt of ordinary
+     * length pays no scan.
+     */
+    public boolean certainlyMoreThan(CharSequence text, int maxTokens) {
+        if (maxBytesPerId == 0 || 3L * text.length() <= (long) maxTokens * maxBytesPerId) {
+            return false;
+        }
+        return minTokensOfLength(text) > maxTokens;
+    }
+
+    private long minTokensOfLength(CharSequence text) {
+        if (normalizer != null && normalizer.mayChange(text, 0, text.length())) {
             return 0;
         }
         long bytes = utf8Length(text, 0, text.length());

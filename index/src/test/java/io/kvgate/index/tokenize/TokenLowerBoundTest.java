@@ -80,6 +80,10 @@ class TokenLowerBoundTest {
                 assertTrue(min <= ids.length, model + ": bound " + min + " > count " + ids.length + " for "
                     + JsonTree.describe(text));
                 nonZero += min > 0 ? 1 : 0;
+                assertFalse(t.certainlyMoreThan(text, ids.length), model);
+                if (ids.length > 0) {
+                    assertEquals(min > ids.length - 1, t.certainlyMoreThan(text, ids.length - 1), model);
+                }
                 assertArrayEquals(ids, t.encodeAtMost(text, false, ids.length), model + ": exactly at the limit");
                 if (ids.length > 0) {
                     assertNull(t.encodeAtMost(text, false, ids.length - 1), model + ": one id over");
