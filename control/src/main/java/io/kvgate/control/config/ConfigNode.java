@@ -66,6 +66,12 @@ public final class ConfigNode {
         return out;
     }
 
+    /** The value as YAML read it (String, Boolean, Number, List, Map), or null; the key counts as known. */
+    public Object raw(String key) {
+        seen.add(key);
+        return map.get(key);
+    }
+
     public boolean has(String key) {
         seen.add(key);
         return map.containsKey(key) && map.get(key) != null;

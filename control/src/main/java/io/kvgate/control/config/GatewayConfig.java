@@ -309,6 +309,24 @@ public record GatewayConfig(
         }
     }
 
+    /**
+     * {@code control_socket}: a path, or {@code off} for none. Written unquoted, as the README shows it, {@code off}
+     * is YAML 1.1's boolean false (B-9: it became the path {@code "false"} and a socket of that name was bound), so
+     * false means off too; true names no path and is refused.
+     */
+    private static String controlSocket(ConfigNode n) {
+        Object raw = n.raw("control_socket");
+        if (Boolean.FALSE.equals(raw)) {
+            return "off";
+        }
+        if (Boolean.TRUE.equals(raw)) {
+            n.problem("control_socket", raw, "must be a socket path or off (an unquoted on/yes/true reads as true, "
+                + "which names no path)");
+            return null;
+        }
+        return n.string("control_socket", null);
+    }
+
     public static GatewayConfig load(Path file) throws ConfigException {
         String text;
         try {
@@ -462,7 +480,7 @@ public record GatewayConfig(
         if (REDACTED.equals(adminToken)) {
             n.problem("admin_token", null, "is '" + REDACTED + "': only a reload can keep a redacted secret (its current value)");
         }
-        String controlSocket = n.string("control_socket", null);
+        String controlSocket = controlSocket(n);
         List<Integer> allowedUids = n.intList("control_allowed_uids", 0, 0xFFFF_FFFEL);
         ConfigNode al = n.child("admin_limits");
         AdminLimits adminLimits = new AdminLimits(al.intValue("max_connections", 64, 1, 100_000),

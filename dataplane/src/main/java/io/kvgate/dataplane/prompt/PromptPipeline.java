@@ -201,18 +201,24 @@ public final class PromptPipeline {
             return List.of();
         }
         java.util.Set<String> declared = t.variables();
-        List<String> out = null;
-        for (String k : keys) {
-            if (!declared.contains(k) && !APPLY_CHAT_TEMPLATE_PARAMS.contains(k)) {
+        return distinctInOrder(keys, k -> !declared.contains(k) && !APPLY_CHAT_TEMPLATE_PARAMS.contains(k));
+    }
+
+    /**
+     * The distinct {@code keys} that {@code wanted} accepts, in first-seen order: one hash lookup per key (B-6: a
+     * list lookup per key made 100 k {@code chat_template_kwargs} keys take seconds of the I/O thread).
+     */
+    static <K> List<K> distinctInOrder(List<K> keys, java.util.function.Predicate<? super K> wanted) {
+        java.util.Set<K> out = null;
+        for (K k : keys) {
+            if (wanted.test(k)) {
                 if (out == null) {
-                    out = new java.util.ArrayList<>(2);
+                    out = new java.util.LinkedHashSet<>();
                 }
-                if (!out.contains(k)) {
-                    out.add(k);
-                }
+                out.add(k);
             }
         }
-        return out == null ? List.of() : out;
+        return out == null ? List.of() : List.copyOf(out);
     }
 
     /** The pipeline the gateway attached to {@code rule} when it built the table (loaded now if none was attached). */
@@ -474,9 +480,32 @@ public final class PromptPipeline {
         return out;
     }
 
-    /** Whether {@code text} has more than {@code maxTokens} tokens by its length alone (UTF-16 units ≤ UTF-8 bytes). */
+    /**
+     * Whether {@code text} has more than {@code maxTokens} tokens by its length alone ({@link HfTokenizer#minTokens}:
+     * an exact lower bound, so no prompt the engine accepts is refused here).
+     */
     private boolean certainlyOver(String text, int maxTokens) {
-        return (long) text.length() > (long) maxTokens * tokenizer.maxTokenBytes();
+        return tokenizer.certainlyMoreThan(text, maxTokens);
+    }
+
+    /**
+     * The most prompt tokens the gateway tokenizes for a rule: its {@code max_prompt_tokens}, or its context length
+     * when that is known and smaller (a longer prompt is refused by the engine anyway, so counting further only
+     * costs the I/O thread time and merge scratch).
+     *
+     * @param contextLength the rule's known context length, 0 when unknown
+     */
+    public static int tokenBound(int maxPromptTokens, int contextLength) {
+        return contextLength > 0 ? Math.min(maxPromptTokens, contextLength) : maxPromptTokens;
+    }
+
+    /**
+     * The worst-case heap one request's tokenizing takes on the I/O thread of a rule whose tokenizer has the given
+     * longest token, given its {@link #tokenBound} ({@link HfTokenizer#worstCaseScratchBytes}): e.g. 8192 tokens of
+     * Qwen3 or Llama 3.1 (longest token 128 bytes) about 45 MiB. Each I/O thread may hold one such set at a time.
+     */
+    public static long worstCaseTokenizerScratchBytes(int tokenBound, int maxTokenBytes) {
+        return HfTokenizer.worstCaseScratchBytes(tokenBound, maxTokenBytes);
     }
 
     /** All prompts of a completions batch (render routes show every one). */

@@ -64,8 +64,11 @@ public final class PromptStage {
     public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, int maxBodyBytes, RequestFields fields,
                               boolean chat, GatewayMetrics metrics, NanoClock clock) {
         RuleConfig rc = rule.config();
-        int maxTokens = rc.maxPromptTokens(); // token-id prompts were already bounded by the body stage
         int contextLen = rule.contextLength();
+        // Token-id prompts were already bounded by the body stage. Text is counted only up to the context length
+        // when it is known: the engine refuses a longer prompt, and (B-5) counting 1 Mi tokens of a one-word
+        // prompt cost seconds and an OutOfMemoryError of merge scratch on the I/O thread.
+        int maxTokens = PromptPipeline.tokenBound(rc.maxPromptTokens(), contextLen);
         String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
         if (!rule.needsPromptTokens()) {
             Outcome plain = Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
@@ -115,6 +118,10 @@ public final class PromptStage {
             return Outcome.of(new RoutingInputs(null, null, session));
         }
         if (tokens == PromptPipeline.TOO_LONG) {
+            if (maxTokens < rc.maxPromptTokens()) {
+                // Over the context length (the tighter bound): the context verdict names it, as the engine would.
+                return budget(rule, contextLen, contextLen, false, body, maxBodyBytes, fields, chat, metrics, Outcome.NONE);
+            }
             return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
                 "more than " + maxTokens + " tokens", rule.name(), maxTokens));
         }
@@ -162,7 +169,7 @@ public final class PromptStage {
         if (!pipeline.hasTokenizer()) {
             return plain;
         }
-        int bound = Math.min(rule.config().maxPromptTokens(), contextLen);
+        int bound = PromptPipeline.tokenBound(rule.config().maxPromptTokens(), contextLen);
         long t0 = clock.nanoTime();
         int longest;
         try {

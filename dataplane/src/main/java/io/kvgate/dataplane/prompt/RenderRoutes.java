@@ -63,11 +63,16 @@ public final class RenderRoutes implements RequestHooks {
             throw new PromptException("model", "rule '" + rule.name() + "' has no tokenizer configured: only token-id "
                 + "completions prompts can be rendered (set rules[].tokenizer to the model directory)");
         }
-        int max = rule.config().maxPromptTokens();
+        // The request path's bound (B-5): no further than the context length when it is known.
+        int maxPromptTokens = rule.config().maxPromptTokens();
+        int max = PromptPipeline.tokenBound(maxPromptTokens, rule.contextLength());
         List<RenderedPrompt> all = p.renderAllAtMost(chat, body, max);
         if (all == null) {
-            throw new PromptTooLongException(RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
-                "more than " + max + " tokens", rule.name(), max));
+            throw new PromptTooLongException(max < maxPromptTokens
+                ? io.kvgate.dataplane.request.ContextBudget.overflow(max, max, false,
+                    io.kvgate.dataplane.request.ContextBudget.ABSENT, chat)
+                : RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt", "more than " + max + " tokens",
+                    rule.name(), max));
         }
         if (all.isEmpty()) {
             throw new PromptException(chat ? "messages" : "prompt", "nothing to render");

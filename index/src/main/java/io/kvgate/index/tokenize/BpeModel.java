@@ -17,6 +17,11 @@ import java.util.Arrays;
 final class BpeModel {
     static final int NO_MERGE = Integer.MAX_VALUE;
     private static final int LINEAR_MAX_SYMBOLS = 64;
+    /**
+     * Heap entries the heap path may hold per symbol: {@code len - 1} initial pairs plus at most two per merge
+     * ({@code len - 1} merges), stale ones included, so fewer than {@code 3 * len}.
+     */
+    private static final int HEAP_ENTRIES_PER_SYMBOL = 3;
 
     private final int[] byteIds = new int[256];
     private final long[] mergeKeys;
@@ -312,22 +317,32 @@ final class BpeModel {
         return n;
     }
 
-    /** Per-thread working arrays for {@link #encodeWord}. Not thread-safe: one per thread. */
+    /**
+     * Per-thread working arrays for {@link #encodeWord}. Not thread-safe: one per thread. A word of {@code n} bytes
+     * on the heap path needs {@link #BYTES_PER_SYMBOL} bytes per byte: sized to the word (rounded up to
+     * {@link #GROWTH_STEP} symbols), not to a power of two above it, so the bound callers compute from the longest
+     * word they admit ({@link HfTokenizer#worstCaseScratchBytes}) is the memory actually taken.
+     */
     static final class Scratch {
+        /** {@code sym}, {@code next}, {@code prev} (4 B each) and three heap entries (8 B each) per symbol. */
+        static final int BYTES_PER_SYMBOL = 3 * Integer.BYTES + HEAP_ENTRIES_PER_SYMBOL * Long.BYTES;
+        static final int GROWTH_STEP = 4096;
+
         int[] sym = new int[256];
-        int[] rank = new int[256];
+        /** Only the linear path (at most {@link #LINEAR_MAX_SYMBOLS} symbols) reads it, so it never grows. */
+        final int[] rank = new int[LINEAR_MAX_SYMBOLS];
         int[] next = new int[256];
         int[] prev = new int[256];
-        long[] heap = new long[1024];
+        long[] heap = new long[256 * HEAP_ENTRIES_PER_SYMBOL];
 
         void ensure(int symbols) {
             if (sym.length < symbols) {
-                int n = Integer.highestOneBit(symbols) << 1;
+                int n = (int) Math.min(Integer.MAX_VALUE / HEAP_ENTRIES_PER_SYMBOL,
+                        ((long) symbols + GROWTH_STEP - 1) / GROWTH_STEP * GROWTH_STEP);
                 sym = new int[n];
-                rank = new int[n];
                 next = new int[n];
                 prev = new int[n];
-                heap = new long[n * 4]; // pushes <= (len - 1) + 2 per merge < 3 * len
+                heap = new long[n * HEAP_ENTRIES_PER_SYMBOL];
             }
         }
     }

@@ -85,6 +85,12 @@ public final class HfTokenizer {
     private final boolean[] addedSpecial;
     private final Map<String, Integer> addedIds;
     private final int vocabSize;
+    /**
+     * The most UTF-8 bytes of raw text one id stands for: the longest model token or added token's text; 0 when
+     * an added token strips white space around it ({@code lstrip}/{@code rstrip}: one id then covers a run of any
+     * length, so the length of a whole text proves nothing). See {@link #minTokens}.
+     */
+    private final int maxBytesPerId;
     private final TokenizerConfig config;
     /** The model's processor templates ({@link ChatTemplates#processor}), or null; set by {@link #load} before publication. */
     private ChatTemplates processorTemplates;
@@ -105,6 +111,14 @@ public final class HfTokenizer {
             maxId = Math.max(maxId, added.token(i).id());
         }
         this.vocabSize = maxId + 1;
+        int longest = model.maxTokenBytes();
+        boolean strips = false;
+        for (int i = 0; i < added.size(); i++) {
+            AddedTokenMatcher.Token t = added.token(i);
+            longest = Math.max(longest, t.content().getBytes(StandardCharsets.UTF_8).length);
+            strips |= t.lstrip() || t.rstrip();
+        }
+        this.maxBytesPerId = strips ? 0 : longest;
         this.addedBytes = new byte[vocabSize][];
         this.addedSpecial = new boolean[vocabSize];
         this.addedIds = new HashMap<>();
@@ -450,9 +464,67 @@ public final class HfTokenizer {
         }
     }
 
-    /** Bytes of the longest model token: {@code n} UTF-8 bytes of text encode to at least {@code ceil(n / this)} ids. */
+    /**
+     * Bytes of the longest model token (128 for Qwen3 and Llama 3.1: a run of spaces): a pre-tokenized word of
+     * {@code n} UTF-8 bytes encodes to at least {@code ceil(n / this)} ids.
+     */
     public int maxTokenBytes() {
         return model.maxTokenBytes();
+    }
+
+    /**
+     * A lower bound of the ids {@code encode(text, false)} returns, read from the text's UTF-8 length alone
+     * ({@code ceil(bytes / longest)}, longest being the longest model token or added token's text); with special
+     * tokens the post-processor only adds ids. Exact as a bound because every id stands for a piece of the text no
+     * longer than that: an added token is its own text, and the text between added tokens is split into words whose
+     * ids are model tokens that spell the word's bytes (every byte has a token, and byte fallback, dropout and
+     * affixes are refused at load). It is 0, proving nothing, where the text is not what gets split: when the
+     * normalizer may change it (NFC composes up to four code points into one, NFKC maps many to fewer bytes) or an
+     * added token strips white space around it; {@link #encodeAtMost} still bounds each word after normalization.
+     */
+    public long minTokens(CharSequence text) {
+        return maxBytesPerId == 0 ? 0 : minTokensOfLength(text);
+    }
+
+    /**
+     * Whether {@code text} certainly encodes to more than {@code maxTokens} ids ({@link #minTokens} above it), in
+     * O(1) for a text too short to prove it (a UTF-16 unit is at most 3 UTF-8 bytes), so a prompt of ordinary
+     * length pays no scan.
+     */
+    public boolean certainlyMoreThan(CharSequence text, int maxTokens) {
+        if (maxBytesPerId == 0 || 3L * text.length() <= (long) maxTokens * maxBytesPerId) {
+            return false;
+        }
+        return minTokensOfLength(text) > maxTokens;
+    }
+
+    private long minTokensOfLength(CharSequence text) {
+        if (normalizer != null && normalizer.mayChange(text, 0, text.length())) {
+            return 0;
+        }
+        long bytes = utf8Length(text, 0, text.length());
+        return (bytes + maxBytesPerId - 1) / maxBytesPerId;
+    }
+
+    /**
+     * The most heap one {@link #encodeAtMost} call with {@code maxTokens} takes beyond its input, for a tokenizer
+     * whose longest model token has {@code maxTokenBytes} bytes ({@link #maxTokenBytes()}): what a gateway thread
+     * needs free to tokenize one prompt of a rule whose bound is {@code maxTokens}. The call refuses every word that
+     * needs more than the ids left before the limit, so the longest word it merges has {@code W = maxTokens *
+     * maxTokenBytes} bytes; merging it takes 36 bytes per byte (three int links and three heap entries of 8
+     * bytes) plus its UTF-8 copy, and the ids collected so far are at most {@code maxTokens + W}; the pre-token ends
+     * are cut at the limit. (The normalized copy of a text that NFC changes is proportional to the text, which the
+     * body limit bounds, and is not counted.) Scratch above {@code 1 Mi} elements is dropped after each call; one
+     * set per thread that tokenizes.
+     */
+    public static long worstCaseScratchBytes(int maxTokens, int maxTokenBytes) {
+        long word = (long) maxTokens * maxTokenBytes;
+        long merge = (word + BpeModel.Scratch.GROWTH_STEP) * BpeModel.Scratch.BYTES_PER_SYMBOL;
+        long utf8 = word + UTF8_GROWTH_STEP;
+        long ids = ((long) maxTokens + word) * 2 * Integer.BYTES; // the id buffer grows by doubling
+        long ends = ((long) maxTokens + 1) * 2 * Integer.BYTES;
+        long result = (long) maxTokens * Integer.BYTES; // the returned copy
+        return merge + utf8 + ids + ends + result;
     }
 
     /**
@@ -493,6 +565,7 @@ public final class HfTokenizer {
             int end = (int) m;
             encodeSegment(text, segStart, start, ctx);
             out.add(added.token(found[0]).id());
+            countAgainstLimit(ctx);
             segStart = end;
         }
         if (addSpecialTokens) {
@@ -512,7 +585,9 @@ public final class HfTokenizer {
             }
             int mark = ctx.out.size;
             encodeSegmentUncached(s, from, to, ctx);
-            segmentCache.put(s, from, to, h, ctx.out.a, mark, ctx.out.size);
+            if (!ctx.over) { // a segment given up on half way has only part of its ids
+                segmentCache.put(s, from, to, h, ctx.out.a, mark, ctx.out.size);
+            }
         } else {
             encodeSegmentUncached(s, from, to, ctx);
         }
@@ -528,9 +603,18 @@ public final class HfTokenizer {
             a = 0;
             b = norm.length();
         }
+        if (ctx.limit != Integer.MAX_VALUE) {
+            // The whole normalized segment goes through BPE: its length over the longest token is certain.
+            if ((long) ctx.out.size + ceilDiv(b - a, model.maxTokenBytes()) > ctx.limit) {
+                ctx.over = true;
+                return;
+            }
+        }
         IntBuf ends = ctx.ends;
         ends.clear();
-        splitter.split(t, a, b, ends);
+        // Every pre-token gives at least one id: one past the ids left proves the limit crossed.
+        splitter.split(t, a, b, ends, ctx.limit == Integer.MAX_VALUE ? Integer.MAX_VALUE
+                : ctx.limit - ctx.out.size + 1);
         int p = a;
         int[] e = ends.a;
         for (int k = 0, n = ends.size; k < n && !ctx.over; k++) {
@@ -549,30 +633,76 @@ public final class HfTokenizer {
             }
             int mark = ctx.out.size;
             bpe(s, from, to, ctx);
-            chunkCache.put(s, from, to, h, ctx.out.a, mark, ctx.out.size);
+            if (!ctx.over) { // a word refused by its length has no ids
+                chunkCache.put(s, from, to, h, ctx.out.a, mark, ctx.out.size);
+            }
         } else {
             bpe(s, from, to, ctx);
         }
+        countAgainstLimit(ctx);
+    }
+
+    /** Counting as it goes: once the ids so far pass the caller's limit, nothing more is encoded. */
+    private static void countAgainstLimit(Ctx ctx) {
+        if (ctx.out.size > ctx.limit) {
+            ctx.over = true;
+        }
+    }
+
+    private static long ceilDiv(long n, int d) {
+        return (n + d - 1) / d;
     }
 
     private void bpe(CharSequence s, int from, int to, Ctx ctx) {
-        // UTF-16 units never outnumber UTF-8 bytes, so (to - from) / maxTokenBytes ids are certain: stop here when
-        // they alone cross the caller's limit (the merges below are the expensive part).
-        if (ctx.limit != Integer.MAX_VALUE
-            && (long) ctx.out.size + (to - from + model.maxTokenBytes() - 1) / model.maxTokenBytes() > ctx.limit) {
-            ctx.over = true;
-            return;
+        // A word of n UTF-8 bytes gives at least ceil(n / maxTokenBytes) ids (each id is a model token spelling
+        // some of its bytes): stop here when they alone cross the caller's limit, before the merges (the expensive
+        // part, ~40 B of scratch per byte). UTF-16 units never outnumber UTF-8 bytes, so the cheaper count of units
+        // is tried first; the UTF-8 length then refuses the rest, so no admitted word has more than
+        // limit * maxTokenBytes bytes.
+        long bytes = -1;
+        if (ctx.limit != Integer.MAX_VALUE) {
+            int longest = model.maxTokenBytes();
+            if ((long) ctx.out.size + ceilDiv(to - from, longest) > ctx.limit
+                || (long) ctx.out.size + ceilDiv(bytes = utf8Length(s, from, to), longest) > ctx.limit) {
+                ctx.over = true;
+                return;
+            }
         }
-        int len = utf8(s, from, to, ctx);
+        int len = utf8(s, from, to, bytes < 0 ? utf8Length(s, from, to) : bytes, ctx);
         ctx.bpe.ensure(len);
         model.encodeWord(ctx.utf8, len, ctx.bpe, ctx.out);
     }
 
-    /** UTF-8 of {@code s[from,to)} into {@code ctx.utf8}; an unpaired surrogate becomes U+FFFD. */
-    private static int utf8(CharSequence s, int from, int to, Ctx ctx) {
-        int need = (to - from) * 3;
+    /** {@link #utf8}'s buffer grows to the length needed rounded up to this, not by doubling (see the bound). */
+    private static final int UTF8_GROWTH_STEP = 4096;
+
+    /** The UTF-8 length {@link #utf8} writes for {@code s[from,to)} (an unpaired surrogate as U+FFFD: 3 bytes). */
+    private static long utf8Length(CharSequence s, int from, int to) {
+        long n = 0;
+        for (int i = from; i < to; i++) {
+            char c = s.charAt(i);
+            if (c < 0x80) {
+                n++;
+            } else if (c < 0x800) {
+                n += 2;
+            } else if (Character.isHighSurrogate(c) && i + 1 < to && Character.isLowSurrogate(s.charAt(i + 1))) {
+                n += 4;
+                i++;
+            } else {
+                n += 3;
+            }
+        }
+        return n;
+    }
+
+    /**
+     * UTF-8 of {@code s[from,to)} into {@code ctx.utf8}; an unpaired surrogate becomes U+FFFD.
+     *
+     * @param need {@link #utf8Length} of the range
+     */
+    private static int utf8(CharSequence s, int from, int to, long need, Ctx ctx) {
         if (ctx.utf8.length < need) {
-            ctx.utf8 = new byte[Math.max(need, ctx.utf8.length * 2)];
+            ctx.utf8 = new byte[(int) ((need + UTF8_GROWTH_STEP - 1) / UTF8_GROWTH_STEP * UTF8_GROWTH_STEP)];
         }
         byte[] b = ctx.utf8;
         int n = 0;
@@ -712,7 +842,7 @@ public final class HfTokenizer {
             if (utf8.length > SCRATCH_RETAIN_LIMIT) {
                 utf8 = new byte[256];
             }
-            if (bpe.sym.length > SCRATCH_RETAIN_LIMIT) {
+            if (bpe.sym.length > SCRATCH_RETAIN_LIMIT) { // a fresh Scratch: its rank array never grows
                 bpe = new BpeModel.Scratch();
             }
         }

@@ -34,7 +34,16 @@ abstract sealed class PreTokenSplitter {
     }
 
     /** Appends the exclusive end index of every pre-token of {@code s[from, to)} to {@code ends}, in order. */
-    abstract void split(CharSequence s, int from, int to, IntBuf ends);
+    final void split(CharSequence s, int from, int to, IntBuf ends) {
+        split(s, from, to, ends, Integer.MAX_VALUE);
+    }
+
+    /**
+     * As {@link #split(CharSequence, int, int, IntBuf)}, but stops after {@code maxPieces} pre-tokens: every
+     * pre-token becomes at least one id, so a caller with a token limit needs no more than one past it, and
+     * {@code ends} stays bounded by the limit rather than by the text.
+     */
+    abstract void split(CharSequence s, int from, int to, IntBuf ends, int maxPieces);
 
     /** Hand-written equivalent of {@link #QWEN_PATTERN} ({@code maxDigits = 1}) / {@link #LLAMA3_PATTERN} (3). */
     static final class Gpt4Style extends PreTokenSplitter {
@@ -45,9 +54,9 @@ abstract sealed class PreTokenSplitter {
         }
 
         @Override
-        void split(CharSequence s, int from, int to, IntBuf ends) {
+        void split(CharSequence s, int from, int to, IntBuf ends, int maxPieces) {
             int i = from;
-            while (i < to) {
+            for (int pieces = 0; i < to && pieces < maxPieces; pieces++) {
                 i = next(s, i, to);
                 ends.add(i);
             }
@@ -197,23 +206,27 @@ abstract sealed class PreTokenSplitter {
         }
 
         @Override
-        void split(CharSequence s, int from, int to, IntBuf ends) {
+        void split(CharSequence s, int from, int to, IntBuf ends, int maxPieces) {
             Matcher m = pattern.matcher(s);
             m.region(from, to);
             m.useTransparentBounds(false);
             m.useAnchoringBounds(true);
             int last = from;
-            while (m.find()) {
+            long stop = (long) ends.size + maxPieces;
+            while (ends.size < stop && m.find()) {
                 if (m.end() == m.start()) {
                     continue; // HF drops empty matches
                 }
                 if (m.start() > last) {
                     ends.add(m.start());
+                    if (ends.size == stop) {
+                        return;
+                    }
                 }
                 ends.add(m.end());
                 last = m.end();
             }
-            if (last < to) {
+            if (last < to && ends.size < stop) {
                 ends.add(to);
             }
         }

@@ -165,11 +165,20 @@ final class CompletionRequest {
         JsonNode ktp = body.get("kv_transfer_params");
         this.kvTransferParams = ktp == null || ktp.isNull() ? null : ktp;
         this.hasBootstrap = body.has("bootstrap_room") && !body.get("bootstrap_room").isNull();
-        this.bootstrapHost = body.path("bootstrap_host").isTextual() ? body.get("bootstrap_host").asText() : null;
-        this.bootstrapPort = body.path("bootstrap_port").canConvertToInt() ? body.get("bootstrap_port").asInt() : -1;
-        JsonNode room = body.get("bootstrap_room");
-        this.bootstrapRoom = room != null && room.isArray() && !room.isEmpty() ? room.get(0).asLong()
-            : room != null && room.isNumber() ? room.asLong() : -1;
+        // SGLang's GenerateReqInput takes each bootstrap field as a value or a list with one per sequence
+        // (bootstrap_host: Optional[Union[List[str], str]]); the gateway sends lists for chat n > 1 and batched
+        // prompts. The simulator transfers one KV per request, keyed by the first room, so it reads the first entry.
+        JsonNode host = firstOfList(body.get("bootstrap_host"));
+        JsonNode port = firstOfList(body.get("bootstrap_port"));
+        JsonNode room = firstOfList(body.get("bootstrap_room"));
+        this.bootstrapHost = host != null && host.isTextual() ? host.asText() : null;
+        this.bootstrapPort = port != null && port.canConvertToInt() ? port.asInt() : -1;
+        this.bootstrapRoom = room != null && room.isNumber() ? room.asLong() : -1;
+    }
+
+    /** A list's first entry (null when empty), or the value itself when it is not a list. */
+    private static JsonNode firstOfList(JsonNode v) {
+        return v != null && v.isArray() ? (v.isEmpty() ? null : v.get(0)) : v;
     }
 
     /**

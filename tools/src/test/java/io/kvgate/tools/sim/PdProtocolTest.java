@@ -149,6 +149,27 @@ class PdProtocolTest {
     }
 
     @Test
+    void b12_sglangLegsTakeBootstrapListsAsTheGatewaySendsThemForNAboveOne() throws Exception {
+        // PdBodies.sglang: chat n > 1 and batched prompts carry one host, port and room per sequence.
+        try (EngineSimulator prefill = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).role(Role.PREFILL)
+                 .bootstrapPort(0));
+             EngineSimulator decode = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).role(Role.DECODE))) {
+            int bp = prefill.bootstrapPort();
+            String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" + LONG_PROMPT + "\"}],"
+                + "\"max_tokens\":5,\"n\":2,\"stream\":false,\"bootstrap_host\":[\"127.0.0.1\",\"127.0.0.1\"],"
+                + "\"bootstrap_port\":[" + bp + "," + bp + "],\"bootstrap_room\":[31,32]}";
+            CompletableFuture<HttpResponse<String>> d = postAsync(decode, body);
+            CompletableFuture<HttpResponse<String>> p = postAsync(prefill, body);
+            HttpResponse<String> dr = d.get();
+            assertEquals(200, dr.statusCode(), dr.body());
+            assertEquals(200, p.get().statusCode(), p.get().body());
+            assertEquals(2, json(dr).get("choices").size(), dr.body());
+            FaultInjectionTest.awaitCounter(prefill, "generations_finished", 1);
+            assertEquals(1, prefill.stats().get("pd_rendezvous"));
+        }
+    }
+
+    @Test
     void sglangSequentialProxyDeadlocksUntilTheBootstrapTimeout() throws Exception {
         try (EngineSimulator prefill = EngineSimulator.start(SimHttp.fast(Dialect.SGLANG).role(Role.PREFILL)
                  .bootstrapPort(0).bootstrapTimeoutMs(300));
