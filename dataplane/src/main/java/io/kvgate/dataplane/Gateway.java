@@ -98,6 +98,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final ModelProbe modelProbe;
     private volatile AppliedConfig applied;
     private volatile KvState kv;
+    /** The parity probe: it also resolves {@code hash_seed: auto} and remembers what it found. */
+    private final io.kvgate.dataplane.kv.ParityProbe parity;
+    private final io.kvgate.dataplane.kv.SeedResolver seedResolver;
+    /** Pause between probe rounds while a {@code hash_seed: auto} rule is unresolved (an engine may still be loading). */
+    static final long SEED_PROBE_RETRY_MS = 5_000;
+    static final long SEED_PROBE_TIMEOUT_MS = 5_000;
     private final DrainState drain = new DrainState();
     /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
     private final TokenizerCache tokenizers = new TokenizerCache();
@@ -143,6 +149,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             });
             kvRoutes.registerAdmin(admin);
             metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
+            this.parity = kvRoutes.parityProbe();
+            // A resolved hash_seed: auto reaches the rule's hashers the way every configuration change does: a reload.
+            parity.onSeedResolved(rule -> applyResolvedSeeds());
+            this.seedResolver = new io.kvgate.dataplane.kv.SeedResolver(parity, () -> List.<Rule>copyOf(router.table().rules()),
+                () -> kv, SEED_PROBE_RETRY_MS, SEED_PROBE_TIMEOUT_MS);
+            opened.push(seedResolver);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
             RequestHooks hooks = new RenderRoutes();
@@ -203,6 +215,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             loadScraper.start();
             modelProbe.start();
             startupParityProbe(kvRoutes.parityProbe());
+            seedResolver.start();
         } catch (Exception | Error e) {
             closeOpened();
             throw e;
@@ -402,6 +415,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     @Override
     public synchronized ReloadOutcome reload(GatewayConfig next) throws ConfigException, RestartRequiredException {
+        next = withResolvedSeeds(next);
         ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
         List<String> restartOnly = cur.config().restartOnlyChanges(next);
@@ -449,7 +463,35 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         metrics.modelLabels(modelNames(next));
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
             + String.join("; ", changes));
+        seedResolver.poke();
         return new ReloadOutcome(true, now.version(), now.digest(), changes);
+    }
+
+    /**
+     * {@code next} with each {@code hash_seed: auto} the parity probe resolved (for the same rule name and hash
+     * algorithm) replaced by its seed, so reloading a file that says {@code auto} keeps the seed already found.
+     */
+    private GatewayConfig withResolvedSeeds(GatewayConfig next) {
+        List<RuleConfig> rules = new java.util.ArrayList<>(next.rules());
+        boolean changed = false;
+        for (int i = 0; i < rules.size(); i++) {
+            RuleConfig rc = rules.get(i);
+            String seed = rc.hashSeedAuto() ? parity.resolvedSeed(rc.name(), rc.hashAlgo()) : null;
+            if (seed != null) {
+                rules.set(i, rc.withHashSeed(seed));
+                changed = true;
+            }
+        }
+        return changed ? next.withRules(rules) : next;
+    }
+
+    /** Applies the seeds {@code hash_seed: auto} resolved to, as a reload of the configuration in effect. */
+    private void applyResolvedSeeds() {
+        try {
+            reload(applied.config());
+        } catch (ConfigException | RestartRequiredException e) {
+            Log.warn("hash_seed auto: the resolved seed could not be applied: " + e.getMessage());
+        }
     }
 
     /**

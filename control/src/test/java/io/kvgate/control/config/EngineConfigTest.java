@@ -22,6 +22,20 @@ class EngineConfigTest {
         return String.join("\n", e.problems());
     }
 
+    /** {@code hash_seed: auto} finds a sha256_cbor engine's seed; xxhash_cbor without PYTHONHASHSEED has none to find. */
+    @Test
+    void hashSeedAutoAndVllmDefaultSeed() throws Exception {
+        RuleConfig auto = GatewayConfig.parse(rule("vllm", "kv_exact", "    hash_seed: auto\n")).rules().get(0);
+        assertTrue(auto.hashSeedAuto());
+        assertEquals("vllm-none-hash", auto.withHashSeed("vllm-none-hash").hashSeed());
+        assertFalse(auto.withHashSeed("vllm-none-hash").hashSeedAuto());
+        assertEquals("vllm-none-hash", GatewayConfig.parse(rule("vllm", "kv_exact", "    hash_seed: vllm-none-hash\n"))
+            .rules().get(0).hashSeed());
+        assertEquals("0", GatewayConfig.parse(rule("vllm", "kv_exact", "")).rules().get(0).hashSeed(), "the default stays \"0\"");
+        String xx = problems(rule("vllm", "kv_exact", "    hash_seed: auto\n    hash_algo: xxhash_cbor\n"));
+        assertTrue(xx.contains("rules[0] (name=r).hash_seed: value 'auto' needs hash_algo sha256_cbor"), xx);
+    }
+
     @Test
     void llamacppServesPlainChwblAndSession() throws Exception {
         for (String policy : new String[] {"round_robin", "weighted", "least_outstanding", "chwbl", "session"}) {
