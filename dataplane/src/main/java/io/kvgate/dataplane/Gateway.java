@@ -265,6 +265,20 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         n.put("ready", r.ready());
         var w = n.putArray("waiting_for");
         r.waitingFor().forEach(w::add);
+        // Not a reason to wait (the engines serve), but the KV scores of these endpoints are zero until fixed.
+        var warnings = n.putArray("warnings");
+        KvState k = kv;
+        if (k != null) {
+            for (Rule rule : router.table().rules()) {
+                for (EndpointState ep : rule.endpoints()) {
+                    if (ep.id() < KvState.MAX_ENDPOINTS && k.ingest().blockSizes().mismatched(ep.id())) {
+                        warnings.add("rule " + rule.name() + " endpoint " + ep.key() + ": its KV events carry block_size "
+                            + k.ingest().blockSizes().lastEventBlockSize(ep.id()) + ", the rule keys at "
+                            + rule.config().blockSize() + " (no prefix can match)");
+                    }
+                }
+            }
+        }
         return n;
     }
 
@@ -354,6 +368,25 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         for (EndpointState ep : registry.all()) {
             if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
                 out.append("kvgate_kv_endpoint_blocks{endpoint=\"").append(ep.key()).append("\"} ").append(k.index().blocks(ep.id())).append('\n');
+            }
+        }
+        // The block size each engine keys at (from its stored events) against its rule's: a mismatch is zero hits.
+        var sizes = k.ingest().blockSizes();
+        out.append("# HELP kvgate_kv_event_block_size Block size of the endpoint's latest stored KV event (0 before any).\n");
+        out.append("# TYPE kvgate_kv_event_block_size gauge\n");
+        for (EndpointState ep : registry.all()) {
+            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
+                out.append("kvgate_kv_event_block_size{endpoint=\"").append(ep.key()).append("\"} ")
+                    .append(sizes.lastEventBlockSize(ep.id())).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_kv_block_size_mismatch_total Stored KV events whose block size differs from the rule's"
+            + " block_size (their prefixes can never match).\n");
+        out.append("# TYPE kvgate_kv_block_size_mismatch_total counter\n");
+        for (EndpointState ep : registry.all()) {
+            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
+                out.append("kvgate_kv_block_size_mismatch_total{endpoint=\"").append(ep.key()).append("\"} ")
+                    .append(sizes.mismatches(ep.id())).append('\n');
             }
         }
         GatewayMetrics.gauge(out, "kvgate_kv_index_blocks", "Distinct blocks in the index.", k.index().size());

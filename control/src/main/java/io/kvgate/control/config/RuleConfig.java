@@ -691,7 +691,11 @@ public record RuleConfig(
         String tokenizer = n.string("tokenizer", null);
         ChatTemplateFile chatTemplate = chatTemplate(n, engine, tokenizer);
         // Validated as a long before narrowing: a huge value must be reported, not wrapped into range.
-        long blockSizeValue = n.has("block_size") ? n.longValue("block_size", 16, Long.MIN_VALUE, Long.MAX_VALUE) : (sglang ? 1 : 16);
+        // Defaults are the engines' own: SGLang's page size 1, TensorRT-LLM's tokens_per_block 32 (KvCacheConfig),
+        // vLLM's --block-size 16 (vLLM may pick another per attention backend when the flag is absent: pass it).
+        long defaultBlockSize = sglang ? 1 : "trtllm".equals(engine) ? 32 : 16;
+        long blockSizeValue = n.has("block_size") ? n.longValue("block_size", defaultBlockSize, Long.MIN_VALUE, Long.MAX_VALUE)
+            : defaultBlockSize;
         int blockSize = (int) blockSizeValue;
         if (blockSizeValue <= 0 || blockSizeValue > 4096) {
             n.problem("block_size", blockSizeValue, "must be in [1, 4096] and equal to the engines' block (page) size");

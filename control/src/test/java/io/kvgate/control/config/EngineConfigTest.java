@@ -36,6 +36,15 @@ class EngineConfigTest {
         assertTrue(xx.contains("rules[0] (name=r).hash_seed: value 'auto' needs hash_algo sha256_cbor"), xx);
     }
 
+    /** TensorRT-LLM's KvCacheConfig.tokens_per_block defaults to 32 (review T9): a trtllm rule's block_size does too. */
+    @Test
+    void blockSizeDefaultsAreTheEnginesOwn() throws Exception {
+        assertEquals(32, GatewayConfig.parse(rule("trtllm", "kv_exact", "")).rules().get(0).blockSize());
+        assertEquals(16, GatewayConfig.parse(rule("vllm", "kv_exact", "")).rules().get(0).blockSize());
+        assertEquals(1, GatewayConfig.parse(rule("sglang", "kv_exact", "")).rules().get(0).blockSize());
+        assertEquals(64, GatewayConfig.parse(rule("trtllm", "kv_exact", "    block_size: 64\n")).rules().get(0).blockSize());
+    }
+
     @Test
     void llamacppServesPlainChwblAndSession() throws Exception {
         for (String policy : new String[] {"round_robin", "weighted", "least_outstanding", "chwbl", "session"}) {

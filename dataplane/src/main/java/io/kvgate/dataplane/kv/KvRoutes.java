@@ -133,6 +133,17 @@ public final class KvRoutes {
                     e.put("role", ep.config().role());
                 }
                 e.put("blocks", kv == null ? 0 : kv.index().blocks(ep.id()));
+                if (kv != null && ep.config().kvEvents() != null) {
+                    // What the engine says it keys at (its stored events), against this rule's block_size.
+                    var sizes = kv.ingest().blockSizes();
+                    e.put("event_block_size", sizes.lastEventBlockSize(ep.id()));
+                    e.put("block_size_mismatches", sizes.mismatches(ep.id()));
+                    if (sizes.mismatched(ep.id())) {
+                        e.put("block_size_warning", "the engine's KV events carry block_size " + sizes.lastEventBlockSize(ep.id())
+                            + " but this rule keys at " + r.config().blockSize() + ": no prefix can match; set block_size: "
+                            + sizes.lastEventBlockSize(ep.id()));
+                    }
+                }
                 ArrayNode sn = e.putArray("subscribers");
                 for (SubscriberStatus s : subs) {
                     if (s.endpointId() != ep.id()) {
