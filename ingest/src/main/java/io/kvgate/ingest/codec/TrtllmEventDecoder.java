@@ -587,6 +587,9 @@ public final class TrtllmEventDecoder {
         }
         if (type == T_UNKNOWN) {
             unknownTypes++;
+            // Announced without callbacks: its id is part of the rank's sequence, and skipping it would make the
+            // next event look like a gap (which clears the rank) for an event the engine added, not lost.
+            listener.onEvent(eventId, dpRank, windowSize);
             return;
         }
         if (!listener.onEvent(eventId, dpRank, windowSize)) {
