@@ -518,8 +518,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         return changed ? next.withRules(rules) : next;
     }
 
-    /** Applies the seeds {@code hash_seed: auto} resolved to, as a reload of the configuration in effect. */
-    private void applyResolvedSeeds() {
+    /**
+     * Applies the seeds {@code hash_seed: auto} resolved to, as a reload of the configuration in effect. Holds the
+     * reload lock while it reads that configuration, so a reload applied meanwhile is never undone.
+     */
+    private synchronized void applyResolvedSeeds() {
         try {
             reload(applied.config());
         } catch (ConfigException | RestartRequiredException e) {
