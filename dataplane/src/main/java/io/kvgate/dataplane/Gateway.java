@@ -154,6 +154,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             parity.onSeedResolved(rule -> applyResolvedSeeds());
             this.seedResolver = new io.kvgate.dataplane.kv.SeedResolver(parity, () -> List.<Rule>copyOf(router.table().rules()),
                 () -> kv, SEED_PROBE_RETRY_MS, SEED_PROBE_TIMEOUT_MS);
+            seedResolver.onAdopted(this::applyResolvedSeeds);
             opened.push(seedResolver);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
@@ -502,7 +503,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     /**
      * {@code next} with each {@code hash_seed: auto} the parity probe resolved (for the same rule name and hash
-     * algorithm) replaced by its seed, so reloading a file that says {@code auto} keeps the seed already found.
+     * algorithm) replaced by its seed, and each learned-key rule's block size by the one its engines key at (when
+     * it adopted one while configured as it is in {@code next}), so reloading an unchanged file keeps what was found.
      */
     private GatewayConfig withResolvedSeeds(GatewayConfig next) {
         List<RuleConfig> rules = new java.util.ArrayList<>(next.rules());
@@ -511,9 +513,15 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             RuleConfig rc = rules.get(i);
             String seed = rc.hashSeedAuto() ? parity.resolvedSeed(rc.name(), rc.hashAlgo()) : null;
             if (seed != null) {
-                rules.set(i, rc.withHashSeed(seed));
+                rc = rc.withHashSeed(seed);
                 changed = true;
             }
+            int adopted = "learned".equals(rc.kvKeyMode()) ? seedResolver.adoptedBlockSize(rc.name(), rc.blockSize()) : 0;
+            if (adopted > 0) {
+                rc = rc.withBlockSize(adopted);
+                changed = true;
+            }
+            rules.set(i, rc);
         }
         return changed ? next.withRules(rules) : next;
     }

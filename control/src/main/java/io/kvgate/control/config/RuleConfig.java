@@ -77,6 +77,13 @@ public record RuleConfig(
         return HASH_SEED_AUTO.equals(hashSeed);
     }
 
+    /** The same rule keyed at {@code size} tokens per block (a learned-key rule adopting its engines' size). */
+    public RuleConfig withBlockSize(int size) {
+        return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, size, hashSeed,
+            hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+    }
+
     /** The same rule hashing with {@code seed} (a resolved {@code auto}, applied through a reload). */
     public RuleConfig withHashSeed(String seed) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, seed,

@@ -84,15 +84,64 @@ class BlockSizeMismatchSystemTest {
         }
     }
 
-    private void complete(Gateway gw, int attempt) {
-        StringBuilder sb = new StringBuilder("[");
-        for (int t = 0; t < 64; t++) {
-            sb.append(t == 0 ? "" : ",").append(2_000 + attempt * 64 + t);
+    /**
+     * A learned-key rule (TensorRT-LLM's) left at the default 32 in front of an engine with 64 tokens per block: its
+     * blocks are indexed at 64 tokens (the events' own), its requests were hashed at 32, so nothing could ever hit.
+     * The rule adopts the engines' size through a reload, and the repeated prompt is then a KV hit.
+     */
+    @Test
+    void aLearnedRuleAdoptsItsEnginesBlockSize() throws Exception {
+        try (EngineSimulator sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.TRTLLM)
+            .model("m").ttftMs(1).itlMs(1).blockSize(64))) {
+            Gateway gw = GatewayLauncher.start(GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                admin_token: %s
+                health: {interval_ms: 60000}
+                rules:
+                  - name: kv
+                    models: [m]
+                    engine: trtllm
+                    policy: kv_exact
+                    kv: {cold_readmit_every: 0}
+                    endpoints:
+                      - url: %s
+                        kv_events: %s/kv_cache_events
+                        kv_poll_ms: 20
+                """.formatted(ADMIN_TOKEN, sim.baseUrl(), sim.baseUrl())));
+            try {
+                assertEquals(32, get(gw, "/admin/v1/inventory").get("rules").get(0).get("block_size").asInt());
+                complete(gw, 0);
+                Await.until(WAIT, "the rule adopted the engine's block size",
+                    () -> get(gw, "/admin/v1/inventory").get("rules").get(0).get("block_size").asInt() == 64,
+                    () -> "inventory: " + get(gw, "/admin/v1/inventory"));
+                assertEquals(64, endpoint(gw).get("event_block_size").asInt());
+                HttpResponse<String> again = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port()
+                    + "/v1/completions")).header("content-type", "application/json").header("x-kvgate-explain", "1")
+                    .header("x-kvgate-admin-token", ADMIN_TOKEN)
+                    .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"max_tokens\":1,\"prompt\":" + tokens(0) + "}"))
+                    .build(), HttpResponse.BodyHandlers.ofString());
+                String route = again.headers().firstValue("x-kvgate-route").orElseThrow();
+                assertTrue(route.contains("tier=kv_exact"), route);
+            } finally {
+                gw.close(100);
+            }
         }
+    }
+
+    private static String tokens(int attempt) {
+        StringBuilder sb = new StringBuilder("[");
+        for (int t = 0; t < 128; t++) {
+            sb.append(t == 0 ? "" : ",").append(2_000 + attempt * 128 + t);
+        }
+        return sb.append(']').toString();
+    }
+
+    private void complete(Gateway gw, int attempt) {
         try {
             http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/completions"))
                 .header("content-type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"max_tokens\":1,\"prompt\":" + sb + "]}")).build(),
+                .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"max_tokens\":1,\"prompt\":" + tokens(attempt) + "}")).build(),
                 HttpResponse.BodyHandlers.ofString());
         } catch (java.io.IOException | InterruptedException e) {
             throw new IllegalStateException(e);
