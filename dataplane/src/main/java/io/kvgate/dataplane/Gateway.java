@@ -98,6 +98,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final ModelProbe modelProbe;
     private volatile AppliedConfig applied;
     private volatile KvState kv;
+    /** The parity probe: it also resolves {@code hash_seed: auto} and remembers what it found. */
+    private final io.kvgate.dataplane.kv.ParityProbe parity;
+    private final io.kvgate.dataplane.kv.SeedResolver seedResolver;
+    /** Pause between probe rounds while a {@code hash_seed: auto} rule is unresolved (an engine may still be loading). */
+    static final long SEED_PROBE_RETRY_MS = 5_000;
+    static final long SEED_PROBE_TIMEOUT_MS = 5_000;
     private final DrainState drain = new DrainState();
     /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
     private final TokenizerCache tokenizers = new TokenizerCache();
@@ -143,6 +149,13 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             });
             kvRoutes.registerAdmin(admin);
             metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
+            this.parity = kvRoutes.parityProbe();
+            // A resolved hash_seed: auto reaches the rule's hashers the way every configuration change does: a reload.
+            parity.onSeedResolved(rule -> applyResolvedSeeds());
+            this.seedResolver = new io.kvgate.dataplane.kv.SeedResolver(parity, () -> List.<Rule>copyOf(router.table().rules()),
+                () -> kv, SEED_PROBE_RETRY_MS, SEED_PROBE_TIMEOUT_MS);
+            seedResolver.onAdopted(this::applyResolvedSeeds);
+            opened.push(seedResolver);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
             RequestHooks hooks = new RenderRoutes();
@@ -203,6 +216,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             loadScraper.start();
             modelProbe.start();
             startupParityProbe(kvRoutes.parityProbe());
+            seedResolver.start();
         } catch (Exception | Error e) {
             closeOpened();
             throw e;
@@ -252,6 +266,20 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         n.put("ready", r.ready());
         var w = n.putArray("waiting_for");
         r.waitingFor().forEach(w::add);
+        // Not a reason to wait (the engines serve), but the KV scores of these endpoints are zero until fixed.
+        var warnings = n.putArray("warnings");
+        KvState k = kv;
+        if (k != null) {
+            for (Rule rule : router.table().rules()) {
+                for (EndpointState ep : rule.endpoints()) {
+                    if (ep.id() < KvState.MAX_ENDPOINTS && k.ingest().blockSizes().mismatched(ep.id())) {
+                        warnings.add("rule " + rule.name() + " endpoint " + ep.key() + ": its KV events carry block_size "
+                            + k.ingest().blockSizes().lastEventBlockSize(ep.id()) + ", the rule keys at "
+                            + rule.config().blockSize() + " (no prefix can match)");
+                    }
+                }
+            }
+        }
         return n;
     }
 
@@ -343,6 +371,25 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 out.append("kvgate_kv_endpoint_blocks{endpoint=\"").append(ep.key()).append("\"} ").append(k.index().blocks(ep.id())).append('\n');
             }
         }
+        // The block size each engine keys at (from its stored events) against its rule's: a mismatch is zero hits.
+        var sizes = k.ingest().blockSizes();
+        out.append("# HELP kvgate_kv_event_block_size Block size of the endpoint's latest stored KV event (0 before any).\n");
+        out.append("# TYPE kvgate_kv_event_block_size gauge\n");
+        for (EndpointState ep : registry.all()) {
+            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
+                out.append("kvgate_kv_event_block_size{endpoint=\"").append(ep.key()).append("\"} ")
+                    .append(sizes.lastEventBlockSize(ep.id())).append('\n');
+            }
+        }
+        out.append("# HELP kvgate_kv_block_size_mismatch_total Stored KV events whose block size differs from the rule's"
+            + " block_size (their prefixes can never match).\n");
+        out.append("# TYPE kvgate_kv_block_size_mismatch_total counter\n");
+        for (EndpointState ep : registry.all()) {
+            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
+                out.append("kvgate_kv_block_size_mismatch_total{endpoint=\"").append(ep.key()).append("\"} ")
+                    .append(sizes.mismatches(ep.id())).append('\n');
+            }
+        }
         GatewayMetrics.gauge(out, "kvgate_kv_index_blocks", "Distinct blocks in the index.", k.index().size());
         GatewayMetrics.gauge(out, "kvgate_kv_index_memberships", "(block, endpoint rank) memberships in the index.", k.index().memberships());
         GatewayMetrics.gauge(out, "kvgate_kv_index_capacity_blocks", "Index capacity in distinct blocks.", k.index().config().capacityBlocks());
@@ -402,6 +449,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     @Override
     public synchronized ReloadOutcome reload(GatewayConfig next) throws ConfigException, RestartRequiredException {
+        next = withResolvedSeeds(next);
         ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
         List<String> restartOnly = cur.config().restartOnlyChanges(next);
@@ -449,7 +497,45 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         metrics.modelLabels(modelNames(next));
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
             + String.join("; ", changes));
+        seedResolver.poke();
         return new ReloadOutcome(true, now.version(), now.digest(), changes);
+    }
+
+    /**
+     * {@code next} with each {@code hash_seed: auto} the parity probe resolved (for the same rule name and hash
+     * algorithm) replaced by its seed, and each learned-key rule's block size by the one its engines key at (when
+     * it adopted one while configured as it is in {@code next}), so reloading an unchanged file keeps what was found.
+     */
+    private GatewayConfig withResolvedSeeds(GatewayConfig next) {
+        List<RuleConfig> rules = new java.util.ArrayList<>(next.rules());
+        boolean changed = false;
+        for (int i = 0; i < rules.size(); i++) {
+            RuleConfig rc = rules.get(i);
+            String seed = rc.hashSeedAuto() ? parity.resolvedSeed(rc.name(), rc.hashAlgo()) : null;
+            if (seed != null) {
+                rc = rc.withHashSeed(seed);
+                changed = true;
+            }
+            int adopted = "learned".equals(rc.kvKeyMode()) ? seedResolver.adoptedBlockSize(rc.name(), rc.blockSize()) : 0;
+            if (adopted > 0) {
+                rc = rc.withBlockSize(adopted);
+                changed = true;
+            }
+            rules.set(i, rc);
+        }
+        return changed ? next.withRules(rules) : next;
+    }
+
+    /**
+     * Applies the seeds {@code hash_seed: auto} resolved to, as a reload of the configuration in effect. Holds the
+     * reload lock while it reads that configuration, so a reload applied meanwhile is never undone.
+     */
+    private synchronized void applyResolvedSeeds() {
+        try {
+            reload(applied.config());
+        } catch (ConfigException | RestartRequiredException e) {
+            Log.warn("hash_seed auto: the resolved seed could not be applied: " + e.getMessage());
+        }
     }
 
     /**

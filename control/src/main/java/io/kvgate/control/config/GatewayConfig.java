@@ -63,6 +63,13 @@ public record GatewayConfig(
             apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, Ingest.DEFAULTS, Load.DEFAULTS);
     }
 
+    /** The same configuration with {@code rules} in place of its rules (a resolved {@code hash_seed: auto}). */
+    public GatewayConfig withRules(List<RuleConfig> rules) {
+        return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
+            apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
+            load);
+    }
+
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
 
     /** What {@code GET /admin/v1/config} shows instead of a secret; a PUT that keeps it keeps the current secret. */

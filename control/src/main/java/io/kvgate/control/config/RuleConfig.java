@@ -58,6 +58,39 @@ public record RuleConfig(
      */
     public static final String NO_TOOL_CALL_PARSER = "none";
 
+    /**
+     * {@code hash_seed: auto}: the gateway finds the seed the rule's vLLM engines hash with by asking them (the parity
+     * probe tries {@link #AUTO_HASH_SEED_CANDIDATES} against the keys their events carry) and applies it through a
+     * reload. Until then the rule is routed without KV scores.
+     */
+    public static final String HASH_SEED_AUTO = "auto";
+
+    /**
+     * What {@code auto} tries, most likely first: vLLM's seed for sha256_cbor without PYTHONHASHSEED
+     * ({@code DEFAULT_NONE_HASH_SEED}, PR #51875), the gateway's default "0", and the two other fixed strings
+     * PYTHONHASHSEED is commonly given ("random" is hashed as the string, so it is reproducible; "" likewise).
+     */
+    public static final List<String> AUTO_HASH_SEED_CANDIDATES = List.of("vllm-none-hash", "0", "random", "");
+
+    /** Whether this rule's seed is to be found from its engines' events ({@code hash_seed: auto}, not yet resolved). */
+    public boolean hashSeedAuto() {
+        return HASH_SEED_AUTO.equals(hashSeed);
+    }
+
+    /** The same rule keyed at {@code size} tokens per block (a learned-key rule adopting its engines' size). */
+    public RuleConfig withBlockSize(int size) {
+        return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, size, hashSeed,
+            hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+    }
+
+    /** The same rule hashing with {@code seed} (a resolved {@code auto}, applied through a reload). */
+    public RuleConfig withHashSeed(String seed) {
+        return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, seed,
+            hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+    }
+
     /** The shape before {@code tool_call_parser} existed: not declared. */
     public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
                       List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
@@ -665,7 +698,11 @@ public record RuleConfig(
         String tokenizer = n.string("tokenizer", null);
         ChatTemplateFile chatTemplate = chatTemplate(n, engine, tokenizer);
         // Validated as a long before narrowing: a huge value must be reported, not wrapped into range.
-        long blockSizeValue = n.has("block_size") ? n.longValue("block_size", 16, Long.MIN_VALUE, Long.MAX_VALUE) : (sglang ? 1 : 16);
+        // Defaults are the engines' own: SGLang's page size 1, TensorRT-LLM's tokens_per_block 32 (KvCacheConfig),
+        // vLLM's --block-size 16 (vLLM may pick another per attention backend when the flag is absent: pass it).
+        long defaultBlockSize = sglang ? 1 : "trtllm".equals(engine) ? 32 : 16;
+        long blockSizeValue = n.has("block_size") ? n.longValue("block_size", defaultBlockSize, Long.MIN_VALUE, Long.MAX_VALUE)
+            : defaultBlockSize;
         int blockSize = (int) blockSizeValue;
         if (blockSizeValue <= 0 || blockSizeValue > 4096) {
             n.problem("block_size", blockSizeValue, "must be in [1, 4096] and equal to the engines' block (page) size");
@@ -682,6 +719,12 @@ public record RuleConfig(
         // hash of the events' tokens.
         boolean trtllm = "trtllm".equals(engine);
         String keyMode = n.oneOf("kv_key_mode", trtllm ? "learned" : "exact", List.of("exact", "learned"));
+        if (HASH_SEED_AUTO.equals(hashSeed) && "vllm".equals(engine) && "exact".equals(keyMode)
+            && !"sha256_cbor".equals(hashAlgo)) {
+            n.problem("hash_seed", hashSeed, "needs hash_algo sha256_cbor: vLLM with " + hashAlgo + " and no PYTHONHASHSEED"
+                + " draws a random seed per process (os.urandom), so there is nothing to find; start the engines with"
+                + " PYTHONHASHSEED and set hash_seed to it");
+        }
         if (trtllm && "exact".equals(keyMode)) {
             n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm': TensorRT-LLM's block hashes are internal to"
                 + " the engine, so its blocks are keyed by the gateway's hash of the events' tokens (learned)");

@@ -22,6 +22,29 @@ class EngineConfigTest {
         return String.join("\n", e.problems());
     }
 
+    /** {@code hash_seed: auto} finds a sha256_cbor engine's seed; xxhash_cbor without PYTHONHASHSEED has none to find. */
+    @Test
+    void hashSeedAutoAndVllmDefaultSeed() throws Exception {
+        RuleConfig auto = GatewayConfig.parse(rule("vllm", "kv_exact", "    hash_seed: auto\n")).rules().get(0);
+        assertTrue(auto.hashSeedAuto());
+        assertEquals("vllm-none-hash", auto.withHashSeed("vllm-none-hash").hashSeed());
+        assertFalse(auto.withHashSeed("vllm-none-hash").hashSeedAuto());
+        assertEquals("vllm-none-hash", GatewayConfig.parse(rule("vllm", "kv_exact", "    hash_seed: vllm-none-hash\n"))
+            .rules().get(0).hashSeed());
+        assertEquals("0", GatewayConfig.parse(rule("vllm", "kv_exact", "")).rules().get(0).hashSeed(), "the default stays \"0\"");
+        String xx = problems(rule("vllm", "kv_exact", "    hash_seed: auto\n    hash_algo: xxhash_cbor\n"));
+        assertTrue(xx.contains("rules[0] (name=r).hash_seed: value 'auto' needs hash_algo sha256_cbor"), xx);
+    }
+
+    /** TensorRT-LLM's KvCacheConfig.tokens_per_block defaults to 32 (review T9): a trtllm rule's block_size does too. */
+    @Test
+    void blockSizeDefaultsAreTheEnginesOwn() throws Exception {
+        assertEquals(32, GatewayConfig.parse(rule("trtllm", "kv_exact", "")).rules().get(0).blockSize());
+        assertEquals(16, GatewayConfig.parse(rule("vllm", "kv_exact", "")).rules().get(0).blockSize());
+        assertEquals(1, GatewayConfig.parse(rule("sglang", "kv_exact", "")).rules().get(0).blockSize());
+        assertEquals(64, GatewayConfig.parse(rule("trtllm", "kv_exact", "    block_size: 64\n")).rules().get(0).blockSize());
+    }
+
     @Test
     void llamacppServesPlainChwblAndSession() throws Exception {
         for (String policy : new String[] {"round_robin", "weighted", "least_outstanding", "chwbl", "session"}) {

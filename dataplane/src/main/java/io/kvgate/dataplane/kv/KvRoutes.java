@@ -108,6 +108,23 @@ public final class KvRoutes {
             rn.put("block_size", r.config().blockSize());
             rn.put("hash_algo", r.config().hashAlgo());
             rn.put("kv_key_mode", r.config().kvKeyMode());
+            rn.put("hash_seed", r.config().hashSeed());
+            ParityProbe.SeedState seed = parity.seedState(r.name());
+            boolean fromAuto = seed != null && "resolved".equals(seed.state()) && seed.seed().equals(r.config().hashSeed())
+                && seed.hashAlgo().equals(r.config().hashAlgo());
+            if (r.config().hashSeedAuto() || fromAuto) {
+                // hash_seed: auto — where the search for the engines' seed stands (unresolved: no KV scores yet)
+                ObjectNode a = rn.putObject("hash_seed_auto");
+                a.put("state", fromAuto ? "resolved" : seed == null ? "unresolved" : seed.state());
+                if (seed != null && seed.seed() != null) {
+                    a.put("seed", seed.seed());
+                }
+                a.put("detail", seed == null ? "waiting for the first parity probe round (the rule is routed without KV scores)"
+                    : seed.detail());
+                if (seed != null) {
+                    a.put("at_epoch_ms", seed.atEpochMs());
+                }
+            }
             ArrayNode eps = rn.putArray("endpoints");
             for (EndpointState ep : r.endpoints()) {
                 ObjectNode e = eps.addObject();
@@ -116,6 +133,17 @@ public final class KvRoutes {
                     e.put("role", ep.config().role());
                 }
                 e.put("blocks", kv == null ? 0 : kv.index().blocks(ep.id()));
+                if (kv != null && ep.config().kvEvents() != null) {
+                    // What the engine says it keys at (its stored events), against this rule's block_size.
+                    var sizes = kv.ingest().blockSizes();
+                    e.put("event_block_size", sizes.lastEventBlockSize(ep.id()));
+                    e.put("block_size_mismatches", sizes.mismatches(ep.id()));
+                    if (sizes.mismatched(ep.id())) {
+                        e.put("block_size_warning", "the engine's KV events carry block_size " + sizes.lastEventBlockSize(ep.id())
+                            + " but this rule keys at " + r.config().blockSize() + ": no prefix can match; set block_size: "
+                            + sizes.lastEventBlockSize(ep.id()));
+                    }
+                }
                 ArrayNode sn = e.putArray("subscribers");
                 for (SubscriberStatus s : subs) {
                     if (s.endpointId() != ep.id()) {

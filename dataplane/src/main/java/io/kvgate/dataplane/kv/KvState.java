@@ -82,6 +82,10 @@ public final class KvState implements AutoCloseable {
                         + ": its KV events are not indexed (restart the gateway to compact ids)");
                     continue;
                 }
+                if (!want.containsKey(ep.id())) {
+                    // The first rule naming the endpoint keys its requests: its events must carry that block size.
+                    ingest.blockSizes().expect(ep.id(), r.blockSize(), ep.key() + " (rule " + r.name() + ")");
+                }
                 if (e.kvEventsOverHttp()) {
                     // TensorRT-LLM: drained over HTTP, always in learned-key mode (its block hashes are internal).
                     Record prev = want.get(ep.id());

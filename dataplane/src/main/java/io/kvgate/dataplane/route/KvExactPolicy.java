@@ -233,6 +233,9 @@ final class KvExactPolicy implements RoutingPolicy {
         if (tokens == null) {
             return fallback(c, r, nowNs, why, MissReason.NO_TOKENS);
         }
+        if (hasher.seedUnresolved()) {
+            return fallback(c, r, nowNs, why, MissReason.SEED_UNRESOLVED);
+        }
         long t0 = clock.nanoTime();
         int n = hashPrompt(tokens, r.cacheSalt(), r.lora());
         long t1 = clock.nanoTime();
@@ -355,8 +358,8 @@ final class KvExactPolicy implements RoutingPolicy {
                 stats.watchdogWarned = true;
                 System.err.println("kvgate: WARNING rule '" + ruleName + "': " + watchdogStreak
                     + " consecutive KV lookups matched nothing while the engines hold blocks: check that block_size, "
-                    + "hash_seed (PYTHONHASHSEED), hash_algo, tokenizer and chat template match the engines "
-                    + "(run the parity probe: ./kvgate ctl parity)");
+                    + "hash_seed (PYTHONHASHSEED; 'vllm-none-hash' for a sha256_cbor vLLM started without it, or 'auto'), "
+                    + "hash_algo, tokenizer and chat template match the engines (run the parity probe: ./kvgate ctl parity)");
             }
         }
     }
@@ -380,6 +383,9 @@ final class KvExactPolicy implements RoutingPolicy {
             why.append("tier=fallback(").append(reason.label).append(")");
             if (reason == MissReason.NO_MATCH || reason == MissReason.BELOW_MIN_MATCH || reason == MissReason.OVER_LOAD_BOUND) {
                 appendScores(why, c);
+            } else if (reason == MissReason.SEED_UNRESOLVED) {
+                why.append("; hash_seed auto: the parity probe has not yet found the seed the engines hash with"
+                    + " (see /admin/v1/inventory), so the rule is routed without KV scores");
             }
         }
         return ep;

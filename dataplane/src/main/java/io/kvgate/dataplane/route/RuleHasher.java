@@ -25,6 +25,11 @@ public final class RuleHasher {
     private final Map<String, BlockHasher> adapterHashers;
     private final HashAlgo algo;
     private final String seed;
+    /**
+     * {@code hash_seed: auto} not resolved yet: no keys at all, since keys under a guessed seed would look like a
+     * cache that is merely cold. The parity probe resolves the seed and a reload builds a new hasher with it.
+     */
+    private final boolean seedUnresolved;
 
     /**
      * Bound on distinct adapters one rule hashes for. Adapter names reach the hasher only after the prompt stage
@@ -40,8 +45,12 @@ public final class RuleHasher {
         this.algo = algo;
         this.seed = rule.hashSeed();
         this.adapterHashers = algo.isVllm() && !"learned".equals(rule.kvKeyMode()) ? new HashMap<>() : null;
+        this.seedUnresolved = algo.isVllm() && !"learned".equals(rule.kvKeyMode()) && rule.hashSeedAuto();
         if ("learned".equals(rule.kvKeyMode())) {
             this.learned = Fmix64ChainedTokenHasher.INSTANCE;
+            this.hasher = null;
+        } else if (seedUnresolved) {
+            this.learned = null;
             this.hasher = null;
         } else {
             this.learned = null;
@@ -74,9 +83,13 @@ public final class RuleHasher {
      * are token-only, so there the name does not change the keys.
      *
      * @return the number of keys written; 0 when the adapter name cannot be hashed (over {@link #MAX_ADAPTERS}
-     *     distinct names, or not a valid name) — the request is then routed without KV scores
+     *     distinct names, or not a valid name) or the seed is unresolved ({@link #seedUnresolved}) — the request is
+     *     then routed without KV scores
      */
     public int hash(int[] tokens, String cacheSalt, String lora, long[] keysOut, int maxBlocks) {
+        if (seedUnresolved) {
+            return 0;
+        }
         BlockHasher h = hasher;
         if (lora != null && adapterHashers != null) {
             h = adapterHasher(lora);
@@ -113,6 +126,11 @@ public final class RuleHasher {
         }
         adapterHashers.put(lora, h);
         return h;
+    }
+
+    /** True while the rule's {@code hash_seed: auto} is unresolved: {@link #hash} then writes no keys. */
+    public boolean seedUnresolved() {
+        return seedUnresolved;
     }
 
     public int blockSize() {

@@ -25,7 +25,9 @@ public final class RuleStats {
 
     /** Why a KV-aware (or session/CHWBL) decision fell back; the label is the metric's {@code reason} value. */
     public enum MissReason {
-        NO_KV_EVENTS, NO_TOKENS, SHORT_PROMPT, NO_MATCH, BELOW_MIN_MATCH, OVER_LOAD_BOUND, NO_SESSION_KEY, ALL_OVER_BOUND;
+        NO_KV_EVENTS, NO_TOKENS, SHORT_PROMPT, NO_MATCH, BELOW_MIN_MATCH, OVER_LOAD_BOUND, NO_SESSION_KEY, ALL_OVER_BOUND,
+        /** {@code hash_seed: auto} not resolved yet by the parity probe: no keys to look up. */
+        SEED_UNRESOLVED;
 
         final String label = name().toLowerCase(Locale.ROOT);
     }

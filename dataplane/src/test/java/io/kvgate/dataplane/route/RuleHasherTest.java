@@ -3,7 +3,9 @@ package io.kvgate.dataplane.route;
 import static io.kvgate.dataplane.route.RouteFixtures.config;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.config.RuleConfig;
 import java.util.Arrays;
@@ -43,6 +45,33 @@ class RuleHasherTest {
             assertNotEquals(expected, keys(h, tokens, "salt-1", null)[0], "the base model's key must differ");
             assertEquals("2269608370498428872", h.format(expected));
         }
+    }
+
+    /**
+     * vLLM's seed for sha256_cbor without PYTHONHASHSEED ("vllm-none-hash", PR #51875) is a configurable seed, and
+     * {@code hash_seed: auto} writes no keys (a guessed seed would pass for a cold cache) until the parity probe
+     * resolves it; the resolved rule ({@link RuleConfig#withHashSeed}) then hashes exactly as the configured seed.
+     * Expected keys: the golden vector of BlockHasherTest.vllmDefaultNoneHashSeedVector (Python cbor2 + hashlib).
+     */
+    @Test
+    void vllmDefaultSeedAndAutoSeed() {
+        int[] tokens = new int[32];
+        Arrays.setAll(tokens, i -> i + 1);
+        long[] expected = {Long.parseUnsignedLong("8866452693264111234"), Long.parseUnsignedLong("807986237951177663")};
+        RuleHasher configured = new RuleHasher(rule("vllm", "    block_size: 16\n    hash_seed: vllm-none-hash\n"), 0);
+        assertArrayEquals(expected, keys(configured, tokens, null, null));
+
+        RuleConfig auto = rule("vllm", "    block_size: 16\n    hash_seed: auto\n");
+        RuleHasher unresolved = new RuleHasher(auto, 1 << 10);
+        assertTrue(unresolved.seedUnresolved());
+        assertArrayEquals(new long[0], keys(unresolved, tokens, null, null));
+        assertArrayEquals(new long[0], keys(unresolved, tokens, null, "adapter-a"));
+        RuleHasher resolved = new RuleHasher(auto.withHashSeed("vllm-none-hash"), 1 << 10);
+        assertFalse(resolved.seedUnresolved());
+        assertArrayEquals(expected, keys(resolved, tokens, null, null));
+        // auto is about vLLM's seed only: SGLang and learned keys have none, so nothing waits.
+        assertFalse(new RuleHasher(rule("sglang", "    hash_seed: auto\n"), 0).seedUnresolved());
+        assertFalse(new RuleHasher(rule("vllm", "    hash_seed: auto\n    kv_key_mode: learned\n"), 0).seedUnresolved());
     }
 
     @Test

@@ -5,8 +5,9 @@ package io.kvgate.index.hash;
  *
  * @param algo      the engine's hash algorithm
  * @param blockSize tokens per block: vLLM {@code --block-size} (default 16), SGLang page size (default 1)
- * @param seed      vLLM: the engine's {@code PYTHONHASHSEED} string, used verbatim (NONE_HASH = H(CBOR(seed))).
- *                  Ignored for SGLang (may be null there).
+ * @param seed      vLLM: the string the engine derived NONE_HASH from (NONE_HASH = H(CBOR(seed))): its
+ *                  {@code PYTHONHASHSEED}, or, for sha256_cbor with PYTHONHASHSEED unset,
+ *                  {@link #VLLM_DEFAULT_NONE_HASH_SEED}. Ignored for SGLang (may be null there).
  * @param loraName  vLLM: the LoRA adapter name requests are served with (enters every block's extra keys), or
  *                  null for the base model. Ignored for SGLang, whose event hash does not include LoRA.
  *                  Immutable, thread-safe.
@@ -22,6 +23,14 @@ public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String lo
     /** Largest LoRA name accepted, in chars: names are adapter identifiers, never prose. */
     public static final int MAX_LORA_NAME_CHARS = 1_024;
 
+    /**
+     * The seed vLLM derives NONE_HASH from when {@code PYTHONHASHSEED} is unset and the hash algorithm is
+     * cryptographic (sha256, sha256_cbor): {@code DEFAULT_NONE_HASH_SEED} in {@code vllm/v1/core/kv_cache_utils.py},
+     * returned by {@code resolve_none_hash_seed} since vLLM PR #51875. Python itself refuses it as a PYTHONHASHSEED,
+     * so no engine with xxhash_cbor (whose unset seed is {@code os.urandom(32).hex()}) can ever hash it.
+     */
+    public static final String VLLM_DEFAULT_NONE_HASH_SEED = "vllm-none-hash";
+
     /** Bound on the seed string (strtoul accepts any number of leading zeros or spaces, so length alone proves nothing). */
     private static final int MAX_SEED_CHARS = 4_096;
 
@@ -36,12 +45,19 @@ public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String lo
         if (algo.isVllm()) {
             if (seed == null) {
                 throw new IllegalArgumentException("seed=null: must be the engine's PYTHONHASHSEED string for algo="
-                    + algo.configName() + "; an engine started without PYTHONHASHSEED draws NONE_HASH from"
-                    + " os.urandom and its keys cannot be reproduced");
+                    + algo.configName() + " ('" + VLLM_DEFAULT_NONE_HASH_SEED + "' for a sha256_cbor engine started"
+                    + " without it; an xxhash_cbor engine without it draws NONE_HASH from os.urandom and its keys"
+                    + " cannot be reproduced)");
             }
-            if (!isAcceptedPythonHashSeed(seed)) {
+            if (seed.equals(VLLM_DEFAULT_NONE_HASH_SEED) && algo != HashAlgo.SHA256_CBOR) {
+                throw new IllegalArgumentException("seed='" + seed + "': must be the engine's PYTHONHASHSEED for algo="
+                    + algo.configName() + ": vLLM uses '" + VLLM_DEFAULT_NONE_HASH_SEED + "' only for sha256/sha256_cbor"
+                    + " without PYTHONHASHSEED; " + algo.configName() + " without it draws a random seed per process");
+            }
+            if (!seed.equals(VLLM_DEFAULT_NONE_HASH_SEED) && !isAcceptedPythonHashSeed(seed)) {
                 throw new IllegalArgumentException("seed='" + abbreviate(seed) + "': must be a value Python accepts"
-                    + " for PYTHONHASHSEED: 'random', empty, or a decimal integer in [0, 4294967295]");
+                    + " for PYTHONHASHSEED ('random', empty, or a decimal integer in [0, 4294967295]) or, for"
+                    + " sha256_cbor engines started without PYTHONHASHSEED, '" + VLLM_DEFAULT_NONE_HASH_SEED + "'");
             }
             if (loraName != null) {
                 if (loraName.isEmpty() || loraName.length() > MAX_LORA_NAME_CHARS) {

@@ -36,6 +36,15 @@ class BlockHashSpecTest {
     }
 
     @Test
+    void acceptsVllmDefaultSeedOnlyWhereVllmHashesIt() {
+        // sha256_cbor without PYTHONHASHSEED: vLLM seeds NONE_HASH with "vllm-none-hash" (PR #51875).
+        assertTrue(new BlockHashSpec(HashAlgo.SHA256_CBOR, 16, "vllm-none-hash", null).seed().equals("vllm-none-hash"));
+        // xxhash_cbor without PYTHONHASHSEED draws os.urandom; Python refuses "vllm-none-hash" as a PYTHONHASHSEED.
+        assertRejected("seed", "'vllm-none-hash'", () -> new BlockHashSpec(HashAlgo.XXHASH_CBOR, 16, "vllm-none-hash", null));
+        assertFalse(BlockHashSpec.isAcceptedPythonHashSeed("vllm-none-hash"));
+    }
+
+    @Test
     void seedFollowsPythonHashSeedRules() {
         // Python starts with these (strtoul base 10, whole string, <= 2^32-1; "random"; empty = unset).
         for (String ok : new String[] {"0", "42", "4294967295", "random", "", " 7", "\t\n+5", "+12", "-0", "007",

@@ -121,6 +121,27 @@ class BlockHasherTest {
             keys(BlockHashSpec.sglang(16), range(1, 32, 1), ""));
     }
 
+    /**
+     * vLLM's seed for sha256_cbor without PYTHONHASHSEED (DEFAULT_NONE_HASH_SEED, PR #51875). Golden values from
+     * CPython 3.11 with cbor2 6.1.4 and hashlib, following vLLM's kv_cache_utils (init_none_hash, hash_block_tokens)
+     * and vllm.utils.hashing.sha256_cbor:
+     * <pre>
+     * nh = hashlib.sha256(cbor2.dumps("vllm-none-hash", canonical=True)).digest()    # 9bd96a48...9581eef0
+     * b0 = hashlib.sha256(cbor2.dumps((nh, tuple(range(1, 17)), None), canonical=True)).digest()
+     * b1 = hashlib.sha256(cbor2.dumps((b0, tuple(range(17, 33)), None), canonical=True)).digest()
+     * [int.from_bytes(b, "big") &amp; (2**64 - 1) for b in (b0, b1)]
+     * </pre>
+     * The same script with seed "0" gives 3236607068019569386 for b0, the contract vector above.
+     */
+    @Test
+    void vllmDefaultNoneHashSeedVector() {
+        BlockHashSpec spec = new BlockHashSpec(HashAlgo.SHA256_CBOR, 16, BlockHashSpec.VLLM_DEFAULT_NONE_HASH_SEED, null);
+        byte[] none = new byte[32];
+        new BlockHasher(spec).copyNoneHash(none, 0);
+        assertEquals("9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0", HEX.formatHex(none));
+        assertArrayEquals(unsigned("8866452693264111234", "807986237951177663"), keys(spec, range(1, 32, 1), null));
+    }
+
     @Test
     void noneHashOfSeedZeroIsCbor6130() throws Exception {
         byte[] expected = MessageDigest.getInstance("SHA-256").digest(new byte[] {0x61, 0x30});

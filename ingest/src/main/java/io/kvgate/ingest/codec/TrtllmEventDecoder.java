@@ -23,9 +23,16 @@ import com.fasterxml.jackson.core.StreamReadConstraints;
  * updated: {"type":"updated","block_hash": h,"cache_level":{"type":"event_diff","new_value": n,"old_value": o},
  *           "priority":{"type":"event_diff", ...}}
  * </pre>
- * Hashes are the engine's {@code size_t}: unsigned 64-bit, kept as the same 64-bit pattern. Keys may come in any
- * order ({@code data} usually precedes {@code attention_dp_rank}), so each event is parsed whole before anything is
- * delivered; unknown keys and unknown data types are skipped (the latter counted).
+ * Hashes are the engine's {@code size_t}: unsigned 64-bit, kept as the same 64-bit pattern. TensorRT-LLM's KV cache
+ * manager V2 types them {@code EventBlockHash = int | str}: with {@code hash_algo} {@code v2_sha256} a hash is
+ * {@code block_key.hex()}, a JSON string ({@code _normalize_block_hash} in
+ * {@code tensorrt_llm/runtime/kv_cache_manager_v2/_event_manager.py}). A hex string is folded to 64 bits by
+ * {@link #foldHexHash} — the same fold for stored, parent, removed and updated hashes, so the learned-key mapping
+ * of engine hashes to the gateway's keys holds. V2 also writes a multimodal token as {@code UniqueToken(token.hex())}
+ * (a string {@code token_id}, {@code token_extra_id} 0): handled like a non-zero {@code token_extra_id}. The event's
+ * {@code hash_algo} ({@code KVCacheEvent.hash_algo}, absent before V2) is read per event ({@link #currentHashAlgo}).
+ * Keys may come in any order ({@code data} usually precedes {@code attention_dp_rank}), so each event is parsed
+ * whole before anything is delivered; unknown keys and unknown data types are skipped (the latter counted).
  *
  * <p>Mapping to the handler: {@code created} (a new engine process announcing its pools) is an
  * {@link KvEventHandler#onAllBlocksCleared()} of its rank; each stored block is one
@@ -38,10 +45,15 @@ import com.fasterxml.jackson.core.StreamReadConstraints;
  * token ids do not identify) is not delivered, nor are the blocks after it in the same event (their chain runs
  * through it): a cold window, never a wrong hit ({@link #droppedExtraIdBlocks()}).
  *
- * <p><b>Malformed input</b> never escapes: {@link #decode} returns {@link #MALFORMED} after the complete events
- * before the break were delivered; the caller treats it like a gap (a drained body is gone, and its lost part may
- * have held removals). The body is bounded by the caller ({@code ingest.max_frame_bytes}), and so are the growable
- * per-event buffers.
+ * <p><b>A bad value costs its event, never the body.</b> An event whose JSON is well formed but holds a value the
+ * decoder cannot use (a hash that is neither a 64-bit integer nor hex, a missing field, a wrong type) is skipped
+ * alone ({@link #badEvents()}): when its {@code event_id} and rank are readable the listener still sees it, so the
+ * id sequence stays continuous and the next event is not taken for a gap; a skipped {@code removed} event then
+ * clears its rank ({@link KvEventHandler#onAllBlocksCleared()}), because a removal that cannot be applied would
+ * leave a block the engine no longer holds scoring as a hit. Only a body that is not well-formed JSON (truncated,
+ * not an array, trailing content, nested too deep) is {@link #MALFORMED}, after the complete events before the
+ * break were delivered; the caller treats that like a gap. The body is bounded by the caller
+ * ({@code ingest.max_frame_bytes}), and so are the growable per-event buffers.
  *
  * <p><b>Threading contract:</b> one decoder per ingest thread; not thread-safe.
  */
@@ -102,11 +114,19 @@ public final class TrtllmEventDecoder {
     private long newLevel;
     private long oldLevel;
     private boolean levelChanged;
+    /** The event holds a value the decoder cannot use: it is skipped (see the class comment). */
+    private boolean bad;
+    /** Its {@code attention_dp_rank} was unreadable: the listener cannot be told which rank's sequence it belongs to. */
+    private boolean badRank;
+    private String hashAlgo;
+    private String lastHashAlgo;
 
     private int lastEventCount;
     private long malformedBodies;
     private long unknownTypes;
     private long droppedExtraIdBlocks;
+    private long badEvents;
+    private long stringHashes;
 
     public TrtllmEventDecoder(KvEventHandler handler, EventListener listener) {
         this.handler = handler;
@@ -128,10 +148,15 @@ public final class TrtllmEventDecoder {
             }
             JsonToken t;
             while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
-                if (t != JsonToken.START_OBJECT || !parseEvent(p)) {
+                if (t != JsonToken.START_OBJECT) {
                     return malformed();
                 }
-                deliver();
+                parseEvent(p);
+                if (bad) {
+                    skipBadEvent();
+                } else {
+                    deliver();
+                }
                 lastEventCount++;
             }
             if (p.nextToken() != null) {
@@ -167,6 +192,54 @@ public final class TrtllmEventDecoder {
         return droppedExtraIdBlocks;
     }
 
+    /** Events skipped for a value the decoder cannot use (each cost itself alone, see the class comment). */
+    public long badEvents() {
+        return badEvents;
+    }
+
+    /** Hashes that arrived as hex strings and were folded ({@code hash_algo: v2_sha256}). */
+    public long stringHashes() {
+        return stringHashes;
+    }
+
+    /**
+     * The {@code hash_algo} of the event being delivered (valid inside the listener's and handler's callbacks), null
+     * when the event names none (engines before KV cache manager V2).
+     */
+    public String currentHashAlgo() {
+        return hashAlgo;
+    }
+
+    /** The last {@code hash_algo} any event named, or null: what the engine says its hashes are. */
+    public String lastHashAlgo() {
+        return lastHashAlgo;
+    }
+
+    /**
+     * Folds a hex hash string to a stable 64-bit key: its first 16 hex digits (8 bytes, big-endian), or the whole
+     * value when shorter. Any fold would do in learned-key mode as long as every event uses the same one; the first 8
+     * bytes also equal the key a {@code v2_sha256_64} engine derives from the same digest prefix.
+     *
+     * @return the key, or {@code null} when {@code s} is empty, longer than 128 digits or not hex
+     */
+    static Long foldHexHash(String s) {
+        int n = s.length();
+        if (n == 0 || n > 128) {
+            return null;
+        }
+        long v = 0;
+        for (int i = 0; i < n; i++) {
+            int d = Character.digit(s.charAt(i), 16);
+            if (d < 0) {
+                return null;
+            }
+            if (i < 16) {
+                v = (v << 4) | d;
+            }
+        }
+        return v;
+    }
+
     private void resetEvent() {
         hasEventId = false;
         dpRank = 0;
@@ -179,50 +252,93 @@ public final class TrtllmEventDecoder {
         removedCount = 0;
         hasUpdatedHash = false;
         levelChanged = false;
+        bad = false;
+        badRank = false;
+        hashAlgo = null;
     }
 
-    /** Parses one event object (the parser is after its START_OBJECT); false when it is not a valid event. */
-    private boolean parseEvent(JsonParser p) throws IOException {
+    /** Marks the event bad and skips the value the parser is at (a scalar, or a whole object or array). */
+    private void badValue(JsonParser p) throws IOException {
+        bad = true;
+        p.skipChildren();
+    }
+
+    /**
+     * Parses one event object (the parser is after its START_OBJECT) to its END_OBJECT; {@link #bad} when a value is
+     * unusable. Only malformed JSON throws.
+     */
+    private void parseEvent(JsonParser p) throws IOException {
         resetEvent();
         while (p.nextToken() == JsonToken.FIELD_NAME) {
             String name = p.currentName();
             JsonToken v = p.nextToken();
             switch (name) {
                 case "event_id" -> {
-                    if (v != JsonToken.VALUE_NUMBER_INT) {
-                        return false;
+                    if (v != JsonToken.VALUE_NUMBER_INT || p.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
+                        badValue(p);
+                    } else {
+                        eventId = p.getLongValue();
+                        hasEventId = true;
                     }
-                    eventId = p.getLongValue();
-                    hasEventId = true;
                 }
                 case "window_size" -> {
-                    if (v == JsonToken.VALUE_NUMBER_INT) {
+                    if (v == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
                         windowSize = p.getLongValue();
                     } else if (v != JsonToken.VALUE_NULL) {
-                        return false;
+                        badValue(p);
                     }
                 }
                 case "attention_dp_rank" -> {
-                    if (v == JsonToken.VALUE_NUMBER_INT) {
-                        long r = p.getLongValue();
-                        if (r < 0 || r > Integer.MAX_VALUE) {
-                            return false;
-                        }
+                    long r = v == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER
+                        ? p.getLongValue() : -1;
+                    if (r >= 0 && r <= Integer.MAX_VALUE) {
                         dpRank = (int) r;
                     } else if (v != JsonToken.VALUE_NULL) {
-                        return false;
+                        badRank = true;
+                        badValue(p);
+                    }
+                }
+                case "hash_algo" -> {
+                    if (v == JsonToken.VALUE_STRING) {
+                        hashAlgo = p.getText();
+                    } else if (v != JsonToken.VALUE_NULL) {
+                        badValue(p);
                     }
                 }
                 case "data" -> {
-                    if (v != JsonToken.START_OBJECT || !parseData(p)) {
-                        return false;
+                    if (v != JsonToken.START_OBJECT) {
+                        badValue(p);
+                    } else {
+                        parseData(p);
+                        hasData = true;
                     }
-                    hasData = true;
                 }
                 default -> p.skipChildren();
             }
         }
-        return p.currentToken() == JsonToken.END_OBJECT && hasEventId && hasData && complete();
+        if (p.currentToken() != JsonToken.END_OBJECT) {
+            throw new IOException("event object not closed");
+        }
+        if (!hasEventId || !hasData || !complete()) {
+            bad = true;
+        }
+    }
+
+    /**
+     * A bad event: counted, and, when its id and rank are readable, announced to the listener so the rank's id
+     * sequence stays continuous; a bad {@code removed} event then clears its rank (its removal cannot be applied).
+     */
+    private void skipBadEvent() {
+        badEvents++;
+        if (!hasEventId || badRank) {
+            return; // the next event of the rank will look like a gap, and be treated as one
+        }
+        if (hashAlgo != null) {
+            lastHashAlgo = hashAlgo;
+        }
+        if (listener.onEvent(eventId, dpRank, windowSize) && type == T_REMOVED) {
+            handler.onAllBlocksCleared();
+        }
     }
 
     /** The fields each type needs are there. */
@@ -233,7 +349,7 @@ public final class TrtllmEventDecoder {
         };
     }
 
-    private boolean parseData(JsonParser p) throws IOException {
+    private void parseData(JsonParser p) throws IOException {
         String typeName = null;
         while (p.nextToken() == JsonToken.FIELD_NAME) {
             String name = p.currentName();
@@ -241,9 +357,10 @@ public final class TrtllmEventDecoder {
             switch (name) {
                 case "type" -> {
                     if (v != JsonToken.VALUE_STRING) {
-                        return false;
+                        badValue(p);
+                    } else {
+                        typeName = p.getText();
                     }
-                    typeName = p.getText();
                 }
                 case "parent_hash" -> {
                     if (v == JsonToken.VALUE_NULL) {
@@ -254,13 +371,16 @@ public final class TrtllmEventDecoder {
                     }
                 }
                 case "blocks" -> {
-                    if (v != JsonToken.START_ARRAY || !parseBlocks(p)) {
-                        return false;
+                    if (v != JsonToken.START_ARRAY) {
+                        badValue(p);
+                    } else {
+                        parseBlocks(p);
                     }
                 }
                 case "block_hashes" -> {
                     if (v != JsonToken.START_ARRAY) {
-                        return false;
+                        badValue(p);
+                        break;
                     }
                     JsonToken t;
                     while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
@@ -276,9 +396,7 @@ public final class TrtllmEventDecoder {
                 }
                 case "cache_level" -> {
                     if (v == JsonToken.START_OBJECT) {
-                        if (!parseLevelDiff(p)) {
-                            return false;
-                        }
+                        parseLevelDiff(p);
                     } else {
                         p.skipChildren();
                     }
@@ -287,7 +405,8 @@ public final class TrtllmEventDecoder {
             }
         }
         if (typeName == null) {
-            return false;
+            bad = true;
+            return;
         }
         type = switch (typeName) {
             case "created" -> T_CREATED;
@@ -296,11 +415,10 @@ public final class TrtllmEventDecoder {
             case "updated" -> T_UPDATED;
             default -> T_UNKNOWN;
         };
-        return true;
     }
 
     /** {@code {"type":"event_diff","new_value": n,"old_value": o}} of an updated event's cache level. */
-    private boolean parseLevelDiff(JsonParser p) throws IOException {
+    private void parseLevelDiff(JsonParser p) throws IOException {
         boolean hasNew = false;
         boolean hasOld = false;
         while (p.nextToken() == JsonToken.FIELD_NAME) {
@@ -308,7 +426,8 @@ public final class TrtllmEventDecoder {
             JsonToken v = p.nextToken();
             if ("new_value".equals(name) || "old_value".equals(name)) {
                 if (v != JsonToken.VALUE_NUMBER_INT) {
-                    return false;
+                    badValue(p);
+                    continue;
                 }
                 if ("new_value".equals(name)) {
                     newLevel = p.getLongValue();
@@ -322,14 +441,14 @@ public final class TrtllmEventDecoder {
             }
         }
         levelChanged = hasNew && hasOld && newLevel != oldLevel;
-        return true;
     }
 
-    private boolean parseBlocks(JsonParser p) throws IOException {
+    private void parseBlocks(JsonParser p) throws IOException {
         JsonToken t;
         while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
             if (t != JsonToken.START_OBJECT) {
-                return false;
+                badValue(p);
+                continue;
             }
             if (blocks == blockHashes.length) {
                 int n = blocks * 2;
@@ -351,53 +470,63 @@ public final class TrtllmEventDecoder {
                     }
                     case "tokens" -> {
                         if (v != JsonToken.START_ARRAY) {
-                            return false;
+                            badValue(p);
+                        } else {
+                            extra |= parseTokens(p);
                         }
-                        int r = parseTokens(p);
-                        if (r < 0) {
-                            return false;
-                        }
-                        extra |= r == 1;
                     }
                     case "cache_level" -> {
                         if (v != JsonToken.VALUE_NUMBER_INT) {
-                            return false;
+                            badValue(p);
+                        } else {
+                            medium = mediumOfCacheLevel(p.getLongValue());
                         }
-                        medium = mediumOfCacheLevel(p.getLongValue());
                     }
                     default -> p.skipChildren();
                 }
             }
             if (!hasHash || tokenCount == (blocks == 0 ? 0 : blockTokenEnd[blocks - 1])) {
-                return false; // a stored block names its hash and its tokens
+                bad = true; // a stored block names its hash and its tokens
+                continue;
             }
             blockTokenEnd[blocks] = tokenCount;
             blockMedium[blocks] = medium;
             blockExtra[blocks] = extra;
             blocks++;
         }
-        return true;
     }
 
-    /** Appends a block's token ids; returns -1 when malformed, 1 when a token has a non-zero extra id, else 0. */
-    private int parseTokens(JsonParser p) throws IOException {
-        int result = 0;
+    /**
+     * Appends a block's token ids; true when a token is not a plain vocabulary id: a non-zero {@code token_extra_id},
+     * or a string {@code token_id} (V2's multimodal {@code UniqueToken(token.hex())}), whose place in the block gets a
+     * placeholder id since the block is never delivered.
+     */
+    private boolean parseTokens(JsonParser p) throws IOException {
+        boolean extra = false;
         JsonToken t;
         while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
             if (t != JsonToken.START_OBJECT) {
-                return -1;
+                badValue(p);
+                continue;
             }
             boolean hasId = false;
             while (p.nextToken() == JsonToken.FIELD_NAME) {
                 String name = p.currentName();
                 JsonToken v = p.nextToken();
                 if ("token_id".equals(name)) {
-                    if (v != JsonToken.VALUE_NUMBER_INT) {
-                        return -1;
+                    long id;
+                    if (v == JsonToken.VALUE_STRING) {
+                        extra = true;
+                        id = 0;
+                    } else if (v == JsonToken.VALUE_NUMBER_INT && p.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
+                        id = p.getLongValue();
+                    } else {
+                        badValue(p);
+                        continue;
                     }
-                    long id = p.getLongValue();
                     if (id < Integer.MIN_VALUE || id > 0xFFFF_FFFFL) {
-                        return -1;
+                        bad = true;
+                        continue;
                     }
                     if (tokenCount == tokens.length) {
                         tokens = java.util.Arrays.copyOf(tokens, tokenCount * 2);
@@ -406,41 +535,61 @@ public final class TrtllmEventDecoder {
                     hasId = true;
                 } else if ("token_extra_id".equals(name)) {
                     if (v == JsonToken.VALUE_NUMBER_INT) {
-                        if (p.getLongValue() != 0) {
-                            result = 1;
+                        if (p.getNumberType() == JsonParser.NumberType.BIG_INTEGER || p.getLongValue() != 0) {
+                            extra = true;
                         }
                     } else if (v != JsonToken.VALUE_NULL) {
-                        return -1;
+                        badValue(p);
                     }
                 } else {
                     p.skipChildren();
                 }
             }
             if (!hasId) {
-                return -1;
+                bad = true;
             }
         }
-        return result;
+        return extra;
     }
 
-    /** An unsigned 64-bit hash (also accepted: a negative long, the same pattern printed signed). */
-    private static long hash(JsonParser p, JsonToken v) throws IOException {
+    /**
+     * An unsigned 64-bit hash (also accepted: a negative long, the same pattern printed signed), or a hex string
+     * folded by {@link #foldHexHash}; anything else marks the event bad (and returns 0, never used).
+     */
+    private long hash(JsonParser p, JsonToken v) throws IOException {
+        if (v == JsonToken.VALUE_STRING) {
+            Long folded = foldHexHash(p.getText());
+            if (folded == null) {
+                bad = true;
+                return 0;
+            }
+            stringHashes++;
+            return folded;
+        }
         if (v != JsonToken.VALUE_NUMBER_INT) {
-            throw new IOException("hash is not an integer: " + v);
+            badValue(p);
+            return 0;
         }
         if (p.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
             return p.getLongValue();
         }
         BigInteger b = p.getBigIntegerValue();
         if (b.signum() < 0 ? b.compareTo(MIN_LONG) < 0 : b.compareTo(TWO_64) >= 0) {
-            throw new IOException("hash out of 64-bit range: " + b);
+            bad = true;
+            return 0;
         }
         return b.longValue();
     }
 
     private void deliver() {
+        if (hashAlgo != null) {
+            lastHashAlgo = hashAlgo;
+        }
         if (type == T_UNKNOWN) {
             unknownTypes++;
+            // Announced without callbacks: its id is part of the rank's sequence, and skipping it would make the
+            // next event look like a gap (which clears the rank) for an event the engine added, not lost.
+            listener.onEvent(eventId, dpRank, windowSize);
             return;
         }
         if (!listener.onEvent(eventId, dpRank, windowSize)) {

@@ -626,8 +626,13 @@ final class HttpKvPoller implements AutoCloseable {
         current = e;
         currentRank = -1;
         ranksSeen = 0;
+        long badBefore = decoder.badEvents();
         int r = decoder.decode(body, off, len);
         flushRank();
+        if (decoder.badEvents() > badBefore) {
+            // Each such event cost itself alone (TrtllmEventDecoder): said here, without clearing anything more.
+            e.lastError = (decoder.badEvents() - badBefore) + " event(s) with an unusable value skipped in the last body";
+        }
         for (int rank = 0; rank < e.counters.length; rank++) {
             if ((ranksSeen & (1 << rank)) != 0) {
                 e.add(rank, C_BATCHES, 1);

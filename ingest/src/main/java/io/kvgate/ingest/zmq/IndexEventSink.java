@@ -30,6 +30,8 @@ final class IndexEventSink implements KvEventHandler {
     private final BlockIndex index;
     private final ChainedTokenHasher hasher;
     private final LearnedKeyMap learned;
+    /** Each stored event's block size, checked against its endpoint's rule (issue #36, review V6/S4/T9). */
+    final EventBlockSizes blockSizes = new EventBlockSizes(m -> System.err.println("kvgate: WARNING KV events: " + m));
 
     private int endpointId;
     private int rank;
@@ -79,6 +81,7 @@ final class IndexEventSink implements KvEventHandler {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
         int tier = tierOf(e.medium());
+        blockSizes.observe(endpointId, e.blockSize());
         if (!learnedMode) {
             for (int i = 0; i < n; i++) {
                 index.stored(endpointId, rank, keys[i], tier);

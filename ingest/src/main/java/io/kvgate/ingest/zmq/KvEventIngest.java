@@ -1080,4 +1080,9 @@ public final class KvEventIngest implements AutoCloseable {
             // stopping: nothing waits on the pipe any more
         }
     }
+
+    /** The block sizes the endpoints' stored events carry, checked against their rules' (ZeroMQ and HTTP sources). */
+    public EventBlockSizes blockSizes() {
+        return sink.blockSizes;
+    }
 }

@@ -109,7 +109,8 @@ class TrtllmEventDecoderTest {
             + " {\"event_id\": 10, \"data\": {\"type\": \"evicted_to_mars\", \"block_hash\": 1}}]");
         assertEquals(2, d.decode(body, 0, body.length));
         assertEquals(List.of("E 9 rank=2 window=-1",
-            "S keys=[18446744073709551615] parent=- tokens=[7] ipc=1 bs=1 lora=- medium=GPU group=-1"), r.events);
+            "S keys=[18446744073709551615] parent=- tokens=[7] ipc=1 bs=1 lora=- medium=GPU group=-1",
+            "E 10 rank=0 window=-1"), r.events); // an unknown type keeps its id in the rank's sequence
         assertEquals(1, d.unknownTypes());
     }
 
@@ -135,17 +136,7 @@ class TrtllmEventDecoderTest {
             "",                                             // empty body
             "{\"event_id\": 1}",                            // not an array
             "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"removed\", \"block_hashes\": [2",   // truncated
-            "[" + good + ", {\"data\": {\"type\": \"created\"}}]",                 // no event_id
-            "[" + good + ", {\"event_id\": 6}]",                                   // no data
-            "[" + good + ", {\"event_id\": \"6\", \"data\": {\"type\": \"created\"}}]",  // id not an integer
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"blocks\": []}}]",      // data without type
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"removed\", \"block_hashes\": [18446744073709551616]}}]", // 2^64
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"removed\", \"block_hashes\": [1.5]}}]",
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"stored\", \"blocks\": [{\"block_hash\": 3}]}}]", // no tokens
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"stored\", \"blocks\": [{\"block_hash\": 3,"
-                + " \"tokens\": [{\"token_extra_id\": 0}]}]}}]",                    // token without id
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"updated\"}}]", // updated without block_hash
-            "[" + good + ", {\"event_id\": 6, \"data\": {\"type\": \"created\"}, \"attention_dp_rank\": -1}]",
+            "[" + good + ", 7]",                                                    // an event that is not an object
             "[" + good + "] trailing",
         };
         for (String b : bad) {
@@ -161,6 +152,106 @@ class TrtllmEventDecoderTest {
             }
             assertEquals(expected, r.events, b);
         }
+    }
+
+    /**
+     * A well-formed body with one unusable event: that event alone is skipped (before #36 each of these failed the
+     * whole drained body, which cleared every rank). With its id readable the listener still sees it, so the next
+     * event is not a gap; a bad removal clears its rank ("C"), since the block it removes cannot be named.
+     */
+    @Test
+    void aBadValueCostsItsEventNeverTheBody() {
+        String before = "{\"event_id\": 5, \"data\": {\"type\": \"removed\", \"block_hashes\": [1]}}";
+        String after = "{\"event_id\": 7, \"data\": {\"type\": \"removed\", \"block_hashes\": [3]}}";
+        String[][] cases = {
+            // {bad event, what the recorder sees for it}
+            {"{\"data\": {\"type\": \"created\"}}", ""},                                           // no event_id
+            {"{\"event_id\": \"6\", \"data\": {\"type\": \"created\"}}", ""},                     // id not an integer
+            {"{\"event_id\": 6, \"data\": {\"type\": \"created\"}, \"attention_dp_rank\": -1}", ""}, // rank unusable
+            {"{\"event_id\": 6}", "E 6"},                                                          // no data
+            {"{\"event_id\": 6, \"data\": {\"blocks\": []}}", "E 6"},                               // data without type
+            {"{\"event_id\": 6, \"data\": {\"type\": \"removed\", \"block_hashes\": [18446744073709551616]}}", "E 6|C"},
+            {"{\"event_id\": 6, \"data\": {\"type\": \"removed\", \"block_hashes\": [1.5]}}", "E 6|C"},
+            {"{\"event_id\": 6, \"data\": {\"type\": \"removed\", \"block_hashes\": [\"not-hex\"]}}", "E 6|C"},
+            {"{\"event_id\": 6, \"data\": {\"type\": \"stored\", \"blocks\": [{\"block_hash\": 3}]}}", "E 6"}, // no tokens
+            {"{\"event_id\": 6, \"data\": {\"type\": \"stored\", \"blocks\": [{\"block_hash\": 3,"
+                + " \"tokens\": [{\"token_extra_id\": 0}]}]}}", "E 6"},                               // token without id
+            {"{\"event_id\": 6, \"data\": {\"type\": \"stored\", \"blocks\": [{\"block_hash\": {\"x\": [1]},"
+                + " \"tokens\": [{\"token_id\": 1}]}]}}", "E 6"},                                     // hash an object
+            {"{\"event_id\": 6, \"data\": {\"type\": \"updated\"}}", "E 6"},                         // updated without block_hash
+        };
+        for (String[] c : cases) {
+            Recorder r = new Recorder();
+            TrtllmEventDecoder d = new TrtllmEventDecoder(r, r);
+            byte[] body = utf8("[" + before + ", " + c[0] + ", " + after + "]");
+            assertEquals(3, d.decode(body, 0, body.length), c[0]);
+            assertEquals(0, d.malformedBodies(), c[0]);
+            assertEquals(1, d.badEvents(), c[0]);
+            List<String> expected = new ArrayList<>(List.of("E 5 rank=0 window=-1", "R keys=[1] medium=none group=-1"));
+            for (String e : c[1].isEmpty() ? new String[0] : c[1].split("\\|")) {
+                expected.add(e.equals("C") ? "C" : e + " rank=0 window=-1");
+            }
+            expected.add("E 7 rank=0 window=-1");
+            expected.add("R keys=[3] medium=none group=-1");
+            assertEquals(expected, r.events, c[0]);
+        }
+    }
+
+    /**
+     * KV cache manager V2 with {@code kv_cache_event_hash_algo: v2_sha256}: {@code _normalize_block_hash} writes
+     * {@code block_key.hex()} (a 64-digit string) for stored, parent and removed hashes, and {@code _normalize_token}
+     * writes a multimodal token as {@code UniqueToken(token.hex())} (a string token_id, token_extra_id 0). Shape:
+     * {@code KVCacheEventSerializer} ({@code tensorrt_llm/_utils.py}) over V2's {@code KVCacheEvent(event_id, data,
+     * window_size, hash_algo, attention_dp_rank, layer_group_id)} ({@code _event_manager.py}).
+     */
+    @Test
+    void v2Sha256StringHashesFoldAlikeEverywhereAndStringTokensAreNotIndexed() {
+        String h1 = "9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0";
+        String h2 = "00000000000000ff" + "1".repeat(48);
+        String tok = "{\"type\": \"unique_token\", \"token_id\": %s, \"token_extra_id\": 0}";
+        String block = "{\"type\": \"stored_block\", \"block_hash\": \"%s\", \"tokens\": [" + tok + ", " + tok
+            + "], \"cache_level\": 0, \"priority\": 35}";
+        String body = "["
+            + "{\"event_id\": 0, \"data\": {\"type\": \"stored\", \"parent_hash\": null, \"blocks\": ["
+            + String.format(block, h1, "101", "102") + ", " + String.format(block, h2, "103", "104")
+            + "]}, \"window_size\": 32, \"hash_algo\": \"v2_sha256\", \"attention_dp_rank\": 0, \"layer_group_id\": 0},"
+            // a multimodal block: its token is the hex of the content hash
+            + "{\"event_id\": 1, \"data\": {\"type\": \"stored\", \"parent_hash\": \"" + h2 + "\", \"blocks\": ["
+            + String.format(block, "ab".repeat(32), "\"0a1b2c\"", "105") + "]}, \"window_size\": 32, \"hash_algo\": \"v2_sha256\"},"
+            + "{\"event_id\": 2, \"data\": {\"type\": \"updated\", \"block_hash\": \"" + h1 + "\", \"cache_level\":"
+            + " {\"type\": \"event_diff\", \"new_value\": 1, \"old_value\": 0}, \"priority\": null}, \"window_size\": 32,"
+            + " \"hash_algo\": \"v2_sha256\"},"
+            + "{\"event_id\": 3, \"data\": {\"type\": \"removed\", \"block_hashes\": [\"" + h2 + "\", \"" + h1.toUpperCase()
+            + "\"]}, \"window_size\": 32, \"hash_algo\": \"v2_sha256\"}]";
+        Recorder r = new Recorder();
+        TrtllmEventDecoder d = new TrtllmEventDecoder(r, r);
+        byte[] b = utf8(body);
+        assertEquals(4, d.decode(b, 0, b.length));
+        String k1 = Long.toUnsignedString(0x9bd96a485ad84efdL);
+        String k2 = Long.toUnsignedString(0xffL);
+        assertEquals(List.of(
+            "E 0 rank=0 window=32",
+            "S keys=[" + k1 + "] parent=- tokens=[101,102] ipc=1 bs=2 lora=- medium=GPU group=-1",
+            "S keys=[" + k2 + "] parent=" + k1 + " tokens=[103,104] ipc=1 bs=2 lora=- medium=GPU group=-1",
+            "E 1 rank=0 window=32", // the multimodal block is not indexed
+            "E 2 rank=0 window=32",
+            "M " + k1 + " GPU->CPU",
+            "E 3 rank=0 window=32",
+            "R keys=[" + k2 + "," + k1 + "] medium=none group=-1"), r.events);
+        assertEquals(1, d.droppedExtraIdBlocks());
+        assertEquals(0, d.badEvents());
+        assertEquals(0, d.malformedBodies());
+        assertEquals("v2_sha256", d.lastHashAlgo());
+        assertEquals(7, d.stringHashes()); // 3 stored + 1 parent + 1 updated + 2 removed
+    }
+
+    @Test
+    void hexFold() {
+        assertEquals(0xffL, TrtllmEventDecoder.foldHexHash("ff"));
+        assertEquals(0x0123456789abcdefL, TrtllmEventDecoder.foldHexHash("0123456789ABCDEF" + "77".repeat(8)));
+        assertEquals(null, TrtllmEventDecoder.foldHexHash(""));
+        assertEquals(null, TrtllmEventDecoder.foldHexHash("0x12"));
+        assertEquals(null, TrtllmEventDecoder.foldHexHash("f".repeat(129)));
     }
 
     @Test

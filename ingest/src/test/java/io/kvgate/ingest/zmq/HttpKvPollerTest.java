@@ -158,6 +158,32 @@ class HttpKvPollerTest {
         assertEquals(1, index.blocks(EP));
     }
 
+    /**
+     * One event with an unusable value (here a stored event whose hash is not hex) among good ones, and an event type
+     * this gateway does not know: each costs itself alone. Before #36 the first failed the whole drained body, which
+     * cleared both ranks; the second made the next event of its rank look like a gap.
+     */
+    @Test
+    void aBadValueOrAnUnknownTypeCostsOneEventAndClearsNothing() {
+        poller.add(new HttpKvEventSource(EP, "http://127.0.0.1:1/kv_cache_events", 50_000_000L, 2, "r"));
+        drain("[" + stored(0, 0, "null", new long[] {21}, new int[] {1, 2}, 0) + ", "
+            + stored(0, 1, "null", new long[] {31}, new int[] {3, 4}, 0) + "]");
+        String badHash = stored(1, 0, "null", new long[] {22}, new int[] {5, 6}, 0).replace("\"block_hash\": 22", "\"block_hash\": \"xyz\"");
+        drain("[" + badHash + ", {\"event_id\": 2, \"data\": {\"type\": \"evicted_to_mars\"}, \"window_size\": 4096},"
+            + stored(3, 0, "null", new long[] {23}, new int[] {7, 8}, 0) + "]");
+        BlockIndexReader r = index.newReader();
+        assertTrue(r.holds(EP, ownKeys(1, 2)[0]));
+        assertTrue(r.holds(EP, ownKeys(3, 4)[0]));
+        assertFalse(r.holds(EP, ownKeys(5, 6)[0]), "the bad event alone is skipped");
+        assertTrue(r.holds(EP, ownKeys(7, 8)[0]), "the event after it is applied, and is no gap");
+        assertEquals(0, status(0).clears());
+        assertEquals(0, status(1).clears());
+        assertEquals(0, status(0).gaps());
+        assertEquals(0, status(0).decodeErrors());
+        assertEquals(3, status(0).lastSeq());
+        assertTrue(status(0).lastError().startsWith("1 event(s) with an unusable value skipped"), status(0).lastError());
+    }
+
     @Test
     void anEventOfARankOutsideDpRanksIsSkippedAndCounted() {
         poller.add(new HttpKvEventSource(EP, "http://127.0.0.1:1/kv_cache_events", 50_000_000L, 1, "r"));

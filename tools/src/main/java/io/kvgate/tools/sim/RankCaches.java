@@ -50,7 +50,7 @@ final class RankCaches implements AutoCloseable {
         boolean sglang = config.dialect == Dialect.SGLANG;
         this.publishedKeyOf = new java.util.ArrayList<>(ranks);
         this.trtllmEvents = config.dialect == Dialect.TRTLLM
-            ? new TrtllmKvEvents(config.kvEventBuffer(), config.contextLen, ranks, config.cacheBlocks) : null;
+            ? new TrtllmKvEvents(config.kvEventBuffer(), config.contextLen, ranks, config.cacheBlocks, config.trtllmHashAlgo) : null;
         for (int r = 0; r < ranks; r++) {
             final int rank = r;
             publishedKeyOf.add(new java.util.HashMap<>());

@@ -69,6 +69,13 @@ public final class SimulatorConfig {
     /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
     int kvEventBufferSize = 1024;
     /**
+     * TensorRT-LLM's event hash form: {@code legacy} (integers, no {@code hash_algo} key: the C++ manager's
+     * serializer), {@code v1_block_key} (KV cache manager V2, integers, {@code hash_algo} named) or {@code v2_sha256}
+     * (V2 with {@code kv_cache_event_hash_algo: v2_sha256}: every hash a 64-digit hex string).
+     */
+    String trtllmHashAlgo = "legacy";
+    static final List<String> TRTLLM_HASH_ALGOS = List.of("legacy", "v1_block_key", "v2_sha256");
+    /**
      * The engine's {@code --tool-call-parser} (vLLM with {@code --enable-auto-tool-choice}), or null: launched without
      * one, so vLLM refuses {@code tool_choice: "auto"} and SGLang answers tool calls as plain content.
      */
@@ -165,6 +172,7 @@ public final class SimulatorConfig {
     public SimulatorConfig healthTimeoutMs(long v) { healthTimeoutMs = v; return this; }
     public SimulatorConfig legacyMetrics(boolean v) { legacyMetrics = v; return this; }
     public SimulatorConfig kvEventBuffer(int v) { kvEventBufferSize = v; return this; }
+    public SimulatorConfig trtllmHashAlgo(String v) { trtllmHashAlgo = v; return this; }
     public SimulatorConfig loadMs(long v) { loadMs = v; return this; }
 
     public Dialect dialect() { return dialect; }
@@ -265,6 +273,10 @@ public final class SimulatorConfig {
         }
         check(errors, loadMs >= 0 && loadMs <= 3_600_000, "load-ms=" + loadMs + ": must be in 0..3600000");
         check(errors, loadMs == 0 || dialect == Dialect.LLAMACPP, "load-ms=" + loadMs + ": only llamacpp models loading");
+        check(errors, TRTLLM_HASH_ALGOS.contains(trtllmHashAlgo), "trtllm-hash-algo=" + trtllmHashAlgo + ": must be one of "
+            + TRTLLM_HASH_ALGOS);
+        check(errors, "legacy".equals(trtllmHashAlgo) || dialect == Dialect.TRTLLM,
+            "trtllm-hash-algo=" + trtllmHashAlgo + ": only the trtllm dialect publishes TensorRT-LLM events");
         check(errors, kvEventBufferSize >= 0 && kvEventBufferSize <= 10_000_000,
             "kv-event-buffer=" + kvEventBufferSize + ": must be in 0..10000000");
         check(errors, hashSeed != null, "hash-seed=null: must be a string (vLLM PYTHONHASHSEED)");
@@ -364,6 +376,8 @@ public final class SimulatorConfig {
           --load-ms T                  llamacpp: /health and requests answer 503 "Loading model" for T ms after start
           --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
                                        them (default 1024; older events are dropped, so event ids jump)
+          --trtllm-hash-algo A         trtllm: legacy (integer hashes, default), v1_block_key (KV cache manager V2,
+                                       hash_algo named) or v2_sha256 (V2: hashes are 64-digit hex strings)
           --tool-call-parser NAME      the engine's tool-call parser (vllm: with --enable-auto-tool-choice); without
                                        one vLLM refuses tool_choice "auto" and SGLang returns tool calls as content
           --pooling                    a pooling (embedding) model: vllm mounts /v1/embeddings and not the generation
@@ -374,7 +388,8 @@ public final class SimulatorConfig {
           --block-size B               KV block / page size (default vllm 16, sglang 1, trtllm 32)
           --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
           --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), trtllm_internal
-          --hash-seed S                vLLM PYTHONHASHSEED string (default "0")
+          --hash-seed S                vLLM PYTHONHASHSEED string (default "0"; "vllm-none-hash" is what a current
+                                       vLLM with sha256_cbor and no PYTHONHASHSEED hashes)
           --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
           --kv-events tcp://H:P        ZMQ PUB per rank on P + rank (like the engines: H = * binds, else connects)
           --kv-events-mode M           auto|bind|connect (default auto; bind = bind tcp://H:P even for a concrete H)
@@ -456,6 +471,7 @@ public final class SimulatorConfig {
                 case "--lora" -> c.loraAdapters.add(v);
                 case "--health-timeout-ms" -> c.healthTimeoutMs = longValue(flag, v);
                 case "--kv-event-buffer" -> c.kvEventBufferSize = intValue(flag, v);
+                case "--trtllm-hash-algo" -> c.trtllmHashAlgo = v;
                 case "--load-ms" -> c.loadMs = longValue(flag, v);
                 case "--tool-call-parser" -> c.toolCallParser = v;
                 default -> throw new IllegalArgumentException(flag + ": unknown flag");

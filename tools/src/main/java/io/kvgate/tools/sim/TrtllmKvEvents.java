@@ -18,7 +18,10 @@ import java.util.ArrayDeque;
  *            "tokens":[{"type":"unique_token","token_id": t,"token_extra_id": 0}, ...],"cache_level": 0,"priority": 35}]}
  *       {"type":"removed","block_hashes":[h, ...]}
  * </pre>
- * Hashes are unsigned 64-bit ({@code size_t}). Event ids count per attention-DP rank from 0 in each process, so a
+ * Hashes are unsigned 64-bit ({@code size_t}); with KV cache manager V2 each event also names its {@code hash_algo},
+ * and under {@code v2_sha256} every hash is a 64-digit hex string ({@code block_key.hex()} in V2's
+ * {@code _normalize_block_hash}): here the key's 16 hex digits followed by 48 derived from it, so a reader that folds
+ * the first 8 bytes gets the key back. Event ids count per attention-DP rank from 0 in each process, so a
  * reader sees a jump when the buffer overflowed and a reset when the engine restarted. ({@code updated} events —
  * priority or cache-level changes — are not produced: the simulator has no secondary cache level.)
  *
@@ -34,10 +37,15 @@ final class TrtllmKvEvents {
     private final int ranks;
     private final int blocksPerRank;
     private final long[] nextEventId;
+    /** {@link SimulatorConfig#trtllmHashAlgo}: legacy (no hash_algo key), v1_block_key or v2_sha256 (hex strings). */
+    private final String hashAlgo;
+    private final boolean hexHashes;
     private final ArrayDeque<ObjectNode> buffer = new ArrayDeque<>();
     private long dropped;
 
-    TrtllmKvEvents(int capacity, int windowSize, int ranks, int blocksPerRank) {
+    TrtllmKvEvents(int capacity, int windowSize, int ranks, int blocksPerRank, String hashAlgo) {
+        this.hashAlgo = "legacy".equals(hashAlgo) ? null : hashAlgo;
+        this.hexHashes = "v2_sha256".equals(hashAlgo);
         this.capacity = capacity;
         this.windowSize = windowSize;
         this.ranks = ranks;
@@ -61,7 +69,7 @@ final class TrtllmKvEvents {
         ObjectNode data = JSON.objectNode();
         data.put("type", "stored");
         if (hasParent) {
-            data.put("parent_hash", unsigned(parent));
+            data.set("parent_hash", hash(parent));
         } else {
             data.putNull("parent_hash");
         }
@@ -69,7 +77,7 @@ final class TrtllmKvEvents {
         for (int b = from; b < to; b++) {
             ObjectNode block = blocks.addObject();
             block.put("type", "stored_block");
-            block.put("block_hash", unsigned(keys[b]));
+            block.set("block_hash", hash(keys[b]));
             ArrayNode toks = block.putArray("tokens");
             for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
                 toks.addObject().put("type", "unique_token").put("token_id", tokens[i]).put("token_extra_id", 0);
@@ -85,7 +93,7 @@ final class TrtllmKvEvents {
         data.put("type", "removed");
         ArrayNode hashes = data.putArray("block_hashes");
         for (int i = 0; i < count; i++) {
-            hashes.add(unsigned(keys[i]));
+            hashes.add(hash(keys[i]));
         }
         add(rank, data);
     }
@@ -99,6 +107,9 @@ final class TrtllmKvEvents {
         e.put("event_id", nextEventId[rank]++);
         e.set("data", data);
         e.put("window_size", windowSize);
+        if (hashAlgo != null) {
+            e.put("hash_algo", hashAlgo);
+        }
         if (ranks > 1) {
             e.put("attention_dp_rank", rank);
         }
@@ -122,6 +133,20 @@ final class TrtllmKvEvents {
     /** Events lost to a full buffer since start (stats). */
     long dropped() {
         return dropped;
+    }
+
+    /** A hash as the configured form writes it: an unsigned integer, or (v2_sha256) 64 hex digits. */
+    private com.fasterxml.jackson.databind.JsonNode hash(long key) {
+        if (!hexHashes) {
+            return JSON.numberNode(unsigned(key));
+        }
+        StringBuilder hex = new StringBuilder(64).append(String.format("%016x", key));
+        long x = key;
+        for (int i = 0; i < 3; i++) {
+            x = x * 0x9E3779B97F4A7C15L + 0x632BE59BD9B4E019L; // the rest of a digest: any bytes, fixed per key
+            hex.append(String.format("%016x", x));
+        }
+        return JSON.textNode(hex.toString());
     }
 
     private static BigInteger unsigned(long v) {
