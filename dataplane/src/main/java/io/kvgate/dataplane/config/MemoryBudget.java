@@ -3,7 +3,6 @@ package io.kvgate.dataplane.config;
 import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
@@ -98,7 +97,7 @@ public final class MemoryBudget {
         out.add(new Line("baseline (Netty transport buffers)", Kind.DIRECT, BASELINE_DIRECT_BYTES, true,
             "measured idle: 1.9 MiB, rounded up for the allocator's chunks"));
         boolean index = cfg.needsKvIndex();
-        BlockIndexConfig indexCfg = KvState.indexConfig(Math.max(16, cfg.kvIndexCapacityBlocks()));
+        BlockIndexConfig indexCfg = KvIndexSizing.indexConfig(Math.max(16, cfg.kvIndexCapacityBlocks()));
         for (RuleConfig r : cfg.rules()) {
             if (index && RulePolicies.looksUpIndex(r)) {
                 out.add(new Line("rule " + r.name() + ": kv routing state", Kind.HEAP, ruleRoutingHeapBytes(r, indexCfg), true,
@@ -121,9 +120,9 @@ public final class MemoryBudget {
             out.add(new Line("block index: extra segment tiers under hash skew", Kind.NATIVE,
                 indexNativeBloatBytes(indexCfg), false, "up to x" + INDEX_MAX_BLOAT + " of the creation size"));
             out.add(new Line("block index: on-heap counters and learned-key map", Kind.HEAP, indexHeapBytes(indexCfg, endpoints)
-                + learnedKeyMapHeapBytes(cfg), true, KvState.MAX_ENDPOINTS + " endpoint ids, " + endpoints
+                + learnedKeyMapHeapBytes(cfg), true, KvIndexSizing.MAX_ENDPOINTS + " endpoint ids, " + endpoints
                 + " endpoint(s) with kv_events, learned-key map "
-                + LearnedKeyMap.entriesFor(indexCfg.capacityBlocks(), KvState.ingestConfig(indexCfg.capacityBlocks(),
+                + LearnedKeyMap.entriesFor(indexCfg.capacityBlocks(), KvIndexSizing.ingestConfig(indexCfg.capacityBlocks(),
                     cfg.ingest()).learnedKeyCapacity()) + " entries"));
             out.add(new Line("ingest: frame buffers", Kind.HEAP, ingestFrameBufferHeapBytes(cfg.ingest()), true,
                 "2 x ingest.max_frame_bytes " + bytes(cfg.ingest().maxFrameBytes()) + " (stand-in until the ingest module states it)"));
@@ -177,7 +176,7 @@ public final class MemoryBudget {
     /** The ingest's engine-key to own-key map, sized by the index capacity. */
     public static long learnedKeyMapHeapBytes(GatewayConfig cfg) {
         long capacity = cfg.kvIndexCapacityBlocks();
-        return LearnedKeyMap.heapBytesFor(KvState.ingestConfig(capacity, cfg.ingest()).learnedKeyCapacity());
+        return LearnedKeyMap.heapBytesFor(KvIndexSizing.ingestConfig(capacity, cfg.ingest()).learnedKeyCapacity());
     }
 
     /** The Chronicle Map of the block index: native memory, allocated in full at start. */
@@ -364,8 +363,8 @@ public final class MemoryBudget {
         long direct = total(Kind.DIRECT);
         out.add(String.format(Locale.ROOT, "  total heap %s (at start %s), direct %s (at start %s), native %s",
             bytes(heap), bytes(upFront(Kind.HEAP)), bytes(direct), bytes(upFront(Kind.DIRECT)), bytes(total(Kind.NATIVE))));
-        out.add("  suggested JVM options: -Xmx" + (suggestedMaxHeapBytes(heap) / MIB) + "m -XX:MaxDirectMemorySize="
-            + (suggestedMaxDirectBytes(direct) / MIB) + "m");
+        out.add("  suggested JVM options: -Xmx" + jvmSize(suggestedMaxHeapBytes(heap)) + " -XX:MaxDirectMemorySize="
+            + jvmSize(suggestedMaxDirectBytes(direct)));
         return out;
     }
 
@@ -387,6 +386,11 @@ public final class MemoryBudget {
                 + "); the largest line is " + largest.what() + " (" + bytes(largest.bytes()) + "): " + largest.formula());
         }
         return out;
+    }
+
+    /** A JVM size option's value: megabytes, or whole gigabytes (rounded up) from 10 GiB on. */
+    static String jvmSize(long bytes) {
+        return bytes < 10L << 30 ? bytes / MIB + "m" : roundUp(bytes, 1L << 30) / (1L << 30) + "g";
     }
 
     private static long roundUp(long v, long unit) {

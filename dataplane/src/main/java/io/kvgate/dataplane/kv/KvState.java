@@ -4,13 +4,11 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.config.KvIndexSizing;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.index.block.BlockIndex;
-import io.kvgate.index.block.BlockIndexConfig;
-import io.kvgate.index.block.LearnedKeyMap;
 import io.kvgate.ingest.zmq.HttpKvEventSource;
-import io.kvgate.ingest.zmq.IngestConfig;
 import io.kvgate.ingest.zmq.KeyMode;
 import io.kvgate.ingest.zmq.KvEventIngest;
 import io.kvgate.ingest.zmq.KvEventSource;
@@ -29,7 +27,7 @@ import java.util.Map;
  */
 public final class KvState implements AutoCloseable {
     /** Endpoint ids above this are refused (the index sizes per-endpoint arrays up front). */
-    public static final int MAX_ENDPOINTS = 1024;
+    public static final int MAX_ENDPOINTS = KvIndexSizing.MAX_ENDPOINTS;
 
     private final BlockIndex index;
     private final KvEventIngest ingest;
@@ -41,27 +39,9 @@ public final class KvState implements AutoCloseable {
     }
 
     public KvState(long capacityBlocks, NanoClock clock, GatewayConfig.Ingest bounds) {
-        this.index = new BlockIndex(indexConfig(capacityBlocks));
-        this.ingest = new KvEventIngest(index, clock, ingestConfig(capacityBlocks, bounds));
+        this.index = new BlockIndex(KvIndexSizing.indexConfig(capacityBlocks));
+        this.ingest = new KvEventIngest(index, clock, KvIndexSizing.ingestConfig(capacityBlocks, bounds));
         ingest.start();
-    }
-
-    /** The block index of a gateway whose largest rule capacity is {@code capacityBlocks}. */
-    public static BlockIndexConfig indexConfig(long capacityBlocks) {
-        return BlockIndexConfig.of((int) Math.min(Integer.MAX_VALUE - 8, capacityBlocks), MAX_ENDPOINTS);
-    }
-
-    /**
-     * The ingest's configuration: the {@code ingest} section, and a learned-key map sized for the index (review B-7:
-     * it took its 2^20-entry default, 16 MiB, even for a 1024-block index or no learned-key endpoint at all; a
-     * mapping for a block the index cannot hold serves nothing).
-     */
-    public static IngestConfig ingestConfig(long capacityBlocks, GatewayConfig.Ingest bounds) {
-        IngestConfig c = IngestConfig.of(bounds.maxFrameBytes(), bounds.receiveBufferBytes(),
-            bounds.socketReceiveBufferBytes(), bounds.retryInitialMs(), bounds.retryMaxMs());
-        return new IngestConfig(c.maxFrameBytes(), c.receiveBufferBytes(), c.socketReceiveBufferBytes(),
-            c.replayTimeoutNs(), c.replayBackoffNs(), c.retryInitialNs(), c.retryMaxNs(), c.maxMessagesPerPoll(),
-            LearnedKeyMap.entriesFor(capacityBlocks, c.learnedKeyCapacity()), c.hasher());
     }
 
     /** Index capacity for a configuration: the largest rule capacity (rules share one index keyed by block). */

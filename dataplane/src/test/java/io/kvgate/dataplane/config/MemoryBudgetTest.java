@@ -108,5 +108,7 @@ class MemoryBudgetTest {
         assertTrue(report.getLast().startsWith("  warning: the worst case (") && report.getLast().contains("client connections"),
             String.join("\n", report));
         assertFalse(b.report(0).getLast().contains("warning"));
+        // 784 GiB of direct memory is said in gigabytes: the JVM takes -XX:MaxDirectMemorySize=784g.
+        assertEquals("784g", MemoryBudget.jvmSize(MemoryBudget.suggestedMaxDirectBytes(b.total(Kind.DIRECT))));
     }
 }

@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.kv.KvState;
+import io.kvgate.dataplane.config.KvIndexSizing;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
 import org.junit.jupiter.api.AfterEach;
@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
  * Review B-7: a kv_exact rule's routing state is sized by its configuration. Every rule used to take ~23 MiB
  * (a 2^16-entry hash memo, a 2^17-entry overlay, a reader for 1024 endpoints x 8192 blocks) whether it had a
  * 1024-block capacity and 2 endpoints or a million blocks and 70. Asserts on the arrays the policy allocated, on the
- * gateway's real index shape ({@link KvState#indexConfig}).
+ * gateway's real index shape ({@link KvIndexSizing#indexConfig}).
  */
 class KvExactMemoryTest {
     private final ManualClock clock = new ManualClock();
@@ -31,7 +31,7 @@ class KvExactMemoryTest {
     }
 
     private Rule rule(long capacityBlocks, int endpoints, int maxPromptTokens) {
-        index = new BlockIndex(KvState.indexConfig(capacityBlocks));
+        index = new BlockIndex(KvIndexSizing.indexConfig(capacityBlocks));
         String[] eps = new String[endpoints];
         for (int i = 0; i < endpoints; i++) {
             eps[i] = "url: http://127.0.0.1:" + (20000 + i) + "\n        kv_events: tcp://127.0.0.1:" + (30000 + i);
@@ -74,7 +74,7 @@ class KvExactMemoryTest {
 
     @Test
     void theSameRuleWithoutAnIndexAllocatesNoIndexState() {
-        BlockIndexConfig cfg = KvState.indexConfig(1024);
+        BlockIndexConfig cfg = KvIndexSizing.indexConfig(1024);
         RuleConfig plain = config("", RouteFixtures.rule("rr", "    policy: round_robin\n", RouteFixtures.endpoints(2)))
             .rules().get(0);
         assertEquals(0, RulePolicies.kvRoutingHeapBytes(plain, cfg));
