@@ -5,20 +5,29 @@ import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.config.ConfigCheck;
+import io.kvgate.dataplane.config.MemoryBudget;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 
 /**
  * {@code ./kvgate serve --config FILE [--check]}: run the gateway until SIGINT/SIGTERM, then drain. SIGHUP reloads
- * FILE. {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck}).
+ * FILE. {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck}) and prints the
+ * configuration's memory budget ({@link MemoryBudget}).
  */
 public final class GatewayMain {
     private GatewayMain() {}
 
     public static int run(String[] args) throws Exception {
+        return run(args, System.out);
+    }
+
+    /** As {@link #run(String[])}, writing what {@code --check} prints to {@code out}. */
+    static int run(String[] args, PrintStream out) throws Exception {
         String config = null;
         boolean check = false;
         long drainMs = 30_000;
@@ -37,7 +46,8 @@ public final class GatewayMain {
                 case "--help", "-h" -> {
                     System.out.println("usage: kvgate serve --config FILE [--check] [--drain-ms MS]\n"
                         + "  --config FILE   YAML configuration (see docs/configuration.md); SIGHUP reloads it\n"
-                        + "  --check         run every start-up check on the configuration and exit (0 = valid)\n"
+                        + "  --check         run every start-up check on the configuration, print its memory budget and the\n"
+                        + "                  suggested -Xmx / -XX:MaxDirectMemorySize, and exit (0 = valid)\n"
                         + "  --drain-ms MS   on SIGTERM, how long requests in flight may take to finish (default 30000)");
                     return 0;
                 }
@@ -60,7 +70,9 @@ public final class GatewayMain {
             return 2;
         }
         if (check) {
-            System.out.println("configuration OK: " + cfg.rules().size() + " rule(s)");
+            out.println("configuration OK: " + cfg.rules().size() + " rule(s)");
+            int ioThreads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
+            MemoryBudget.of(cfg, ioThreads).report(hostMemoryBytes()).forEach(out::println);
             return 0;
         }
         Path socket = controlSocketPath(cfg, file);
@@ -78,6 +90,12 @@ public final class GatewayMain {
         }, "kvgate-shutdown"));
         stopped.await();
         return 0;
+    }
+
+    /** This host's physical memory, 0 when the JVM cannot tell. */
+    private static long hostMemoryBytes() {
+        return ManagementFactory.getOperatingSystemMXBean() instanceof com.sun.management.OperatingSystemMXBean os
+            ? os.getTotalMemorySize() : 0;
     }
 
     /**

@@ -239,7 +239,7 @@ public final class KvRoutes {
             ids[i] = eps.get(i).id();
         }
         if (kv != null && n > 0) {
-            BlockIndexReader reader = kv.index().newReader();
+            BlockIndexReader reader = kv.index().newReader(Math.max(1, ids.length), kv.index().config().maxPromptBlocks());
             reader.longestPrefix(keys, n, ids, ids.length, matched, null);
         }
         ObjectNode out = JSON.createObjectNode();

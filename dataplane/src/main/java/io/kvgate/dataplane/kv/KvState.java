@@ -4,12 +4,11 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.config.KvIndexSizing;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.index.block.BlockIndex;
-import io.kvgate.index.block.BlockIndexConfig;
 import io.kvgate.ingest.zmq.HttpKvEventSource;
-import io.kvgate.ingest.zmq.IngestConfig;
 import io.kvgate.ingest.zmq.KeyMode;
 import io.kvgate.ingest.zmq.KvEventIngest;
 import io.kvgate.ingest.zmq.KvEventSource;
@@ -28,7 +27,7 @@ import java.util.Map;
  */
 public final class KvState implements AutoCloseable {
     /** Endpoint ids above this are refused (the index sizes per-endpoint arrays up front). */
-    public static final int MAX_ENDPOINTS = 1024;
+    public static final int MAX_ENDPOINTS = KvIndexSizing.MAX_ENDPOINTS;
 
     private final BlockIndex index;
     private final KvEventIngest ingest;
@@ -40,10 +39,8 @@ public final class KvState implements AutoCloseable {
     }
 
     public KvState(long capacityBlocks, NanoClock clock, GatewayConfig.Ingest bounds) {
-        this.index = new BlockIndex(BlockIndexConfig.of((int) Math.min(Integer.MAX_VALUE - 8, capacityBlocks), MAX_ENDPOINTS));
-        this.ingest = new KvEventIngest(index, clock, IngestConfig.of(bounds.maxFrameBytes(), bounds.receiveBufferBytes(),
-            bounds.socketReceiveBufferBytes(), bounds.retryInitialMs(), bounds.retryMaxMs(),
-            bounds.maxPeersPerBindSocket()));
+        this.index = new BlockIndex(KvIndexSizing.indexConfig(capacityBlocks));
+        this.ingest = new KvEventIngest(index, clock, KvIndexSizing.ingestConfig(capacityBlocks, bounds));
         ingest.start();
     }
 

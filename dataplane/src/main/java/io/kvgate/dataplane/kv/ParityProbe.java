@@ -233,7 +233,7 @@ public final class ParityProbe {
         } catch (Exception e) {
             return new Result(rule.name(), ep.key(), check, "error", n, 0, "engine unreachable: " + e);
         }
-        BlockIndexReader reader = kv.index().newReader();
+        BlockIndexReader reader = kv.index().newReader(1, kv.index().config().maxPromptBlocks());
         int[] one = {ep.id()};
         int[] matched = new int[1];
         int ownMatched = 0;

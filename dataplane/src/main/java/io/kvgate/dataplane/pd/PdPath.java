@@ -70,7 +70,7 @@ final class PdPath {
         PerThread t = perThread.get();
         if (t.index != idx) { // first use on this thread, or the gateway's index was replaced
             t.index = idx;
-            t.reader = idx.newReader();
+            t.reader = idx.newReader(1, idx.config().maxPromptBlocks()); // one candidate: the decode endpoint
             t.hashers.clear();
         }
         if (t.hashers.size() > 256) {

@@ -2,9 +2,12 @@ package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.BlockIndex;
+import io.kvgate.index.block.BlockIndexConfig;
 import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.block.Holders;
 import io.kvgate.index.block.SpeculativeOverlay;
+import io.kvgate.index.hash.BlockHashSpec;
+import io.kvgate.index.hash.PrefixHashCache;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.dataplane.route.RuleStats.MissReason;
@@ -83,18 +86,22 @@ final class KvExactPolicy implements RoutingPolicy {
         this.knobs = rule.kvExact();
         this.rule = rule;
         this.soft = "soft".equals(knobs.mode());
-        this.maxPromptBlocks = index == null ? 0 : index.config().maxPromptBlocks();
+        // Every structure below is sized from the rule's configuration (review B-7): its lookup depth from
+        // max_prompt_tokens, its reader from its endpoint count, its hash memo and overlay from kv_capacity_blocks.
+        // MemoryBudget states the same sizes for `serve --check`.
+        this.maxPromptBlocks = index == null ? 0 : lookupDepthBlocks(rule, index.config());
         this.keys = new long[Math.max(1, maxPromptBlocks)];
         this.fallback = fallback;
         this.stats = stats;
         this.index = index;
-        this.reader = index == null ? null : index.newReader();
+        this.reader = index == null ? null : index.newReader(readerCandidates(rule), maxPromptBlocks);
         this.overlay = index == null || knobs.speculativeTtlMs() == 0 ? null
-            : new SpeculativeOverlay(1 << 17, knobs.speculativeTtlMs() * 1_000_000L, clock);
+            : new SpeculativeOverlay(SpeculativeOverlay.entriesFor(rule.kvCapacityBlocks()),
+                knobs.speculativeTtlMs() * 1_000_000L, clock);
         this.blockSize = rule.blockSize();
         this.ruleName = rule.name();
         this.watchdogStreak = knobs.watchdogZeroHitStreak();
-        this.hasher = new RuleHasher(rule, 1 << 16);
+        this.hasher = new RuleHasher(rule, index == null ? 0 : PrefixHashCache.entriesFor(rule.kvCapacityBlocks()));
         this.tokenWeight = knobs.prefillTokenWeight();
         this.rankHints = knobs.dpRankHint();
         boolean spec = overlay != null && rankHints;
@@ -105,6 +112,44 @@ final class KvExactPolicy implements RoutingPolicy {
     }
 
     private static final int SPEC_SLOTS = 4096;
+
+    /** Blocks of a prompt the rule hashes and looks up: its longest admitted prompt, at most the index's limit. */
+    static int lookupDepthBlocks(RuleConfig rule, BlockIndexConfig index) {
+        return index.lookupDepthBlocks(rule.maxPromptTokens(), rule.blockSize());
+    }
+
+    /** Candidates one lookup scores: the rule's endpoints (a reload with more builds a new policy). */
+    static int readerCandidates(RuleConfig rule) {
+        return Math.max(1, rule.endpoints().size());
+    }
+
+    /**
+     * Heap bytes (array payloads) of a kv_exact rule's routing state on an index of {@code index}: what the
+     * constructor allocates for {@code rule} ({@link #heapBytes()} once built).
+     */
+    static long heapBytesFor(RuleConfig rule, BlockIndexConfig index) {
+        int depth = lookupDepthBlocks(rule, index);
+        long bytes = (long) depth * Long.BYTES // keys
+            + BlockIndexReader.heapBytesFor(index, readerCandidates(rule), depth);
+        BlockHashSpec spec = RuleHasher.spec(rule);
+        if (spec != null) {
+            bytes += PrefixHashCache.heapBytesFor(spec, PrefixHashCache.entriesFor(rule.kvCapacityBlocks()));
+        }
+        if (rule.kvExact().speculativeTtlMs() > 0) {
+            bytes += SpeculativeOverlay.heapBytesFor(SpeculativeOverlay.entriesFor(rule.kvCapacityBlocks()));
+            if (rule.kvExact().dpRankHint()) {
+                bytes += SPEC_SLOTS * (2L * Long.BYTES + Integer.BYTES);
+            }
+        }
+        return bytes;
+    }
+
+    /** Heap bytes (array payloads) of this policy's sized structures, from what it allocated (tests: B-7). */
+    long heapBytes() {
+        return (long) keys.length * Long.BYTES + (reader == null ? 0 : reader.heapBytes()) + hasher.cacheHeapBytes()
+            + (long) (specKey.length + specUntil.length) * Long.BYTES + (long) specHolder.length * Integer.BYTES
+            + (overlay == null ? 0 : overlay.heapBytes());
+    }
 
     /** Computes the keys of the prompt's first full blocks (at most the lookup limit) into {@link #keys}. */
     private int hashPrompt(int[] tokens, String salt, String lora) {

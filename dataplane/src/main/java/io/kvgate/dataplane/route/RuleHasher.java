@@ -18,6 +18,7 @@ import java.util.Map;
  */
 public final class RuleHasher {
     private final BlockHasher hasher;
+    private final PrefixHashCache prefixCache;
     private final Fmix64ChainedTokenHasher learned;
     private final int blockSize;
     private final boolean unsignedKeys;
@@ -46,19 +47,38 @@ public final class RuleHasher {
         this.seed = rule.hashSeed();
         this.adapterHashers = algo.isVllm() && !"learned".equals(rule.kvKeyMode()) ? new HashMap<>() : null;
         this.seedUnresolved = algo.isVllm() && !"learned".equals(rule.kvKeyMode()) && rule.hashSeedAuto();
+        BlockHashSpec spec = spec(rule);
         if ("learned".equals(rule.kvKeyMode())) {
             this.learned = Fmix64ChainedTokenHasher.INSTANCE;
             this.hasher = null;
-        } else if (seedUnresolved) {
+            this.prefixCache = null;
+        } else if (spec == null) { // an auto seed not resolved yet
             this.learned = null;
             this.hasher = null;
+            this.prefixCache = null;
         } else {
             this.learned = null;
-            BlockHashSpec spec = algo == HashAlgo.SHA256_SGLANG ? BlockHashSpec.sglang(blockSize)
-                : BlockHashSpec.vllm(algo, blockSize, rule.hashSeed(), null);
-            this.hasher = prefixCacheEntries > 0 ? new BlockHasher(spec, new PrefixHashCache(spec, prefixCacheEntries))
-                : new BlockHasher(spec);
+            this.prefixCache = prefixCacheEntries > 0 ? new PrefixHashCache(spec, prefixCacheEntries) : null;
+            this.hasher = prefixCache != null ? new BlockHasher(spec, prefixCache) : new BlockHasher(spec);
         }
+    }
+
+    /**
+     * The engines' block hash of {@code rule} (base model), or null in learned-key mode (the gateway's own keys) and
+     * while a {@code hash_seed: auto} is not resolved (no keys yet).
+     */
+    public static BlockHashSpec spec(RuleConfig rule) {
+        HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
+        if ("learned".equals(rule.kvKeyMode()) || (algo.isVllm() && rule.hashSeedAuto())) {
+            return null;
+        }
+        return algo == HashAlgo.SHA256_SGLANG ? BlockHashSpec.sglang(rule.blockSize())
+            : BlockHashSpec.vllm(algo, rule.blockSize(), rule.hashSeed(), null);
+    }
+
+    /** Heap bytes of this hasher's prefix-hash memo (0 without one). */
+    public long cacheHeapBytes() {
+        return prefixCache == null ? 0 : prefixCache.heapBytes();
     }
 
     /** Writes the key of every full block of {@code tokens} into {@code keysOut}; returns how many. */

@@ -15,6 +15,33 @@ public final class RulePolicies {
         return create(ctx, index, clock, new StageTimers());
     }
 
+    /**
+     * Heap bytes of {@code rule}'s KV routing state (lookup keys, index reader, prefix-hash memo, speculative
+     * overlay) on a gateway block index of {@code index}: what {@link #create} allocates for it, 0 when the rule does
+     * not look the index up. Each rule version holds its own (a reload builds new ones, the old are collected).
+     */
+    public static long kvRoutingHeapBytes(RuleConfig rule, BlockIndexConfig index) {
+        return looksUpIndex(rule) ? KvExactPolicy.heapBytesFor(rule, index) : 0;
+    }
+
+    /** Whether {@code rule} routes on the block index (given the gateway keeps one). */
+    public static boolean looksUpIndex(RuleConfig rule) {
+        return switch (rule.policyKind()) {
+            case KV_EXACT -> true;
+            case PD -> "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents(rule);
+            default -> false;
+        };
+    }
+
+    private static boolean prefillEvents(RuleConfig rule) {
+        for (var e : rule.endpoints()) {
+            if ("prefill".equals(e.role()) && e.kvEvents() != null) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** @param index the gateway's block index, or null when no endpoint publishes KV events */
     public static RoutingPolicy create(RouteTable.RuleBuildContext ctx, BlockIndex index, NanoClock clock, StageTimers stages) {
         RuleConfig rule = ctx.rule();
@@ -27,12 +54,8 @@ public final class RulePolicies {
             case CHWBL -> new ChwblPolicy(rule, ctx.endpoints(), fallback, stats);
             case KV_EXACT -> new KvExactPolicy(rule, index, Policies.create(rule.fallback(), tokenWeight, false), stats, clock, stages);
             case PD -> {
-                boolean prefillEvents = false;
-                for (var e : rule.endpoints()) {
-                    prefillEvents |= "prefill".equals(e.role()) && e.kvEvents() != null;
-                }
                 // "Mode 1": exact inventory over the prefill pool when the prefills publish events.
-                RoutingPolicy prefill = "kv_exact".equals(rule.pd().prefillPolicy()) && prefillEvents && index != null
+                RoutingPolicy prefill = looksUpIndex(rule) && index != null
                     ? new KvExactPolicy(rule, index, Policies.create("least_outstanding", tokenWeight, false), stats, clock, stages)
                     : Policies.create("least_outstanding");
                 yield rule.pd().sessionAffinity() ? session(rule, prefill, stats) : prefill;

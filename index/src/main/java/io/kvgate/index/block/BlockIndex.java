@@ -83,8 +83,12 @@ public final class BlockIndex implements AutoCloseable {
     private final AtomicLong clearEntryVisits = new AtomicLong();
     private final AtomicLong clearEpoch = new AtomicLong();
 
-    /** Blocks whose holder set changed, with the set after the change, for the readers' caches. */
-    private final ChangeLog changes = new ChangeLog(1 << 16);
+    /**
+     * Blocks whose holder set changed, with the set after the change, for the readers' caches. Readers cache only
+     * with at most 64 endpoints; otherwise nobody drains the log and a minimal ring (512 bytes instead of 2 MiB)
+     * takes the appends.
+     */
+    private final ChangeLog changes;
 
     private int evictCursor;
     private int reclaimCursor;
@@ -92,7 +96,8 @@ public final class BlockIndex implements AutoCloseable {
     private boolean staleSinceLapStart;
     private boolean lapHasStale;
     private final SegmentWalker walker = new SegmentWalker();
-    private final BlockIndexReader ownReader;
+    /** Created on first use of {@link #longestPrefix}: the gateway's routing stage reads through its own readers. */
+    private BlockIndexReader ownReader;
 
     public BlockIndex(BlockIndexConfig config) {
         this.config = config;
@@ -116,7 +121,32 @@ public final class BlockIndex implements AutoCloseable {
             generations.setPlain(h, 1);
         }
         this.rankSetBlocks = new long[config.maxEndpoints()][];
-        this.ownReader = new BlockIndexReader(this);
+        this.changes = new ChangeLog(changeLogEntries(config));
+    }
+
+    private static int changeLogEntries(BlockIndexConfig config) {
+        return BlockIndexReader.cacheEnabled(config) ? 1 << 16 : 16;
+    }
+
+    /**
+     * Heap bytes (array payloads) the index itself holds for {@code config} with {@code endpointsStoring} endpoints
+     * that have stored blocks (each gets its rank-set counters on its first store); readers are counted apart
+     * ({@link BlockIndexReader#heapBytesFor}). The blocks themselves are off heap ({@link #sizeBytes()}).
+     */
+    public static long heapBytesFor(BlockIndexConfig config, int endpointsStoring) {
+        long maxWords = (long) config.maxEndpoints() * Holders.MAX_RANKS * 3 + 1;
+        return maxWords * Long.BYTES * 2 // words + valueStore
+            + (long) config.maxEndpoints() * Holders.MAX_RANKS * Integer.BYTES // generations
+            + (long) config.maxEndpoints() * Long.BYTES // blocks per endpoint
+            + (long) config.maxEndpoints() * 8 // rank-set rows (references)
+            + (long) Math.min(endpointsStoring, config.maxEndpoints()) * RANK_SETS * Long.BYTES
+            + (long) changeLogEntries(config) * 4 * Long.BYTES
+            + KEY_BYTES;
+    }
+
+    /** The change log's capacity in entries (tests: it follows whether readers cache). */
+    int changeLogCapacity() {
+        return changes.capacity();
     }
 
     public BlockIndex(int capacityBlocks, int maxEndpoints) {
@@ -133,11 +163,23 @@ public final class BlockIndex implements AutoCloseable {
     }
 
     /**
+     * A reader for one reader thread whose lookups score at most {@code maxCandidates} endpoints (more are taken,
+     * at the cost of growing its scratch once) on at most {@code maxPromptBlocks} blocks (capped by the index's
+     * {@link BlockIndexConfig#maxPromptBlocks()}). Heap: {@link BlockIndexReader#heapBytesFor}.
+     */
+    public BlockIndexReader newReader(int maxCandidates, int maxPromptBlocks) {
+        return new BlockIndexReader(this, maxCandidates, maxPromptBlocks);
+    }
+
+    /**
      * Convenience for the single routing thread: the index's own reader. Not for use from several threads at once;
      * other threads take {@link #newReader()}.
      */
     public void longestPrefix(long[] keys, int keyCount, int[] endpointIds, int endpointCount,
                               int[] matchedBlocksOut) {
+        if (ownReader == null) {
+            ownReader = new BlockIndexReader(this);
+        }
         ownReader.longestPrefix(keys, keyCount, endpointIds, endpointCount, matchedBlocksOut, null);
     }
 

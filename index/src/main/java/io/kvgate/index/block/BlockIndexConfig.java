@@ -42,6 +42,15 @@ public record BlockIndexConfig(int capacityBlocks, int maxEndpoints, int avgHold
         }
     }
 
+    /**
+     * Blocks a rule's lookup considers: the full blocks of its longest admitted prompt ({@code max_prompt_tokens} /
+     * {@code block_size}: a longer prompt is refused before routing), at most {@link #maxPromptBlocks()}. Readers and
+     * key arrays are sized by it.
+     */
+    public int lookupDepthBlocks(int maxPromptTokens, int blockSize) {
+        return Math.max(1, Math.min(maxPromptBlocks, maxPromptTokens / Math.max(1, blockSize)));
+    }
+
     public static BlockIndexConfig of(int capacityBlocks, int maxEndpoints) {
         return new BlockIndexConfig(capacityBlocks, maxEndpoints, DEFAULT_AVG_HOLDERS_PER_BLOCK,
             DEFAULT_MAX_PROMPT_BLOCKS, defaultHotCacheEntries(capacityBlocks));

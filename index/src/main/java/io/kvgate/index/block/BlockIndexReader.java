@@ -48,14 +48,15 @@ public final class BlockIndexReader {
 
     private final BlockIndex index;
     private final int maxPromptBlocks;
-    private final int words;
+    /** Longs per probed position: one bit per candidate of a call (grown only if a call brings more candidates). */
+    private int words;
     private final BytesStore<?, ?> keyStore = BytesStore.wrap(new byte[KEY_BYTES]);
     private final int[] candidateOf;
-    private final long[] indexBits;
-    private final long[] overlayBits;
+    private long[] indexBits;
+    private long[] overlayBits;
     // Per probed position and candidate: the tiers it holds the block in (best tier = GPU, else CPU, else DISK).
-    private final long[] gpuBits;
-    private final long[] cpuBits;
+    private long[] gpuBits;
+    private long[] cpuBits;
     private final int[] probedStamp;
     // rankDepths: the ranks of one endpoint holding each probed position, memoized per call.
     private final int[] rankStamp;
@@ -83,27 +84,83 @@ public final class BlockIndexReader {
     private long hotHits;
     private long lookups;
 
-    BlockIndexReader(BlockIndex index) {
+    /**
+     * Scratch is sized for {@code maxCandidates} candidates per call and {@code maxPromptBlocks} blocks per prompt
+     * (capped by the index's limit): its per-position bit sets are {@code maxPromptBlocks x ceil(maxCandidates / 64)}
+     * longs, four of them. Sized for the index's 1024 endpoint ids instead, every reader took 4 MiB whatever the rule
+     * (review B-7); a rule scores its own endpoints, so its reader needs one long per position up to 64 of them.
+     */
+    BlockIndexReader(BlockIndex index, int maxCandidates, int maxPromptBlocks) {
         this.index = index;
         BlockIndexConfig cfg = index.config();
-        this.maxPromptBlocks = cfg.maxPromptBlocks();
-        this.words = (cfg.maxEndpoints() + 63) >>> 6;
+        if (maxCandidates < 1 || maxPromptBlocks < 1) {
+            throw new IllegalArgumentException("maxCandidates=" + maxCandidates + " maxPromptBlocks=" + maxPromptBlocks
+                + ": must be >= 1");
+        }
+        this.maxPromptBlocks = Math.min(maxPromptBlocks, cfg.maxPromptBlocks());
         this.candidateOf = new int[cfg.maxEndpoints()];
         Arrays.fill(candidateOf, -1);
-        this.indexBits = new long[maxPromptBlocks * words];
-        this.overlayBits = new long[maxPromptBlocks * words];
-        this.gpuBits = new long[maxPromptBlocks * words];
-        this.cpuBits = new long[maxPromptBlocks * words];
-        this.probedStamp = new int[maxPromptBlocks];
-        this.rankStamp = new int[maxPromptBlocks];
-        this.rankBitsAt = new byte[maxPromptBlocks];
+        allocateCandidateBits(wordsFor(Math.min(maxCandidates, cfg.maxEndpoints())));
+        this.probedStamp = new int[this.maxPromptBlocks];
+        this.rankStamp = new int[this.maxPromptBlocks];
+        this.rankBitsAt = new byte[this.maxPromptBlocks];
         this.changes = index.changes();
-        this.cacheEnabled = cfg.maxEndpoints() <= 64 && cfg.hotCacheEntries() > 0;
-        int slots = cacheEnabled ? Integer.highestOneBit(Math.max(16, cfg.hotCacheEntries() - 1)) << 1 : 1;
+        this.cacheEnabled = cacheEnabled(cfg);
+        int slots = cacheSlots(cfg);
         this.cache = new long[slots * SLOT];
         this.cacheMask = slots - 1;
         this.logHead = changes.tail();
         this.seenClearEpoch = index.clearEpoch();
+    }
+
+    BlockIndexReader(BlockIndex index) {
+        this(index, index.config().maxEndpoints(), index.config().maxPromptBlocks());
+    }
+
+    private static int wordsFor(int candidates) {
+        return Math.max(1, (candidates + 63) >>> 6);
+    }
+
+    private void allocateCandidateBits(int words) {
+        this.words = words;
+        this.indexBits = new long[maxPromptBlocks * words];
+        this.overlayBits = new long[maxPromptBlocks * words];
+        this.gpuBits = new long[maxPromptBlocks * words];
+        this.cpuBits = new long[maxPromptBlocks * words];
+    }
+
+    static boolean cacheEnabled(BlockIndexConfig cfg) {
+        return cfg.maxEndpoints() <= 64 && cfg.hotCacheEntries() > 0;
+    }
+
+    private static int cacheSlots(BlockIndexConfig cfg) {
+        return cacheEnabled(cfg) ? Integer.highestOneBit(Math.max(16, cfg.hotCacheEntries() - 1)) << 1 : 1;
+    }
+
+    /**
+     * Heap bytes (array payloads) of a reader of index {@code cfg} sized for {@code maxCandidates} candidates and
+     * {@code maxPromptBlocks} blocks: what {@link #heapBytes()} reports once it is built.
+     */
+    public static long heapBytesFor(BlockIndexConfig cfg, int maxCandidates, int maxPromptBlocks) {
+        long positions = Math.min(maxPromptBlocks, cfg.maxPromptBlocks());
+        long words = wordsFor(Math.min(maxCandidates, cfg.maxEndpoints()));
+        return 4 * positions * words * Long.BYTES // index, overlay, GPU and CPU bits
+            + positions * (2L * Integer.BYTES + 1) // probed and rank stamps, rank bits
+            + (long) cfg.maxEndpoints() * Integer.BYTES // candidate of each endpoint id
+            + (long) cacheSlots(cfg) * SLOT * Long.BYTES
+            + KEY_BYTES;
+    }
+
+    /** Heap bytes (array payloads) this reader holds, from the arrays it allocated. */
+    public long heapBytes() {
+        return (long) (indexBits.length + overlayBits.length + gpuBits.length + cpuBits.length + cache.length) * Long.BYTES
+            + (long) (probedStamp.length + rankStamp.length + candidateOf.length) * Integer.BYTES + rankBitsAt.length
+            + KEY_BYTES;
+    }
+
+    /** Blocks of a prompt a lookup considers. */
+    public int maxPromptBlocks() {
+        return maxPromptBlocks;
     }
 
     /** Applies the writer's changes since the last lookup to the private cache. */
@@ -294,6 +351,10 @@ public final class BlockIndexReader {
         }
         if (n <= 0 || m <= 0) {
             return;
+        }
+        if (m > words << 6) {
+            // More candidates than this reader was sized for (its rule's endpoint count): grow once, never shrink.
+            allocateCandidateBits(wordsFor(m));
         }
         for (int c = 0; c < m; c++) {
             int ep = endpointIds[c];

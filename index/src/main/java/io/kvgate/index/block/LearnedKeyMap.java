@@ -34,6 +34,25 @@ public final class LearnedKeyMap {
         this.mask = slots - 1;
     }
 
+    /**
+     * Entries for an index of {@code capacityBlocks} blocks: one engine key per (block, holder) the index can keep
+     * ({@link BlockIndexConfig#DEFAULT_AVG_HOLDERS_PER_BLOCK} per block), at most {@code maxEntries} (the ingest's
+     * configured bound). A mapping for a block the index no longer holds only serves a removal it would ignore.
+     */
+    public static int entriesFor(long capacityBlocks, int maxEntries) {
+        return (int) Math.max(16, Math.min(maxEntries, capacityBlocks * BlockIndexConfig.DEFAULT_AVG_HOLDERS_PER_BLOCK));
+    }
+
+    /** Heap bytes (array payloads) of a map of {@code capacityEntries}: {@link #heapBytes()} once built. */
+    public static long heapBytesFor(int capacityEntries) {
+        return (long) (Integer.highestOneBit(capacityEntries - 1) << 1) * 2 * Long.BYTES;
+    }
+
+    /** Heap bytes (array payloads) this map holds. */
+    public long heapBytes() {
+        return (long) (engineKeys.length + ownKeys.length) * Long.BYTES;
+    }
+
     public void put(long engineKey, long ownKey) {
         int s = slot(engineKey);
         for (int i = 0; i < WINDOW; i++) {

@@ -17,6 +17,10 @@ import io.kvgate.control.clock.NanoClock;
  */
 public final class SpeculativeOverlay {
     private static final int EMPTY = -1;
+    /** What a routing rule's overlay holds at most: 2^17 (block, endpoint) entries, 10 MiB. */
+    public static final int DEFAULT_RULE_ENTRIES = 1 << 17;
+    /** Bytes per slot over the live and the spare table: key, endpoint, expiry, twice. */
+    private static final int SLOT_BYTES = 2 * (Long.BYTES + Integer.BYTES + Long.BYTES);
 
     private final NanoClock clock;
     private final long ttlNs;
@@ -46,7 +50,7 @@ public final class SpeculativeOverlay {
         if (ttlNs <= 0) {
             throw new IllegalArgumentException("overlayTtlNs=" + ttlNs + " must be > 0");
         }
-        int slots = Integer.highestOneBit(Math.max(2, capacityEntries * 2 - 1)) << 1;
+        int slots = slotsFor(capacityEntries);
         this.clock = clock;
         this.ttlNs = ttlNs;
         this.mask = slots - 1;
@@ -59,6 +63,31 @@ public final class SpeculativeOverlay {
         this.spareExpiresNs = new long[slots];
         java.util.Arrays.fill(endpoints, EMPTY);
         java.util.Arrays.fill(spareEndpoints, EMPTY);
+    }
+
+    /**
+     * Entries of a routing rule's overlay whose engines hold at most {@code kvCapacityBlocks} blocks
+     * ({@code kv_capacity_blocks}): routed blocks are on their way into those caches, and more of them than the
+     * caches hold would be evicted before they are confirmed; {@link #DEFAULT_RULE_ENTRIES} at most, 1024 at least.
+     * Before (review B-7) every rule took 2^17 entries, 10 MiB, whatever its capacity.
+     */
+    public static int entriesFor(long kvCapacityBlocks) {
+        return (int) Math.max(1024, Math.min(DEFAULT_RULE_ENTRIES, kvCapacityBlocks));
+    }
+
+    private static int slotsFor(int capacityEntries) {
+        return Integer.highestOneBit(Math.max(2, capacityEntries * 2 - 1)) << 1;
+    }
+
+    /** Heap bytes (array payloads) of an overlay of {@code capacityEntries}: {@link #heapBytes()} once built. */
+    public static long heapBytesFor(int capacityEntries) {
+        return (long) slotsFor(capacityEntries) * SLOT_BYTES;
+    }
+
+    /** Heap bytes (array payloads) this overlay holds, from the arrays it allocated. */
+    public long heapBytes() {
+        return (long) (keys.length + expiresNs.length + spareKeys.length + spareExpiresNs.length) * Long.BYTES
+            + (long) (endpoints.length + spareEndpoints.length) * Integer.BYTES;
     }
 
     /** The router sent a prompt with these block keys to {@code endpointId}: count them for the TTL. */

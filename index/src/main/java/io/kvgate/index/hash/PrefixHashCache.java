@@ -32,6 +32,8 @@ import java.util.Objects;
 public final class PrefixHashCache {
     /** Largest capacity accepted: 4 Mi entries (~600 MB at block size 16), far beyond any sensible setting. */
     public static final int MAX_CAPACITY = 1 << 22;
+    /** What a routing rule's memo holds at most: 2^16 blocks (~9 MiB at block size 16 with 32-byte digests). */
+    public static final int DEFAULT_RULE_ENTRIES = 1 << 16;
     static final int PROBE = 8;
 
     private static final VarHandle LONG_LE =
@@ -82,6 +84,28 @@ public final class PrefixHashCache {
         this.meta = new long[2 * capacity];
         this.digests = new byte[capacity * 2 * digestBytes];
         this.tokens = new int[capacity * blockSize];
+    }
+
+    /**
+     * Entries of a routing rule's memo for a rule whose engines hold at most {@code kvCapacityBlocks} blocks
+     * ({@code kv_capacity_blocks}): a repeated block the engines no longer hold is a miss whether or not its digest is
+     * remembered, so remembering more blocks than the engines can hold buys nothing; {@link #DEFAULT_RULE_ENTRIES} at
+     * most. Before (review B-7) every rule took 2^16 entries, ~9 MiB, whatever its capacity.
+     */
+    public static int entriesFor(long kvCapacityBlocks) {
+        long wanted = Math.max(PROBE, Math.min(DEFAULT_RULE_ENTRIES, kvCapacityBlocks));
+        return Integer.highestOneBit((int) wanted - 1) << 1;
+    }
+
+    /** Heap bytes (array payloads) of a memo of {@code capacityEntries} for {@code spec}: {@link #heapBytes()} once built. */
+    public static long heapBytesFor(BlockHashSpec spec, int capacityEntries) {
+        long slots = Integer.highestOneBit(capacityEntries - 1) << 1;
+        return slots * (2L * Long.BYTES + 2L * spec.algo().digestBytes() + (long) spec.blockSize() * Integer.BYTES);
+    }
+
+    /** Heap bytes (array payloads) this memo holds, from the arrays it allocated. */
+    public long heapBytes() {
+        return (long) meta.length * Long.BYTES + digests.length + (long) tokens.length * Integer.BYTES;
     }
 
     public BlockHashSpec spec() {
