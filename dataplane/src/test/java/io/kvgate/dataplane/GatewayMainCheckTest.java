@@ -25,7 +25,7 @@ class GatewayMainCheckTest {
         assertEquals(0, rc, out);
         for (String expected : new String[] {"configuration OK: 1 rule(s)", "memory budget (worst case",
             "rule chat: kv routing state", "tokenizer ", "block index: 2000000 blocks in a Chronicle Map",
-            "ingest: frame buffers", "ingest: 4 JeroMQ connection(s)", "client connections", "total heap "}) {
+            "ingest: frame buffers", "ingest: 2 ZeroMQ subscription(s)", "client connections", "total heap "}) {
             assertTrue(out.contains(expected), "missing '" + expected + "' in:\n" + out);
         }
         // Sizes in the JVM's own syntax, megabytes (multiples of 64) or, from 10 GiB on, gigabytes.

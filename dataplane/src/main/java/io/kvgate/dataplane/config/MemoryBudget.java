@@ -3,11 +3,13 @@ package io.kvgate.dataplane.config;
 import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.http.FrontDoorBudget;
 import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
 import io.kvgate.index.block.BlockIndexReader;
 import io.kvgate.index.block.LearnedKeyMap;
+import io.kvgate.ingest.zmq.IngestConfig;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
@@ -28,10 +30,10 @@ import java.util.Set;
  *
  * <p>Every formula is one static method here, each the single place its line is computed. Where the structure's
  * own module states its size ({@code heapBytesFor} on the index's classes, {@link RulePolicies#kvRoutingHeapBytes})
- * the method calls it, so the report and the allocation cannot drift apart. Three are stand-ins from configuration
- * keys until the modules that own those buffers state them: {@link #clientConnectionBytes} (the front door),
- * {@link #directBytesPerJeromqConnection} and {@link #ingestFrameBufferHeapBytes} (ingest). Each says so in the
- * report. {@link #tokenizerHeapBytes} is a measured ratio, not arithmetic on arrays.
+ * the method calls it, so the report and the allocation cannot drift apart: the front door states what one client
+ * connection can hold ({@link FrontDoorBudget#perConnectionBytes}), the ingest what one subscription holds in direct
+ * memory ({@link IngestConfig#directBytesPerSubscription}). {@link #tokenizerHeapBytes} is a measured ratio, not
+ * arithmetic on arrays.
  *
  * <p>Immutable; built from a configuration that passed {@link ConfigCheck}.
  */
@@ -51,8 +53,6 @@ public final class MemoryBudget {
      * connection lines).
      */
     public static final long BASELINE_DIRECT_BYTES = 16 * MIB;
-    /** JeroMQ's smallest per-connection stream buffer (its 8 KiB batch size), whatever SO_RCVBUF says. */
-    public static final long JEROMQ_MIN_BUFFER_BYTES = 8 * KIB;
     /**
      * Heap per byte of a tokenizer's tokenizer.json (uncompressed), measured as live heap after a full GC with a
      * round-robin rule naming the directory minus without: Qwen3 16.4 MB for 11.4 MB of JSON (1.44), Llama 3.1
@@ -125,14 +125,15 @@ public final class MemoryBudget {
                 + LearnedKeyMap.entriesFor(indexCfg.capacityBlocks(), KvIndexSizing.ingestConfig(indexCfg.capacityBlocks(),
                     cfg.ingest()).learnedKeyCapacity()) + " entries"));
             out.add(new Line("ingest: frame buffers", Kind.HEAP, ingestFrameBufferHeapBytes(cfg.ingest()), true,
-                "2 x ingest.max_frame_bytes " + bytes(cfg.ingest().maxFrameBytes()) + " (stand-in until the ingest module states it)"));
+                "2 x ingest.max_frame_bytes " + bytes(cfg.ingest().maxFrameBytes())));
             int sockets = eventSockets(cfg);
-            int connections = jeromqConnections(cfg);
-            if (connections > 0) {
-                out.add(new Line("ingest: " + connections + " JeroMQ connection(s)", Kind.DIRECT,
-                    connections * directBytesPerJeromqConnection(cfg.ingest()), true, "endpoints x dp_ranks x (SUB + replay "
-                        + "DEALER) x max(ingest.socket_receive_buffer_bytes " + bytes(cfg.ingest().socketReceiveBufferBytes())
-                        + ", 8 KiB) (stand-in until IngestConfig states it)"));
+            if (sockets > 0) {
+                IngestConfig ingest = KvIndexSizing.ingestConfig(indexCfg.capacityBlocks(), cfg.ingest());
+                out.add(new Line("ingest: " + sockets + " ZeroMQ subscription(s)", Kind.DIRECT,
+                    sockets * directBytesPerSubscription(ingest), true, "endpoints x dp_ranks x the larger of a connecting "
+                        + "SUB + replay DEALER at ingest.socket_receive_buffer_bytes " + bytes(cfg.ingest().socketReceiveBufferBytes())
+                        + " and a bound SUB's ingest.max_peers_per_bind_socket " + cfg.ingest().maxPeersPerBindSocket()
+                        + " peers at JeroMQ's minimum buffers"));
                 out.add(new Line("ingest: queued events, " + sockets + " SUB socket(s)", Kind.HEAP,
                     sockets * ingestQueueHeapBytesPerSocket(cfg.ingest()), false,
                     "ingest.receive_buffer_bytes " + bytes(cfg.ingest().receiveBufferBytes()) + " per socket (a full queue)"));
@@ -144,10 +145,11 @@ public final class MemoryBudget {
             }
         }
         GatewayConfig.Limits l = cfg.limits();
-        out.add(new Line("client connections", Kind.DIRECT, (long) l.maxConnections() * clientConnectionBytes(l), false,
-            "limits.max_connections " + l.maxConnections() + " x (max_body_bytes " + bytes(l.maxBodyBytes())
-                + " + max_header_bytes " + bytes(l.maxHeaderBytes()) + " + max_initial_line_bytes "
-                + bytes(l.maxInitialLineBytes()) + ") (stand-in from limits.* until the front door states it)"));
+        out.add(new Line("client connections", Kind.DIRECT, (long) l.maxConnections() * clientConnectionBytes(cfg), false,
+            "limits.max_connections " + l.maxConnections() + " x (the request being read: max_initial_line_bytes "
+                + bytes(l.maxInitialLineBytes()) + " + max_header_bytes " + bytes(l.maxHeaderBytes()) + " + max_body_bytes "
+                + bytes(l.maxBodyBytes()) + " + one 64 KiB read; unsent answers: max_buffered_response_bytes "
+                + bytes(l.maxBufferedResponseBytes()) + " + the largest answer)"));
         GatewayConfig.AdminLimits a = cfg.adminLimits();
         out.add(new Line("admin connections", Kind.DIRECT, (long) a.maxConnections() * a.maxBodyBytes(), false,
             "admin_limits.max_connections " + a.maxConnections() + " x max_body_bytes " + bytes(a.maxBodyBytes())));
@@ -189,7 +191,7 @@ public final class MemoryBudget {
         return (long) Math.ceil(indexNativeBytes(index) * (INDEX_MAX_BLOAT - 1));
     }
 
-    /** Stand-in (ingest): the ingest thread's two frame buffers, each the largest frame allowed. */
+    /** The ingest thread's two frame buffers, each the largest frame allowed. */
     public static long ingestFrameBufferHeapBytes(GatewayConfig.Ingest ingest) {
         return 2L * ingest.maxFrameBytes();
     }
@@ -199,14 +201,14 @@ public final class MemoryBudget {
         return ingest.receiveBufferBytes();
     }
 
-    /** Stand-in (ingest): a JeroMQ connection's stream buffer. */
-    public static long directBytesPerJeromqConnection(GatewayConfig.Ingest ingest) {
-        return Math.max(ingest.socketReceiveBufferBytes(), JEROMQ_MIN_BUFFER_BYTES);
+    /** One (endpoint, DP rank) ZeroMQ subscription's direct memory, as the ingest states it. */
+    public static long directBytesPerSubscription(IngestConfig ingest) {
+        return ingest.directBytesPerSubscription();
     }
 
-    /** Stand-in (front door): what one client connection may buffer: its request line, headers and body. */
-    public static long clientConnectionBytes(GatewayConfig.Limits limits) {
-        return (long) limits.maxBodyBytes() + limits.maxHeaderBytes() + limits.maxInitialLineBytes();
+    /** What one client connection may buffer, as the front door states it. */
+    public static long clientConnectionBytes(GatewayConfig cfg) {
+        return FrontDoorBudget.perConnectionBytes(cfg);
     }
 
     /** One engine's metrics page while it is read (aggregated in Netty's buffers). */
@@ -274,16 +276,6 @@ public final class MemoryBudget {
         return n;
     }
 
-    /** JeroMQ connections: every SUB, and a replay DEALER per rank where {@code kv_replay} is set. */
-    static int jeromqConnections(GatewayConfig cfg) {
-        int n = 0;
-        for (EndpointConfig e : eventEndpoints(cfg).values()) {
-            if (!e.kvEventsOverHttp()) {
-                n += e.dpRanks() * (e.kvReplay() == null ? 1 : 2);
-            }
-        }
-        return n;
-    }
 
     private static Set<String> endpointKeys(GatewayConfig cfg) {
         Set<String> keys = new LinkedHashSet<>();

@@ -62,24 +62,28 @@ class MemoryBudgetTest {
         assertEquals(index + 2048 * 16, line(b, "block index: on-heap"));
         assertEquals(1024 * 52, line(b, "block index: 1024 blocks"));
         assertEquals(2 * MIB, line(b, "ingest: frame buffers"));
-        // SUB + replay DEALER per rank: 2 x 2 + 1 x 2 connections, 4 KiB of SO_RCVBUF floored at 8 KiB.
-        assertEquals(6 * 8 * KIB, line(b, "ingest: 6 JeroMQ connection(s)"));
+        // Per (endpoint, rank) the larger of: connecting, SUB + replay DEALER each max(4 KiB SO_RCVBUF, 8 KiB) read + 8 KiB
+        // write = 32 KiB; bound, 8 peers at 8 + 8 KiB + the DEALER's 16 KiB = 144 KiB. Three subscriptions.
+        assertEquals(3 * 144 * KIB, line(b, "ingest: 3 ZeroMQ subscription(s)"));
         assertEquals(3 * 32 * MIB, line(b, "ingest: queued events, 3 SUB socket(s)"));
-        assertEquals(100 * (MIB + 16 * KIB + 8 * KIB), line(b, "client connections"));
+        // Per connection: unsent answers, the 64 KiB high-water mark + the largest answer (max_body_bytes 1 MiB); the
+        // request being read, 8 KiB line + 16 KiB headers + 1 MiB body + one 64 KiB read of pipelined input.
+        long perConnection = 64 * KIB + MIB + 8 * KIB + 16 * KIB + MIB + 64 * KIB;
+        assertEquals(100 * perConnection, line(b, "client connections"));
         assertEquals(64 * 4 * MIB, line(b, "admin connections"));
         assertEquals(2 * 4 * MIB, line(b, "engine load scrapes"));
         assertEquals(2 * 8 * MIB, line(b, "engine load scrapes, pages"));
 
         long heap = 32 * MIB + rule + index + 2048 * 16 + 2 * MIB + 3 * 32 * MIB + 2 * 8 * MIB;
-        long direct = 16 * MIB + 6 * 8 * KIB + 100 * (MIB + 24 * KIB) + 256 * MIB + 8 * MIB;
+        long direct = 16 * MIB + 3 * 144 * KIB + 100 * perConnection + 256 * MIB + 8 * MIB;
         assertEquals(heap, b.total(Kind.HEAP));
         assertEquals(direct, b.total(Kind.DIRECT));
         assertEquals(2 * 1024 * 52, b.total(Kind.NATIVE));
         assertEquals(32 * MIB + rule + index + 2048 * 16 + 2 * MIB, b.upFront(Kind.HEAP));
-        // 1.5 x 146.8 MiB = 220.2 MiB -> 256 MiB; 382.4 MiB of direct -> 384 MiB.
+        // 1.5 x 146.8 MiB = 220.2 MiB -> 256 MiB; 495.3 MiB of direct -> 512 MiB.
         assertEquals(256 * MIB, MemoryBudget.suggestedMaxHeapBytes(heap));
-        assertEquals(384 * MIB, MemoryBudget.suggestedMaxDirectBytes(direct));
-        assertTrue(b.report().contains("  suggested JVM options: -Xmx256m -XX:MaxDirectMemorySize=384m"), String.join("\n", b.report()));
+        assertEquals(512 * MIB, MemoryBudget.suggestedMaxDirectBytes(direct));
+        assertTrue(b.report().contains("  suggested JVM options: -Xmx256m -XX:MaxDirectMemorySize=512m"), String.join("\n", b.report()));
     }
 
     @Test
@@ -98,8 +102,9 @@ class MemoryBudgetTest {
         for (Line l : b.lines()) {
             assertFalse(l.what().contains("block index") || l.what().contains("ingest") || l.what().startsWith("rule"), l.toString());
         }
-        // Defaults: 100000 connections x (8 MiB body + 16 KiB headers + 8 KiB request line).
-        long clients = 100_000L * (8 * MIB + 24 * KIB);
+        // Defaults: 100000 connections x (64 KiB high-water mark + an 8 MiB answer + 8 KiB line + 16 KiB headers
+        // + an 8 MiB body + one 64 KiB read).
+        long clients = 100_000L * (16 * MIB + 152 * KIB);
         assertEquals(clients, line(b, "client connections"));
         assertEquals(32 * MIB + 3 * 8 * MIB, b.total(Kind.HEAP));
         assertEquals(16 * MIB + clients + 64 * 4 * MIB + 3 * 4 * MIB, b.total(Kind.DIRECT));
@@ -108,7 +113,7 @@ class MemoryBudgetTest {
         assertTrue(report.getLast().startsWith("  warning: the worst case (") && report.getLast().contains("client connections"),
             String.join("\n", report));
         assertFalse(b.report(0).getLast().contains("warning"));
-        // 784 GiB of direct memory is said in gigabytes: the JVM takes -XX:MaxDirectMemorySize=784g.
-        assertEquals("784g", MemoryBudget.jvmSize(MemoryBudget.suggestedMaxDirectBytes(b.total(Kind.DIRECT))));
+        // 1577.3 GiB of direct memory is said in whole gigabytes: the JVM takes -XX:MaxDirectMemorySize=1578g.
+        assertEquals("1578g", MemoryBudget.jvmSize(MemoryBudget.suggestedMaxDirectBytes(b.total(Kind.DIRECT))));
     }
 }
