@@ -174,6 +174,8 @@ public final class RequestFields {
     static final int RANGE_TOP_LEVEL = 0;
     static final int RANGE_NESTED = 1;
     static final int RANGE_NESTED_LAST = 2;
+    /** {@link #keepReportModeXarg} was called: a re-read of the body ({@link RequestEdits#refreshIfEdited}) keeps it. */
+    boolean reportModeXargKept;
     /** After {@link EngineFieldStripper#strip}: how many of {@link #engineFieldRanges} are the ranges it removed. */
     int removedRangeCount;
     /**
@@ -310,6 +312,7 @@ public final class RequestFields {
         maxCompletionTokensUnreadable = false;
         budgetValueRangeCount = 0;
         engineFieldRangeCount = 0;
+        reportModeXargKept = false;
         removedRangeCount = 0;
         objectEnd = -1;
         bodyLength = 0;
@@ -395,6 +398,7 @@ public final class RequestFields {
      * business. Call before stripping.
      */
     public void keepReportModeXarg() {
+        reportModeXargKept = true;
         int out = 0;
         for (int k = 0; k < engineFieldRangeCount; k++) {
             if (engineFieldKinds[k] == RANGE_TOP_LEVEL) {

@@ -110,4 +110,23 @@ class EngineFieldStripperTest {
             out.release();
         }
     }
+
+    /** On other rules the kept report mode survives the re-read that precedes later edits (dialect, answer rewrite). */
+    @Test
+    void aKeptReportModeSurvivesTheReReadBeforeLaterEdits() {
+        byte[] b = "{\"bootstrap_room\":7,\"vllm_xargs\":{\"kv_cache_report_mode\":\"full\"},\"model\":\"gpt\"}"
+            .getBytes(StandardCharsets.UTF_8);
+        RequestFields f = parsed(b, b.length);
+        f.keepReportModeXarg();
+        ByteBuf body = Unpooled.copiedBuffer(b);
+        assertEquals(1, EngineFieldStripper.strip(body, f));
+        assertEquals(true, RequestEdits.refreshIfEdited(body, f));
+        assertEquals(0, f.engineFieldRangeCount, "nothing left to remove after the re-read");
+        RequestEdits edits = new RequestEdits();
+        edits.set(Member.MODEL, "\"qwen3\"");
+        ByteBuf out = edits.apply(body, f, ByteBufAllocator.DEFAULT);
+        assertEquals("{\"vllm_xargs\":{\"kv_cache_report_mode\":\"full\"},\"model\":\"qwen3\"}",
+            out.toString(StandardCharsets.UTF_8));
+        out.release();
+    }
 }
