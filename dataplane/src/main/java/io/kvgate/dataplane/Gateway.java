@@ -318,7 +318,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             {"kvgate_kv_decode_errors_total", "counter", "Malformed event frames counted and dropped."},
             {"kvgate_kv_events_total", "counter", "KV events decoded."},
             {"kvgate_kv_block_ops_total", "counter", "Block store/remove operations applied to the index."},
-            {"kvgate_kv_last_seq", "gauge", "Last sequence number received."}};
+            {"kvgate_kv_last_seq", "gauge", "Last sequence number received."},
+            {"kvgate_kv_other_drainer", "gauge", "1 while another consumer drains the TensorRT-LLM /kv_cache_events endpoint (id jumps on most polls)."},
+            {"kvgate_kv_other_drainer_episodes_total", "counter", "Times the pattern of another consumer draining the endpoint's /kv_cache_events started."}};
         var status = k.status();
         out.append("# HELP kvgate_kv_subscriber_up 1 when the (endpoint, rank) subscription is open and connected; 0 while resolving, connecting or retrying.\n");
         out.append("# TYPE kvgate_kv_subscriber_up gauge\n");
@@ -358,6 +360,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                     case "kvgate_kv_decode_errors_total" -> st.decodeErrors();
                     case "kvgate_kv_events_total" -> st.events();
                     case "kvgate_kv_block_ops_total" -> st.blockOps();
+                    case "kvgate_kv_other_drainer" -> st.otherDrainer() ? 1 : 0;
+                    case "kvgate_kv_other_drainer_episodes_total" -> st.otherDrainerEpisodes();
                     default -> st.lastSeq();
                 };
                 out.append(f[0]).append("{endpoint=\"").append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId())))

@@ -609,6 +609,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         }
         gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
         if (fields.engineFieldRangeCount > 0) {
+            if (!countsEngineCopies(rule.config())) {
+                fields.keepReportModeXarg();
+            }
             gw.metrics().engineFieldsRemoved.add(EngineFieldStripper.strip(body, fields));
         }
         String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
@@ -706,6 +709,15 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         ByteBuf edited = JsonMembers.append(body, "lora_path", adapter == null ? "null" : JsonMembers.quote(adapter), ctx.alloc());
         body.release();
         body = edited;
+    }
+
+    /**
+     * Whether the rule routes on an index that counts each copy vLLM announces ({@code kv_exact}, or a P/D rule whose
+     * prefill leg is): there a client's {@code vllm_xargs.kv_cache_report_mode: "full"} would leak "held" blocks.
+     */
+    private static boolean countsEngineCopies(RuleConfig rule) {
+        return rule.policyKind() == RuleConfig.Policy.KV_EXACT
+            || io.kvgate.dataplane.route.RulePolicies.prefillKvExact(rule);
     }
 
     private static boolean explainAsked(HttpRequest req) {

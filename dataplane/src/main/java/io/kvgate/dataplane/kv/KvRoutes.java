@@ -168,6 +168,8 @@ public final class KvRoutes {
                     so.put("replays", s.replays());
                     so.put("events", s.events());
                     so.put("block_ops", s.blockOps());
+                    so.put("other_drainer", s.otherDrainer());
+                    so.put("other_drainer_episodes", s.otherDrainerEpisodes());
                 }
             }
         }

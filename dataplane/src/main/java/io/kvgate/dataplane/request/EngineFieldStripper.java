@@ -4,8 +4,9 @@ import io.netty.buffer.ByteBuf;
 
 /**
  * Removes the client's engine-internal members ({@link RequestFields#ENGINE_INTERNAL_FIELDS}: vLLM
- * {@code kv_transfer_params}, SGLang {@code bootstrap_host/port/room}, TensorRT-LLM {@code disaggregated_params})
- * from a request body, in place, on every rule:
+ * {@code kv_transfer_params}, SGLang {@code bootstrap_host/port/room}, TensorRT-LLM {@code disaggregated_params};
+ * on {@code kv_exact} rules also vLLM's {@code vllm_xargs.kv_cache_report_mode}, see
+ * {@link RequestFields#REPORT_MODE_XARG}) from a request body, in place, on every rule:
  * engines with a KV connector would otherwise pull KV from (or push it to) a host and blocks the client chose. P/D
  * sets its own values afterwards. The body is compacted by moving bytes left within its own buffer: no copy of the
  * body, no allocation. Stateless.
@@ -51,36 +52,51 @@ public final class EngineFieldStripper {
     static int removalRanges(ByteBuf body, RequestFields f) {
         int n = f.engineFieldRangeCount;
         int[] r = f.engineFieldRanges;
+        int[] kinds = f.engineFieldKinds;
         int base = body.readerIndex();
         // The parser reports a member name's location inside the name (past its opening quote): move every name
-        // offset back to its quote. Range ends are the next name or the closing brace, which is exact.
+        // offset back to its quote. Range ends are the next name or the end of the enclosing object, which is exact.
         for (int k = 0; k < n; k++) {
             r[k * 2] = quoteAtOrBefore(body, base, r[k * 2]);
-            if (r[k * 2 + 1] != f.objectEnd) {
+            if (!endsItsObject(f, k)) {
                 r[k * 2 + 1] = quoteAtOrBefore(body, base, r[k * 2 + 1]);
             }
         }
-        // A run of internal members that ends the object has no following member whose name its removal can abut:
-        // take the comma before the run instead, so {"a":1,"kv_transfer_params":{}} becomes {"a":1}.
-        int last = n - 1;
-        if (r[last * 2 + 1] == f.objectEnd) {
-            int first = last;
-            while (first > 0 && r[(first - 1) * 2 + 1] == r[first * 2]) {
-                first--;
+        // Abutting members of one object form one range. A run that ends its object has no following member whose
+        // name its removal can abut: take the comma before the run instead, so {"a":1,"kv_transfer_params":{}}
+        // becomes {"a":1} (the same inside vllm_xargs).
+        int out = 0;
+        for (int k = 0; k < n; ) {
+            int j = k;
+            while (j + 1 < n && (kinds[j + 1] == RequestFields.RANGE_TOP_LEVEL) == (kinds[k] == RequestFields.RANGE_TOP_LEVEL)
+                && r[(j + 1) * 2] == r[j * 2 + 1]) {
+                j++;
             }
-            int start = r[first * 2];
-            int i = start - 1;
-            while (i >= 0 && isJsonWhitespace(body.getByte(base + i))) {
-                i--;
+            int start = r[k * 2];
+            int end = r[j * 2 + 1];
+            if (endsItsObject(f, j)) {
+                int i = start - 1;
+                while (i >= 0 && isJsonWhitespace(body.getByte(base + i))) {
+                    i--;
+                }
+                if (i >= 0 && body.getByte(base + i) == ',') {
+                    start = i;
+                }
             }
-            if (i >= 0 && body.getByte(base + i) == ',') {
-                start = i;
-            }
-            r[first * 2] = start;
-            r[first * 2 + 1] = f.objectEnd;
-            n = first + 1;
+            boolean topLevel = kinds[k] == RequestFields.RANGE_TOP_LEVEL;
+            r[out * 2] = start;
+            r[out * 2 + 1] = end;
+            kinds[out] = topLevel ? RequestFields.RANGE_TOP_LEVEL : kinds[j];
+            out++;
+            k = j + 1;
         }
-        return n;
+        return out;
+    }
+
+    private static boolean endsItsObject(RequestFields f, int k) {
+        int kind = f.engineFieldKinds[k];
+        return kind == RequestFields.RANGE_NESTED_LAST
+            || (kind == RequestFields.RANGE_TOP_LEVEL && f.engineFieldRanges[k * 2 + 1] == f.objectEnd);
     }
 
     /**

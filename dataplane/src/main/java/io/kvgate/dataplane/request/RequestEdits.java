@@ -164,9 +164,13 @@ public final class RequestEdits {
         }
         int prefixChars = f.textPrefixLimit; // the re-read keeps the text and the ids the first read kept
         int ids = f.promptIds.limit();
+        boolean keepReportMode = f.reportModeXargKept; // the rule's choice, not the body's: it survives the re-read
         RequestFieldExtractor again = new RequestFieldExtractor(f).textPrefixChars(prefixChars).promptIdsKept(ids);
         again.body(body);
         again.finish();
+        if (keepReportMode) {
+            f.keepReportModeXarg();
+        }
         return true;
     }
 

@@ -47,6 +47,10 @@ public final class RequestFieldExtractor {
     private String partField;
     /** The top-level {@code chat_template_kwargs} being read is an object (its member names are collected). */
     private boolean kwargsObject;
+    /** The top-level {@code vllm_xargs} being read is an object: its members are checked (depth 2). */
+    private boolean xargsObject;
+    /** Where the {@code vllm_xargs} member being read that only engines may set began, or -1. */
+    private int xargsInternalStart = -1;
     /** The editable member whose value comes next (its name was just read), or null. */
     private RequestFields.Member pendingMember;
     /** The editable member whose container value is being read (its range ends with the container), or null. */
@@ -215,6 +219,10 @@ public final class RequestFieldExtractor {
                     } else if (depth == 2 && inJsonSchema) {
                         inJsonSchema = false;
                     }
+                    if (depth == 1 && xargsObject && "vllm_xargs".equals(topField)) {
+                        closeXargsMember(parser.previousTokenEnd(), true);
+                        xargsObject = false;
+                    }
                     if (depth == 1 && "prompt".equals(topField) && promptArray) {
                         fields.promptCount = promptHasInts ? 1 : promptElements;
                         if (promptHasInts) {
@@ -267,6 +275,11 @@ public final class RequestFieldExtractor {
                         partField = parser.currentName();
                     } else if (depth == 2 && kwargsObject && "chat_template_kwargs".equals(topField)) {
                         fields.templateKwargs.add(parser.currentName());
+                    } else if (depth == 2 && xargsObject && "vllm_xargs".equals(topField)) {
+                        closeXargsMember(offset(), false);
+                        if (RequestFields.REPORT_MODE_XARG.equals(parser.currentName())) {
+                            xargsInternalStart = offset();
+                        }
                     } else if (depth == 2 && logitBiasObject && "logit_bias".equals(topField)) {
                         onLogitBiasKey(parser.currentName());
                     } else if (depth == 2 && responseFormatObject && "response_format".equals(topField)) {
@@ -346,6 +359,17 @@ public final class RequestFieldExtractor {
         }
     }
 
+    /**
+     * Records the {@code vllm_xargs} member that only engines may set, once its end is known: the next member's name,
+     * or ({@code last}) just past the last value of the object, whose comma the stripper then takes.
+     */
+    private void closeXargsMember(int end, boolean last) {
+        if (xargsInternalStart >= 0) {
+            fields.addNestedEngineFieldRange(xargsInternalStart, end, last);
+            xargsInternalStart = -1;
+        }
+    }
+
     /** Records the range of the engine-internal member that ends where the current top-level token starts. */
     private void closeInternalMember(int end) {
         if (internalMemberStart >= 0) {
@@ -396,6 +420,7 @@ public final class RequestFieldExtractor {
                 fields.templateKwargs.clear();
                 kwargsObject = t == JsonToken.START_OBJECT;
             }
+            case "vllm_xargs" -> xargsObject = t == JsonToken.START_OBJECT;
             case "model" -> {
                 fields.model = null; // the last "model" wins: a container after a string leaves no model to route on
                 fields.modelNotString = true;

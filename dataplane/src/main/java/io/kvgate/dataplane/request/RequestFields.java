@@ -9,6 +9,14 @@ public final class RequestFields {
     /** Top-level fields only engines may set (P/D sets its own): a client's copy is removed before forwarding. */
     public static final String[] ENGINE_INTERNAL_FIELDS =
         {"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "disaggregated_params"};
+    /**
+     * vLLM's per-request "full report mode", inside the top-level {@code vllm_xargs} object: the OpenAI protocol copies
+     * {@code vllm_xargs} into {@code SamplingParams.extra_args} ({@code to_sampling_params}), {@code vllm/v1/request.py}
+     * reads {@code extra_args.get("kv_cache_report_mode", "incremental")}, and with {@code "full"}
+     * {@code KVCacheManager.get_computed_blocks} emits a BlockStored for every prefix-cache-REUSED block (vLLM PR
+     * #45261) with no BlockRemoved to match it, so the index's per-copy reference counts never return to 0.
+     */
+    public static final String REPORT_MODE_XARG = "kv_cache_report_mode";
 
     /**
      * Top-level members whose value the gateway may rewrite before forwarding ({@link RequestEdits}): the byte range
@@ -157,6 +165,17 @@ public final class RequestFields {
      */
     public int[] engineFieldRanges = new int[8];
     public int engineFieldRangeCount;
+    /**
+     * Per range of {@link #engineFieldRanges}: {@link #RANGE_TOP_LEVEL}, or a {@link #REPORT_MODE_XARG} member inside
+     * {@code vllm_xargs} ({@link #RANGE_NESTED}; {@link #RANGE_NESTED_LAST} when its end is just past the last value
+     * of that object, so its leading comma goes with it).
+     */
+    int[] engineFieldKinds = new int[4];
+    static final int RANGE_TOP_LEVEL = 0;
+    static final int RANGE_NESTED = 1;
+    static final int RANGE_NESTED_LAST = 2;
+    /** {@link #keepReportModeXarg} was called: a re-read of the body ({@link RequestEdits#refreshIfEdited}) keeps it. */
+    boolean reportModeXargKept;
     /** After {@link EngineFieldStripper#strip}: how many of {@link #engineFieldRanges} are the ranges it removed. */
     int removedRangeCount;
     /**
@@ -293,6 +312,7 @@ public final class RequestFields {
         maxCompletionTokensUnreadable = false;
         budgetValueRangeCount = 0;
         engineFieldRangeCount = 0;
+        reportModeXargKept = false;
         removedRangeCount = 0;
         objectEnd = -1;
         bodyLength = 0;
@@ -352,12 +372,43 @@ public final class RequestFields {
     }
 
     void addEngineFieldRange(int start, int end) {
+        addRange(start, end, RANGE_TOP_LEVEL);
+    }
+
+    void addNestedEngineFieldRange(int start, int end, boolean lastOfObject) {
+        addRange(start, end, lastOfObject ? RANGE_NESTED_LAST : RANGE_NESTED);
+    }
+
+    private void addRange(int start, int end, int kind) {
         if (engineFieldRangeCount * 2 + 2 > engineFieldRanges.length) {
             engineFieldRanges = java.util.Arrays.copyOf(engineFieldRanges, engineFieldRanges.length * 2);
         }
+        if (engineFieldRangeCount >= engineFieldKinds.length) {
+            engineFieldKinds = java.util.Arrays.copyOf(engineFieldKinds, engineFieldKinds.length * 2);
+        }
         engineFieldRanges[engineFieldRangeCount * 2] = start;
         engineFieldRanges[engineFieldRangeCount * 2 + 1] = end;
+        engineFieldKinds[engineFieldRangeCount] = kind;
         engineFieldRangeCount++;
+    }
+
+    /**
+     * Keeps the client's {@code vllm_xargs.kv_cache_report_mode} (drops its ranges): only a {@code kv_exact} rule's
+     * index counts the copies vLLM announces, elsewhere the client's extension argument is none of the gateway's
+     * business. Call before stripping.
+     */
+    public void keepReportModeXarg() {
+        reportModeXargKept = true;
+        int out = 0;
+        for (int k = 0; k < engineFieldRangeCount; k++) {
+            if (engineFieldKinds[k] == RANGE_TOP_LEVEL) {
+                engineFieldRanges[out * 2] = engineFieldRanges[k * 2];
+                engineFieldRanges[out * 2 + 1] = engineFieldRanges[k * 2 + 1];
+                engineFieldKinds[out] = RANGE_TOP_LEVEL;
+                out++;
+            }
+        }
+        engineFieldRangeCount = out;
     }
 
     void addBudgetValueRange(int start, int end) {

@@ -247,4 +247,48 @@ class BodyStageTest {
         assertEquals("{\"model\":\"m\",\"messages\":[]}", h.bodies.get(0));
         assertTrue(h.metrics.render().contains("kvgate_client_engine_fields_removed_total 2"));
     }
+
+    /**
+     * vLLM's {@code vllm_xargs.kv_cache_report_mode} reaches the body stage's count and is removed on a kv_exact rule
+     * only (a tokenizer is what kv_exact needs to route); every other byte survives.
+     */
+    @Test
+    void v5_theReportModeXargIsRemovedOnKvExactRulesOnly() throws Exception {
+        java.nio.file.Path d = java.nio.file.Path.of("").toAbsolutePath();
+        while (d != null && !java.nio.file.Files.exists(d.resolve("mvnw"))) {
+            d = d.getParent();
+        }
+        FrontDoorHarness kv = new FrontDoorHarness("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            api_keys: [k1]
+            rules:
+              - name: kv
+                models: [kv]
+                policy: kv_exact
+                tokenizer: %s
+                endpoints:
+                  - url: http://127.0.0.1:3
+              - name: plain
+                models: [plain]
+                endpoints:
+                  - url: http://127.0.0.1:4
+            """.formatted(d.resolve("deploy/models/qwen3")));
+        try {
+            String tail = ",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"vllm_xargs\":"
+                + "{\"kv_cache_report_mode\":\"full\",\"my_ext\":1}}";
+            for (String model : new String[] {"kv", "plain"}) {
+                EmbeddedChannel ch = kv.channel();
+                ch.writeInbound(ascii(post("/v1/chat/completions", "{\"model\":\"" + model + "\"" + tail)));
+                assertEquals("", output(ch));
+                ch.finishAndReleaseAll();
+            }
+            assertEquals("{\"model\":\"kv\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                + "\"vllm_xargs\":{\"my_ext\":1}}", kv.bodies.get(0));
+            assertEquals("{\"model\":\"plain\"" + tail, kv.bodies.get(1));
+            assertTrue(kv.metrics.render().contains("kvgate_client_engine_fields_removed_total 1"));
+        } finally {
+            kv.close();
+        }
+    }
 }

@@ -8,7 +8,9 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Accepted forms (engine-contracts §2.2, every version a fleet may run, mixed freely within one batch):
  * <ul>
- *   <li>payload {@code [ts, events]} or {@code [ts, events, dp_rank|nil]}, further trailing elements skipped;</li>
+ *   <li>payload {@code [ts, events]} or {@code [ts, events, dp_rank|nil]}, further trailing elements skipped; or
+ *       the map {@code {ts, events, data_parallel_rank}} (msgspec without {@code array_like}), keys in any order,
+ *       unknown keys skipped;</li>
  *   <li>events as tag-first arrays {@code ["BlockStored", ...]} decoded by position with any number of trailing
  *       fields, or as maps with a {@code "type"} key (in any position) decoded by name, unknown keys skipped;</li>
  *   <li>BlockStored: {@code block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil}, then
@@ -50,6 +52,9 @@ public final class KvEventDecoder {
     static final byte[] K_LORA_ID = ascii("lora_id");
     static final byte[] K_MEDIUM = ascii("medium");
     static final byte[] K_GROUP_IDX = ascii("group_idx");
+    static final byte[] K_TS = ascii("ts");
+    static final byte[] K_EVENTS = ascii("events");
+    static final byte[] K_DP_RANK = ascii("data_parallel_rank");
 
     private static final int TAG_UNKNOWN = 0;
     private static final int TAG_STORED = 1;
@@ -114,28 +119,10 @@ public final class KvEventDecoder {
         lastDpRank = -1;
         in.wrap(buf, offset, length);
         try {
-            int n = in.readArrayHeader();
-            if (n < 2) {
-                throw in.fail("batch has fewer than 2 elements");
-            }
-            lastTimestamp = in.readNumber();
-            int events = in.readArrayHeader();
-            // Events are delivered as they are parsed, so dp_rank (after the events) is read afterwards.
-            for (int i = 0; i < events; i++) {
-                decodeEvent();
-            }
-            if (n >= 3) {
-                if (!in.tryReadNil()) {
-                    int f = in.peekFormat();
-                    if (MsgpackReader.isInt(f)) {
-                        lastDpRank = (int) in.readLong();
-                    } else {
-                        in.skipValue();
-                    }
-                }
-                for (int i = 3; i < n; i++) {
-                    in.skipValue();
-                }
+            if (MsgpackReader.isMap(in.peekFormat())) {
+                decodeMapBatch();
+            } else {
+                decodeArrayBatch();
             }
             return lastEventCount;
         } catch (MsgpackFormatException e) {
@@ -148,6 +135,75 @@ public final class KvEventDecoder {
             malformedFrames++;
             lastError = "handler: " + e.getClass().getSimpleName();
             return MALFORMED;
+        }
+    }
+
+    private void decodeArrayBatch() {
+        int n = in.readArrayHeader();
+        if (n < 2) {
+            throw in.fail("batch has fewer than 2 elements");
+        }
+        lastTimestamp = in.readNumber();
+        int events = in.readArrayHeader();
+        // Events are delivered as they are parsed, so dp_rank (after the events) is read afterwards.
+        for (int i = 0; i < events; i++) {
+            decodeEvent();
+        }
+        if (n >= 3) {
+            readDpRank();
+            for (int i = 3; i < n; i++) {
+                in.skipValue();
+            }
+        }
+    }
+
+    /**
+     * The outer batch as a map: vLLM's {@code EventBatch} at commit 0181ea31 ({@code vllm/distributed/kv_events.py})
+     * is declared {@code msgspec.Struct, omit_defaults=True, gc=False} without {@code array_like=True}, so msgspec
+     * encodes it as {@code {"ts": float, "events": [...], "data_parallel_rank": int}} (the rank key omitted while
+     * it is None). Keys are matched by name in any order and unknown keys skipped, like map-shaped events; a batch
+     * without {@code events} is malformed (it is a required field of the struct), without {@code ts} it is not.
+     */
+    private void decodeMapBatch() {
+        int n = in.readMapHeader();
+        boolean eventsSeen = false;
+        lastTimestamp = 0;
+        for (int i = 0; i < n; i++) {
+            int keyLen = in.readStringHeaderOrMinus1();
+            if (keyLen < 0) {
+                in.skipValue();
+                in.skipValue();
+                continue;
+            }
+            int at = in.position();
+            in.skipBytes(keyLen);
+            if (matches(at, keyLen, K_TS)) {
+                lastTimestamp = in.readNumber();
+            } else if (matches(at, keyLen, K_EVENTS) && !eventsSeen) {
+                int events = in.readArrayHeader();
+                for (int e = 0; e < events; e++) {
+                    decodeEvent();
+                }
+                eventsSeen = true;
+            } else if (matches(at, keyLen, K_DP_RANK)) {
+                readDpRank();
+            } else {
+                in.skipValue();
+            }
+        }
+        if (!eventsSeen) {
+            throw in.fail("map batch has no events");
+        }
+    }
+
+    /** {@code data_parallel_rank}: an integer, nil, or (tolerated, skipped) anything else. */
+    private void readDpRank() {
+        if (!in.tryReadNil()) {
+            if (MsgpackReader.isInt(in.peekFormat())) {
+                lastDpRank = (int) in.readLong();
+            } else {
+                in.skipValue();
+            }
         }
     }
 

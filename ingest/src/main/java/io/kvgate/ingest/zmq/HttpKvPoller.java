@@ -44,6 +44,16 @@ import io.kvgate.ingest.codec.TrtllmEventDecoder;
  * kept-alive connection (the server closed it while idle) re-sends once on a new connection without counting a
  * failure (had the server drained before closing, the next poll's id jump clears).
  *
+ * <p><b>Another consumer</b>: TensorRT-LLM's handler removes what each POST returns ({@code openai_server.py}
+ * {@code get_kv_cache_events} loops over {@code get_kv_cache_events_async} until IndexError; V2's
+ * {@code get_latest_events} clears {@code _events}), and other clients drain the same route: TensorRT-LLM's own
+ * {@code KvCacheAwareRouter} ({@code serve/router.py} {@code poll_events}: {@code session.post(server +
+ * "/kv_cache_events")}), Dynamo's legacy poller, another kvgate replica. Each consumer then misses what the others
+ * took, so (nearly) every poll that returns events starts with an id jump and clears the rank. An engine overflowing
+ * its buffer jumps now and then; a second drainer jumps on most polls: at least {@link #OTHER_DRAINER_MIN_JUMPS} of
+ * the last {@link #OTHER_DRAINER_WINDOW} polls that returned events starts an episode (counted, logged once, shown
+ * in the status), and at most one jump in that window ends it.
+ *
  * <p><b>Status</b>: one {@link SubscriberStatus} per (endpoint, DP rank), states {@code resolving},
  * {@code connecting} (no poll answered yet), {@code up} (the last poll answered) and {@code retrying}; errors by
  * cause {@link #CAUSES}.
@@ -62,6 +72,11 @@ final class HttpKvPoller implements AutoCloseable {
 
     /** A poll (connect, send, whole response) not done by then fails as {@code timeout}. */
     static final long DEFAULT_REQUEST_TIMEOUT_NS = 5_000_000_000L;
+    /** Polls that returned events, judged together for the other-drainer pattern (fits an int bit ring). */
+    static final int OTHER_DRAINER_WINDOW = 8;
+    /** Polls of that window that began with an id jump for the pattern to start (an overflowing buffer rarely does). */
+    static final int OTHER_DRAINER_MIN_JUMPS = 6;
+
     /** Status line and headers of a response may not exceed this. */
     static final int MAX_HEADER_BYTES = 16 * 1024;
 
@@ -95,6 +110,8 @@ final class HttpKvPoller implements AutoCloseable {
     private Endpoint current;
     private int currentRank = -1;
     private int ranksSeen;
+    /** The body being applied had a forward event-id jump on some rank. */
+    private boolean jumpedThisPoll;
 
     HttpKvPoller(BlockIndex index, NanoClock clock, IngestConfig config, IndexEventSink sink, HostResolver resolver,
                  Executor resolverExecutor, long requestTimeoutNs) {
@@ -118,6 +135,11 @@ final class HttpKvPoller implements AutoCloseable {
         final boolean[] dirty;
         volatile String state = "resolving";
         volatile String lastError = "";
+        /** One bit per recent poll that returned events, newest lowest: 1 when it began with a forward id jump. */
+        int jumpHistory;
+        int pollsJudged;
+        volatile boolean otherDrainer;
+        volatile long otherDrainerEpisodes;
         Phase phase = Phase.RESOLVE;
         CompletableFuture<String> resolving;
         InetSocketAddress address;
@@ -627,8 +649,12 @@ final class HttpKvPoller implements AutoCloseable {
         currentRank = -1;
         ranksSeen = 0;
         long badBefore = decoder.badEvents();
+        jumpedThisPoll = false;
         int r = decoder.decode(body, off, len);
         flushRank();
+        if (ranksSeen != 0) {
+            judgeOtherDrainer(e, jumpedThisPoll);
+        }
         if (decoder.badEvents() > badBefore) {
             // Each such event cost itself alone (TrtllmEventDecoder): said here, without clearing anything more.
             e.lastError = (decoder.badEvents() - badBefore) + " event(s) with an unusable value skipped in the last body";
@@ -661,6 +687,7 @@ final class HttpKvPoller implements AutoCloseable {
         long exp = e.expected[rank];
         if (exp >= 0 && eventId != exp) {
             e.add(rank, eventId > exp ? C_GAPS : C_RESTARTS, 1);
+            jumpedThisPoll |= eventId > exp;
             clear(e, rank);
         }
         e.expected[rank] = eventId + 1;
@@ -671,6 +698,23 @@ final class HttpKvPoller implements AutoCloseable {
         sink.target(e.source.endpointId(), rank, KeyMode.LEARNED);
         currentRank = rank;
         return true;
+    }
+
+    /** Adds one poll that returned events to the endpoint's window; starts or ends an other-drainer episode. */
+    private static void judgeOtherDrainer(Endpoint e, boolean jumped) {
+        int mask = (1 << OTHER_DRAINER_WINDOW) - 1;
+        e.jumpHistory = ((e.jumpHistory << 1) | (jumped ? 1 : 0)) & mask;
+        e.pollsJudged = Math.min(e.pollsJudged + 1, OTHER_DRAINER_WINDOW);
+        int jumps = Integer.bitCount(e.jumpHistory);
+        if (!e.otherDrainer && jumps >= OTHER_DRAINER_MIN_JUMPS) {
+            e.otherDrainer = true;
+            e.otherDrainerEpisodes++;
+            System.err.println("kvgate: ingest: another consumer drains " + e.source.url() + ": " + jumps + " of the last "
+                + e.pollsJudged + " polls began with an event-id jump (each clears the rank); one consumer may drain a"
+                + " TensorRT-LLM engine; use its ZeroMQ publisher or a single ingest replica");
+        } else if (e.otherDrainer && e.pollsJudged == OTHER_DRAINER_WINDOW && jumps <= 1) {
+            e.otherDrainer = false;
+        }
     }
 
     /** Books the sink's work for the rank it was aimed at. */
@@ -749,7 +793,7 @@ final class HttpKvPoller implements AutoCloseable {
                     e.lastError, errors, "up".equals(state), c.getAcquire(C_LAST_SEQ), c.getAcquire(C_GAPS), 0, 0,
                     c.getAcquire(C_RESTARTS), c.getAcquire(C_RECONNECTS), c.getAcquire(C_DECODE_ERRORS),
                     c.getAcquire(C_CLEARS), c.getAcquire(C_BATCHES), c.getAcquire(C_EVENTS), c.getAcquire(C_BLOCK_OPS),
-                    Map.of()));
+                    Map.of(), e.otherDrainer, e.otherDrainerEpisodes));
             }
         }
         return out;

@@ -26,11 +26,24 @@ import java.util.Map;
  * @param events         events applied
  * @param blockOps       block store/remove operations applied to the index
  * @param droppedEvents  events dropped whole by a per-event limit, by reason ({@code too_many_blocks}, ...)
+ * @param otherDrainer   an HTTP-drained endpoint ({@code POST /kv_cache_events}) shows the pattern of another consumer
+ *                       draining it: event-id jumps on most recent polls (see {@link HttpKvPoller}); false for ZeroMQ
+ * @param otherDrainerEpisodes times that pattern started (each episode is logged once)
  */
 public record SubscriberStatus(int endpointId, int rank, String uri, String label, String state, String lastError,
                                Map<String, Long> errors, boolean connected, long lastSeq, long gaps, long replays,
                                long replayFailures, long restarts, long reconnects, long decodeErrors, long clears,
-                               long batches, long events, long blockOps, Map<String, Long> droppedEvents) {
+                               long batches, long events, long blockOps, Map<String, Long> droppedEvents,
+                               boolean otherDrainer, long otherDrainerEpisodes) {
+
+    /** The shape before other-drainer detection (ZeroMQ subscriptions: nothing drains them but kvgate). */
+    public SubscriberStatus(int endpointId, int rank, String uri, String label, String state, String lastError,
+                            Map<String, Long> errors, boolean connected, long lastSeq, long gaps, long replays,
+                            long replayFailures, long restarts, long reconnects, long decodeErrors, long clears,
+                            long batches, long events, long blockOps, Map<String, Long> droppedEvents) {
+        this(endpointId, rank, uri, label, state, lastError, errors, connected, lastSeq, gaps, replays, replayFailures,
+            restarts, reconnects, decodeErrors, clears, batches, events, blockOps, droppedEvents, false, 0);
+    }
 
     /** The shape before supervision: state derived from {@code connected}, no errors, no drops. */
     public SubscriberStatus(int endpointId, int rank, String uri, boolean connected, long lastSeq, long gaps,

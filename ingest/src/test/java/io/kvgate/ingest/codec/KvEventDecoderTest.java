@@ -313,6 +313,122 @@ class KvEventDecoderTest {
         return out;
     }
 
+    /** Three events, one per kind, in vLLM's current map form; written once and wrapped in either batch shape. */
+    private static void threeMapEvents(MessageBufferPacker p) throws IOException {
+        p.packArrayHeader(3);
+        p.packMapHeader(5);
+        str(p, "type");
+        str(p, "BlockStored");
+        str(p, "block_hashes");
+        longs(p, 7, 8);
+        str(p, "parent_block_hash");
+        p.packLong(6);
+        str(p, "token_ids");
+        ints(p, 20, 4);
+        str(p, "block_size");
+        p.packInt(2);
+        p.packMapHeader(2);
+        str(p, "type");
+        str(p, "BlockRemoved");
+        str(p, "block_hashes");
+        longs(p, 8);
+        p.packMapHeader(1);
+        str(p, "type");
+        str(p, "AllBlocksCleared");
+    }
+
+    private static final List<String> THREE_EVENTS = List.of(
+        "S keys=[7,8] parent=6 tokens=[20,21,22,23] ipc=1 bs=2 lora=- medium=none group=-1",
+        "R keys=[8] medium=none group=-1", "C");
+
+    /**
+     * vLLM's {@code EventBatch} at commit 0181ea31 ({@code vllm/distributed/kv_events.py}) is a msgspec Struct
+     * without {@code array_like=True}: the batch is then the map {@code {ts, events, data_parallel_rank}}, the rank
+     * omitted while None ({@code omit_defaults=True}). Released engines (<= 0.29) still send the array. Both shapes
+     * of the same events decode to the same deliveries, rank and timestamp, alternating on one decoder.
+     */
+    @Test
+    void mapShapedBatchDecodesLikeTheArrayBatch() throws IOException {
+        byte[] array = pack(p -> {
+            p.packArrayHeader(3).packDouble(3.5);
+            threeMapEvents(p);
+            p.packInt(1);
+        });
+        byte[] map = pack(p -> {
+            p.packMapHeader(3);
+            str(p, "ts");
+            p.packDouble(3.5);
+            str(p, "events");
+            threeMapEvents(p);
+            str(p, "data_parallel_rank");
+            p.packInt(1);
+        });
+        for (byte[] f : List.of(array, map, array, map)) {
+            assertEquals(THREE_EVENTS, decode(f));
+            assertEquals(1, decoder.lastDpRank());
+            assertEquals(3.5, decoder.lastTimestamp());
+        }
+        assertEquals(0, decoder.malformedFrames());
+    }
+
+    @Test
+    void mapShapedBatchToleratesOmittedRankKeyOrderAndUnknownKeys() throws IOException {
+        byte[] noRank = pack(p -> {
+            p.packMapHeader(2);
+            str(p, "ts");
+            p.packDouble(1.0);
+            str(p, "events");
+            threeMapEvents(p);
+        });
+        assertEquals(THREE_EVENTS, decode(noRank));
+        assertEquals(-1, decoder.lastDpRank());
+        byte[] reordered = pack(p -> {
+            p.packMapHeader(5);
+            str(p, "data_parallel_rank");
+            p.packInt(4);
+            str(p, "future_field");
+            p.packMapHeader(1);
+            str(p, "x");
+            p.packArrayHeader(1).packInt(9);
+            p.packInt(17); // a non-string key is skipped with its value
+            p.packString("ignored");
+            str(p, "events");
+            threeMapEvents(p);
+            str(p, "ts");
+            p.packInt(12);
+        });
+        assertEquals(THREE_EVENTS, decode(reordered));
+        assertEquals(4, decoder.lastDpRank());
+        assertEquals(12.0, decoder.lastTimestamp());
+    }
+
+    @Test
+    void mapShapedBatchWithoutEventsOrCutShortIsMalformed() throws IOException {
+        byte[] noEvents = pack(p -> {
+            p.packMapHeader(2);
+            str(p, "ts");
+            p.packDouble(1.0);
+            str(p, "data_parallel_rank");
+            p.packInt(0);
+        });
+        KvEventDecoder d = new KvEventDecoder(rec);
+        assertEquals(KvEventDecoder.MALFORMED, d.decode(noEvents, 0, noEvents.length));
+        assertTrue(d.lastError().contains("no events"), d.lastError());
+        byte[] map = pack(p -> {
+            p.packMapHeader(3);
+            str(p, "ts");
+            p.packDouble(3.5);
+            str(p, "events");
+            threeMapEvents(p);
+            str(p, "data_parallel_rank");
+            p.packInt(1);
+        });
+        for (int len = 0; len < map.length; len++) {
+            assertEquals(KvEventDecoder.MALFORMED, d.decode(map, 0, len), "cut at " + len);
+        }
+        assertEquals(3, d.decode(map, 0, map.length));
+    }
+
     @Test
     void everyTruncationIsMalformedNeverThrown() throws IOException {
         for (String[] c : fixtures()) {

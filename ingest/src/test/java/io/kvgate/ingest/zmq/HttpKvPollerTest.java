@@ -141,6 +141,95 @@ class HttpKvPollerTest {
         assertEquals(3, status(0).clears(), "the backwards id and the created event each clear");
     }
 
+    /**
+     * TensorRT-LLM's {@code /kv_cache_events} as a buffer that every POST empties ({@code openai_server.py}
+     * {@code get_kv_cache_events}), shared by every consumer: kvgate's drains are applied, another consumer's (its
+     * {@code KvCacheAwareRouter}, a second kvgate replica) are lost to kvgate.
+     */
+    private final class DrainOnReadEngine {
+        private final StringBuilder pending = new StringBuilder();
+        private long nextId;
+        private int nextToken = 1;
+
+        void storeBlocks(int count) {
+            for (int i = 0; i < count; i++) {
+                pending.append(pending.isEmpty() ? "" : ", ").append(stored(nextId, 0, "null",
+                    new long[] {1000 + nextId}, new int[] {nextToken, nextToken + 1}, 0));
+                nextId++;
+                nextToken += 2;
+            }
+        }
+
+        void kvgateDrains() {
+            drain("[" + pending + "]");
+            pending.setLength(0);
+        }
+
+        void otherConsumerDrains() {
+            pending.setLength(0);
+        }
+    }
+
+    @Test
+    void anotherConsumerDrainingTheEndpointIsDetectedOncePerEpisode() {
+        poller.add(new HttpKvEventSource(EP, "http://127.0.0.1:1/kv_cache_events", 50_000_000L, 1, "r"));
+        DrainOnReadEngine engine = new DrainOnReadEngine();
+        // Two consumers polling in turn: every kvgate poll after the first starts past what the other one took.
+        for (int poll = 0; poll < HttpKvPoller.OTHER_DRAINER_MIN_JUMPS; poll++) {
+            engine.storeBlocks(2);
+            engine.kvgateDrains();
+            engine.storeBlocks(2);
+            engine.otherConsumerDrains();
+            assertFalse(status(0).otherDrainer(), "not yet: " + status(0).gaps() + " jumps after poll " + poll);
+        }
+        engine.storeBlocks(2);
+        engine.kvgateDrains();
+        assertEquals(HttpKvPoller.OTHER_DRAINER_MIN_JUMPS, status(0).gaps());
+        assertTrue(status(0).otherDrainer());
+        assertEquals(1, status(0).otherDrainerEpisodes());
+        // It goes on: the same episode, counted (and logged) once.
+        for (int poll = 0; poll < 20; poll++) {
+            engine.storeBlocks(1);
+            engine.otherConsumerDrains();
+            engine.storeBlocks(1);
+            engine.kvgateDrains();
+        }
+        assertTrue(status(0).otherDrainer());
+        assertEquals(1, status(0).otherDrainerEpisodes());
+        // The other consumer stops: a window of clean polls ends the episode; a later one is a new episode.
+        for (int poll = 0; poll < HttpKvPoller.OTHER_DRAINER_WINDOW; poll++) {
+            engine.storeBlocks(1);
+            engine.kvgateDrains();
+        }
+        assertFalse(status(0).otherDrainer());
+        for (int poll = 0; poll < HttpKvPoller.OTHER_DRAINER_WINDOW; poll++) {
+            engine.storeBlocks(1);
+            engine.otherConsumerDrains();
+            engine.storeBlocks(1);
+            engine.kvgateDrains();
+        }
+        assertTrue(status(0).otherDrainer());
+        assertEquals(2, status(0).otherDrainerEpisodes());
+    }
+
+    @Test
+    void aSingleConsumerWithOccasionalRealGapsAndEmptyPollsIsNotAnotherDrainer() {
+        poller.add(new HttpKvEventSource(EP, "http://127.0.0.1:1/kv_cache_events", 50_000_000L, 1, "r"));
+        DrainOnReadEngine engine = new DrainOnReadEngine();
+        for (int poll = 0; poll < 200; poll++) {
+            engine.storeBlocks(3);
+            if (poll % 4 == 3) {
+                engine.otherConsumerDrains(); // the engine's buffer overflowed: these events are lost once
+                engine.storeBlocks(1);
+            }
+            engine.kvgateDrains();
+            engine.kvgateDrains(); // an idle poll returns [] and is not judged
+        }
+        assertEquals(50, status(0).gaps(), "every lost batch is still a gap that clears");
+        assertFalse(status(0).otherDrainer());
+        assertEquals(0, status(0).otherDrainerEpisodes());
+    }
+
     @Test
     void aMalformedBodyClearsEveryRankAndRestartsIdTracking() {
         poller.add(new HttpKvEventSource(EP, "http://127.0.0.1:1/kv_cache_events", 50_000_000L, 2, "r"));
