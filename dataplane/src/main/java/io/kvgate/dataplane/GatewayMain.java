@@ -77,10 +77,10 @@ public final class GatewayMain {
         }
         Path socket = controlSocketPath(cfg, file);
         Gateway gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket));
+        installReloadOnSighup(gw); // before the line that says it serves: a SIGHUP after it reloads, never kills
         Log.info("serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
             + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort()
             + (socket == null ? ", no control socket" : ", control socket " + socket));
-        installReloadOnSighup(gw);
         CountDownLatch stopped = new CountDownLatch(1);
         final long drain = drainMs;
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -154,7 +154,14 @@ public final class GatewayMain {
                     }
                     return null;
                 });
-            signal.getMethod("handle", signal, handler).invoke(null, signal.getConstructor(String.class).newInstance("HUP"), h);
+            Object previous = signal.getMethod("handle", signal, handler)
+                .invoke(null, signal.getConstructor(String.class).newInstance("HUP"), h);
+            if (previous == handler.getField("SIG_IGN").get(null)) {
+                // The JVM leaves a signal the process was started ignoring (nohup, some supervisors) ignored and says
+                // so only by this return value: without this line SIGHUP would do nothing, silently.
+                Log.warn("SIGHUP is ignored by this process (started under nohup?): it will not reload the"
+                    + " configuration; use ./kvgate ctl reload or POST /admin/v1/reload");
+            }
         } catch (ReflectiveOperationException | RuntimeException e) {
             Log.warn("SIGHUP reload unavailable on this platform: " + e);
         }
