@@ -13,8 +13,9 @@ import java.util.List;
  * A fuzzer's checked-in corpus (under {@code src/test/resources/fuzz/}): the inputs every default test run replays,
  * the seeds the mutators start from, and each fuzz finding once it is fixed.
  *
- * <p>Format, one input per line: {@code name|hex:0a1b...} or {@code name|text:...}, where text is UTF-8 with the
- * escapes {@code \n \r \t \\ \xNN} (any byte); blank lines and lines starting with {@code #} are comments.
+ * <p>Format, one input per line: {@code name|hex:0a1b...} or {@code name|text:...}, where text is UTF-8 taken as it
+ * is except {@code \xNN}, any byte (so JSON's own escapes need none; a literal backslash-x is {@code \x5cx});
+ * blank lines and lines starting with {@code #} are comments.
  */
 public final class FuzzCorpus {
     private FuzzCorpus() {
@@ -86,27 +87,14 @@ public final class FuzzCorpus {
         byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
         ByteArrayOutputStream out = new ByteArrayOutputStream(utf8.length);
         for (int i = 0; i < utf8.length; i++) {
-            byte c = utf8[i];
-            if (c != '\\') {
-                out.write(c);
-                continue;
-            }
-            if (++i >= utf8.length) {
-                throw new IllegalArgumentException(where + ": dangling backslash");
-            }
-            switch (utf8[i]) {
-                case 'n' -> out.write('\n');
-                case 'r' -> out.write('\r');
-                case 't' -> out.write('\t');
-                case '\\' -> out.write('\\');
-                case 'x' -> {
-                    if (i + 2 >= utf8.length) {
-                        throw new IllegalArgumentException(where + ": \\x needs two hex digits");
-                    }
-                    out.write(HexFormat.fromHexDigits(new String(utf8, i + 1, 2, StandardCharsets.US_ASCII)));
-                    i += 2;
+            if (utf8[i] == '\\' && i + 1 < utf8.length && utf8[i + 1] == 'x') {
+                if (i + 3 >= utf8.length) {
+                    throw new IllegalArgumentException(where + ": \\x needs two hex digits");
                 }
-                default -> throw new IllegalArgumentException(where + ": unknown escape \\" + (char) utf8[i]);
+                out.write(HexFormat.fromHexDigits(new String(utf8, i + 2, 2, StandardCharsets.US_ASCII)));
+                i += 3;
+            } else {
+                out.write(utf8[i]);
             }
         }
         return out.toByteArray();

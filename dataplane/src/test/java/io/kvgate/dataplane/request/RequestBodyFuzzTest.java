@@ -1,0 +1,170 @@
+package io.kvgate.dataplane.request;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+
+import io.kvgate.testkit.fuzz.ByteMutations;
+import io.kvgate.testkit.fuzz.FuzzCorpus;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Issue #43 fuzzing of the body stage over arbitrary bytes: mutants of real request bodies and the hostile corpus
+ * in {@code fuzz/request-bodies.corpus}, and token soups of JSON's grammar. Oracles: Jackson 2.21's defaults, which
+ * the lexer claims to be as strict as (accept exactly what Jackson's parser accepts, token for token), and the
+ * Jackson-based extractor the body stage used before ({@link JsonLexerDifferentialTest#check}); the verdict and the
+ * {@link RequestValidator} problem must not depend on how the body was handed over (read in place or fed in
+ * chunks), and nothing but {@link JsonLexer.MalformedJsonException} may come out of the lexer.
+ */
+class RequestBodyFuzzTest {
+    static final int MAX_BODY_BYTES = 4096;
+    static final List<FuzzCorpus.Entry> CORPUS = FuzzCorpus.load("/fuzz/request-bodies.corpus");
+    static final List<byte[]> JSON_TOKENS = FuzzCorpus.tokens("{", "}", "[", "]", ",", ":", "\"", "\\", "\\u",
+        "\\ud83d", "\\udc00", "\\u0000", "0", "-0", "1e400", "-", "+", ".", "e", "E", "01", "1.", "true", "false",
+        "null", "nul", "tru", " ", "\t", "\n", "\r", "\u0000", "\u001f", "\u007f", "\u00e9", "\ud83d\ude00",
+        "\"model\"", "\"messages\"", "\"prompt\"", "\"n\"", "\"stream\"", "\"max_tokens\"", "\"stream_options\"",
+        "\"include_usage\"", "\"logit_bias\"", "\"response_format\"", "\"tools\"", "\"m\"", "9999999999999999999999",
+        "/*", "'", "NaN", "\u00ef\u00bb\u00bf");
+    static final List<byte[]> RAW_TOKENS = List.of(new byte[] {(byte) 0xc3}, new byte[] {(byte) 0xed, (byte) 0xa0},
+        new byte[] {(byte) 0xf4, (byte) 0x90}, new byte[] {(byte) 0xff}, new byte[] {(byte) 0xc0, (byte) 0x80},
+        new byte[] {(byte) 0xe2, (byte) 0x82, (byte) 0xac}, new byte[] {(byte) 0xf0, (byte) 0x9f, (byte) 0x98});
+
+    @Test
+    void corpusIsJudgedAsJacksonJudgesIt() throws IOException {
+        for (FuzzCorpus.Entry e : CORPUS) {
+            assertJudgedAsJackson(e.bytes(), e.name());
+            assertSameVerdictHoweverHandedOver(e.bytes(), List.of(1 << 15), e.name());
+        }
+    }
+
+    /**
+     * Fuzz finding (issue #43): the lexer took a root-level number followed by another value without whitespace
+     * ({@code 0-0}, {@code 0"stream"}) as two root values; Jackson refuses both ("expected space separating root-level
+     * values"), and the lexer claims Jackson's strictness.
+     */
+    @Test
+    void aRootNumberEndsOnlyAtWhitespaceAsInJackson() throws IOException {
+        for (String body : List.of("0-0", " 0\"stream\"", "-1[]", "2.5{}", "1e3\"x\"", "0 -0", "7\n8", "0")) {
+            assertJudgedAsJackson(body.getBytes(StandardCharsets.UTF_8), body);
+        }
+        assertEquals(false, lexerAccepts("0-0".getBytes(StandardCharsets.UTF_8)));
+        assertEquals(true, lexerAccepts("0\t-0".getBytes(StandardCharsets.UTF_8)));
+    }
+
+    @Property(tries = 400, seed = "4321")
+    void mutantsAreJudgedAsJacksonJudgesThem(@ForAll("bodies") byte[] body) throws IOException {
+        assertJudgedAsJackson(body, "mutant");
+    }
+
+    @Property(tries = 200, seed = "4322")
+    void theVerdictDoesNotDependOnHowTheBodyArrives(@ForAll("bodies") byte[] body,
+        @ForAll("cuts") List<Integer> cuts) {
+        assertSameVerdictHoweverHandedOver(body, cuts, "mutant");
+    }
+
+    @Property
+    @Tag("fuzz")
+    void fuzzBodiesAreJudgedAsJacksonAndHoweverTheyArrive(@ForAll("bodies") byte[] body,
+        @ForAll("cuts") List<Integer> cuts) throws IOException {
+        assertJudgedAsJackson(body, "mutant");
+        assertSameVerdictHoweverHandedOver(body, cuts, "mutant");
+    }
+
+    @Provide
+    Arbitrary<byte[]> bodies() {
+        List<byte[]> tokens = new java.util.ArrayList<>(JSON_TOKENS);
+        tokens.addAll(RAW_TOKENS);
+        return Arbitraries.oneOf(
+            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), tokens, 4, MAX_BODY_BYTES),
+            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), tokens, 4, MAX_BODY_BYTES),
+            ByteMutations.tokenSoup(JSON_TOKENS, 30));
+    }
+
+    @Provide
+    Arbitrary<List<Integer>> cuts() {
+        return ByteMutations.cuts(6);
+    }
+
+    /** The lexer accepts exactly what Jackson's parser accepts, token for token, and the extractor is the old one. */
+    static void assertJudgedAsJackson(byte[] body, String what) throws IOException {
+        String shown = what + ": " + new String(body, StandardCharsets.UTF_8) + " (hex "
+            + java.util.HexFormat.of().formatHex(body, 0, Math.min(body.length, 200)) + ")";
+        boolean lexer = lexerAccepts(body);
+        JsonLexerDifferentialTest.check(body, body.length, shown);
+        if (!jacksonReadsItAsUtf8(body)) {
+            return;
+        }
+        boolean jackson = JsonLexerDifferentialTest.acceptsAsJackson(body);
+        assertEquals(jackson, lexer, () -> "Jackson " + (jackson ? "accepts" : "refuses") + ", the lexer "
+            + (lexer ? "accepts" : "refuses") + ": " + shown);
+        if (jackson) {
+            JsonLexerDifferentialTest.sameTokens(body, shown);
+        }
+    }
+
+    /**
+     * Jackson's byte parser guesses the encoding from the first four bytes: a zero byte or a UTF-16 byte order mark
+     * there makes it read UTF-16 or UTF-32 ({@code 00 09} is a tab, so "accepted"). Request bodies are UTF-8, as
+     * the lexer and the old non-blocking extractor read them, so such inputs are judged by {@code check} only.
+     */
+    static boolean jacksonReadsItAsUtf8(byte[] body) {
+        for (int i = 0; i < Math.min(4, body.length); i++) {
+            if (body[i] == 0) {
+                return false;
+            }
+        }
+        return body.length < 2 || !((body[0] == (byte) 0xfe && body[1] == (byte) 0xff)
+            || (body[0] == (byte) 0xff && body[1] == (byte) 0xfe));
+    }
+
+    /** Every token of {@code body}; false on {@link JsonLexer.MalformedJsonException}, anything else escapes. */
+    static boolean lexerAccepts(byte[] body) {
+        JsonLexer lexer = JsonLexer.forThisThread();
+        lexer.start(ByteBuffer.wrap(body));
+        try {
+            while (lexer.nextToken() != null) {
+                lexer.getText();
+            }
+            return true;
+        } catch (JsonLexer.MalformedJsonException e) {
+            return false;
+        } finally {
+            lexer.clear();
+        }
+    }
+
+    /** Read in place or fed in chunks: the same verdict and the same 400 for chat and for completions. */
+    static void assertSameVerdictHoweverHandedOver(byte[] body, List<Integer> cuts, String what) {
+        for (boolean chat : new boolean[] {true, false}) {
+            RequestFields inPlace = new RequestFields();
+            RequestFieldExtractor whole = new RequestFieldExtractor(inPlace);
+            ByteBuf buf = Unpooled.wrappedBuffer(body);
+            Problem expected;
+            try {
+                whole.body(buf);
+                expected = RequestValidator.validate(whole, inPlace, chat);
+            } finally {
+                buf.release();
+            }
+            RequestFields fedFields = new RequestFields();
+            RequestFieldExtractor fed = new RequestFieldExtractor(fedFields);
+            for (byte[] chunk : ByteMutations.split(body, cuts)) {
+                fed.feed(ByteBuffer.wrap(chunk));
+            }
+            Problem actual = RequestValidator.validate(fed, fedFields, chat);
+            assertEquals(String.valueOf(expected), String.valueOf(actual), () -> what + " split at " + cuts + ": "
+                + new String(body, StandardCharsets.UTF_8));
+        }
+    }
+}
