@@ -55,49 +55,41 @@ final class EngineStreamCheck {
         return events;
     }
 
-    /** The events with every engine error event replaced by one in the vocabulary (or {@code events} if none was). */
+    /**
+     * The events with every engine error event replaced by one in the vocabulary (or {@code events} if none was).
+     * Events are cut on the bytes where the framer cuts them ({@link SseRewriter#eventEnd}) and only an error event
+     * is decoded and replaced: every other event goes out as the engine sent it. (Decoding the whole buffer turned
+     * invalid UTF-8 in an ordinary event into U+FFFD, and only when that event shared a buffer with an error event,
+     * so the client's bytes depended on how the engine's stream was split: fuzz finding, issue #43.)
+     */
     private ByteBuf rewriteErrors(ByteBufAllocator alloc, ByteBuf events) {
-        String text = events.toString(StandardCharsets.UTF_8);
-        StringBuilder out = new StringBuilder(text.length() + 64);
-        boolean changed = false;
-        int from = 0;
-        while (from < text.length()) {
-            int end = eventEnd(text, from);
-            String event = text.substring(from, end);
-            String payload = dataOf(event);
+        ByteBuf out = null;
+        int end = events.writerIndex();
+        int copiedTo = events.readerIndex();
+        for (int from = copiedTo; from < end; ) {
+            int eventEnd = SseRewriter.eventEnd(events, from, end);
+            String payload = dataOf(events.toString(from, eventEnd - from, StandardCharsets.UTF_8));
             String normalized = payload != null && payload.contains("\"error\"")
                 ? EngineErrors.streamErrorToOpenAiShape(payload, chat) : null;
             if (normalized != null) {
-                out.append("data: ").append(normalized).append("\n\n");
+                if (out == null) {
+                    out = alloc.buffer(events.readableBytes() + 64);
+                }
+                out.writeBytes(events, copiedTo, from - copiedTo);
+                out.writeCharSequence("data: " + normalized + "\n\n", StandardCharsets.UTF_8);
+                copiedTo = eventEnd;
                 engineError = true;
-                changed = true;
-            } else {
-                out.append(event);
             }
             if (payload != null && !payload.isBlank()) {
                 lastWasDone = DONE.equals(payload.strip());
             }
-            from = end;
+            from = eventEnd;
         }
-        if (!changed) {
+        if (out == null) {
             return events;
         }
-        ByteBuf b = alloc.buffer(out.length() + 16);
-        b.writeCharSequence(out, StandardCharsets.UTF_8);
-        return b;
-    }
-
-    /** Index just past the blank line ending the event that starts at {@code from} (or the text's end). */
-    private static int eventEnd(String text, int from) {
-        int lf = text.indexOf("\n\n", from);
-        int crlf = text.indexOf("\r\n\r\n", from);
-        if (lf < 0 && crlf < 0) {
-            return text.length();
-        }
-        if (crlf >= 0 && (lf < 0 || crlf < lf)) {
-            return crlf + 4;
-        }
-        return lf + 2;
+        out.writeBytes(events, copiedTo, end - copiedTo);
+        return out;
     }
 
     /** The event's data (its {@code data:} lines joined by newlines, as SSE defines), or null if it has none. */
