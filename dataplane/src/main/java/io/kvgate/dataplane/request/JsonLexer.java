@@ -519,11 +519,6 @@ public final class JsonLexer {
             throw new Fail("Number value length (" + length + ") exceeds the maximum allowed (" + MAX_NUMBER_LENGTH
                 + ") at byte " + (p - base));
         }
-        if (depth == 0 && q < end && !isSpace(in.get(q))) {
-            // Jackson ends a root-level number only at whitespace ("0-0" and 0"a" are not two root values)
-            throw new Fail("Unexpected character " + describe(in.get(q) & 0xFF) + " at byte " + (q - base)
-                + ": expected space separating root-level values");
-        }
         tokenStart = p;
         tokenEnd = pos = q;
         state = AFTER_VALUE;
@@ -532,10 +527,6 @@ public final class JsonLexer {
 
     private static boolean isDigit(int b) {
         return b >= '0' && b <= '9';
-    }
-
-    private static boolean isSpace(int b) {
-        return b == ' ' || b == '\t' || b == '\n' || b == '\r';
     }
 
     /**

@@ -131,7 +131,7 @@ class JsonLexerDifferentialTest {
         return s.length() > 300 ? s.substring(0, 300) + "...(" + body.length + " bytes)" : s;
     }
 
-    static void sameFields(byte[] body, RequestFields o, RequestFields m, java.util.function.Supplier<String> what) {
+    private static void sameFields(byte[] body, RequestFields o, RequestFields m, java.util.function.Supplier<String> what) {
         ByteBuf b = Unpooled.wrappedBuffer(body);
         assertEquals(o.model, m.model, what);
         assertEquals(o.modelNotString, m.modelNotString, what);
@@ -683,7 +683,7 @@ class JsonLexerDifferentialTest {
         return out.toByteArray();
     }
 
-    static boolean acceptsAsJackson(byte[] b) {
+    private static boolean acceptsAsJackson(byte[] b) {
         try {
             JsonParser p = FACTORY.createParser(b);
             while (p.nextToken() != null) {
