@@ -75,7 +75,13 @@ final class EngineStreamCheck {
                 if (out == null) {
                     out = alloc.buffer(events.readableBytes() + 64);
                 }
-                out.writeBytes(events, copiedTo, from - copiedTo);
+                // Line ends before the event's first line are blank lines of their own, not the event's: they stay
+                // (else "\n\n\n" + error event lost a "\n" or not depending on where the framer had cut).
+                int firstLine = from;
+                while (firstLine < eventEnd && (events.getByte(firstLine) == '\n' || events.getByte(firstLine) == '\r')) {
+                    firstLine++;
+                }
+                out.writeBytes(events, copiedTo, firstLine - copiedTo);
                 out.writeCharSequence("data: " + normalized + "\n\n", StandardCharsets.UTF_8);
                 copiedTo = eventEnd;
                 engineError = true;

@@ -71,6 +71,23 @@ class SseRelayFuzzTest {
         assertEquals(whole, relay(stream, List.of(ordinary.length * 65536 / (stream.length + 1) + 1)));
     }
 
+    /**
+     * Fuzz finding (issue #43, fuzz tier): blank lines before an engine error event were rewritten away with it when
+     * the event's buffer began with them, and kept when the framer had cut between them, so the client's bytes
+     * depended on the split ({@code \n\n\n} then an SGLang error object).
+     */
+    @Test
+    void blankLinesBeforeAnErrorEventStayWhereverTheStreamIsSplit() {
+        byte[] stream = ("\n\n\ndata: {\"object\":\"error\",\"message\":\"boom\",\"type\":\"BadRequestError\","
+            + "\"param\":null,\"code\":400}\n\n").getBytes(StandardCharsets.US_ASCII);
+        ClientView whole = relay(stream, List.of());
+        assertEquals(true, whole.engineError());
+        assertEquals(true, whole.bytes().startsWith("\n\n\ndata: {"), whole.bytes());
+        for (int cut = 0; cut <= stream.length; cut++) {
+            assertEquals(whole, relay(stream, List.of(cut * 65536 / (stream.length + 1))), "split at " + cut);
+        }
+    }
+
     @Property(tries = 400, seed = "4331")
     void theFramerKeepsItsContract(@ForAll("streams") byte[] stream, @ForAll("cuts") List<Integer> cuts,
         @ForAll("heldBounds") int maxHeld) {
