@@ -88,6 +88,29 @@ class SseRelayFuzzTest {
         }
     }
 
+    /**
+     * Fuzz tier finding (issue #43): whether a stream ended with [DONE] was judged on the last line of a buffer
+     * without an error event, and on the last event's data in one with an error event. A multi-line data event
+     * {@code data: [DONE]\ndata: [DONE]} (its data is "[DONE]\n[DONE]") counted as [DONE] or not depending on the
+     * split, and so did a comment after [DONE].
+     */
+    @Test
+    void theDoneVerdictDoesNotDependOnTheSplit() {
+        String error = "data: {\"error\":{\"message\":\"engine died\",\"code\":500}}\n\n";
+        for (String tail : List.of("data: [DONE]\ndata: [DONE]\n\n", "data: [DONE]\n\n: keep-alive\n\n",
+            "data:[DONE] \r\n\r\n", "data: [DONE]\n\ndata: x\n\n", "data: \n\n", "id: 7\ndata: [DONE]\n\n")) {
+            byte[] stream = (error + tail).getBytes(StandardCharsets.US_ASCII);
+            ClientView whole = relay(stream, List.of());
+            for (int cut = 0; cut <= stream.length; cut++) {
+                assertEquals(whole, relay(stream, List.of(cut * 65536 / (stream.length + 1))), tail + " split at " + cut);
+            }
+        }
+        assertEquals(false, relay("data: [DONE]\ndata: [DONE]\n\n".getBytes(StandardCharsets.US_ASCII), List.of())
+            .endedWithDone(), "its data is two lines, not [DONE]");
+        assertEquals(true, relay("data: [DONE]\n\n: keep-alive\n\n".getBytes(StandardCharsets.US_ASCII), List.of())
+            .endedWithDone(), "a comment carries no data");
+    }
+
     @Property(tries = 400, seed = "4331")
     void theFramerKeepsItsContract(@ForAll("streams") byte[] stream, @ForAll("cuts") List<Integer> cuts,
         @ForAll("heldBounds") int maxHeld) {

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.List;
 
 import com.fasterxml.jackson.core.JsonFactory;
@@ -112,6 +113,13 @@ class RequestBodyFuzzTest {
         String shown = what + ": " + new String(body, StandardCharsets.UTF_8) + " (hex "
             + java.util.HexFormat.of().formatHex(body, 0, Math.min(body.length, 200)) + ")";
         boolean lexer = lexerAccepts(body);
+        if (Arrays.equals(body, LONE_BOM)) {
+            // Jackson's non-blocking parser is left pending after a lone byte order mark (NOT_AVAILABLE at the end
+            // of input), which the old extractor called malformed; the lexer skips the mark and finds an empty body.
+            // Fuzz tier, issue #43: a Jackson quirk, not a lexer defect (a BOM and a space is empty to both).
+            assertEquals("EMPTY", extractorVerdict(body), shown);
+            return;
+        }
         JsonLexerDifferentialTest.check(body, body.length, shown);
         Boolean jackson = nonBlockingJacksonAccepts(body);
         if (jackson == null) {
@@ -145,6 +153,13 @@ class RequestBodyFuzzTest {
     }
 
     private static final JsonFactory NON_BLOCKING = JsonFactory.builder().build();
+    private static final byte[] LONE_BOM = {(byte) 0xef, (byte) 0xbb, (byte) 0xbf};
+
+    static String extractorVerdict(byte[] body) {
+        RequestFieldExtractor x = new RequestFieldExtractor(new RequestFields());
+        x.feed(ByteBuffer.wrap(body));
+        return x.finish().name();
+    }
 
     /** Every token of {@code body}; false on {@link JsonLexer.MalformedJsonException}, anything else escapes. */
     static boolean lexerAccepts(byte[] body) {
