@@ -120,7 +120,15 @@ class RequestBodyFuzzTest {
             assertEquals("EMPTY", extractorVerdict(body), shown);
             return;
         }
-        JsonLexerDifferentialTest.check(body, body.length, shown);
+        if (body.length > 3 && Arrays.equals(body, 0, 3, LONE_BOM, 0, 3)) {
+            // Jackson's offsets start after a byte order mark, the lexer's at the body's first byte (the offsets the
+            // body edits splice at; fuzz tier, issue #43): the old extractor is compared on the body without it.
+            byte[] unmarked = Arrays.copyOfRange(body, 3, body.length);
+            assertEquals(extractorVerdict(unmarked), extractorVerdict(body), shown);
+            JsonLexerDifferentialTest.check(unmarked, unmarked.length, shown);
+        } else {
+            JsonLexerDifferentialTest.check(body, body.length, shown);
+        }
         Boolean jackson = nonBlockingJacksonAccepts(body);
         if (jackson == null) {
             return;
