@@ -6,17 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import io.kvgate.testkit.fuzz.ByteMutations;
-import io.kvgate.testkit.fuzz.FuzzCorpus;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
-import net.jqwik.api.constraints.IntRange;
+import io.kvgate.testkit.fuzz.PropertyRunner;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue #43 fuzzing: {@link KvEventDecoder} on mutants of real vLLM/SGLang batches (the fixture frames and the
@@ -45,6 +41,18 @@ class KvEventDecoderFuzzTest {
         EVENT_TOKENS = List.copyOf(t);
     }
 
+    static final List<byte[]> SEEDS = MsgpackReaderFuzzTest.seeds();
+    /** Half mutants of the fixtures and corpus, half soups of msgpack headers and event strings. */
+    static final PropertyRunner.Generator<byte[]> MUTANTS = random -> random.nextBoolean()
+        ? ByteMutations.mutant(random, SEEDS, EVENT_TOKENS, 6, MsgpackReaderFuzzTest.MAX_INPUT_BYTES)
+        : ByteMutations.tokenSoup(random, EVENT_TOKENS, 40);
+    /** A frame and how many hostile bytes precede it in its buffer (0..16). */
+    static final PropertyRunner.Generator<PaddedFrame> PADDED_MUTANTS =
+        random -> new PaddedFrame(MUTANTS.next(random), random.nextInt(17));
+
+    record PaddedFrame(byte[] frame, int pad) {
+    }
+
     @Test
     void corpusAndFixturesDecodeWithinContract() {
         for (byte[] frame : MsgpackReaderFuzzTest.seeds()) {
@@ -53,28 +61,26 @@ class KvEventDecoderFuzzTest {
         }
     }
 
-    @Property(tries = 500, seed = "4311")
-    void mutantsDecodeWithinContract(@ForAll("mutants") byte[] frame) {
-        assertWithinContract(frame);
+    @Test
+    void mutantsDecodeWithinContract() {
+        PropertyRunner.check("mutantsDecodeWithinContract", 4311, 500, MUTANTS,
+            KvEventDecoderFuzzTest::assertWithinContract);
     }
 
-    @Property(tries = 200, seed = "4312")
-    void aFrameIsReadInsideItsRegionOnly(@ForAll("mutants") byte[] frame, @ForAll @IntRange(max = 16) int pad) {
-        assertReadsOnlyItsRegion(frame, pad);
+    @Test
+    void aFrameIsReadInsideItsRegionOnly() {
+        PropertyRunner.check("aFrameIsReadInsideItsRegionOnly", 4312, 200, PADDED_MUTANTS,
+            p -> assertReadsOnlyItsRegion(p.frame(), p.pad()));
     }
 
-    @Property
+    @Test
     @Tag("fuzz")
-    void fuzzMutantsDecodeWithinContract(@ForAll("mutants") byte[] frame, @ForAll @IntRange(max = 16) int pad) {
-        assertWithinContract(frame);
-        assertReadsOnlyItsRegion(frame, pad);
-    }
-
-    @Provide
-    Arbitrary<byte[]> mutants() {
-        return Arbitraries.oneOf(
-            ByteMutations.mutants(MsgpackReaderFuzzTest.seeds(), EVENT_TOKENS, 6, MsgpackReaderFuzzTest.MAX_INPUT_BYTES),
-            ByteMutations.tokenSoup(EVENT_TOKENS, 40));
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzMutantsDecodeWithinContract() {
+        PropertyRunner.fuzz("fuzzMutantsDecodeWithinContract", PADDED_MUTANTS, p -> {
+            assertWithinContract(p.frame());
+            assertReadsOnlyItsRegion(p.frame(), p.pad());
+        });
     }
 
     static void assertWithinContract(byte[] frame) {

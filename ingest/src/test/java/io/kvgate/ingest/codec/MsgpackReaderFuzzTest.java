@@ -8,17 +8,15 @@ import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.random.RandomGenerator;
 
 import io.kvgate.testkit.fuzz.ByteMutations;
 import io.kvgate.testkit.fuzz.FuzzCorpus;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
-import net.jqwik.api.constraints.IntRange;
+import io.kvgate.testkit.fuzz.PropertyRunner;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessagePackException;
@@ -58,6 +56,39 @@ class MsgpackReaderFuzzTest {
         return seeds;
     }
 
+    static final List<byte[]> SEEDS = seeds();
+    /** A third each: mutants of the fixtures and corpus, soups of format bytes, and plain noise up to 256 bytes. */
+    static final PropertyRunner.Generator<byte[]> MUTANTS = random -> switch (random.nextInt(3)) {
+        case 0 -> ByteMutations.mutant(random, SEEDS, MSGPACK_TOKENS, 6, MAX_INPUT_BYTES);
+        case 1 -> ByteMutations.tokenSoup(random, MSGPACK_TOKENS, 40);
+        default -> ByteMutations.randomBytes(random, 256);
+    };
+    static final PropertyRunner.Generator<Long> SHAPE_SEEDS = RandomGenerator::nextLong;
+
+    /** An integer and the format it is written in (see {@link #encodeInteger}). */
+    record WidthCase(long value, int width) {
+    }
+
+    /** Every width 0..10, each with a value of any magnitude (see {@link #interestingLong}). */
+    static final PropertyRunner.Generator<WidthCase> WIDTH_CASES =
+        random -> new WidthCase(interestingLong(random), random.nextInt(11));
+
+    /** The values at the format's width boundaries, which a uniform long would essentially never be. */
+    static final long[] BOUNDARY_LONGS = {0, 1, -1, 31, 32, -32, -33, 127, 128, -128, -129, 255, 256, 32767, 32768,
+        -32768, -32769, 65535, 65536, Integer.MAX_VALUE, Integer.MIN_VALUE, 0xffff_ffffL, 0x1_0000_0000L,
+        Long.MAX_VALUE, Long.MIN_VALUE};
+
+    /**
+     * A long of a random magnitude (a uniform long would nearly always need the widest format, and the packer's
+     * smallest-encoding widths 9 and 10 would never pick a narrow one), and one in eight a boundary value.
+     */
+    static long interestingLong(RandomGenerator random) {
+        if (random.nextInt(8) == 0) {
+            return BOUNDARY_LONGS[random.nextInt(BOUNDARY_LONGS.length)];
+        }
+        return random.nextLong() >> random.nextInt(64);
+    }
+
     @Test
     void corpusSkipsExactlyAsMsgpackCore() {
         for (FuzzCorpus.Entry e : FuzzCorpus.load("/fuzz/kvevents.corpus")) {
@@ -65,13 +96,18 @@ class MsgpackReaderFuzzTest {
         }
     }
 
-    @Property(tries = 400, seed = "4301")
-    void mutantsSkipExactlyAsMsgpackCore(@ForAll("mutants") byte[] input) {
-        assertSkipAgrees(input);
+    @Test
+    void mutantsSkipExactlyAsMsgpackCore() {
+        PropertyRunner.check("mutantsSkipExactlyAsMsgpackCore", 4301, 400, MUTANTS,
+            MsgpackReaderFuzzTest::assertSkipAgrees);
     }
 
-    @Property(tries = 200, seed = "4302")
-    void validValuesSkipWhole(@ForAll long shapeSeed) throws IOException {
+    @Test
+    void validValuesSkipWhole() {
+        PropertyRunner.check("validValuesSkipWhole", 4302, 200, SHAPE_SEEDS, MsgpackReaderFuzzTest::assertSkippedWhole);
+    }
+
+    static void assertSkippedWhole(long shapeSeed) throws IOException {
         byte[] value = randomValue(new Random(shapeSeed));
         assertSkipAgrees(value);
         MsgpackReader r = new MsgpackReader();
@@ -80,9 +116,13 @@ class MsgpackReaderFuzzTest {
         assertEquals(0, r.remaining(), "a valid value is skipped whole");
     }
 
-    @Property(tries = 300, seed = "4303")
-    void everyIntegerWidthReadsAsMsgpackCore(@ForAll long value, @ForAll @IntRange(min = 0, max = 10) int width)
-        throws IOException {
+    @Test
+    void everyIntegerWidthReadsAsMsgpackCore() {
+        PropertyRunner.check("everyIntegerWidthReadsAsMsgpackCore", 4303, 300, WIDTH_CASES,
+            c -> assertReadsAsMsgpackCore(c.value(), c.width()));
+    }
+
+    static void assertReadsAsMsgpackCore(long value, int width) throws IOException {
         byte[] encoded = encodeInteger(value, width);
         MsgpackReader r = new MsgpackReader();
         r.wrap(encoded, 0, encoded.length);
@@ -94,24 +134,18 @@ class MsgpackReaderFuzzTest {
         assertEquals(0, r.remaining());
     }
 
-    @Property
+    @Test
     @Tag("fuzz")
-    void fuzzMutantsSkipExactlyAsMsgpackCore(@ForAll("mutants") byte[] input) {
-        assertSkipAgrees(input);
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzMutantsSkipExactlyAsMsgpackCore() {
+        PropertyRunner.fuzz("fuzzMutantsSkipExactlyAsMsgpackCore", MUTANTS, MsgpackReaderFuzzTest::assertSkipAgrees);
     }
 
-    @Property
+    @Test
     @Tag("fuzz")
-    void fuzzValidValuesSkipWhole(@ForAll long shapeSeed) throws IOException {
-        validValuesSkipWhole(shapeSeed);
-    }
-
-    @Provide
-    Arbitrary<byte[]> mutants() {
-        return Arbitraries.oneOf(
-            ByteMutations.mutants(seeds(), MSGPACK_TOKENS, 6, MAX_INPUT_BYTES),
-            ByteMutations.tokenSoup(MSGPACK_TOKENS, 40),
-            Arbitraries.bytes().array(byte[].class).ofMaxSize(256));
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzValidValuesSkipWhole() {
+        PropertyRunner.fuzz("fuzzValidValuesSkipWhole", SHAPE_SEEDS, MsgpackReaderFuzzTest::assertSkippedWhole);
     }
 
     /** Our skip and the msgpack-core reference agree on accept/reject and on the bytes consumed. */

@@ -12,19 +12,16 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import io.kvgate.testkit.fuzz.ByteMutations;
 import io.kvgate.testkit.fuzz.FuzzCorpus;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
-import net.jqwik.api.constraints.IntRange;
+import io.kvgate.testkit.fuzz.PropertyRunner;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue #43 fuzzing of {@link TrtllmEventDecoder} (TensorRT-LLM's JSON event bodies). Round trip: generated valid
@@ -52,6 +49,21 @@ class TrtllmEventDecoderFuzzTest {
         return seeds;
     }
 
+    static final List<byte[]> SEEDS = seeds();
+
+    /** A body and how many bytes precede it in its buffer (0..16). */
+    record PaddedBody(byte[] body, int pad) {
+    }
+
+    /** Half mutants of the fixture and corpus, half soups of JSON tokens and the format's keys, each padded. */
+    static final PropertyRunner.Generator<PaddedBody> PADDED_MUTANTS = random -> new PaddedBody(random.nextBoolean()
+        ? ByteMutations.mutant(random, SEEDS, JSON_TOKENS, 5, MAX_BODY_BYTES)
+        : ByteMutations.tokenSoup(random, JSON_TOKENS, 50), random.nextInt(17));
+
+    /** The fuzz tier's try: a valid body's shape seed and a padded mutant. */
+    record FuzzCase(long shapeSeed, PaddedBody mutant) {
+    }
+
     @Test
     void corpusDecodesWithinContract() {
         for (byte[] body : seeds()) {
@@ -59,29 +71,27 @@ class TrtllmEventDecoderFuzzTest {
         }
     }
 
-    @Property(tries = 300, seed = "4341")
-    void validBodiesDeliverExactlyTheirEvents(@ForAll long shapeSeed) {
-        assertRoundTrip(shapeSeed);
+    @Test
+    void validBodiesDeliverExactlyTheirEvents() {
+        PropertyRunner.check("validBodiesDeliverExactlyTheirEvents", 4341, 300, random -> random.nextLong(),
+            TrtllmEventDecoderFuzzTest::assertRoundTrip);
     }
 
-    @Property(tries = 400, seed = "4342")
-    void mutantsDecodeWithinContract(@ForAll("mutants") byte[] body, @ForAll @IntRange(max = 16) int pad) {
-        assertWithinContract(body, pad);
+    @Test
+    void mutantsDecodeWithinContract() {
+        PropertyRunner.check("mutantsDecodeWithinContract", 4342, 400, PADDED_MUTANTS,
+            m -> assertWithinContract(m.body(), m.pad()));
     }
 
-    @Property
+    @Test
     @Tag("fuzz")
-    void fuzzValidBodiesAndMutants(@ForAll long shapeSeed, @ForAll("mutants") byte[] body,
-        @ForAll @IntRange(max = 16) int pad) {
-        assertRoundTrip(shapeSeed);
-        assertWithinContract(body, pad);
-    }
-
-    @Provide
-    Arbitrary<byte[]> mutants() {
-        return Arbitraries.oneOf(
-            ByteMutations.mutants(seeds(), JSON_TOKENS, 5, MAX_BODY_BYTES),
-            ByteMutations.tokenSoup(JSON_TOKENS, 50));
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzValidBodiesAndMutants() {
+        PropertyRunner.fuzz("fuzzValidBodiesAndMutants",
+            random -> new FuzzCase(random.nextLong(), PADDED_MUTANTS.next(random)), c -> {
+                assertRoundTrip(c.shapeSeed());
+                assertWithinContract(c.mutant().body(), c.mutant().pad());
+            });
     }
 
     /** Records the listener's and the handler's calls in one list, in order. */

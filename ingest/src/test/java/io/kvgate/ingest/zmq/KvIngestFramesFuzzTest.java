@@ -11,6 +11,8 @@ import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.random.RandomGenerator;
 
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.index.block.BlockIndex;
@@ -21,15 +23,12 @@ import io.kvgate.ingest.codec.KvEventDecoder;
 import io.kvgate.ingest.codec.KvEventHandler;
 import io.kvgate.testkit.fuzz.ByteMutations;
 import io.kvgate.testkit.fuzz.FuzzCorpus;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.Combinators;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
-import net.jqwik.api.lifecycle.AfterContainer;
-import net.jqwik.api.lifecycle.BeforeContainer;
+import io.kvgate.testkit.fuzz.PropertyRunner;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue #43 fuzzing of ingest's own part of the ZMTP path, frames to index (the live path without sockets, as
@@ -55,41 +54,56 @@ class KvIngestFramesFuzzTest {
         }
     }
 
-    @Property(tries = 60, seed = "4351")
-    void everyMessageLeavesTheRankConsistent(@ForAll("messages") List<Message> messages) {
-        assertConsistent(messages);
+    static final List<byte[]> PAYLOAD_SEEDS = payloadSeeds();
+
+    private static List<byte[]> payloadSeeds() {
+        List<byte[]> seeds = new ArrayList<>(VALID);
+        seeds.addAll(FuzzCorpus.bytes(FuzzCorpus.load("/fuzz/kvevents.corpus")));
+        return List.copyOf(seeds);
+    }
+
+    /** 1 to 12 messages; a seq mostly follows on (6 in 9), else repeats, restarts or jumps (1 in 9 each). */
+    static List<Message> messages(RandomGenerator random) {
+        int count = 1 + random.nextInt(12);
+        List<Message> messages = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            int draw = random.nextInt(9);
+            int seqMove = draw < 6 ? 0 : draw - 5;
+            // Half valid batches as they are, half mutants of them and of the corpus.
+            byte[] payload = random.nextBoolean()
+                ? VALID.get(random.nextInt(VALID.size()))
+                : ByteMutations.mutant(random, PAYLOAD_SEEDS, EVENT_BYTES, 3, 1024);
+            messages.add(new Message(seqMove, payload));
+        }
+        return messages;
+    }
+
+    @Test
+    void everyMessageLeavesTheRankConsistent() {
+        PropertyRunner.check("everyMessageLeavesTheRankConsistent", 4351, 60, KvIngestFramesFuzzTest::messages,
+            KvIngestFramesFuzzTest::assertConsistent);
     }
 
     /** A fixed count: each try runs up to 12 messages through the ingest and the index, ~50x a decoder try. */
-    @Property(tries = 3000)
+    @Test
     @Tag("fuzz")
-    void fuzzEveryMessageLeavesTheRankConsistent(@ForAll("messages") List<Message> messages) {
-        assertConsistent(messages);
-    }
-
-    @Provide
-    Arbitrary<List<Message>> messages() {
-        List<byte[]> seeds = new ArrayList<>(VALID);
-        seeds.addAll(FuzzCorpus.bytes(FuzzCorpus.load("/fuzz/kvevents.corpus")));
-        Arbitrary<byte[]> payload = Arbitraries.oneOf(Arbitraries.of(VALID),
-            ByteMutations.mutants(seeds, EVENT_BYTES, 3, 1024));
-        Arbitrary<Integer> seqMove = Arbitraries.frequency(
-            net.jqwik.api.Tuple.of(6, 0), net.jqwik.api.Tuple.of(1, 1), net.jqwik.api.Tuple.of(1, 2),
-            net.jqwik.api.Tuple.of(1, 3));
-        return Combinators.combine(seqMove, payload).as(Message::new).list().ofMinSize(1).ofMaxSize(12);
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzEveryMessageLeavesTheRankConsistent() {
+        PropertyRunner.fuzz("fuzzEveryMessageLeavesTheRankConsistent", 3000, KvIngestFramesFuzzTest::messages,
+            KvIngestFramesFuzzTest::assertConsistent);
     }
 
     /** One index and one ingest for all tries (an ingest preallocates its frame buffers); each try forgets the rank. */
     private static BlockIndex index;
     private static KvEventIngest ingest;
 
-    @BeforeContainer
+    @BeforeAll
     static void openIndex() {
         index = new BlockIndex(1 << 12, 4);
         ingest = new KvEventIngest(index, new ManualClock());
     }
 
-    @AfterContainer
+    @AfterAll
     static void closeIndex() {
         index.close();
     }

@@ -4,20 +4,17 @@ import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.Combinators;
+import java.util.random.RandomGenerator;
 
 /**
  * Input generators for the wire-decoder fuzzers (issue #43): mutants of valid seeds, token soups over a format's
  * dictionary, and splits of a stream into chunks.
  *
- * <p>A mutant is a seed plus a short list of byte-level {@link Edit}s that jqwik generates and shrinks (fewer
- * edits, positions towards the start, smaller amounts), so a failure reduces to the seed and the one or two edits
- * that matter. Positions are fractions of the current length ({@code where / 65536}), so an edit list applies to
- * any seed and keeps meaning something while jqwik shrinks it. Every result is capped at {@code maxLength}: the
- * fuzzers bound the input, the decoders must bound everything else.
+ * <p>A mutant is a seed plus a short list of byte-level {@link Edit}s drawn from a {@link RandomGenerator} (the
+ * {@link PropertyRunner}'s seeded source, so a seed names every mutant of a run). Positions are fractions of the
+ * current length ({@code where / 65536}), so an edit list applies to any seed; a fraction is now and then exactly the
+ * start or the end, where framing bugs live. Every result is capped at {@code maxLength}: the fuzzers bound the
+ * input, the decoders must bound everything else.
  */
 public final class ByteMutations {
     private static final int FRACTION = 1 << 16;
@@ -49,28 +46,39 @@ public final class ByteMutations {
     public record Edit(Kind kind, int where, int amount, int pick) {
     }
 
-    /** Mutants of {@code seeds}: a seed and up to {@code maxEdits} edits, at most {@code maxLength} bytes. */
-    public static Arbitrary<byte[]> mutants(List<byte[]> seeds, List<byte[]> dictionary, int maxEdits, int maxLength) {
+    /** A mutant of one of {@code seeds}: the seed and up to {@code maxEdits} edits, at most {@code maxLength} bytes. */
+    public static byte[] mutant(RandomGenerator random, List<byte[]> seeds, List<byte[]> dictionary, int maxEdits,
+        int maxLength) {
         if (seeds.isEmpty()) {
             throw new IllegalArgumentException("mutants need at least one seed");
         }
-        List<byte[]> seedCopies = List.copyOf(seeds);
-        List<byte[]> tokens = dictionary.isEmpty() ? List.of(new byte[] {0}) : List.copyOf(dictionary);
-        Arbitrary<Edit> edit = Combinators.combine(
-                Arbitraries.of(Kind.class),
-                Arbitraries.integers().between(0, FRACTION - 1),
-                Arbitraries.integers().between(0, 255),
-                Arbitraries.integers().between(0, Math.max(seedCopies.size(), tokens.size()) - 1))
-            .as(Edit::new);
-        return Combinators.combine(
-                Arbitraries.integers().between(0, seedCopies.size() - 1),
-                edit.list().ofMaxSize(maxEdits))
-            .as((seed, edits) -> apply(seedCopies.get(seed), edits, seedCopies, tokens, maxLength));
+        List<byte[]> tokens = dictionary.isEmpty() ? List.of(new byte[] {0}) : dictionary;
+        int picks = Math.max(seeds.size(), tokens.size());
+        Kind[] kinds = Kind.values();
+        int editCount = random.nextInt(maxEdits + 1);
+        List<Edit> edits = new ArrayList<>(editCount);
+        for (int i = 0; i < editCount; i++) {
+            edits.add(new Edit(kinds[random.nextInt(kinds.length)], fraction(random), random.nextInt(256),
+                random.nextInt(picks)));
+        }
+        return apply(seeds.get(random.nextInt(seeds.size())), edits, seeds, tokens, maxLength);
     }
 
-    /** Concatenations of up to {@code maxTokens} dictionary tokens: grammar-shaped noise for text formats. */
-    public static Arbitrary<byte[]> tokenSoup(List<byte[]> dictionary, int maxTokens) {
-        return Arbitraries.of(List.copyOf(dictionary)).list().ofMaxSize(maxTokens).map(ByteMutations::concat);
+    /** A concatenation of up to {@code maxTokens} dictionary tokens: grammar-shaped noise for text formats. */
+    public static byte[] tokenSoup(RandomGenerator random, List<byte[]> dictionary, int maxTokens) {
+        int count = random.nextInt(maxTokens + 1);
+        List<byte[]> parts = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            parts.add(dictionary.get(random.nextInt(dictionary.size())));
+        }
+        return concat(parts);
+    }
+
+    /** Up to {@code maxLength} uniformly random bytes: the noise no seed or dictionary would suggest. */
+    public static byte[] randomBytes(RandomGenerator random, int maxLength) {
+        byte[] bytes = new byte[random.nextInt(maxLength + 1)];
+        random.nextBytes(bytes);
+        return bytes;
     }
 
     /** Applies {@code edits} to a copy of {@code seed} (the seed itself is never changed). */
@@ -133,8 +141,21 @@ public final class ByteMutations {
     }
 
     /** Cut fractions for {@link #split}: up to {@code maxCuts} of them. */
-    public static Arbitrary<List<Integer>> cuts(int maxCuts) {
-        return Arbitraries.integers().between(0, FRACTION - 1).list().ofMaxSize(maxCuts);
+    public static List<Integer> cuts(RandomGenerator random, int maxCuts) {
+        int count = random.nextInt(maxCuts + 1);
+        List<Integer> cuts = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            cuts.add(fraction(random));
+        }
+        return cuts;
+    }
+
+    /** A position fraction; one in sixteen is the very start or end, which a uniform draw would almost never hit. */
+    private static int fraction(RandomGenerator random) {
+        if (random.nextInt(16) == 0) {
+            return random.nextBoolean() ? 0 : FRACTION - 1;
+        }
+        return random.nextInt(FRACTION);
     }
 
     public static byte[] concat(List<byte[]> parts) {
