@@ -5,21 +5,19 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 
 import io.kvgate.testkit.fuzz.ByteMutations;
 import io.kvgate.testkit.fuzz.FuzzCorpus;
+import io.kvgate.testkit.fuzz.PropertyRunner;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
-import net.jqwik.api.lifecycle.AfterContainer;
-import net.jqwik.api.lifecycle.BeforeContainer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue #43 fuzzing of the front door's head and body stages over arbitrary client bytes, through the real pipeline
@@ -43,12 +41,12 @@ class FrontDoorFuzzTest {
 
     private static FrontDoorHarness harness;
 
-    @BeforeContainer
+    @BeforeAll
     static void openHarness() throws Exception {
         harness = new FrontDoorHarness();
     }
 
-    @AfterContainer
+    @AfterAll
     static void closeHarness() {
         harness.close();
     }
@@ -58,46 +56,44 @@ class FrontDoorFuzzTest {
     }
 
     @Test
-    void corpusGetsTheSameAnswerWhereverItIsSplit() throws Exception {
-        openHarness();
-        try {
-            for (FuzzCorpus.Entry e : CORPUS) {
-                byte[] r = e.bytes();
-                Outcome whole = assertAnswered(r, List.of());
-                for (int cut = 0; cut <= r.length; cut += Math.max(1, r.length / 40)) {
-                    assertEquals(whole, assertAnswered(r, List.of(cut * 65536 / (r.length + 1))), e.name() + " cut at " + cut);
-                }
+    void corpusGetsTheSameAnswerWhereverItIsSplit() {
+        for (FuzzCorpus.Entry e : CORPUS) {
+            byte[] r = e.bytes();
+            Outcome whole = assertAnswered(r, List.of());
+            for (int cut = 0; cut <= r.length; cut += Math.max(1, r.length / 40)) {
+                assertEquals(whole, assertAnswered(r, List.of(cut * 65536 / (r.length + 1))), e.name() + " cut at " + cut);
             }
-        } finally {
-            closeHarness();
         }
     }
 
-    @Property(tries = 150, seed = "4361")
-    void anyBytesGetTheSameAnswerHoweverTheyArrive(@ForAll("requests") byte[] request,
-        @ForAll("cuts") List<Integer> cuts) {
-        assertEquals(assertAnswered(request, List.of()), assertAnswered(request, cuts),
-            () -> "split at " + cuts + ": " + show(request));
+    static final List<byte[]> SEEDS = FuzzCorpus.bytes(CORPUS);
+    /** Two thirds mutants of the corpus requests, one third soups of HTTP tokens; each split at up to 8 places. */
+    static final PropertyRunner.Generator<SplitRequest> SPLIT_REQUESTS = random -> new SplitRequest(
+        random.nextInt(3) < 2
+            ? ByteMutations.mutant(random, SEEDS, HTTP_TOKENS, 5, MAX_REQUEST_BYTES)
+            : ByteMutations.tokenSoup(random, HTTP_TOKENS, 40),
+        ByteMutations.cuts(random, 8));
+
+    record SplitRequest(byte[] request, List<Integer> cuts) {
     }
 
-    @Property
+    @Test
+    void anyBytesGetTheSameAnswerHoweverTheyArrive() {
+        PropertyRunner.check("anyBytesGetTheSameAnswerHoweverTheyArrive", 4361, 150, SPLIT_REQUESTS,
+            FrontDoorFuzzTest::assertSameAnswerHoweverSplit);
+    }
+
+    @Test
     @Tag("fuzz")
-    void fuzzAnyBytesGetTheSameAnswerHoweverTheyArrive(@ForAll("requests") byte[] request,
-        @ForAll("cuts") List<Integer> cuts) {
-        anyBytesGetTheSameAnswerHoweverTheyArrive(request, cuts);
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzAnyBytesGetTheSameAnswerHoweverTheyArrive() {
+        PropertyRunner.fuzz("fuzzAnyBytesGetTheSameAnswerHoweverTheyArrive", SPLIT_REQUESTS,
+            FrontDoorFuzzTest::assertSameAnswerHoweverSplit);
     }
 
-    @Provide
-    Arbitrary<byte[]> requests() {
-        return Arbitraries.oneOf(
-            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), HTTP_TOKENS, 5, MAX_REQUEST_BYTES),
-            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), HTTP_TOKENS, 5, MAX_REQUEST_BYTES),
-            ByteMutations.tokenSoup(HTTP_TOKENS, 40));
-    }
-
-    @Provide
-    Arbitrary<List<Integer>> cuts() {
-        return ByteMutations.cuts(8);
+    static void assertSameAnswerHoweverSplit(SplitRequest r) {
+        assertEquals(assertAnswered(r.request(), List.of()), assertAnswered(r.request(), r.cuts()),
+            () -> "split at " + r.cuts() + ": " + show(r.request()));
     }
 
     /** Feeds {@code request} in chunks to a fresh channel: nothing may escape, and every write is HTTP responses. */

@@ -8,19 +8,17 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import io.kvgate.testkit.fuzz.ByteMutations;
 import io.kvgate.testkit.fuzz.FuzzCorpus;
+import io.kvgate.testkit.fuzz.PropertyRunner;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue #43 fuzzing of the relay's answer path: engine SSE streams (the corpus in {@code fuzz/sse-streams.corpus},
@@ -111,42 +109,42 @@ class SseRelayFuzzTest {
             .endedWithDone(), "a comment carries no data");
     }
 
-    @Property(tries = 400, seed = "4331")
-    void theFramerKeepsItsContract(@ForAll("streams") byte[] stream, @ForAll("cuts") List<Integer> cuts,
-        @ForAll("heldBounds") int maxHeld) {
-        assertFramerKeepsItsContract(stream, cuts, maxHeld);
+    static final List<byte[]> SEEDS = FuzzCorpus.bytes(CORPUS);
+    /** The framer's hold bounds worth trying: tiny ones force the over-long path, the real one the usual path. */
+    static final int[] HELD_BOUNDS = {1, 4, 16, 64, SseFramer.MAX_HELD_BYTES};
+    /**
+     * Two thirds mutants of the corpus streams, one third soups of SSE and usage tokens; each split at up to 12
+     * places and framed with one of {@link #HELD_BOUNDS}.
+     */
+    static final PropertyRunner.Generator<SplitStream> SPLIT_STREAMS = random -> new SplitStream(
+        random.nextInt(3) < 2
+            ? ByteMutations.mutant(random, SEEDS, SSE_TOKENS, 5, MAX_STREAM_BYTES)
+            : ByteMutations.tokenSoup(random, SSE_TOKENS, 60),
+        ByteMutations.cuts(random, 12), HELD_BOUNDS[random.nextInt(HELD_BOUNDS.length)]);
+
+    record SplitStream(byte[] stream, List<Integer> cuts, int maxHeld) {
     }
 
-    @Property(tries = 400, seed = "4332")
-    void theClientSeesTheSameHoweverTheStreamIsSplit(@ForAll("streams") byte[] stream,
-        @ForAll("cuts") List<Integer> cuts) {
-        assertRelayIndependentOfSplit(stream, cuts);
+    @Test
+    void theFramerKeepsItsContract() {
+        PropertyRunner.check("theFramerKeepsItsContract", 4331, 400, SPLIT_STREAMS,
+            s -> assertFramerKeepsItsContract(s.stream(), s.cuts(), s.maxHeld()));
     }
 
-    @Property
+    @Test
+    void theClientSeesTheSameHoweverTheStreamIsSplit() {
+        PropertyRunner.check("theClientSeesTheSameHoweverTheStreamIsSplit", 4332, 400, SPLIT_STREAMS,
+            s -> assertRelayIndependentOfSplit(s.stream(), s.cuts()));
+    }
+
+    @Test
     @Tag("fuzz")
-    void fuzzTheRelayAndItsFramer(@ForAll("streams") byte[] stream, @ForAll("cuts") List<Integer> cuts,
-        @ForAll("heldBounds") int maxHeld) {
-        assertFramerKeepsItsContract(stream, cuts, maxHeld);
-        assertRelayIndependentOfSplit(stream, cuts);
-    }
-
-    @Provide
-    Arbitrary<byte[]> streams() {
-        return Arbitraries.oneOf(
-            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), SSE_TOKENS, 5, MAX_STREAM_BYTES),
-            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), SSE_TOKENS, 5, MAX_STREAM_BYTES),
-            ByteMutations.tokenSoup(SSE_TOKENS, 60));
-    }
-
-    @Provide
-    Arbitrary<List<Integer>> cuts() {
-        return ByteMutations.cuts(12);
-    }
-
-    @Provide
-    Arbitrary<Integer> heldBounds() {
-        return Arbitraries.of(1, 4, 16, 64, SseFramer.MAX_HELD_BYTES);
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzTheRelayAndItsFramer() {
+        PropertyRunner.fuzz("fuzzTheRelayAndItsFramer", SPLIT_STREAMS, s -> {
+            assertFramerKeepsItsContract(s.stream(), s.cuts(), s.maxHeld());
+            assertRelayIndependentOfSplit(s.stream(), s.cuts());
+        });
     }
 
     static void assertFramerKeepsItsContract(byte[] stream, List<Integer> cuts, int maxHeld) {

@@ -5,8 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
@@ -14,15 +16,12 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.async.ByteArrayFeeder;
 import io.kvgate.testkit.fuzz.ByteMutations;
 import io.kvgate.testkit.fuzz.FuzzCorpus;
+import io.kvgate.testkit.fuzz.PropertyRunner;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import net.jqwik.api.Arbitraries;
-import net.jqwik.api.Arbitrary;
-import net.jqwik.api.ForAll;
-import net.jqwik.api.Property;
-import net.jqwik.api.Provide;
-import net.jqwik.api.Tag;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue #43 fuzzing of the body stage over arbitrary bytes: mutants of real request bodies and the hostile corpus
@@ -45,6 +44,24 @@ class RequestBodyFuzzTest {
     static final List<byte[]> RAW_TOKENS = List.of(new byte[] {(byte) 0xc3}, new byte[] {(byte) 0xed, (byte) 0xa0},
         new byte[] {(byte) 0xf4, (byte) 0x90}, new byte[] {(byte) 0xff}, new byte[] {(byte) 0xc0, (byte) 0x80},
         new byte[] {(byte) 0xe2, (byte) 0x82, (byte) 0xac}, new byte[] {(byte) 0xf0, (byte) 0x9f, (byte) 0x98});
+    static final List<byte[]> SEEDS = FuzzCorpus.bytes(CORPUS);
+    static final List<byte[]> MUTATION_TOKENS = mutationTokens();
+    /** Two thirds mutants of the corpus (JSON and raw UTF-8 tokens planted), one third soups of JSON tokens. */
+    static final PropertyRunner.Generator<byte[]> BODIES = random -> random.nextInt(3) < 2
+        ? ByteMutations.mutant(random, SEEDS, MUTATION_TOKENS, 4, MAX_BODY_BYTES)
+        : ByteMutations.tokenSoup(random, JSON_TOKENS, 30);
+    /** A body and up to 6 places to split it at. */
+    static final PropertyRunner.Generator<SplitBody> SPLIT_BODIES =
+        random -> new SplitBody(BODIES.next(random), ByteMutations.cuts(random, 6));
+
+    record SplitBody(byte[] body, List<Integer> cuts) {
+    }
+
+    private static List<byte[]> mutationTokens() {
+        List<byte[]> tokens = new ArrayList<>(JSON_TOKENS);
+        tokens.addAll(RAW_TOKENS);
+        return List.copyOf(tokens);
+    }
 
     @Test
     void corpusIsJudgedAsJacksonJudgesIt() throws IOException {
@@ -85,38 +102,26 @@ class RequestBodyFuzzTest {
             "two marks and a space");
     }
 
-    @Property(tries = 400, seed = "4321")
-    void mutantsAreJudgedAsJacksonJudgesThem(@ForAll("bodies") byte[] body) throws IOException {
-        assertJudgedAsJackson(body, "mutant");
+    @Test
+    void mutantsAreJudgedAsJacksonJudgesThem() {
+        PropertyRunner.check("mutantsAreJudgedAsJacksonJudgesThem", 4321, 400, BODIES,
+            body -> assertJudgedAsJackson(body, "mutant"));
     }
 
-    @Property(tries = 200, seed = "4322")
-    void theVerdictDoesNotDependOnHowTheBodyArrives(@ForAll("bodies") byte[] body,
-        @ForAll("cuts") List<Integer> cuts) {
-        assertSameVerdictHoweverHandedOver(body, cuts, "mutant");
+    @Test
+    void theVerdictDoesNotDependOnHowTheBodyArrives() {
+        PropertyRunner.check("theVerdictDoesNotDependOnHowTheBodyArrives", 4322, 200, SPLIT_BODIES,
+            s -> assertSameVerdictHoweverHandedOver(s.body(), s.cuts(), "mutant"));
     }
 
-    @Property
+    @Test
     @Tag("fuzz")
-    void fuzzBodiesAreJudgedAsJacksonAndHoweverTheyArrive(@ForAll("bodies") byte[] body,
-        @ForAll("cuts") List<Integer> cuts) throws IOException {
-        assertJudgedAsJackson(body, "mutant");
-        assertSameVerdictHoweverHandedOver(body, cuts, "mutant");
-    }
-
-    @Provide
-    Arbitrary<byte[]> bodies() {
-        List<byte[]> tokens = new java.util.ArrayList<>(JSON_TOKENS);
-        tokens.addAll(RAW_TOKENS);
-        return Arbitraries.oneOf(
-            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), tokens, 4, MAX_BODY_BYTES),
-            ByteMutations.mutants(FuzzCorpus.bytes(CORPUS), tokens, 4, MAX_BODY_BYTES),
-            ByteMutations.tokenSoup(JSON_TOKENS, 30));
-    }
-
-    @Provide
-    Arbitrary<List<Integer>> cuts() {
-        return ByteMutations.cuts(6);
+    @Timeout(value = 60, unit = TimeUnit.MINUTES)
+    void fuzzBodiesAreJudgedAsJacksonAndHoweverTheyArrive() {
+        PropertyRunner.fuzz("fuzzBodiesAreJudgedAsJacksonAndHoweverTheyArrive", SPLIT_BODIES, s -> {
+            assertJudgedAsJackson(s.body(), "mutant");
+            assertSameVerdictHoweverHandedOver(s.body(), s.cuts(), "mutant");
+        });
     }
 
     /**
