@@ -1,11 +1,13 @@
 package io.kvgate.testkit.fuzz;
 
+import java.lang.reflect.Constructor;
 import java.lang.reflect.RecordComponent;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.function.Function;
 import java.util.random.RandomGenerator;
 
 /**
@@ -19,8 +21,8 @@ import java.util.random.RandomGenerator;
  * The default tier ({@link #check}) runs a few hundred tries from a fixed seed, the same inputs on every run; the fuzz
  * tier ({@link #fuzz}) runs {@code -Dfuzz.tries} tries (20,000 unless set) from {@code -Dfuzz.seed}, or from a
  * fresh seed that it prints so that a finding can be replayed. On the first failure a {@code byte[]} or
- * {@code String} input is shrunk (greedy removal of halves, quarters, ... single elements, keeping each removal
- * while the property still fails) and the AssertionError names the property, seed, try and shrunk input in the
+ * {@code String} input, or each such component of a record input, is shrunk (greedy removal of halves, quarters,
+ * ... single elements, keeping each removal while the property still fails) and the AssertionError names the property, seed, try and shrunk input in the
  * corpus format of {@link FuzzCorpus}, with the original failure as its cause.
  */
 public final class PropertyRunner {
@@ -118,6 +120,13 @@ public final class PropertyRunner {
             shown = s.input();
             shrunkFailure = s.failure();
             shrinkNote = " (shrunk from " + text.length() + " chars in " + s.steps() + " steps)";
+        } else if (input instanceof Record record) {
+            Shrunk<Record> s = shrinkRecord(record, (Property<Record>) property, failure);
+            if (s.steps() > 0) {
+                shown = s.input();
+                shrunkFailure = s.failure();
+                shrinkNote = " (byte[] and String components shrunk in " + s.steps() + " steps)";
+            }
         }
         String message = "property " + name + " failed at try " + attempt + " of " + tries + ", seed " + seed
             + "\ninput" + shrinkNote + ": " + describe(shown)
@@ -185,6 +194,59 @@ public final class PropertyRunner {
                     }
                 }
             }
+        }
+        return new Shrunk<>(current, currentFailure, steps);
+    }
+
+    /**
+     * Shrinks a record input (how the fuzzers pass a payload with its cuts, pad or bound) one {@code byte[]} or
+     * {@code String} component at a time, the others held, rebuilding it with its canonical constructor. A record
+     * that cannot be rebuilt is left as it is (zero steps).
+     */
+    @SuppressWarnings("unchecked")
+    static Shrunk<Record> shrinkRecord(Record input, Property<Record> property, Throwable failure) {
+        RecordComponent[] components = input.getClass().getRecordComponents();
+        Object[] values = new Object[components.length];
+        Constructor<?> constructor;
+        try {
+            Class<?>[] types = new Class<?>[components.length];
+            for (int i = 0; i < components.length; i++) {
+                types[i] = components[i].getType();
+                var accessor = components[i].getAccessor();
+                accessor.setAccessible(true); // test records are package-private
+                values[i] = accessor.invoke(input);
+            }
+            constructor = input.getClass().getDeclaredConstructor(types);
+            constructor.setAccessible(true);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return new Shrunk<>(input, failure, 0);
+        }
+        Record current = input;
+        Throwable currentFailure = failure;
+        int steps = 0;
+        for (int i = 0; i < components.length; i++) {
+            int index = i;
+            Function<Object, Record> rebuilt = replacement -> {
+                Object[] args = values.clone();
+                args[index] = replacement;
+                try {
+                    return (Record) constructor.newInstance(args);
+                } catch (ReflectiveOperationException e) {
+                    throw new IllegalStateException("cannot rebuild " + input.getClass().getSimpleName(), e);
+                }
+            };
+            Shrunk<?> shrunk;
+            if (values[i] instanceof byte[] bytes) {
+                shrunk = shrinkBytes(bytes, b -> property.check(rebuilt.apply(b)), currentFailure);
+            } else if (values[i] instanceof String text) {
+                shrunk = shrinkString(text, t -> property.check(rebuilt.apply(t)), currentFailure);
+            } else {
+                continue;
+            }
+            values[i] = shrunk.input();
+            current = rebuilt.apply(values[i]);
+            currentFailure = shrunk.failure();
+            steps += shrunk.steps();
         }
         return new Shrunk<>(current, currentFailure, steps);
     }

@@ -43,6 +43,24 @@ class PropertyRunnerTest {
         assertEquals("found 0x42", e.getCause().getMessage());
     }
 
+    /** How the fuzzers pass a payload with its other parameters. */
+    record Padded(byte[] payload, int pad, String label) {
+    }
+
+    @Test
+    void aRecordInputShrinksItsBytesAndStringsAndKeepsTheRest() {
+        AssertionError e = assertThrows(AssertionError.class, () -> PropertyRunner.check("padded", 11, 10,
+            random -> new Padded(BYTES_WITH_ONE_0X42.next(random), 7, "label " + random.nextInt(1000) + " X end"),
+            p -> {
+                if (p.label().contains("X")) {
+                    hasNo0x42(p.payload());
+                }
+            }));
+        assertTrue(e.getMessage().contains("input (byte[] and String components shrunk in "), e.getMessage());
+        assertTrue(e.getMessage().contains(": Padded[payload=1 bytes\n  hex:42\n  text:B, pad=7, label=\"X\"]\n"),
+            e.getMessage());
+    }
+
     @Test
     void shrinkingKeepsOnlyWhatTheFailureNeeds() {
         byte[] input = HexFormat.of().parseHex("0001420203420405");
