@@ -51,53 +51,54 @@ final class EngineStreamCheck {
                 return rewritten;
             }
         }
-        lastWasDone = tailIsDone(events);
+        int verdict = lastDataIsDone(events);
+        if (verdict != NO_DATA) {
+            lastWasDone = verdict == DONE_EVENT;
+        }
         return events;
     }
 
-    /** The events with every engine error event replaced by one in the vocabulary (or {@code events} if none was). */
+    /**
+     * The events with every engine error event replaced by one in the vocabulary (or {@code events} if none was).
+     * Events are cut on the bytes where the framer cuts them ({@link SseRewriter#eventEnd}) and only an error event
+     * is decoded and replaced: every other event goes out as the engine sent it. (Decoding the whole buffer turned
+     * invalid UTF-8 in an ordinary event into U+FFFD, and only when that event shared a buffer with an error event,
+     * so the client's bytes depended on how the engine's stream was split: fuzz finding, issue #43.)
+     */
     private ByteBuf rewriteErrors(ByteBufAllocator alloc, ByteBuf events) {
-        String text = events.toString(StandardCharsets.UTF_8);
-        StringBuilder out = new StringBuilder(text.length() + 64);
-        boolean changed = false;
-        int from = 0;
-        while (from < text.length()) {
-            int end = eventEnd(text, from);
-            String event = text.substring(from, end);
-            String payload = dataOf(event);
+        ByteBuf out = null;
+        int end = events.writerIndex();
+        int copiedTo = events.readerIndex();
+        for (int from = copiedTo; from < end; ) {
+            int eventEnd = SseRewriter.eventEnd(events, from, end);
+            String payload = dataOf(events.toString(from, eventEnd - from, StandardCharsets.UTF_8));
             String normalized = payload != null && payload.contains("\"error\"")
                 ? EngineErrors.streamErrorToOpenAiShape(payload, chat) : null;
             if (normalized != null) {
-                out.append("data: ").append(normalized).append("\n\n");
+                if (out == null) {
+                    out = alloc.buffer(events.readableBytes() + 64);
+                }
+                // Line ends before the event's first line are blank lines of their own, not the event's: they stay
+                // (else "\n\n\n" + error event lost a "\n" or not depending on where the framer had cut).
+                int firstLine = from;
+                while (firstLine < eventEnd && (events.getByte(firstLine) == '\n' || events.getByte(firstLine) == '\r')) {
+                    firstLine++;
+                }
+                out.writeBytes(events, copiedTo, firstLine - copiedTo);
+                out.writeCharSequence("data: " + normalized + "\n\n", StandardCharsets.UTF_8);
+                copiedTo = eventEnd;
                 engineError = true;
-                changed = true;
-            } else {
-                out.append(event);
             }
             if (payload != null && !payload.isBlank()) {
                 lastWasDone = DONE.equals(payload.strip());
             }
-            from = end;
+            from = eventEnd;
         }
-        if (!changed) {
+        if (out == null) {
             return events;
         }
-        ByteBuf b = alloc.buffer(out.length() + 16);
-        b.writeCharSequence(out, StandardCharsets.UTF_8);
-        return b;
-    }
-
-    /** Index just past the blank line ending the event that starts at {@code from} (or the text's end). */
-    private static int eventEnd(String text, int from) {
-        int lf = text.indexOf("\n\n", from);
-        int crlf = text.indexOf("\r\n\r\n", from);
-        if (lf < 0 && crlf < 0) {
-            return text.length();
-        }
-        if (crlf >= 0 && (lf < 0 || crlf < lf)) {
-            return crlf + 4;
-        }
-        return lf + 2;
+        out.writeBytes(events, copiedTo, end - copiedTo);
+        return out;
     }
 
     /** The event's data (its {@code data:} lines joined by newlines, as SSE defines), or null if it has none. */
@@ -116,18 +117,103 @@ final class EngineStreamCheck {
         return data == null ? null : data.toString();
     }
 
-    /** Whether the last event in {@code events} is {@code data: [DONE]} (trailing blank lines ignored). */
-    private static boolean tailIsDone(ByteBuf events) {
+    private static final int NO_DATA = 0;
+    private static final int DONE_EVENT = 1;
+    private static final int OTHER_DATA = 2;
+
+    /**
+     * Whether the last event of {@code events} that carries data is {@code data: [DONE]} ({@link #DONE_EVENT}), other
+     * data ({@link #OTHER_DATA}), or none has data ({@link #NO_DATA}: comments, ids): the verdict
+     * {@link #rewriteErrors} reaches event by event, reached from the end. The last event is usually one ASCII line,
+     * judged on its bytes without decoding; any other is decoded. (The last line alone judged before: a multi-line
+     * {@code data: [DONE]\ndata: [DONE]} event was [DONE] here but not when it shared a buffer with an error event,
+     * and a comment after [DONE] undid it here only; fuzz tier finding, issue #43.)
+     */
+    private static int lastDataIsDone(ByteBuf events) {
+        int start = events.readerIndex();
         int end = events.writerIndex();
-        while (end > events.readerIndex() && (events.getByte(end - 1) == '\n' || events.getByte(end - 1) == '\r'
-            || events.getByte(end - 1) == ' ')) {
-            end--;
+        while (end > start) {
+            int contentEnd = end;
+            while (contentEnd > start && isLineEnd(events.getByte(contentEnd - 1))) {
+                contentEnd--;
+            }
+            if (contentEnd == start) {
+                return NO_DATA;
+            }
+            int eventStart = contentEnd - 1;
+            // One ASCII line is judged on its bytes; anything else as rewriteErrors judges it (String.strip()
+            // also strips non-ASCII spaces).
+            boolean oneLine = events.getByte(eventStart) >= 0;
+            while (eventStart > start && !blankLineEndsAt(events, start, eventStart - 1)) {
+                byte c = events.getByte(eventStart - 1);
+                oneLine &= !isLineEnd(c) && c >= 0;
+                eventStart--;
+            }
+            while (isLineEnd(events.getByte(eventStart))) { // blank lines before the event's first line
+                eventStart++;
+            }
+            int verdict = oneLine ? lineVerdict(events, eventStart, contentEnd)
+                : textVerdict(events.toString(eventStart, contentEnd - eventStart, StandardCharsets.UTF_8));
+            if (verdict != NO_DATA) {
+                return verdict;
+            }
+            end = eventStart;
         }
-        int start = Math.max(events.readerIndex(), end - 16);
-        String tail = events.toString(start, end - start, StandardCharsets.US_ASCII);
-        int line = Math.max(tail.lastIndexOf('\n'), tail.lastIndexOf('\r'));
-        String last = tail.substring(line + 1);
-        return last.equals("data: " + DONE) || last.equals("data:" + DONE);
+        return NO_DATA;
+    }
+
+    /** One line {@code [from, to)}: a data line with [DONE] (spaces around it allowed), other data, or no data. */
+    private static int lineVerdict(ByteBuf b, int from, int to) {
+        if (to - from < 5 || b.getByte(from) != 'd' || b.getByte(from + 1) != 'a' || b.getByte(from + 2) != 't'
+            || b.getByte(from + 3) != 'a' || b.getByte(from + 4) != ':') {
+            return NO_DATA;
+        }
+        int s = from + 5;
+        int e = to;
+        while (s < e && isAsciiWhitespace(b.getByte(s))) {
+            s++;
+        }
+        while (e > s && isAsciiWhitespace(b.getByte(e - 1))) {
+            e--;
+        }
+        if (s == e) {
+            return NO_DATA; // blank data, as payload.isBlank() in rewriteErrors
+        }
+        if (e - s != DONE.length()) {
+            return OTHER_DATA;
+        }
+        for (int i = 0; i < DONE.length(); i++) {
+            if (b.getByte(s + i) != DONE.charAt(i)) {
+                return OTHER_DATA;
+            }
+        }
+        return DONE_EVENT;
+    }
+
+    private static int textVerdict(String event) {
+        String payload = dataOf(event);
+        if (payload == null || payload.isBlank()) {
+            return NO_DATA;
+        }
+        return DONE.equals(payload.strip()) ? DONE_EVENT : OTHER_DATA;
+    }
+
+    /** Whether a blank line ({@code \n\n} or {@code \n\r\n}, as {@link SseRewriter#eventEnd}) ends at {@code i}. */
+    private static boolean blankLineEndsAt(ByteBuf b, int start, int i) {
+        if (i - 1 < start || b.getByte(i) != '\n') {
+            return false;
+        }
+        byte p = b.getByte(i - 1);
+        return p == '\n' || (p == '\r' && i - 2 >= start && b.getByte(i - 2) == '\n');
+    }
+
+    private static boolean isLineEnd(byte c) {
+        return c == '\n' || c == '\r';
+    }
+
+    /** What {@link String#strip()} strips among ASCII bytes. */
+    private static boolean isAsciiWhitespace(byte c) {
+        return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
     }
 
     /**

@@ -210,11 +210,14 @@ public final class JsonLexer {
         tokenStart = tokenEnd = previousEnd = pos;
         charsValid = false;
         badStart = null;
-        if (pos < end && (in.get(pos) & 0xFF) == 0xEF) { // a UTF-8 byte order mark, skipped as Jackson does
+        // UTF-8 byte order marks, skipped as Jackson's non-blocking parser skips them: any number in a row (one only
+        // before: a body starting with two was refused; fuzz tier finding, issue #43)
+        while (pos < end && (in.get(pos) & 0xFF) == 0xEF) {
             if (end - pos >= 3 && (in.get(pos + 1) & 0xFF) == 0xBB && (in.get(pos + 2) & 0xFF) == 0xBF) {
                 pos += 3;
             } else {
-                badStart = "Unexpected byte 0xef at byte 0: not a UTF-8 byte order mark";
+                badStart = "Unexpected byte 0xef at byte " + (pos - base) + ": not a UTF-8 byte order mark";
+                break;
             }
         }
     }

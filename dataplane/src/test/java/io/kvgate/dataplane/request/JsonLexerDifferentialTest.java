@@ -91,7 +91,7 @@ class JsonLexerDifferentialTest {
     private static int checked;
 
     /** Both extractors over {@code body}: the same verdict and, when accepted, the same fields. Returns whether accepted. */
-    private static boolean check(byte[] body, int shift, String what) {
+    static boolean check(byte[] body, int shift, String what) {
         checked++;
         RequestFields o = new RequestFields();
         String expected = oracle(body, o);
@@ -229,7 +229,7 @@ class JsonLexerDifferentialTest {
     // ---- the lexer against Jackson's parser, token by token ----------------------------------------------
 
     /** Every token of a valid body: type, name, text, text length and number value as Jackson gives them. */
-    private static void sameTokens(byte[] body, String what) throws IOException {
+    static void sameTokens(byte[] body, String what) throws IOException {
         JsonParser p = FACTORY.createNonBlockingByteArrayParser();
         ((ByteArrayFeeder) p.getNonBlockingInputFeeder()).feedInput(body, 0, body.length);
         ((ByteArrayFeeder) p.getNonBlockingInputFeeder()).endOfInput();
