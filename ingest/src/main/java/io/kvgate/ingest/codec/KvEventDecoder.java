@@ -431,6 +431,11 @@ public final class KvEventDecoder {
     }
 
     private void deliverRemoved() {
+        if (!removedChunked && removed.blockCount() == 0) {
+            // An empty block_hashes list removes nothing: not an event, so a handler always sees at least one block
+            // and the count returned equals the events delivered (found by the fuzz tier).
+            return;
+        }
         removedEvents++;
         lastEventCount++;
         if (!removedChunked) {
