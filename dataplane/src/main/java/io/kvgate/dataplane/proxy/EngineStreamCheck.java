@@ -149,7 +149,10 @@ final class EngineStreamCheck {
                 oneLine &= !isLineEnd(c) && c >= 0;
                 eventStart--;
             }
-            while (isLineEnd(events.getByte(eventStart))) { // blank lines before the event's first line
+            // Blank lines before the event's first line: "\n" or "\r\n", as the framer and dataOf split lines. A lone
+            // "\r" is content there (a line "\rdata: [DONE]" carries no data), so it is here too (fuzz tier finding).
+            while (eventStart < contentEnd && (events.getByte(eventStart) == '\n'
+                || (events.getByte(eventStart) == '\r' && eventStart + 1 < contentEnd && events.getByte(eventStart + 1) == '\n'))) {
                 eventStart++;
             }
             int verdict = oneLine ? lineVerdict(events, eventStart, contentEnd)
