@@ -157,6 +157,12 @@ class RequestBodyFuzzTest {
         } else {
             JsonLexerDifferentialTest.check(body, body.length, shown);
         }
+        if (!validUtf8(body)) {
+            // Jackson's non-blocking parser does not validate UTF-8 in field names; the lexer refuses invalid UTF-8
+            // where it decodes text (a name or value the gateway reads). The engines refuse such a body outright
+            // (RFC 8259 JSON is UTF-8), so the client gets a 400 either way: no verdict is compared (fuzz tier finding).
+            return;
+        }
         Boolean jackson = nonBlockingJacksonAccepts(body);
         if (jackson == null) {
             return;
@@ -165,6 +171,16 @@ class RequestBodyFuzzTest {
             + (lexer ? "accepts" : "refuses") + ": " + shown);
         if (jackson) {
             JsonLexerDifferentialTest.sameTokens(body, shown);
+        }
+    }
+
+    private static boolean validUtf8(byte[] body) {
+        try {
+            StandardCharsets.UTF_8.newDecoder().onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT).decode(java.nio.ByteBuffer.wrap(body));
+            return true;
+        } catch (java.nio.charset.CharacterCodingException e) {
+            return false;
         }
     }
 
