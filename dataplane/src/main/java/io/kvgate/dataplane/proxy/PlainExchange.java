@@ -478,7 +478,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (progressed) {
             progressAtNs = now;
         } else if (now - progressAtNs >= TimeUnit.MILLISECONDS.toNanos(gw.config().upstream().idleTimeoutMs())) {
-            l.failNoProgress();
+            l.failFromListener(LegFailure.NO_PROGRESS);
         }
     }
 
@@ -753,7 +753,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     protected void onEndpointDown(EndpointState ep) {
         UpstreamLeg l = leg;
         if (l != null && l.endpoint() == ep && (phase == Phase.UPSTREAM || phase == Phase.RELAYING)) {
-            l.failEndpointDown();
+            l.failFromListener(LegFailure.ENDPOINT_DOWN);
         }
     }
 

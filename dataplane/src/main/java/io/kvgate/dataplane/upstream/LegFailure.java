@@ -23,7 +23,7 @@ public enum LegFailure {
     /**
      * The engine kept sending bytes but nothing the client could use (no complete SSE event) for the idle timeout: an
      * engine dripping a partial event would otherwise restart the idle timer with every byte and hold the client for
-     * ever. Raised by the relay, which alone knows what reached the client ({@link UpstreamLeg#failNoProgress}).
+     * ever. Raised by the relay, which alone knows what reached the client ({@link UpstreamLeg#failFromListener}).
      */
     NO_PROGRESS(true, HttpResponseStatus.GATEWAY_TIMEOUT, "upstream_timeout"),
     /** The engine answered with a 5xx status: a complete response, but the breaker counts it. */

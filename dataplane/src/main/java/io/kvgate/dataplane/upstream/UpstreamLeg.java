@@ -296,18 +296,6 @@ public final class UpstreamLeg {
         return end(State.CANCELLED, LegFailure.CANCELLED, null);
     }
 
-    /**
-     * The health probe found this leg's endpoint down: ends the leg as {@link LegFailure#ENDPOINT_DOWN} and tells the
-     * listener. On the leg's loop. Returns false if the leg had ended.
-     */
-    public boolean failEndpointDown() {
-        if (state.terminal()) {
-            return false;
-        }
-        fail(LegFailure.ENDPOINT_DOWN, null);
-        return true;
-    }
-
     /** Ends the leg as failed and tells the listener (unless it already ended). */
     private void fail(LegFailure failure, Throwable cause) {
         if (state.terminal()) {
@@ -404,14 +392,19 @@ public final class UpstreamLeg {
     }
 
     /**
-     * Ends the leg as {@link LegFailure#NO_PROGRESS}, the engine charged, and tells the listener: the relay saw bytes
-     * arrive for the idle timeout without one complete event among them. Returns false if the leg had ended.
+     * Ends the leg with a failure only its listener can see, and tells the listener: {@link LegFailure#NO_PROGRESS}
+     * (the relay saw bytes arrive for the idle timeout without one complete event among them) or
+     * {@link LegFailure#ENDPOINT_DOWN} (the health probe found the endpoint down). On the leg's loop. Returns false
+     * if the leg had ended.
      */
-    public boolean failNoProgress() {
+    public boolean failFromListener(LegFailure failure) {
+        if (failure != LegFailure.NO_PROGRESS && failure != LegFailure.ENDPOINT_DOWN) {
+            throw new IllegalArgumentException("a listener does not decide " + failure);
+        }
         if (state.terminal()) {
             return false;
         }
-        fail(LegFailure.NO_PROGRESS, null);
+        fail(failure, null);
         return true;
     }
 
