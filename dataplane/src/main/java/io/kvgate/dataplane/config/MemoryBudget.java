@@ -346,7 +346,7 @@ public final class MemoryBudget {
     /** The lines {@code serve --check} prints. */
     public List<String> report() {
         List<String> out = new ArrayList<>();
-        out.add("memory budget (worst case the configuration allows; see README \"Sizing the JVM from --check\"):");
+        out.add("memory budget (worst case the configuration allows; see docs/operations.md, \"Sizing the JVM from --check\"):");
         for (Line l : lines) {
             out.add(String.format(Locale.ROOT, "  %-6s %10s %s  %s: %s", l.kind().name().toLowerCase(Locale.ROOT),
                 bytes(l.bytes()), l.upFront() ? "at start " : "under load", l.what(), l.formula()));
