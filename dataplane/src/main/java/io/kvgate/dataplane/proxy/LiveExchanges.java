@@ -90,30 +90,24 @@ public final class LiveExchanges {
     public int endAll(long waitMs) {
         CountDownLatch done = new CountDownLatch(loops.size());
         AtomicInteger ended = new AtomicInteger();
-        for (PerLoop p : loops) {
+        onEveryLoop(p -> {
             try {
-                p.loop.execute(() -> {
+                Entry e = p.head;
+                while (e != null) {
+                    Entry next = e.next;
+                    remove(e);
+                    ended.incrementAndGet();
                     try {
-                        Entry e = p.head;
-                        while (e != null) {
-                            Entry next = e.next;
-                            remove(e);
-                            ended.incrementAndGet();
-                            try {
-                                e.endForDrain();
-                            } catch (RuntimeException ex) {
-                                Log.error("ending an exchange at the drain deadline failed: " + ex);
-                            }
-                            e = next;
-                        }
-                    } finally {
-                        done.countDown();
+                        e.endForDrain();
+                    } catch (RuntimeException ex) {
+                        Log.error("ending an exchange at the drain deadline failed: " + ex);
                     }
-                });
-            } catch (java.util.concurrent.RejectedExecutionException ex) {
-                done.countDown(); // the loop is already shut down: nothing of it is live
+                    e = next;
+                }
+            } finally {
+                done.countDown();
             }
-        }
+        }, done::countDown);
         try {
             done.await(waitMs, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
@@ -127,22 +121,30 @@ public final class LiveExchanges {
      * the exchanges fail over or end on their loops.
      */
     public void endpointDown(EndpointState ep) {
+        onEveryLoop(p -> {
+            Entry e = p.head;
+            while (e != null) {
+                Entry next = e.next; // the exchange may finish, and leave the list, while it handles this
+                try {
+                    e.onEndpointDown(ep);
+                } catch (RuntimeException ex) {
+                    Log.error("failing an exchange over from a down endpoint failed: " + ex);
+                }
+                e = next;
+            }
+        }, () -> {});
+    }
+
+    /**
+     * Runs {@code task} on each loop that listed an exchange, on that loop; {@code shutDown} instead for a loop already
+     * shut down (nothing of it is live).
+     */
+    private void onEveryLoop(java.util.function.Consumer<PerLoop> task, Runnable shutDown) {
         for (PerLoop p : loops) {
             try {
-                p.loop.execute(() -> {
-                    Entry e = p.head;
-                    while (e != null) {
-                        Entry next = e.next; // the exchange may finish, and leave the list, while it handles this
-                        try {
-                            e.onEndpointDown(ep);
-                        } catch (RuntimeException ex) {
-                            Log.error("failing an exchange over from a down endpoint failed: " + ex);
-                        }
-                        e = next;
-                    }
-                });
+                p.loop.execute(() -> task.accept(p));
             } catch (java.util.concurrent.RejectedExecutionException ex) {
-                // the loop is shut down: nothing of it is live
+                shutDown.run();
             }
         }
     }

@@ -100,17 +100,18 @@ class FrontDoorBackPressureSystemTest {
                 } catch (IOException closedByTheGateway) {
                     // the connection was closed for queueing too many requests behind unsent answers: also a stop
                 }
-                // Lets the gateway finish what it took in (the old code answers every request it read): until it
-                // has answered and then wrote nothing more for 200 ms, or closed the connection; bounded.
+                // Waits, bounded, for the gateway to stop reading the connection or to close it: a state, asked on
+                // the connection's own loop, not a quiet period (the old code reads on until the deadline).
                 Channel ch = accepted.get(10, TimeUnit.SECONDS);
                 long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
-                int lastWrites = -1;
-                while (System.nanoTime() < settle && ch.isOpen() && (meter.writes == 0 || meter.writes != lastWrites)) {
-                    lastWrites = meter.writes;
-                    Thread.sleep(200);
-                }
                 boolean[] stopped = new boolean[1];
-                ch.eventLoop().submit(() -> stopped[0] = !ch.isOpen() || !ch.config().isAutoRead()).get(5, TimeUnit.SECONDS);
+                while (true) {
+                    ch.eventLoop().submit(() -> stopped[0] = !ch.isOpen() || !ch.config().isAutoRead()).get(5, TimeUnit.SECONDS);
+                    if (stopped[0] || System.nanoTime() - settle > 0) {
+                        break;
+                    }
+                    Thread.sleep(20); // polls that state; nothing is timed
+                }
                 long bound = h.config.limits().maxBufferedResponseBytes() + meter.largestWriteBytes;
                 assertTrue(meter.maxPendingBytes <= bound, "unsent answer bytes reached " + meter.maxPendingBytes
                     + ", over the high-water mark plus one answer (" + bound + "); answers written: " + meter.writes);
