@@ -10,14 +10,18 @@ import java.nio.file.Path;
  * {@link #BEGIN} and {@link #END} is replaced, everything around it is kept as written. A test fails when the
  * committed file differs from what this writes.
  *
- * <p>Usage: {@code ConfigDocs docs/configuration.md} (rewrites the file in place).
+ * <p>Usage: {@link #REGENERATE}, or {@code ConfigDocs docs/configuration.md} with control's classpath (rewrites the file
+ * in place).
  */
 public final class ConfigDocs {
     public static final String BEGIN = "<!-- BEGIN GENERATED: key reference (ConfigDocs; do not edit by hand) -->";
     public static final String END = "<!-- END GENERATED: key reference -->";
-    /** How to bring the file up to date; printed by the test that compares it. */
-    public static final String REGENERATE = "./mvnw -o -B -q -pl control compile exec:java"
-        + " -Dexec.mainClass=io.kvgate.control.config.ConfigDocs -Dexec.args=../docs/configuration.md";
+    /**
+     * How to bring the file up to date: the test that compares it rewrites it when asked (the build has no plugin
+     * that runs a main class offline), and prints this.
+     */
+    public static final String REGENERATE = "./mvnw -o -B -q -pl control -am verify -Dtest=ConfigDocsTest"
+        + " -Dsurefire.failIfNoSpecifiedTests=false -Dkvgate.docs.regenerate=true";
 
     private ConfigDocs() {}
 
@@ -38,12 +42,17 @@ public final class ConfigDocs {
                 .append("|---|---|---|---|---|---|\n");
             for (ConfigKey<?, ?> k : s.keys()) {
                 out.append("| `").append(k.path()).append("` | ").append(k.typeText()).append(" | ")
-                    .append(k.defaultDocText()).append(" | ").append(k.rangeDocText()).append(" | ")
+                    .append(cell(k.defaultDocText())).append(" | ").append(k.rangeDocText()).append(" | ")
                     .append(k.scope().docName()).append(k.isSecret() ? ", secret" : "").append(" | ")
-                    .append(k.doc()).append(" |\n");
+                    .append(cell(k.doc())).append(" |\n");
             }
         }
         return out.toString();
+    }
+
+    /** A table cell: a bare '|' (even inside backticks) would end the cell. */
+    private static String cell(String text) {
+        return text.replaceAll("(?<!\\\\)\\|", "\\\\|");
     }
 
     private static String capitalize(String s) {
