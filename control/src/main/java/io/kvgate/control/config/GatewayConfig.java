@@ -389,8 +389,8 @@ public record GatewayConfig(
     }
 
     static GatewayConfig read(ConfigNode n, Path baseDir) {
-        HostPort listen = hostPort(n, GatewayKeys.LISTEN.name(), "127.0.0.1:8080");
-        HostPort admin = hostPort(n, GatewayKeys.ADMIN_LISTEN.name(), "127.0.0.1:8081");
+        HostPort listen = hostPort(n, GatewayKeys.LISTEN);
+        HostPort admin = hostPort(n, GatewayKeys.ADMIN_LISTEN);
         String adminTokenFile = GatewayKeys.ADMIN_TOKEN_FILE.read(n);
         String adminToken = GatewayKeys.ADMIN_TOKEN.read(n);
         if (adminTokenFile != null) {
@@ -667,8 +667,9 @@ public record GatewayConfig(
         }
     }
 
-    private static HostPort hostPort(ConfigNode n, String key, String dflt) {
-        String s = n.string(key, dflt);
+    private static HostPort hostPort(ConfigNode n, ConfigKey<GatewayConfig, String> listenKey) {
+        String key = listenKey.name();
+        String s = listenKey.read(n);
         int colon = s.lastIndexOf(':');
         if (colon <= 0) {
             n.problem(key, s, "must be host:port");

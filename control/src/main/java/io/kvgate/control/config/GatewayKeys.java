@@ -9,10 +9,10 @@ public final class GatewayKeys {
 
     public static final ConfigSection<GatewayConfig> SECTION = ConfigSection.root("the gateway as a whole");
 
-    public static final ConfigKey<GatewayConfig, Object> LISTEN = SECTION.customKey("listen", "host:port")
-        .defaultText("`127.0.0.1:8080`").doc("client listener").restartOnly().readBack(c -> c.listen().toString());
-    public static final ConfigKey<GatewayConfig, Object> ADMIN_LISTEN = SECTION.customKey("admin_listen", "host:port")
-        .defaultText("`127.0.0.1:8081`").doc("admin API; a non-loopback address requires `admin_token` (at least 16 characters)")
+    public static final ConfigKey<GatewayConfig, String> LISTEN = SECTION.stringKey("listen", "127.0.0.1:8080")
+        .typeText("host:port").doc("client listener").restartOnly().readBack(c -> c.listen().toString());
+    public static final ConfigKey<GatewayConfig, String> ADMIN_LISTEN = SECTION.stringKey("admin_listen", "127.0.0.1:8081")
+        .typeText("host:port").doc("admin API; a non-loopback address requires `admin_token` (at least 16 characters)")
         .restartOnly().readBack(c -> c.adminListen().toString());
     public static final ConfigKey<GatewayConfig, String> ADMIN_TOKEN_FILE = SECTION.stringKey("admin_token_file", null)
         .doc("file holding the admin token (relative to the config file; re-read on every reload); not with `admin_token`")
