@@ -11,7 +11,7 @@ public final class RuleKeys {
         "routing rules; each model is served by exactly one rule", GatewayConfig::rules);
 
     public static final ConfigKey<RuleConfig, Object> NAME = SECTION.customKey("name", "string, required")
-        .doc("rule name (unique; `ctl patch` and metrics name it)").readBack(RuleConfig::name);
+        .defaultText("required").doc("rule name (unique; `ctl patch` and metrics name it)").readBack(RuleConfig::name);
     public static final ConfigKey<RuleConfig, Object> MODELS = SECTION.customKey("models", "list of names or `models[]` mappings")
         .defaultText("required").doc("client-facing model names the rule serves (`/v1/models` lists them; unique across rules)")
         .readBack(RuleKeys::models);
