@@ -77,7 +77,8 @@ public record GatewayConfig(
 
     /**
      * Keys that only take effect at start-up: a reload that changes one is refused (409) naming it. Everything else
-     * takes effect for the next request (connection-level limits: for the next connection).
+     * takes effect for the next request (connection-level limits: for the next connection). Derived from the keys'
+     * declared scope ({@link Scope#RESTART}).
      */
     public static final List<String> RESTART_ONLY = ConfigSchema.restartOnly();
 
