@@ -21,6 +21,8 @@ public final class ConfigNode {
     private final List<String> problems;
     private final Set<String> seen = new HashSet<>();
     private final Function<String, String> env;
+    /** Every key path any node of this document was asked for (shared with the children): the schema drift test reads it. */
+    private final Set<String> asked;
 
     public ConfigNode(String path, Map<String, Object> map, List<String> problems) {
         this(path, map, problems, name -> null);
@@ -28,10 +30,26 @@ public final class ConfigNode {
 
     /** @param env looks up {@code ${NAME}} references in string values (null = not set) */
     public ConfigNode(String path, Map<String, Object> map, List<String> problems, Function<String, String> env) {
+        this(path, map, problems, env, new java.util.LinkedHashSet<>());
+    }
+
+    private ConfigNode(String path, Map<String, Object> map, List<String> problems, Function<String, String> env,
+                       Set<String> asked) {
         this.path = path;
         this.map = map == null ? Map.of() : map;
         this.problems = problems;
         this.env = env;
+        this.asked = asked;
+    }
+
+    /** The key paths this document's nodes were asked for, as labelled ({@code rules[0] (name=chat).kv.mode}). */
+    Set<String> asked() {
+        return asked;
+    }
+
+    private void mark(String key) {
+        seen.add(key);
+        asked.add(where(key));
     }
 
     public String path() {
@@ -49,7 +67,7 @@ public final class ConfigNode {
 
     /** A list of integers (e.g. uids). */
     public List<Integer> intList(String key, long min, long max) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return List.of();
@@ -68,12 +86,12 @@ public final class ConfigNode {
 
     /** The value as YAML read it (String, Boolean, Number, List, Map), or null; the key counts as known. */
     public Object raw(String key) {
-        seen.add(key);
+        mark(key);
         return map.get(key);
     }
 
     public boolean has(String key) {
-        seen.add(key);
+        mark(key);
         return map.containsKey(key) && map.get(key) != null;
     }
 
@@ -86,7 +104,7 @@ public final class ConfigNode {
     }
 
     public String string(String key, String dflt) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return dflt;
@@ -158,7 +176,7 @@ public final class ConfigNode {
     }
 
     public long longValue(String key, long dflt, long min, long max) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return dflt;
@@ -184,7 +202,7 @@ public final class ConfigNode {
     }
 
     public double doubleValue(String key, double dflt, double min, double max) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return dflt;
@@ -202,7 +220,7 @@ public final class ConfigNode {
     }
 
     public boolean bool(String key, boolean dflt) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return dflt;
@@ -215,7 +233,7 @@ public final class ConfigNode {
     }
 
     public List<String> stringList(String key) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return List.of();
@@ -244,7 +262,7 @@ public final class ConfigNode {
      * values are taken as written (no {@code ${NAME}} expansion: they are not secrets).
      */
     public Map<String, String> stringMap(String key) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return Map.of();
@@ -266,21 +284,21 @@ public final class ConfigNode {
 
     /** A child mapping, or an empty node when absent. */
     public ConfigNode child(String key) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
-            return new ConfigNode(where(key), Map.of(), problems, env);
+            return new ConfigNode(where(key), Map.of(), problems, env, asked);
         }
         if (!(v instanceof Map<?, ?> m)) {
             problem(key, v, "must be a mapping");
-            return new ConfigNode(where(key), Map.of(), problems, env);
+            return new ConfigNode(where(key), Map.of(), problems, env, asked);
         }
-        return new ConfigNode(where(key), cast(m), problems, env);
+        return new ConfigNode(where(key), cast(m), problems, env, asked);
     }
 
     /** A list of mappings, each wrapped as a node named {@code key[i]} (plus {@code (name=…)} when it has a name). */
     public List<ConfigNode> children(String key) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return List.of();
@@ -302,7 +320,7 @@ public final class ConfigNode {
             if (name instanceof String s) {
                 label += " (" + (cm.containsKey("name") ? "name" : "url") + "=" + s + ")";
             }
-            out.add(new ConfigNode(label, cm, problems, env));
+            out.add(new ConfigNode(label, cm, problems, env, asked));
         }
         return out;
     }
@@ -313,7 +331,7 @@ public final class ConfigNode {
      * string stands for a one-item list. Any other item is a problem naming its index.
      */
     public List<Object> stringsOrChildren(String key) {
-        seen.add(key);
+        mark(key);
         Object v = map.get(key);
         if (v == null) {
             return List.of();
@@ -330,7 +348,7 @@ public final class ConfigNode {
                 if (cm.get("name") instanceof String s) {
                     label += " (name=" + s + ")";
                 }
-                out.add(new ConfigNode(label, cm, problems, env));
+                out.add(new ConfigNode(label, cm, problems, env, asked));
             } else {
                 problems.add(label + ": value " + show(o) + " must be a non-empty string or a mapping");
             }

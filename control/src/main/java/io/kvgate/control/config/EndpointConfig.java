@@ -58,7 +58,7 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
     }
 
     static EndpointConfig read(ConfigNode n, boolean sglang) {
-        String url = n.requiredString("url");
+        String url = n.requiredString(EndpointKeys.URL.name());
         String host = null;
         int port = 0;
         if (url != null) {
@@ -77,22 +77,22 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
                 n.problem("url", url, "is not a valid URL (" + e.getMessage() + ")");
             }
         }
-        int weight = n.intValue("weight", 1, 1, 1_000_000);
-        String kvEvents = n.string("kv_events", null);
+        int weight = EndpointKeys.WEIGHT.read(n);
+        String kvEvents = EndpointKeys.KV_EVENTS.read(n);
         if (kvEvents != null && !kvEvents.matches("tcp://[^:/]+:\\d{1,5}") && !HTTP_EVENTS.matcher(kvEvents).matches()) {
             n.problem("kv_events", kvEvents, "must be tcp://host:port (a ZeroMQ publisher: vllm, sglang) or"
                 + " http://host:port/path (a draining HTTP endpoint: trtllm's /kv_cache_events)");
         }
         boolean httpEvents = kvEvents != null && HTTP_EVENTS.matcher(kvEvents).matches();
-        int pollMs = n.intValue("kv_poll_ms", DEFAULT_KV_POLL_MS, 1, 60_000);
+        int pollMs = EndpointKeys.KV_POLL_MS.read(n);
         if (n.has("kv_poll_ms") && !httpEvents) {
             n.problem("kv_poll_ms", pollMs, "applies only to an http:// kv_events endpoint (TensorRT-LLM's draining"
                 + " /kv_cache_events); ZeroMQ events are pushed, not polled");
         }
-        boolean bind = n.bool("kv_events_bind", false);
-        String topic = n.string("kv_topic", "");
-        int dpRanks = n.intValue("dp_ranks", 1, 1, 8);
-        String replay = n.string("kv_replay", null);
+        boolean bind = EndpointKeys.KV_EVENTS_BIND.read(n);
+        String topic = EndpointKeys.KV_TOPIC.read(n);
+        int dpRanks = EndpointKeys.DP_RANKS.read(n);
+        String replay = EndpointKeys.KV_REPLAY.read(n);
         if (replay != null && !replay.matches("tcp://[^:/]+:\\d{1,5}")) {
             n.problem("kv_replay", replay, "must be tcp://host:port");
         }
@@ -103,7 +103,7 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
             n.problem(replay != null ? "kv_replay" : "kv_events_bind", replay != null ? replay : bind,
                 "applies only to a ZeroMQ kv_events publisher; an http:// kv_events endpoint is drained by polling");
         }
-        List<String> allow = n.stringList("kv_events_allow");
+        List<String> allow = EndpointKeys.KV_EVENTS_ALLOW.read(n);
         for (String a : allow) {
             if (!ADDRESS_OR_CIDR.matcher(a).matches()) {
                 n.problem("kv_events_allow", a, "must list IP addresses or CIDR blocks (e.g. 10.0.0.7, 10.0.0.0/24, fd00::/8)");
@@ -112,8 +112,8 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         if (!allow.isEmpty() && !bind) {
             n.problem("kv_events_allow", allow, "applies only with kv_events_bind: true (a connecting subscriber chooses its peer)");
         }
-        String curveKey = n.string("kv_events_curve_server_key", null);
-        String curveSecret = n.string("kv_events_curve_secret_file", null);
+        String curveKey = EndpointKeys.KV_EVENTS_CURVE_SERVER_KEY.read(n);
+        String curveSecret = EndpointKeys.KV_EVENTS_CURVE_SECRET_FILE.read(n);
         if (curveKey != null && !Z85_KEY.matcher(curveKey).matches()) {
             n.problem("kv_events_curve_server_key", curveKey, "must be a 40-character Z85 CURVE public key");
         }
@@ -125,16 +125,10 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         if (curveSecret != null && !java.nio.file.Files.isReadable(java.nio.file.Path.of(curveSecret))) {
             n.problem("kv_events_curve_secret_file", curveSecret, "is not a readable file");
         }
-        String role = n.string("role", null);
-        if (role != null && !role.equals("prefill") && !role.equals("decode")) {
-            n.problem("role", role, "must be one of prefill|decode");
-        }
-        int bootstrapPort = 0;
-        if (n.has("bootstrap_port")) {
-            bootstrapPort = n.intValue("bootstrap_port", 8998, 1, 65535);
-        } else if (sglang && "prefill".equals(role)) {
-            bootstrapPort = 8998;
-        }
+        String role = EndpointKeys.ROLE.read(n);
+        // An SGLang prefill endpoint always has a bootstrap port: SGLang's default when not set.
+        int bootstrapPort = EndpointKeys.BOOTSTRAP_PORT.readIfSet(n,
+            sglang && "prefill".equals(role) ? EndpointKeys.BOOTSTRAP_PORT.defaultValue() : 0);
         n.finish();
         return new EndpointConfig(url, host, port, weight, kvEvents, bind, topic, dpRanks, replay, role, bootstrapPort,
             List.copyOf(allow), curveKey, curveSecret, pollMs);

@@ -77,11 +77,10 @@ public record GatewayConfig(
 
     /**
      * Keys that only take effect at start-up: a reload that changes one is refused (409) naming it. Everything else
-     * takes effect for the next request (connection-level limits: for the next connection).
+     * takes effect for the next request (connection-level limits: for the next connection). Derived from the keys'
+     * declared scope ({@link Scope#RESTART}).
      */
-    public static final List<String> RESTART_ONLY = List.of("listen", "admin_listen", "transport", "io_threads",
-        "router.ring_size", "router.wait_strategy", "router.thread", "control_socket", "rules[*].kv_capacity_blocks (the index size)",
-        "ingest");
+    public static final List<String> RESTART_ONLY = ConfigSchema.restartOnly();
 
     /** The socket transport, typed. */
     public enum TransportKind { EPOLL, IO_URING, NIO }
@@ -322,16 +321,17 @@ public record GatewayConfig(
      * false means off too; true names no path and is refused.
      */
     private static String controlSocket(ConfigNode n) {
-        Object raw = n.raw("control_socket");
+        String key = GatewayKeys.CONTROL_SOCKET.name();
+        Object raw = n.raw(key);
         if (Boolean.FALSE.equals(raw)) {
             return "off";
         }
         if (Boolean.TRUE.equals(raw)) {
-            n.problem("control_socket", raw, "must be a socket path or off (an unquoted on/yes/true reads as true, "
+            n.problem(key, raw, "must be a socket path or off (an unquoted on/yes/true reads as true, "
                 + "which names no path)");
             return null;
         }
-        return n.string("control_socket", null);
+        return n.string(key, null);
     }
 
     public static GatewayConfig load(Path file) throws ConfigException {
@@ -389,11 +389,11 @@ public record GatewayConfig(
         return parse(sb.toString());
     }
 
-    private static GatewayConfig read(ConfigNode n, Path baseDir) {
-        HostPort listen = hostPort(n, "listen", "127.0.0.1:8080");
-        HostPort admin = hostPort(n, "admin_listen", "127.0.0.1:8081");
-        String adminTokenFile = n.string("admin_token_file", null);
-        String adminToken = n.string("admin_token", null);
+    static GatewayConfig read(ConfigNode n, Path baseDir) {
+        HostPort listen = hostPort(n, GatewayKeys.LISTEN);
+        HostPort admin = hostPort(n, GatewayKeys.ADMIN_LISTEN);
+        String adminTokenFile = GatewayKeys.ADMIN_TOKEN_FILE.read(n);
+        String adminToken = GatewayKeys.ADMIN_TOKEN.read(n);
         if (adminTokenFile != null) {
             if (adminToken != null) {
                 n.problem("admin_token_file", adminTokenFile, "cannot be combined with admin_token (use one)");
@@ -407,47 +407,43 @@ public record GatewayConfig(
         if (admin != null && !isLoopback(admin.host()) && (adminToken == null || adminToken.length() < 16)) {
             n.problem("admin_listen", admin.toString(), "is not a loopback address: set admin_token (at least 16 characters) to expose the admin API");
         }
-        String transport = n.oneOf("transport", "io_uring", TRANSPORTS);
-        int ioThreads = n.intValue("io_threads", 0, 0, 256);
+        String transport = GatewayKeys.TRANSPORT.read(n);
+        int ioThreads = GatewayKeys.IO_THREADS.read(n);
 
-        ConfigNode l = n.child("limits");
-        // max_connections_per_client not set: the marker, so the limit follows max_connections (also after a GET -> PUT).
-        int perClient = l.has("max_connections_per_client") ? l.intValue("max_connections_per_client", 0, 0, 10_000_000)
-            : Limits.CONNECTIONS_PER_CLIENT_DEFAULT;
-        Limits limits = new Limits(l.intValue("max_body_bytes", 8 << 20, 1024, 1 << 30),
-            l.intValue("max_header_bytes", 16 << 10, 1024, 1 << 20), l.intValue("max_initial_line_bytes", 8 << 10, 256, 1 << 20),
-            l.longValue("request_read_timeout_ms", 30_000, 1, 3_600_000), l.longValue("client_idle_timeout_ms", 120_000, 1, 86_400_000L),
-            l.intValue("max_connections", 100_000, 1, 10_000_000),
-            l.longValue("client_stall_timeout_ms", 60_000, 1, 3_600_000), perClient,
-            l.intValue("max_buffered_response_bytes", Limits.DEFAULT_BUFFERED_RESPONSE_BYTES, Limits.DEFAULT_BUFFERED_RESPONSE_BYTES,
-                1 << 30));
+        ConfigNode l = n.child(LimitsKeys.SECTION.name());
+        Limits limits = new Limits(LimitsKeys.MAX_BODY_BYTES.read(l), LimitsKeys.MAX_HEADER_BYTES.read(l),
+            LimitsKeys.MAX_INITIAL_LINE_BYTES.read(l), LimitsKeys.REQUEST_READ_TIMEOUT_MS.read(l),
+            LimitsKeys.CLIENT_IDLE_TIMEOUT_MS.read(l), LimitsKeys.MAX_CONNECTIONS.read(l),
+            LimitsKeys.CLIENT_STALL_TIMEOUT_MS.read(l),
+            // Not set: the marker, so the limit follows max_connections (also after a GET -> PUT).
+            LimitsKeys.MAX_CONNECTIONS_PER_CLIENT.readIfSet(l, Limits.CONNECTIONS_PER_CLIENT_DEFAULT),
+            LimitsKeys.MAX_BUFFERED_RESPONSE_BYTES.read(l));
         l.finish();
 
-        ConfigNode u = n.child("upstream");
-        Upstream upstream = new Upstream(u.longValue("connect_timeout_ms", 2_000, 1, 600_000),
-            u.longValue("first_byte_timeout_ms", 300_000, 1, 3_600_000), u.longValue("idle_timeout_ms", 120_000, 1, 3_600_000),
-            u.intValue("max_connect_attempts", 3, 1, 16), u.intValue("max_idle_per_endpoint", 256, 0, 100_000),
-            u.intValue("max_error_body_bytes", 64 << 10, 1024, 16 << 20));
+        ConfigNode u = n.child(UpstreamKeys.SECTION.name());
+        Upstream upstream = new Upstream(UpstreamKeys.CONNECT_TIMEOUT_MS.read(u), UpstreamKeys.FIRST_BYTE_TIMEOUT_MS.read(u),
+            UpstreamKeys.IDLE_TIMEOUT_MS.read(u), UpstreamKeys.MAX_CONNECT_ATTEMPTS.read(u),
+            UpstreamKeys.MAX_IDLE_PER_ENDPOINT.read(u), UpstreamKeys.MAX_ERROR_BODY_BYTES.read(u));
         u.finish();
 
-        ConfigNode h = n.child("health");
-        Health health = new Health(h.string("path", "/health"), h.longValue("interval_ms", 2_000, 10, 3_600_000),
-            h.longValue("timeout_ms", 1_000, 1, 600_000), h.intValue("healthy_threshold", 2, 1, 100),
-            h.intValue("unhealthy_threshold", 3, 1, 100), h.intValue("breaker_failure_threshold", 5, 1, 10_000),
-            h.longValue("breaker_open_ms", 5_000, 1, 3_600_000), h.longValue("retry_after_seconds", 1, 1, 3600));
+        ConfigNode h = n.child(HealthKeys.SECTION.name());
+        Health health = new Health(HealthKeys.PATH.read(h), HealthKeys.INTERVAL_MS.read(h), HealthKeys.TIMEOUT_MS.read(h),
+            HealthKeys.HEALTHY_THRESHOLD.read(h), HealthKeys.UNHEALTHY_THRESHOLD.read(h),
+            HealthKeys.BREAKER_FAILURE_THRESHOLD.read(h), HealthKeys.BREAKER_OPEN_MS.read(h),
+            HealthKeys.RETRY_AFTER_SECONDS.read(h));
         if (!health.path().startsWith("/")) {
             h.problem("path", health.path(), "must start with '/'");
         }
         h.finish();
 
-        ConfigNode r = n.child("router");
-        int ring = r.intValue("ring_size", 4096, 16, 1 << 22);
+        ConfigNode r = n.child(RouterKeys.SECTION.name());
+        int ring = RouterKeys.RING_SIZE.read(r);
         if (Integer.bitCount(ring) != 1) {
             r.problem("ring_size", ring, "must be a power of two");
-            ring = 4096;
+            ring = RouterKeys.RING_SIZE.defaultValue();
         }
-        String wait = r.oneOf("wait_strategy", "blocking", List.of("blocking", "yielding", "busy_spin"));
-        String routerThread = r.oneOf("thread", "auto", List.of("auto", "dedicated", "io"));
+        String wait = RouterKeys.WAIT_STRATEGY.read(r);
+        String routerThread = RouterKeys.THREAD.read(r);
         if (routerThread.equals("io") && ioThreads != 1) {
             r.problem("thread", routerThread, "requires io_threads: 1 (the routing stage runs on the one I/O event loop, its "
                 + "single writer); io_threads is " + ioThreads + (ioThreads == 0 ? " (one per core)" : "")
@@ -460,8 +456,8 @@ public record GatewayConfig(
         Router router = new Router(ring, wait, routerThread);
         r.finish();
 
-        List<String> apiKeys = n.stringList("api_keys");
-        String apiKeysFile = n.string("api_keys_file", null);
+        List<String> apiKeys = GatewayKeys.API_KEYS.read(n);
+        String apiKeysFile = GatewayKeys.API_KEYS_FILE.read(n);
         if (apiKeysFile != null) {
             if (!apiKeys.isEmpty()) {
                 n.problem("api_keys_file", apiKeysFile, "cannot be combined with api_keys (use one)");
@@ -488,19 +484,16 @@ public record GatewayConfig(
             n.problem("admin_token", null, "is '" + REDACTED + "': only a reload can keep a redacted secret (its current value)");
         }
         String controlSocket = controlSocket(n);
-        List<Integer> allowedUids = n.intList("control_allowed_uids", 0, 0xFFFF_FFFEL);
-        ConfigNode al = n.child("admin_limits");
-        AdminLimits adminLimits = new AdminLimits(al.intValue("max_connections", 64, 1, 100_000),
-            al.longValue("idle_timeout_ms", 60_000, 100, 86_400_000L), al.intValue("max_body_bytes", 4 << 20, 1024, 1 << 30));
+        List<Integer> allowedUids = GatewayKeys.CONTROL_ALLOWED_UIDS.read(n);
+        ConfigNode al = n.child(AdminLimitsKeys.SECTION.name());
+        AdminLimits adminLimits = new AdminLimits(AdminLimitsKeys.MAX_CONNECTIONS.read(al), AdminLimitsKeys.IDLE_TIMEOUT_MS.read(al),
+            AdminLimitsKeys.MAX_BODY_BYTES.read(al));
         al.finish();
 
-        ConfigNode in = n.child("ingest");
-        Ingest ingest = new Ingest(in.intValue("max_frame_bytes", Ingest.DEFAULTS.maxFrameBytes(), 1024, 1 << 30),
-            in.longValue("receive_buffer_bytes", Ingest.DEFAULTS.receiveBufferBytes(), 1024, 1L << 40),
-            in.intValue("socket_receive_buffer_bytes", Ingest.DEFAULTS.socketReceiveBufferBytes(), 0, 1 << 30),
-            in.longValue("retry_initial_ms", Ingest.DEFAULTS.retryInitialMs(), 1, 600_000),
-            in.longValue("retry_max_ms", Ingest.DEFAULTS.retryMaxMs(), 1, 3_600_000),
-            in.intValue("max_peers_per_bind_socket", Ingest.DEFAULTS.maxPeersPerBindSocket(), 1, 1024));
+        ConfigNode in = n.child(IngestKeys.SECTION.name());
+        Ingest ingest = new Ingest(IngestKeys.MAX_FRAME_BYTES.read(in), IngestKeys.RECEIVE_BUFFER_BYTES.read(in),
+            IngestKeys.SOCKET_RECEIVE_BUFFER_BYTES.read(in), IngestKeys.RETRY_INITIAL_MS.read(in),
+            IngestKeys.RETRY_MAX_MS.read(in), IngestKeys.MAX_PEERS_PER_BIND_SOCKET.read(in));
         if (ingest.receiveBufferBytes() < ingest.maxFrameBytes()) {
             in.problem("receive_buffer_bytes", ingest.receiveBufferBytes(), "must be >= ingest.max_frame_bytes ("
                 + ingest.maxFrameBytes() + "): a socket must be able to hold one largest frame");
@@ -510,12 +503,9 @@ public record GatewayConfig(
         }
         in.finish();
 
-        ConfigNode ld = n.child("load");
-        Load dl = Load.DEFAULTS;
-        Load load = new Load(ld.bool("enabled", dl.enabled()), ld.longValue("scrape_interval_ms", dl.scrapeIntervalMs(), 10, 600_000),
-            ld.longValue("stale_ms", dl.staleMs(), 10, 3_600_000), ld.longValue("timeout_ms", dl.timeoutMs(), 1, 600_000),
-            ld.intValue("max_body_bytes", dl.maxBodyBytes(), 1024, 1 << 30), ld.string("path", dl.path()),
-            ld.oneOf("peer_decay", dl.peerDecay(), Load.PEER_DECAYS));
+        ConfigNode ld = n.child(LoadKeys.SECTION.name());
+        Load load = new Load(LoadKeys.ENABLED.read(ld), LoadKeys.SCRAPE_INTERVAL_MS.read(ld), LoadKeys.STALE_MS.read(ld),
+            LoadKeys.TIMEOUT_MS.read(ld), LoadKeys.MAX_BODY_BYTES.read(ld), LoadKeys.PATH.read(ld), LoadKeys.PEER_DECAY.read(ld));
         if (!load.path().startsWith("/")) {
             ld.problem("path", load.path(), "must start with '/'");
         }
@@ -526,7 +516,7 @@ public record GatewayConfig(
         ld.finish();
 
         List<RuleConfig> rules = new ArrayList<>();
-        for (ConfigNode rn : n.children("rules")) {
+        for (ConfigNode rn : n.children(RuleKeys.SECTION.name())) {
             rules.add(RuleConfig.read(rn));
         }
         if (rules.isEmpty()) {
@@ -608,34 +598,27 @@ public record GatewayConfig(
      * The restart-only keys whose value differs in {@code next} (see {@link #RESTART_ONLY}); empty when {@code next}
      * can be applied live.
      */
+    @SuppressWarnings({"unchecked", "rawtypes"})
     public List<String> restartOnlyChanges(GatewayConfig next) {
         List<String> changed = new ArrayList<>();
-        if (!Objects.equals(listen, next.listen)) {
-            changed.add("listen");
-        }
-        if (!Objects.equals(adminListen, next.adminListen)) {
-            changed.add("admin_listen");
-        }
-        if (!Objects.equals(transport, next.transport)) {
-            changed.add("transport");
-        }
-        if (ioThreads != next.ioThreads) {
-            changed.add("io_threads");
-        }
-        if (router.ringSize() != next.router.ringSize()) {
-            changed.add("router.ring_size");
-        }
-        if (!router.waitStrategy().equals(next.router.waitStrategy())) {
-            changed.add("router.wait_strategy");
-        }
-        if (!router.thread().equals(next.router.thread())) {
-            changed.add("router.thread");
-        }
-        if (!Objects.equals(controlSocket, next.controlSocket)) {
-            changed.add("control_socket");
-        }
-        if (!Objects.equals(ingest, next.ingest)) {
-            changed.add("ingest");
+        for (ConfigSection<?> s : ConfigSchema.SECTIONS) {
+            if (s != GatewayKeys.SECTION && s.parent() != GatewayKeys.SECTION || s.isList()) {
+                continue; // rule keys: the index capacity, below (the index is shared by all rules)
+            }
+            Object mine = s == GatewayKeys.SECTION ? this : s.of(this);
+            Object theirs = s == GatewayKeys.SECTION ? next : s.of(next);
+            if (s.isRestartAsWhole()) {
+                if (!Objects.equals(mine, theirs)) {
+                    changed.add(s.path());
+                }
+                continue;
+            }
+            for (ConfigKey<?, ?> k : s.keys()) {
+                Function get = k.readBackGetter();
+                if (k.scope() == Scope.RESTART && !Objects.equals(get.apply(mine), get.apply(theirs))) {
+                    changed.add(k.path());
+                }
+            }
         }
         if (needsKvIndex() && next.needsKvIndex() && kvIndexCapacityBlocks() != next.kvIndexCapacityBlocks()) {
             changed.add("rules[*].kv_capacity_blocks (index capacity " + kvIndexCapacityBlocks() + " -> "
@@ -685,8 +668,9 @@ public record GatewayConfig(
         }
     }
 
-    private static HostPort hostPort(ConfigNode n, String key, String dflt) {
-        String s = n.string(key, dflt);
+    private static HostPort hostPort(ConfigNode n, ConfigKey<GatewayConfig, String> listenKey) {
+        String key = listenKey.name();
+        String s = listenKey.read(n);
         int colon = s.lastIndexOf(':');
         if (colon <= 0) {
             n.problem(key, s, "must be host:port");

@@ -48,7 +48,7 @@ public record ModelEntry(String name, String servedAs, List<String> adapters) {
     /** Reads {@code models:} of one rule: strings and {@code {name, served_as}} mappings, in order. */
     static List<ModelEntry> readAll(ConfigNode rule) {
         List<ModelEntry> out = new ArrayList<>();
-        for (Object item : rule.stringsOrChildren("models")) {
+        for (Object item : rule.stringsOrChildren(RuleKeys.MODELS.name())) {
             if (item instanceof String s) {
                 out.add(plain(s));
             } else {
@@ -66,9 +66,9 @@ public record ModelEntry(String name, String servedAs, List<String> adapters) {
      * {@code name} is missing.
      */
     static ModelEntry read(ConfigNode n) {
-        String name = n.requiredString("name");
-        String servedAs = n.has("served_as") ? n.requiredString("served_as") : null;
-        List<String> adapters = n.has("adapters") ? n.stringList("adapters") : List.of();
+        String name = n.requiredString(ModelKeys.NAME.name());
+        String servedAs = n.has(ModelKeys.SERVED_AS.name()) ? n.requiredString(ModelKeys.SERVED_AS.name()) : null;
+        List<String> adapters = ModelKeys.ADAPTERS.readIfSet(n, List.of());
         Set<String> seen = new HashSet<>();
         for (String a : adapters) {
             if (a.equals(name)) {

@@ -322,7 +322,7 @@ public record RuleConfig(
      * which the gateway does not render; the gateway renders with it and tokenizes with the rule's tokenizer.
      */
     private static ChatTemplateFile chatTemplate(ConfigNode n, String engine, String tokenizer) {
-        String path = n.string("chat_template", null);
+        String path = RuleKeys.CHAT_TEMPLATE.read(n);
         if (path == null) {
             return null;
         }
@@ -594,12 +594,13 @@ public record RuleConfig(
     }
 
     private static AdmissionConfig admission(ConfigNode a) {
-        int maxQueue = a.intValue("max_queue", AdmissionConfig.DEFAULT_MAX_QUEUE, 0, 1 << 22);
-        long maxWaitMs = a.longValue("max_wait_ms", AdmissionConfig.DEFAULT_MAX_WAIT_MS, 50, 600_000);
-        int maxWaiting = a.has("max_waiting") ? a.intValue("max_waiting", 0, 0, 1 << 24) : -1;
-        double maxKvUsage = a.has("max_kv_usage") ? a.doubleValue("max_kv_usage", 1.0, 0.0, 1.0) : -1;
-        int maxOutstanding = a.has("max_outstanding") ? a.intValue("max_outstanding", 1, 1, 1 << 24) : -1;
-        int reserve = a.intValue("interactive_reserve", 0, 0, 1 << 24);
+        int maxQueue = AdmissionKeys.MAX_QUEUE.read(a);
+        long maxWaitMs = AdmissionKeys.MAX_WAIT_MS.read(a);
+        // Absent: that threshold is off (no value in range means "off").
+        int maxWaiting = AdmissionKeys.MAX_WAITING.readIfSet(a, -1);
+        double maxKvUsage = AdmissionKeys.MAX_KV_USAGE.readIfSet(a, -1.0);
+        int maxOutstanding = AdmissionKeys.MAX_OUTSTANDING.readIfSet(a, -1);
+        int reserve = AdmissionKeys.INTERACTIVE_RESERVE.read(a);
         if (reserve > 0 && maxOutstanding >= 0 && reserve >= maxOutstanding) {
             a.problem("interactive_reserve", reserve, "must be < admission.max_outstanding (" + maxOutstanding
                 + "): standard and batch requests would never be admitted");
@@ -612,7 +613,7 @@ public record RuleConfig(
             a.problem("interactive_reserve", reserve, "lowers max_outstanding / max_waiting for standard and batch requests:"
                 + " set one of them");
         }
-        Map<String, String> priorities = a.stringMap("api_key_priorities");
+        Map<String, String> priorities = AdmissionKeys.API_KEY_PRIORITIES.read(a);
         for (Map.Entry<String, String> e : priorities.entrySet()) {
             if (!e.getKey().matches("[0-9a-f]{64}")) {
                 a.problems().add(a.where("api_key_priorities") + ": key '" + e.getKey() + "' must be the SHA-256 of an API"
@@ -670,46 +671,47 @@ public record RuleConfig(
 
     private static TierWeights tierWeights(ConfigNode t) {
         TierWeights d = TierWeights.DEFAULTS;
-        TierWeights w = new TierWeights(t.doubleValue("GPU", d.gpu(), 0.0, 1.0), t.doubleValue("CPU_TIER", d.cpu(), 0.0, 1.0),
-            t.doubleValue("DISK", d.disk(), 0.0, 1.0));
+        TierWeights w = new TierWeights(TierWeightKeys.GPU.read(t), TierWeightKeys.CPU_TIER.read(t), TierWeightKeys.DISK.read(t));
         t.finish();
         return w;
     }
 
     static RuleConfig read(ConfigNode n) {
-        String name = n.requiredString("name");
+        String name = n.requiredString(RuleKeys.NAME.name());
         List<ModelEntry> models = ModelEntry.readAll(n);
         if (models.isEmpty()) {
             n.problems().add(n.where("models") + ": must list at least one model name this rule serves");
         }
-        String engine = n.oneOf("engine", "vllm", ENGINES);
+        String engine = RuleKeys.ENGINE.read(n);
         boolean sglang = "sglang".equals(engine);
         checkAdapters(n, engine, models);
-        String policy = n.oneOf("policy", "round_robin", POLICIES);
+        String policy = RuleKeys.POLICY.read(n);
         engineSupportsPolicy(n, engine, policy);
-        String fallback = n.oneOf("fallback", "least_outstanding", FALLBACKS);
+        String fallback = RuleKeys.FALLBACK.read(n);
         List<EndpointConfig> endpoints = new ArrayList<>();
-        for (ConfigNode e : n.children("endpoints")) {
+        for (ConfigNode e : n.children(EndpointKeys.SECTION.name())) {
             endpoints.add(EndpointConfig.read(e, sglang));
         }
         if (endpoints.isEmpty()) {
             n.problems().add(n.where("endpoints") + ": must list at least one endpoint");
         }
-        String tokenizer = n.string("tokenizer", null);
+        String tokenizer = RuleKeys.TOKENIZER.read(n);
         ChatTemplateFile chatTemplate = chatTemplate(n, engine, tokenizer);
         // Validated as a long before narrowing: a huge value must be reported, not wrapped into range.
         // Defaults are the engines' own: SGLang's page size 1, TensorRT-LLM's tokens_per_block 32 (KvCacheConfig),
         // vLLM's --block-size 16 (vLLM may pick another per attention backend when the flag is absent: pass it).
         long defaultBlockSize = sglang ? 1 : "trtllm".equals(engine) ? 32 : 16;
-        long blockSizeValue = n.has("block_size") ? n.longValue("block_size", defaultBlockSize, Long.MIN_VALUE, Long.MAX_VALUE)
+        String blockSizeKey = RuleKeys.BLOCK_SIZE.name();
+        long blockSizeValue = n.has(blockSizeKey) ? n.longValue(blockSizeKey, defaultBlockSize, Long.MIN_VALUE, Long.MAX_VALUE)
             : defaultBlockSize;
         int blockSize = (int) blockSizeValue;
-        if (blockSizeValue <= 0 || blockSizeValue > 4096) {
-            n.problem("block_size", blockSizeValue, "must be in [1, 4096] and equal to the engines' block (page) size");
+        if (blockSizeValue < RuleKeys.BLOCK_SIZE.min().longValue() || blockSizeValue > RuleKeys.BLOCK_SIZE.max().longValue()) {
+            n.problem(blockSizeKey, blockSizeValue, "must be in [" + RuleKeys.BLOCK_SIZE.min() + ", " + RuleKeys.BLOCK_SIZE.max()
+                + "] and equal to the engines' block (page) size");
             blockSize = 16;
         }
-        String hashSeed = n.string("hash_seed", "0");
-        String hashAlgo = n.string("hash_algo", defaultHashAlgo(engine));
+        String hashSeed = RuleKeys.HASH_SEED.read(n);
+        String hashAlgo = RuleKeys.HASH_ALGO.read(n, defaultHashAlgo(engine));
         List<String> algos = sglang ? List.of("sha256_sglang") : List.of("sha256_cbor", "xxhash_cbor");
         if (!algos.contains(hashAlgo)) {
             n.problem("hash_algo", hashAlgo, "cannot match engine '" + engine + "' (" + engine
@@ -718,7 +720,7 @@ public record RuleConfig(
         // TensorRT-LLM's block hashes are internal to the engine: its blocks are always keyed by the gateway's own
         // hash of the events' tokens.
         boolean trtllm = "trtllm".equals(engine);
-        String keyMode = n.oneOf("kv_key_mode", trtllm ? "learned" : "exact", List.of("exact", "learned"));
+        String keyMode = RuleKeys.KV_KEY_MODE.read(n, trtllm ? "learned" : "exact");
         if (HASH_SEED_AUTO.equals(hashSeed) && "vllm".equals(engine) && "exact".equals(keyMode)
             && !"sha256_cbor".equals(hashAlgo)) {
             n.problem("hash_seed", hashSeed, "needs hash_algo sha256_cbor: vLLM with " + hashAlgo + " and no PYTHONHASHSEED"
@@ -729,30 +731,26 @@ public record RuleConfig(
             n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm': TensorRT-LLM's block hashes are internal to"
                 + " the engine, so its blocks are keyed by the gateway's hash of the events' tokens (learned)");
         }
-        long capacity = n.longValue("kv_capacity_blocks", 1_000_000, 1_024, MAX_KV_CAPACITY_BLOCKS);
-        boolean explain = n.bool("explain", false);
+        long capacity = RuleKeys.KV_CAPACITY_BLOCKS.read(n);
+        boolean explain = RuleKeys.EXPLAIN.read(n);
         // Front-door bounds: each choice and each batched prompt costs the engine (and, on SGLang P/D, a bootstrap
         // room built by the gateway), and every prompt token is rendered, tokenized and hashed by the gateway.
-        int maxN = n.intValue("max_n", DEFAULT_MAX_N, 1, 4096);
-        int maxPromptTokens = n.intValue("max_prompt_tokens", DEFAULT_MAX_PROMPT_TOKENS, 1, 1 << 24);
+        int maxN = RuleKeys.MAX_N.read(n);
+        int maxPromptTokens = RuleKeys.MAX_PROMPT_TOKENS.read(n);
         // The model's context length: configured here, else (0) discovered from the endpoints at run time.
-        int maxModelLen = n.intValue("max_model_len", 0, 1, MAX_MODEL_LEN);
-        String onContextOverflow = n.oneOf("on_context_overflow", ON_CONTEXT_OVERFLOW.get(0), ON_CONTEXT_OVERFLOW);
+        int maxModelLen = RuleKeys.MAX_MODEL_LEN.read(n, 0);
+        String onContextOverflow = RuleKeys.ON_CONTEXT_OVERFLOW.read(n);
 
-        ConfigNode s = n.child("session");
+        ConfigNode s = n.child(SessionKeys.SECTION.name());
         // hash became the default in #14; a configuration written before it that tunes the TTL table (ttl_ms or
         // max_entries) without naming a mode keeps the table it asked for, rather than being refused or changing
         // meaning (add, don't break). Naming mode: hash with table knobs is refused below.
-        String defaultSessionMode = !s.has("mode") && (s.has("ttl_ms") || s.has("max_entries")) ? "table" : "hash";
-        SessionConfig session = new SessionConfig(
-            s.oneOf("key", "user", List.of("user", "conversation", "header", "cookie")),
-            s.string("header", null), s.string("cookie", null),
-            s.longValue("ttl_ms", 600_000, 1, 86_400_000L), s.intValue("max_entries", 100_000, 1, 10_000_000),
-            s.bool("pin_slot", false), s.intValue("slots", DEFAULT_SESSION_SLOTS, 1, 4096),
-            s.oneOf("mode", defaultSessionMode, SESSION_MODES),
-            s.doubleValue("load_cap_factor", SessionConfig.DEFAULT_LOAD_CAP_FACTOR, 1.0, 100.0),
-            s.doubleValue("load_slack", SessionConfig.DEFAULT_LOAD_SLACK, 0.0, 1e6),
-            s.doubleValue("share_cap_factor", SessionConfig.DEFAULT_SHARE_CAP_FACTOR, 0.0, 100.0));
+        String defaultSessionMode = !s.has(SessionKeys.MODE.name())
+            && (s.has(SessionKeys.TTL_MS.name()) || s.has(SessionKeys.MAX_ENTRIES.name())) ? "table" : SessionKeys.MODE.defaultValue();
+        SessionConfig session = new SessionConfig(SessionKeys.KEY.read(s), SessionKeys.HEADER.read(s), SessionKeys.COOKIE.read(s),
+            SessionKeys.TTL_MS.read(s), SessionKeys.MAX_ENTRIES.read(s), SessionKeys.PIN_SLOT.read(s), SessionKeys.SLOTS.read(s),
+            SessionKeys.MODE.read(s, defaultSessionMode), SessionKeys.LOAD_CAP_FACTOR.read(s), SessionKeys.LOAD_SLACK.read(s),
+            SessionKeys.SHARE_CAP_FACTOR.read(s));
         if (session.shareCapFactor() > 0 && session.shareCapFactor() < 1) {
             s.problem("share_cap_factor", session.shareCapFactor(), "must be 0 (off) or at least 1.0: it is a multiple of"
                 + " an endpoint's fair share of the conversations, and below 1 every endpoint would shed");
@@ -790,38 +788,32 @@ public record RuleConfig(
         }
         s.finish();
 
-        ConfigNode c = n.child("chwbl");
-        ChwblConfig chwbl = new ChwblConfig(c.intValue("prefix_tokens", 0, 0, 1 << 20), c.intValue("prefix_blocks", 4, 0, 1 << 16),
-            c.intValue("virtual_nodes", 128, 1, 4096), c.doubleValue("load_factor", 0.25, 0.0, 10.0),
-            c.intValue("prefix_chars", DEFAULT_PREFIX_CHARS, 1, MAX_PREFIX_CHARS));
+        ConfigNode c = n.child(ChwblKeys.SECTION.name());
+        ChwblConfig chwbl = new ChwblConfig(ChwblKeys.PREFIX_TOKENS.read(c), ChwblKeys.PREFIX_BLOCKS.read(c),
+            ChwblKeys.VIRTUAL_NODES.read(c), ChwblKeys.LOAD_FACTOR.read(c), ChwblKeys.PREFIX_CHARS.read(c));
         c.finish();
 
-        ConfigNode k = n.child("kv");
+        ConfigNode k = n.child(KvKeys.SECTION.name());
         // vLLM (X-data-parallel-rank, OpenAIServing._get_data_parallel_rank) and SGLang (the same header, read by
         // OpenAIServingBase.extract_routed_dp_rank_from_header before the body's routed_dp_rank) pin a request to the
         // DP rank it names; TensorRT-LLM's attention DP and llama.cpp take no rank.
         boolean rankHintEngine = "vllm".equals(engine) || sglang;
-        boolean dpRankHint = k.bool("dp_rank_hint", rankHintEngine);
+        boolean dpRankHint = KvKeys.DP_RANK_HINT.read(k, rankHintEngine);
         if (dpRankHint && !rankHintEngine) {
             k.problem("dp_rank_hint", true, "engine '" + engine + "' takes no DP rank hint (only vllm and sglang read"
                 + " X-data-parallel-rank): its ranks are scored as one endpoint");
         }
-        KvExactConfig kv = new KvExactConfig(k.oneOf("mode", "bounded", List.of("bounded", "soft")),
-            k.doubleValue("load_cap_factor", 1.5, 1.0, 100.0), k.doubleValue("load_slack", 2.0, 0.0, 1e6),
-            k.doubleValue("lambda", 4.0, 0.0, 1e6),
-            k.intValue("min_match_blocks", 1, 0, 1 << 20), k.intValue("cold_readmit_every", 64, 0, 1 << 20),
-            k.longValue("speculative_ttl_ms", 2_000, 0, 600_000), k.intValue("watchdog_zero_hit_streak", 200, 1, 1 << 24),
-            k.bool("parity_probe_at_startup", false), k.longValue("warmup_ms", 0, 0, 3_600_000),
-            tierWeights(k.child("tier_weights")),
-            k.doubleValue("prefill_token_weight", KvExactConfig.DEFAULT_PREFILL_TOKEN_WEIGHT, 0.0, 1.0), dpRankHint);
+        KvExactConfig kv = new KvExactConfig(KvKeys.MODE.read(k), KvKeys.LOAD_CAP_FACTOR.read(k), KvKeys.LOAD_SLACK.read(k),
+            KvKeys.LAMBDA.read(k), KvKeys.MIN_MATCH_BLOCKS.read(k), KvKeys.COLD_READMIT_EVERY.read(k),
+            KvKeys.SPECULATIVE_TTL_MS.read(k), KvKeys.WATCHDOG_ZERO_HIT_STREAK.read(k), KvKeys.PARITY_PROBE_AT_STARTUP.read(k),
+            KvKeys.WARMUP_MS.read(k), tierWeights(k.child(TierWeightKeys.SECTION.name())), KvKeys.PREFILL_TOKEN_WEIGHT.read(k),
+            dpRankHint);
         k.finish();
 
-        ConfigNode p = n.child("pd");
-        PdConfig pd = new PdConfig(p.longValue("prefill_timeout_ms", 120_000, 1, 3_600_000),
-            p.longValue("decode_timeout_ms", 600_000, 1, 3_600_000),
-            p.oneOf("prefill_policy", "kv_exact", List.of("kv_exact", "least_outstanding")),
-            p.bool("session_affinity", false),
-            p.intValue("min_uncached_tokens", sglang ? 0 : PdConfig.DEFAULT_MIN_UNCACHED_TOKENS, 0, 1 << 24));
+        ConfigNode p = n.child(PdKeys.SECTION.name());
+        PdConfig pd = new PdConfig(PdKeys.PREFILL_TIMEOUT_MS.read(p), PdKeys.DECODE_TIMEOUT_MS.read(p),
+            PdKeys.PREFILL_POLICY.read(p), PdKeys.SESSION_AFFINITY.read(p),
+            PdKeys.MIN_UNCACHED_TOKENS.read(p, sglang ? 0 : PdKeys.MIN_UNCACHED_TOKENS.defaultValue()));
         if (sglang && pd.minUncachedTokens() > 0) {
             p.problem("min_uncached_tokens", pd.minUncachedTokens(), "cannot apply to engine 'sglang': an SGLang decode server"
                 + " (--disaggregation-mode decode) serves a request only through the bootstrap rendezvous with a prefill server,"
@@ -829,7 +821,7 @@ public record RuleConfig(
         }
         p.finish();
 
-        AdmissionConfig admission = admission(n.child("admission"));
+        AdmissionConfig admission = admission(n.child(AdmissionKeys.SECTION.name()));
 
         // Cross-field rules.
         long prefills = endpoints.stream().filter(e -> "prefill".equals(e.role())).count();
@@ -873,19 +865,19 @@ public record RuleConfig(
                     + " is only valid on SGLang prefill endpoints of a 'pd' rule");
             }
         }
-        ConfigNode h = n.child("health");
-        HealthOverride health = new HealthOverride(h.string("path", null), h.longValue("timeout_ms", 0, 1, 600_000));
+        ConfigNode h = n.child(RuleHealthKeys.SECTION.name());
+        HealthOverride health = new HealthOverride(RuleHealthKeys.PATH.read(h), RuleHealthKeys.TIMEOUT_MS.read(h));
         if (health.path() != null && !health.path().startsWith("/")) {
             h.problem("path", health.path(), "must start with '/' (e.g. /health_generate, SGLang's deep probe)");
         }
         h.finish();
-        GreedyN greedyN = GreedyN.valueOf(n.oneOf("greedy_n", "replicate", List.of("replicate", "reject")).toUpperCase(Locale.ROOT));
+        GreedyN greedyN = GreedyN.valueOf(RuleKeys.GREEDY_N.read(n).toUpperCase(Locale.ROOT));
         // The engines run speculative decoding behind a server flag the gateway cannot see: vLLM then ignores
         // logit_bias and min_p (a start-up warning is the only notice), so the rule says so and the gateway refuses
         // those fields instead of letting them be a silent no-op (review row 14).
-        boolean speculative = n.bool("speculative", false);
-        int maxLogitBias = n.intValue("max_logit_bias", DEFAULT_MAX_LOGIT_BIAS, 0, MAX_LOGIT_BIAS);
-        String toolCallParser = n.string("tool_call_parser", null);
+        boolean speculative = RuleKeys.SPECULATIVE.read(n);
+        int maxLogitBias = RuleKeys.MAX_LOGIT_BIAS.read(n);
+        String toolCallParser = RuleKeys.TOOL_CALL_PARSER.read(n);
         if (toolCallParser != null && !toolCallParser.matches("[A-Za-z0-9_.-]+")) {
             n.problem("tool_call_parser", toolCallParser, "must be the parser name the engines were launched with"
                 + " (--tool-call-parser, e.g. hermes, llama3_json) or none (launched without one)");

@@ -28,6 +28,14 @@ class ConfigTreeCoverageTest {
     Path dir;
 
     private String full() throws Exception {
+        return full(dir);
+    }
+
+    /**
+     * A configuration that sets every key (both secrets' inline forms aside: {@code api_keys_file} here, see
+     * {@link ConfigSchemaTest}) to a valid value other than its default, files written into {@code dir}.
+     */
+    static String full(Path dir) throws Exception {
         Path secret = dir.resolve("curve.secret");
         Files.writeString(secret, "0".repeat(40));
         Files.writeString(dir.resolve("keys"), "k1\nk2\n");
@@ -42,7 +50,7 @@ class ConfigTreeCoverageTest {
             control_allowed_uids: [1000, 1001]
             admin_limits: {max_connections: 9, idle_timeout_ms: 9000, max_body_bytes: 9999}
             limits: {max_body_bytes: 9999, max_header_bytes: 9999, max_initial_line_bytes: 999, request_read_timeout_ms: 99,
-                     client_idle_timeout_ms: 99, max_connections: 99, max_connections_per_client: 9,
+                     client_idle_timeout_ms: 99, max_connections: 99, max_connections_per_client: 9, client_stall_timeout_ms: 99,
                      max_buffered_response_bytes: 99999}
             upstream: {connect_timeout_ms: 9, first_byte_timeout_ms: 9, idle_timeout_ms: 9, max_connect_attempts: 9,
                        max_idle_per_endpoint: 9, max_error_body_bytes: 9999}
@@ -51,7 +59,8 @@ class ConfigTreeCoverageTest {
             router: {ring_size: 64, wait_strategy: yielding, thread: dedicated}
             ingest: {max_frame_bytes: 9999, receive_buffer_bytes: 99999, socket_receive_buffer_bytes: 9999, retry_initial_ms: 9, retry_max_ms: 99,
                      max_peers_per_bind_socket: 3}
-            load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m}
+            load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m,
+                   peer_decay: none}
             api_keys_file: keys
             rules:
               - name: r
@@ -77,11 +86,12 @@ class ConfigTreeCoverageTest {
                 tokenizer: .
                 chat_template: tmpl.jinja
                 session: {key: cookie, header: x-h, cookie: c, mode: table, ttl_ms: 9, max_entries: 9}
-                chwbl: {prefix_tokens: 9, prefix_blocks: 9, virtual_nodes: 9, load_factor: 0.5}
+                chwbl: {prefix_tokens: 9, prefix_blocks: 9, virtual_nodes: 9, load_factor: 0.5, prefix_chars: 99}
                 kv: {mode: soft, load_cap_factor: 2.5, load_slack: 3.5, lambda: 4.5, min_match_blocks: 9, cold_readmit_every: 9,
                      speculative_ttl_ms: 9, watchdog_zero_hit_streak: 9, parity_probe_at_startup: true, warmup_ms: 9,
                      tier_weights: {GPU: 0.9, CPU_TIER: 0.7, DISK: 0.3}, prefill_token_weight: 0.01, dp_rank_hint: false}
-                pd: {prefill_timeout_ms: 9, decode_timeout_ms: 9, prefill_policy: least_outstanding, session_affinity: true}
+                pd: {prefill_timeout_ms: 9, decode_timeout_ms: 9, prefill_policy: least_outstanding, session_affinity: true,
+                     min_uncached_tokens: 99}
                 admission: {max_queue: 9, max_wait_ms: 999, max_waiting: 9, max_kv_usage: 0.9, max_outstanding: 9,
                             interactive_reserve: 2, api_key_priorities: {%s: batch}}
                 endpoints:
@@ -99,7 +109,7 @@ class ConfigTreeCoverageTest {
                 models: [m3]
                 engine: sglang
                 policy: pd
-                session: {mode: hash, load_cap_factor: 2.5, load_slack: 0.5}
+                session: {mode: hash, load_cap_factor: 2.5, load_slack: 0.5, share_cap_factor: 1.5}
                 endpoints:
                   - {url: "http://127.0.0.1:9101", role: prefill, bootstrap_port: 9999}
                   - {url: "http://127.0.0.1:9102", role: decode}
@@ -109,6 +119,13 @@ class ConfigTreeCoverageTest {
                 policy: kv_exact
                 endpoints:
                   - {url: "http://127.0.0.1:9201", kv_events: "http://127.0.0.1:9201/kv_cache_events", kv_poll_ms: 25}
+              - name: ll
+                models: [m5]
+                engine: llamacpp
+                policy: session
+                session: {pin_slot: true, slots: 8}
+                endpoints:
+                  - {url: "http://127.0.0.1:9301"}
             """.formatted("ab".repeat(32), "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret);
     }
 
