@@ -24,6 +24,7 @@ import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
+import io.kvgate.dataplane.metrics.FamilyRegistry;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
@@ -50,7 +51,6 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
-import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
@@ -84,7 +84,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final Transport transport;
     private final EndpointRegistry registry = new EndpointRegistry();
     /** The gateway's one metrics registry: every component registers the families of the state it owns here. */
-    private final PrometheusRegistry metricsRegistry = new PrometheusRegistry();
+    private final FamilyRegistry metricsRegistry = new FamilyRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics(metricsRegistry);
     private final PdMetrics pdMetrics = new PdMetrics();
     /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */

@@ -136,7 +136,7 @@ public final class GatewayMetrics {
 
     /** Metrics in a registry of their own (tests, benchmarks). */
     public GatewayMetrics() {
-        this(new PrometheusRegistry());
+        this(new FamilyRegistry());
     }
 
     /** Metrics registered in {@code registry}, the gateway's one registry that its components register in too. */

@@ -1,8 +1,10 @@
 package io.kvgate.dataplane.metrics;
 
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.atomic.AtomicLongArray;
 
 /**
  * Per-stage latency of the request path (parse, render, tokenize, hash, lookup, decide, route queue, upstream connect,
@@ -24,6 +26,8 @@ public final class StageTimers {
     }
 
     private final LatencyHistogram[] histograms = new LatencyHistogram[STAGES.length];
+    /** The longest latency of each stage since start (the summary's {@code _max} this replaced, under a valid name). */
+    private final AtomicLongArray maxNs = new AtomicLongArray(STAGES.length);
 
     public StageTimers() {
         for (int i = 0; i < histograms.length; i++) {
@@ -33,7 +37,12 @@ public final class StageTimers {
 
     public void recordNs(Stage stage, long ns) {
         if (ns >= 0) {
-            histograms[stage.ordinal()].recordNs(ns);
+            int i = stage.ordinal();
+            histograms[i].recordNs(ns);
+            long max;
+            while (ns > (max = maxNs.get(i)) && !maxNs.compareAndSet(i, max, ns)) {
+                // another thread raised the maximum meanwhile: compare against its value
+            }
         }
     }
 
@@ -49,5 +58,12 @@ public final class StageTimers {
                     sink.add(histograms[s.ordinal()], LABELS[s.ordinal()]);
                 }
             });
+        GaugeWithCallback.builder().name("kvgate_stage_latency_max_seconds")
+            .help("The longest latency of each stage of the request path since start, by stage.").labelNames("stage")
+            .callback(cb -> {
+                for (Stage s : STAGES) {
+                    cb.call(maxNs.get(s.ordinal()) / 1e9, LABELS[s.ordinal()]);
+                }
+            }).register(registry);
     }
 }

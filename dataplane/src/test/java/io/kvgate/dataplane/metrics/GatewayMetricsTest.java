@@ -157,13 +157,16 @@ class GatewayMetricsTest {
     void stageLatencyIsAHistogramWithoutAMaxSample() {
         GatewayMetrics m = new GatewayMetrics();
         m.stages.recordNs(StageTimers.Stage.PARSE, 20_000);
+        m.stages.recordNs(StageTimers.Stage.PARSE, 7_000);
         m.stages.recordNs(StageTimers.Stage.PARSE, -1); // a clock step back: not a latency
         String t = m.render();
         assertTrue(t.contains("# TYPE kvgate_stage_latency_seconds histogram\n"), t);
-        assertTrue(t.contains("kvgate_stage_latency_seconds_bucket{stage=\"parse\",le=\"2.5E-5\"} 1\n"), t);
-        assertTrue(t.contains("kvgate_stage_latency_seconds_count{stage=\"parse\"} 1\n"), t);
+        assertTrue(t.contains("kvgate_stage_latency_seconds_bucket{stage=\"parse\",le=\"1.0E-5\"} 1\n"), t);
+        assertTrue(t.contains("kvgate_stage_latency_seconds_bucket{stage=\"parse\",le=\"2.5E-5\"} 2\n"), t);
+        assertTrue(t.contains("kvgate_stage_latency_seconds_count{stage=\"parse\"} 2\n"), t);
+        assertTrue(t.contains("kvgate_stage_latency_max_seconds{stage=\"parse\"} 2.0E-5\n"), t);
         assertTrue(t.contains("kvgate_stage_latency_seconds_count{stage=\"decide\"} 0\n"), t);
-        assertFalse(t.contains("_max"), t);
+        assertFalse(t.contains("kvgate_stage_latency_seconds_max"), t);
         assertFalse(t.contains("quantile="), t);
     }
 
@@ -183,6 +186,18 @@ class GatewayMetricsTest {
             "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited");
         assertTrue(pb.contentType().startsWith("application/vnd.google.protobuf"), pb.contentType());
         assertTrue(new String(pb.body(), java.nio.charset.StandardCharsets.ISO_8859_1).contains("kvgate_bad_requests_total"));
+    }
+
+    @Test
+    void everyFamilyOfGatewayMetricsHasItsRowInDocsMetrics() throws Exception {
+        String table = MetricsCatalogue.tableOf(java.nio.file.Files.readString(java.nio.file.Path.of("..", "docs", "metrics.md")));
+        assertTrue(table != null, "docs/metrics.md has no generated table");
+        List<MetricsCatalogue.Family> families = MetricsCatalogue.families((FamilyRegistry) new GatewayMetrics().registry());
+        assertTrue(families.size() >= 20, families.toString());
+        for (MetricsCatalogue.Family f : families) {
+            assertTrue(table.contains(f.row() + "\n"), "docs/metrics.md lacks (or has a stale) row " + f.row()
+                + "; regenerate it as docs/development.md (Metrics catalogue) says");
+        }
     }
 
     @Test
