@@ -1,6 +1,5 @@
 package io.kvgate.dataplane.admin;
 
-import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.SimpleChannelInboundHandler;
@@ -12,6 +11,7 @@ import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;

@@ -8,8 +8,8 @@ import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.ArrayDeque;
 import java.util.List;
-import java.util.function.Supplier;
 import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.function.Supplier;
 
 /**
  * Admission control of one rule (configuration {@code admission.*}): which endpoints are saturated, and the bounded

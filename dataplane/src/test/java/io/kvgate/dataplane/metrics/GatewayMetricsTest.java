@@ -201,6 +201,15 @@ class GatewayMetricsTest {
     }
 
     @Test
+    void aHistogramFamilyRefusesLabelValuesThatDoNotMatchItsLabels() {
+        var registry = new io.prometheus.metrics.model.registry.PrometheusRegistry();
+        LatencyHistogram h = new LatencyHistogram();
+        HistogramFamily.register(registry, "kvgate_x_seconds", "x", List.of("rule", "class"), sink -> sink.add(h, "only-one"));
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, registry::scrape);
+        assertTrue(e.getMessage().contains("kvgate_x_seconds: 1 label values for the labels [rule, class]"), e.getMessage());
+    }
+
+    @Test
     void aComponentCannotRegisterAFamilyTwice() {
         GatewayMetrics m = new GatewayMetrics();
         IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,

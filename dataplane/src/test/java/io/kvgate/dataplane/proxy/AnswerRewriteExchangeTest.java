@@ -56,9 +56,10 @@ class AnswerRewriteExchangeTest {
     }
 
     private static String tokensLines(long prompt, long completion, long cached) {
-        return "kvgate_tokens_total{kind=\"prompt\",model=\"m\",rule=\"r\"} " + (double) prompt + "\n"
+        // The client library writes a family's series sorted by their labels: kind cached, completion, prompt.
+        return "kvgate_tokens_total{kind=\"cached\",model=\"m\",rule=\"r\"} " + (double) cached + "\n"
             + "kvgate_tokens_total{kind=\"completion\",model=\"m\",rule=\"r\"} " + (double) completion + "\n"
-            + "kvgate_tokens_total{kind=\"cached\",model=\"m\",rule=\"r\"} " + (double) cached + "\n";
+            + "kvgate_tokens_total{kind=\"prompt\",model=\"m\",rule=\"r\"} " + (double) prompt + "\n";
     }
 
     @Test

@@ -96,7 +96,7 @@ class EngineCapabilitySystemTest {
         String m = gw.metrics().render();
         for (EngineSimulator sim : List.of(vllmGen, vllmPool, sglangGen, sglangEmbed)) {
             String ep = sim.baseUrl().substring("http://".length());
-            if (!m.contains("endpoint=\"" + ep + "\",route=\"/v1/completions\"}")) {
+            if (!m.contains("kvgate_endpoint_route_mounted{endpoint=\"" + ep + "\",route=\"/v1/completions\",")) {
                 return false;
             }
         }
