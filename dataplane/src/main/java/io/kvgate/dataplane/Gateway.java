@@ -24,6 +24,7 @@ import io.kvgate.dataplane.prompt.PromptPipeline;
 import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
+import io.kvgate.dataplane.metrics.FamilyRegistry;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
@@ -43,10 +44,13 @@ import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.dataplane.upstream.HealthChecker;
 import io.kvgate.dataplane.upstream.UpstreamPool;
 import io.kvgate.index.block.BlockIndex;
+import io.kvgate.ingest.zmq.SubscriberStatus;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
@@ -79,7 +83,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final Path baseDir;
     private final Transport transport;
     private final EndpointRegistry registry = new EndpointRegistry();
-    private final GatewayMetrics metrics = new GatewayMetrics();
+    /** The gateway's one metrics registry: every component registers the families of the state it owns here. */
+    private final FamilyRegistry metricsRegistry = new FamilyRegistry();
+    private final GatewayMetrics metrics = new GatewayMetrics(metricsRegistry);
     private final PdMetrics pdMetrics = new PdMetrics();
     /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */
     private final Deque<AutoCloseable> opened = new ArrayDeque<>();
@@ -148,7 +154,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 return k == null ? List.of() : k.status();
             });
             kvRoutes.registerAdmin(admin);
-            metrics.addSource(kvRoutes.parityProbe()::writeMetrics);
+            admin.metrics(metricsRegistry);
+            kvRoutes.parityProbe().registerMetrics(metricsRegistry);
             this.parity = kvRoutes.parityProbe();
             // A resolved hash_seed: auto reaches the rule's hashers the way every configuration change does: a reload.
             parity.onSeedResolved(rule -> applyResolvedSeeds());
@@ -156,8 +163,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 () -> kv, SEED_PROBE_RETRY_MS, SEED_PROBE_TIMEOUT_MS);
             seedResolver.onAdopted(this::applyResolvedSeeds);
             opened.push(seedResolver);
-            metrics.addSource(this::writeKvMetrics);
-            metrics.addSource(this::writeConfigMetrics);
+            registerKvMetrics();
+            registerConfigMetrics();
             RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
@@ -176,7 +183,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 return px;
             };
             metrics.modelLabels(modelNames(cfg));
-            metrics.addSource(pdMetrics::write);
+            pdMetrics.register(metricsRegistry);
             registerMetrics();
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
                 () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health(), liveExchanges::endpointDown);
@@ -185,7 +192,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.loadScraper = new EngineLoadScraper(transport.newGroup(1, "kvgate-load"), transport.clientChannel(),
                 () -> List.<Rule>copyOf(router.table().rules()), () -> config().load(), clock);
             opened.push(loadScraper);
-            metrics.addSource(loadScraper::writeMetrics);
+            loadScraper.registerMetrics(metricsRegistry);
             this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining, clock);
             this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health(),
                 new io.kvgate.dataplane.ready.ContextDiscovery(Log::warn, Log::info), router.adapters());
@@ -289,17 +296,105 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     }
 
     /** The configuration version and digest: which configuration a scrape was taken under. */
-    private void writeConfigMetrics(StringBuilder out) {
-        AppliedConfig a = applied;
-        out.append("# HELP kvgate_config_version Version of the applied configuration (1 at start-up, +1 per accepted change).\n")
-            .append("# TYPE kvgate_config_version gauge\nkvgate_config_version ").append(a.version()).append('\n');
-        out.append("# HELP kvgate_config_info The applied configuration's digest (SHA-256 of its redacted effective form).\n")
-            .append("# TYPE kvgate_config_info gauge\n")
-            .append("kvgate_config_info{version=\"").append(a.version()).append("\",digest=\"").append(a.digest()).append("\"} 1\n");
+    private void registerConfigMetrics() {
+        GaugeWithCallback.builder().name("kvgate_config_version")
+            .help("Version of the applied configuration (1 at start-up, +1 per accepted change).")
+            .callback(cb -> cb.call(applied.version())).register(metricsRegistry);
+        GaugeWithCallback.builder().name("kvgate_config_info")
+            .help("The applied configuration's digest (SHA-256 of its redacted effective form).").labelNames("version", "digest")
+            .callback(cb -> {
+                AppliedConfig a = applied;
+                cb.call(1, Long.toString(a.version()), a.digest());
+            }).register(metricsRegistry);
     }
 
-    /** KV ingest and index families, per endpoint and DP rank. */
-    private void writeKvMetrics(StringBuilder out) {
+    /** One per-(endpoint, rank) family of the KV subscribers' status. */
+    private record KvStatusFamily(String name, boolean counter, String help, java.util.function.ToDoubleFunction<SubscriberStatus> value) {}
+
+    /** KV ingest and index families, per endpoint and DP rank: read on scrape, no samples without KV routing. */
+    private void registerKvMetrics() {
+        GaugeWithCallback.builder().name("kvgate_kv_subscriber_up").help("1 when the (endpoint, rank) subscription is open"
+                + " and connected; 0 while resolving, connecting or retrying.").labelNames("rule", "endpoint", "rank")
+            .callback(cb -> eachKvStatus((st, endpoint) -> cb.call(st.up() ? 1 : 0, st.label(), endpoint, Integer.toString(st.rank()))))
+            .register(metricsRegistry);
+        CounterWithCallback.builder().name("kvgate_kv_subscriber_errors_total").help("Subscription failures by cause (resolve,"
+                + " bind, connect, replay, denied, internal; HTTP drains also http, timeout, too_large).")
+            .labelNames("rule", "endpoint", "rank", "cause")
+            .callback(cb -> eachKvStatus((st, endpoint) -> st.errors().forEach((cause, n) ->
+                cb.call(n.doubleValue(), st.label(), endpoint, Integer.toString(st.rank()), cause))))
+            .register(metricsRegistry);
+        CounterWithCallback.builder().name("kvgate_kv_dropped_events_total").help("KV events dropped whole by a per-event limit, by reason.")
+            .labelNames("endpoint", "rank", "reason")
+            .callback(cb -> eachKvStatus((st, endpoint) -> st.droppedEvents().forEach((reason, n) ->
+                cb.call(n.doubleValue(), endpoint, Integer.toString(st.rank()), reason))))
+            .register(metricsRegistry);
+        List<KvStatusFamily> families = List.of(
+            new KvStatusFamily("kvgate_kv_subscriber_connected", false, "1 when the SUB socket of (endpoint, rank) is connected.",
+                st -> st.connected() ? 1 : 0),
+            new KvStatusFamily("kvgate_kv_reconnects_total", true, "Reconnections of the event subscriber.", SubscriberStatus::reconnects),
+            new KvStatusFamily("kvgate_kv_gaps_total", true, "Sequence gaps seen (dropped batches).", SubscriberStatus::gaps),
+            new KvStatusFamily("kvgate_kv_replays_total", true, "Gaps filled from the engine's replay socket.", SubscriberStatus::replays),
+            new KvStatusFamily("kvgate_kv_restarts_total", true, "Engine restarts detected (sequence went backwards).",
+                SubscriberStatus::restarts),
+            new KvStatusFamily("kvgate_kv_clears_total", true,
+                "Times the rank's inventory was cleared (restart, unfillable gap, AllBlocksCleared).", SubscriberStatus::clears),
+            new KvStatusFamily("kvgate_kv_decode_errors_total", true, "Malformed event frames counted and dropped.",
+                SubscriberStatus::decodeErrors),
+            new KvStatusFamily("kvgate_kv_events_total", true, "KV events decoded.", SubscriberStatus::events),
+            new KvStatusFamily("kvgate_kv_block_ops_total", true, "Block store/remove operations applied to the index.",
+                SubscriberStatus::blockOps),
+            new KvStatusFamily("kvgate_kv_last_seq", false, "Last sequence number received.", SubscriberStatus::lastSeq),
+            new KvStatusFamily("kvgate_kv_other_drainer", false, "1 while another consumer drains the TensorRT-LLM"
+                + " /kv_cache_events endpoint (id jumps on most polls).", st -> st.otherDrainer() ? 1 : 0),
+            new KvStatusFamily("kvgate_kv_other_drainer_episodes_total", true, "Times the pattern of another consumer draining"
+                + " the endpoint's /kv_cache_events started.", SubscriberStatus::otherDrainerEpisodes));
+        for (KvStatusFamily f : families) {
+            if (f.counter()) {
+                CounterWithCallback.builder().name(f.name()).help(f.help()).labelNames("endpoint", "rank")
+                    .callback(cb -> eachKvStatus((st, endpoint) -> cb.call(f.value().applyAsDouble(st), endpoint, Integer.toString(st.rank()))))
+                    .register(metricsRegistry);
+            } else {
+                GaugeWithCallback.builder().name(f.name()).help(f.help()).labelNames("endpoint", "rank")
+                    .callback(cb -> eachKvStatus((st, endpoint) -> cb.call(f.value().applyAsDouble(st), endpoint, Integer.toString(st.rank()))))
+                    .register(metricsRegistry);
+            }
+        }
+        GaugeWithCallback.builder().name("kvgate_kv_endpoint_blocks")
+            .help("Distinct blocks the index holds for an endpoint (union of its ranks).").labelNames("endpoint")
+            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.index().blocks(ep.id()), ep.key()))).register(metricsRegistry);
+        // The block size each engine keys at (from its stored events) against its rule's: a mismatch is zero hits.
+        GaugeWithCallback.builder().name("kvgate_kv_event_block_size")
+            .help("Block size of the endpoint's latest stored KV event (0 before any).").labelNames("endpoint")
+            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().lastEventBlockSize(ep.id()), ep.key())))
+            .register(metricsRegistry);
+        CounterWithCallback.builder().name("kvgate_kv_block_size_mismatch_total").help("Stored KV events whose block size"
+                + " differs from the rule's block_size (their prefixes can never match).").labelNames("endpoint")
+            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().mismatches(ep.id()), ep.key())))
+            .register(metricsRegistry);
+        kvIndexGauge("kvgate_kv_index_blocks", "Distinct blocks in the index.", k -> k.index().size());
+        kvIndexGauge("kvgate_kv_index_memberships", "(block, endpoint rank) memberships in the index.", k -> k.index().memberships());
+        kvIndexGauge("kvgate_kv_index_capacity_blocks", "Index capacity in distinct blocks.", k -> k.index().config().capacityBlocks());
+        kvIndexGauge("kvgate_kv_index_bytes", "Off-heap bytes of the index.", k -> k.index().sizeBytes());
+        CounterWithCallback.builder().name("kvgate_kv_index_evictions_total").help("Blocks evicted because the index was full.")
+            .callback(cb -> {
+                KvState k = kv;
+                if (k != null) {
+                    cb.call(k.index().evictions());
+                }
+            }).register(metricsRegistry);
+    }
+
+    private void kvIndexGauge(String name, String help, java.util.function.ToDoubleFunction<KvState> value) {
+        GaugeWithCallback.builder().name(name).help(help).callback(cb -> {
+            KvState k = kv;
+            if (k != null) {
+                cb.call(value.applyAsDouble(k));
+            }
+        }).register(metricsRegistry);
+    }
+
+    /** Each KV subscriber's status now with its endpoint's key (nothing without KV routing). */
+    private void eachKvStatus(java.util.function.BiConsumer<SubscriberStatus, String> f) {
         KvState k = kv;
         if (k == null) {
             return;
@@ -308,97 +403,22 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         for (EndpointState ep : registry.all()) {
             names.put(ep.id(), ep.key());
         }
-        String[][] families = {
-            {"kvgate_kv_subscriber_connected", "gauge", "1 when the SUB socket of (endpoint, rank) is connected."},
-            {"kvgate_kv_reconnects_total", "counter", "Reconnections of the event subscriber."},
-            {"kvgate_kv_gaps_total", "counter", "Sequence gaps seen (dropped batches)."},
-            {"kvgate_kv_replays_total", "counter", "Gaps filled from the engine's replay socket."},
-            {"kvgate_kv_restarts_total", "counter", "Engine restarts detected (sequence went backwards)."},
-            {"kvgate_kv_clears_total", "counter", "Times the rank's inventory was cleared (restart, unfillable gap, AllBlocksCleared)."},
-            {"kvgate_kv_decode_errors_total", "counter", "Malformed event frames counted and dropped."},
-            {"kvgate_kv_events_total", "counter", "KV events decoded."},
-            {"kvgate_kv_block_ops_total", "counter", "Block store/remove operations applied to the index."},
-            {"kvgate_kv_last_seq", "gauge", "Last sequence number received."},
-            {"kvgate_kv_other_drainer", "gauge", "1 while another consumer drains the TensorRT-LLM /kv_cache_events endpoint (id jumps on most polls)."},
-            {"kvgate_kv_other_drainer_episodes_total", "counter", "Times the pattern of another consumer draining the endpoint's /kv_cache_events started."}};
-        var status = k.status();
-        out.append("# HELP kvgate_kv_subscriber_up 1 when the (endpoint, rank) subscription is open and connected; 0 while resolving, connecting or retrying.\n");
-        out.append("# TYPE kvgate_kv_subscriber_up gauge\n");
-        for (var st : status) {
-            out.append("kvgate_kv_subscriber_up{rule=\"").append(st.label()).append("\",endpoint=\"")
-                .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
-                .append(st.rank()).append("\"} ").append(st.up() ? 1 : 0).append('\n');
+        for (SubscriberStatus st : k.status()) {
+            f.accept(st, names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId())));
         }
-        out.append("# HELP kvgate_kv_subscriber_errors_total Subscription failures by cause (resolve, bind, connect, replay, denied, internal; HTTP drains also http, timeout, too_large).\n");
-        out.append("# TYPE kvgate_kv_subscriber_errors_total counter\n");
-        for (var st : status) {
-            for (var en : st.errors().entrySet()) {
-                out.append("kvgate_kv_subscriber_errors_total{rule=\"").append(st.label()).append("\",endpoint=\"")
-                    .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
-                    .append(st.rank()).append("\",cause=\"").append(en.getKey()).append("\"} ").append(en.getValue()).append('\n');
-            }
+    }
+
+    /** Each endpoint with KV events that the index tracks (nothing without KV routing). */
+    private void eachKvEndpoint(java.util.function.BiConsumer<KvState, EndpointState> f) {
+        KvState k = kv;
+        if (k == null) {
+            return;
         }
-        out.append("# HELP kvgate_kv_dropped_events_total KV events dropped whole by a per-event limit, by reason.\n");
-        out.append("# TYPE kvgate_kv_dropped_events_total counter\n");
-        for (var st : status) {
-            for (var en : st.droppedEvents().entrySet()) {
-                out.append("kvgate_kv_dropped_events_total{endpoint=\"")
-                    .append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId()))).append("\",rank=\"")
-                    .append(st.rank()).append("\",reason=\"").append(en.getKey()).append("\"} ").append(en.getValue()).append('\n');
-            }
-        }
-        for (String[] f : families) {
-            out.append("# HELP ").append(f[0]).append(' ').append(f[2]).append("\n# TYPE ").append(f[0]).append(' ').append(f[1]).append('\n');
-            for (var st : status) {
-                long v = switch (f[0]) {
-                    case "kvgate_kv_subscriber_connected" -> st.connected() ? 1 : 0;
-                    case "kvgate_kv_reconnects_total" -> st.reconnects();
-                    case "kvgate_kv_gaps_total" -> st.gaps();
-                    case "kvgate_kv_replays_total" -> st.replays();
-                    case "kvgate_kv_restarts_total" -> st.restarts();
-                    case "kvgate_kv_clears_total" -> st.clears();
-                    case "kvgate_kv_decode_errors_total" -> st.decodeErrors();
-                    case "kvgate_kv_events_total" -> st.events();
-                    case "kvgate_kv_block_ops_total" -> st.blockOps();
-                    case "kvgate_kv_other_drainer" -> st.otherDrainer() ? 1 : 0;
-                    case "kvgate_kv_other_drainer_episodes_total" -> st.otherDrainerEpisodes();
-                    default -> st.lastSeq();
-                };
-                out.append(f[0]).append("{endpoint=\"").append(names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId())))
-                    .append("\",rank=\"").append(st.rank()).append("\"} ").append(v).append('\n');
-            }
-        }
-        out.append("# HELP kvgate_kv_endpoint_blocks Distinct blocks the index holds for an endpoint (union of its ranks).\n");
-        out.append("# TYPE kvgate_kv_endpoint_blocks gauge\n");
         for (EndpointState ep : registry.all()) {
             if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
-                out.append("kvgate_kv_endpoint_blocks{endpoint=\"").append(ep.key()).append("\"} ").append(k.index().blocks(ep.id())).append('\n');
+                f.accept(k, ep);
             }
         }
-        // The block size each engine keys at (from its stored events) against its rule's: a mismatch is zero hits.
-        var sizes = k.ingest().blockSizes();
-        out.append("# HELP kvgate_kv_event_block_size Block size of the endpoint's latest stored KV event (0 before any).\n");
-        out.append("# TYPE kvgate_kv_event_block_size gauge\n");
-        for (EndpointState ep : registry.all()) {
-            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
-                out.append("kvgate_kv_event_block_size{endpoint=\"").append(ep.key()).append("\"} ")
-                    .append(sizes.lastEventBlockSize(ep.id())).append('\n');
-            }
-        }
-        out.append("# HELP kvgate_kv_block_size_mismatch_total Stored KV events whose block size differs from the rule's"
-            + " block_size (their prefixes can never match).\n");
-        out.append("# TYPE kvgate_kv_block_size_mismatch_total counter\n");
-        for (EndpointState ep : registry.all()) {
-            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
-                out.append("kvgate_kv_block_size_mismatch_total{endpoint=\"").append(ep.key()).append("\"} ")
-                    .append(sizes.mismatches(ep.id())).append('\n');
-            }
-        }
-        GatewayMetrics.gauge(out, "kvgate_kv_index_blocks", "Distinct blocks in the index.", k.index().size());
-        GatewayMetrics.gauge(out, "kvgate_kv_index_memberships", "(block, endpoint rank) memberships in the index.", k.index().memberships());
-        GatewayMetrics.gauge(out, "kvgate_kv_index_capacity_blocks", "Index capacity in distinct blocks.", k.index().config().capacityBlocks());
-        GatewayMetrics.gauge(out, "kvgate_kv_index_bytes", "Off-heap bytes of the index.", k.index().sizeBytes());
-        GatewayMetrics.counter(out, "kvgate_kv_index_evictions_total", "Blocks evicted because the index was full.", k.index().evictions());
     }
 
     /** Rules with {@code kv.parity_probe_at_startup} are probed once in the background after start-up. */
@@ -589,107 +609,119 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         return names;
     }
 
+    /**
+     * The families of the routing stage, the upstream pool and the endpoints, read on scrape from the table current
+     * then; and the JVM and process families of the Prometheus client's instrumentation.
+     */
     private void registerMetrics() {
-        metrics.addSource(out -> {
-            router.writeMetrics(out);
-            GatewayMetrics.counter(out, "kvgate_router_ring_full_total", "Requests shed because the routing ring was full.",
-                router.ringFullRejects());
-            GatewayMetrics.counter(out, "kvgate_router_inbox_full_total",
-                "Requests shed because their event loop already waited for a ring's worth of routing decisions.", router.inboxFullRejects());
-            GatewayMetrics.gauge(out, "kvgate_router_ring_free", "Free slots in the routing ring.", router.ringRemaining());
-            GatewayMetrics.counter(out, "kvgate_router_errors_total", "Routing stage handler errors.", router.handlerErrors());
-            GatewayMetrics.gauge(out, "kvgate_upstream_open_connections", "Open connections to engines.", pool.openConnections());
-            GatewayMetrics.counter(out, "kvgate_upstream_connects_total", "New connections opened to engines.", pool.connectsOpened());
-            GatewayMetrics.counter(out, "kvgate_upstream_reuses_total", "Requests sent on a pooled keep-alive connection.", pool.connectsReused());
-            out.append("# HELP kvgate_endpoint_outstanding Requests in flight per endpoint.\n# TYPE kvgate_endpoint_outstanding gauge\n");
-            for (Rule r : router.table().rules()) {
-                for (EndpointState ep : r.endpoints()) {
-                    out.append("kvgate_endpoint_outstanding{rule=\"").append(GatewayMetrics.esc(r.name())).append("\",endpoint=\"")
-                        .append(ep.key()).append("\"} ").append(ep.outstanding()).append('\n');
-                }
-            }
-            out.append("# HELP kvgate_endpoint_load The load estimate the policies compare: this gateway's requests in flight"
-                + " plus the other gateways' part of the engine's running + waiting (aged toward its mean, load.peer_decay),"
-                + " or this gateway's in-flight count when the engine reading is stale.\n");
-            out.append("# TYPE kvgate_endpoint_load gauge\n");
-            for (Rule r : router.table().rules()) {
-                for (EndpointState ep : r.endpoints()) {
-                    out.append("kvgate_endpoint_load{rule=\"").append(GatewayMetrics.esc(r.name())).append("\",endpoint=\"")
-                        .append(ep.key()).append("\"} ").append(ep.load()).append('\n');
-                }
-            }
-            out.append("# HELP kvgate_engine_load_stale 1 when the endpoint's load estimate falls back to this gateway's"
-                + " in-flight count (no engine reading, or older than load.stale_ms).\n");
-            out.append("# TYPE kvgate_engine_load_stale gauge\n");
-            for (Rule r : router.table().rules()) {
-                for (EndpointState ep : r.endpoints()) {
-                    out.append("kvgate_engine_load_stale{rule=\"").append(GatewayMetrics.esc(r.name())).append("\",endpoint=\"")
-                        .append(ep.key()).append("\"} ").append(ep.loadSource() == EndpointState.LoadSource.ENGINE ? 0 : 1).append('\n');
-                }
-            }
-            out.append("# HELP kvgate_endpoint_lifetime_seconds This gateway's requests' mean time in flight on the endpoint"
-                + " (Little's law over 2 s, measured when a reading is taken up): how fast the other gateways' part of a"
-                + " reading ages (load.peer_decay: lifetime); absent while unknown.\n");
-            out.append("# TYPE kvgate_endpoint_lifetime_seconds gauge\n");
-            for (EndpointState ep : registry.all()) {
-                double life = ep.lifetimeSeconds();
-                if (life >= 0) {
-                    out.append("kvgate_endpoint_lifetime_seconds{endpoint=\"").append(ep.key()).append("\"} ").append(life).append('\n');
-                }
-            }
-            out.append("# HELP kvgate_endpoint_prefill_tokens Uncached prompt tokens of this gateway's requests still in"
-                + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).\n");
-            out.append("# TYPE kvgate_endpoint_prefill_tokens gauge\n");
-            for (EndpointState ep : registry.all()) {
-                out.append("kvgate_endpoint_prefill_tokens{endpoint=\"").append(ep.key()).append("\"} ").append(ep.prefillTokens()).append('\n');
-            }
-            out.append("# HELP kvgate_rule_context_length The context length (tokens) a rule's requests are checked against:"
-                + " max_model_len, else the smallest its endpoints state; absent while unknown.\n"
-                + "# TYPE kvgate_rule_context_length gauge\n");
-            for (Rule r : router.table().rules()) {
-                int ctx = r.contextLength();
-                if (ctx > 0) {
-                    out.append("kvgate_rule_context_length{rule=\"").append(GatewayMetrics.esc(r.name())).append("\"} ")
-                        .append(ctx).append('\n');
-                }
-            }
-            out.append("# HELP kvgate_endpoint_route_mounted 1 when the endpoint's engine mounts the route, 0 when it says"
-                + " it does not (vLLM GET /openapi.json, SGLang is_embedding): the rule then sends that route's requests to"
-                + " its other endpoints; absent while unknown.\n# TYPE kvgate_endpoint_route_mounted gauge\n");
-            for (Rule r : router.table().rules()) {
-                for (EndpointState ep : r.endpoints()) {
-                    if (ep.routesSource() == null) {
-                        continue;
-                    }
-                    for (boolean chat : new boolean[] {true, false}) {
-                        out.append("kvgate_endpoint_route_mounted{rule=\"").append(GatewayMetrics.esc(r.name()))
-                            .append("\",endpoint=\"").append(ep.key()).append("\",route=\"")
-                            .append(io.kvgate.dataplane.ready.EngineRoutes.route(chat)).append("\"} ")
-                            .append((ep.unmountedRoutes() & EndpointState.routeBit(chat)) == 0 ? 1 : 0).append('\n');
+        router.registerMetrics(metricsRegistry);
+        simpleCounter("kvgate_router_ring_full_total", "Requests shed because the routing ring was full.", router::ringFullRejects);
+        simpleCounter("kvgate_router_inbox_full_total",
+            "Requests shed because their event loop already waited for a ring's worth of routing decisions.", router::inboxFullRejects);
+        GaugeWithCallback.builder().name("kvgate_router_ring_free").help("Free slots in the routing ring.")
+            .callback(cb -> cb.call(router.ringRemaining())).register(metricsRegistry);
+        simpleCounter("kvgate_router_errors_total", "Routing stage handler errors.", router::handlerErrors);
+        GaugeWithCallback.builder().name("kvgate_upstream_open_connections").help("Open connections to engines.")
+            .callback(cb -> cb.call(pool.openConnections())).register(metricsRegistry);
+        simpleCounter("kvgate_upstream_connects_total", "New connections opened to engines.", pool::connectsOpened);
+        simpleCounter("kvgate_upstream_reuses_total", "Requests sent on a pooled keep-alive connection.", pool::connectsReused);
+        ruleEndpointGauge("kvgate_endpoint_outstanding", "Requests in flight per endpoint.", EndpointState::outstanding);
+        ruleEndpointGauge("kvgate_endpoint_load", "The load estimate the policies compare: this gateway's requests in flight"
+            + " plus the other gateways' part of the engine's running + waiting (aged toward its mean, load.peer_decay),"
+            + " or this gateway's in-flight count when the engine reading is stale.", EndpointState::load);
+        ruleEndpointGauge("kvgate_engine_load_stale", "1 when the endpoint's load estimate falls back to this gateway's"
+            + " in-flight count (no engine reading, or older than load.stale_ms).",
+            ep -> ep.loadSource() == EndpointState.LoadSource.ENGINE ? 0 : 1);
+        GaugeWithCallback.builder().name("kvgate_endpoint_lifetime_seconds").help("This gateway's requests' mean time in"
+                + " flight on the endpoint (Little's law over 2 s, measured when a reading is taken up): how fast the other"
+                + " gateways' part of a reading ages (load.peer_decay: lifetime); absent while unknown.").labelNames("endpoint")
+            .callback(cb -> {
+                for (EndpointState ep : registry.all()) {
+                    double life = ep.lifetimeSeconds();
+                    if (life >= 0) {
+                        cb.call(life, ep.key());
                     }
                 }
-            }
-            out.append("# HELP kvgate_endpoint_rank_outstanding Requests this gateway pinned to a DP rank of the endpoint"
-                + " (X-data-parallel-rank) and still in flight; endpoints with dp_ranks > 1.\n");
-            out.append("# TYPE kvgate_endpoint_rank_outstanding gauge\n");
-            for (EndpointState ep : registry.all()) {
-                for (int rank = 0; ep.ranks() > 1 && rank < ep.ranks(); rank++) {
-                    out.append("kvgate_endpoint_rank_outstanding{endpoint=\"").append(ep.key()).append("\",rank=\"").append(rank)
-                        .append("\"} ").append(ep.rankOutstanding(rank)).append('\n');
+            }).register(metricsRegistry);
+        endpointGauge("kvgate_endpoint_prefill_tokens", "Uncached prompt tokens of this gateway's requests still in"
+            + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).", EndpointState::prefillTokens);
+        GaugeWithCallback.builder().name("kvgate_rule_context_length").help("The context length (tokens) a rule's requests"
+                + " are checked against: max_model_len, else the smallest its endpoints state; absent while unknown.")
+            .labelNames("rule").callback(cb -> {
+                for (Rule r : router.table().rules()) {
+                    int ctx = r.contextLength();
+                    if (ctx > 0) {
+                        cb.call(ctx, r.name());
+                    }
+                }
+            }).register(metricsRegistry);
+        GaugeWithCallback.builder().name("kvgate_endpoint_route_mounted").help("1 when the endpoint's engine mounts the"
+                + " route, 0 when it says it does not (vLLM GET /openapi.json, SGLang is_embedding): the rule then sends that"
+                + " route's requests to its other endpoints; absent while unknown.").labelNames("rule", "endpoint", "route")
+            .callback(cb -> {
+                for (Rule r : router.table().rules()) {
+                    for (EndpointState ep : r.endpoints()) {
+                        if (ep.routesSource() == null) {
+                            continue;
+                        }
+                        for (boolean chat : new boolean[] {true, false}) {
+                            cb.call((ep.unmountedRoutes() & EndpointState.routeBit(chat)) == 0 ? 1 : 0, r.name(), ep.key(),
+                                io.kvgate.dataplane.ready.EngineRoutes.route(chat));
+                        }
+                    }
+                }
+            }).register(metricsRegistry);
+        GaugeWithCallback.builder().name("kvgate_endpoint_rank_outstanding").help("Requests this gateway pinned to a DP rank"
+                + " of the endpoint (X-data-parallel-rank) and still in flight; endpoints with dp_ranks > 1.")
+            .labelNames("endpoint", "rank").callback(cb -> {
+                for (EndpointState ep : registry.all()) {
+                    for (int rank = 0; ep.ranks() > 1 && rank < ep.ranks(); rank++) {
+                        cb.call(ep.rankOutstanding(rank), ep.key(), Integer.toString(rank));
+                    }
+                }
+            }).register(metricsRegistry);
+        endpointGauge("kvgate_endpoint_healthy", "1 when the endpoint passes its active probes.", ep -> ep.probeHealthy() ? 1 : 0);
+        endpointGauge("kvgate_endpoint_breaker_open", "1 when the endpoint's circuit breaker is open or half-open.",
+            ep -> ep.breaker() == EndpointState.Breaker.CLOSED ? 0 : 1);
+        endpointCounter("kvgate_endpoint_breaker_opens_total", "Times the endpoint's circuit breaker opened.",
+            ep -> ep.breakerOpens.get());
+        endpointCounter("kvgate_endpoint_routed_total", "Requests routed to the endpoint.", ep -> ep.routed.get());
+        endpointCounter("kvgate_endpoint_failures_total", "Failed requests to the endpoint (the breaker's input).",
+            ep -> ep.failures.get());
+        GatewayMetrics.registerJvm(metricsRegistry);
+    }
+
+    private void simpleCounter(String name, String help, java.util.function.LongSupplier value) {
+        CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.getAsLong())).register(metricsRegistry);
+    }
+
+    /** A gauge per (rule, endpoint) of the current table. */
+    private void ruleEndpointGauge(String name, String help, java.util.function.ToDoubleFunction<EndpointState> value) {
+        GaugeWithCallback.builder().name(name).help(help).labelNames("rule", "endpoint").callback(cb -> {
+            for (Rule r : router.table().rules()) {
+                for (EndpointState ep : r.endpoints()) {
+                    cb.call(value.applyAsDouble(ep), r.name(), ep.key());
                 }
             }
-            out.append("# HELP kvgate_endpoint_healthy 1 when the endpoint passes its active probes.\n# TYPE kvgate_endpoint_healthy gauge\n");
-            out.append("# HELP kvgate_endpoint_breaker_open 1 when the endpoint's circuit breaker is open or half-open.\n");
-            out.append("# TYPE kvgate_endpoint_breaker_open gauge\n");
+        }).register(metricsRegistry);
+    }
+
+    /** A gauge per endpoint of the registry. */
+    private void endpointGauge(String name, String help, java.util.function.ToDoubleFunction<EndpointState> value) {
+        GaugeWithCallback.builder().name(name).help(help).labelNames("endpoint").callback(cb -> {
             for (EndpointState ep : registry.all()) {
-                out.append("kvgate_endpoint_healthy{endpoint=\"").append(ep.key()).append("\"} ").append(ep.probeHealthy() ? 1 : 0).append('\n');
-                out.append("kvgate_endpoint_breaker_open{endpoint=\"").append(ep.key()).append("\"} ")
-                    .append(ep.breaker() == EndpointState.Breaker.CLOSED ? 0 : 1).append('\n');
-                out.append("kvgate_endpoint_breaker_opens_total{endpoint=\"").append(ep.key()).append("\"} ").append(ep.breakerOpens.get()).append('\n');
-                out.append("kvgate_endpoint_routed_total{endpoint=\"").append(ep.key()).append("\"} ").append(ep.routed.get()).append('\n');
-                out.append("kvgate_endpoint_failures_total{endpoint=\"").append(ep.key()).append("\"} ").append(ep.failures.get()).append('\n');
+                cb.call(value.applyAsDouble(ep), ep.key());
             }
-        });
+        }).register(metricsRegistry);
+    }
+
+    /** A counter per endpoint of the registry. */
+    private void endpointCounter(String name, String help, java.util.function.ToDoubleFunction<EndpointState> value) {
+        CounterWithCallback.builder().name(name).help(help).labelNames("endpoint").callback(cb -> {
+            for (EndpointState ep : registry.all()) {
+                cb.call(value.applyAsDouble(ep), ep.key());
+            }
+        }).register(metricsRegistry);
     }
 
     /** The configuration applied now (what the data path reads for the next request). */

@@ -1,6 +1,7 @@
 package io.kvgate.dataplane;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -155,7 +156,7 @@ class ContextDiscoverySystemTest {
         JsonNode down = ruleContext();
         assertTrue(down.get("tokens").isNull(), down.toString());
         assertEquals("unknown", down.get("source").asText());
-        assertTrue(get("/metrics").contains("kvgate_rule_context_length") && !get("/metrics").contains("kvgate_rule_context_length{"));
+        assertFalse(get("/metrics").contains("kvgate_rule_context_length{"), "absent while unknown");
         // An older SGLang: no max_model_len on its card, the launch argument in /get_server_info.
         HttpServer first = engine(port, Map.of("/v1/models", "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}",
             "/get_server_info", "{\"context_length\":2048,\"page_size\":1}"));

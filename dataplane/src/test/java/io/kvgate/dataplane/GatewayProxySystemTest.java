@@ -255,7 +255,7 @@ class GatewayProxySystemTest {
         post("/v1/chat/completions", CHAT);
         String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics")).build(),
             HttpResponse.BodyHandlers.ofString()).body();
-        assertTrue(metrics.contains("kvgate_requests_total{rule=\"chat\",model=\"qwen3\",status=\"200\"} 1"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{model=\"qwen3\",rule=\"chat\",status=\"200\"} 1"), metrics);
         assertTrue(metrics.contains("kvgate_open_connections"));
     }
 }

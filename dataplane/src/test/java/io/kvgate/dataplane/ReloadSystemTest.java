@@ -310,7 +310,7 @@ class ReloadSystemTest {
         // With api_keys set, /metrics on the client listener needs a key too (it names every engine and rule).
         String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics"))
             .header("authorization", "Bearer k1-very-secret").build(), HttpResponse.BodyHandlers.ofString()).body();
-        assertTrue(metrics.contains("kvgate_config_version 2\n"), metrics);
-        assertTrue(metrics.contains("kvgate_config_info{version=\"2\",digest=\"" + gw.applied().digest() + "\"} 1"), metrics);
+        assertTrue(metrics.contains("kvgate_config_version 2.0\n"), metrics);
+        assertTrue(metrics.contains("kvgate_config_info{digest=\"" + gw.applied().digest() + "\",version=\"2\"} 1"), metrics);
     }
 }

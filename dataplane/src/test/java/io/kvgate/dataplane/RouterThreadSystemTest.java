@@ -103,7 +103,7 @@ class RouterThreadSystemTest {
 
         String m = metrics();
         for (String family : new String[] {"kvgate_router_ring_full_total 0", "kvgate_router_inbox_full_total 0",
-            "kvgate_router_ring_free 4096", "kvgate_router_errors_total 0", "kvgate_stage_latency_seconds_count{stage=\"decide\"}"}) {
+            "kvgate_router_ring_free 4096.0", "kvgate_router_errors_total 0", "kvgate_stage_latency_seconds_count{stage=\"decide\"}"}) {
             assertTrue(m.contains(family), family + " in\n" + m);
         }
     }

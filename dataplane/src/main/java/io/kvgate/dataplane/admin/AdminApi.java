@@ -16,6 +16,7 @@ import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.ControlPlane;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
+import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.ready.EngineRoutes;
@@ -23,6 +24,7 @@ import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.ingest.zmq.SubscriberStatus;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -61,6 +63,7 @@ public final class AdminApi {
     private final Map<String, Function<Request, Reply>> extra = new LinkedHashMap<>();
     private final Map<Path, String> fileDigests = new ConcurrentHashMap<>();
     private volatile Supplier<ObjectNode> readiness = () -> null;
+    private volatile PrometheusRegistry metricsRegistry;
 
     /** A request to an extension route. */
     public record Request(String method, String path, String query, String body) {}
@@ -76,6 +79,21 @@ public final class AdminApi {
     /** Adds a route ("METHOD /path") served by another component (inventory, explain, lookup...). */
     public void register(String methodAndPath, Function<Request, Reply> handler) {
         extra.put(methodAndPath, handler);
+    }
+
+    /** The registry {@code GET /metrics} scrapes (installed by the composition root). */
+    public void metrics(PrometheusRegistry registry) {
+        this.metricsRegistry = registry;
+    }
+
+    /**
+     * {@code GET /metrics} (any query): the registry's page in the format {@code accept} asks for; null for any other
+     * path, or before a registry is installed (then the route is unknown, as before).
+     */
+    public MetricsExposition.Page metricsPage(String uri, String accept) {
+        int q = uri.indexOf('?');
+        PrometheusRegistry r = metricsRegistry;
+        return r != null && (q < 0 ? uri : uri.substring(0, q)).equals("/metrics") ? MetricsExposition.scrape(r, accept) : null;
     }
 
     /** What {@code status} reports about readiness (installed by the composition root). */

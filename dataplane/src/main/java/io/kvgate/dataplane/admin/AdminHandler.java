@@ -7,9 +7,11 @@ import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -42,20 +44,35 @@ public final class AdminHandler extends SimpleChannelInboundHandler<FullHttpRequ
         if (token != null && !tokenOk(token, req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
             r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNAUTHORIZED, "admin token required", null, null);
         } else {
-            AdminApi.Reply reply;
+            int status;
+            byte[] bytes;
+            String contentType;
             try {
-                reply = api.handle(req.method().name(), req.uri(), req.content().toString(StandardCharsets.UTF_8));
+                // The metrics page is binary when the scraper asks for protobuf: answered apart from the JSON routes.
+                MetricsExposition.Page page = req.method() == HttpMethod.GET
+                    ? api.metricsPage(req.uri(), req.headers().get(HttpHeaderNames.ACCEPT)) : null;
+                if (page != null) {
+                    status = 200;
+                    bytes = page.body();
+                    contentType = page.contentType();
+                } else {
+                    AdminApi.Reply reply = api.handle(req.method().name(), req.uri(), req.content().toString(StandardCharsets.UTF_8));
+                    status = reply.status();
+                    bytes = reply.body().getBytes(StandardCharsets.UTF_8);
+                    contentType = reply.contentType();
+                }
             } catch (RuntimeException e) {
                 Log.error("admin: " + req.method() + " " + req.uri() + " failed: " + e);
-                reply = new AdminApi.Reply(500, OpenAiErrors.json("admin error: " + e, "server_error", null, null), "application/json");
+                status = 500;
+                bytes = OpenAiErrors.json("admin error: " + e, "server_error", null, null).getBytes(StandardCharsets.UTF_8);
+                contentType = "application/json";
             }
             if (Log.enabled(Log.Level.DEBUG)) {
-                Log.debug("admin: " + req.method() + " " + req.uri() + " -> " + reply.status() + " (" + ctx.channel().remoteAddress() + ")");
+                Log.debug("admin: " + req.method() + " " + req.uri() + " -> " + status + " (" + ctx.channel().remoteAddress() + ")");
             }
-            byte[] bytes = reply.body().getBytes(StandardCharsets.UTF_8);
-            r = new io.netty.handler.codec.http.DefaultFullHttpResponse(req.protocolVersion(), HttpResponseStatus.valueOf(reply.status()),
+            r = new io.netty.handler.codec.http.DefaultFullHttpResponse(req.protocolVersion(), HttpResponseStatus.valueOf(status),
                 ctx.alloc().buffer(bytes.length).writeBytes(bytes));
-            r.headers().set(HttpHeaderNames.CONTENT_TYPE, reply.contentType());
+            r.headers().set(HttpHeaderNames.CONTENT_TYPE, contentType);
             r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, bytes.length);
         }
         boolean keepAlive = HttpUtil.isKeepAlive(req);

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.http;
 
+import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.RequestFields;
@@ -66,11 +67,11 @@ public final class LocalRoutes {
                     sb.append("]}").toString());
             }
             case METRICS -> {
-                byte[] text = gw.metrics().render().getBytes(StandardCharsets.UTF_8);
+                MetricsExposition.Page page = MetricsExposition.scrape(gw.metrics().registry(), req.headers().get(HttpHeaderNames.ACCEPT));
                 FullHttpResponse r = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
-                    ctx.alloc().buffer(text.length).writeBytes(text));
-                r.headers().set(HttpHeaderNames.CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
-                r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, text.length);
+                    ctx.alloc().buffer(page.body().length).writeBytes(page.body()));
+                r.headers().set(HttpHeaderNames.CONTENT_TYPE, page.contentType());
+                r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, page.body().length);
                 yield r;
             }
             case MODELS -> OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, modelsJson());

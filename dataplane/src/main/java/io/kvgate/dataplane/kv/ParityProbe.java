@@ -298,12 +298,13 @@ public final class ParityProbe {
         return a;
     }
 
-    /** {@code kvgate_kv_parity{rule,endpoint,check}}: 1 match, 0 mismatch, -1 no events or error. */
-    public void writeMetrics(StringBuilder out) {
-        out.append("# HELP kvgate_kv_parity Last parity probe per endpoint: 1 match, 0 mismatch, -1 no events or error.\n");
-        out.append("# TYPE kvgate_kv_parity gauge\n");
-        latest.values().forEach(r -> out.append("kvgate_kv_parity{rule=\"").append(r.rule()).append("\",endpoint=\"")
-            .append(r.endpoint()).append("\",check=\"").append(r.check()).append("\"} ")
-            .append(r.verdict().equals("match") ? 1 : r.verdict().equals("mismatch") ? 0 : -1).append('\n'));
+    /** Registers {@code kvgate_kv_parity{rule,endpoint,check}}: 1 match, 0 mismatch, -1 no events or error. */
+    public void registerMetrics(io.prometheus.metrics.model.registry.PrometheusRegistry registry) {
+        io.prometheus.metrics.core.metrics.GaugeWithCallback.builder().name("kvgate_kv_parity")
+            .help("Last parity probe per endpoint: 1 match, 0 mismatch, -1 no events or error.")
+            .labelNames("rule", "endpoint", "check")
+            .callback(cb -> latest.values().forEach(r -> cb.call(
+                r.verdict().equals("match") ? 1 : r.verdict().equals("mismatch") ? 0 : -1, r.rule(), r.endpoint(), r.check())))
+            .register(registry);
     }
 }

@@ -3,7 +3,6 @@ package io.kvgate.dataplane.load;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.EngineReading;
 import io.kvgate.dataplane.route.Rule;
@@ -26,6 +25,9 @@ import io.netty.handler.codec.http.HttpObjectAggregator;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.util.concurrent.ScheduledFuture;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -174,60 +176,62 @@ public final class EngineLoadScraper implements AutoCloseable {
         return 0;
     }
 
-    /** Prometheus text of the scrapes and the last readings. */
-    public void writeMetrics(StringBuilder out) {
-        Target[] all = view;
-        out.append("# HELP kvgate_engine_load_scrapes_total Scrapes of the engines' metrics pages by endpoint and result"
-            + " (ok, no_metrics, not_found, http_error, connect_error, timeout, too_large, error).\n");
-        out.append("# TYPE kvgate_engine_load_scrapes_total counter\n");
-        for (Target t : all) {
-            for (Result r : Result.values()) {
-                long n = t.results.get(r.ordinal());
-                if (n > 0 || r == Result.OK) {
-                    out.append("kvgate_engine_load_scrapes_total{endpoint=\"").append(GatewayMetrics.esc(t.ep.key()))
-                        .append("\",result=\"").append(r.label).append("\"} ").append(n).append('\n');
+    /** Registers the families of the scrapes and the last readings. */
+    public void registerMetrics(PrometheusRegistry registry) {
+        CounterWithCallback.builder().name("kvgate_engine_load_scrapes_total").help("Scrapes of the engines' metrics"
+                + " pages by endpoint and result (ok, no_metrics, not_found, http_error, connect_error, timeout, too_large, error).")
+            .labelNames("endpoint", "result").callback(cb -> {
+                for (Target t : view) {
+                    for (Result r : Result.values()) {
+                        long n = t.results.get(r.ordinal());
+                        if (n > 0 || r == Result.OK) {
+                            cb.call(n, t.ep.key(), r.label);
+                        }
+                    }
                 }
-            }
-        }
-        out.append("# HELP kvgate_engine_load_malformed_lines_total Lines of the engines' metrics pages skipped as"
-            + " malformed (or with a value that cannot be a load signal).\n");
-        out.append("# TYPE kvgate_engine_load_malformed_lines_total counter\n");
-        for (Target t : all) {
-            out.append("kvgate_engine_load_malformed_lines_total{endpoint=\"").append(GatewayMetrics.esc(t.ep.key()))
-                .append("\"} ").append(t.malformed.get()).append('\n');
-        }
-        String[][] gauges = {
-            {"kvgate_engine_load_running", "Requests the engine reported running in its last successful scrape, per DP rank."},
-            {"kvgate_engine_load_waiting", "Requests the engine reported waiting in its queue in its last successful scrape, per DP rank."},
-            {"kvgate_engine_load_kv_usage", "KV-cache usage (0..1) the engine reported in its last successful scrape, per DP rank."}};
-        for (int g = 0; g < gauges.length; g++) {
-            out.append("# HELP ").append(gauges[g][0]).append(' ').append(gauges[g][1]).append('\n');
-            out.append("# TYPE ").append(gauges[g][0]).append(" gauge\n");
-            for (Target t : all) {
+            }).register(registry);
+        CounterWithCallback.builder().name("kvgate_engine_load_malformed_lines_total").help("Lines of the engines' metrics"
+                + " pages skipped as malformed (or with a value that cannot be a load signal).")
+            .labelNames("endpoint").callback(cb -> {
+                for (Target t : view) {
+                    cb.call(t.malformed.get(), t.ep.key());
+                }
+            }).register(registry);
+        readingGauge(registry, "kvgate_engine_load_running",
+            "Requests the engine reported running in its last successful scrape, per DP rank.", 0);
+        readingGauge(registry, "kvgate_engine_load_waiting",
+            "Requests the engine reported waiting in its queue in its last successful scrape, per DP rank.", 1);
+        readingGauge(registry, "kvgate_engine_load_kv_usage",
+            "KV-cache usage (0..1) the engine reported in its last successful scrape, per DP rank.", 2);
+        GaugeWithCallback.builder().name("kvgate_engine_load_age_seconds").help("Age of the endpoint's last successful engine reading.")
+            .labelNames("endpoint").callback(cb -> {
+                long now = clock.nanoTime();
+                for (Target t : view) {
+                    EngineReading r = t.ep.lastReading();
+                    if (r != null) {
+                        cb.call(Math.max(0, now - r.takenAtNs()) / 1e9, t.ep.key());
+                    }
+                }
+            }).register(registry);
+    }
+
+    /** One per-rank reading gauge: {@code which} 0 running, 1 waiting, 2 KV usage; ranks the engine did not report are left out. */
+    private void readingGauge(PrometheusRegistry registry, String name, String help, int which) {
+        GaugeWithCallback.builder().name(name).help(help).labelNames("endpoint", "rank").callback(cb -> {
+            for (Target t : view) {
                 EngineReading r = t.ep.lastReading();
                 if (r == null) {
                     continue;
                 }
                 for (int rank = 0; rank < r.ranks(); rank++) {
-                    double v = g == 0 ? r.running(rank) : g == 1 ? r.waiting(rank) : r.kvUsage(rank);
-                    if (g < 2 ? v < 0 : Double.isNaN(v)) {
+                    double v = which == 0 ? r.running(rank) : which == 1 ? r.waiting(rank) : r.kvUsage(rank);
+                    if (which < 2 ? v < 0 : Double.isNaN(v)) {
                         continue;
                     }
-                    out.append(gauges[g][0]).append("{endpoint=\"").append(GatewayMetrics.esc(t.ep.key())).append("\",rank=\"")
-                        .append(rank).append("\"} ").append(v).append('\n');
+                    cb.call(v, t.ep.key(), Integer.toString(rank));
                 }
             }
-        }
-        out.append("# HELP kvgate_engine_load_age_seconds Age of the endpoint's last successful engine reading.\n");
-        out.append("# TYPE kvgate_engine_load_age_seconds gauge\n");
-        long now = clock.nanoTime();
-        for (Target t : all) {
-            EngineReading r = t.ep.lastReading();
-            if (r != null) {
-                out.append("kvgate_engine_load_age_seconds{endpoint=\"").append(GatewayMetrics.esc(t.ep.key())).append("\"} ")
-                    .append(Math.max(0, now - r.takenAtNs()) / 1e9).append('\n');
-            }
-        }
+        }).register(registry);
     }
 
     @Override

@@ -1,15 +1,22 @@
 package io.kvgate.dataplane.metrics;
 
+import io.kvgate.control.BuildInfo;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
+import io.prometheus.metrics.model.registry.MultiCollector;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.function.Consumer;
 
 /**
- * The gateway's own counters, recorded lock-free from I/O threads and rendered as Prometheus text on scrape.
- * Other components contribute their families through {@link #addSource}.
+ * The gateway's own counters and histograms, recorded lock-free (and allocation-free after a series' first use) from
+ * I/O threads into adders, and registered in the gateway's Prometheus registry as callbacks that read them on scrape.
+ * Other components register their own families in {@link #registry()}.
  */
 public final class GatewayMetrics {
     /** Label of requests whose model is absent or not configured. */
@@ -72,6 +79,8 @@ public final class GatewayMetrics {
         final ConcurrentHashMap<String, ModelCounters> byModel = new ConcurrentHashMap<>();
         volatile LatencyHistogram duration;
         volatile LatencyHistogram ttfb;
+        volatile LatencyHistogram ttft;
+        volatile LatencyHistogram itl;
 
         ModelCounters model(String label) {
             ModelCounters m = byModel.get(label);
@@ -91,6 +100,20 @@ public final class GatewayMetrics {
             }
             return ttfb;
         }
+
+        synchronized LatencyHistogram newTtft() {
+            if (ttft == null) {
+                ttft = new LatencyHistogram();
+            }
+            return ttft;
+        }
+
+        synchronized LatencyHistogram newItl() {
+            if (itl == null) {
+                itl = new LatencyHistogram();
+            }
+            return itl;
+        }
     }
 
     private final ConcurrentHashMap<String, RuleSeries> rules = new ConcurrentHashMap<>();
@@ -109,7 +132,18 @@ public final class GatewayMetrics {
     public final LongAdder engineFieldsRemoved = new LongAdder();
     public final StageTimers stages = new StageTimers();
     private volatile java.util.Set<String> modelLabels = java.util.Set.of();
-    private final java.util.List<Consumer<StringBuilder>> sources = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final PrometheusRegistry registry;
+
+    /** Metrics in a registry of their own (tests, benchmarks). */
+    public GatewayMetrics() {
+        this(new FamilyRegistry());
+    }
+
+    /** Metrics registered in {@code registry}, the gateway's one registry that its components register in too. */
+    public GatewayMetrics(PrometheusRegistry registry) {
+        this.registry = registry;
+        register();
+    }
 
     /**
      * The {@code model} label values allowed in {@code kvgate_requests_total}: the configured model names. Anything
@@ -125,12 +159,17 @@ public final class GatewayMetrics {
      * @param model the client's model string (any value: it becomes a label only when configured)
      */
     public void request(String rule, String model, int status, long durationNs) {
+        request(rule, model, status, durationNs, null);
+    }
+
+    /** As {@link #request(String, String, int, long)}; a non-null {@code traceId} becomes the duration's exemplar. */
+    public void request(String rule, String model, int status, long durationNs, String traceId) {
         boolean http = status >= 0 && status < STREAM_ERROR_SLOT;
-        count(rule, model, http ? status : -1, http ? null : Integer.toString(status), durationNs);
+        count(rule, model, http ? status : -1, http ? null : Integer.toString(status), durationNs, traceId);
     }
 
     /** One answered request: its status counter by {@code slot}, or by {@code otherLabel} when the slot is -1. */
-    private void count(String rule, String model, int slot, String otherLabel, long durationNs) {
+    private void count(String rule, String model, int slot, String otherLabel, long durationNs, String traceId) {
         RuleSeries r = rule(rule);
         ModelCounters m = r.model(modelLabel(model));
         if (slot >= 0) {
@@ -138,7 +177,7 @@ public final class GatewayMetrics {
         } else {
             m.otherStatus.computeIfAbsent(otherLabel, k -> new LongAdder()).increment();
         }
-        duration(r).recordNs(durationNs);
+        duration(r).recordNs(durationNs, traceId);
     }
 
     /** The slot of a status label: {@link #STREAM_ERROR}'s, or an HTTP status as {@code Integer.toString} writes it; else -1. */
@@ -188,7 +227,7 @@ public final class GatewayMetrics {
 
     /** As {@link #request(String, String, int, long)} with a status label: an HTTP status or {@link #STREAM_ERROR}. */
     public void request(String rule, String model, String status, long durationNs) {
-        count(rule, model, statusSlot(status), status, durationNs);
+        count(rule, model, statusSlot(status), status, durationNs, null);
     }
 
     /**
@@ -207,6 +246,27 @@ public final class GatewayMetrics {
         RuleSeries r = rule(rule);
         LatencyHistogram h = r.ttfb;
         (h != null ? h : r.newTtfb()).recordNs(ns);
+    }
+
+    /**
+     * The time from the complete client request to the first content token of a stream (or to the answer of a
+     * non-streamed request): {@code kvgate_time_to_first_token_seconds{rule}}. A non-null {@code traceId} becomes
+     * the observation's exemplar ({@code trace_id}).
+     */
+    public void timeToFirstToken(String rule, long nanos, String traceId) {
+        RuleSeries r = rule(rule);
+        LatencyHistogram h = r.ttft;
+        (h != null ? h : r.newTtft()).recordNs(nanos, traceId);
+    }
+
+    /**
+     * The time between two consecutive content tokens of a stream: {@code kvgate_inter_token_latency_seconds{rule}}.
+     * A non-null {@code traceId} becomes the observation's exemplar ({@code trace_id}).
+     */
+    public void interTokenLatency(String rule, long nanos, String traceId) {
+        RuleSeries r = rule(rule);
+        LatencyHistogram h = r.itl;
+        (h != null ? h : r.newItl()).recordNs(nanos, traceId);
     }
 
     public void upstreamError(String endpoint, String cause) {
@@ -246,103 +306,115 @@ public final class GatewayMetrics {
         logitBias.computeIfAbsent(new LogitBiasKey(rule, outcome), k -> new LongAdder()).increment();
     }
 
-    public void addSource(Consumer<StringBuilder> source) {
-        sources.add(source);
+    /** The registry every family of this gateway is registered in (its components add theirs). */
+    public PrometheusRegistry registry() {
+        return registry;
     }
 
-    public String render() {
-        StringBuilder out = new StringBuilder(8192);
-        out.append("# HELP kvgate_requests_total Client requests answered, by rule, model and HTTP status.\n");
-        out.append("# TYPE kvgate_requests_total counter\n");
-        rules.forEach((rule, r) -> r.byModel.forEach((model, m) -> {
-            String labels = "kvgate_requests_total{rule=\"" + esc(rule) + "\",model=\"" + esc(model) + "\",status=\"";
-            for (int i = 0; i <= STREAM_ERROR_SLOT; i++) {
-                LongAdder a = m.byStatus.get(i);
-                if (a != null) {
-                    out.append(labels).append(STATUS_LABELS[i]).append("\"} ").append(a.sum()).append('\n');
-                }
-            }
-            m.otherStatus.forEach((status, a) -> out.append(labels).append(status).append("\"} ").append(a.sum()).append('\n'));
-        }));
-        out.append("# HELP kvgate_tokens_total Tokens in successful answers as the engines reported them (usage), by rule,"
-            + " model and kind: prompt, completion, cached (prompt tokens served from the engine's prefix cache).\n");
-        out.append("# TYPE kvgate_tokens_total counter\n");
-        rules.forEach((rule, r) -> r.byModel.forEach((model, m) -> {
-            Tokens v = m.tokens;
-            if (v == null) {
-                return;
-            }
-            String labels = "kvgate_tokens_total{rule=\"" + esc(rule) + "\",model=\"" + esc(model) + "\",kind=\"";
-            out.append(labels).append("prompt\"} ").append(v.prompt.sum()).append('\n');
-            out.append(labels).append("completion\"} ").append(v.completion.sum()).append('\n');
-            out.append(labels).append("cached\"} ").append(v.cached.sum()).append('\n');
-        }));
-        out.append("# HELP kvgate_request_duration_seconds Time from the complete client request to the last byte of the response.\n");
-        out.append("# TYPE kvgate_request_duration_seconds histogram\n");
-        rules.forEach((rule, r) -> {
-            if (r.duration != null) {
-                r.duration.write(out, "kvgate_request_duration_seconds", "rule=\"" + esc(rule) + "\"");
-            }
-        });
-        out.append("# HELP kvgate_time_to_first_byte_seconds Time from the complete client request to the engine's response head.\n");
-        out.append("# TYPE kvgate_time_to_first_byte_seconds histogram\n");
-        rules.forEach((rule, r) -> {
-            if (r.ttfb != null) {
-                r.ttfb.write(out, "kvgate_time_to_first_byte_seconds", "rule=\"" + esc(rule) + "\"");
-            }
-        });
-        out.append("# HELP kvgate_upstream_errors_total Failed engine calls by endpoint and cause.\n");
-        out.append("# TYPE kvgate_upstream_errors_total counter\n");
-        upstreamErrors.forEach((k, v) -> out.append("kvgate_upstream_errors_total{endpoint=\"").append(esc(k.endpoint()))
-            .append("\",cause=\"").append(k.cause()).append("\"} ").append(v.sum()).append('\n'));
-        out.append("# HELP kvgate_bad_requests_total Client requests refused as malformed or over a limit, by reason.\n");
-        out.append("# TYPE kvgate_bad_requests_total counter\n");
-        badRequests.forEach((k, v) -> out.append("kvgate_bad_requests_total{reason=\"").append(k).append("\"} ").append(v.sum()).append('\n'));
-        out.append("# HELP kvgate_shed_total Requests answered 429/503 without reaching an engine, by reason.\n");
-        out.append("# TYPE kvgate_shed_total counter\n");
-        shed.forEach((k, v) -> out.append("kvgate_shed_total{reason=\"").append(k).append("\"} ").append(v.sum()).append('\n'));
-        out.append("# HELP kvgate_responses_incomplete_total Responses whose head reached the client (counted in"
-            + " kvgate_requests_total under that status, or stream_error) but whose body was cut short, by cause.\n");
-        out.append("# TYPE kvgate_responses_incomplete_total counter\n");
-        incomplete.forEach((k, v) -> out.append("kvgate_responses_incomplete_total{cause=\"").append(k).append("\"} ")
-            .append(v.sum()).append('\n'));
-        out.append("# HELP kvgate_context_clamped_total Requests whose completion budget (max_tokens) the gateway lowered"
-            + " or set to fit the rule's context length, by rule.\n");
-        out.append("# TYPE kvgate_context_clamped_total counter\n");
-        contextClamped.forEach((k, v) -> out.append("kvgate_context_clamped_total{rule=\"").append(esc(k)).append("\"} ")
-            .append(v.sum()).append('\n'));
-        out.append("# HELP kvgate_logit_bias_requests_total Requests with a non-empty logit_bias, by rule and outcome:"
-            + " accepted (sent on to an engine) or refused (the rule's max_logit_bias or speculative).\n");
-        out.append("# TYPE kvgate_logit_bias_requests_total counter\n");
-        logitBias.forEach((k, v) -> out.append("kvgate_logit_bias_requests_total{rule=\"").append(esc(k.rule()))
-            .append("\",outcome=\"").append(k.outcome()).append("\"} ").append(v.sum()).append('\n'));
-        gauge(out, "kvgate_open_connections", "Open client connections.", openClientConnections.get());
-        counter(out, "kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal.sum());
-        counter(out, "kvgate_client_disconnects_mid_request_total", "Clients that left before their response finished (upstream cancelled).",
-            clientDisconnectsMidRequest.sum());
-        counter(out, "kvgate_connect_retries_total", "Requests re-routed after a connect failure.", connectRetries.sum());
-        counter(out, "kvgate_mid_stream_errors_total", "Streams ended with an error frame after the engine failed mid-stream.",
-            midStreamErrors.sum());
-        counter(out, "kvgate_client_engine_fields_removed_total",
-            "Client-sent kv_transfer_params / bootstrap_* members removed before forwarding.", engineFieldsRemoved.sum());
-        stages.write(out);
-        for (Consumer<StringBuilder> s : sources) {
-            s.accept(out);
+    /**
+     * The JVM's and the process's families ({@code jvm_*}, {@code process_*}) of the client's instrumentation, in a
+     * registry of the process (they describe the process, and the instrumentation keeps every registry it registered
+     * in for the life of the JVM: a gateway's own registry would keep the closed gateway reachable). Scraped through
+     * {@code registry} like its own families.
+     */
+    public static void registerJvm(PrometheusRegistry registry) {
+        registry.register((MultiCollector) JvmRegistry.INSTANCE::scrape);
+    }
+
+    /** Initialised on first use: the JVM instrumentation registered once per process. */
+    private static final class JvmRegistry {
+        static final PrometheusRegistry INSTANCE = new PrometheusRegistry();
+
+        static {
+            JvmMetrics.builder().register(INSTANCE);
         }
-        return out.toString();
     }
 
-    public static void gauge(StringBuilder out, String name, String help, double value) {
-        out.append("# HELP ").append(name).append(' ').append(help).append("\n# TYPE ").append(name).append(" gauge\n")
-            .append(name).append(' ').append(value).append('\n');
+    /** The whole registry in the Prometheus text format 0.0.4 (what {@code /metrics} answers a plain scrape). */
+    public String render() {
+        return MetricsExposition.text(registry);
     }
 
-    public static void counter(StringBuilder out, String name, String help, double value) {
-        out.append("# HELP ").append(name).append(' ').append(help).append("\n# TYPE ").append(name).append(" counter\n")
-            .append(name).append(' ').append(value).append('\n');
+    /** This class's families: counters and gauges read the adders on scrape, histograms are {@link HistogramFamily}s. */
+    private void register() {
+        CounterWithCallback.builder().name("kvgate_requests_total")
+            .help("Client requests answered, by rule, model and HTTP status (or stream_error).")
+            .labelNames("rule", "model", "status").callback(cb -> rules.forEach((rule, r) -> r.byModel.forEach((model, m) -> {
+                for (int i = 0; i <= STREAM_ERROR_SLOT; i++) {
+                    LongAdder a = m.byStatus.get(i);
+                    if (a != null) {
+                        cb.call(a.sum(), rule, model, STATUS_LABELS[i]);
+                    }
+                }
+                m.otherStatus.forEach((status, a) -> cb.call(a.sum(), rule, model, status));
+            }))).register(registry);
+        CounterWithCallback.builder().name("kvgate_tokens_total")
+            .help("Tokens in successful answers as the engines reported them (usage), by rule, model and kind: prompt,"
+                + " completion, cached (prompt tokens served from the engine's prefix cache).")
+            .labelNames("rule", "model", "kind").callback(cb -> rules.forEach((rule, r) -> r.byModel.forEach((model, m) -> {
+                Tokens v = m.tokens;
+                if (v != null) {
+                    cb.call(v.prompt.sum(), rule, model, "prompt");
+                    cb.call(v.completion.sum(), rule, model, "completion");
+                    cb.call(v.cached.sum(), rule, model, "cached");
+                }
+            }))).register(registry);
+        ruleHistogram("kvgate_request_duration_seconds",
+            "Time from the complete client request to the last byte of the response, by rule.", r -> r.duration);
+        ruleHistogram("kvgate_time_to_first_byte_seconds",
+            "Time from the complete client request to the engine's response head, by rule.", r -> r.ttfb);
+        ruleHistogram("kvgate_time_to_first_token_seconds", "Time from the complete client request to the first content"
+            + " token of a stream (or the answer of a non-streamed request), by rule.", r -> r.ttft);
+        ruleHistogram("kvgate_inter_token_latency_seconds",
+            "Time between consecutive content tokens of a streamed answer, by rule.", r -> r.itl);
+        keyedCounter("kvgate_upstream_errors_total", "Failed engine calls by endpoint and cause.",
+            upstreamErrors, List.of("endpoint", "cause"), k -> new String[] {k.endpoint(), k.cause()});
+        keyedCounter("kvgate_bad_requests_total", "Client requests refused as malformed or over a limit, by reason.",
+            badRequests, List.of("reason"), k -> new String[] {k});
+        keyedCounter("kvgate_shed_total", "Requests answered 429/503 without reaching an engine, by reason.",
+            shed, List.of("reason"), k -> new String[] {k});
+        keyedCounter("kvgate_responses_incomplete_total", "Responses whose head reached the client (counted in"
+            + " kvgate_requests_total under that status, or stream_error) but whose body was cut short, by cause.",
+            incomplete, List.of("cause"), k -> new String[] {k});
+        keyedCounter("kvgate_context_clamped_total", "Requests whose completion budget (max_tokens) the gateway lowered"
+            + " or set to fit the rule's context length, by rule.", contextClamped, List.of("rule"), k -> new String[] {k});
+        keyedCounter("kvgate_logit_bias_requests_total", "Requests with a non-empty logit_bias, by rule and outcome:"
+            + " accepted (sent on to an engine) or refused (the rule's max_logit_bias or speculative).",
+            logitBias, List.of("rule", "outcome"), k -> new String[] {k.rule(), k.outcome()});
+        GaugeWithCallback.builder().name("kvgate_open_connections").help("Open client connections.")
+            .callback(cb -> cb.call(openClientConnections.get())).register(registry);
+        counter("kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal);
+        counter("kvgate_client_disconnects_mid_request_total",
+            "Clients that left before their response finished (upstream cancelled).", clientDisconnectsMidRequest);
+        counter("kvgate_connect_retries_total", "Requests re-routed after a connect failure.", connectRetries);
+        counter("kvgate_mid_stream_errors_total", "Streams ended with an error frame after the engine failed mid-stream.",
+            midStreamErrors);
+        counter("kvgate_client_engine_fields_removed_total",
+            "Client-sent kv_transfer_params / bootstrap_* members removed before forwarding.", engineFieldsRemoved);
+        BuildInfo build = BuildInfo.current();
+        GaugeWithCallback.builder().name("kvgate_build_info")
+            .help("Always 1: the gateway's version, the commit it was built from and the Java runtime it runs on.")
+            .labelNames("version", "commit", "java")
+            .callback(cb -> cb.call(1, build.version(), build.commit(), build.javaVersion())).register(registry);
+        stages.register(registry);
     }
 
-    public static String esc(String s) {
-        return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
+    private void ruleHistogram(String name, String help, java.util.function.Function<RuleSeries, LatencyHistogram> pick) {
+        HistogramFamily.register(registry, name, help, List.of("rule"), sink -> rules.forEach((rule, r) -> {
+            LatencyHistogram h = pick.apply(r);
+            if (h != null) {
+                sink.add(h, rule);
+            }
+        }));
+    }
+
+    private <K> void keyedCounter(String name, String help, Map<K, LongAdder> counters, List<String> labels,
+                                  java.util.function.Function<K, String[]> labelValues) {
+        CounterWithCallback.builder().name(name).help(help).labelNames(labels.toArray(String[]::new))
+            .callback(cb -> counters.forEach((k, v) -> cb.call(v.sum(), labelValues.apply(k)))).register(registry);
+    }
+
+    private void counter(String name, String help, LongAdder value) {
+        CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.sum())).register(registry);
     }
 }

@@ -1,6 +1,10 @@
 package io.kvgate.dataplane.pd;
 
+import io.kvgate.dataplane.metrics.HistogramFamily;
 import io.kvgate.dataplane.metrics.LatencyHistogram;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -38,30 +42,33 @@ public final class PdMetrics {
         return "local".equals(path) ? localPath.sum() : splitPath.sum();
     }
 
-    public void write(StringBuilder out) {
-        out.append("# HELP kvgate_pd_requests_total Requests driven through prefill/decode disaggregation.\n");
-        out.append("# TYPE kvgate_pd_requests_total counter\nkvgate_pd_requests_total ").append(requests.sum()).append('\n');
-        out.append("# HELP kvgate_pd_decisions_total P/D requests by path: split (prefill leg, then decode) or local (the"
-            + " decode endpoint alone: it holds the prompt, or the uncached part is below pd.min_uncached_tokens).\n");
-        out.append("# TYPE kvgate_pd_decisions_total counter\n");
-        out.append("kvgate_pd_decisions_total{path=\"split\"} ").append(splitPath.sum()).append('\n');
-        out.append("kvgate_pd_decisions_total{path=\"local\"} ").append(localPath.sum()).append('\n');
-        out.append("# HELP kvgate_pd_prefill_seconds Prefill leg latency (request to complete answer).\n# TYPE kvgate_pd_prefill_seconds histogram\n");
-        prefillLatency.write(out, "kvgate_pd_prefill_seconds", "");
-        out.append("# HELP kvgate_pd_decode_first_byte_seconds Decode leg: request start to the decode engine's response head.\n");
-        out.append("# TYPE kvgate_pd_decode_first_byte_seconds histogram\n");
-        decodeFirstByte.write(out, "kvgate_pd_decode_first_byte_seconds", "");
-        out.append("# HELP kvgate_pd_kv_transfer_params_total vLLM prefill answers with or without kv_transfer_params.\n");
-        out.append("# TYPE kvgate_pd_kv_transfer_params_total counter\n");
-        out.append("kvgate_pd_kv_transfer_params_total{result=\"found\"} ").append(paramsFound.sum()).append('\n');
-        out.append("kvgate_pd_kv_transfer_params_total{result=\"missing\"} ").append(paramsMissing.sum()).append('\n');
-        out.append("# HELP kvgate_pd_pair_retries_total Prefill legs retried (SGLang: the pair, with a fresh room).\n");
-        out.append("# TYPE kvgate_pd_pair_retries_total counter\nkvgate_pd_pair_retries_total ").append(pairRetries.sum()).append('\n');
-        out.append("# HELP kvgate_pd_leg_failures_total P/D leg failures by leg and cause.\n# TYPE kvgate_pd_leg_failures_total counter\n");
-        failures.forEach((k, v) -> {
-            int z = k.indexOf('\u0000');
-            out.append("kvgate_pd_leg_failures_total{leg=\"").append(k, 0, z).append("\",cause=\"").append(k.substring(z + 1))
-                .append("\"} ").append(v.sum()).append('\n');
-        });
+    /** Registers the P/D families in the gateway's registry. */
+    public void register(PrometheusRegistry registry) {
+        CounterWithCallback.builder().name("kvgate_pd_requests_total").help("Requests driven through prefill/decode disaggregation.")
+            .callback(cb -> cb.call(requests.sum())).register(registry);
+        CounterWithCallback.builder().name("kvgate_pd_decisions_total").help("P/D requests by path: split (prefill leg, then"
+                + " decode) or local (the decode endpoint alone: it holds the prompt, or the uncached part is below"
+                + " pd.min_uncached_tokens).")
+            .labelNames("path").callback(cb -> {
+                cb.call(splitPath.sum(), "split");
+                cb.call(localPath.sum(), "local");
+            }).register(registry);
+        HistogramFamily.register(registry, "kvgate_pd_prefill_seconds", "Prefill leg latency (request to complete answer).",
+            List.of(), sink -> sink.add(prefillLatency));
+        HistogramFamily.register(registry, "kvgate_pd_decode_first_byte_seconds",
+            "Decode leg: request start to the decode engine's response head.", List.of(), sink -> sink.add(decodeFirstByte));
+        CounterWithCallback.builder().name("kvgate_pd_kv_transfer_params_total")
+            .help("vLLM prefill answers with or without kv_transfer_params.").labelNames("result").callback(cb -> {
+                cb.call(paramsFound.sum(), "found");
+                cb.call(paramsMissing.sum(), "missing");
+            }).register(registry);
+        CounterWithCallback.builder().name("kvgate_pd_pair_retries_total")
+            .help("Prefill legs retried (SGLang: the pair, with a fresh room).").callback(cb -> cb.call(pairRetries.sum()))
+            .register(registry);
+        CounterWithCallback.builder().name("kvgate_pd_leg_failures_total").help("P/D leg failures by leg and cause.")
+            .labelNames("leg", "cause").callback(cb -> failures.forEach((k, v) -> {
+                int z = k.indexOf('\u0000');
+                cb.call(v.sum(), k.substring(0, z), k.substring(z + 1));
+            })).register(registry);
     }
 }

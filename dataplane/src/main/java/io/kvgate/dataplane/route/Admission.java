@@ -1,10 +1,15 @@
 package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
-import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.metrics.HistogramFamily;
 import io.kvgate.dataplane.metrics.LatencyHistogram;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.ArrayDeque;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.function.Supplier;
 
 /**
  * Admission control of one rule (configuration {@code admission.*}): which endpoints are saturated, and the bounded
@@ -218,54 +223,34 @@ public final class Admission {
         return shed.get(cls.ordinal());
     }
 
-    /** Prometheus text for the admission control of these rules (labels: rule and class, both from configuration). */
-    static void write(Admission[] all, StringBuilder out) {
-        if (all.length == 0) {
-            return;
-        }
-        out.append("# HELP kvgate_admission_queue_depth Requests waiting for a non-saturated endpoint, by rule and priority class.\n");
-        out.append("# TYPE kvgate_admission_queue_depth gauge\n");
-        for (Admission a : all) {
-            for (PriorityClass c : PriorityClass.values()) {
-                out.append("kvgate_admission_queue_depth{").append(labels(a, c)).append("} ").append(a.depth(c)).append('\n');
-            }
-        }
-        out.append("# HELP kvgate_admission_shed_total Requests answered 429 by admission control (queue full or waited"
-            + " max_wait_ms), by rule and priority class.\n");
-        out.append("# TYPE kvgate_admission_shed_total counter\n");
-        for (Admission a : all) {
-            for (PriorityClass c : PriorityClass.values()) {
-                out.append("kvgate_admission_shed_total{").append(labels(a, c)).append("} ").append(a.shedCount(c)).append('\n');
-            }
-        }
-        out.append("# HELP kvgate_admission_wait_max_seconds The longest time a request spent in the admission queue"
-            + " since start, by rule and priority class.\n");
-        out.append("# TYPE kvgate_admission_wait_max_seconds gauge\n");
-        for (Admission a : all) {
-            for (PriorityClass c : PriorityClass.values()) {
-                out.append("kvgate_admission_wait_max_seconds{").append(labels(a, c)).append("} ")
-                    .append(a.longestWaitNs(c) / 1e9).append('\n');
-            }
-        }
-        out.append("# HELP kvgate_admission_overdue_total Requests that left the admission queue after"
-            + " admission.max_wait_ms (the routing thread's turn came late), by rule and priority class.\n");
-        out.append("# TYPE kvgate_admission_overdue_total counter\n");
-        for (Admission a : all) {
-            for (PriorityClass c : PriorityClass.values()) {
-                out.append("kvgate_admission_overdue_total{").append(labels(a, c)).append("} ").append(a.overdueCount(c)).append('\n');
-            }
-        }
-        out.append("# HELP kvgate_admission_wait_seconds Time requests spent in the admission queue (dispatched and shed"
-            + " alike), by rule and priority class.\n");
-        out.append("# TYPE kvgate_admission_wait_seconds histogram\n");
-        for (Admission a : all) {
-            for (PriorityClass c : PriorityClass.values()) {
-                a.waits[c.ordinal()].write(out, "kvgate_admission_wait_seconds", labels(a, c));
-            }
-        }
+    /**
+     * Registers the admission families (labels: rule and class, both from configuration), read on scrape from the
+     * admissions {@code all} supplies then (the current table's).
+     */
+    static void register(PrometheusRegistry registry, Supplier<Admission[]> all) {
+        GaugeWithCallback.builder().name("kvgate_admission_queue_depth")
+            .help("Requests waiting for a non-saturated endpoint, by rule and priority class.").labelNames("rule", "class")
+            .callback(cb -> each(all, (a, c) -> cb.call(a.depth(c), a.ruleName, c.label))).register(registry);
+        CounterWithCallback.builder().name("kvgate_admission_shed_total").help("Requests answered 429 by admission control"
+                + " (queue full or waited max_wait_ms), by rule and priority class.").labelNames("rule", "class")
+            .callback(cb -> each(all, (a, c) -> cb.call(a.shedCount(c), a.ruleName, c.label))).register(registry);
+        GaugeWithCallback.builder().name("kvgate_admission_wait_max_seconds").help("The longest time a request spent in"
+                + " the admission queue since start, by rule and priority class.").labelNames("rule", "class")
+            .callback(cb -> each(all, (a, c) -> cb.call(a.longestWaitNs(c) / 1e9, a.ruleName, c.label))).register(registry);
+        CounterWithCallback.builder().name("kvgate_admission_overdue_total").help("Requests that left the admission queue"
+                + " after admission.max_wait_ms (the routing thread's turn came late), by rule and priority class.")
+            .labelNames("rule", "class")
+            .callback(cb -> each(all, (a, c) -> cb.call(a.overdueCount(c), a.ruleName, c.label))).register(registry);
+        HistogramFamily.register(registry, "kvgate_admission_wait_seconds", "Time requests spent in the admission queue"
+                + " (dispatched and shed alike), by rule and priority class.", List.of("rule", "class"),
+            sink -> each(all, (a, c) -> sink.add(a.waits[c.ordinal()], a.ruleName, c.label)));
     }
 
-    private static String labels(Admission a, PriorityClass c) {
-        return "rule=\"" + GatewayMetrics.esc(a.ruleName) + "\",class=\"" + c.label + "\"";
+    private static void each(Supplier<Admission[]> all, java.util.function.BiConsumer<Admission, PriorityClass> f) {
+        for (Admission a : all.get()) {
+            for (PriorityClass c : PriorityClass.values()) {
+                f.accept(a, c);
+            }
+        }
     }
 }

@@ -413,10 +413,10 @@ public final class RoutingStage implements AutoCloseable {
         return ring.remainingCapacity();
     }
 
-    /** The rule counters of the current table, as Prometheus text. */
-    public void writeMetrics(StringBuilder out) {
-        RuleStats.write(table.rules(), out);
-        Admission.write(admissionView, out);
+    /** Registers the rule and admission families, read on scrape from the table current then. */
+    public void registerMetrics(io.prometheus.metrics.model.registry.PrometheusRegistry registry) {
+        RuleStats.register(registry, () -> table.rules());
+        Admission.register(registry, () -> admissionView);
     }
 
     /** The counters of the current table's rule {@code name}, or null. */

@@ -1,8 +1,11 @@
 package io.kvgate.dataplane.route;
 
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.Locale;
+import java.util.function.Supplier;
 
 /**
  * Per-rule routing counters of one gateway: decisions per tier, KV misses per reason, the zero-hit watchdog and the
@@ -123,43 +126,46 @@ public final class RuleStats {
         watchdogWarned = previous.watchdogWarned;
     }
 
-    /** Prometheus text for the rules of one table (one gateway). Tiers and reasons that never fired are left out. */
-    public static void write(Iterable<Rule> rules, StringBuilder out) {
-        out.append("# HELP kvgate_route_decisions_total Routing decisions by rule and the policy tier that made them.\n");
-        out.append("# TYPE kvgate_route_decisions_total counter\n");
-        for (Rule r : rules) {
-            for (Tier t : Tier.values()) {
-                long v = r.stats().tierCount(t);
-                if (v > 0) {
-                    out.append("kvgate_route_decisions_total{rule=\"").append(esc(r.name())).append("\",tier=\"").append(t.label)
-                        .append("\"} ").append(v).append('\n');
+    /**
+     * Registers the rule counters, read on scrape from the rules {@code rules} supplies then (the current table).
+     * Tiers and reasons that never fired are left out.
+     */
+    public static void register(PrometheusRegistry registry, Supplier<? extends Iterable<Rule>> rules) {
+        CounterWithCallback.builder().name("kvgate_route_decisions_total")
+            .help("Routing decisions by rule and the policy tier that made them.").labelNames("rule", "tier")
+            .callback(cb -> {
+                for (Rule r : rules.get()) {
+                    for (Tier t : Tier.values()) {
+                        long v = r.stats().tierCount(t);
+                        if (v > 0) {
+                            cb.call(v, r.name(), t.label);
+                        }
+                    }
                 }
-            }
-        }
-        out.append("# HELP kvgate_kv_misses_total KV-aware decisions that fell back, by reason.\n# TYPE kvgate_kv_misses_total counter\n");
-        for (Rule r : rules) {
-            for (MissReason m : MissReason.values()) {
-                long v = r.stats().missCount(m);
-                if (v > 0) {
-                    out.append("kvgate_kv_misses_total{rule=\"").append(esc(r.name())).append("\",reason=\"").append(m.label)
-                        .append("\"} ").append(v).append('\n');
+            }).register(registry);
+        CounterWithCallback.builder().name("kvgate_kv_misses_total").help("KV-aware decisions that fell back, by reason.")
+            .labelNames("rule", "reason").callback(cb -> {
+                for (Rule r : rules.get()) {
+                    for (MissReason m : MissReason.values()) {
+                        long v = r.stats().missCount(m);
+                        if (v > 0) {
+                            cb.call(v, r.name(), m.label);
+                        }
+                    }
                 }
-            }
-        }
-        family(out, rules, "kvgate_kv_zero_hit_watchdog_total",
+            }).register(registry);
+        family(registry, rules, "kvgate_kv_zero_hit_watchdog_total",
             "Zero-hit streaks against a non-empty inventory (silent hash mismatch?).", WATCHDOG);
-        family(out, rules, "kvgate_kv_matched_blocks_total", "Prompt blocks found cached on the chosen endpoint.", MATCHED_BLOCKS);
-        family(out, rules, "kvgate_kv_prompt_blocks_total", "Full prompt blocks looked up.", PROMPT_BLOCKS);
+        family(registry, rules, "kvgate_kv_matched_blocks_total", "Prompt blocks found cached on the chosen endpoint.", MATCHED_BLOCKS);
+        family(registry, rules, "kvgate_kv_prompt_blocks_total", "Full prompt blocks looked up.", PROMPT_BLOCKS);
     }
 
-    private static void family(StringBuilder out, Iterable<Rule> rules, String name, String help, int counter) {
-        out.append("# HELP ").append(name).append(' ').append(help).append("\n# TYPE ").append(name).append(" counter\n");
-        for (Rule r : rules) {
-            out.append(name).append("{rule=\"").append(esc(r.name())).append("\"} ").append(read(r.stats().kv, counter)).append('\n');
-        }
-    }
-
-    private static String esc(String s) {
-        return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
+    private static void family(PrometheusRegistry registry, Supplier<? extends Iterable<Rule>> rules, String name, String help,
+                               int counter) {
+        CounterWithCallback.builder().name(name).help(help).labelNames("rule").callback(cb -> {
+            for (Rule r : rules.get()) {
+                cb.call(read(r.stats().kv, counter), r.name());
+            }
+        }).register(registry);
     }
 }

@@ -156,14 +156,12 @@ class EngineLoadScraperSystemTest {
         pages.put(pa, VLLM_PAGE.replace("} 3.0", "} 9.0"));
         await("the new value", () -> ea.lastReading().running(0) == 9);
 
-        StringBuilder m = new StringBuilder();
-        scraper.writeMetrics(m);
-        String text = m.toString();
+        String text = scrape(scraper);
         assertTrue(text.contains("kvgate_engine_load_running{endpoint=\"" + ea.key() + "\",rank=\"0\"} 9.0\n"), text);
         assertTrue(text.contains("kvgate_engine_load_waiting{endpoint=\"" + ea.key() + "\",rank=\"1\"} 0.0\n"), text);
         assertTrue(text.contains("kvgate_engine_load_kv_usage{endpoint=\"" + ea.key() + "\",rank=\"0\"} 0.5\n"), text);
         assertTrue(text.contains("kvgate_engine_load_age_seconds{endpoint=\"" + eb.key() + "\"} "), text);
-        assertTrue(text.contains("kvgate_engine_load_malformed_lines_total{endpoint=\"" + ea.key() + "\"} 0\n"), text);
+        assertTrue(text.contains("kvgate_engine_load_malformed_lines_total{endpoint=\"" + ea.key() + "\"} 0.0\n"), text);
         assertTrue(text.contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ea.key() + "\",result=\"ok\"} "), text);
     }
 
@@ -212,10 +210,9 @@ class EngineLoadScraperSystemTest {
         assertNull(eb.lastReading(), "a page over load.max_body_bytes is not read at all");
         assertNull(ec.lastReading());
         assertEquals(0, scraper.scrapes(ea.key(), Result.OK));
-        StringBuilder m = new StringBuilder();
-        scraper.writeMetrics(m);
-        assertTrue(m.toString().contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ea.key() + "\",result=\"not_found\"} "), m.toString());
-        assertTrue(m.toString().contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ec.key() + "\",result=\"connect_error\"} "), m.toString());
+        String m = scrape(scraper);
+        assertTrue(m.contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ea.key() + "\",result=\"not_found\"} "), m);
+        assertTrue(m.contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ec.key() + "\",result=\"connect_error\"} "), m);
     }
 
     @Test
@@ -260,5 +257,12 @@ class EngineLoadScraperSystemTest {
         assertEquals(servedThen, served.get(), "load.enabled false: no scrape");
         cfg.set(load(true, 1 << 20));
         await("scraping again", () -> ea.lastReading() != null);
+    }
+
+    /** The scraper's families alone, in the text format. */
+    private static String scrape(EngineLoadScraper scraper) {
+        var registry = new io.prometheus.metrics.model.registry.PrometheusRegistry();
+        scraper.registerMetrics(registry);
+        return io.kvgate.dataplane.metrics.MetricsExposition.text(registry);
     }
 }

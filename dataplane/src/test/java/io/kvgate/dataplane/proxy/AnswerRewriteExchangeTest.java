@@ -56,9 +56,10 @@ class AnswerRewriteExchangeTest {
     }
 
     private static String tokensLines(long prompt, long completion, long cached) {
-        return "kvgate_tokens_total{rule=\"r\",model=\"m\",kind=\"prompt\"} " + prompt + "\n"
-            + "kvgate_tokens_total{rule=\"r\",model=\"m\",kind=\"completion\"} " + completion + "\n"
-            + "kvgate_tokens_total{rule=\"r\",model=\"m\",kind=\"cached\"} " + cached + "\n";
+        // The client library writes a family's series sorted by their labels: kind cached, completion, prompt.
+        return "kvgate_tokens_total{kind=\"cached\",model=\"m\",rule=\"r\"} " + (double) cached + "\n"
+            + "kvgate_tokens_total{kind=\"completion\",model=\"m\",rule=\"r\"} " + (double) completion + "\n"
+            + "kvgate_tokens_total{kind=\"prompt\",model=\"m\",rule=\"r\"} " + (double) prompt + "\n";
     }
 
     @Test
@@ -121,7 +122,7 @@ class AnswerRewriteExchangeTest {
                     k.body.toString(), "split " + split);
                 assertTrue(k.ended);
                 assertEquals(tokensLines(4, 1, 0), tokens(k));
-                assertTrue(k.metrics.render().contains("kvgate_requests_total{rule=\"r\",model=\"m\",status=\"200\"} 1"));
+                assertTrue(k.metrics.render().contains("kvgate_requests_total{model=\"m\",rule=\"r\",status=\"200\"} 1"));
             }
         }
     }
@@ -135,7 +136,7 @@ class AnswerRewriteExchangeTest {
             k.received();
             assertEquals(JSON, k.body.toString());
             assertEquals("", tokens(k));
-            assertTrue(k.metrics.render().contains("kvgate_requests_total{rule=\"r\",model=\"m\",status=\"200\"} 1"));
+            assertTrue(k.metrics.render().contains("kvgate_requests_total{model=\"m\",rule=\"r\",status=\"200\"} 1"));
         }
     }
 

@@ -125,7 +125,7 @@ class PlainExchangeTest {
             assertFalse(k.engine(0).isOpen(), "the dripping engine's connection is closed");
             assertEquals(List.of(new Completion(k.ep1, Outcome.FAILURE)), k.engines.outcomes, "the engine is charged");
             String metrics = k.metrics.render();
-            assertTrue(metrics.contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"no_progress\"} 1"), metrics);
+            assertTrue(metrics.contains("kvgate_upstream_errors_total{cause=\"no_progress\",endpoint=\"10.0.0.1:8000\"} 1"), metrics);
             assertTrue(metrics.contains("kvgate_responses_incomplete_total{cause=\"no_progress\"} 1"), metrics);
         }
     }

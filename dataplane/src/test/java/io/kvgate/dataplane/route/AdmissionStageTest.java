@@ -170,10 +170,11 @@ class AdmissionStageTest {
         assertEquals(0, batch.answers);
         assertEquals(1, waiting(PriorityClass.BATCH));
 
-        StringBuilder m = new StringBuilder();
-        stage.writeMetrics(m);
-        assertTrue(m.toString().contains("kvgate_admission_queue_depth{rule=\"r\",class=\"batch\"} 1\n"), m.toString());
-        assertTrue(m.toString().contains("kvgate_admission_wait_seconds_count{rule=\"r\",class=\"interactive\"} 1\n"), m.toString());
+        var registry = new io.prometheus.metrics.model.registry.PrometheusRegistry();
+        stage.registerMetrics(registry);
+        String m = io.kvgate.dataplane.metrics.MetricsExposition.text(registry);
+        assertTrue(m.contains("kvgate_admission_queue_depth{class=\"batch\",rule=\"r\"} 1.0\n"), m);
+        assertTrue(m.contains("kvgate_admission_wait_seconds_count{class=\"interactive\",rule=\"r\"} 1\n"), m);
     }
 
     @ParameterizedTest

@@ -354,7 +354,7 @@ class UpstreamLegTest {
         new UpstreamLeg(engines, client.eventLoop(), ep, engines, metrics, request("/v1/completions"), bytes(BODY), TIMEOUTS, second).start();
         engineSends(engines.opened.get(1), "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
         assertEquals(List.of(new Completion(ep, Outcome.FAILURE), new Completion(ep, Outcome.SUCCESS)), engines.outcomes);
-        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"engine_5xx\"} 1"));
+        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{cause=\"engine_5xx\",endpoint=\"10.0.0.1:8000\"} 1"));
     }
 
     @Test
@@ -367,8 +367,8 @@ class UpstreamLegTest {
         engineSends(engines.opened.get(2), "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
         assertEquals(List.of(new Completion(ep, Outcome.RELEASED), new Completion(ep, Outcome.FAILURE),
             new Completion(ep, Outcome.FAILURE)), engines.outcomes);
-        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"engine_loading\"} 1"));
-        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{endpoint=\"10.0.0.1:8000\",cause=\"engine_5xx\"} 2"));
+        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{cause=\"engine_loading\",endpoint=\"10.0.0.1:8000\"} 1"));
+        assertTrue(metrics.render().contains("kvgate_upstream_errors_total{cause=\"engine_5xx\",endpoint=\"10.0.0.1:8000\"} 2"));
     }
 
     @Test

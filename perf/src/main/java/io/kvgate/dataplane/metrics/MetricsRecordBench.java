@@ -19,8 +19,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * first byte, the answer's token usage, the request (status and duration) and five stage timers (parse, route queue,
  * upstream connect, gateway added, upstream first byte). {@code current}: today's {@link GatewayMetrics} (series
  * found by rule and model name, counters by status slot); {@code baseline}: {@link GatewayMetricsBaseline}, the keyed
- * recording it replaced. Both record the same five stages into their own {@link StageTimers} (unchanged code);
- * the {@code NoStages} pair leaves them out, to show the part this change touched without the HdrHistogram cost.
+ * recording it replaced. Both record the same five stages into their own {@link StageTimers} (since the move to
+ * the Prometheus client: one {@link LatencyHistogram} per stage instead of HdrHistogram recorders); the
+ * {@code NoStages} pair leaves them out. {@code currentStreamed} adds a stream's first-token and inter-token records.
  *
  * <p>Run with {@code -prof gc}: the current path allocates nothing per op, the baseline two record keys. The model
  * string is one object reused across ops, so its hash is cached after the first: the hashing of a fresh per-request
@@ -71,6 +72,19 @@ public class MetricsRecordBench {
         baseline.timeToFirstByte(rule, 2_000_000 + v);
         baseline.tokens(rule, model, 812, 20, 768);
         baseline.request(rule, model, 200, 30_000_000 + v);
+    }
+
+    /**
+     * {@link #current} plus what a streamed answer adds on the Prometheus-client registry: its first token and one
+     * inter-token gap (untraced, as most requests are: a trace id costs its exemplar).
+     */
+    @Benchmark
+    public void currentStreamed() {
+        long v = next();
+        stages(metrics.stages, v);
+        metrics.timeToFirstToken(rule, 80_000_000 + v, null);
+        metrics.interTokenLatency(rule, 15_000_000 + v, null);
+        record(v);
     }
 
     /** {@link #current} without the stage timers (identical code in both paths): only what this change touched. */

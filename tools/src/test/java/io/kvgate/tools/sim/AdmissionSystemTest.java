@@ -143,8 +143,8 @@ class AdmissionSystemTest {
                 assertEquals(0, adm.shedCount(PriorityClass.INTERACTIVE));
                 String metrics = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics"))
                     .GET().build(), HttpResponse.BodyHandlers.ofString()).body();
-                assertTrue(metrics.contains("kvgate_admission_shed_total{rule=\"chat\",class=\"batch\"} 3\n"), metrics);
-                assertTrue(metrics.contains("kvgate_admission_wait_seconds_count{rule=\"chat\",class=\"interactive\"} 2\n"), metrics);
+                assertTrue(metrics.contains("kvgate_admission_shed_total{class=\"batch\",rule=\"chat\"} 3.0\n"), metrics);
+                assertTrue(metrics.contains("kvgate_admission_wait_seconds_count{class=\"interactive\",rule=\"chat\"} 2\n"), metrics);
                 assertTrue(metrics.contains("kvgate_shed_total{reason=\"admission\"} 3"), metrics);
             } finally {
                 gw.close(100);

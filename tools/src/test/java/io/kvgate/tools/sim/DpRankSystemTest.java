@@ -138,7 +138,7 @@ class DpRankSystemTest {
                 assertEquals(3, ep.rankCompletedTotal(0));
                 String metrics = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.port() + "/metrics"))
                     .build(), HttpResponse.BodyHandlers.ofString()).body();
-                assertTrue(metrics.contains("kvgate_endpoint_rank_outstanding{endpoint=\"" + ep.key() + "\",rank=\"1\"} 0\n"), metrics);
+                assertTrue(metrics.contains("kvgate_endpoint_rank_outstanding{endpoint=\"" + ep.key() + "\",rank=\"1\"} 0.0\n"), metrics);
 
                 // The hint off: the two ranks are one endpoint, no header goes out, the engine alternates ranks.
                 g.applyConfig(GatewayConfig.parse(yaml(sim, kv, dialect, false)));

@@ -96,7 +96,7 @@ class EngineCapabilitySystemTest {
         String m = gw.metrics().render();
         for (EngineSimulator sim : List.of(vllmGen, vllmPool, sglangGen, sglangEmbed)) {
             String ep = sim.baseUrl().substring("http://".length());
-            if (!m.contains("endpoint=\"" + ep + "\",route=\"/v1/completions\"}")) {
+            if (!m.contains("kvgate_endpoint_route_mounted{endpoint=\"" + ep + "\",route=\"/v1/completions\",")) {
                 return false;
             }
         }
@@ -178,13 +178,13 @@ class EngineCapabilitySystemTest {
         String m = gw.metrics().render();
         String pool = vllmPool.baseUrl().substring("http://".length());
         String gen = vllmGen.baseUrl().substring("http://".length());
-        assertTrue(m.contains("kvgate_endpoint_route_mounted{rule=\"mixed-vllm\",endpoint=\"" + pool
-            + "\",route=\"/v1/chat/completions\"} 0"), m);
-        assertTrue(m.contains("kvgate_endpoint_route_mounted{rule=\"mixed-vllm\",endpoint=\"" + gen
-            + "\",route=\"/v1/chat/completions\"} 1"), m);
+        assertTrue(m.contains("kvgate_endpoint_route_mounted{endpoint=\"" + pool
+            + "\",route=\"/v1/chat/completions\",rule=\"mixed-vllm\"} 0"), m);
+        assertTrue(m.contains("kvgate_endpoint_route_mounted{endpoint=\"" + gen
+            + "\",route=\"/v1/chat/completions\",rule=\"mixed-vllm\"} 1"), m);
         String embed = sglangEmbed.baseUrl().substring("http://".length());
-        assertTrue(m.contains("kvgate_endpoint_route_mounted{rule=\"mixed-sglang\",endpoint=\"" + embed
-            + "\",route=\"/v1/completions\"} 0"), m);
+        assertTrue(m.contains("kvgate_endpoint_route_mounted{endpoint=\"" + embed
+            + "\",route=\"/v1/completions\",rule=\"mixed-sglang\"} 0"), m);
         // an explained request names the endpoint it could not go to
         HttpResponse<String> explained = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port()
                 + "/v1/chat/completions")).timeout(Duration.ofSeconds(20)).header("content-type", "application/json")

@@ -149,8 +149,8 @@ class EngineLoadSystemTest {
         }
         String m = metrics(router);
         assertTrue(m.contains("kvgate_engine_load_running{endpoint=\"" + ra.key() + "\",rank=\"0\"} 6.0\n"), m);
-        assertTrue(m.contains("kvgate_engine_load_stale{rule=\"chat\",endpoint=\"" + ra.key() + "\"} 0\n"), m);
-        assertTrue(m.contains("kvgate_endpoint_load{rule=\"chat\",endpoint=\"" + ra.key() + "\"} 6\n"), m);
+        assertTrue(m.contains("kvgate_engine_load_stale{endpoint=\"" + ra.key() + "\",rule=\"chat\"} 0.0\n"), m);
+        assertTrue(m.contains("kvgate_endpoint_load{endpoint=\"" + ra.key() + "\",rule=\"chat\"} 6.0\n"), m);
         for (CompletableFuture<HttpResponse<String>> f : busy) {
             assertEquals(200, f.get().statusCode());
         }
@@ -273,8 +273,8 @@ class EngineLoadSystemTest {
             && w.loadSource() == EndpointState.LoadSource.ENGINE, () -> "w " + w.loadSource() + " n " + n.loadSource());
         assertEquals(EndpointState.LoadSource.UNKNOWN, n.loadSource());
         String m = metrics(g);
-        assertTrue(m.contains("kvgate_engine_load_stale{rule=\"chat\",endpoint=\"" + n.key() + "\"} 1\n"), m);
-        assertTrue(m.contains("kvgate_engine_load_stale{rule=\"chat\",endpoint=\"" + w.key() + "\"} 0\n"), m);
+        assertTrue(m.contains("kvgate_engine_load_stale{endpoint=\"" + n.key() + "\",rule=\"chat\"} 1.0\n"), m);
+        assertTrue(m.contains("kvgate_engine_load_stale{endpoint=\"" + w.key() + "\",rule=\"chat\"} 0.0\n"), m);
         assertTrue(m.contains("kvgate_engine_load_scrapes_total{endpoint=\"" + n.key() + "\",result=\"not_found\"} "), m);
         for (int i = 0; i < 4; i++) {
             String why = route(g, tokens(100 * i, 8));

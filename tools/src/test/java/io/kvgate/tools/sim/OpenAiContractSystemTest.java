@@ -313,8 +313,8 @@ class OpenAiContractSystemTest {
             assertTrue(s.body().endsWith(want), s.body());
         }
         String metrics = gw.metrics().render();
-        assertTrue(metrics.contains("kvgate_requests_total{rule=\"on-vllm\",model=\"mv\",status=\"stream_error\"}"), metrics);
-        assertTrue(metrics.contains("kvgate_requests_total{rule=\"on-sglang\",model=\"ms\",status=\"stream_error\"}"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{model=\"mv\",rule=\"on-vllm\",status=\"stream_error\"}"), metrics);
+        assertTrue(metrics.contains("kvgate_requests_total{model=\"ms\",rule=\"on-sglang\",status=\"stream_error\"}"), metrics);
     }
 
     @Test
@@ -534,7 +534,7 @@ class OpenAiContractSystemTest {
         SimHttp.MAPPER.readTree(list.body()).get("data").forEach(m -> ids.add(m.get("id").asText()));
         assertTrue(ids.containsAll(List.of(VLLM_MODEL, VLLM_ALIAS, SGLANG_MODEL, SGLANG_ALIAS, VLLM_REJECT)), ids.toString());
         assertEquals(200, send("GET", "/v1/models/" + VLLM_ALIAS, null).statusCode());
-        String series = "kvgate_requests_total{rule=\"on-vllm\",model=\"" + VLLM_ALIAS + "\",status=\"200\"}";
+        String series = "kvgate_requests_total{model=\"" + VLLM_ALIAS + "\",rule=\"on-vllm\",status=\"200\"}";
         long deadline = System.nanoTime() + 5_000_000_000L; // recorded just after the last bytes went out
         while (!gw.metrics().render().contains(series) && System.nanoTime() < deadline) {
             java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
@@ -567,7 +567,7 @@ class OpenAiContractSystemTest {
         assertEquals(su.get("prompt_tokens"), vu.get("prompt_tokens"));
         for (String rule : new String[] {"on-vllm", "on-sglang"}) {
             String model = rule.equals("on-vllm") ? VLLM_MODEL : SGLANG_MODEL;
-            String series = "kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"completion\"} ";
+            String series = "kvgate_tokens_total{kind=\"completion\",model=\"" + model + "\",rule=\"" + rule + "\"} ";
             // The exchange records its metrics just after the last bytes went out: wait for that, bounded.
             long deadline = System.nanoTime() + 5_000_000_000L;
             String after = gw.metrics().render();
@@ -576,9 +576,9 @@ class OpenAiContractSystemTest {
                 after = gw.metrics().render();
             }
             assertTrue(counter(after, series) >= counter(before, series) + 9, "3 streams of 3 tokens each: " + series + after);
-            String prompt = "kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"prompt\"} ";
+            String prompt = "kvgate_tokens_total{kind=\"prompt\",model=\"" + model + "\",rule=\"" + rule + "\"} ";
             assertTrue(counter(after, prompt) > counter(before, prompt), prompt);
-            assertTrue(after.contains("kvgate_tokens_total{rule=\"" + rule + "\",model=\"" + model + "\",kind=\"cached\"} "));
+            assertTrue(after.contains("kvgate_tokens_total{kind=\"cached\",model=\"" + model + "\",rule=\"" + rule + "\"} "));
         }
     }
 

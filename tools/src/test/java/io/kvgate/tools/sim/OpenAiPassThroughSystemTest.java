@@ -339,7 +339,8 @@ class OpenAiPassThroughSystemTest {
         assertEquals(200, m.statusCode());
         assertTrue(m.headers().firstValue("content-type").orElse("").startsWith("text/plain"));
         for (String rule : new String[] {"pass-vllm", "pass-sglang"}) {
-            assertTrue(m.body().contains("kvgate_requests_total{rule=\"" + rule + "\""), rule + ": " + m.body());
+            assertTrue(m.body().lines().anyMatch(l -> l.startsWith("kvgate_requests_total{") && l.contains("rule=\"" + rule + "\"")),
+                rule + ": " + m.body());
         }
         for (String line : m.body().split("\n")) {
             assertFalse(line.startsWith("vllm:") || line.startsWith("sglang:"), "no engine series relayed: " + line);

@@ -258,17 +258,17 @@ class OpenAiRequestFieldsSystemTest {
         assertEquals(shape, sameErrorFromBoth(PLAIN, "/v1/chat/completions", chat(many.append('}').toString())),
             "OpenAI's cap of 300 (max_logit_bias' default)");
         // within the bound: both engines get it as sent
-        double accepted = counter("kvgate_logit_bias_requests_total{rule=\"on-sglang\",outcome=\"accepted\"}");
+        double accepted = counter("kvgate_logit_bias_requests_total{outcome=\"accepted\",rule=\"on-sglang\"}");
         okFromBoth(PLAIN, "/v1/chat/completions", chat(",\"logit_bias\":{\"5\":-100,\"7\":2.5}"));
         assertEquals(-100, SimRecords.lastRequest(vllm).at("/logit_bias/5").asInt());
         assertEquals(2.5, SimRecords.lastRequest(sglang).at("/logit_bias/7").asDouble());
-        assertEquals(accepted + 1, counter("kvgate_logit_bias_requests_total{rule=\"on-sglang\",outcome=\"accepted\"}"));
+        assertEquals(accepted + 1, counter("kvgate_logit_bias_requests_total{outcome=\"accepted\",rule=\"on-sglang\"}"));
         // max_logit_bias: 0 refuses the field on both; an empty map biases nothing and passes
-        double refused = counter("kvgate_logit_bias_requests_total{rule=\"nobias-sglang\",outcome=\"refused\"}");
+        double refused = counter("kvgate_logit_bias_requests_total{outcome=\"refused\",rule=\"nobias-sglang\"}");
         assertEquals(new Seen(400, "invalid_request_error", "unsupported_parameter", "logit_bias"),
             sameErrorFromBoth(NO_BIAS, "/v1/chat/completions", chat(",\"logit_bias\":{\"5\":1}")));
-        assertEquals(refused + 1, counter("kvgate_logit_bias_requests_total{rule=\"nobias-sglang\",outcome=\"refused\"}"));
-        assertEquals(1, counter("kvgate_logit_bias_requests_total{rule=\"nobias-vllm\",outcome=\"refused\"}"));
+        assertEquals(refused + 1, counter("kvgate_logit_bias_requests_total{outcome=\"refused\",rule=\"nobias-sglang\"}"));
+        assertEquals(1, counter("kvgate_logit_bias_requests_total{outcome=\"refused\",rule=\"nobias-vllm\"}"));
         okFromBoth(NO_BIAS, "/v1/chat/completions", chat(",\"logit_bias\":{}"));
         assertTrue(SimRecords.lastRequest(vllm).path("logit_bias").isObject(), "vLLM gets the client's {}");
         assertTrue(SimRecords.lastRequest(sglang).path("logit_bias").isNull(), "SGLang gets null: no dense bias matrix for nothing");
@@ -293,7 +293,7 @@ class OpenAiRequestFieldsSystemTest {
             sameErrorFromBoth(SPECULATIVE, "/v1/chat/completions", chat(",\"logit_bias\":{\"5\":1}")));
         assertEquals(new Seen(400, "invalid_request_error", "unsupported_parameter", "min_p"),
             sameErrorFromBoth(SPECULATIVE, "/v1/completions", completion(",\"min_p\":0.1")));
-        assertEquals(1, counter("kvgate_logit_bias_requests_total{rule=\"spec-vllm\",outcome=\"refused\"}"));
+        assertEquals(1, counter("kvgate_logit_bias_requests_total{outcome=\"refused\",rule=\"spec-vllm\"}"));
         // what filters nothing passes, and the same fields pass on the rules that are not speculative
         okFromBoth(SPECULATIVE, "/v1/chat/completions", chat(",\"min_p\":0,\"logit_bias\":null"));
         okFromBoth(PLAIN, "/v1/completions", completion(",\"min_p\":0.1"));

@@ -73,7 +73,7 @@ class BlockSizeMismatchSystemTest {
                 String ep0 = "127.0.0.1:" + sim.port();
                 assertTrue(metrics.contains("kvgate_kv_event_block_size{endpoint=\"" + ep0 + "\"} 32"), metrics);
                 assertTrue(metrics.matches("(?s).*kvgate_kv_block_size_mismatch_total\\{endpoint=\"" + ep0.replace(".", "\\.")
-                    + "\"} [1-9][0-9]*\n.*"), metrics);
+                    + "\"} [1-9][0-9]*\\.0\n.*"), metrics);
                 JsonNode warnings = get(gw, "/admin/v1/status").get("readiness").get("warnings");
                 assertEquals(1, warnings.size(), warnings.toString());
                 assertTrue(warnings.get(0).asText().contains("rule kv endpoint " + ep0 + ": its KV events carry block_size 32,"

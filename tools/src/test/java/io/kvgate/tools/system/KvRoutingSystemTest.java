@@ -261,8 +261,8 @@ class KvRoutingSystemTest {
             HttpResponse.BodyHandlers.ofString()).body();
         assertTrue(metrics.contains("kvgate_kv_subscriber_connected{endpoint=\"127.0.0.1:" + sims.get(owner).port() + "\",rank=\"0\"} 1"),
             metrics);
-        assertTrue(metrics.contains("kvgate_kv_subscriber_up{rule=\"kv\",endpoint=\"127.0.0.1:" + sims.get(owner).port()
-            + "\",rank=\"0\"} 1"), metrics);
+        assertTrue(metrics.contains("kvgate_kv_subscriber_up{endpoint=\"127.0.0.1:" + sims.get(owner).port()
+            + "\",rank=\"0\",rule=\"kv\"} 1"), metrics);
         JsonNode inventory = admin("GET", "/admin/v1/inventory", null);
         assertEquals("up", inventory.get("rules").get(0).get("endpoints").get(owner)
             .get("subscribers").get(0).get("state").asText());

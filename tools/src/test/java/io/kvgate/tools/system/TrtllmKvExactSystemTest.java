@@ -193,8 +193,8 @@ class TrtllmKvExactSystemTest {
         String metrics = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/metrics")).build(),
             HttpResponse.BodyHandlers.ofString()).body();
         for (EngineSimulator s : sims) {
-            assertTrue(metrics.contains("kvgate_kv_subscriber_up{rule=\"kv\",endpoint=\"127.0.0.1:" + s.port()
-                + "\",rank=\"0\"} 1"), metrics);
+            assertTrue(metrics.contains("kvgate_kv_subscriber_up{endpoint=\"127.0.0.1:" + s.port()
+                + "\",rank=\"0\",rule=\"kv\"} 1"), metrics);
         }
         JsonNode sub = inventory().get("rules").get(0).get("endpoints").get(0).get("subscribers").get(0);
         assertEquals(sims.get(0).baseUrl() + "/kv_cache_events", sub.get("uri").asText(), sub.toString());
