@@ -12,6 +12,7 @@ import io.kvgate.dataplane.admin.ControlSocket;
 import io.kvgate.dataplane.config.AppliedConfig;
 import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.ControlPlane;
+import io.kvgate.dataplane.config.ReloadMetrics;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.http.ClientChannelInitializer;
@@ -80,6 +81,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final Transport transport;
     private final EndpointRegistry registry = new EndpointRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics();
+    private final ReloadMetrics reloads = new ReloadMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
     /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */
     private final Deque<AutoCloseable> opened = new ArrayDeque<>();
@@ -158,6 +160,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             opened.push(seedResolver);
             metrics.addSource(this::writeKvMetrics);
             metrics.addSource(this::writeConfigMetrics);
+            metrics.addSource(reloads::write);
             RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
@@ -453,6 +456,17 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     @Override
     public synchronized ReloadOutcome reload(GatewayConfig next) throws ConfigException, RestartRequiredException {
+        try {
+            ReloadOutcome outcome = applyChange(next);
+            reloads.succeeded(outcome.applied());
+            return outcome;
+        } catch (ConfigException | RestartRequiredException | RuntimeException e) {
+            reloads.failed();
+            throw e;
+        }
+    }
+
+    private ReloadOutcome applyChange(GatewayConfig next) throws ConfigException, RestartRequiredException {
         next = withResolvedSeeds(next);
         ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
@@ -568,7 +582,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         if (configFile == null) {
             throw new ConfigException("this gateway was not started with --config: there is no file to reload");
         }
-        return reload(GatewayConfig.load(configFile));
+        GatewayConfig next;
+        try {
+            next = GatewayConfig.load(configFile);
+        } catch (ConfigException e) {
+            reloads.failed(); // an unreadable or invalid file is a failed reload as much as a refused change
+            throw e;
+        }
+        return reload(next);
     }
 
     /** {@link #reload} for callers that treat every refusal alike (a restart-only change is a ConfigException). */
