@@ -95,10 +95,8 @@ class StatusPageSystemTest {
             %s""".formatted(TOKEN, modelDir, eps)));
         // Traffic, so the counters the page and the dashboard read are not all zero: repeated prefixes and one error.
         for (int i = 0; i < 6; i++) {
-            HttpResponse<String> r = send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
-                .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\",\"max_tokens\":3,"
-                    + "\"stream\":" + (i % 2 == 0) + ",\"messages\":[{\"role\":\"user\",\"content\":\"a shared prefix long enough to"
-                    + " fill more than one block of sixteen tokens, about caches and gateways, question " + (i % 2) + "\"}]}")));
+            HttpResponse<String> r = chat("a shared prefix long enough to fill more than one block of sixteen tokens, about caches"
+                + " and gateways, question " + (i % 2), i % 2 == 0);
             assertEquals(200, r.statusCode(), r.body());
         }
         send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
@@ -115,6 +113,12 @@ class StatusPageSystemTest {
 
     private HttpResponse<String> send(HttpRequest.Builder b) throws IOException, InterruptedException {
         return http.send(b.timeout(Duration.ofSeconds(20)).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private HttpResponse<String> chat(String content, boolean stream) throws IOException, InterruptedException {
+        return send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+            .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\",\"max_tokens\":3,"
+                + "\"stream\":" + stream + ",\"messages\":[{\"role\":\"user\",\"content\":\"" + content + "\"}]}")));
     }
 
     private HttpRequest.Builder admin(String path) {
@@ -202,7 +206,25 @@ class StatusPageSystemTest {
             assertTrue(after.contains("data-endpoint=\"" + drained + "\" data-state=\"drained\""), after);
             Path png = out.resolve("status-page.png");
             Files.deleteIfExists(png);
-            chromium(url, "--screenshot=" + png, "--window-size=1400,1000", "--hide-scrollbars");
+            // Traffic while the page samples, so its charts have something to draw: repeated prefixes (hits) and new
+            // ones (no_match). Bounded, and stopped when Chromium is done.
+            java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+            Thread traffic = Thread.ofVirtual().start(() -> {
+                for (int i = 0; i < 300 && !done.get(); i++) {
+                    try {
+                        chat((i % 3 == 0 ? "a fresh question number " + i + " " : "") + "a shared prefix long enough to fill more than"
+                            + " one block of sixteen tokens, about caches and gateways, question " + (i % 2), false);
+                    } catch (Exception e) {
+                        return;
+                    }
+                }
+            });
+            try {
+                chromium(url, "--screenshot=" + png, "--window-size=1400,1000", "--hide-scrollbars", "--virtual-time-budget=40000");
+            } finally {
+                done.set(true);
+                traffic.join(Duration.ofSeconds(30));
+            }
             byte[] head = Files.readAllBytes(png);
             assertArrayEquals(new byte[] {(byte) 0x89, 'P', 'N', 'G'}, java.util.Arrays.copyOf(head, 4), "a PNG screenshot");
             assertTrue(head.length > 20_000, "a screenshot with content, " + head.length + " bytes");
@@ -244,15 +266,18 @@ class StatusPageSystemTest {
     }
 
     /**
-     * Runs headless Chromium on the page for 10 s of virtual time (timers run fast; the polls' requests are real and
-     * waited for) and returns its standard output. A fresh profile each run: nothing cached between loads.
+     * Runs headless Chromium on the page for 10 s of virtual time unless {@code action} sets another budget (timers
+     * run fast; the polls' requests are real and waited for) and returns its standard output. A fresh profile each run: nothing cached between loads.
      */
     private String chromium(String url, String... action) throws Exception {
         Path profile = Files.createTempDirectory(out, "profile-");
         List<String> cmd = new ArrayList<>(List.of(CHROMIUM.toString(), "--headless", "--no-sandbox", "--disable-gpu",
             "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", "--user-data-dir=" + profile, "--virtual-time-budget=10000"));
+            "--disable-dev-shm-usage", "--user-data-dir=" + profile));
         cmd.addAll(List.of(action));
+        if (cmd.stream().noneMatch(a -> a.startsWith("--virtual-time-budget="))) {
+            cmd.add("--virtual-time-budget=10000");
+        }
         cmd.add(url);
         Path stdout = Files.createTempFile(out, "chromium-", ".out");
         Process p = new ProcessBuilder(cmd).redirectOutput(stdout.toFile()).redirectError(out.resolve("chromium.log").toFile()).start();
