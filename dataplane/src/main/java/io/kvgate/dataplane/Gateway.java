@@ -12,6 +12,7 @@ import io.kvgate.dataplane.admin.ControlSocket;
 import io.kvgate.dataplane.config.AppliedConfig;
 import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.ControlPlane;
+import io.kvgate.dataplane.config.ReloadMetrics;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.http.ClientChannelInitializer;
@@ -86,6 +87,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** The gateway's one metrics registry: every component registers the families of the state it owns here. */
     private final FamilyRegistry metricsRegistry = new FamilyRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics(metricsRegistry);
+    private final ReloadMetrics reloads = new ReloadMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
     /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */
     private final Deque<AutoCloseable> opened = new ArrayDeque<>();
@@ -165,6 +167,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             opened.push(seedResolver);
             registerKvMetrics();
             registerConfigMetrics();
+            reloads.register(metricsRegistry);
             RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
@@ -473,6 +476,17 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     @Override
     public synchronized ReloadOutcome reload(GatewayConfig next) throws ConfigException, RestartRequiredException {
+        try {
+            ReloadOutcome outcome = applyChange(next);
+            reloads.succeeded(outcome.applied());
+            return outcome;
+        } catch (ConfigException | RestartRequiredException | RuntimeException e) {
+            reloads.failed();
+            throw e;
+        }
+    }
+
+    private ReloadOutcome applyChange(GatewayConfig next) throws ConfigException, RestartRequiredException {
         next = withResolvedSeeds(next);
         ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
@@ -588,7 +602,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         if (configFile == null) {
             throw new ConfigException("this gateway was not started with --config: there is no file to reload");
         }
-        return reload(GatewayConfig.load(configFile));
+        GatewayConfig next;
+        try {
+            next = GatewayConfig.load(configFile);
+        } catch (ConfigException e) {
+            reloads.failed(); // an unreadable or invalid file is a failed reload as much as a refused change
+            throw e;
+        }
+        return reload(next);
     }
 
     /** {@link #reload} for callers that treat every refusal alike (a restart-only change is a ConfigException). */

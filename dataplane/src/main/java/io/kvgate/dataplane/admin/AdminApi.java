@@ -130,6 +130,7 @@ public final class AdminApi {
             }
             case "POST /admin/v1/reload", "POST /control/v1/reload" -> reloadFile();
             case "GET /admin/v1/status", "GET /control/v1/status" -> Reply.json(200, status().toPrettyString());
+            case "GET /admin/v1/stats", "GET /control/v1/stats" -> Reply.json(200, stats().toPrettyString());
             case "GET /control/v1/rules", "GET /admin/v1/rules" -> Reply.json(200, rules().toPrettyString());
             case "GET /control/v1/config/diff", "POST /control/v1/config/diff" -> diff(body);
             case "POST /control/v1/config/check" -> check(body);
@@ -142,7 +143,7 @@ public final class AdminApi {
     private Reply notFound(String method, String path) {
         return Reply.json(404, OpenAiErrors.json("unknown admin route " + method + " " + path
             + " (routes: GET/PUT /admin/v1/config, GET /admin/v1/endpoints, POST|DELETE /admin/v1/drain, POST /admin/v1/reload,"
-            + " GET /admin/v1/status, GET /control/v1/rules, POST /control/v1/endpoints/{id}/drain|undrain|weight,"
+            + " GET /admin/v1/status, GET /admin/v1/stats, GET /control/v1/rules, POST /control/v1/endpoints/{id}/drain|undrain|weight,"
             + " PATCH /control/v1/rules/{name}, GET|POST /control/v1/config/diff, POST /control/v1/config/check,"
             + " PUT /control/v1/log-level" + (extra.isEmpty() ? "" : ", " + String.join(", ", extra.keySet())) + ")",
             "invalid_request_error", null, 404));
@@ -432,6 +433,8 @@ public final class AdminApi {
                 e.put("drained", ep.drained());
                 e.put("breaker", ep.breaker().name().toLowerCase(Locale.ROOT));
                 e.put("outstanding", ep.outstanding());
+                e.put("load", ep.load());
+                e.put("load_source", ep.loadSource().name().toLowerCase(Locale.ROOT));
                 e.put("routed", ep.routed.get());
                 e.put("failures", ep.failures.get());
                 if (ep.config().role() != null) {
@@ -649,6 +652,39 @@ public final class AdminApi {
         } catch (java.security.NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /**
+     * The routing counters of every rule in one read, cumulative since start (carried over reloads of the same rule):
+     * KV lookups, prompt and matched blocks (their ratio is the hit ratio the gateway predicted), fall-backs by reason
+     * (where the hit ratio was lost) and decisions by tier. Read-only; the status page polls it and keeps its own
+     * ring of samples, so rates over the last minutes are differences of two reads ({@code at_ms} is the read's
+     * wall-clock time).
+     */
+    ObjectNode stats() {
+        ObjectNode root = JSON.createObjectNode();
+        root.put("at_ms", System.currentTimeMillis());
+        root.put("config_version", control.applied().version());
+        ArrayNode rules = root.putArray("rules");
+        for (Rule r : router.table().rules()) {
+            io.kvgate.dataplane.route.RuleStats st = r.stats();
+            ObjectNode rn = rules.addObject();
+            rn.put("name", r.name());
+            rn.put("policy", r.config().policy());
+            rn.put("lookups", st.lookups());
+            rn.put("prompt_blocks", st.promptBlocks());
+            rn.put("matched_blocks", st.matchedBlocks());
+            rn.put("zero_hit_watchdog", st.watchdogFirings());
+            ObjectNode misses = rn.putObject("misses");
+            for (io.kvgate.dataplane.route.RuleStats.MissReason m : io.kvgate.dataplane.route.RuleStats.MissReason.values()) {
+                misses.put(m.name().toLowerCase(Locale.ROOT), st.missCount(m));
+            }
+            ObjectNode tiers = rn.putObject("tiers");
+            for (io.kvgate.dataplane.route.RuleStats.Tier t : io.kvgate.dataplane.route.RuleStats.Tier.values()) {
+                tiers.put(t.name().toLowerCase(Locale.ROOT), st.tierCount(t));
+            }
+        }
+        return root;
     }
 
     ObjectNode status() {
