@@ -71,12 +71,12 @@ class ReloadMetricsSystemTest {
         assertEquals(400, put(yaml("127.0.0.1:0", 0)).statusCode(), "weight 0 is invalid");
         String m = metrics();
         assertTrue(m.contains("kvgate_config_last_reload_successful 0.0\n"), m);
-        assertTrue(m.contains("kvgate_config_reloads_total{result=\"failed\"} 1\n"), m);
+        assertTrue(m.contains("kvgate_config_reloads_total{result=\"failed\"} 1.0\n"), m);
         HttpResponse<String> ok = put(yaml("127.0.0.1:0", 2));
         assertEquals(200, ok.statusCode(), ok.body());
         m = metrics();
         assertTrue(m.contains("kvgate_config_last_reload_successful 1.0\n"), m);
-        assertTrue(m.contains("kvgate_config_reloads_total{result=\"applied\"} 1\n"), m);
+        assertTrue(m.contains("kvgate_config_reloads_total{result=\"applied\"} 1.0\n"), m);
         assertEquals(2, gw.applied().version());
     }
 }

@@ -26,13 +26,13 @@ class ReloadMetricsTest {
         assertFalse(m.lastSuccessful());
         String t = text(m);
         assertTrue(t.contains("kvgate_config_last_reload_successful 0.0\n"), t);
-        assertTrue(t.contains("kvgate_config_reloads_total{result=\"failed\"} 2\n"), t);
-        assertTrue(t.contains("kvgate_config_reloads_total{result=\"applied\"} 1\n"), t);
+        assertTrue(t.contains("kvgate_config_reloads_total{result=\"failed\"} 2.0\n"), t);
+        assertTrue(t.contains("kvgate_config_reloads_total{result=\"applied\"} 1.0\n"), t);
         assertTrue(t.contains("# TYPE kvgate_config_reloads_total counter\n"), t);
         m.succeeded(false);
         t = text(m);
         assertTrue(t.contains("kvgate_config_last_reload_successful 1.0\n"), "an unchanged reload is a successful one: " + t);
-        assertTrue(t.contains("kvgate_config_reloads_total{result=\"unchanged\"} 1\n"), t);
+        assertTrue(t.contains("kvgate_config_reloads_total{result=\"unchanged\"} 1.0\n"), t);
         assertEquals(2, m.failures());
     }
 }
