@@ -91,10 +91,30 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
         SslHandler ssl = tls.newHandler(ch);
         if (ssl != null) {
             ch.pipeline().addLast("tls", ssl);
+            ch.pipeline().addLast("tls-errors", QUIET_TLS_ERRORS);
         }
         configure(ch.pipeline(), gw, local, starter, drain);
         return true;
     }
+
+    /**
+     * A TLS failure (a failed handshake: a scanner, a client without the required certificate, a plain-HTTP client on
+     * the TLS port; or a corrupt record) closes the connection without a log line: anyone can cause one, so logging
+     * each would be a log flood. Handshake failures are counted ({@code kvgate_tls_handshake_failures_total}).
+     */
+    @io.netty.channel.ChannelHandler.Sharable
+    static final class QuietTlsErrors extends io.netty.channel.ChannelInboundHandlerAdapter {
+        @Override
+        public void exceptionCaught(io.netty.channel.ChannelHandlerContext ctx, Throwable cause) {
+            if (cause instanceof io.netty.handler.codec.DecoderException && cause.getCause() instanceof javax.net.ssl.SSLException) {
+                ctx.close();
+                return;
+            }
+            ctx.fireExceptionCaught(cause);
+        }
+    }
+
+    private static final QuietTlsErrors QUIET_TLS_ERRORS = new QuietTlsErrors();
 
     /** The front door's handlers, in order (also used by tests on an {@code EmbeddedChannel}). */
     public static FrontDoorHandler configure(ChannelPipeline p, GatewayContext gw, LocalRoutes local, ExchangeStarter starter,

@@ -27,6 +27,8 @@ final class ProxyHeaderHandler extends ChannelInboundHandlerAdapter {
     private final ClientChannelInitializer listener;
     private final GatewayContext gw;
     private ScheduledFuture<?> deadline;
+    /** Counted once: a decoder that failed may report again as the connection closes. */
+    private boolean rejected;
 
     ProxyHeaderHandler(ClientChannelInitializer listener, GatewayContext gw) {
         this.listener = listener;
@@ -78,7 +80,8 @@ final class ProxyHeaderHandler extends ChannelInboundHandlerAdapter {
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-        if (cause instanceof HAProxyProtocolException || cause instanceof DecoderException) {
+        if (!rejected && (cause instanceof HAProxyProtocolException || cause instanceof DecoderException)) {
+            rejected = true;
             gw.metrics().badRequest("proxy_protocol_invalid");
         }
         ctx.close();
