@@ -16,6 +16,8 @@ import io.kvgate.dataplane.config.ReloadMetrics;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import io.kvgate.dataplane.http.ClientChannelInitializer;
+import io.kvgate.dataplane.tls.ServerTls;
+import io.kvgate.dataplane.tls.UpstreamTls;
 import io.kvgate.dataplane.http.ConnectionLimit;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
@@ -113,6 +115,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     static final long SEED_PROBE_RETRY_MS = 5_000;
     static final long SEED_PROBE_TIMEOUT_MS = 5_000;
     private final DrainState drain = new DrainState();
+    /** The client listener's TLS context (hot-swapped by reloads and the certificate file watch). */
+    private final ServerTls serverTls = new ServerTls(Log::info);
+    /** TLS to https:// engines, shared by every part that connects to an engine. */
+    private final UpstreamTls upstreamTls = new UpstreamTls();
     /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
     private final TokenizerCache tokenizers = new TokenizerCache();
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
@@ -128,6 +134,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         if (transport.fallbackReason() != null) {
             Log.warn("transport " + cfg.transport() + " -> " + transport.name() + ": " + transport.fallbackReason());
         }
+        // Bad certificate files stop the start here, naming the key and the file.
+        serverTls.install(serverTls.prepare(cfg.tls().listener()));
+        upstreamTls.install(upstreamTls.prepare(cfg.tls().upstream()));
         opened.push(this::closeCore); // popped last: after every listener and event loop is gone
         try {
             int threads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
@@ -149,7 +158,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.router = new RoutingStage(cfg.router(), table, clock, metrics.stages, routerOnLoop ? workers.next() : null);
             Log.info("routing stage: " + (routerOnLoop ? "run by the I/O event loop" : "on its own thread (kvgate-router)")
                 + " (router.thread: " + cfg.router().thread() + ", io_threads: " + cfg.ioThreads() + ")");
-            this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits());
+            this.pool = new UpstreamPool(transport.clientChannel(), cfg.upstream(), cfg.limits(), upstreamTls);
             KvRoutes kvRoutes = new KvRoutes(router, () -> kv);
             this.admin = new AdminApi(this, router, registry, () -> {
                 KvState k = kv;
@@ -159,6 +168,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             admin.metrics(metricsRegistry);
             kvRoutes.parityProbe().registerMetrics(metricsRegistry);
             this.parity = kvRoutes.parityProbe();
+            parity.upstreamTls(upstreamTls);
             // A resolved hash_seed: auto reaches the rule's hashers the way every configuration change does: a reload.
             parity.onSeedResolved(rule -> applyResolvedSeeds());
             this.seedResolver = new io.kvgate.dataplane.kv.SeedResolver(parity, () -> List.<Rule>copyOf(router.table().rules()),
@@ -189,16 +199,17 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             pdMetrics.register(metricsRegistry);
             registerMetrics();
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
-                () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health(), liveExchanges::endpointDown);
+                () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health(), liveExchanges::endpointDown, upstreamTls);
             opened.push(health);
             // Engine-reported load: its own event loop, never an I/O thread or the routing thread.
             this.loadScraper = new EngineLoadScraper(transport.newGroup(1, "kvgate-load"), transport.clientChannel(),
-                () -> List.<Rule>copyOf(router.table().rules()), () -> config().load(), clock);
+                () -> List.<Rule>copyOf(router.table().rules()), () -> config().load(), clock, upstreamTls);
             opened.push(loadScraper);
             loadScraper.registerMetrics(metricsRegistry);
             this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining, clock);
             this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health(),
                 new io.kvgate.dataplane.ready.ContextDiscovery(Log::warn, Log::info), router.adapters());
+            modelProbe.upstreamTls(upstreamTls);
             opened.push(modelProbe);
             admin.readiness(this::readinessJson);
             LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate);
@@ -208,7 +219,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 .option(ChannelOption.SO_BACKLOG, 4096)
                 .option(ChannelOption.SO_REUSEADDR, true)
                 .childOption(ChannelOption.TCP_NODELAY, true)
-                .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain, new ConnectionLimit(() -> config().limits().maxConnections())));
+                .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain,
+                    new ConnectionLimit(() -> config().limits().maxConnections()), serverTls));
+            metrics.addSource(serverTls::writeMetrics);
             this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
             opened.push(() -> listener.close().syncUninterruptibly());
             // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
@@ -216,6 +229,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 .childHandler(new AdminChannelInitializer(admin, () -> config().adminToken(), () -> config().adminLimits()))
                 .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
             opened.push(() -> adminListener.close().syncUninterruptibly());
+            // The certificate file watch runs on the admin loop: file reads never stall a client I/O thread.
+            adminGroup.next().execute(this::watchCertificateFiles);
             Path socketPath = o.controlSocket() != null ? o.controlSocket() : configuredSocket(cfg);
             this.controlSocket = socketPath == null ? null
                 : ControlSocket.bind(socketPath, admin, () -> config().controlAllowedUids(), () -> config().adminLimits());
@@ -231,6 +246,29 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             closeOpened();
             throw e;
         }
+    }
+
+    /**
+     * One round of the listener's certificate file watch ({@code tls.watch_interval_ms}), then the next; while TLS is
+     * off or the watch is 0 it looks again after {@link #CERTIFICATE_WATCH_IDLE_MS} (a reload may turn it on).
+     */
+    private void watchCertificateFiles() {
+        if (adminGroup.isShuttingDown()) {
+            return;
+        }
+        ServerTls.Loaded l = serverTls.current();
+        long interval = l == null || l.config().watchIntervalMs() == 0 ? CERTIFICATE_WATCH_IDLE_MS : l.config().watchIntervalMs();
+        if (l != null && l.config().watchIntervalMs() > 0) {
+            serverTls.checkFiles();
+        }
+        adminGroup.next().schedule(this::watchCertificateFiles, interval, TimeUnit.MILLISECONDS);
+    }
+
+    static final long CERTIFICATE_WATCH_IDLE_MS = 5_000;
+
+    /** The client listener's TLS context owner (tests read the certificate in effect). */
+    public ServerTls serverTls() {
+        return serverTls;
     }
 
     /** {@code control_socket} when set to a path (relative to the config file); embedded gateways bind none otherwise. */
@@ -495,7 +533,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             throw new RestartRequiredException(restartOnly);
         }
         List<String> pipelineChanges = pipelineChanges(next);
-        if (ConfigTree.sameEffective(cur.config(), next) && pipelineChanges.isEmpty()) {
+        // TLS contexts are built now (the files are read again: a reload picks up renewed certificates): a bad file
+        // refuses the reload, naming it, before anything changed.
+        ServerTls.Loaded listenerTls = serverTls.prepare(next.tls().listener());
+        UpstreamTls.Prepared engineTls = upstreamTls.prepare(next.tls().upstream());
+        boolean tlsChanged = listenerTls != serverTls.current() || !upstreamTls.inEffect(engineTls);
+        if (ConfigTree.sameEffective(cur.config(), next) && pipelineChanges.isEmpty() && !tlsChanged) {
             return new ReloadOutcome(false, cur.version(), cur.digest(), List.of());
         }
         List<String> changes = new java.util.ArrayList<>(ConfigTree.diff(cur.config(), next));
@@ -529,6 +572,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
         pool.reconfigure(next.upstream(), next.limits());
         health.reconfigure(next.health());
+        changes.addAll(serverTls.install(listenerTls));
+        changes.addAll(upstreamTls.install(engineTls));
         AppliedConfig now = cur.next(next);
         applied = now;
         tokenizers.retainOnly(next.rules().stream().map(RuleConfig::tokenizer).toList());

@@ -13,6 +13,8 @@ public final class ConfigSchema {
 
     public static final List<ConfigSection<?>> SECTIONS = List.of(
         GatewayKeys.SECTION,
+        TlsKeys.LISTENER,
+        TlsKeys.UPSTREAM,
         AdminLimitsKeys.SECTION,
         LimitsKeys.SECTION,
         UpstreamKeys.SECTION,

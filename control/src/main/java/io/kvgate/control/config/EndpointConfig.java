@@ -7,7 +7,8 @@ import java.util.regex.Pattern;
 /**
  * One engine endpoint of a rule.
  *
- * @param url            base URL of the engine's HTTP server ({@code http://host:port})
+ * @param url            base URL of the engine's HTTP server ({@code http://host:port}, or {@code https://host:port}
+ *                       for TLS to the engine)
  * @param weight         relative share for weighted policies
  * @param kvEvents       ZMQ endpoint of the engine's KV-event publisher for DP rank 0 (rank r at port + r), or, for
  *                       TensorRT-LLM, the URL of its draining HTTP event endpoint
@@ -45,6 +46,11 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         return kvEvents != null && kvEvents.startsWith("http://");
     }
 
+    /** Whether the engine is reached over TLS ({@code https://}, see {@code upstream_tls}). */
+    public boolean tls() {
+        return url != null && url.startsWith("https://");
+    }
+
     /** P/D role, typed (null outside P/D rules). */
     public enum Role { PREFILL, DECODE }
 
@@ -64,11 +70,13 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         if (url != null) {
             try {
                 URI u = new URI(url);
-                if (!"http".equals(u.getScheme()) || u.getHost() == null) {
-                    n.problem("url", url, "must be an http://host:port URL (TLS to engines is not supported)");
+                boolean https = "https".equals(u.getScheme());
+                if (!("http".equals(u.getScheme()) || https) || u.getHost() == null) {
+                    n.problem("url", url, "must be an http://host:port or https://host:port URL (https: TLS to the"
+                        + " engine, configured by upstream_tls)");
                 } else {
                     host = u.getHost();
-                    port = u.getPort() > 0 ? u.getPort() : 80;
+                    port = u.getPort() > 0 ? u.getPort() : https ? 443 : 80;
                     if (u.getPath() != null && !u.getPath().isEmpty() && !u.getPath().equals("/")) {
                         n.problem("url", url, "must not have a path: routes are appended by the gateway");
                     }

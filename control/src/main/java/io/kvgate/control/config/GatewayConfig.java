@@ -43,7 +43,17 @@ public record GatewayConfig(
     List<Integer> controlAllowedUids,
     AdminLimits adminLimits,
     Ingest ingest,
-    Load load) {
+    Load load,
+    TlsConfig tls) {
+
+    /** The shape before the TLS section existed: no TLS, no PROXY protocol. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, TlsConfig.NONE);
+    }
 
     /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
@@ -67,7 +77,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load);
+            load, tls);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -554,10 +564,11 @@ public record GatewayConfig(
             }
         }
         checkKvEventsAgree(resolved, n.problems());
+        TlsConfig tls = TlsConfig.read(n, baseDir);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load);
+            ingest, load, tls);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {
@@ -615,7 +626,9 @@ public record GatewayConfig(
             }
             for (ConfigKey<?, ?> k : s.keys()) {
                 Function get = k.readBackGetter();
-                if (k.scope() == Scope.RESTART && !Objects.equals(get.apply(mine), get.apply(theirs))) {
+                // An optional section (tls, upstream_tls) may be absent on either side: its keys then read as unset.
+                if (k.scope() == Scope.RESTART
+                    && !Objects.equals(mine == null ? null : get.apply(mine), theirs == null ? null : get.apply(theirs))) {
                     changed.add(k.path());
                 }
             }

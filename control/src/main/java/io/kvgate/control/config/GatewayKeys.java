@@ -40,4 +40,8 @@ public final class GatewayKeys {
     public static final ConfigKey<GatewayConfig, List<String>> API_KEYS = SECTION.stringListKey("api_keys")
         .doc("when set, every `/v1/*` route and `/metrics` require `Authorization: Bearer <key>`").secret()
         .readBack(c -> c.apiKeysFile() != null || c.apiKeys().isEmpty() ? null : new ArrayList<>(c.apiKeys()));
+    public static final ConfigKey<GatewayConfig, Boolean> PROXY_PROTOCOL = SECTION.boolKey("proxy_protocol", false)
+        .doc("every client connection starts with a PROXY protocol v1 or v2 header (HAProxy, an L4 balancer); its client"
+            + " address is the one limits and logs use (new connections follow a reload)")
+        .readBack(c -> c.tls().proxyProtocol() ? Boolean.TRUE : null);
 }

@@ -21,7 +21,9 @@ import org.junit.jupiter.api.io.TempDir;
 class ConfigTreeCoverageTest {
     /** Components written under another name, or not at all (derived from another key). */
     private static final Map<String, String> RENAMED = Map.of("RuleConfig.kvExact", "kv", "RuleConfig.modelEntries", "models", "TierWeights.gpu", "GPU",
-        "TierWeights.cpu", "CPU_TIER", "TierWeights.disk", "DISK");
+        "TierWeights.cpu", "CPU_TIER", "TierWeights.disk", "DISK", "TlsConfig.listener", "tls", "TlsConfig.upstream", "upstream_tls");
+    /** Components whose record is written into its parent's mapping (TlsConfig: tls, proxy_protocol, upstream_tls at the top). */
+    private static final Set<String> FLATTENED = Set.of("GatewayConfig.tls");
     private static final Set<String> DERIVED = Set.of("EndpointConfig.host", "EndpointConfig.port");
 
     @TempDir
@@ -40,6 +42,9 @@ class ConfigTreeCoverageTest {
         Files.writeString(secret, "0".repeat(40));
         Files.writeString(dir.resolve("keys"), "k1\nk2\n");
         Files.writeString(dir.resolve("tmpl.jinja"), "{{ messages[0].content }}");
+        for (String pem : new String[] {"c.pem", "k.pem", "ca.pem"}) {
+            Files.writeString(dir.resolve(pem), "pem"); // only readability is checked by the parser
+        }
         return """
             listen: 127.0.0.1:18080
             admin_listen: 127.0.0.1:18081
@@ -62,6 +67,10 @@ class ConfigTreeCoverageTest {
             load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m,
                    peer_decay: none}
             api_keys_file: keys
+            tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem, client_auth: require, client_identities: [a],
+                  provider: jdk, watch_interval_ms: 9}
+            proxy_protocol: true
+            upstream_tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}
             rules:
               - name: r
                 models: [m1, {name: m2, served_as: m2, adapters: [m2-lora]}, {name: m9, served_as: m1}]
@@ -154,6 +163,12 @@ class ConfigTreeCoverageTest {
             String file = id.equals("GatewayConfig.apiKeysFile") || id.equals("GatewayConfig.adminTokenFile") ? null : id;
             if (DERIVED.contains(id) || file == null) {
                 continue; // file-sourced secrets are written only when used (the test config uses the inline form)
+            }
+            if (FLATTENED.contains(id)) {
+                components.add(id);
+                written.add(id);
+                walk((Record) rc.getAccessor().invoke(r), tree, components, written);
+                continue;
             }
             String key = RENAMED.getOrDefault(id, rc.getName().replaceAll("([A-Z])", "_$1").toLowerCase(java.util.Locale.ROOT));
             Object value = rc.getAccessor().invoke(r);

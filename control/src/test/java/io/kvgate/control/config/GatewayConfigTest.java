@@ -120,7 +120,7 @@ class GatewayConfigTest {
         String p = problems(BASE.replace("policy: round_robin", "policy: fastest"));
         assertTrue(p.contains("rules[0] (name=chat).policy: value 'fastest' must be one of round_robin|weighted|least_outstanding"), p);
         p = problems(BASE.replace("http://127.0.0.1:9001", "ftp://x"));
-        assertTrue(p.contains("url: value 'ftp://x' must be an http://host:port URL"), p);
+        assertTrue(p.contains("url: value 'ftp://x' must be an http://host:port or https://host:port URL"), p);
         p = problems(BASE.replace("engine: vllm", "engine: vllm\n    hash_algo: sha256_sglang"));
         assertTrue(p.contains("hash_algo: value 'sha256_sglang' cannot match engine 'vllm'"), p);
         p = problems(BASE.replace("engine: vllm", "engine: vllm\n    block_size: 0"));

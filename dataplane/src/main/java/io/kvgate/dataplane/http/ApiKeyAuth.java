@@ -44,6 +44,14 @@ public final class ApiKeyAuth {
     }
 
     /**
+     * Whether a verified client certificate's subject CN ({@code identity}, null without one) is one of
+     * {@code tls.client_identities}. Not a secret (the certificate's verification is the proof), so a plain comparison.
+     */
+    public static boolean identityAuthorized(List<String> identities, String identity) {
+        return identity != null && identities.contains(identity);
+    }
+
+    /**
      * Whether {@code presented[from, to)} equals {@code key}, in time that depends on the key's length only. Chars
      * compare as the UTF-8 bytes did (the header's chars are its bytes; a key is configuration text).
      */

@@ -2,11 +2,14 @@ package io.kvgate.dataplane.http;
 
 import io.kvgate.dataplane.proxy.GatewayContext;
 import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.tls.ServerTls;
 import io.kvgate.dataplane.wire.ClientHttpCodec;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelPipeline;
 import io.netty.channel.Channel;
 import io.netty.channel.WriteBufferWaterMark;
+import io.netty.handler.codec.haproxy.HAProxyMessageDecoder;
+import io.netty.handler.ssl.SslHandler;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 
@@ -17,6 +20,11 @@ import java.net.InetSocketAddress;
  * connections). Over the connection limit, or over its client address's share ({@link ClientAddressLimit}), a
  * connection is closed before anything is read. Its write high-water mark is {@code limits.max_buffered_response_bytes}
  * (the low one half of it): above it the front door stops reading the connection.
+ *
+ * <p>With {@code tls} the connection's TLS handler comes first, made from the listener's TLS context in effect when
+ * it is accepted ({@link ServerTls}). With {@code proxy_protocol: true} the pipeline starts with the PROXY header
+ * decoder instead, and the connection is admitted (per-client share, TLS, front door) only once its header named the
+ * client ({@link ProxyHeaderHandler}).
  */
 public final class ClientChannelInitializer extends ChannelInitializer<Channel> {
     private final GatewayContext gw;
@@ -25,9 +33,18 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
     private final DrainState drain;
     private final ConnectionLimit connections;
     private final ClientAddressLimit perClient;
+    private final ServerTls tls;
 
+    /** A plain-HTTP listener (no TLS context ever installed). */
     public ClientChannelInitializer(GatewayContext gw, LocalRoutes local, ExchangeStarter starter, DrainState drain,
                                     ConnectionLimit connections) {
+        this(gw, local, starter, drain, connections, new ServerTls(m -> { }));
+    }
+
+    /** @param tls the listener's TLS context owner (plain HTTP while it holds none) */
+    public ClientChannelInitializer(GatewayContext gw, LocalRoutes local, ExchangeStarter starter, DrainState drain,
+                                    ConnectionLimit connections, ServerTls tls) {
+        this.tls = tls;
         this.gw = gw;
         this.local = local;
         this.starter = starter;
@@ -48,21 +65,56 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
             ch.close();
             return;
         }
-        InetAddress client = ch.remoteAddress() instanceof InetSocketAddress a ? a.getAddress() : null;
-        if (client != null && !perClient.tryAcquire(client)) {
-            connections.release();
-            gw.metrics().shed("max_connections_per_client");
-            ch.close();
+        ch.closeFuture().addListener(f -> connections.release());
+        if (gw.config().tls().proxyProtocol()) {
+            ch.pipeline().addLast("proxy-protocol", new HAProxyMessageDecoder());
+            ch.pipeline().addLast("proxy-header", new ProxyHeaderHandler(this, gw));
             return;
         }
-        ch.closeFuture().addListener(f -> {
-            connections.release();
-            if (client != null) {
-                perClient.release(client);
-            }
-        });
-        configure(ch.pipeline(), gw, local, starter, drain);
+        admit(ch, ch.remoteAddress() instanceof InetSocketAddress a ? a.getAddress() : null);
     }
+
+    /**
+     * Admits a connection already within the connection limit, for {@code client} (the socket's peer, or the address
+     * a PROXY header named): its per-client share, then its TLS handler and the front door. False when refused (the
+     * connection is closed).
+     */
+    boolean admit(Channel ch, InetAddress client) {
+        if (client != null && !perClient.tryAcquire(client)) {
+            gw.metrics().shed("max_connections_per_client");
+            ch.close();
+            return false;
+        }
+        if (client != null) {
+            ch.closeFuture().addListener(f -> perClient.release(client));
+        }
+        SslHandler ssl = tls.newHandler(ch);
+        if (ssl != null) {
+            ch.pipeline().addLast("tls", ssl);
+            ch.pipeline().addLast("tls-errors", QUIET_TLS_ERRORS);
+        }
+        configure(ch.pipeline(), gw, local, starter, drain);
+        return true;
+    }
+
+    /**
+     * A TLS failure (a failed handshake: a scanner, a client without the required certificate, a plain-HTTP client on
+     * the TLS port; or a corrupt record) closes the connection without a log line: anyone can cause one, so logging
+     * each would be a log flood. Handshake failures are counted ({@code kvgate_tls_handshake_failures_total}).
+     */
+    @io.netty.channel.ChannelHandler.Sharable
+    static final class QuietTlsErrors extends io.netty.channel.ChannelInboundHandlerAdapter {
+        @Override
+        public void exceptionCaught(io.netty.channel.ChannelHandlerContext ctx, Throwable cause) {
+            if (cause instanceof io.netty.handler.codec.DecoderException && cause.getCause() instanceof javax.net.ssl.SSLException) {
+                ctx.close();
+                return;
+            }
+            ctx.fireExceptionCaught(cause);
+        }
+    }
+
+    private static final QuietTlsErrors QUIET_TLS_ERRORS = new QuietTlsErrors();
 
     /** The front door's handlers, in order (also used by tests on an {@code EmbeddedChannel}). */
     public static FrontDoorHandler configure(ChannelPipeline p, GatewayContext gw, LocalRoutes local, ExchangeStarter starter,

@@ -147,6 +147,20 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         return onBytesReceived;
     }
 
+    /**
+     * A valid API key, or a verified TLS client certificate whose subject CN is one of {@code tls.client_identities}:
+     * such a certificate identifies its caller as a key does.
+     */
+    private boolean authorized(io.netty.handler.codec.http.HttpHeaders headers) {
+        var cfg = gw.config();
+        if (ApiKeyAuth.authorized(cfg.apiKeys(), headers)) {
+            return true;
+        }
+        var tls = cfg.tls().listener();
+        return tls != null && ApiKeyAuth.identityAuthorized(tls.clientIdentities(),
+            ctx.channel().attr(io.kvgate.dataplane.tls.ServerTls.CLIENT_IDENTITY).get());
+    }
+
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
         this.ctx = ctx;
@@ -385,7 +399,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         route = FrontRoute.of(path);
         if (route == FrontRoute.UNKNOWN) {
             // An unknown /v1/ route reveals nothing to a client without a key: it gets the same 401 as a known one.
-            if (path.startsWith("/v1/") && !ApiKeyAuth.authorized(gw.config().apiKeys(), req.headers())) {
+            if (path.startsWith("/v1/") && !authorized(req.headers())) {
                 refuseUnauthorized();
                 return;
             }
@@ -402,7 +416,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             refuseHead(r, 405, false);
             return;
         }
-        if (route.needsApiKey() && !ApiKeyAuth.authorized(gw.config().apiKeys(), req.headers())) {
+        if (route.needsApiKey() && !authorized(req.headers())) {
             refuseUnauthorized();
             return;
         }

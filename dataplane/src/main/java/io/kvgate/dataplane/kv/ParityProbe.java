@@ -60,6 +60,12 @@ public final class ParityProbe {
     private final Map<String, Result> latest = new ConcurrentHashMap<>();
     private final Map<String, SeedState> seeds = new ConcurrentHashMap<>();
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    private volatile io.kvgate.dataplane.tls.UpstreamTls tls = new io.kvgate.dataplane.tls.UpstreamTls();
+
+    /** How {@code https://} endpoints are reached (set once at start-up). */
+    public void upstreamTls(io.kvgate.dataplane.tls.UpstreamTls tls) {
+        this.tls = tls;
+    }
     /** Told the rule name when an {@code auto} seed is resolved: the gateway applies it through a reload. */
     private volatile Consumer<String> onSeedResolved = rule -> { };
 
@@ -222,7 +228,7 @@ public final class ParityProbe {
         }
         long opsBefore = blockOps(kv, ep);
         try {
-            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(ep.config().url() + path))
+            HttpResponse<String> r = tls.httpClient(ep.config(), http).send(HttpRequest.newBuilder(URI.create(ep.config().url() + path))
                 .timeout(Duration.ofMillis(timeoutMs)).header("content-type", "application/json")
                 .header("x-request-id", "kvgate-parity-" + Long.toHexString(System.nanoTime()))
                 .POST(HttpRequest.BodyPublishers.ofString(body.toString())).build(), HttpResponse.BodyHandlers.ofString());

@@ -77,6 +77,7 @@ public final class EngineLoadScraper implements AutoCloseable {
     /** The targets, for metrics readers on other threads. */
     private volatile Target[] view = new Target[0];
     private volatile boolean closed;
+    private final io.kvgate.dataplane.tls.UpstreamTls tls;
 
     /**
      * @param group  the scraper's own event loop group (one thread; closed with the scraper)
@@ -85,6 +86,13 @@ public final class EngineLoadScraper implements AutoCloseable {
      */
     public EngineLoadScraper(EventLoopGroup group, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
                              Supplier<GatewayConfig.Load> config, NanoClock clock) {
+        this(group, channelClass, rules, config, clock, new io.kvgate.dataplane.tls.UpstreamTls());
+    }
+
+    /** @param tls how {@code https://} endpoints are scraped (a failed handshake is a {@code connect_error}) */
+    public EngineLoadScraper(EventLoopGroup group, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
+                             Supplier<GatewayConfig.Load> config, NanoClock clock, io.kvgate.dataplane.tls.UpstreamTls tls) {
+        this.tls = tls;
         this.group = group;
         this.loop = group.next();
         this.channelClass = channelClass;
@@ -281,13 +289,15 @@ public final class EngineLoadScraper implements AutoCloseable {
                 .handler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel c) {
+                        tls.addHandler(c, ep.config());
                         c.pipeline().addLast(new HttpClientCodec());
                         c.pipeline().addLast(new HttpObjectAggregator(cfg.maxBodyBytes()));
                         c.pipeline().addLast(new PageHandler(Target.this));
                     }
                 });
-            ChannelFuture f = b.connect(ep.config().host(), ep.config().port());
-            Channel c = f.channel();
+            ChannelFuture connected = b.connect(ep.config().host(), ep.config().port());
+            Channel c = connected.channel();
+            ChannelFuture f = tls.secure(c, ep.config(), connected);
             ch = c;
             f.addListener(done -> {
                 if (ch != c || !inFlight) {

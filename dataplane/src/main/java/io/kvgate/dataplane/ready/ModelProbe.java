@@ -46,6 +46,7 @@ public final class ModelProbe implements AutoCloseable {
         return t;
     });
     private final HttpClient http;
+    private volatile io.kvgate.dataplane.tls.UpstreamTls tls = new io.kvgate.dataplane.tls.UpstreamTls();
     private final ContextDiscovery contexts;
     /** Endpoints whose fallback context read is done for this up-period (cleared on a failed probe and on reload). */
     private final Set<String> fallbackRead = ConcurrentHashMap.newKeySet();
@@ -75,6 +76,15 @@ public final class ModelProbe implements AutoCloseable {
         this.contexts = contexts;
         this.adapters = adapters;
         this.http = HttpClient.newBuilder().connectTimeout(Duration.ofMillis(health.get().timeoutMs())).executor(timer).build();
+    }
+
+    /** How {@code https://} endpoints are reached (set once, before {@link #start}). */
+    public void upstreamTls(io.kvgate.dataplane.tls.UpstreamTls tls) {
+        this.tls = tls;
+    }
+
+    private HttpClient client(EndpointState ep) {
+        return tls.httpClient(ep.config(), http);
     }
 
     public void start() {
@@ -116,7 +126,7 @@ public final class ModelProbe implements AutoCloseable {
     private void probe(EndpointState ep, RuleConfig.Engine engine, GatewayConfig.Health h) {
         HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + "/v1/models"))
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
-        http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+        client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
             if (e != null) {
                 // sendAsync wraps the cause (a timeout, a refused connection) in a CompletionException: name the cause.
                 Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
@@ -165,7 +175,7 @@ public final class ModelProbe implements AutoCloseable {
         }
         HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + fallback))
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
-        http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+        client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
             if (e != null || r.statusCode() != 200) {
                 fallbackRead.remove(ep.key()); // asked again next round
                 return;
@@ -192,7 +202,7 @@ public final class ModelProbe implements AutoCloseable {
         }
         HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + path))
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
-        http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+        client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
             if (e != null) {
                 routesRead.remove(ep.key()); // asked again next round
                 return;

@@ -44,6 +44,7 @@ public final class HealthChecker implements AutoCloseable {
     private volatile GatewayConfig.Health cfg;
     private final Map<EndpointState, int[]> streaks = new HashMap<>(); // [successes, failures, lastVerdict(1 up, 0 down)]
     private volatile ScheduledFuture<?> task;
+    private final io.kvgate.dataplane.tls.UpstreamTls tls;
 
     /**
      * @param onDown told (on the probe loop) when an endpoint is found down after being up, so requests waiting on it
@@ -52,6 +53,14 @@ public final class HealthChecker implements AutoCloseable {
      */
     public HealthChecker(EventLoop loop, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
                          RoutingStage router, GatewayConfig.Health cfg, java.util.function.Consumer<EndpointState> onDown) {
+        this(loop, channelClass, rules, router, cfg, onDown, new io.kvgate.dataplane.tls.UpstreamTls());
+    }
+
+    /** @param tls how {@code https://} endpoints are probed (a failed handshake is a failed probe) */
+    public HealthChecker(EventLoop loop, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
+                         RoutingStage router, GatewayConfig.Health cfg, java.util.function.Consumer<EndpointState> onDown,
+                         io.kvgate.dataplane.tls.UpstreamTls tls) {
+        this.tls = tls;
         this.loop = loop;
         this.onDown = onDown;
         this.channelClass = channelClass;
@@ -111,6 +120,7 @@ public final class HealthChecker implements AutoCloseable {
             .handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
+                    tls.addHandler(ch, ep.config());
                     ch.pipeline().addLast(new HttpClientCodec());
                     ch.pipeline().addLast(new SimpleChannelInboundHandler<HttpObject>() {
                         private boolean answered;
@@ -140,7 +150,7 @@ public final class HealthChecker implements AutoCloseable {
                     });
                 }
             });
-        b.connect(ep.config().host(), ep.config().port()).addListener(f -> {
+        connect(b, ep).addListener(f -> {
             if (!f.isSuccess()) {
                 verdict(ep, Verdict.DOWN);
                 return;
@@ -159,6 +169,12 @@ public final class HealthChecker implements AutoCloseable {
         });
     }
 
+    /** Connects a probe; for an https endpoint the future completes once the TLS handshake is done. */
+    private io.netty.channel.ChannelFuture connect(Bootstrap b, EndpointState ep) {
+        io.netty.channel.ChannelFuture f = b.connect(ep.config().host(), ep.config().port());
+        return tls.secure(f.channel(), ep.config(), f);
+    }
+
     /**
      * llama.cpp slot pinning: reads the server's slot count from {@code GET /slots} (a JSON array, one element per
      * slot) once, so pinned slots stay within it. A loading server (503), a server started with {@code --no-slots}
@@ -171,6 +187,7 @@ public final class HealthChecker implements AutoCloseable {
             .handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
+                    tls.addHandler(ch, ep.config());
                     ch.pipeline().addLast(new HttpClientCodec());
                     ch.pipeline().addLast(new io.netty.handler.codec.http.HttpObjectAggregator(1 << 20));
                     ch.pipeline().addLast(new SimpleChannelInboundHandler<io.netty.handler.codec.http.FullHttpResponse>() {
@@ -196,7 +213,7 @@ public final class HealthChecker implements AutoCloseable {
                     });
                 }
             });
-        b.connect(ep.config().host(), ep.config().port()).addListener(f -> {
+        connect(b, ep).addListener(f -> {
             if (!f.isSuccess()) {
                 return;
             }

@@ -2,6 +2,7 @@ package io.kvgate.dataplane.upstream;
 
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.tls.UpstreamTls;
 import io.kvgate.dataplane.wire.EngineResponseDecoder;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
@@ -37,7 +38,16 @@ public final class UpstreamPool implements UpstreamConnector {
     final AtomicLong connectsReused = new AtomicLong();
     final AtomicLong openUpstreamConnections = new AtomicLong();
 
+    private final UpstreamTls tls;
+
     public UpstreamPool(Class<? extends SocketChannel> channelClass, GatewayConfig.Upstream cfg, GatewayConfig.Limits limits) {
+        this(channelClass, cfg, limits, new UpstreamTls());
+    }
+
+    /** @param tls how {@code https://} endpoints are reached (a connection is handed out once its handshake is done) */
+    public UpstreamPool(Class<? extends SocketChannel> channelClass, GatewayConfig.Upstream cfg, GatewayConfig.Limits limits,
+                        UpstreamTls tls) {
+        this.tls = tls;
         this.channelClass = channelClass;
         this.cfg = cfg;
         this.limits = limits;
@@ -87,6 +97,7 @@ public final class UpstreamPool implements UpstreamConnector {
                 @Override
                 protected void initChannel(SocketChannel ch) {
                     initEngineChannel(ch.pipeline(), limits.maxInitialLineBytes());
+                    tls.addHandler(ch, ep.config());
                 }
             });
         connectsOpened.incrementAndGet();
@@ -97,7 +108,7 @@ public final class UpstreamPool implements UpstreamConnector {
                 f.channel().closeFuture().addListener(y -> openUpstreamConnections.decrementAndGet());
             }
         });
-        return f;
+        return tls.secure(f.channel(), ep.config(), f);
     }
 
     /** Most header bytes an engine's response head may carry (besides its status line). */
