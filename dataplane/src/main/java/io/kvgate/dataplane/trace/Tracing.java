@@ -17,6 +17,7 @@ import io.opentelemetry.sdk.trace.SpanProcessor;
 import io.opentelemetry.sdk.trace.export.BatchSpanProcessor;
 import io.opentelemetry.sdk.trace.samplers.Sampler;
 import io.netty.handler.codec.http.HttpHeaders;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -27,13 +28,14 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>With a ratio above 0, a request whose client sent a valid, unsampled {@code traceparent} is recognised from
  * the header's bytes and not traced either (parent-based sampling would drop it; no SDK object is made); a sampled
- * one is continued; one without a header starts a trace with probability {@code sample_ratio}. Only a sampled
+ * one is continued; one without a (valid) header starts a trace with probability {@code sample_ratio}, drawn before
+ * any SDK object is made ({@link #rootSampled}). Only a sampled
  * request gets a {@link RequestTrace}; its engine requests then carry the gateway's span as their parent.
  * Thread-safe: {@link #begin} runs on any I/O thread.
  */
 public final class Tracing implements AutoCloseable {
     /** Nothing traced, nothing built. */
-    public static final Tracing OFF = new Tracing(null, null);
+    public static final Tracing OFF = new Tracing(null, null, 0);
 
     static final String TRACEPARENT = "traceparent";
     static final String TRACESTATE = "tracestate";
@@ -45,10 +47,12 @@ public final class Tracing implements AutoCloseable {
 
     private final SdkTracerProvider provider;
     private final Tracer tracer;
+    private final double ratio;
 
-    Tracing(SdkTracerProvider provider, Tracer tracer) {
+    Tracing(SdkTracerProvider provider, Tracer tracer, double ratio) {
         this.provider = provider;
         this.tracer = tracer;
+        this.ratio = ratio;
     }
 
     /** The tracer {@code config} asks for: {@link #OFF} unless it has an endpoint and a ratio above 0. */
@@ -67,10 +71,11 @@ public final class Tracing implements AutoCloseable {
     public static Tracing of(TracingConfig config, SpanProcessor processor) {
         SdkTracerProvider provider = SdkTracerProvider.builder()
             .setResource(Resource.getDefault().merge(Resource.create(Attributes.of(SERVICE_NAME, config.serviceName()))))
-            .setSampler(Sampler.parentBased(Sampler.traceIdRatioBased(config.sampleRatio())))
+            // Parent-based; a trace the gateway starts was already drawn at sample_ratio by begin (see rootSampled).
+            .setSampler(Sampler.parentBased(Sampler.alwaysOn()))
             .addSpanProcessor(processor)
             .build();
-        return new Tracing(provider, provider.get("io.kvgate.gateway"));
+        return new Tracing(provider, provider.get("io.kvgate.gateway"), config.sampleRatio());
     }
 
     /** Whether any request can be traced. */
@@ -90,10 +95,20 @@ public final class Tracing implements AutoCloseable {
             return null;
         }
         String parent = clientHeaders.get(TRACEPARENT);
-        if (parent != null && unsampledParent(parent)) {
+        Context ctx;
+        if (parent == null) {
+            if (!rootSampled()) {
+                return null;
+            }
+            ctx = Context.root();
+        } else if (unsampledParent(parent)) {
             return null;
+        } else {
+            ctx = W3C.extract(Context.root(), clientHeaders, HEADERS);
+            if (!Span.fromContext(ctx).getSpanContext().isValid() && !rootSampled()) {
+                return null; // an invalid header counts as none
+            }
         }
-        Context ctx = parent == null ? Context.root() : W3C.extract(Context.root(), clientHeaders, HEADERS);
         long epochStart = RequestTrace.epochNanos() - (nowNs - startNs);
         Span server = tracer.spanBuilder((chat ? "chat" : "text_completion") + " " + route).setParent(ctx)
             .setSpanKind(SpanKind.SERVER).setStartTimestamp(epochStart, TimeUnit.NANOSECONDS).startSpan();
@@ -101,6 +116,16 @@ public final class Tracing implements AutoCloseable {
             return null; // the ratio said no: nothing was recorded, the client's header (if any) goes on untouched
         }
         return new RequestTrace(tracer, server, startNs, epochStart, route, chat);
+    }
+
+    /**
+     * Whether a trace the gateway starts (no valid client parent) is sampled: drawn here, before any SDK object, so an
+     * unsampled request allocates nothing. The SDK's root sampler is then always-on: together this is
+     * {@code parentBased(traceIdRatioBased(ratio))} with the draw taken from a thread-local generator instead of the
+     * new trace id's bits (equally uniform: the SDK's ids are random).
+     */
+    private boolean rootSampled() {
+        return ratio >= 1.0 || ThreadLocalRandom.current().nextDouble() < ratio;
     }
 
     /**

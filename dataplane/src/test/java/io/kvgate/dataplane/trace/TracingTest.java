@@ -79,6 +79,9 @@ class TracingTest {
         assertNotNull(tracing(1).begin(headers(null), 0, 0, "/v1/completions", false));
         tracing.close();
         assertNull(tracing(Double.MIN_VALUE).begin(headers(null), 0, 0, "/v1/completions", false), "practically never");
+        assertNull(tracing.begin(headers("00-" + "0".repeat(32) + "-00f067aa0ba902b7-01"), 0, 0, "/v1/completions", false),
+            "an invalid header counts as none: the ratio decides, not its sampled flag");
+        assertNotNull(tracing.begin(headers(SAMPLED), 0, 0, "/v1/completions", false), "a valid sampled parent is honoured");
         // An invalid client header is ignored (a new trace), as the W3C propagator reads it.
         tracing.close();
         RequestTrace t = tracing(1).begin(headers("00-" + "0".repeat(32) + "-00f067aa0ba902b7-00"), 0, 0, "/v1/completions", false);
