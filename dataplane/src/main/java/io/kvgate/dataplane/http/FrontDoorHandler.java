@@ -388,7 +388,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         path = q < 0 ? uri : uri.substring(0, q);
         route = FrontRoute.of(path);
         if (route == FrontRoute.CHAT || route == FrontRoute.COMPLETIONS) {
-            trace = gw.tracing().begin(req.headers(), requestStartNs, gw.clock().nanoTime(), path, route.chat());
+            trace = gw.tracing().begin(req.headers(), requestStartNs, requestStartNs, path, route.chat());
         }
         if (route == FrontRoute.UNKNOWN) {
             // An unknown /v1/ route reveals nothing to a client without a key: it gets the same 401 as a known one.
