@@ -9,7 +9,8 @@ import io.netty.handler.codec.http.HttpRequest;
  * One client request as the front door hands it to the exchange layer: the head, the body (read once, owned by
  * whoever holds this view), the rule its model resolved to, and the typed fields routing needs. Built on the
  * client connection's event loop after the head, body and prompt stages; immutable except for the ownership of
- * {@link #body()}, which moves to the exchange with {@link ExchangeStarter#start}.
+ * {@link #body()}, which moves to the exchange with {@link ExchangeStarter#start}, and its {@link #trace()}, attached
+ * by the front door before that.
  */
 public final class ParsedRequest {
     /** The response header a request's {@link #warning()} goes out in. */
