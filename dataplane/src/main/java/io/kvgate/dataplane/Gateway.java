@@ -6,6 +6,7 @@ import io.kvgate.control.config.ConfigTree;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.trace.Tracing;
 import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.admin.AdminChannelInitializer;
 import io.kvgate.dataplane.admin.ControlSocket;
@@ -181,6 +182,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
+            // Restart-only (tracing in RESTART_ONLY): built once; closed near last, so spans ended in the drain are exported.
+            Tracing tracing = Tracing.start(cfg.tracing());
+            opened.push(tracing);
+            gw.tracing(tracing);
             this.liveExchanges = gw.live();
             PdHooks pd = new PdHooks(() -> gw, pdMetrics, () -> kv == null ? null : kv.index());
             // The exchange layer behind the front door: P/D rules get a P/D exchange, every other rule the plain proxy.
@@ -191,7 +196,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 }
                 PlainExchange px = new PlainExchange(gw, ctx, owner, request.head(), request.body(), request.fields(),
                     request.rule(), request.requestId(), request.explain(), request.startNs()).withInputs(request.inputs())
-                    .withRequestExtras(request.servingEndpoints(), request.warning());
+                    .withRequestExtras(request.servingEndpoints(), request.warning()).withTrace(request.trace());
                 px.start();
                 return px;
             };
@@ -221,7 +226,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 .childOption(ChannelOption.TCP_NODELAY, true)
                 .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain,
                     new ConnectionLimit(() -> config().limits().maxConnections()), serverTls));
-            metrics.addSource(serverTls::writeMetrics);
+            serverTls.register(metricsRegistry);
             this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
             opened.push(() -> listener.close().syncUninterruptibly());
             // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.

@@ -25,6 +25,8 @@ final class FakeEngine implements AutoCloseable {
     final AtomicInteger requests = new AtomicInteger();
     final List<String> bodies = new CopyOnWriteArrayList<>();
     final List<String> requestIds = new CopyOnWriteArrayList<>();
+    /** The {@code traceparent} of every request ("null" when it had none): whose span the engine would parent to. */
+    final List<String> traceparents = new CopyOnWriteArrayList<>();
     final String name;
 
     FakeEngine(String name) throws IOException {
@@ -55,6 +57,7 @@ final class FakeEngine implements AutoCloseable {
         String body = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
         bodies.add(body);
         requestIds.add(String.valueOf(ex.getRequestHeaders().getFirst("X-Request-Id")));
+        traceparents.add(String.valueOf(ex.getRequestHeaders().getFirst("traceparent")));
         switch (mode) {
             case OK_JSON -> respond(ex, 200, "application/json",
                 "{\"id\":\"x\",\"object\":\"chat.completion\",\"model\":\"m\",\"engine\":\"" + name + "\",\"choices\":[{\"index\":0,"

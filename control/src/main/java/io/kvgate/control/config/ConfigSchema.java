@@ -15,6 +15,7 @@ public final class ConfigSchema {
         GatewayKeys.SECTION,
         TlsKeys.LISTENER,
         TlsKeys.UPSTREAM,
+        TracingKeys.SECTION,
         AdminLimitsKeys.SECTION,
         LimitsKeys.SECTION,
         UpstreamKeys.SECTION,

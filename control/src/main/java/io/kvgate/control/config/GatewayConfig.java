@@ -44,15 +44,17 @@ public record GatewayConfig(
     AdminLimits adminLimits,
     Ingest ingest,
     Load load,
-    TlsConfig tls) {
+    TlsConfig tls,
+    TracingConfig tracing) {
 
-    /** The shape before the TLS section existed: no TLS, no PROXY protocol. */
+    /** The shape before the TLS and tracing sections existed: no TLS, no PROXY protocol, tracing off. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
                          Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
                          List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
                          List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load) {
         this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
-            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, TlsConfig.NONE);
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, TlsConfig.NONE,
+            TracingConfig.OFF);
     }
 
     /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
@@ -77,7 +79,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load, tls);
+            load, tls, tracing);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -565,10 +567,11 @@ public record GatewayConfig(
         }
         checkKvEventsAgree(resolved, n.problems());
         TlsConfig tls = TlsConfig.read(n, baseDir);
+        TracingConfig tracing = TracingConfig.read(n);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load, tls);
+            ingest, load, tls, tracing);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

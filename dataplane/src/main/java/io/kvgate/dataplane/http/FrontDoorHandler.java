@@ -26,6 +26,7 @@ import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.request.ToolChoiceCheck;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.trace.RequestTrace;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -102,6 +103,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     /** The gateway's edits of the body being forwarded (reused per request; empty on the byte-for-byte path). */
     private final RequestEdits edits = new RequestEdits();
     private long requestStartNs;
+    /** The current request's trace when it is sampled (proxied routes only), ended when its answer is done. */
+    private RequestTrace trace;
     /** A refused head whose (empty) body is skipped until its last content; the connection then goes on. */
     private boolean skippingBody;
     /** The connection is being closed: every further inbound message is dropped. */
@@ -182,6 +185,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             exchange.onClientGone();
             exchange = null;
         }
+        endTrace(499);
         resetRequest();
         if (wakeup != null) {
             wakeup.cancel(false); // a closed connection leaves nothing in the loop's timer queue
@@ -397,6 +401,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         int q = uri.indexOf('?');
         path = q < 0 ? uri : uri.substring(0, q);
         route = FrontRoute.of(path);
+        if (route == FrontRoute.CHAT || route == FrontRoute.COMPLETIONS) {
+            trace = gw.tracing().begin(req.headers(), requestStartNs, requestStartNs, path, route.chat());
+        }
         if (route == FrontRoute.UNKNOWN) {
             // An unknown /v1/ route reveals nothing to a client without a key: it gets the same 401 as a known one.
             if (path.startsWith("/v1/") && !authorized(req.headers())) {
@@ -466,6 +473,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         r.headers().set("x-request-id", RequestIds.keepOrGenerate(req.headers().get("x-request-id")));
+        endTrace(status);
         skippingBody = true;
         ctx.writeAndFlush(r);
     }
@@ -621,7 +629,11 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             routeNotServed(rule);
             return;
         }
-        gw.metrics().stages.recordNs(Stage.PARSE, gw.clock().nanoTime() - requestStartNs);
+        long parsedNs = gw.clock().nanoTime();
+        gw.metrics().stages.recordNs(Stage.PARSE, parsedNs - requestStartNs);
+        if (trace != null) {
+            trace.stage("kvgate.parse", requestStartNs, parsedNs);
+        }
         if (fields.engineFieldRangeCount > 0) {
             if (!countsEngineCopies(rule.config())) {
                 fields.keepReportModeXarg();
@@ -631,6 +643,11 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
         HttpRequest req = head;
         String requestId = RequestIds.keepOrGenerate(req.headers().get("x-request-id"));
+        if (trace != null) {
+            trace.request(fields.model, rule.name(), rule.engine().name().toLowerCase(java.util.Locale.ROOT),
+                fields.hasMaxCompletionTokens ? fields.maxCompletionTokens : fields.hasMaxTokens ? fields.maxTokens : 0,
+                fields.n, fields.stream, requestId);
+        }
         // X-Kvgate-Explain shows endpoints, their load and (kv_exact) what they cache for this prompt: a cross-tenant
         // cache oracle unless the caller holds the admin token (a rule with explain: true explains every request).
         boolean explain = explainAsked(req) && ApiKeyAuth.adminTokenPresented(gw.config().adminToken(), req.headers());
@@ -640,7 +657,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         PromptStage.Outcome prompt = PromptStage.run(rule, req.headers(), body, gw.config().limits().maxBodyBytes(), fields,
-            route.chat(), gw.metrics(), gw.clock());
+            route.chat(), gw.metrics(), gw.clock(), trace);
         if (prompt.body() != null) {
             body = prompt.body(); // a lowered budget that needed more room than the buffer had (the old one released)
         }
@@ -654,7 +671,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             sglangLoraForm(rule);
         }
         ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
-            requestStartNs, prompt.inputs(), serving, warning);
+            requestStartNs, prompt.inputs(), serving, warning).withTrace(trace);
         body = null; // ownership moves to the exchange
         extractor = null;
         head = null;
@@ -746,6 +763,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     }
 
     private void respond(FullHttpResponse r, boolean keepAliveAllowed) {
+        endTrace(r.status().code());
         boolean keepAlive = keepAliveAllowed && head != null && HttpUtil.isKeepAlive(head);
         String rid = head == null ? null : head.headers().get("x-request-id");
         r.headers().set("x-request-id", RequestIds.keepOrGenerate(rid));
@@ -774,6 +792,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
      * else after shutting output and draining input for at most {@link #LINGER_MS}.
      */
     private void closeAfter(FullHttpResponse r) {
+        endTrace(r.status().code());
         boolean requestPending = head != null && !skippingBody;
         String rid = head == null ? null : head.headers().get("x-request-id");
         r.headers().set("x-request-id", RequestIds.keepOrGenerate(rid));
@@ -790,11 +809,27 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         });
     }
 
+    /**
+     * Ends the current request's server span, if it is traced: with {@code status} for an answer the front door gave
+     * (an exchange records its own status on the trace; 0 keeps it).
+     */
+    private void endTrace(int status) {
+        RequestTrace t = trace;
+        if (t != null) {
+            trace = null;
+            if (status > 0) {
+                t.status(status);
+            }
+            t.end(gw.clock().nanoTime());
+        }
+    }
+
     // ---- ExchangeOwner ---------------------------------------------------------------------------------------
 
     @Override
     public void onExchangeDone(boolean keepAlive) {
         exchange = null;
+        endTrace(0);
         busy = false;
         onWritable = null;
         if (!keepAlive) {

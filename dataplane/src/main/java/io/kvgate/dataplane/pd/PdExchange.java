@@ -22,12 +22,14 @@ import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
+import io.kvgate.dataplane.trace.RequestTrace;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
 import io.kvgate.dataplane.wire.EngineRequest;
 import io.kvgate.dataplane.wire.ResponseHead;
+import io.opentelemetry.api.trace.Span;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
@@ -123,6 +125,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private boolean decodeStarted;
     private boolean clientGone;
     private boolean done;
+    /** The request's trace when it is sampled, else null; its P/D routing decisions and prefill leg as spans. */
+    private RequestTrace trace;
+    private Span routeSpan;
+    private Span prefillSpan;
 
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
                       ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
@@ -160,6 +166,12 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         return this;
     }
 
+    /** The request's trace (null: not sampled): both legs carry the gateway's span context to their engines. */
+    public PdExchange withTrace(RequestTrace t) {
+        this.trace = t;
+        return this;
+    }
+
     public void start() {
         metrics.requests.increment();
         try {
@@ -189,6 +201,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     void routeNext(Role r) {
         role = r;
+        if (trace != null) {
+            routeSpan = trace.child("kvgate.route", gw.clock().nanoTime());
+        }
         if (!routing.tryRoute(this)) {
             gw.metrics().shed("router_ring_full");
             if (prefillEp != null && r == Role.DECODE && dialect.concurrent()) {
@@ -237,7 +252,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     @Override
     public boolean explain() {
-        return explain;
+        return explain || trace != null; // a traced request's route spans carry the policy's reason
     }
 
     @Override
@@ -287,6 +302,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     public void onRouted(EndpointState ep, Rule r, String why) {
         this.routedWhy = why;
         this.admitted = true;
+        endRouteSpan(ep, why, ep == null ? "no_healthy_endpoint" : null);
         try {
             onDecision(ep);
         } catch (Throwable t) {
@@ -386,8 +402,13 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     /** Starts the prefill leg on the chosen prefill endpoint, taking over {@code buf}'s reference. */
     void startPrefillLeg(ByteBuf buf) {
         prefillStartNs = gw.clock().nanoTime();
+        EngineRequest engineRequest = new EngineRequest(HttpMethod.POST, request.uri(), request.headers(), upstreamRequestId);
+        if (trace != null) {
+            prefillSpan = trace.leg("kvgate.prefill_leg", prefillStartNs, prefillEp.key(), transportRetries + 1);
+            engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(prefillSpan)); // the engine's parent
+        }
         prefillLeg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), prefillEp, routing, gw.metrics(),
-            new EngineRequest(HttpMethod.POST, request.uri(), request.headers(), upstreamRequestId), buf,
+            engineRequest, buf,
             UpstreamLeg.Timeouts.ofMillis(pd.prefillTimeoutMs(), gw.config().upstream().idleTimeoutMs(),
                 gw.config().limits().clientStallTimeoutMs()), new PrefillListener());
         prefillLeg.start();
@@ -400,6 +421,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     void startDecodeLeg(ByteBuf buf, boolean preChosen) {
         decodeStarted = false;
         decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
+            .withTrace(trace)
             .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
             .withUpstreamRequestId(upstreamRequestId)
             .withRequestExtras(servingEndpoints, warning)
@@ -462,6 +484,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
         prefillLeg = null;
         metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
+        endPrefillSpan(status >= 400 ? "prefill_status_" + status : null);
         if (clientGone || done) {
             return;
         }
@@ -471,6 +494,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private void onPrefillFailed(EndpointState ep, LegFailure failure) {
         // The leg already returned the endpoint's load and charged its breaker as the failure's class says.
         metrics.failure("prefill", failure.metricName());
+        endPrefillSpan(failure.code());
         if (clientGone || done) {
             return;
         }
@@ -533,6 +557,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     // ---- client side -----------------------------------------------------------------------------------------
 
     void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+        if (trace != null) {
+            trace.error(code);
+        }
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, code);
         if (retryAfter) {
             r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
@@ -553,6 +580,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         }
         gw.metrics().request(rule.name(), fields.model, status, gw.clock().nanoTime() - startNs);
+        if (trace != null) {
+            trace.status(status);
+        }
         ctx.writeAndFlush(r);
         owner.onExchangeDone(keepAlive);
     }
@@ -574,9 +604,38 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     }
 
     private void unlist() {
+        endPrefillSpan(null); // still open: the request ended before the prefill answered (cancelled with it)
+        if (routeSpan != null) {
+            trace.fail(routeSpan, "client_gone", gw.clock().nanoTime());
+            routeSpan = null;
+        }
         if (listed) {
             listed = false;
             gw.live().remove(this);
+        }
+    }
+
+    private void endRouteSpan(EndpointState ep, String why, String failed) {
+        if (routeSpan != null) {
+            trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
+            if (failed != null) {
+                trace.fail(routeSpan, failed, gw.clock().nanoTime());
+            } else {
+                trace.end(routeSpan, gw.clock().nanoTime());
+            }
+            routeSpan = null;
+        }
+    }
+
+    /** Ends the prefill leg's span, if open: {@code failed} is the error code, or null for a successful leg. */
+    private void endPrefillSpan(String failed) {
+        if (prefillSpan != null) {
+            if (failed != null) {
+                trace.fail(prefillSpan, failed, gw.clock().nanoTime());
+            } else {
+                trace.end(prefillSpan, gw.clock().nanoTime());
+            }
+            prefillSpan = null;
         }
     }
 

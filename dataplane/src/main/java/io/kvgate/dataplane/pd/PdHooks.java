@@ -67,7 +67,8 @@ public final class PdHooks {
             return () -> { }; // answered already
         }
         PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, request.explain(),
-            request.startNs(), request.inputs(), path).withRequestExtras(request.servingEndpoints(), request.warning());
+            request.startNs(), request.inputs(), path).withRequestExtras(request.servingEndpoints(), request.warning())
+            .withTrace(request.trace());
         ex.start();
         return ex;
     }

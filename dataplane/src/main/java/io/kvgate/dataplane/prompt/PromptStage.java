@@ -12,6 +12,7 @@ import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RulePolicies;
+import io.kvgate.dataplane.trace.RequestTrace;
 import io.kvgate.index.block.BlockIndexConfig;
 import io.kvgate.index.prompt.PromptException;
 import io.netty.buffer.ByteBuf;
@@ -63,6 +64,12 @@ public final class PromptStage {
     /** @param maxBodyBytes {@code limits.max_body_bytes}: a lowered budget written into the body stays within it */
     public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, int maxBodyBytes, RequestFields fields,
                               boolean chat, GatewayMetrics metrics, NanoClock clock) {
+        return run(rule, headers, body, maxBodyBytes, fields, chat, metrics, clock, null);
+    }
+
+    /** @param trace the request's trace (render and tokenize become its spans), or null when it is not sampled */
+    public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, int maxBodyBytes, RequestFields fields,
+                              boolean chat, GatewayMetrics metrics, NanoClock clock, RequestTrace trace) {
         RuleConfig rc = rule.config();
         int contextLen = rule.contextLength();
         // Token-id prompts were already bounded by the body stage. Text is counted only up to the context length
@@ -72,7 +79,8 @@ public final class PromptStage {
         String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
         if (!rule.needsPromptTokens()) {
             Outcome plain = Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
-            return contextLen == 0 ? plain : countOnly(rule, contextLen, body, maxBodyBytes, fields, chat, metrics, clock, plain);
+            return contextLen == 0 ? plain : countOnly(rule, contextLen, body, maxBodyBytes, fields, chat, metrics, clock, plain,
+                trace);
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
@@ -96,6 +104,9 @@ public final class PromptStage {
         }
         long t1 = clock.nanoTime();
         metrics.stages.recordNs(Stage.PARSE, t1 - t0);
+        if (trace != null) {
+            trace.stage("kvgate.parse_prompt", t0, t1);
+        }
         String salt = tree.path("cache_salt").isTextual() ? tree.get("cache_salt").asText() : null;
         int[] tokens;
         int longest;
@@ -105,13 +116,22 @@ public final class PromptStage {
                 long t2 = clock.nanoTime();
                 metrics.stages.recordNs(Stage.RENDER, t2 - t1);
                 tokens = pipeline.chatTokens(text, maxTokens);
-                metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t2);
+                long t3 = clock.nanoTime();
+                metrics.stages.recordNs(Stage.TOKENIZE, t3 - t2);
+                if (trace != null) {
+                    trace.stage("kvgate.render", t1, t2);
+                    trace.stage("kvgate.tokenize", t2, t3);
+                }
                 longest = tokens == null || tokens == PromptPipeline.TOO_LONG ? -1 : tokens.length;
             } else {
                 tokens = pipeline.firstCompletionTokens(tree, maxTokens);
                 longest = tokens == null || tokens == PromptPipeline.TOO_LONG || contextLen == 0 ? -1
                     : pipeline.longestCompletionPrompt(tree, tokens.length, contextLen);
-                metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t1);
+                long t3 = clock.nanoTime();
+                metrics.stages.recordNs(Stage.TOKENIZE, t3 - t1);
+                if (trace != null) {
+                    trace.stage("kvgate.tokenize", t1, t3);
+                }
             }
         } catch (PromptException | RuntimeException e) {
             metrics.shed("kv_render_failed");
@@ -126,6 +146,9 @@ public final class PromptStage {
                 "more than " + maxTokens + " tokens", rule.name(), maxTokens));
         }
         Outcome routed = Outcome.of(new RoutingInputs(routingPrefix(tokens, routedOn), salt, session));
+        if (trace != null && tokens != null) {
+            trace.promptTokens(tokens.length);
+        }
         if (contextLen == 0 || longest == -1) {
             return routed;
         }
@@ -161,7 +184,8 @@ public final class PromptStage {
      * length (more proves the overflow). Without a count the engine judges the request and its answer is normalised.
      */
     private static Outcome countOnly(Rule rule, int contextLen, ByteBuf body, int maxBodyBytes, RequestFields fields,
-                                     boolean chat, GatewayMetrics metrics, NanoClock clock, Outcome plain) {
+                                     boolean chat, GatewayMetrics metrics, NanoClock clock, Outcome plain,
+                                     RequestTrace trace) {
         if (!chat && fields.promptIsTokenIds && fields.promptTokenIdsMax > 0) {
             return budget(rule, contextLen, fields.promptTokenIdsMax, true, body, maxBodyBytes, fields, chat, metrics, plain);
         }
@@ -184,7 +208,11 @@ public final class PromptStage {
             metrics.shed("context_count_failed");
             return plain;
         } finally {
-            metrics.stages.recordNs(Stage.TOKENIZE, clock.nanoTime() - t0);
+            long t1 = clock.nanoTime();
+            metrics.stages.recordNs(Stage.TOKENIZE, t1 - t0);
+            if (trace != null) {
+                trace.stage("kvgate.tokenize", t0, t1); // render included: counted for the context check only
+            }
         }
         if (longest == -1) {
             return plain;

@@ -4,6 +4,7 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.trace.Tracing;
 import io.kvgate.dataplane.upstream.UpstreamConnector;
 import io.kvgate.dataplane.upstream.UpstreamPool;
 import io.netty.channel.EventLoop;
@@ -27,6 +28,8 @@ public final class GatewayContext {
     private final UpstreamConnector connector;
     private final LiveExchanges live;
     private final Function<EventLoop, ExchangeRouting> routing;
+    /** Set once at start-up, before the listener binds (so before any I/O thread reads it). */
+    private Tracing tracing = Tracing.OFF;
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
                           NanoClock clock, RequestHooks hooks) {
@@ -89,6 +92,17 @@ public final class GatewayContext {
 
     public LiveExchanges live() {
         return live;
+    }
+
+    /** The gateway's tracer ({@link Tracing#OFF} unless {@code tracing} samples requests). */
+    public Tracing tracing() {
+        return tracing;
+    }
+
+    /** Installs the tracer; at start-up only, before any request. */
+    public GatewayContext tracing(Tracing t) {
+        this.tracing = t;
+        return this;
     }
 
     /** The routing stage as seen from {@code loop}: decisions for requests published here come back on it. */

@@ -17,12 +17,15 @@ import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
+import io.kvgate.dataplane.trace.RequestTrace;
 import io.kvgate.dataplane.upstream.LegFailure;
 import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
 import io.kvgate.dataplane.wire.EngineRequest;
 import io.kvgate.dataplane.wire.ResponseHead;
 import io.kvgate.control.config.RuleConfig;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.HttpContent;
@@ -133,6 +136,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
      * event loop's clock (the leg's timers' clock): bytes that complete nothing do not move it ({@link #onContent}).
      */
     private long progressAtNs;
+    /** The request's trace when it is sampled, else null (then none of the spans below exist). */
+    private RequestTrace trace;
+    /** The routing decision being waited for (admission wait included), and the engine request in progress. */
+    private Span routeSpan;
+    private Span legSpan;
+    private boolean firstEventSeen;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -167,6 +176,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.pdDecodeJson = decodeJson;
         this.observer = legObserver;
         this.legName = legRole == Role.DECODE ? "decode leg" : "engine";
+        return this;
+    }
+
+    /** The request's trace (null: not sampled): route, leg and connect spans; the engine gets the leg's context. */
+    public PlainExchange withTrace(RequestTrace t) {
+        this.trace = t;
         return this;
     }
 
@@ -248,9 +263,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         return inputs.textPrefixKey();
     }
 
+    /** A traced request is explained too: the policy's reason goes on its route span (the header still needs asking). */
     @Override
     public boolean explain() {
-        return explain;
+        return explain || trace != null;
     }
 
     @Override
@@ -308,6 +324,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     public void onShed(Rule decidedBy, String message) {
         try {
             gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
+            endRouteSpan(null, message, "rate_limit_exceeded");
             if (phase == Phase.DONE) {
                 return; // the client left while the request waited
             }
@@ -338,6 +355,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             }
             routedAtNs = gw.clock().nanoTime();
             dispatchNs = routedAtNs;
+            startRouteSpan();
             if (!routing.tryRoute(this)) {
                 gw.metrics().shed("router_ring_full");
                 finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
@@ -359,6 +377,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         heldEndpoint = ep;
         try {
             gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
+            endRouteSpan(ep, routedWhy, ep == null ? "no_healthy_endpoint" : null);
             if (phase == Phase.DONE) {
                 returnHeldEndpoint(); // the client left (or the exchange ended) while routing
                 return;
@@ -381,6 +400,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                 ? new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId)
                 : new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId, DP_RANK_HEADER,
                     Integer.toString(heldDpRank));
+            if (trace != null) {
+                legSpan = trace.leg(role == Role.DECODE ? "kvgate.decode_leg" : "kvgate.upstream", gw.clock().nanoTime(),
+                    ep.key(), tried.size());
+                engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(legSpan)); // the engine's parent: this leg
+            }
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
                 this).answers503WhileLoading(rule.engine().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
@@ -415,6 +439,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         sentAtNs = now;
         if (connectNs > 0) {
             gw.metrics().stages.recordNs(Stage.UPSTREAM_CONNECT, connectNs);
+            if (legSpan != null) {
+                trace.end(trace.childOf(legSpan, "kvgate.connect", now - connectNs, SpanKind.INTERNAL), now);
+            }
         }
         if (tried.size() == 1) {
             // Everything between the last request byte and the engine's socket, except opening a connection.
@@ -475,6 +502,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         // The leg's idle timer restarts on every byte, so an engine dripping an event that never completes would hold
         // the client for ever with nothing delivered: the same timeout also runs from the last progress.
         long now = loopNanoTime();
+        if (progressed && trace != null && !firstEventSeen && client.sse()) {
+            firstEventSeen = true;
+            trace.firstToken(gw.clock().nanoTime());
+        }
         if (progressed) {
             progressAtNs = now;
         } else if (now - progressAtNs >= TimeUnit.MILLISECONDS.toNanos(gw.config().upstream().idleTimeoutMs())) {
@@ -517,6 +548,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             return;
         }
         leg = null;
+        if (legSpan != null) {
+            trace.fail(legSpan, failure.code(), gw.clock().nanoTime());
+            legSpan = null;
+        }
         boolean started = phase == Phase.RELAYING;
         switch (failure) {
             case CONNECT, ENGINE_LOADING -> retryElsewhere(failure, cause);
@@ -582,6 +617,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             gw.metrics().connectRetries.increment();
             phase = Phase.ROUTING;
             routedAtNs = gw.clock().nanoTime();
+            startRouteSpan();
             if (routing.tryRoute(this)) {
                 return;
             }
@@ -639,6 +675,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (phase == Phase.DONE) {
             return;
         }
+        if (trace != null) {
+            trace.error(code);
+        }
         client.answerError(st, message, code, retryAfter ? gw.config().health().retryAfterSeconds() : -1, explanation());
         finish(st.code(), client.keepAlive());
     }
@@ -652,6 +691,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (client.usageSeen()) {
             gw.metrics().tokens(ruleName, model, client.promptTokens(), client.completionTokens(), client.cachedTokens());
         }
+        if (trace != null) {
+            traceOutcome(st);
+        }
         if (client.streamFailed()) {
             gw.metrics().request(ruleName, model, GatewayMetrics.STREAM_ERROR, gw.clock().nanoTime() - startNs);
             return;
@@ -660,6 +702,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     }
 
     private void release() {
+        if (trace != null) {
+            long now = gw.clock().nanoTime();
+            if (legSpan != null) {
+                trace.end(legSpan, now);
+                legSpan = null;
+            }
+            if (routeSpan != null) {
+                trace.fail(routeSpan, "client_gone", now); // the client left while the request was routed
+                routeSpan = null;
+            }
+        }
         if (listed) {
             gw.live().remove(this);
             listed = false;
@@ -669,6 +722,37 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
         body = null;
         client.discard();
+    }
+
+    private void startRouteSpan() {
+        if (trace != null) {
+            routeSpan = trace.child("kvgate.route", routedAtNs);
+        }
+    }
+
+    /** The decision arrived (or admission shed the request: {@code failed} names why). */
+    private void endRouteSpan(EndpointState ep, String why, String failed) {
+        if (routeSpan != null) {
+            trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
+            long now = gw.clock().nanoTime();
+            if (failed != null) {
+                trace.fail(routeSpan, failed, now);
+            } else {
+                trace.end(routeSpan, now);
+            }
+            routeSpan = null;
+        }
+    }
+
+    /** The answer's status and usage on the request's server span; a stream that ended in an error event is an error. */
+    private void traceOutcome(int st) {
+        trace.status(st);
+        if (client.usageSeen()) {
+            trace.usage(client.promptTokens(), client.completionTokens(), client.cachedTokens());
+        }
+        if (client.streamFailed()) {
+            trace.error(GatewayMetrics.STREAM_ERROR);
+        }
     }
 
     /**

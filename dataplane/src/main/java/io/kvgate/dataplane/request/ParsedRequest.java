@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.request;
 
 import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.trace.RequestTrace;
 import io.netty.buffer.ByteBuf;
 import io.netty.handler.codec.http.HttpRequest;
 
@@ -8,7 +9,8 @@ import io.netty.handler.codec.http.HttpRequest;
  * One client request as the front door hands it to the exchange layer: the head, the body (read once, owned by
  * whoever holds this view), the rule its model resolved to, and the typed fields routing needs. Built on the
  * client connection's event loop after the head, body and prompt stages; immutable except for the ownership of
- * {@link #body()}, which moves to the exchange with {@link ExchangeStarter#start}.
+ * {@link #body()}, which moves to the exchange with {@link ExchangeStarter#start}, and its {@link #trace()}, attached
+ * by the front door before that.
  */
 public final class ParsedRequest {
     /** The response header a request's {@link #warning()} goes out in. */
@@ -32,6 +34,8 @@ public final class ParsedRequest {
     private final int[] servingEndpoints;
     private final String warning;
     private final AnswerRewrite answerRewrite;
+    /** The request's trace when it is sampled, else null (set by the front door before the exchange starts). */
+    private RequestTrace trace;
 
     public ParsedRequest(HttpRequest head, String path, boolean chat, ByteBuf body, RequestFields fields, Rule rule,
                          String requestId, boolean explain, long startNs, RoutingInputs inputs) {
@@ -64,6 +68,22 @@ public final class ParsedRequest {
         this.servingEndpoints = servingEndpoints;
         this.warning = warning;
         this.answerRewrite = fields.answerRewrite;
+    }
+
+    /** Attaches the request's trace (null: not sampled); the front door, before handing the request on. */
+    public ParsedRequest withTrace(RequestTrace t) {
+        this.trace = t;
+        return this;
+    }
+
+    /** The request's trace, or null when it is not sampled (the exchanges add their spans to it). */
+    public RequestTrace trace() {
+        return trace;
+    }
+
+    /** The W3C trace id of a sampled request (32 hex digits), or null: for the access log and exemplars. */
+    public String traceId() {
+        return trace == null ? null : trace.traceId();
     }
 
     /** The sorted ids of the only endpoints serving the request's LoRA adapter (discovered), or null: any endpoint. */

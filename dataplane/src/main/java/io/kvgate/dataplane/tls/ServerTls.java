@@ -1,5 +1,8 @@
 package io.kvgate.dataplane.tls;
 
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.TlsConfig;
 import io.netty.channel.Channel;
@@ -214,25 +217,44 @@ public final class ServerTls {
         return SslProvider.OPENSSL;
     }
 
-    /** {@code kvgate_tls_*} families (nothing while the listener is plain HTTP and never had TLS). */
-    public void writeMetrics(StringBuilder out) {
-        Loaded l = current;
-        if (l == null && reloadsOk.get() == 0 && reloadsFailed.get() == 0) {
-            return;
-        }
-        out.append("# HELP kvgate_tls_certificate_reloads_total Listener TLS contexts built from changed files (reload or file watch), by result.\n")
-            .append("# TYPE kvgate_tls_certificate_reloads_total counter\n")
-            .append("kvgate_tls_certificate_reloads_total{result=\"ok\"} ").append(reloadsOk.get()).append('\n')
-            .append("kvgate_tls_certificate_reloads_total{result=\"error\"} ").append(reloadsFailed.get()).append('\n');
-        out.append("# HELP kvgate_tls_certificate_error 1 while the certificate files on disk cannot be used (the listener keeps its context).\n")
-            .append("# TYPE kvgate_tls_certificate_error gauge\nkvgate_tls_certificate_error ").append(lastError == null ? 0 : 1).append('\n');
-        out.append("# HELP kvgate_tls_handshake_failures_total Client TLS handshakes that failed (no common protocol, refused or missing client certificate, timeout).\n")
-            .append("# TYPE kvgate_tls_handshake_failures_total counter\nkvgate_tls_handshake_failures_total ")
-            .append(handshakeFailures.get()).append('\n');
-        if (l != null) {
-            out.append("# HELP kvgate_tls_certificate_not_after_seconds Expiry of the listener's certificate in effect (Unix time).\n")
-                .append("# TYPE kvgate_tls_certificate_not_after_seconds gauge\nkvgate_tls_certificate_not_after_seconds ")
-                .append(l.leaf().getNotAfter().getTime() / 1000).append('\n');
-        }
+    /**
+     * Registers the listener's TLS families; they have samples only while TLS is configured or a certificate reload
+     * was tried (a plain-HTTP gateway shows none of them).
+     */
+    public void register(PrometheusRegistry registry) {
+        CounterWithCallback.builder().name("kvgate_tls_certificate_reloads_total")
+            .help("Listener TLS contexts built from changed files (reload or file watch), by result.").labelNames("result")
+            .callback(cb -> {
+                if (inUse()) {
+                    cb.call(reloadsOk.get(), "ok");
+                    cb.call(reloadsFailed.get(), "error");
+                }
+            }).register(registry);
+        GaugeWithCallback.builder().name("kvgate_tls_certificate_error")
+            .help("1 while the certificate files on disk cannot be used (the listener keeps its context).")
+            .callback(cb -> {
+                if (inUse()) {
+                    cb.call(lastError == null ? 0 : 1);
+                }
+            }).register(registry);
+        CounterWithCallback.builder().name("kvgate_tls_handshake_failures_total")
+            .help("Client TLS handshakes that failed (no common protocol, refused or missing client certificate, timeout).")
+            .callback(cb -> {
+                if (inUse()) {
+                    cb.call(handshakeFailures.get());
+                }
+            }).register(registry);
+        GaugeWithCallback.builder().name("kvgate_tls_certificate_not_after_seconds")
+            .help("Expiry of the listener's certificate in effect (Unix time).")
+            .callback(cb -> {
+                Loaded l = current;
+                if (l != null) {
+                    cb.call(l.leaf().getNotAfter().getTime() / 1000);
+                }
+            }).register(registry);
+    }
+
+    private boolean inUse() {
+        return current != null || reloadsOk.get() != 0 || reloadsFailed.get() != 0;
     }
 }

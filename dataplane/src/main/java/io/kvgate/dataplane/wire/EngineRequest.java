@@ -15,11 +15,31 @@ import java.nio.charset.StandardCharsets;
  * @param requestId     the {@code X-Request-Id} the engine sees, or null for none
  * @param gatewayHeader a header the gateway sets (lower case), replacing the client's of that name, or null
  * @param gatewayValue  its value
+ * @param traceparent   the gateway's span context for the engine (a traced request), replacing the client's
+ *                      {@code traceparent} and {@code tracestate}; null: the client's pass through untouched
+ * @param tracestate    the trace state going with it, or null
  */
 public record EngineRequest(HttpMethod method, String uri, HttpHeaders clientHeaders, String requestId,
-                            String gatewayHeader, String gatewayValue) {
+                            String gatewayHeader, String gatewayValue, String traceparent, String tracestate) {
     public EngineRequest(HttpMethod method, String uri, HttpHeaders clientHeaders, String requestId) {
         this(method, uri, clientHeaders, requestId, null, null);
+    }
+
+    public EngineRequest(HttpMethod method, String uri, HttpHeaders clientHeaders, String requestId,
+                         String gatewayHeader, String gatewayValue) {
+        this(method, uri, clientHeaders, requestId, gatewayHeader, gatewayValue, null, null);
+    }
+
+    /**
+     * The same request under the gateway's span: {@code traceHeaders} is {@code [traceparent, tracestate]}, or null
+     * for an untraced request (this request, unchanged).
+     */
+    public EngineRequest withTrace(String[] traceHeaders) {
+        if (traceHeaders == null) {
+            return this;
+        }
+        return new EngineRequest(method, uri, clientHeaders, requestId, gatewayHeader, gatewayValue, traceHeaders[0],
+            traceHeaders[1]);
     }
 
     private static final byte[] SPACE = {' '};
@@ -27,15 +47,23 @@ public record EngineRequest(HttpMethod method, String uri, HttpHeaders clientHea
     private static final byte[] HOST = "host: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] CONTENT_LENGTH = "content-length: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] REQUEST_ID = "x-request-id: ".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] TRACEPARENT = "traceparent: ".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] TRACESTATE = "tracestate: ".getBytes(StandardCharsets.US_ASCII);
     /** The request head ({@code host} and {@code content-length} the gateway's), blank line included. */
     public ByteBuf encodeHead(ByteBufAllocator alloc, String hostHeader, int contentLength) {
         HeadBytes out = HeadBytes.start().latin1(method.asciiName()).bytes(SPACE);
         writeTarget(out, uri);
         out.bytes(HTTP_1_1_CRLF).bytes(HOST).fieldValue(hostHeader).crlf()
             .bytes(CONTENT_LENGTH).decimal(contentLength).crlf();
-        ForwardedHeaders.writeToEngine(out, clientHeaders, gatewayHeader);
+        ForwardedHeaders.writeToEngine(out, clientHeaders, gatewayHeader, traceparent != null);
         if (gatewayHeader != null) {
             out.latin1(gatewayHeader).colonSpace().fieldValue(gatewayValue).crlf();
+        }
+        if (traceparent != null) {
+            out.bytes(TRACEPARENT).fieldValue(traceparent).crlf();
+            if (tracestate != null && !tracestate.isEmpty()) {
+                out.bytes(TRACESTATE).fieldValue(tracestate).crlf();
+            }
         }
         if (requestId != null) {
             out.bytes(REQUEST_ID).fieldValue(requestId).crlf();

@@ -90,24 +90,31 @@ public final class ForwardedHeaders {
 
     /**
      * Whether a client header named {@code name} reaches the engine (given the names its Connection: lists and the
-     * header the gateway sets itself, if any).
+     * header the gateway sets itself, if any; {@code traced}: the gateway writes its own trace context).
      */
-    private static boolean toEngine(CharSequence name, String[] connectionListed, String gatewaySets) {
+    private static boolean toEngine(CharSequence name, String[] connectionListed, String gatewaySets, boolean traced) {
         return !isHopByHop(name) && !gatewayOnly(name) && !listed(connectionListed, name)
-            && (gatewaySets == null || !AsciiString.contentEqualsIgnoreCase(gatewaySets, name));
+            && (gatewaySets == null || !AsciiString.contentEqualsIgnoreCase(gatewaySets, name))
+            && (!traced || !traceContext(name));
+    }
+
+    /** The W3C trace-context headers, which a traced request's engine gets from the gateway's span instead. */
+    private static boolean traceContext(CharSequence name) {
+        return AsciiString.contentEqualsIgnoreCase(name, "traceparent") || AsciiString.contentEqualsIgnoreCase(name, "tracestate");
     }
 
     /**
      * Writes the client's headers an engine should see as header lines ({@code name: value CRLF}). Names and values
      * were validated by the client codec's decoder; they are written byte for byte (ISO-8859-1), as Netty's encoder
-     * does. {@code gatewaySets}: a header the gateway writes itself (the client's of that name is left out), or null.
+     * does. {@code gatewaySets}: a header the gateway writes itself (the client's of that name is left out), or null;
+     * {@code traced}: the client's {@code traceparent}/{@code tracestate} are left out (the gateway writes its span's).
      */
-    static void writeToEngine(HeadBytes out, HttpHeaders in, String gatewaySets) {
+    static void writeToEngine(HeadBytes out, HttpHeaders in, String gatewaySets, boolean traced) {
         String[] connectionListed = in.contains(HttpHeaderNames.CONNECTION) ? connectionListed(in) : null;
         if (in instanceof RequestHeaders r) { // the client codec's: read in place, no entry objects
             for (int i = 0, n = r.size(); i < n; i++) {
                 CharSequence k = r.nameAt(i);
-                if (toEngine(k, connectionListed, gatewaySets)) {
+                if (toEngine(k, connectionListed, gatewaySets, traced)) {
                     writeLine(out, k, r.valueAt(i));
                 }
             }
@@ -117,7 +124,7 @@ public final class ForwardedHeaders {
         while (it.hasNext()) {
             Map.Entry<CharSequence, CharSequence> e = it.next();
             CharSequence k = e.getKey();
-            if (toEngine(k, connectionListed, gatewaySets)) {
+            if (toEngine(k, connectionListed, gatewaySets, traced)) {
                 writeLine(out, k, e.getValue());
             }
         }

@@ -55,6 +55,8 @@ final class PdFakeEngine implements AutoCloseable {
     final AtomicInteger requests = new AtomicInteger();
     final List<JsonNode> bodies = new CopyOnWriteArrayList<>();
     final List<String> requestIds = new CopyOnWriteArrayList<>();
+    /** The {@code traceparent} of every request ("null" when it had none): whose span the engine would parent to. */
+    final List<String> traceparents = new CopyOnWriteArrayList<>();
     final AtomicInteger decodesWithParams = new AtomicInteger();
     final AtomicInteger rejected = new AtomicInteger();
 
@@ -88,6 +90,7 @@ final class PdFakeEngine implements AutoCloseable {
         JsonNode body = JSON.readTree(ex.getRequestBody().readAllBytes());
         bodies.add(body);
         requestIds.add(String.valueOf(ex.getRequestHeaders().getFirst("X-Request-Id")));
+        traceparents.add(String.valueOf(ex.getRequestHeaders().getFirst("traceparent")));
         Fault f = faulty() ? fault : Fault.NONE;
         if (f == Fault.CLOSE_BEFORE_ANSWER) {
             ex.getHttpContext().getServer();

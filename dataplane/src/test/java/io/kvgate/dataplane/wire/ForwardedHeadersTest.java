@@ -67,6 +67,39 @@ class ForwardedHeadersTest {
             + "x-data-parallel-rank: 1\r\nx-request-id: id\r\n\r\n", text, "the gateway's rank pin, not the client's");
     }
 
+    /** A traced request: the gateway's span context replaces the client's traceparent and tracestate (any case). */
+    @Test
+    void aTracedRequestCarriesTheGatewaysTraceContextNotTheClients() {
+        HttpHeaders in = new DefaultHttpHeaders().add("TraceParent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .add("tracestate", "client=1").add("Accept", "*/*");
+        String gateway = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+        ByteBuf head = new EngineRequest(HttpMethod.POST, "/v1/completions", in, "id", "x-data-parallel-rank", "1")
+            .withTrace(new String[] {gateway, "kvgate=2"}).encodeHead(UnpooledByteBufAllocator.DEFAULT, "h:1", 2);
+        String text = head.toString(StandardCharsets.ISO_8859_1);
+        head.release();
+        assertEquals("POST /v1/completions HTTP/1.1\r\nhost: h:1\r\ncontent-length: 2\r\nAccept: */*\r\n"
+            + "x-data-parallel-rank: 1\r\ntraceparent: " + gateway + "\r\ntracestate: kvgate=2\r\nx-request-id: id\r\n\r\n", text);
+        // Without a trace state of its own the gateway sends none: the client's is not passed on under another parent.
+        ByteBuf bare = new EngineRequest(HttpMethod.POST, "/v1/completions", in, null).withTrace(new String[] {gateway, null})
+            .encodeHead(UnpooledByteBufAllocator.DEFAULT, "h:1", 2);
+        String bareText = bare.toString(StandardCharsets.ISO_8859_1);
+        bare.release();
+        assertFalse(bareText.toLowerCase().contains("tracestate"), bareText);
+        assertTrue(bareText.contains("traceparent: " + gateway + "\r\n") && !bareText.contains("00f067aa0ba902b7"), bareText);
+    }
+
+    /** An untraced request (tracing off, or not sampled): the client's trace context reaches the engine untouched. */
+    @Test
+    void anUntracedRequestPassesTheClientsTraceContextThrough() {
+        HttpHeaders in = new DefaultHttpHeaders().add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .add("tracestate", "client=1");
+        assertEquals(List.of("host: 10.0.0.1:8000", "content-length: 5",
+            "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate: client=1", "x-request-id: id"),
+            toEngine(in, "id"));
+        EngineRequest plain = new EngineRequest(HttpMethod.POST, "/", in, "id");
+        assertTrue(plain == plain.withTrace(null), "no trace: the same request");
+    }
+
     @Test
     void noRequestIdWhenTheGatewayHasNone() {
         assertEquals(List.of("host: 10.0.0.1:8000", "content-length: 5"), toEngine(new DefaultHttpHeaders(), null));
