@@ -43,7 +43,17 @@ public record GatewayConfig(
     List<Integer> controlAllowedUids,
     AdminLimits adminLimits,
     Ingest ingest,
-    Load load) {
+    Load load,
+    LoggingConfig logging) {
+
+    /** The shape before the {@code logging} section existed: text operator log at info, no access log. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, LoggingConfig.DEFAULTS);
+    }
 
     /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
@@ -67,7 +77,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load);
+            load, logging);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -81,7 +91,7 @@ public record GatewayConfig(
      */
     public static final List<String> RESTART_ONLY = List.of("listen", "admin_listen", "transport", "io_threads",
         "router.ring_size", "router.wait_strategy", "router.thread", "control_socket", "rules[*].kv_capacity_blocks (the index size)",
-        "ingest");
+        "ingest", "logging");
 
     /** The socket transport, typed. */
     public enum TransportKind { EPOLL, IO_URING, NIO }
@@ -564,10 +574,11 @@ public record GatewayConfig(
             }
         }
         checkKvEventsAgree(resolved, n.problems());
+        LoggingConfig logging = LoggingConfig.read(n, baseDir);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load);
+            ingest, load, logging);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {
@@ -636,6 +647,9 @@ public record GatewayConfig(
         }
         if (!Objects.equals(ingest, next.ingest)) {
             changed.add("ingest");
+        }
+        if (!Objects.equals(logging, next.logging)) {
+            changed.add("logging");
         }
         if (needsKvIndex() && next.needsKvIndex() && kvIndexCapacityBlocks() != next.kvIndexCapacityBlocks()) {
             changed.add("rules[*].kv_capacity_blocks (index capacity " + kvIndexCapacityBlocks() + " -> "

@@ -72,6 +72,8 @@ public final class GatewayMetrics {
         final ConcurrentHashMap<String, ModelCounters> byModel = new ConcurrentHashMap<>();
         volatile LatencyHistogram duration;
         volatile LatencyHistogram ttfb;
+        volatile LatencyHistogram ttft;
+        volatile LatencyHistogram itl;
 
         ModelCounters model(String label) {
             ModelCounters m = byModel.get(label);
@@ -83,6 +85,20 @@ public final class GatewayMetrics {
                 duration = new LatencyHistogram();
             }
             return duration;
+        }
+
+        synchronized LatencyHistogram newTtft() {
+            if (ttft == null) {
+                ttft = new LatencyHistogram();
+            }
+            return ttft;
+        }
+
+        synchronized LatencyHistogram newItl() {
+            if (itl == null) {
+                itl = new LatencyHistogram();
+            }
+            return itl;
         }
 
         synchronized LatencyHistogram newTtfb() {
@@ -209,6 +225,24 @@ public final class GatewayMetrics {
         (h != null ? h : r.newTtfb()).recordNs(ns);
     }
 
+    /**
+     * Time from the complete client request to the first generated token the client was sent: a stream's first
+     * event with output, or a non-stream's whole answer. {@code traceId} (32 hex, or null) is the request's trace,
+     * for an exemplar once metrics carry them; unused here.
+     */
+    public void timeToFirstToken(String rule, long ns, String traceId) {
+        RuleSeries r = rule(rule);
+        LatencyHistogram h = r.ttft;
+        (h != null ? h : r.newTtft()).recordNs(ns);
+    }
+
+    /** Time between two successive events with output of one stream (see {@link #timeToFirstToken}). */
+    public void interTokenLatency(String rule, long ns, String traceId) {
+        RuleSeries r = rule(rule);
+        LatencyHistogram h = r.itl;
+        (h != null ? h : r.newItl()).recordNs(ns);
+    }
+
     public void upstreamError(String endpoint, String cause) {
         upstreamErrors.computeIfAbsent(new ErrorKey(endpoint, cause), k -> new LongAdder()).increment();
     }
@@ -289,6 +323,21 @@ public final class GatewayMetrics {
         rules.forEach((rule, r) -> {
             if (r.ttfb != null) {
                 r.ttfb.write(out, "kvgate_time_to_first_byte_seconds", "rule=\"" + esc(rule) + "\"");
+            }
+        });
+        out.append("# HELP kvgate_time_to_first_token_seconds Time from the complete client request to the first"
+            + " generated token sent (a stream's first event with output; a non-stream's whole answer).\n");
+        out.append("# TYPE kvgate_time_to_first_token_seconds histogram\n");
+        rules.forEach((rule, r) -> {
+            if (r.ttft != null) {
+                r.ttft.write(out, "kvgate_time_to_first_token_seconds", "rule=\"" + esc(rule) + "\"");
+            }
+        });
+        out.append("# HELP kvgate_inter_token_latency_seconds Time between successive events with output of a stream.\n");
+        out.append("# TYPE kvgate_inter_token_latency_seconds histogram\n");
+        rules.forEach((rule, r) -> {
+            if (r.itl != null) {
+                r.itl.write(out, "kvgate_inter_token_latency_seconds", "rule=\"" + esc(rule) + "\"");
             }
         });
         out.append("# HELP kvgate_upstream_errors_total Failed engine calls by endpoint and cause.\n");

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.proxy;
 
+import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
@@ -27,6 +28,8 @@ public final class GatewayContext {
     private final UpstreamConnector connector;
     private final LiveExchanges live;
     private final Function<EventLoop, ExchangeRouting> routing;
+    /** Set once at start-up, before the listener accepts ({@link #accessLog(AccessLog)}). */
+    private volatile AccessLog accessLog = AccessLog.OFF;
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
                           NanoClock clock, RequestHooks hooks) {
@@ -89,6 +92,17 @@ public final class GatewayContext {
 
     public LiveExchanges live() {
         return live;
+    }
+
+    /** Where a request's end writes its access-log line ({@code logging.access_log}; off by default). */
+    public AccessLog accessLog() {
+        return accessLog;
+    }
+
+    /** Sets the access log, at start-up. */
+    public GatewayContext accessLog(AccessLog log) {
+        this.accessLog = log;
+        return this;
     }
 
     /** The routing stage as seen from {@code loop}: decisions for requests published here come back on it. */

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.route;
 
+import io.kvgate.control.log.Log;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
@@ -401,7 +402,7 @@ final class KvExactPolicy implements RoutingPolicy {
             stats.watchdogFired();
             if (!stats.watchdogWarned) {
                 stats.watchdogWarned = true;
-                System.err.println("kvgate: WARNING rule '" + ruleName + "': " + watchdogStreak
+                Log.warn("rule '" + ruleName + "': " + watchdogStreak
                     + " consecutive KV lookups matched nothing while the engines hold blocks: check that block_size, "
                     + "hash_seed (PYTHONHASHSEED; 'vllm-none-hash' for a sha256_cbor vLLM started without it, or 'auto'), "
                     + "hash_algo, tokenizer and chat template match the engines (run the parity probe: ./kvgate ctl parity)");
