@@ -142,6 +142,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private long ttftNs = -1;
     /** When the last event with output was relayed (inter-token latency runs from here). */
     private long lastOutputNs;
+    /** The routing decision's tier and the prompt tokens found cached on its endpoint ({@link #decision}). */
+    private String decisionTier;
+    private int reachableTokens = -1;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -311,6 +314,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     @Override
     public void dpRankChosen(int rank) {
         this.heldDpRank = rank;
+    }
+
+    @Override
+    public void decision(String tier, int reachable) {
+        this.decisionTier = tier;
+        this.reachableTokens = reachable;
     }
 
     /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
@@ -700,6 +709,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             a.cachedTokens = client.cachedTokens();
         }
         a.ttftNs = ttftNs;
+        a.tier = decisionTier;
+        a.reachableTokens = reachableTokens;
         a.durationNs = gw.clock().nanoTime() - startNs;
         a.errorCode = errorCode != null ? errorCode : client.streamFailed() ? GatewayMetrics.STREAM_ERROR : null;
         gw.accessLog().log(a);

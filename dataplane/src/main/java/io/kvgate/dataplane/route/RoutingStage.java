@@ -742,6 +742,8 @@ public final class RoutingStage implements AutoCloseable {
         e.gate = e.needsAdmission ? rule.admission : null;
         e.uncachedTokens = 0;
         e.chosenRank = -1;
+        e.tier = null;
+        e.reachableTokens = -1;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         if (e.explain && e.serving != null) {
@@ -759,6 +761,9 @@ public final class RoutingStage implements AutoCloseable {
         if (!e.dryRun) {
             ep.onRouted(now, charge, rank);
             routed.lazySet(routed.get() + 1);
+            if (e.tier != null && e.request != null) {
+                e.request.decision(e.tier.label(), e.reachableTokens); // read on its event loop after the post below
+            }
         }
         e.port.post(e.request, ep, rule, explanation, charge, rank);
         markDirty(e.port);
