@@ -29,6 +29,7 @@ import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.FamilyRegistry;
+import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
@@ -94,6 +95,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final PdMetrics pdMetrics = new PdMetrics();
     /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */
     private final Deque<AutoCloseable> opened = new ArrayDeque<>();
+    private final AccessLog accessLog;
     private final EventLoopGroup boss;
     private final EventLoopGroup workers;
     private final EventLoopGroup adminGroup;
@@ -140,6 +142,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         upstreamTls.install(upstreamTls.prepare(cfg.tls().upstream()));
         opened.push(this::closeCore); // popped last: after every listener and event loop is gone
         try {
+            // Opened before the event loops, so closed after them: every request that ends while they stop is written.
+            this.accessLog = openAccessLog(cfg);
+            opened.push(accessLog);
             int threads = cfg.ioThreads() > 0 ? cfg.ioThreads() : Math.max(1, Runtime.getRuntime().availableProcessors());
             this.boss = opened(transport.newGroup(1, "kvgate-accept"));
             this.workers = opened(transport.newGroup(threads, "kvgate-io"));
@@ -181,7 +186,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             reloads.register(metricsRegistry);
             RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
-            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks);
+            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks).accessLog(accessLog);
+            accessLog.register(metricsRegistry);
             // Restart-only (tracing in RESTART_ONLY): built once; closed near last, so spans ended in the drain are exported.
             Tracing tracing = Tracing.start(cfg.tracing());
             opened.push(tracing);
@@ -284,6 +290,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
         Path p = Path.of(s);
         return p.isAbsolute() || baseDir == null ? p : baseDir.resolve(p);
+    }
+
+    private static AccessLog openAccessLog(GatewayConfig cfg) {
+        try {
+            return AccessLog.open(cfg.logging());
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException("logging.access_log: cannot open '" + cfg.logging().accessLog() + "': " + e, e);
+        }
     }
 
     private <T extends EventLoopGroup> T opened(T group) {

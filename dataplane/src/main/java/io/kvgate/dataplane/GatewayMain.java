@@ -4,6 +4,7 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.log.Log;
+import io.kvgate.control.log.LogSetup;
 import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.MemoryBudget;
 import io.kvgate.dataplane.config.ReloadOutcome;
@@ -75,6 +76,7 @@ public final class GatewayMain {
             MemoryBudget.of(cfg, ioThreads).report(hostMemoryBytes()).forEach(out::println);
             return 0;
         }
+        LogSetup.configure(cfg.logging().format(), cfg.logging().level());
         Path socket = controlSocketPath(cfg, file);
         Gateway gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket));
         installReloadOnSighup(gw); // before the line that says it serves: a SIGHUP after it reloads, never kills
@@ -86,6 +88,8 @@ public final class GatewayMain {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             Log.info("draining (up to " + drain + " ms)");
             gw.close(drain);
+            Log.info("stopped");
+            LogSetup.shutdown(); // last: the asynchronous loggers' queue is written before the JVM exits
             stopped.countDown();
         }, "kvgate-shutdown"));
         stopped.await();

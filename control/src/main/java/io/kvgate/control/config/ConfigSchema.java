@@ -16,6 +16,7 @@ public final class ConfigSchema {
         TlsKeys.LISTENER,
         TlsKeys.UPSTREAM,
         TracingKeys.SECTION,
+        LoggingKeys.SECTION,
         AdminLimitsKeys.SECTION,
         LimitsKeys.SECTION,
         UpstreamKeys.SECTION,

@@ -45,16 +45,17 @@ public record GatewayConfig(
     Ingest ingest,
     Load load,
     TlsConfig tls,
-    TracingConfig tracing) {
+    TracingConfig tracing,
+    LoggingConfig logging) {
 
-    /** The shape before the TLS and tracing sections existed: no TLS, no PROXY protocol, tracing off. */
+    /** The shape before the TLS, tracing and logging sections existed: no TLS, tracing off, text log, no access log. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
                          Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
                          List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
                          List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load) {
         this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
             apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, TlsConfig.NONE,
-            TracingConfig.OFF);
+            TracingConfig.OFF, LoggingConfig.DEFAULTS);
     }
 
     /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
@@ -79,7 +80,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load, tls, tracing);
+            load, tls, tracing, logging);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -568,10 +569,11 @@ public record GatewayConfig(
         checkKvEventsAgree(resolved, n.problems());
         TlsConfig tls = TlsConfig.read(n, baseDir);
         TracingConfig tracing = TracingConfig.read(n);
+        LoggingConfig logging = LoggingConfig.read(n, baseDir);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load, tls, tracing);
+            ingest, load, tls, tracing, logging);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

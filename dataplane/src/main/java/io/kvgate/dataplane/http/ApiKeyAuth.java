@@ -19,14 +19,27 @@ public final class ApiKeyAuth {
 
     private ApiKeyAuth() {}
 
+    /** {@link #matchedKey}'s answer when no keys are configured: every request is authorized, by no key. */
+    public static final int NO_KEYS = -2;
+    /** {@link #matchedKey}'s answer when the request carries no configured key. */
+    public static final int REFUSED = -1;
+
     /** Whether the head carries {@code Authorization: Bearer <one of keys>}; true when no keys are configured. */
     public static boolean authorized(List<String> keys, HttpHeaders headers) {
+        return matchedKey(keys, headers) != REFUSED;
+    }
+
+    /**
+     * Which of {@code keys} the head's {@code Authorization: Bearer} presents: its index, {@link #REFUSED} for none,
+     * {@link #NO_KEYS} when no keys are configured. Every key is compared whichever matches (constant time).
+     */
+    public static int matchedKey(List<String> keys, HttpHeaders headers) {
         if (keys.isEmpty()) {
-            return true;
+            return NO_KEYS;
         }
         String auth = headers.get(HttpHeaderNames.AUTHORIZATION);
         if (auth == null || !auth.regionMatches(true, 0, "Bearer ", 0, 7)) {
-            return false;
+            return REFUSED;
         }
         int from = 7;
         int to = auth.length();
@@ -36,11 +49,47 @@ public final class ApiKeyAuth {
         while (to > from && auth.charAt(to - 1) <= ' ') {
             to--;
         }
-        boolean ok = false;
+        int matched = REFUSED;
         for (int i = 0, n = keys.size(); i < n; i++) {
-            ok |= sameSecret(keys.get(i), auth, from, to);
+            boolean same = sameSecret(keys.get(i), auth, from, to);
+            matched = same && matched == REFUSED ? i : matched;
         }
-        return ok;
+        return matched;
+    }
+
+    /** The key ids of the last key list asked for, by index (the list is replaced whole on a reload). */
+    private record KeyIds(List<String> keys, String[] ids) {}
+
+    private static volatile KeyIds keyIds = new KeyIds(List.of(), new String[0]);
+
+    /**
+     * The access log's name of key {@code index} of {@code keys}: {@code sha256:} and the first 12 hex digits of the
+     * key's SHA-256, never the secret (an operator finds a key's id with {@code printf %s KEY | sha256sum}). Null for
+     * no key. Computed once per key list.
+     */
+    public static String keyId(List<String> keys, int index) {
+        if (index < 0 || index >= keys.size()) {
+            return null;
+        }
+        KeyIds k = keyIds;
+        if (k.keys() != keys) {
+            String[] ids = new String[keys.size()];
+            for (int i = 0; i < ids.length; i++) {
+                ids[i] = fingerprint(keys.get(i));
+            }
+            k = new KeyIds(keys, ids);
+            keyIds = k;
+        }
+        return k.ids()[index];
+    }
+
+    static String fingerprint(String key) {
+        try {
+            byte[] d = MessageDigest.getInstance("SHA-256").digest(key.getBytes(StandardCharsets.UTF_8));
+            return "sha256:" + java.util.HexFormat.of().formatHex(d, 0, 6);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is part of every JDK", e);
+        }
     }
 
     /**

@@ -1,5 +1,9 @@
 package io.kvgate.dataplane.http;
 
+import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.accesslog.AccessLog;
+import io.kvgate.dataplane.accesslog.AccessRecord;
+import io.kvgate.dataplane.accesslog.TraceIds;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.control.config.RuleConfig;
@@ -105,6 +109,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private long requestStartNs;
     /** The current request's trace when it is sampled (proxied routes only), ended when its answer is done. */
     private RequestTrace trace;
+    /** The access-log record of the request being read or answered (one per connection, reset per request). */
+    private final AccessRecord access = new AccessRecord();
     /** A refused head whose (empty) body is skipped until its last content; the connection then goes on. */
     private boolean skippingBody;
     /** The connection is being closed: every further inbound message is dropped. */
@@ -148,20 +154,6 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
      */
     public Runnable requestBytesListener() {
         return onBytesReceived;
-    }
-
-    /**
-     * A valid API key, or a verified TLS client certificate whose subject CN is one of {@code tls.client_identities}:
-     * such a certificate identifies its caller as a key does.
-     */
-    private boolean authorized(io.netty.handler.codec.http.HttpHeaders headers) {
-        var cfg = gw.config();
-        if (ApiKeyAuth.authorized(cfg.apiKeys(), headers)) {
-            return true;
-        }
-        var tls = cfg.tls().listener();
-        return tls != null && ApiKeyAuth.identityAuthorized(tls.clientIdentities(),
-            ctx.channel().attr(io.kvgate.dataplane.tls.ServerTls.CLIENT_IDENTITY).get());
     }
 
     @Override
@@ -264,7 +256,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
         gw.metrics().badRequest("io_error");
         if (!(cause instanceof java.io.IOException)) {
-            System.err.println("kvgate: front door error (connection closed): " + cause);
+            Log.warn("front door error (connection closed): " + cause);
         }
         ctx.close();
     }
@@ -376,6 +368,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         onBytesReceived(); // a pipelined head read while busy starts its clock now
         head = req;
         fields.reset();
+        access.reset();
+        access.traceId = TraceIds.fromTraceparent(req.headers().get(TraceIds.HEADER));
         if (req.decoderResult().isFailure()) {
             Throwable cause = req.decoderResult().cause();
             if (cause instanceof TooLongHttpLineException) {
@@ -394,6 +388,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
                 "The gateway is draining and takes no new requests; retry (another instance will answer).", null, null);
             r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
             gw.metrics().shed("draining");
+            access.errorCode = "draining";
             refuseHead(r, 503, true);
             return;
         }
@@ -403,34 +398,37 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         route = FrontRoute.of(path);
         if (route == FrontRoute.CHAT || route == FrontRoute.COMPLETIONS) {
             trace = gw.tracing().begin(req.headers(), requestStartNs, requestStartNs, path, route.chat());
+            if (trace != null) {
+                access.traceId = trace.traceId(); // a new trace when the client sent none: the log names the gateway's
+            }
         }
         if (route == FrontRoute.UNKNOWN) {
             // An unknown /v1/ route reveals nothing to a client without a key: it gets the same 401 as a known one.
-            if (path.startsWith("/v1/") && !authorized(req.headers())) {
+            if (path.startsWith("/v1/") && !authorized(req)) {
                 refuseUnauthorized();
                 return;
             }
-            gw.metrics().badRequest("unknown_route");
+            refused("unknown_route");
             refuseHead(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "Unknown route: " + req.method() + " "
                 + path, null, null), 404, false);
             return;
         }
         if (!route.allows(req.method())) {
-            gw.metrics().badRequest("method_not_allowed");
+            refused("method_not_allowed");
             FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.METHOD_NOT_ALLOWED,
                 "Method not allowed on " + path + " (use " + route.allowed() + ").", null, null);
             r.headers().set(HttpHeaderNames.ALLOW, route.allowed());
             refuseHead(r, 405, false);
             return;
         }
-        if (route.needsApiKey() && !authorized(req.headers())) {
+        if (route.needsApiKey() && !authorized(req)) {
             refuseUnauthorized();
             return;
         }
         if (route.jsonBody()) {
             String ct = req.headers().get(HttpHeaderNames.CONTENT_TYPE);
             if (ct != null && !ct.regionMatches(true, 0, "application/json", 0, 16)) {
-                gw.metrics().badRequest("content_type");
+                refused("content_type");
                 refuseHead(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNSUPPORTED_MEDIA_TYPE,
                     "Content-Type must be application/json (got '" + ct + "').", null, null), 415, false);
                 return;
@@ -451,8 +449,68 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         }
     }
 
+    /**
+     * Whether the caller may use {@code /v1/*}: a valid API key, or a verified client certificate whose subject CN is
+     * one of {@code tls.client_identities}. The access log names the caller by key id or {@code cn:NAME}, never a key.
+     */
+    private boolean authorized(HttpRequest req) {
+        var cfg = gw.config();
+        java.util.List<String> keys = cfg.apiKeys();
+        int key = ApiKeyAuth.matchedKey(keys, req.headers());
+        access.keyId = ApiKeyAuth.keyId(keys, key);
+        if (key != ApiKeyAuth.REFUSED) {
+            return true;
+        }
+        var tls = cfg.tls().listener();
+        String identity = ctx.channel().attr(io.kvgate.dataplane.tls.ServerTls.CLIENT_IDENTITY).get();
+        if (tls != null && ApiKeyAuth.identityAuthorized(tls.clientIdentities(), identity)) {
+            access.keyId = "cn:" + identity;
+            return true;
+        }
+        return false;
+    }
+
+    /** A refusal's reason: counted in {@code kvgate_bad_requests_total} and the access log's {@code error_code}. */
+    private void refused(String reason) {
+        gw.metrics().badRequest(reason);
+        access.errorCode = reason;
+    }
+
+    /**
+     * The client's {@code X-Request-Id} or one generated for it, once per request: the response header and the
+     * access log carry the same.
+     */
+    private String requestId() {
+        if (access.requestId == null) {
+            access.requestId = RequestIds.keepOrGenerate(head == null ? null : head.headers().get("x-request-id"));
+        }
+        return access.requestId;
+    }
+
+    /** The access-log line of a request the front door answers itself (a refusal, a local route). */
+    private void logAnswered(FullHttpResponse r) {
+        AccessLog log = gw.accessLog();
+        if (!log.enabled()) {
+            return;
+        }
+        if (head == null) {
+            String code = access.errorCode;
+            access.reset(); // timed out before its head was complete: nothing of the last request belongs to it
+            access.errorCode = code;
+            access.durationNs = AccessRecord.UNKNOWN;
+        } else {
+            access.durationNs = gw.clock().nanoTime() - requestStartNs;
+        }
+        requestId();
+        access.model = fields.model;
+        access.stream = fields.stream;
+        access.status = r.status().code();
+        access.bytesOut = r.content().readableBytes();
+        log.log(access);
+    }
+
     private void refuseUnauthorized() {
-        gw.metrics().badRequest("unauthorized");
+        refused("unauthorized");
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.UNAUTHORIZED,
             "Missing or invalid API key (Authorization: Bearer ...).", null, null);
         r.headers().set(HttpHeaderNames.WWW_AUTHENTICATE, "Bearer");
@@ -472,7 +530,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             closeAfter(r);
             return;
         }
-        r.headers().set("x-request-id", RequestIds.keepOrGenerate(req.headers().get("x-request-id")));
+        logAnswered(r);
+        r.headers().set("x-request-id", requestId());
         endTrace(status);
         skippingBody = true;
         ctx.writeAndFlush(r);
@@ -494,6 +553,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         }
         ByteBuf b = c.content();
         if (b.isReadable()) {
+            access.bytesIn += b.readableBytes();
             int max = gw.config().limits().maxBodyBytes();
             int have = body == null ? 0 : body.readableBytes();
             if ((long) have + b.readableBytes() > max) {
@@ -574,11 +634,12 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             rule = discovered == null ? null : discovered.rule();
         }
         if (rule == null) {
-            gw.metrics().badRequest("model_not_found");
+            refused("model_not_found");
             gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
             respond(LocalRoutes.modelNotFound(ctx, fields.model), true);
             return null;
         }
+        access.rule = rule.name();
         problem = RequestValidator.withinRule(fields, route.chat(), rule.name(), rule.config().maxN(),
             rule.config().maxPromptTokens());
         if (problem != null) {
@@ -642,7 +703,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         }
         String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
         HttpRequest req = head;
-        String requestId = RequestIds.keepOrGenerate(req.headers().get("x-request-id"));
+        String requestId = requestId();
         if (trace != null) {
             trace.request(fields.model, rule.name(), rule.engine().name().toLowerCase(java.util.Locale.ROOT),
                 fields.hasMaxCompletionTokens ? fields.maxCompletionTokens : fields.hasMaxTokens ? fields.maxTokens : 0,
@@ -670,6 +731,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             // After the prompt stage: its in-place edits (a clamped budget) use the offsets the body stage recorded.
             sglangLoraForm(rule);
         }
+        access.model = fields.model;
+        access.stream = fields.stream;
         ParsedRequest parsed = new ParsedRequest(req, path, route.chat(), body, fields, rule, requestId, explain,
             requestStartNs, prompt.inputs(), serving, warning).withTrace(trace);
         body = null; // ownership moves to the exchange
@@ -701,7 +764,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
      * support (404 {@code invalid_request_error}, {@code param} model), with the gateway's code, before any engine.
      */
     private void routeNotServed(Rule rule) {
-        gw.metrics().badRequest("route_not_served");
+        refused("route_not_served");
         gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
         String p = io.kvgate.dataplane.ready.EngineRoutes.route(route.chat());
         respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "The model `" + fields.model + "` is not"
@@ -757,7 +820,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     }
 
     private void respondProblem(Problem p) {
-        gw.metrics().badRequest(p.reason());
+        refused(p.reason());
         gw.metrics().request("", null, 400, gw.clock().nanoTime() - requestStartNs);
         respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, p.message(), p.param(), p.openAiCode()), true);
     }
@@ -765,8 +828,8 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private void respond(FullHttpResponse r, boolean keepAliveAllowed) {
         endTrace(r.status().code());
         boolean keepAlive = keepAliveAllowed && head != null && HttpUtil.isKeepAlive(head);
-        String rid = head == null ? null : head.headers().get("x-request-id");
-        r.headers().set("x-request-id", RequestIds.keepOrGenerate(rid));
+        logAnswered(r);
+        r.headers().set("x-request-id", requestId());
         if (!keepAlive) {
             r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         }
@@ -781,7 +844,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     }
 
     private void rejectAndClose(HttpResponseStatus st, String reason, String message) {
-        gw.metrics().badRequest(reason);
+        refused(reason);
         gw.metrics().request("", null, st.code(), gw.clock().nanoTime() - requestStartNs);
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, null);
         closeAfter(r);
@@ -794,8 +857,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private void closeAfter(FullHttpResponse r) {
         endTrace(r.status().code());
         boolean requestPending = head != null && !skippingBody;
-        String rid = head == null ? null : head.headers().get("x-request-id");
-        r.headers().set("x-request-id", RequestIds.keepOrGenerate(rid));
+        if (!skippingBody) {
+            logAnswered(r); // a refused head's line was written when it was refused
+        }
+        r.headers().set("x-request-id", requestId());
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         resetRequest();
         closing = true;
@@ -883,6 +948,11 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
         if (!busy && !awaitingWritable && !closing && !ctx.channel().config().isAutoRead()) {
             ctx.channel().config().setAutoRead(true);
         }
+    }
+
+    @Override
+    public AccessRecord accessRecord() {
+        return access;
     }
 
     @Override

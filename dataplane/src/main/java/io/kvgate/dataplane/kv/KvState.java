@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.kv;
 
+import io.kvgate.control.log.Log;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.GatewayConfig;
@@ -75,7 +76,7 @@ public final class KvState implements AutoCloseable {
                 }
                 EndpointState ep = registry.resolve(e);
                 if (ep.id() >= MAX_ENDPOINTS) {
-                    System.err.println("kvgate: endpoint " + ep.key() + " has id " + ep.id() + " >= " + MAX_ENDPOINTS
+                    Log.warn("endpoint " + ep.key() + " has id " + ep.id() + " >= " + MAX_ENDPOINTS
                         + ": its KV events are not indexed (restart the gateway to compact ids)");
                     continue;
                 }
@@ -95,7 +96,7 @@ public final class KvState implements AutoCloseable {
                     curve = e.kvEventsCurveServerKey() == null ? null
                         : KvEventSource.Curve.fromSecretFile(e.kvEventsCurveServerKey(), Path.of(e.kvEventsCurveSecretFile()));
                 } catch (IOException | IllegalArgumentException ex) {
-                    System.err.println("kvgate: endpoint " + ep.key() + ": kv_events_curve_secret_file=" + e.kvEventsCurveSecretFile()
+                    Log.warn("endpoint " + ep.key() + ": kv_events_curve_secret_file=" + e.kvEventsCurveSecretFile()
                         + " cannot be used (" + ex.getMessage() + "): its KV events are not subscribed");
                     continue;
                 }
@@ -146,7 +147,7 @@ public final class KvState implements AutoCloseable {
         if (ingest.stop(10_000)) {
             index.close();
         } else {
-            System.err.println("kvgate: KV ingest did not stop within 10 s; the block index is left open (process exit frees it)");
+            Log.warn("KV ingest did not stop within 10 s; the block index is left open (process exit frees it)");
         }
     }
 }

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.pd;
 
+import io.kvgate.dataplane.accesslog.AccessRecord;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
@@ -129,6 +130,8 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private RequestTrace trace;
     private Span routeSpan;
     private Span prefillSpan;
+    /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
+    private String errorCode;
 
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
                       ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
@@ -181,6 +184,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             int maxSequences = rule.config().maxN();
             if (sequences > maxSequences) {
                 gw.metrics().badRequest("too_many_sequences");
+                errorCode = "invalid_value";
                 respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "This request asks for " + sequences
                     + " sequences; at most " + maxSequences + " are allowed per request on this model.", "n", "invalid_value"), 400, false);
                 return;
@@ -288,6 +292,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 return;
             }
             gw.metrics().shed("admission");
+            errorCode = "rate_limit_exceeded";
             FullHttpResponse resp = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.TOO_MANY_REQUESTS, message, null,
                 "rate_limit_exceeded");
             resp.headers().set(HttpHeaderNames.RETRY_AFTER, Admission.retryAfterSeconds(r.config().admission()));
@@ -537,6 +542,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     void relayPrefillError(int status, String text) {
         metrics.failure("prefill", "http_" + status);
+        errorCode = "engine_error";
         if (status < 500) {
             // The engine judged the request itself: the client sees exactly that (in the OpenAI shape).
             respond(OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), EngineErrors.toOpenAiShape(text, status)),
@@ -560,6 +566,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (trace != null) {
             trace.error(code);
         }
+        errorCode = code;
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), st, message, null, code);
         if (retryAfter) {
             r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
@@ -583,6 +590,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (trace != null) {
             trace.status(status);
         }
+        logAccess(status, r.content().readableBytes());
         ctx.writeAndFlush(r);
         owner.onExchangeDone(keepAlive);
     }
@@ -598,9 +606,28 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             prefillLeg.cancel(); // the leg returns the endpoint and frees whatever it had aggregated
             prefillLeg = null;
         }
-        if (decodeLeg != null) {
-            decodeLeg.onClientGone();
+        if (decodeLeg != null && !decodeLeg.isFinished()) {
+            decodeLeg.onClientGone(); // the decode leg writes the request's line
+        } else {
+            errorCode = "client_gone";
+            logAccess(499, 0);
         }
+    }
+
+    /** The request's access-log line when this exchange answers it (the decode leg writes its own otherwise). */
+    private void logAccess(int status, long bytesOut) {
+        if (!gw.accessLog().enabled()) {
+            return;
+        }
+        AccessRecord a = owner.accessRecord();
+        a.requestId = requestId;
+        a.rule = rule.name();
+        a.model = fields.model;
+        a.status = status;
+        a.bytesOut = bytesOut;
+        a.durationNs = gw.clock().nanoTime() - startNs;
+        a.errorCode = errorCode;
+        gw.accessLog().log(a);
     }
 
     private void unlist() {
@@ -648,6 +675,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             return;
         }
         Log.error("P/D exchange failed inside the gateway (answered 500, connection closed): " + t);
+        errorCode = LegFailure.INTERNAL.code();
         boolean decodeAnswered = decodeLeg != null && decodeLeg.responseStarted();
         done = true;
         unlist();
@@ -670,6 +698,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
             }
             gw.metrics().request(rule.name(), fields.model, 500, gw.clock().nanoTime() - startNs);
+            logAccess(500, 0);
         } catch (Throwable again) {
             ctx.close();
         } finally {
@@ -698,6 +727,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE,
             "The gateway is shutting down; retry the request.", null, "shutting_down");
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        errorCode = "shutting_down";
         respond(r, 503, false);
     }
 
@@ -717,6 +747,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public boolean clientWritable() {
         return owner.clientWritable();
+    }
+
+    @Override
+    public AccessRecord accessRecord() {
+        return owner.accessRecord();
     }
 
     @Override

@@ -53,6 +53,12 @@ final class ClientResponse extends UsageScanner {
     private ChannelFuture lastWrite;
     /** {@code X-Kvgate-Warning} for every response of this exchange, or null. */
     private String warning;
+    /** Finds a successful stream's events with output (first token, inter-token gaps); null for any other answer. */
+    private ContentEventScanner outputScanner;
+    /** Events with output relayed since {@link #takeOutputEvents} last asked. */
+    private int outputEvents;
+    /** Body bytes sent to the client (the access log's {@code bytes_out}). */
+    private long bytesOut;
 
     ClientResponse(ChannelHandlerContext ctx, HttpRequest request, String requestId) {
         this.ctx = ctx;
@@ -116,6 +122,7 @@ final class ClientResponse extends UsageScanner {
             framer = new SseFramer();
             streamCheck = ok ? new EngineStreamCheck(chat) : null;
             rewriter = ok && rewrite != null ? new SseRewriter(rewrite) : null;
+            outputScanner = ok ? new ContentEventScanner() : null;
         }
         streaming = true;
         lastWrite = ctx.write(out);
@@ -131,17 +138,20 @@ final class ClientResponse extends UsageScanner {
             ByteBuf chunk = content.content().retain();
             content.release();
             if (last) {
-                ctx.writeAndFlush(new DefaultLastHttpContent(endOfStream(framer.finish(ctx.alloc(), chunk)), EmptyHttpHeaders.INSTANCE),
-                    noFuture());
+                ByteBuf end = endOfStream(framer.finish(ctx.alloc(), chunk));
+                bytesOut += end.readableBytes();
+                ctx.writeAndFlush(new DefaultLastHttpContent(end, EmptyHttpHeaders.INSTANCE), noFuture());
                 return true;
             }
             ByteBuf out = framer.next(ctx.alloc(), chunk);
             boolean progressed = out.isReadable();
+            countOutput(out);
             if (streamCheck != null) {
                 out = streamCheck.check(ctx.alloc(), out);
                 streamFailed |= streamCheck.engineError();
             }
             out = rewriteOrCount(out);
+            bytesOut += out.readableBytes();
             if (out.isReadable()) {
                 lastWrite = ctx.write(new DefaultHttpContent(out));
             } else {
@@ -153,12 +163,32 @@ final class ClientResponse extends UsageScanner {
             scanUsage(content.content());
         }
         boolean progressed = last || content.content().isReadable();
+        bytesOut += content.content().readableBytes();
         if (last) {
             ctx.writeAndFlush(content, noFuture());
         } else {
             lastWrite = ctx.write(content);
         }
         return progressed;
+    }
+
+    /** Counts the events with output among the engine's complete events {@code events} (before any rewrite). */
+    private void countOutput(ByteBuf events) {
+        if (outputScanner != null) {
+            outputEvents += outputScanner.scan(events);
+        }
+    }
+
+    /** The events with output relayed since the last call (a stream's tokens as they reach the client). */
+    int takeOutputEvents() {
+        int n = outputEvents;
+        outputEvents = 0;
+        return n;
+    }
+
+    /** Body bytes sent to the client so far. */
+    long bytesOut() {
+        return bytesOut;
     }
 
     /** Checked events on their way out: rewritten (and counted) for the answer's rewrite, else counted as they are. */
@@ -174,6 +204,7 @@ final class ClientResponse extends UsageScanner {
 
     /** The stream's last bytes, checked, plus an error event and {@code [DONE]} when the engine sent no {@code [DONE]}. */
     private ByteBuf endOfStream(ByteBuf rest) {
+        countOutput(rest);
         if (streamCheck == null) {
             return rest;
         }
@@ -215,6 +246,7 @@ final class ClientResponse extends UsageScanner {
         if (status < 300) {
             scanUsage(r.content());
         }
+        bytesOut += r.content().readableBytes();
         ctx.writeAndFlush(r);
     }
 
@@ -225,6 +257,7 @@ final class ClientResponse extends UsageScanner {
             r.headers().set(HttpHeaderNames.RETRY_AFTER, retryAfterSeconds);
         }
         decorate(r, explanation);
+        bytesOut += r.content().readableBytes();
         ctx.writeAndFlush(r);
     }
 
@@ -233,6 +266,7 @@ final class ClientResponse extends UsageScanner {
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), status, message, null, code);
         r.headers().set("x-request-id", requestId);
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        bytesOut += r.content().readableBytes();
         ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
     }
 
@@ -249,7 +283,9 @@ final class ClientResponse extends UsageScanner {
         framer.discard();
         streamFailed = true;
         String frames = OpenAiErrors.sseErrorFrames(message, OpenAiErrors.STREAM_ERROR_TYPE, code);
-        ctx.write(new DefaultHttpContent(Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8)));
+        ByteBuf framesBytes = Unpooled.copiedBuffer(frames, StandardCharsets.UTF_8);
+        bytesOut += framesBytes.readableBytes();
+        ctx.write(new DefaultHttpContent(framesBytes));
         ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
         return true;
     }

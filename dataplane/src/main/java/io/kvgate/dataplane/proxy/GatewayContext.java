@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.proxy;
 
+import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
@@ -30,6 +31,8 @@ public final class GatewayContext {
     private final Function<EventLoop, ExchangeRouting> routing;
     /** Set once at start-up, before the listener binds (so before any I/O thread reads it). */
     private Tracing tracing = Tracing.OFF;
+    /** Set once at start-up, before the listener accepts ({@link #accessLog(AccessLog)}). */
+    private volatile AccessLog accessLog = AccessLog.OFF;
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
                           NanoClock clock, RequestHooks hooks) {
@@ -102,6 +105,17 @@ public final class GatewayContext {
     /** Installs the tracer; at start-up only, before any request. */
     public GatewayContext tracing(Tracing t) {
         this.tracing = t;
+        return this;
+    }
+
+    /** Where a request's end writes its access-log line ({@code logging.access_log}; off by default). */
+    public AccessLog accessLog() {
+        return accessLog;
+    }
+
+    /** Sets the access log, at start-up. */
+    public GatewayContext accessLog(AccessLog log) {
+        this.accessLog = log;
         return this;
     }
 

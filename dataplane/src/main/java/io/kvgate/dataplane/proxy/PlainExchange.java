@@ -1,6 +1,7 @@
 package io.kvgate.dataplane.proxy;
 
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.accesslog.AccessRecord;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
@@ -142,6 +143,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private Span routeSpan;
     private Span legSpan;
     private boolean firstEventSeen;
+    /** The access-log record of this request (the client connection's), completed and logged when it ends. */
+    private final AccessRecord access;
+    /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
+    private String errorCode;
+    /** Time to first token (from {@link #startNs}), or -1 before the first output reached the client. */
+    private long ttftNs = -1;
+    /** When the last event with output was relayed (inter-token latency runs from here). */
+    private long lastOutputNs;
+    /** The routing decision's tier and the prompt tokens found cached on its endpoint ({@link #decision}). */
+    private String decisionTier;
+    private int reachableTokens = -1;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -164,6 +176,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
         // Two clients may send the same X-Request-Id: the engine gets a gateway-unique one, the client its own back.
         this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
+        this.access = owner.accessRecord();
     }
 
     /**
@@ -319,6 +332,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.heldDpRank = rank;
     }
 
+    @Override
+    public void decision(String tier, int reachable) {
+        this.decisionTier = tier;
+        this.reachableTokens = reachable;
+    }
+
     /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
     @Override
     public void onShed(Rule decidedBy, String message) {
@@ -329,6 +348,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                 return; // the client left while the request waited
             }
             gw.metrics().shed("admission");
+            errorCode = "rate_limit_exceeded";
             client.answerError(HttpResponseStatus.TOO_MANY_REQUESTS, message, "rate_limit_exceeded",
                 Admission.retryAfterSeconds(decidedBy.config().admission()), explanation());
             finish(429, client.keepAlive());
@@ -495,7 +515,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             return;
         }
         boolean progressed = client.relay(content, last);
+        outputRelayed(client.takeOutputEvents());
         if (last) {
+            if (!client.sse() && status < 300) {
+                firstToken(); // a whole answer: its first token reached the client with its last byte
+            }
             finish(status, client.keepAlive());
             return;
         }
@@ -539,6 +563,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             }
         }
         client.answerJson(status, json, explanation());
+        if (status < 300) {
+            firstToken();
+        } else {
+            errorCode = "engine_error";
+        }
         finish(status, client.keepAlive());
     }
 
@@ -586,6 +615,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             case CLIENT_STALL -> {
                 // The client took nothing for the stall timeout: it cannot be answered any more; free the connection.
                 gw.metrics().badRequest("client_stalled");
+                errorCode = "client_stalled";
                 if (phase == Phase.RELAYING) {
                     gw.metrics().responseIncomplete(failure.metricName()); // its head went out: counted under its status
                 }
@@ -644,6 +674,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     }
 
     private void failMidStream(LegFailure failure, String message) {
+        errorCode = failure.code();
         if (phase != Phase.RELAYING) {
             finishWithError(failure.clientStatus(), message, failure.code(), false);
             return;
@@ -678,6 +709,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (trace != null) {
             trace.error(code);
         }
+        errorCode = code;
         client.answerError(st, message, code, retryAfter ? gw.config().health().retryAfterSeconds() : -1, explanation());
         finish(st.code(), client.keepAlive());
     }
@@ -694,11 +726,68 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (trace != null) {
             traceOutcome(st);
         }
+        logAccess(st);
         if (client.streamFailed()) {
             gw.metrics().request(ruleName, model, GatewayMetrics.STREAM_ERROR, gw.clock().nanoTime() - startNs);
             return;
         }
         gw.metrics().request(ruleName, model, st, gw.clock().nanoTime() - startNs);
+    }
+
+    /** The request's access-log line: the status the client got, what the engine reported, when output started. */
+    private void logAccess(int st) {
+        if (!gw.accessLog().enabled()) {
+            return;
+        }
+        AccessRecord a = access;
+        a.requestId = requestId;
+        a.rule = ruleName;
+        a.model = model;
+        a.endpoint = lastEndpoint == null ? null : lastEndpoint.key();
+        a.status = st;
+        a.bytesOut = client.bytesOut();
+        if (client.usageSeen()) {
+            a.promptTokens = client.promptTokens();
+            a.cachedTokens = client.cachedTokens();
+        }
+        a.ttftNs = ttftNs;
+        a.tier = decisionTier;
+        a.reachableTokens = reachableTokens;
+        a.durationNs = gw.clock().nanoTime() - startNs;
+        a.errorCode = errorCode != null ? errorCode : client.streamFailed() ? GatewayMetrics.STREAM_ERROR : null;
+        gw.accessLog().log(a);
+    }
+
+    /** The first output reached the client now: time to first token. */
+    private void firstToken() {
+        if (ttftNs < 0) {
+            lastOutputNs = gw.clock().nanoTime();
+            ttftNs = lastOutputNs - startNs;
+            gw.metrics().timeToFirstToken(ruleName, ttftNs, access.traceId);
+        }
+    }
+
+    /**
+     * {@code n} events with output were just relayed: the first of the stream is its first token, each later one an
+     * inter-token gap (events that arrived in one read are 0 apart: that is what the client saw).
+     */
+    private void outputRelayed(int n) {
+        if (n == 0) {
+            return;
+        }
+        int gaps = n;
+        if (ttftNs < 0) {
+            firstToken();
+            gaps--;
+        } else {
+            long now = gw.clock().nanoTime();
+            gw.metrics().interTokenLatency(ruleName, now - lastOutputNs, access.traceId);
+            lastOutputNs = now;
+            gaps--;
+        }
+        for (int i = 0; i < gaps; i++) {
+            gw.metrics().interTokenLatency(ruleName, 0, access.traceId);
+        }
     }
 
     private void release() {
@@ -767,6 +856,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         Phase was = phase;
         phase = Phase.DONE;
         Log.error("exchange failed inside the gateway (answered 500, connection closed): " + t);
+        errorCode = LegFailure.INTERNAL.code();
         try {
             if (leg != null) {
                 leg.abortInternal();
@@ -808,8 +898,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             leg.cancel();
             leg = null;
         }
+        errorCode = "client_gone";
         if (!routing) {
             record(499);
+        } else {
+            logAccess(499); // counted nowhere else, but a request the client sent all the same
         }
         // While routing, run() returns the endpoint when the decision arrives.
         release();
@@ -852,6 +945,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             leg = null;
         }
         String msg = "The gateway is shutting down; retry the request.";
+        errorCode = "shutting_down";
         if (phase == Phase.RELAYING) {
             gw.metrics().responseIncomplete(GatewayMetrics.INCOMPLETE_SHUTTING_DOWN);
             client.endStreamWithError(msg, "shutting_down");

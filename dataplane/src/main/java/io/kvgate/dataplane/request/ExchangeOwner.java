@@ -10,4 +10,13 @@ public interface ExchangeOwner {
 
     /** Registers the action to run when the client connection becomes writable again. */
     void onClientWritable(Runnable action);
+
+    /**
+     * The access-log record of the request this exchange answers (the connection's, filled by the front door with
+     * what it read); the exchange completes it and logs it when the request ends, before {@link #onExchangeDone}.
+     * By default (an owner with no connection behind it) a record of the exchange's own.
+     */
+    default io.kvgate.dataplane.accesslog.AccessRecord accessRecord() {
+        return new io.kvgate.dataplane.accesslog.AccessRecord();
+    }
 }

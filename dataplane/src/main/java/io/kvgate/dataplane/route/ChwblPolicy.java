@@ -86,7 +86,7 @@ final class ChwblPolicy implements RoutingPolicy {
         long textKey = r.textPrefixKey();
         if (!hasTokens && textKey == 0L) {
             stats.miss(MissReason.NO_TOKENS);
-            stats.tier(Tier.FALLBACK);
+            stats.tier(r.decidedBy(Tier.FALLBACK));
             EndpointState ep = fallback.choose(c, r, nowNs, why);
             if (r.explain()) {
                 why.append("tier=fallback(no_tokens)");
@@ -111,7 +111,7 @@ final class ChwblPolicy implements RoutingPolicy {
         for (int step = 0; step < points.length; step++) {
             EndpointState e = c[owners[(start + step) % points.length]];
             if (RoutingPolicy.eligible(e, r, nowNs) && e.load() + 1 <= bound) {
-                stats.tier(e == owner ? Tier.CHWBL_OWNER : Tier.CHWBL_WALK);
+                stats.tier(r.decidedBy(e == owner ? Tier.CHWBL_OWNER : Tier.CHWBL_WALK));
                 if (r.explain()) {
                     why.append(hasTokens ? "tier=chwbl; key=" : "tier=chwbl(text_prefix); key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
                         .append(e == owner ? "" : " (over bound or unavailable: walked clockwise)").append("; bound=")
@@ -121,7 +121,7 @@ final class ChwblPolicy implements RoutingPolicy {
                 return e;
             }
         }
-        stats.tier(Tier.FALLBACK);
+        stats.tier(r.decidedBy(Tier.FALLBACK));
         stats.miss(MissReason.ALL_OVER_BOUND);
         return fallback.choose(c, r, nowNs, why);
     }

@@ -102,7 +102,7 @@ final class HashedSessionPolicy implements RoutingPolicy {
     public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         long key = r.sessionKeyHash();
         if (key == SessionKeys.NONE) {
-            stats.tier(Tier.FALLBACK);
+            stats.tier(r.decidedBy(Tier.FALLBACK));
             stats.miss(MissReason.NO_SESSION_KEY);
             EndpointState ep = fallback.choose(c, r, nowNs, why);
             if (r.explain()) {
@@ -201,7 +201,7 @@ final class HashedSessionPolicy implements RoutingPolicy {
             countRouted(chosen.id());
         }
         if (chosen == null) {
-            stats.tier(Tier.FALLBACK);
+            stats.tier(r.decidedBy(Tier.FALLBACK));
             stats.miss(MissReason.ALL_OVER_BOUND);
             EndpointState ep = fallback.choose(c, r, nowNs, why);
             if (r.explain()) {
@@ -209,7 +209,7 @@ final class HashedSessionPolicy implements RoutingPolicy {
             }
             return ep;
         }
-        stats.tier(chosen == owner ? Tier.SESSION_HASH : Tier.SESSION_HASH_WALK);
+        stats.tier(r.decidedBy(chosen == owner ? Tier.SESSION_HASH : Tier.SESSION_HASH_WALK));
         if (r.explain()) {
             why.append("tier=session(hash); key=").append(Long.toHexString(key)).append("; owner=").append(owner.key());
             if (chosen != owner) {

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.route;
 
+import io.kvgate.control.log.Log;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
@@ -183,6 +184,7 @@ final class KvExactPolicy implements RoutingPolicy {
         EndpointState ep = decide(c, r, nowNs, why);
         if (ep != null) {
             r.uncachedTokens = uncachedOn(r.promptTokens());
+            r.reachableTokens = lookedUp && chosenSlot >= 0 ? slotMatched[chosenSlot] * blockSize : 0;
             if (r.chosenRank >= 0 && r.explain()) {
                 why.append("; dp_rank=").append(r.chosenRank);
             }
@@ -321,7 +323,7 @@ final class KvExactPolicy implements RoutingPolicy {
         if (knobs.coldReadmitEvery() > 0 && decisions % knobs.coldReadmitEvery() == 0) {
             for (int s = 0; s < slotCount; s++) {
                 if (slotEligible[s] && index.blocks(c[slotCand[s]].id()) == 0 && slotLoad[s] <= mean) {
-                    stats.tier(Tier.KV_COLD_READMIT);
+                    stats.tier(r.decidedBy(Tier.KV_COLD_READMIT));
                     explain(r, why, c, n, "cold endpoint re-admitted");
                     return take(c, r, s);
                 }
@@ -367,7 +369,7 @@ final class KvExactPolicy implements RoutingPolicy {
         if (best < 0) {
             return fallback(c, r, nowNs, why, MissReason.OVER_LOAD_BOUND);
         }
-        stats.tier(Tier.KV_EXACT);
+        stats.tier(r.decidedBy(Tier.KV_EXACT));
         stats.matched(slotMatched[best]);
         if (r.explain()) {
             explain(r, why, c, n, "longest cached prefix " + slotMatched[best] + "/" + n + " blocks (tier "
@@ -401,7 +403,7 @@ final class KvExactPolicy implements RoutingPolicy {
             stats.watchdogFired();
             if (!stats.watchdogWarned) {
                 stats.watchdogWarned = true;
-                System.err.println("kvgate: WARNING rule '" + ruleName + "': " + watchdogStreak
+                Log.warn("rule '" + ruleName + "': " + watchdogStreak
                     + " consecutive KV lookups matched nothing while the engines hold blocks: check that block_size, "
                     + "hash_seed (PYTHONHASHSEED; 'vllm-none-hash' for a sha256_cbor vLLM started without it, or 'auto'), "
                     + "hash_algo, tokenizer and chat template match the engines (run the parity probe: ./kvgate ctl parity)");
@@ -411,7 +413,7 @@ final class KvExactPolicy implements RoutingPolicy {
 
     private EndpointState fallback(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why, MissReason reason) {
         stats.miss(reason);
-        stats.tier(Tier.FALLBACK);
+        stats.tier(r.decidedBy(Tier.FALLBACK));
         EndpointState ep = fallback.choose(c, r, nowNs, why);
         if (ep != null && rankHints && r.sendsDpRank && ep.ranks() > 1) {
             pinFallbackRank(c, ep);

@@ -58,6 +58,16 @@ public final class RouteEvent {
     boolean sendsDpRank;
     /** Set by the policy that decided: the DP rank of the chosen endpoint the request is pinned to, -1 for none. */
     int chosenRank = -1;
+    /** Set by the policy that decided: the tier that made the decision, null for a policy without tiers. */
+    RuleStats.Tier tier;
+    /** Set by kv_exact: the prompt tokens the index found cached on the chosen endpoint; -1 when no lookup ran. */
+    int reachableTokens = -1;
+
+    /** The policy's tier for this decision (returned, for {@link RuleStats#tier}). */
+    RuleStats.Tier decidedBy(RuleStats.Tier t) {
+        tier = t;
+        return t;
+    }
 
     /** Copies the request's routing inputs (publishing thread). */
     void copyFrom(RouteRequest r, RouterPort p) {

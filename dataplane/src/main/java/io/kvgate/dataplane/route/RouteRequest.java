@@ -127,6 +127,13 @@ public interface RouteRequest {
     default void dpRankChosen(int rank) {}
 
     /**
+     * The routing stage's decision, for the access log (routing thread, before the decision is posted to the
+     * request's event loop, which reads it after): the policy tier that chose ({@code kvgate_route_decisions_total}'s
+     * label) and the prompt tokens the KV index found cached on the chosen endpoint (-1: no lookup ran).
+     */
+    default void decision(String tier, int reachableTokens) {}
+
+    /**
      * Admission control gave up on the request (its queue was full, or it waited {@code admission.max_wait_ms}): the
      * client gets 429 with {@code Retry-After}. On the request's event loop; no endpoint was counted for it. The
      * default answers like "no endpoint" for requests that know no better.

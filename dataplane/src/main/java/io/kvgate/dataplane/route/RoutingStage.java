@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.route;
 
+import io.kvgate.control.log.Log;
 import com.lmax.disruptor.BusySpinWaitStrategy;
 import com.lmax.disruptor.EventHandler;
 import com.lmax.disruptor.EventPoller;
@@ -354,7 +355,7 @@ public final class RoutingStage implements AutoCloseable {
     void countDeliveryError(Throwable e) {
         long n = deliveryErrors.incrementAndGet();
         if (Long.bitCount(n) == 1) { // 1st, 2nd, 4th, 8th...: a bug firing on every request must not flood the log
-            System.err.println("kvgate: a routing decision's handler failed (" + n + " so far): " + e);
+            Log.error("a routing decision's handler failed (" + n + " so far): " + e);
         }
     }
 
@@ -741,6 +742,8 @@ public final class RoutingStage implements AutoCloseable {
         e.gate = e.needsAdmission ? rule.admission : null;
         e.uncachedTokens = 0;
         e.chosenRank = -1;
+        e.tier = null;
+        e.reachableTokens = -1;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         if (e.explain && e.serving != null) {
@@ -758,6 +761,9 @@ public final class RoutingStage implements AutoCloseable {
         if (!e.dryRun) {
             ep.onRouted(now, charge, rank);
             routed.lazySet(routed.get() + 1);
+            if (e.tier != null && e.request != null) {
+                e.request.decision(e.tier.label(), e.reachableTokens); // read on its event loop after the post below
+            }
         }
         e.port.post(e.request, ep, rule, explanation, charge, rank);
         markDirty(e.port);
@@ -828,7 +834,7 @@ public final class RoutingStage implements AutoCloseable {
     private void countHandlerError(Throwable ex) {
         long n = handlerErrors.incrementAndGet();
         if (Long.bitCount(n) == 1) { // 1st, 2nd, 4th, 8th...: a policy bug firing on every request must not flood the log
-            System.err.println("kvgate: routing stage error (" + n + " so far; the request is answered 503): " + ex);
+            Log.error("routing stage error (" + n + " so far; the request is answered 503): " + ex);
         }
     }
 
@@ -856,12 +862,12 @@ public final class RoutingStage implements AutoCloseable {
 
         @Override
         public void handleOnStartException(Throwable ex) {
-            System.err.println("kvgate: routing stage failed to start: " + ex);
+            Log.error("routing stage failed to start: " + ex);
         }
 
         @Override
         public void handleOnShutdownException(Throwable ex) {
-            System.err.println("kvgate: routing stage shutdown error: " + ex);
+            Log.error("routing stage shutdown error: " + ex);
         }
     }
 

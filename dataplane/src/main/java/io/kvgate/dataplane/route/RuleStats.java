@@ -24,6 +24,11 @@ public final class RuleStats {
         SESSION_HASH, SESSION_HASH_WALK;
 
         final String label = name().toLowerCase(Locale.ROOT);
+
+        /** The {@code tier} label ({@code kvgate_route_decisions_total}, the access log's {@code tier}). */
+        public String label() {
+            return label;
+        }
     }
 
     /** Why a KV-aware (or session/CHWBL) decision fell back; the label is the metric's {@code reason} value. */

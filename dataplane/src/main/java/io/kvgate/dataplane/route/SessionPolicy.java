@@ -31,7 +31,7 @@ final class SessionPolicy implements RoutingPolicy {
     public EndpointState choose(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why) {
         long key = r.sessionKeyHash();
         if (key == SessionKeys.NONE) {
-            stats.tier(Tier.FALLBACK);
+            stats.tier(r.decidedBy(Tier.FALLBACK));
             stats.miss(MissReason.NO_SESSION_KEY);
             EndpointState ep = fallback.choose(c, r, nowNs, why);
             if (r.explain()) {
@@ -44,7 +44,7 @@ final class SessionPolicy implements RoutingPolicy {
             if (!r.dryRun()) {
                 pins.pin(key, pinned, nowNs + ttlNs);
             }
-            stats.tier(Tier.SESSION_PINNED);
+            stats.tier(r.decidedBy(Tier.SESSION_PINNED));
             if (r.explain()) {
                 why.append("tier=session; pinned");
             }
@@ -53,7 +53,7 @@ final class SessionPolicy implements RoutingPolicy {
         EndpointState ep = fallback.choose(c, r, nowNs, why);
         if (ep != null && !r.dryRun()) {
             pins.pin(key, ep, nowNs + ttlNs);
-            stats.tier(pinned == null ? Tier.SESSION_NEW : Tier.SESSION_REPINNED);
+            stats.tier(r.decidedBy(pinned == null ? Tier.SESSION_NEW : Tier.SESSION_REPINNED));
             if (r.explain()) {
                 why.append(pinned == null ? "tier=session; new pin" : "tier=session; re-pinned (previous endpoint unavailable or expired)");
             }

@@ -1,5 +1,6 @@
 package io.kvgate.ingest.zmq;
 
+import io.kvgate.control.log.Log;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -709,7 +710,7 @@ final class HttpKvPoller implements AutoCloseable {
         if (!e.otherDrainer && jumps >= OTHER_DRAINER_MIN_JUMPS) {
             e.otherDrainer = true;
             e.otherDrainerEpisodes++;
-            System.err.println("kvgate: ingest: another consumer drains " + e.source.url() + ": " + jumps + " of the last "
+            Log.warn("ingest: another consumer drains " + e.source.url() + ": " + jumps + " of the last "
                 + e.pollsJudged + " polls began with an event-id jump (each clears the rank); one consumer may drain a"
                 + " TensorRT-LLM engine; use its ZeroMQ publisher or a single ingest replica");
         } else if (e.otherDrainer && e.pollsJudged == OTHER_DRAINER_WINDOW && jumps <= 1) {

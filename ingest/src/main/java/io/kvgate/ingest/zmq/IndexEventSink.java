@@ -1,5 +1,6 @@
 package io.kvgate.ingest.zmq;
 
+import io.kvgate.control.log.Log;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.LearnedKeyMap;
@@ -31,7 +32,7 @@ final class IndexEventSink implements KvEventHandler {
     private final ChainedTokenHasher hasher;
     private final LearnedKeyMap learned;
     /** Each stored event's block size, checked against its endpoint's rule (issue #36, review V6/S4/T9). */
-    final EventBlockSizes blockSizes = new EventBlockSizes(m -> System.err.println("kvgate: WARNING KV events: " + m));
+    final EventBlockSizes blockSizes = new EventBlockSizes(m -> Log.warn("KV events: " + m));
 
     private int endpointId;
     private int rank;

@@ -1,5 +1,6 @@
 package io.kvgate.ingest.zmq;
 
+import io.kvgate.control.log.Log;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -221,7 +222,7 @@ public final class KvEventIngest implements AutoCloseable {
     /** Logs the 1st, 2nd, 4th, 8th, ... occurrence of a kind of event: one repeated by a peer cannot flood the log. */
     private static void logSome(long occurrence, String message) {
         if (Long.bitCount(occurrence) == 1) {
-            System.err.println("kvgate: ingest: " + message);
+            Log.warn("ingest: " + message);
         }
     }
 
@@ -1044,7 +1045,7 @@ public final class KvEventIngest implements AutoCloseable {
     @Override
     public void close() {
         if (!stop(10_000)) {
-            System.err.println("kvgate: ingest thread did not stop within 10 s; the block index is left open");
+            Log.warn("ingest thread did not stop within 10 s; the block index is left open");
         }
     }
 
