@@ -123,6 +123,7 @@ public final class ConfigTree {
         lm2.put("path", ld.path());
         lm2.put("peer_decay", ld.peerDecay());
         t.put("load", lm2);
+        t.put("shutdown", c.shutdown().tree());
         if (c.apiKeysFile() != null) {
             t.put("api_keys_file", c.apiKeysFile());
         } else if (!c.apiKeys().isEmpty()) {

@@ -43,7 +43,17 @@ public record GatewayConfig(
     List<Integer> controlAllowedUids,
     AdminLimits adminLimits,
     Ingest ingest,
-    Load load) {
+    Load load,
+    ShutdownConfig shutdown) {
+
+    /** The shape before the {@code shutdown} section existed: the default drain delay. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, ShutdownConfig.DEFAULTS);
+    }
 
     /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
@@ -67,7 +77,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load);
+            load, shutdown);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -564,10 +574,11 @@ public record GatewayConfig(
             }
         }
         checkKvEventsAgree(resolved, n.problems());
+        ShutdownConfig shutdown = ShutdownConfig.read(n);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load);
+            ingest, load, shutdown);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

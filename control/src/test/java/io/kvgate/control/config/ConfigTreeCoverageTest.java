@@ -52,6 +52,7 @@ class ConfigTreeCoverageTest {
             ingest: {max_frame_bytes: 9999, receive_buffer_bytes: 99999, socket_receive_buffer_bytes: 9999, retry_initial_ms: 9, retry_max_ms: 99,
                      max_peers_per_bind_socket: 3}
             load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m}
+            shutdown: {drain_delay_ms: 99}
             api_keys_file: keys
             rules:
               - name: r
