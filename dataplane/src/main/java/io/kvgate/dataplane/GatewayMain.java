@@ -28,6 +28,8 @@ import java.util.concurrent.CountDownLatch;
 public final class GatewayMain {
     /** The configuration cannot be applied: restarting will not help (sysexits.h EX_CONFIG). */
     public static final int EX_CONFIG = 78;
+    /** {@code --drain-ms}'s default: how long requests in flight may take once the listener is closed. */
+    static final long DEFAULT_DRAIN_MS = 30_000;
 
     private GatewayMain() {}
 
@@ -44,7 +46,7 @@ public final class GatewayMain {
     static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
         String config = null;
         boolean check = false;
-        long drainMs = 30_000;
+        long drainMs = DEFAULT_DRAIN_MS;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--config", "-c" -> config = i + 1 < args.length ? args[++i] : null;
