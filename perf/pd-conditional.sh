@@ -66,7 +66,7 @@ gateway_yaml "$P_SPLIT" "$P_SPLIT_ADMIN" 0 "" >"$WORK/split.yaml"
 start gw-conditional kv serve --config "$WORK/conditional.yaml"
 start gw-split kv serve --config "$WORK/split.yaml"
 wait_http prefill "$P_PREFILL"; wait_http decode "$P_DECODE"
-wait_http gw-conditional "$P_COND" /ready; wait_http gw-split "$P_SPLIT" /ready
+wait_http gw-conditional "$P_COND" /ready/engines; wait_http gw-split "$P_SPLIT" /ready/engines
 
 # One request through each gateway first: fail loudly rather than measure error responses.
 for p in "$P_COND" "$P_SPLIT"; do

@@ -176,7 +176,7 @@ for run in "${RUNS[@]}"; do
     gateway_yaml "$r" "$policy" "$mode" "$load" >"$WORK/gw$r.yaml"
     start "gw$r" kv serve --config "$WORK/gw$r.yaml"
   done
-  for r in $(seq 1 "$n"); do wait_http "gw$r" "$(P_GW "$r")" /ready; done
+  for r in $(seq 1 "$n"); do wait_http "gw$r" "$(P_GW "$r")" /ready/engines; done
   port=$P_ONE; [ "$n" -gt 1 ] && port=$P_MANY
   args=(--target "$name=http://127.0.0.1:$port" --model qwen3 --stream --max-tokens 12 --seed 7 --timeout 60 --drain 30
         --duration "$DURATION" --warmup "$WARMUP" --engine-metrics "$ENGINE_LIST")

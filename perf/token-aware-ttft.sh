@@ -77,7 +77,7 @@ gateway_yaml "$P_REQ" "$P_REQ_ADMIN" 0 >"$WORK/requests.yaml"
 start gw-tokens kv serve --config "$WORK/tokens.yaml"
 start gw-requests kv serve --config "$WORK/requests.yaml"
 for i in $(seq 1 "$ENGINES"); do wait_http "sim$i" "$(P_ENGINE "$i")"; done
-wait_http gw-tokens "$P_TOK" /ready; wait_http gw-requests "$P_REQ" /ready
+wait_http gw-tokens "$P_TOK" /ready/engines; wait_http gw-requests "$P_REQ" /ready/engines
 
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 BENCH_TIMEOUT=$((2 * (WARMUP + DURATION) + 600)) bench mixed \

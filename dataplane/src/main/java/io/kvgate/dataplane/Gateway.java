@@ -122,6 +122,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final ServerTls serverTls = new ServerTls(Log::info);
     /** TLS to https:// engines, shared by every part that connects to an engine. */
     private final UpstreamTls upstreamTls = new UpstreamTls();
+    /** Configuration applied and every listener bound: the first condition of {@code GET /ready}. */
+    private volatile boolean started;
+    /** The shutdown under way, null before one starts. */
+    private ShutdownSequence shutdown;
     /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
     private final TokenizerCache tokenizers = new TokenizerCache();
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
@@ -217,13 +221,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 () -> List.<Rule>copyOf(router.table().rules()), () -> config().load(), clock, upstreamTls);
             opened.push(loadScraper);
             loadScraper.registerMetrics(metricsRegistry);
-            this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining, clock);
+            this.readiness = new Readiness(router::table, () -> kv == null ? List.of() : kv.status(), drain::draining,
+                drain::shuttingDown, () -> started, clock);
             this.modelProbe = new ModelProbe(readiness, router::table, () -> config().health(),
                 new io.kvgate.dataplane.ready.ContextDiscovery(Log::warn, Log::info), router.adapters());
             modelProbe.upstreamTls(upstreamTls);
             opened.push(modelProbe);
             admin.readiness(this::readinessJson);
-            LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate);
+            LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate, readiness::evaluateEngines);
             ServerBootstrap sb = new ServerBootstrap()
                 .group(boss, workers)
                 .channel(transport.serverChannel())
@@ -253,6 +258,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             modelProbe.start();
             startupParityProbe(kvRoutes.parityProbe());
             seedResolver.start();
+            started = true;
         } catch (Exception | Error e) {
             closeOpened();
             throw e;
@@ -326,13 +332,18 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
     }
 
-    /** Readiness as {@code ctl status} shows it. */
+    /** Readiness as {@code ctl status} shows it: the gateway's own, then the fleet's under {@code engines}. */
     private com.fasterxml.jackson.databind.node.ObjectNode readinessJson() {
         Readiness.Report r = readiness.evaluate();
         var n = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
         n.put("ready", r.ready());
         var w = n.putArray("waiting_for");
         r.waitingFor().forEach(w::add);
+        Readiness.Report e = readiness.evaluateEngines();
+        var engines = n.putObject("engines");
+        engines.put("ready", e.ready());
+        var ew = engines.putArray("waiting_for");
+        e.waitingFor().forEach(ew::add);
         // Not a reason to wait (the engines serve), but the KV scores of these endpoints are zero until fixed.
         var warnings = n.putArray("warnings");
         KvState k = kv;
@@ -350,9 +361,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         return n;
     }
 
-    /** What {@code GET /ready} answers now. */
+    /** What {@code GET /ready} answers now: the gateway's own readiness. */
     public Readiness.Report readiness() {
         return readiness.evaluate();
+    }
+
+    /** What {@code GET /ready/engines} answers now: what the fleet lacks. */
+    public Readiness.Report engineReadiness() {
+        return readiness.evaluateEngines();
     }
 
     /** The configuration version and digest: which configuration a scrape was taken under. */
@@ -907,8 +923,53 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         return drain.draining();
     }
 
+    /**
+     * Starts the shutdown a signal asks for (see {@link ShutdownSequence}): not ready at once, serving for
+     * {@code drainDelayMs}, then no new connections and up to {@code drainMs} for requests in flight, then closed, on
+     * this gateway's clock. The caller drives it ({@link ShutdownSequence#run} or {@link ShutdownSequence#step}); a
+     * second call returns the same sequence.
+     */
+    public synchronized ShutdownSequence shutdown(long drainDelayMs, long drainMs) {
+        if (shutdown == null) {
+            shutdown = new ShutdownSequence(clock, drainDelayMs, drainMs, new ShutdownSequence.Steps() {
+                @Override
+                public void announce() {
+                    drain.announceShutdown();
+                    Log.info("shutting down: /ready answers 503, requests are served for " + drainDelayMs
+                        + " ms more (shutdown.drain_delay_ms) so balancers move away, then draining (up to " + drainMs + " ms)");
+                }
+
+                @Override
+                public void stopAccepting() {
+                    drain.start();
+                    listener.close().syncUninterruptibly();
+                    Log.info("stopped accepting; draining " + inFlight() + " request(s) in flight");
+                }
+
+                @Override
+                public long inFlight() {
+                    return Gateway.this.inFlight();
+                }
+
+                @Override
+                public void endAndClose() {
+                    if (liveExchanges != null) {
+                        liveExchanges.endAll(1_000); // the deadline passed: no live stream is cut silently
+                    }
+                    closeOpened();
+                }
+            });
+        }
+        return shutdown;
+    }
+
     /** Graceful stop: no new connections, in-flight requests get up to {@code drainMs} to finish. */
     public void close(long drainMs) {
+        synchronized (this) {
+            if (shutdown != null && shutdown.phase() == ShutdownSequence.Phase.STOPPED) {
+                return; // a signal's shutdown already closed everything
+            }
+        }
         drain.start();
         listener.close().syncUninterruptibly();
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(drainMs);

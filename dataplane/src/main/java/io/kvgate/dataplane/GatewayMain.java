@@ -16,11 +16,22 @@ import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 
 /**
- * {@code ./kvgate serve --config FILE [--check]}: run the gateway until SIGINT/SIGTERM, then drain. SIGHUP reloads
- * FILE. {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck}) and prints the
- * configuration's memory budget ({@link MemoryBudget}).
+ * {@code ./kvgate serve --config FILE [--check]}: run the gateway until SIGTERM or SIGINT, then shut down as
+ * {@link ShutdownSequence} does (not ready at once, serving for {@code shutdown.drain_delay_ms}, then draining) and
+ * exit 0. SIGHUP reloads FILE. {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck})
+ * and prints the configuration's memory budget ({@link MemoryBudget}).
+ *
+ * <p>Exit status: 0 after a signal's shutdown (or a valid {@code --check}); {@value #EX_CONFIG} (sysexits'
+ * EX_CONFIG) for a configuration that cannot be applied, every problem printed, so a supervisor can tell it from a
+ * crash and not restart it ({@code RestartPreventExitStatus=78}); 2 for a wrong command line; 1 when the gateway
+ * cannot start for another reason (a port in use).
  */
 public final class GatewayMain {
+    /** The configuration cannot be applied: restarting will not help (sysexits.h EX_CONFIG). */
+    public static final int EX_CONFIG = 78;
+    /** {@code --drain-ms}'s default: how long requests in flight may take once the listener is closed. */
+    static final long DEFAULT_DRAIN_MS = 30_000;
+
     private GatewayMain() {}
 
     public static int run(String[] args) throws Exception {
@@ -29,9 +40,14 @@ public final class GatewayMain {
 
     /** As {@link #run(String[])}, writing what {@code --check} prints to {@code out}. */
     static int run(String[] args, PrintStream out) throws Exception {
+        return run(args, out, System.err);
+    }
+
+    /** As {@link #run(String[], PrintStream)}, writing why it cannot start to {@code err}. */
+    static int run(String[] args, PrintStream out, PrintStream err) throws Exception {
         String config = null;
         boolean check = false;
-        long drainMs = 30_000;
+        long drainMs = DEFAULT_DRAIN_MS;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--config", "-c" -> config = i + 1 < args.length ? args[++i] : null;
@@ -40,7 +56,7 @@ public final class GatewayMain {
                     try {
                         drainMs = Long.parseLong(i + 1 < args.length ? args[++i] : "");
                     } catch (NumberFormatException e) {
-                        System.err.println("kvgate serve: --drain-ms needs a number of milliseconds");
+                        err.println("kvgate serve: --drain-ms needs a number of milliseconds");
                         return 2;
                     }
                 }
@@ -53,13 +69,13 @@ public final class GatewayMain {
                     return 0;
                 }
                 default -> {
-                    System.err.println("kvgate serve: unknown option '" + args[i] + "' (see --help)");
+                    err.println("kvgate serve: unknown option '" + args[i] + "' (see --help)");
                     return 2;
                 }
             }
         }
         if (config == null) {
-            System.err.println("kvgate serve: --config FILE is required");
+            err.println("kvgate serve: --config FILE is required");
             return 2;
         }
         Path file = Path.of(config).toAbsolutePath();
@@ -67,8 +83,8 @@ public final class GatewayMain {
         try {
             cfg = ConfigCheck.load(file);
         } catch (ConfigException e) {
-            System.err.println("kvgate: " + config + ": " + e.getMessage());
-            return 2;
+            err.println("kvgate: " + config + ": " + e.getMessage());
+            return EX_CONFIG;
         }
         if (check) {
             out.println("configuration OK: " + cfg.rules().size() + " rule(s)");
@@ -78,22 +94,48 @@ public final class GatewayMain {
         }
         LogSetup.configure(cfg.logging().format(), cfg.logging().level());
         Path socket = controlSocketPath(cfg, file);
-        Gateway gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket));
+        Gateway gw;
+        try {
+            gw = Gateway.start(new Gateway.Options(cfg, NanoClock.SYSTEM, file, socket));
+        } catch (ConfigException e) { // what only start-up can tell (a tokenizer that does not load)
+            err.println("kvgate: " + config + ": " + e.getMessage());
+            return EX_CONFIG;
+        }
         installReloadOnSighup(gw); // before the line that says it serves: a SIGHUP after it reloads, never kills
-        Log.info("serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
-            + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort()
-            + (socket == null ? ", no control socket" : ", control socket " + socket));
-        CountDownLatch stopped = new CountDownLatch(1);
         final long drain = drainMs;
+        CountDownLatch stopAsked = new CountDownLatch(1);
+        boolean signalsHandled = onSignal("TERM", () -> stop(gw, stopAsked, drain)) & onSignal("INT", () -> stop(gw, stopAsked, drain));
+        CountDownLatch stopped = new CountDownLatch(1);
+        // Any other way out (System.exit, or a signal this platform would not let us handle): drain without a delay.
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            Log.info("draining (up to " + drain + " ms)");
-            gw.close(drain);
-            Log.info("stopped");
+            if (stopAsked.getCount() > 0) {
+                Log.info("exiting: draining (up to " + drain + " ms)");
+                gw.close(drain);
+            }
             LogSetup.shutdown(); // last: the asynchronous loggers' queue is written before the JVM exits
             stopped.countDown();
         }, "kvgate-shutdown"));
-        stopped.await();
+        Log.info("serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
+            + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort()
+            + (socket == null ? ", no control socket" : ", control socket " + socket));
+        if (!signalsHandled) {
+            stopped.await(); // the JVM's own handling: hooks run, the process exits 128+signal
+            return 0;
+        }
+        stopAsked.await();
+        gw.shutdown(gw.config().shutdown().drainDelayMs(), drain).run(20);
+        Log.info("stopped");
         return 0;
+    }
+
+    /** SIGTERM/SIGINT: the first starts the shutdown (on the main thread); another skips what is left of its delay. */
+    private static void stop(Gateway gw, CountDownLatch stopAsked, long drainMs) {
+        if (stopAsked.getCount() > 0) {
+            stopAsked.countDown();
+        } else {
+            Log.info("second stop signal: not waiting for balancers any longer");
+            gw.shutdown(gw.config().shutdown().drainDelayMs(), drainMs).skipDelay();
+        }
     }
 
     /** This host's physical memory, 0 when the JVM cannot tell. */
@@ -128,8 +170,7 @@ public final class GatewayMain {
     }
 
     /**
-     * SIGHUP → reload the --config file, on a fresh thread (never on the signal thread). The JDK's signal API is
-     * reached reflectively: it is internal (jdk.unsupported) and javac would warn on every direct use.
+     * SIGHUP → reload the --config file, on a fresh thread (never on the signal thread).
      */
     private static void installReloadOnSighup(Gateway gw) {
         Runnable reload = () -> {
@@ -146,28 +187,54 @@ public final class GatewayMain {
                 Log.error("SIGHUP: reload failed: " + e);
             }
         };
+        Object previous = handle("HUP", () -> {
+            Thread t = new Thread(reload, "kvgate-sighup-reload");
+            t.setDaemon(true);
+            t.start();
+        });
+        if (previous == IGNORED) {
+            // The JVM leaves a signal the process was started ignoring (nohup, some supervisors) ignored and says
+            // so only by this return value: without this line SIGHUP would do nothing, silently.
+            Log.warn("SIGHUP is ignored by this process (started under nohup?): it will not reload the"
+                + " configuration; use ./kvgate ctl reload or POST /admin/v1/reload");
+        }
+    }
+
+    /**
+     * Runs {@code action} on each {@code signal} instead of the JVM's default (for TERM and INT: exit 128+signal
+     * through the shutdown hooks). False when this platform cannot; a signal the process was started ignoring
+     * stays ignored (a background job's SIGINT) and counts as handled.
+     */
+    private static boolean onSignal(String signal, Runnable action) {
+        Object previous = handle(signal, action);
+        return previous != null;
+    }
+
+    /** What {@link #handle} returns for a signal the process was started ignoring. */
+    private static final Object IGNORED = new Object();
+
+    /**
+     * Installs {@code action} (run on the JVM's signal thread: it must return quickly) for {@code signal}; returns the
+     * previous handler, {@link #IGNORED}, or null when the platform would not. The JDK's signal API is reached
+     * reflectively: it is internal (jdk.unsupported) and javac would warn on every direct use.
+     */
+    private static Object handle(String signal, Runnable action) {
         try {
-            Class<?> signal = Class.forName("sun.misc.Signal");
+            Class<?> signalClass = Class.forName("sun.misc.Signal");
             Class<?> handler = Class.forName("sun.misc.SignalHandler");
             Object h = java.lang.reflect.Proxy.newProxyInstance(GatewayMain.class.getClassLoader(), new Class<?>[] {handler},
                 (proxy, method, margs) -> {
                     if (method.getName().equals("handle")) {
-                        Thread t = new Thread(reload, "kvgate-sighup-reload");
-                        t.setDaemon(true);
-                        t.start();
+                        action.run();
                     }
                     return null;
                 });
-            Object previous = signal.getMethod("handle", signal, handler)
-                .invoke(null, signal.getConstructor(String.class).newInstance("HUP"), h);
-            if (previous == handler.getField("SIG_IGN").get(null)) {
-                // The JVM leaves a signal the process was started ignoring (nohup, some supervisors) ignored and says
-                // so only by this return value: without this line SIGHUP would do nothing, silently.
-                Log.warn("SIGHUP is ignored by this process (started under nohup?): it will not reload the"
-                    + " configuration; use ./kvgate ctl reload or POST /admin/v1/reload");
-            }
+            Object previous = signalClass.getMethod("handle", signalClass, handler)
+                .invoke(null, signalClass.getConstructor(String.class).newInstance(signal), h);
+            return previous == handler.getField("SIG_IGN").get(null) ? IGNORED : previous;
         } catch (ReflectiveOperationException | RuntimeException e) {
-            Log.warn("SIGHUP reload unavailable on this platform: " + e);
+            Log.warn("SIG" + signal + " handling unavailable on this platform: " + e);
+            return null;
         }
     }
 }

@@ -152,7 +152,7 @@ class ContextDiscoverySystemTest {
                 endpoints:
                   - url: http://127.0.0.1:%d
             """.formatted(port)));
-        awaitTrue(() -> gw.readiness().waitingFor().toString().contains("GET /v1/models failed"), "a failed probe");
+        awaitTrue(() -> gw.engineReadiness().waitingFor().toString().contains("GET /v1/models failed"), "a failed probe");
         JsonNode down = ruleContext();
         assertTrue(down.get("tokens").isNull(), down.toString());
         assertEquals("unknown", down.get("source").asText());
@@ -164,7 +164,7 @@ class ContextDiscoverySystemTest {
         assertEquals("discovered", ruleContext().get("source").asText());
         first.stop(0);
         engines.remove(first);
-        awaitTrue(() -> gw.readiness().waitingFor().toString().contains("GET /v1/models failed"), "the endpoint is gone");
+        awaitTrue(() -> gw.engineReadiness().waitingFor().toString().contains("GET /v1/models failed"), "the endpoint is gone");
         engine(port, Map.of("/v1/models", "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}",
             "/get_server_info", "{\"context_length\":1024,\"page_size\":1}"));
         awaitTrue(() -> ruleContext().path("tokens").asInt() == 1024, "read again after the restart");

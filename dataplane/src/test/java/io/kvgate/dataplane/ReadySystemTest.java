@@ -15,7 +15,11 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** {@code GET /ready} over loopback: not ready until an endpoint lists the model, not ready while draining. */
+/**
+ * {@code GET /ready} and {@code GET /ready/engines} over loopback: the fleet's answer waits until an endpoint lists the
+ * model; the gateway's own answers 200 while no engine does (a balancer must keep it: it answers 503 itself) and 503
+ * while draining.
+ */
 @Timeout(60)
 @Tag("system")
 class ReadySystemTest {
@@ -53,19 +57,25 @@ class ReadySystemTest {
                 endpoints:
                   - url: %s
             """.formatted(a.url())));
-        awaitTrue(() -> gw.readiness().waitingFor().toString().contains("lists [some-other-model]"), "the first /v1/models probe");
-        HttpResponse<String> r = get("/ready");
+        awaitTrue(() -> gw.engineReadiness().waitingFor().toString().contains("lists [some-other-model]"), "the first /v1/models probe");
+        HttpResponse<String> r = get("/ready/engines");
         assertEquals(503, r.statusCode(), r.body());
         assertTrue(r.body().contains("rule chat: no healthy endpoint lists model 'qwen3' in /v1/models"), r.body());
+        r = get("/ready");
+        assertEquals(200, r.statusCode(), "no engine serves the model, but the gateway is ready to answer that itself: " + r.body());
+        assertEquals("{\"ready\":true,\"waiting_for\":[]}", r.body());
         assertEquals(200, get("/health").statusCode(), "liveness is not readiness");
         a.servedModel = "qwen3";
-        awaitTrue(() -> gw.readiness().ready(), "a probe that sees qwen3");
-        r = get("/ready");
+        awaitTrue(() -> gw.engineReadiness().ready(), "a probe that sees qwen3");
+        r = get("/ready/engines");
         assertEquals(200, r.statusCode(), r.body());
         assertEquals("{\"ready\":true,\"waiting_for\":[]}", r.body());
+        assertEquals(200, http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/ready/engines"))
+            .method("HEAD", HttpRequest.BodyPublishers.noBody()).build(), HttpResponse.BodyHandlers.discarding()).statusCode(),
+            "HEAD, as balancers probe");
         gw.drain(true);
-        assertEquals(503, get("/ready").statusCode());
-        assertTrue(gw.readiness().waitingFor().contains("the gateway is draining (undo: ctl undrain)"));
+        assertEquals(503, get("/ready").statusCode(), "a draining gateway refuses every new request, /ready too");
+        assertEquals(java.util.List.of("the gateway is draining (undo: ctl undrain)"), gw.readiness().waitingFor());
         gw.drain(false);
         assertEquals(200, get("/ready").statusCode());
     }

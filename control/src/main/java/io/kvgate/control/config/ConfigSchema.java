@@ -17,6 +17,7 @@ public final class ConfigSchema {
         TlsKeys.UPSTREAM,
         TracingKeys.SECTION,
         LoggingKeys.SECTION,
+        ShutdownKeys.SECTION,
         AdminLimitsKeys.SECTION,
         LimitsKeys.SECTION,
         UpstreamKeys.SECTION,

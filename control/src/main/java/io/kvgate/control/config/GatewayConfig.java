@@ -46,16 +46,17 @@ public record GatewayConfig(
     Load load,
     TlsConfig tls,
     TracingConfig tracing,
-    LoggingConfig logging) {
+    LoggingConfig logging,
+    ShutdownConfig shutdown) {
 
-    /** The shape before the TLS, tracing and logging sections existed: no TLS, tracing off, text log, no access log. */
+    /** The shape before the TLS, tracing, logging and shutdown sections existed: their defaults. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
                          Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
                          List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
                          List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load) {
         this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
             apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, TlsConfig.NONE,
-            TracingConfig.OFF, LoggingConfig.DEFAULTS);
+            TracingConfig.OFF, LoggingConfig.DEFAULTS, ShutdownConfig.DEFAULTS);
     }
 
     /** The shape before the {@code load} section existed: engine-load scraping with its defaults. */
@@ -80,7 +81,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load, tls, tracing, logging);
+            load, tls, tracing, logging, shutdown);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -570,10 +571,11 @@ public record GatewayConfig(
         TlsConfig tls = TlsConfig.read(n, baseDir);
         TracingConfig tracing = TracingConfig.read(n);
         LoggingConfig logging = LoggingConfig.read(n, baseDir);
+        ShutdownConfig shutdown = ShutdownConfig.read(n);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load, tls, tracing, logging);
+            ingest, load, tls, tracing, logging, shutdown);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

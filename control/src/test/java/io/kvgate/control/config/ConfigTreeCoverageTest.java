@@ -67,6 +67,7 @@ class ConfigTreeCoverageTest {
             load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m,
                    peer_decay: none}
             tracing: {otlp_endpoint: "http://127.0.0.1:4318/v1/traces", sample_ratio: 0.25, service_name: gw-9}
+            shutdown: {drain_delay_ms: 99}
             api_keys_file: keys
             tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem, client_auth: require, client_identities: [a],
                   provider: jdk, watch_interval_ms: 9}

@@ -123,7 +123,7 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
         p.channel().config().setWriteBufferWaterMark(waterMark(limits.maxBufferedResponseBytes()));
         FrontDoorHandler frontDoor = new FrontDoorHandler(gw, local, starter, drain);
         p.addLast("codec", new ClientHttpCodec(limits.maxInitialLineBytes(), limits.maxHeaderBytes(), 64 << 10,
-            frontDoor.requestBytesListener(), drain::draining));
+            frontDoor.requestBytesListener(), drain::closesConnections));
         p.addLast("front-door", frontDoor);
         return frontDoor;
     }

@@ -607,7 +607,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void dispatch() {
         switch (route) {
-            case HEALTH, READY, METRICS, MODELS, MODEL -> respond(local.handle(ctx, head, route), true);
+            case HEALTH, READY, READY_ENGINES, METRICS, MODELS, MODEL -> respond(local.handle(ctx, head, route), true);
             case CHAT_RENDER, COMPLETIONS_RENDER -> onRender();
             case CHAT, COMPLETIONS -> onProxyRoute();
             default -> throw new IllegalStateException("no dispatch for " + route);

@@ -16,8 +16,10 @@ public enum FrontRoute {
     /** {@code GET /v1/models/{id}} (the SDKs' {@code models.retrieve}): answered from the rules. */
     MODEL("/v1/models/", "GET", true, false),
     HEALTH("/health", "GET", false, false),
-    /** Readiness (every rule can be served, KV warm): what a balancer or orchestrator gates traffic on. */
+    /** The gateway's own readiness (started, not draining or shutting down, KV warm): what a balancer gates traffic on. */
     READY("/ready", "GET", false, false),
+    /** The fleet's readiness (every rule's models listed by a healthy engine, KV subscribers connected): for dashboards. */
+    READY_ENGINES("/ready/engines", "GET", false, false),
     /** Needs an API key when {@code api_keys} are set: it names every engine and rule. */
     METRICS("/metrics", "GET", true, false),
     UNKNOWN(null, null, false, false);
@@ -47,6 +49,7 @@ public enum FrontRoute {
             case "/v1/models" -> MODELS;
             case "/health" -> HEALTH;
             case "/ready" -> READY;
+            case "/ready/engines" -> READY_ENGINES;
             case "/metrics" -> METRICS;
             default -> path.startsWith(MODEL_PREFIX) && path.length() > MODEL_PREFIX.length() ? MODEL : UNKNOWN;
         };
@@ -56,13 +59,18 @@ public enum FrontRoute {
         return path;
     }
 
-    /** The {@code Allow} header value: the one method (HEAD too for /health and /ready) the route answers. */
+    /** The {@code Allow} header value: the one method (HEAD too for the probes) the route answers. */
     public String allowed() {
-        return this == HEALTH || this == READY ? "GET, HEAD" : allowed;
+        return probe() ? "GET, HEAD" : allowed;
     }
 
     public boolean allows(HttpMethod m) {
-        return m.name().equals(allowed) || ((this == HEALTH || this == READY) && m.equals(HttpMethod.HEAD));
+        return m.name().equals(allowed) || (probe() && m.equals(HttpMethod.HEAD));
+    }
+
+    /** /health, /ready and /ready/engines: probes that balancers may send as HEAD. */
+    private boolean probe() {
+        return this == HEALTH || this == READY || this == READY_ENGINES;
     }
 
     /** Whether {@code api_keys} (when configured) guard the route: every {@code /v1/*} route and {@code /metrics}. */

@@ -25,7 +25,8 @@ import java.util.TreeMap;
 import java.util.function.Supplier;
 
 /**
- * Routes the gateway answers itself: {@code /health} (liveness), {@code /ready} (readiness), {@code /metrics}, {@code /v1/models} and the render routes
+ * Routes the gateway answers itself: {@code /health} (liveness), {@code /ready} (the gateway's readiness),
+ * {@code /ready/engines} (the fleet's), {@code /metrics}, {@code /v1/models} and the render routes
  * (through the request hooks). Method, API key and Content-Type were already checked on the head by the front
  * door. Event-loop only; stateless.
  */
@@ -35,27 +36,36 @@ public final class LocalRoutes {
     private final long createdEpochSeconds = System.currentTimeMillis() / 1000;
 
     private final Supplier<Readiness.Report> readiness;
+    private final Supplier<Readiness.Report> engineReadiness;
 
     public LocalRoutes(GatewayContext gw, DrainState drain) {
-        this(gw, drain, () -> new Readiness.Report(!drain.draining(), List.of()));
+        this(gw, drain, () -> new Readiness.Report(!drain.closesConnections(), List.of()),
+            () -> new Readiness.Report(true, List.of()));
     }
 
-    /** @param readiness what {@code GET /ready} reports (see {@link Readiness}) */
-    public LocalRoutes(GatewayContext gw, DrainState drain, Supplier<Readiness.Report> readiness) {
+    /**
+     * @param readiness       what {@code GET /ready} reports (see {@link Readiness#evaluate})
+     * @param engineReadiness what {@code GET /ready/engines} reports (see {@link Readiness#evaluateEngines})
+     */
+    public LocalRoutes(GatewayContext gw, DrainState drain, Supplier<Readiness.Report> readiness,
+                       Supplier<Readiness.Report> engineReadiness) {
         this.gw = gw;
         this.drain = drain;
         this.readiness = readiness;
+        this.engineReadiness = engineReadiness;
     }
 
     FullHttpResponse handle(ChannelHandlerContext ctx, HttpRequest req, FrontRoute route) {
         return switch (route) {
             case HEALTH -> {
-                boolean draining = drain.draining();
-                yield OpenAiErrors.jsonResponse(ctx.alloc(), draining ? HttpResponseStatus.SERVICE_UNAVAILABLE : HttpResponseStatus.OK,
-                    draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}");
+                // A balancer that checks /health (as this route advised before /ready existed) also moves away during
+                // the shutdown's drain delay.
+                boolean leaving = drain.closesConnections();
+                yield OpenAiErrors.jsonResponse(ctx.alloc(), leaving ? HttpResponseStatus.SERVICE_UNAVAILABLE : HttpResponseStatus.OK,
+                    leaving ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}");
             }
-            case READY -> {
-                Readiness.Report rep = readiness.get();
+            case READY, READY_ENGINES -> {
+                Readiness.Report rep = (route == FrontRoute.READY ? readiness : engineReadiness).get();
                 StringBuilder sb = new StringBuilder("{\"ready\":").append(rep.ready()).append(",\"waiting_for\":[");
                 for (int i = 0; i < rep.waitingFor().size(); i++) {
                     if (i > 0) {

@@ -15,11 +15,17 @@ import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
 /**
- * What {@code GET /ready} answers (and {@code ctl status} shows): ready when, for every rule, each model it serves is
- * listed in {@code /v1/models} by a healthy, undrained endpoint of each pool the rule routes to (both pools of a P/D
- * rule), and every {@code kv_exact} rule's expected KV subscribers (each endpoint with {@code kv_events}, each DP rank)
- * are connected and have been for {@code kv.warmup_ms} (counted from the last one to connect). A draining gateway is
- * not ready.
+ * Two answers. {@code GET /ready} ({@link #evaluate}) is the gateway's own readiness, what a balancer or an
+ * orchestrator gates traffic on: it has started (configuration applied, listeners bound), it is neither draining nor
+ * shutting down, and every {@code kv_exact} rule is warm. A rule is warm once its expected KV subscribers (each
+ * endpoint with {@code kv_events}, each DP rank) have all been connected for {@code kv.warmup_ms} (counted from the last
+ * one to connect); it stays warm after that, so an engine outage later never takes the gateway out of rotation
+ * (clients then get the gateway's own 503 {@code no_healthy_endpoint} with {@code Retry-After}, not a connection
+ * error). A rule added by a reload warms on its own.
+ *
+ * <p>{@code GET /ready/engines} ({@link #evaluateEngines}) is the fleet's state, for dashboards and scripts that wait
+ * for engines: for every rule, each model it serves is listed in {@code /v1/models} by a healthy, undrained endpoint
+ * of each pool the rule routes to (both pools of a P/D rule), and its KV subscribers are connected and warm now.
  *
  * <p>Model lists come from {@link #recordModels} (the probe); subscriber connection times from
  * {@link #observeSubscribers}, called by the probe's tick and by every evaluation. Thread-safe.
@@ -31,7 +37,11 @@ public final class Readiness {
     private final Supplier<RouteTable> table;
     private final Supplier<List<SubscriberStatus>> subscribers;
     private final BooleanSupplier draining;
+    private final BooleanSupplier shuttingDown;
+    private final BooleanSupplier started;
     private final NanoClock clock;
+    /** Names of the {@code kv_exact} rules that have been warm once (see the class comment: it is not undone). */
+    private final Set<String> warmedRules = ConcurrentHashMap.newKeySet();
     /** Endpoint key → models its last /v1/models answer listed; absent until it answered. */
     private final Map<String, Set<String>> models = new ConcurrentHashMap<>();
     /** Endpoint key → why its last /v1/models probe failed. */
@@ -39,11 +49,23 @@ public final class Readiness {
     /** "endpointId/rank" → when that subscriber was first seen connected (cleared when it disconnects). */
     private final Map<String, Long> connectedSinceNs = new ConcurrentHashMap<>();
 
+    /** A readiness for a gateway that has started and never shuts down (tests of the fleet rules). */
     public Readiness(Supplier<RouteTable> table, Supplier<List<SubscriberStatus>> subscribers, BooleanSupplier draining,
                      NanoClock clock) {
+        this(table, subscribers, draining, () -> false, () -> true, clock);
+    }
+
+    /**
+     * @param shuttingDown whether a shutdown was announced (SIGTERM: {@code shutdown.drain_delay_ms} still serving)
+     * @param started      whether the gateway has applied its configuration and bound its listeners
+     */
+    public Readiness(Supplier<RouteTable> table, Supplier<List<SubscriberStatus>> subscribers, BooleanSupplier draining,
+                     BooleanSupplier shuttingDown, BooleanSupplier started, NanoClock clock) {
         this.table = table;
         this.subscribers = subscribers;
         this.draining = draining;
+        this.shuttingDown = shuttingDown;
+        this.started = started;
         this.clock = clock;
     }
 
@@ -72,12 +94,41 @@ public final class Readiness {
         connectedSinceNs.keySet().retainAll(connected);
     }
 
+    /** {@code GET /ready}: the gateway's own readiness; each line names a failing condition. */
     public Report evaluate() {
         observeSubscribers();
         List<String> waiting = new ArrayList<>();
+        if (!started.getAsBoolean()) {
+            waiting.add("the gateway is starting (configuration not applied or listeners not bound yet)");
+        }
+        if (shuttingDown.getAsBoolean()) {
+            waiting.add("the gateway is shutting down (serving until shutdown.drain_delay_ms ends, then draining)");
+        }
         if (draining.getAsBoolean()) {
             waiting.add("the gateway is draining (undo: ctl undrain)");
         }
+        long now = clock.nanoTime();
+        List<Rule> rules = table.get().rules();
+        // A rule removed by a reload and added again later warms again.
+        warmedRules.retainAll(rules.stream().map(Rule::name).toList());
+        for (Rule r : rules) {
+            if ("kv_exact".equals(r.config().policy()) && !warmedRules.contains(r.name())) {
+                List<String> kvWaiting = new ArrayList<>();
+                kvWaits(r, now, kvWaiting);
+                if (kvWaiting.isEmpty()) {
+                    warmedRules.add(r.name());
+                } else {
+                    waiting.addAll(kvWaiting);
+                }
+            }
+        }
+        return new Report(waiting.isEmpty(), waiting);
+    }
+
+    /** {@code GET /ready/engines}: what the fleet lacks now (models not listed, KV subscribers not connected or warm). */
+    public Report evaluateEngines() {
+        observeSubscribers();
+        List<String> waiting = new ArrayList<>();
         long now = clock.nanoTime();
         for (Rule r : table.get().rules()) {
             List<List<EndpointState>> pools = r.isPd() ? List.of(r.prefillEndpoints(), decodes(r)) : List.of(r.endpoints());

@@ -74,7 +74,8 @@ public final class ClientHttpCodec extends CombinedChannelDuplexHandler<ClientHt
 
     /**
      * @param onBytes  called when request bytes arrive, before they are decoded
-     * @param draining whether the gateway drains (read for each final response)
+     * @param draining whether each response must be its connection's last: the gateway drains or shuts down (read for
+     *                 each final response)
      */
     public ClientHttpCodec(int maxInitialLineLength, int maxHeaderSize, int maxChunkSize, Runnable onBytes,
                            BooleanSupplier draining) {

@@ -122,7 +122,7 @@ class OpenAiContractSystemTest {
         long deadline = System.nanoTime() + 20_000_000_000L;
         while (!RULES.stream().allMatch(r -> gw.metrics().render().contains("kvgate_rule_context_length{rule=\"" + r + "\"} 64"))) {
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("context lengths not discovered: " + gw.readiness().waitingFor());
+                throw new AssertionError("context lengths not discovered: " + gw.engineReadiness().waitingFor());
             }
             Thread.sleep(20);
         }
