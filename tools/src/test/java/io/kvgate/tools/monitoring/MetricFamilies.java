@@ -16,7 +16,7 @@ import java.util.regex.Pattern;
 
 /**
  * The metric families the gateway exposes, as the monitoring files may query them: the list kept in
- * {@code metric-families.txt} (name, Prometheus type, and {@code pending} for a family another branch adds), the
+ * {@code metric-families.txt} (name, Prometheus type), the
  * series names a family yields ({@code _bucket}, {@code _sum}, {@code _count} for a histogram...), and the names the
  * checked-in dashboard and alert rules reference. Every {@code kvgate_} identifier in those files is a metric name
  * (no label, rule or dashboard name starts with it), so a plain scan finds them all, expressions and variables alike.
@@ -28,7 +28,6 @@ final class MetricFamilies {
     private static final Pattern NAME = Pattern.compile("\\bkvgate_[a-z0-9_]*[a-z0-9]");
 
     private final Map<String, String> types = new LinkedHashMap<>();
-    private final Set<String> pending = new TreeSet<>();
 
     static MetricFamilies load() {
         try (InputStream in = MetricFamilies.class.getResourceAsStream(RESOURCE)) {
@@ -47,9 +46,6 @@ final class MetricFamilies {
             }
             String[] w = l.split("\\s+");
             f.types.put(w[0], w[1]);
-            if (w.length > 2 && w[2].equals("pending")) {
-                f.pending.add(w[0]);
-            }
         }
         return f;
     }
@@ -63,16 +59,6 @@ final class MetricFamilies {
         Set<String> out = new TreeSet<>();
         types.forEach((name, type) -> out.addAll(series(name, type)));
         return out;
-    }
-
-    /** A series of a family another branch adds (listed {@code pending}): absent from today's scrape, by design. */
-    boolean pendingElsewhere(String series) {
-        for (String p : pending) {
-            if (series(p, types.get(p)).contains(series)) {
-                return true;
-            }
-        }
-        return false;
     }
 
     static Set<String> series(String family, String type) {
