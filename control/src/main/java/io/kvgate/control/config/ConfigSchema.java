@@ -13,11 +13,6 @@ public final class ConfigSchema {
 
     public static final List<ConfigSection<?>> SECTIONS = List.of(
         GatewayKeys.SECTION,
-        TlsKeys.LISTENER,
-        TlsKeys.UPSTREAM,
-        TracingKeys.SECTION,
-        LoggingKeys.SECTION,
-        ShutdownKeys.SECTION,
         AdminLimitsKeys.SECTION,
         LimitsKeys.SECTION,
         UpstreamKeys.SECTION,
@@ -25,6 +20,11 @@ public final class ConfigSchema {
         RouterKeys.SECTION,
         IngestKeys.SECTION,
         LoadKeys.SECTION,
+        TlsKeys.LISTENER,
+        TlsKeys.UPSTREAM,
+        TracingKeys.SECTION,
+        LoggingKeys.SECTION,
+        ShutdownKeys.SECTION,
         RuleKeys.SECTION,
         ModelKeys.SECTION,
         SessionKeys.SECTION,

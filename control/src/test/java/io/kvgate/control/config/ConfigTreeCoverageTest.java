@@ -68,6 +68,7 @@ class ConfigTreeCoverageTest {
                    peer_decay: none}
             tracing: {otlp_endpoint: "http://127.0.0.1:4318/v1/traces", sample_ratio: 0.25, service_name: gw-9}
             shutdown: {drain_delay_ms: 99}
+            logging: {format: json, level: debug, access_log: stdout, access_log_queue: 1024}
             api_keys_file: keys
             tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem, client_auth: require, client_identities: [a],
                   provider: jdk, watch_interval_ms: 9}
