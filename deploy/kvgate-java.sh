@@ -24,24 +24,25 @@ kvgate_find_java() {
 # bodies with the Vector API (dataplane JsonLexer/VectorScan). Short CLI commands (ctl, hash, render, version, help,
 # completion) lex no request body and would only print the JVM's "Using incubator modules" warning first, so they
 # run without that one module; everything else (Unsafe access, opens) stays, or Netty and Chronicle warn instead.
+# $@: the command line. Asking for help or the version lexes nothing either, so serve --help is quiet too.
 kvgate_command_needs_vector() {
-  case "${1:-}" in serve | demo | sim | bench) return 0 ;; *) return 1 ;; esac
+  local a cmd=""
+  for a in "$@"; do
+    case "$a" in -h | --help | -V | --version) return 1 ;; -*) ;; *) [ -n "$cmd" ] || cmd="$a" ;; esac
+  done
+  case "$cmd" in serve | demo | sim | bench) return 0 ;; *) return 1 ;; esac
 }
 
-# Fills the array KVGATE_JVM_ARGS with jvm.options ($1) as the command ($2) needs it (comments and blank lines out).
+# Fills the array KVGATE_JVM_ARGS with jvm.options ($1) as the command line ($2...) needs it (comments and blank
+# lines out).
 kvgate_jvm_args() {
-  local file="$1" cmd="${2:-}" line
+  local file="$1" line vector=no
+  shift
+  if kvgate_command_needs_vector "$@"; then vector=yes; fi
   KVGATE_JVM_ARGS=()
   while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in '' | '#'*) continue ;; esac
-    if [ "$line" = "--add-modules=jdk.incubator.vector" ] && ! kvgate_command_needs_vector "$cmd"; then continue; fi
+    if [ "$line" = "--add-modules=jdk.incubator.vector" ] && [ "$vector" = no ]; then continue; fi
     KVGATE_JVM_ARGS+=("$line")
   done < "$file"
-}
-
-# The first word that is not a launcher-level option: the command the JVM will run.
-kvgate_command_word() {
-  local a
-  for a in "$@"; do case "$a" in -*) ;; *) echo "$a"; return 0 ;; esac; done
-  echo ""
 }
