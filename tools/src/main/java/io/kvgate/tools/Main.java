@@ -40,7 +40,17 @@ public final class Main {
             "talk to a running gateway's admin API: ctl inventory|lookup|explain|... (see ctl --help)"));
     }
 
+    /** Commands answered outside the table: version and completion here, test/build/dist/jmh by the launcher script. */
+    private static final List<String> OTHER_COMMANDS = List.of("version", "completion", "test", "build", "dist", "jmh");
+
     private Main() {}
+
+    /** Every command name, as the launcher's own help (for an unbuilt tree) must list them too. */
+    public static List<String> commandNames() {
+        List<String> all = new java.util.ArrayList<>(COMMANDS.keySet());
+        all.addAll(OTHER_COMMANDS);
+        return List.copyOf(all);
+    }
 
     public static void main(String[] args) {
         System.exit(run(args));
@@ -117,7 +127,7 @@ public final class Main {
         for (String name : COMMANDS.keySet()) {
             top.addSubcommand(name, name.equals("ctl") ? ControlCommand.spec() : helpOnly(name));
         }
-        for (String name : List.of("version", "completion", "test", "build", "dist", "jmh")) {
+        for (String name : OTHER_COMMANDS) {
             top.addSubcommand(name, helpOnly(name));
         }
         return top;

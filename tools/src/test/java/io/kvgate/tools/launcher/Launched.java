@@ -15,11 +15,24 @@ record Launched(int exit, String out, String err) {
     static final Path REPO = Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath().normalize();
 
     static Launched run(Path dir, Map<String, String> env, List<String> command) throws IOException, InterruptedException {
+        return run(dir, env, false, command);
+    }
+
+    /** Runs with exactly {@code env}: nothing inherited from the test JVM (no PATH to the repository, no JAVA_HOME). */
+    static Launched runClean(Path dir, Map<String, String> env, String... command) throws IOException, InterruptedException {
+        return run(dir, env, true, List.of(command));
+    }
+
+    private static Launched run(Path dir, Map<String, String> env, boolean clean, List<String> command)
+        throws IOException, InterruptedException {
         Path out = Files.createTempFile("launched", ".out");
         Path err = Files.createTempFile("launched", ".err");
         try {
             ProcessBuilder pb = new ProcessBuilder(command).directory(dir.toFile())
                 .redirectOutput(out.toFile()).redirectError(err.toFile()).redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+            if (clean) {
+                pb.environment().clear();
+            }
             pb.environment().putAll(env);
             Process p = pb.start();
             if (!p.waitFor(120, TimeUnit.SECONDS)) {
