@@ -2,13 +2,19 @@ package io.kvgate.tools;
 
 import io.kvgate.control.BuildInfo;
 import io.kvgate.tools.cli.ControlCommand;
+import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import picocli.AutoComplete;
 import picocli.CommandLine;
 import picocli.CommandLine.Model.CommandSpec;
@@ -124,14 +130,43 @@ public final class Main {
         CommandSpec top = CommandSpec.create().name("kvgate");
         top.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).build());
         top.addOption(OptionSpec.builder("-V", "--version").versionHelp(true).build());
-        for (String name : COMMANDS.keySet()) {
-            top.addSubcommand(name, name.equals("ctl") ? ControlCommand.spec() : helpOnly(name));
+        for (var e : COMMANDS.entrySet()) {
+            top.addSubcommand(e.getKey(), e.getKey().equals("ctl") ? ControlCommand.spec() : fromHelp(e.getKey(), e.getValue()));
         }
         for (String name : OTHER_COMMANDS) {
             top.addSubcommand(name, helpOnly(name));
         }
         return top;
     }
+
+    /**
+     * A command's options for completion, read from its own {@code --help} (the options it documents are the ones it
+     * takes), so the completion script needs no second list of them. Runs the command's help in this JVM: only the
+     * {@code completion} command does, in a process of its own.
+     */
+    private static CommandSpec fromHelp(String name, Command command) {
+        CommandSpec c = helpOnly(name);
+        PrintStream realOut = System.out;
+        ByteArrayOutputStream help = new ByteArrayOutputStream();
+        try (PrintStream capture = new PrintStream(help, true, StandardCharsets.UTF_8)) {
+            System.setOut(capture);
+            Class.forName(command.className()).getMethod("run", String[].class).invoke(null, (Object) new String[] {"--help"});
+        } catch (ReflectiveOperationException e) {
+            return c; // a build without the command: complete its name only
+        } finally {
+            System.setOut(realOut);
+        }
+        Matcher m = OPTION_IN_HELP.matcher(help.toString(StandardCharsets.UTF_8));
+        Set<String> seen = new TreeSet<>(Set.of("-h", "--help"));
+        while (m.find()) {
+            if (seen.add(m.group(1))) {
+                c.addOption(OptionSpec.builder(m.group(1)).arity("0").type(boolean.class).build());
+            }
+        }
+        return c;
+    }
+
+    private static final Pattern OPTION_IN_HELP = Pattern.compile("(?<![\\w-])(--[a-z][a-z0-9-]*)");
 
     private static CommandSpec helpOnly(String name) {
         CommandSpec c = CommandSpec.create().name(name);

@@ -96,6 +96,10 @@ class CliConventionsSystemTest {
         assertEquals(0, l.exit(), l.err());
         assertTrue(l.out().contains("complete -F") && l.out().contains("kvgate"), l.out());
         assertTrue(l.out().contains("explain") && l.out().contains("--socket"), "ctl's verbs and options complete");
+        // every other command's options, as its --help documents them
+        for (String option : List.of("--config", "--drain-ms", "--model-dir", "--tokens-file", "--dialect", "--rate", "--replicas")) {
+            assertTrue(l.out().contains(option), "completion lacks " + option);
+        }
         Launched check = Launched.run(Launched.REPO, java.util.Map.of(), List.of("bash", "-n", "-c", l.out()));
         assertEquals(0, check.exit(), check.err());
         Launched bad = Launched.kvgate("completion", "fish");
