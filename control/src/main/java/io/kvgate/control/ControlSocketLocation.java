@@ -16,6 +16,8 @@ import java.util.function.Predicate;
  *
  * <p>Order: {@code $RUNTIME_DIRECTORY} (systemd's RuntimeDirectory=kvgate), {@code /run/kvgate} (root or a service
  * user that owns it), {@code $XDG_RUNTIME_DIR/kvgate} (a login session), {@code /tmp/kvgate-UID} (anything else).
+ * When no earlier directory is usable the /tmp one is taken as is: if another user made it first, binding there fails
+ * with that directory's permission error rather than silently going elsewhere.
  */
 public final class ControlSocketLocation {
     public static final String FILE_NAME = "kvgate.sock";
@@ -59,13 +61,24 @@ public final class ControlSocketLocation {
         return candidates(env, uid).stream().filter(exists).findFirst();
     }
 
-    /** The real "can the gateway put its socket here" test: the directory is writable, or can be made in a writable parent. */
+    /**
+     * The real "can the gateway put its socket here" test: the directory is ours and writable, or can be made in a
+     * writable parent. Ours: a /tmp/kvgate-UID made in advance by another user could otherwise hold our socket.
+     */
     public static boolean writableOrCreatable(Path dir) {
         if (Files.isDirectory(dir)) {
-            return Files.isWritable(dir);
+            return Files.isWritable(dir) && ownedBy(dir, currentUid());
         }
         Path parent = dir.getParent();
         return parent != null && Files.isDirectory(parent) && Files.isWritable(parent);
+    }
+
+    static boolean ownedBy(Path dir, int uid) {
+        try {
+            return (Integer) Files.getAttribute(dir, "unix:uid") == uid;
+        } catch (java.io.IOException | UnsupportedOperationException | IllegalArgumentException e) {
+            return false;
+        }
     }
 
     /** This process's uid (the owner of /proc/self), -1 when the platform has no /proc. */

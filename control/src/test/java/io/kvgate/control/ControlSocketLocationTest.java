@@ -10,7 +10,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -76,11 +75,16 @@ class ControlSocketLocationTest {
         assertFalse(ControlSocketLocation.writableOrCreatable(dir.resolve("no/such/parent")));
         Path locked = Files.createDirectory(dir.resolve("locked"),
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("r-x------")));
-        if (ControlSocketLocation.currentUid() != 0) { // root writes anywhere: the mode test means something only for others
+        Path foreign = Files.createDirectory(dir.resolve("foreign"),
+            PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwxrwxrwx")));
+        if (ControlSocketLocation.currentUid() == 0) {
+            // root writes anywhere, so the mode case means nothing for it; it can give a directory away, though
+            Files.setAttribute(foreign, "unix:uid", 12345);
+            assertFalse(ControlSocketLocation.writableOrCreatable(foreign), "a directory another user made");
+        } else {
             assertFalse(ControlSocketLocation.writableOrCreatable(locked));
             assertFalse(ControlSocketLocation.writableOrCreatable(locked.resolve("sub")));
         }
-        Files.setPosixFilePermissions(locked, Set.of(java.nio.file.attribute.PosixFilePermission.OWNER_WRITE,
-            java.nio.file.attribute.PosixFilePermission.OWNER_READ, java.nio.file.attribute.PosixFilePermission.OWNER_EXECUTE));
+        Files.setPosixFilePermissions(locked, PosixFilePermissions.fromString("rwx------")); // so @TempDir can delete it
     }
 }
