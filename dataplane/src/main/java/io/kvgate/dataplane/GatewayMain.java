@@ -1,5 +1,6 @@
 package io.kvgate.dataplane;
 
+import io.kvgate.control.ControlSocketLocation;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
@@ -11,7 +12,6 @@ import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 
@@ -145,9 +145,9 @@ public final class GatewayMain {
     }
 
     /**
-     * Where {@code serve} binds its control socket: {@code control_socket} when set ({@code off} = none), else
-     * {@code $RUNTIME_DIRECTORY/kvgate.sock} (systemd's RuntimeDirectory), else {@code /run/kvgate/kvgate.sock} when
-     * that directory exists or can be created, else {@code kvgate.sock} beside the configuration file.
+     * Where {@code serve} binds its control socket: {@code control_socket} when set ({@code off} = none; relative to
+     * the configuration file), else the first usable directory of {@link ControlSocketLocation} — the list
+     * {@code ctl} searches, so a non-root gateway and its ctl meet without flags.
      */
     static Path controlSocketPath(GatewayConfig cfg, Path configFile) {
         String s = cfg.controlSocket();
@@ -158,15 +158,8 @@ public final class GatewayMain {
             Path p = Path.of(s);
             return p.isAbsolute() ? p : configFile.getParent().resolve(p);
         }
-        String runtime = System.getenv("RUNTIME_DIRECTORY");
-        if (runtime != null && !runtime.isBlank()) {
-            return Path.of(runtime.split(":")[0], "kvgate.sock");
-        }
-        Path run = Path.of("/run/kvgate");
-        if (Files.isDirectory(run) ? Files.isWritable(run) : Files.isWritable(run.getParent())) {
-            return run.resolve("kvgate.sock");
-        }
-        return configFile.getParent().resolve("kvgate.sock");
+        return ControlSocketLocation.forServer(System.getenv(), ControlSocketLocation.currentUid(),
+            ControlSocketLocation::writableOrCreatable);
     }
 
     /**

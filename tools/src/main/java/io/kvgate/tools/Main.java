@@ -1,10 +1,24 @@
 package io.kvgate.tools;
 
+import io.kvgate.control.BuildInfo;
+import io.kvgate.tools.cli.ControlCommand;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import picocli.AutoComplete;
+import picocli.CommandLine;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
 
 /**
  * Entry point of the {@code ./kvgate} launcher. Each sub-command is a class with a
@@ -32,21 +46,53 @@ public final class Main {
             "talk to a running gateway's admin API: ctl inventory|lookup|explain|... (see ctl --help)"));
     }
 
+    /** Commands answered outside the table: version and completion here, test/build/dist/jmh by the launcher script. */
+    private static final List<String> OTHER_COMMANDS = List.of("version", "completion", "test", "build", "dist", "jmh");
+
     private Main() {}
+
+    /** Every command name, as the launcher's own help (for an unbuilt tree) must list them too. */
+    public static List<String> commandNames() {
+        List<String> all = new java.util.ArrayList<>(COMMANDS.keySet());
+        all.addAll(OTHER_COMMANDS);
+        return List.copyOf(all);
+    }
 
     public static void main(String[] args) {
         System.exit(run(args));
     }
 
     static int run(String[] args) {
-        if (args.length == 0 || args[0].equals("help") || args[0].equals("--help") || args[0].equals("-h")) {
-            usage();
-            return args.length == 0 ? 2 : 0;
+        return run(args, System.out, System.err);
+    }
+
+    /**
+     * Exit codes, the same for every command: 0 done, 1 a runtime failure, 2 a usage error (unknown command or option,
+     * usage on stderr); help asked for ({@code help}, {@code -h}, {@code --help}) goes to stdout with 0.
+     */
+    static int run(String[] args, PrintStream out, PrintStream err) {
+        if (args.length == 0) {
+            usage(err);
+            return 2;
+        }
+        switch (args[0]) {
+            case "help", "--help", "-h" -> {
+                usage(out);
+                return 0;
+            }
+            case "version", "--version", "-V" -> {
+                out.println(BuildInfo.current().describe());
+                return 0;
+            }
+            case "completion" -> {
+                return completion(Arrays.copyOfRange(args, 1, args.length), out, err);
+            }
+            default -> { }
         }
         Command command = COMMANDS.get(args[0]);
         if (command == null) {
-            System.err.println("kvgate: unknown command '" + args[0] + "'");
-            usage();
+            err.println("kvgate: unknown " + (args[0].startsWith("-") ? "option" : "command") + " '" + args[0] + "'");
+            usage(err);
             return 2;
         }
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -55,20 +101,88 @@ public final class Main {
             return (Integer) run.invoke(null, (Object) rest);
         } catch (InvocationTargetException e) {
             Throwable cause = e.getCause();
-            System.err.println("kvgate " + args[0] + ": " + cause);
-            cause.printStackTrace(System.err);
+            err.println("kvgate " + args[0] + ": " + cause);
+            cause.printStackTrace(err);
             return 1;
         } catch (ReflectiveOperationException e) {
-            System.err.println("kvgate " + args[0] + ": this build does not include the command (" + e + ")");
+            err.println("kvgate " + args[0] + ": this build does not include the command (" + e + ")");
             return 1;
         }
     }
 
-    private static void usage() {
-        System.err.println("usage: ./kvgate <command> [options]\n\ncommands:");
-        COMMANDS.forEach((name, c) -> System.err.printf("  %-8s %s%n", name, c.summary()));
-        System.err.printf("  %-8s %s%n", "test", "run the test suite (./mvnw verify)");
-        System.err.printf("  %-8s %s%n", "build", "build without tests");
-        System.err.printf("  %-8s %s%n", "jmh", "run JMH benchmarks (perf/jmh.sh)");
+    /** {@code completion bash}: picocli's generator over the command table (ctl with its verbs and options). */
+    static int completion(String[] args, PrintStream out, PrintStream err) {
+        if (args.length == 1 && (args[0].equals("-h") || args[0].equals("--help"))) {
+            out.println("usage: kvgate completion bash   (source it: source <(kvgate completion bash); works in zsh too"
+                + " after autoload -U +X bashcompinit && bashcompinit)");
+            return 0;
+        }
+        if (args.length != 1 || !args[0].equals("bash")) {
+            err.println("usage: kvgate completion bash");
+            return 2;
+        }
+        out.print(AutoComplete.bash("kvgate", new CommandLine(commandTree())));
+        return 0;
+    }
+
+    /** The command tree completion sees: every command of the table and the launcher's own. */
+    static CommandSpec commandTree() {
+        CommandSpec top = CommandSpec.create().name("kvgate");
+        top.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).build());
+        top.addOption(OptionSpec.builder("-V", "--version").versionHelp(true).build());
+        for (var e : COMMANDS.entrySet()) {
+            top.addSubcommand(e.getKey(), e.getKey().equals("ctl") ? ControlCommand.spec() : fromHelp(e.getKey(), e.getValue()));
+        }
+        for (String name : OTHER_COMMANDS) {
+            top.addSubcommand(name, helpOnly(name));
+        }
+        return top;
+    }
+
+    /**
+     * A command's options for completion, read from its own {@code --help} (the options it documents are the ones it
+     * takes), so the completion script needs no second list of them. Runs the command's help in this JVM: only the
+     * {@code completion} command does, in a process of its own.
+     */
+    private static CommandSpec fromHelp(String name, Command command) {
+        CommandSpec c = helpOnly(name);
+        PrintStream realOut = System.out;
+        ByteArrayOutputStream help = new ByteArrayOutputStream();
+        try (PrintStream capture = new PrintStream(help, true, StandardCharsets.UTF_8)) {
+            System.setOut(capture);
+            Class.forName(command.className()).getMethod("run", String[].class).invoke(null, (Object) new String[] {"--help"});
+        } catch (ReflectiveOperationException e) {
+            return c; // a build without the command: complete its name only
+        } finally {
+            System.setOut(realOut);
+        }
+        Matcher m = OPTION_IN_HELP.matcher(help.toString(StandardCharsets.UTF_8));
+        Set<String> seen = new TreeSet<>(Set.of("-h", "--help"));
+        while (m.find()) {
+            if (seen.add(m.group(1))) {
+                c.addOption(OptionSpec.builder(m.group(1)).arity("0").type(boolean.class).build());
+            }
+        }
+        return c;
+    }
+
+    private static final Pattern OPTION_IN_HELP = Pattern.compile("(?<![\\w-])(--[a-z][a-z0-9-]*)");
+
+    private static CommandSpec helpOnly(String name) {
+        CommandSpec c = CommandSpec.create().name(name);
+        c.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).build());
+        return c;
+    }
+
+    private static void usage(PrintStream to) {
+        to.println("usage: ./kvgate [--help | --version] <command> [options]   (./kvgate <command> --help for its options)"
+            + "\n\ncommands:");
+        COMMANDS.forEach((name, c) -> to.printf("  %-10s %s%n", name, c.summary()));
+        to.printf("  %-10s %s%n", "version", "print the version (as --version)");
+        to.printf("  %-10s %s%n", "completion", "print a shell completion script: completion bash");
+        to.printf("  %-10s %s%n", "test", "run the test suite (./mvnw verify)");
+        to.printf("  %-10s %s%n", "build", "build without tests");
+        to.printf("  %-10s %s%n", "dist", "build the release tarball target/kvgate-<version>.tar.gz");
+        to.printf("  %-10s %s%n", "jmh", "run JMH benchmarks (perf/jmh.sh)");
     }
 }

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.control.BuildInfo;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.ConfigTree;
 import io.kvgate.control.config.EndpointConfig;
@@ -696,6 +697,11 @@ public final class AdminApi {
         n.put("config_file", control.configFile() == null ? null : control.configFile().toString());
         n.put("draining", control.draining());
         n.put("log_level", Log.level().name().toLowerCase(Locale.ROOT));
+        BuildInfo build = BuildInfo.current();
+        ObjectNode version = n.putObject("version"); // what is running, for ctl status across a fleet mid-upgrade
+        version.put("version", build.version());
+        version.put("commit", build.commit());
+        version.put("java", build.javaVersion());
         ObjectNode ready = readiness.get();
         if (ready != null) {
             n.set("readiness", ready);

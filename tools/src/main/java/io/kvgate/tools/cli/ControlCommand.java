@@ -3,6 +3,7 @@ package io.kvgate.tools.cli;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.control.ControlSocketLocation;
 import io.kvgate.control.client.ControlClient;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -12,6 +13,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.function.Predicate;
+import picocli.CommandLine;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.Model.PositionalParamSpec;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.ParseResult;
+import picocli.CommandLine.ScopeType;
 
 /**
  * {@code ./kvgate ctl}: the operator's CLI over a running gateway. Talks to the control socket by default (no token:
@@ -22,8 +32,9 @@ import java.util.List;
 public final class ControlCommand {
     static final String USAGE = """
         usage: ./kvgate ctl [--socket PATH | --admin URL [--token T]] [--json] <command> [args]
-          --socket PATH        control socket (default $KVGATE_SOCKET, else $RUNTIME_DIRECTORY/kvgate.sock,
-                               else /run/kvgate/kvgate.sock)
+          --socket PATH        control socket (default $KVGATE_SOCKET, else the first that exists of
+                               $RUNTIME_DIRECTORY/kvgate.sock, /run/kvgate/kvgate.sock,
+                               $XDG_RUNTIME_DIR/kvgate/kvgate.sock, /tmp/kvgate-$UID/kvgate.sock)
           --admin URL          use the admin HTTP listener instead (or $KVGATE_ADMIN), e.g. http://127.0.0.1:8081
           --token T            admin token for --admin when admin_token is configured (or $KVGATE_ADMIN_TOKEN)
           --json               print the gateway's JSON instead of tables
@@ -55,37 +66,67 @@ public final class ControlCommand {
         return run(args, System.out, System.err);
     }
 
-    static int run(String[] args, PrintStream out, PrintStream err) {
-        String socket = null;
-        String admin = System.getenv("KVGATE_ADMIN");
-        String token = System.getenv("KVGATE_ADMIN_TOKEN");
-        boolean json = false;
-        int i = 0;
-        while (i < args.length && args[i].startsWith("--")) {
-            switch (args[i]) {
-                case "--socket" -> socket = args.length > i + 1 ? args[++i] : null;
-                case "--admin" -> admin = args.length > i + 1 ? args[++i] : null;
-                case "--token" -> token = args.length > i + 1 ? args[++i] : null;
-                case "--json" -> json = true;
-                case "--help" -> {
-                    out.print(USAGE);
-                    return 0;
-                }
-                default -> {
-                    err.println("ctl: unknown option '" + args[i] + "'\n" + USAGE);
-                    return 2;
-                }
-            }
-            i++;
+    /** The verbs, in USAGE's order: each a picocli subcommand taking free arguments, so completion knows them. */
+    static final List<String> VERBS = List.of("status", "rules", "endpoints", "drain", "undrain", "weight", "patch",
+        "reload", "apply", "check", "diff", "config", "log-level", "inventory", "lookup", "explain", "parity");
+
+    /**
+     * The ctl command line as picocli sees it: the connection options and {@code --json} are inherited by every verb,
+     * so they go before or after it ({@code ctl rules --json} as {@code ctl --json rules}); {@code -h}/{@code --help}
+     * anywhere prints USAGE. The verbs' own arguments stay free-form (parsed below, as before).
+     */
+    public static CommandSpec spec() {
+        CommandSpec ctl = CommandSpec.create().name("ctl");
+        ctl.addOption(inherited("--socket", "PATH", "control socket"));
+        ctl.addOption(inherited("--admin", "URL", "admin HTTP listener instead of the socket"));
+        ctl.addOption(inherited("--token", "T", "admin token for --admin"));
+        ctl.addOption(OptionSpec.builder("--json").arity("0").type(boolean.class).scopeType(ScopeType.INHERIT)
+            .description("print the gateway's JSON").build());
+        ctl.addOption(OptionSpec.builder("-h", "--help").usageHelp(true).arity("0").type(boolean.class)
+            .scopeType(ScopeType.INHERIT).description("show this help").build());
+        for (String verb : VERBS) {
+            CommandSpec v = CommandSpec.create().name(verb);
+            v.addPositional(PositionalParamSpec.builder().paramLabel("ARG").arity("0..*").type(List.class)
+                .auxiliaryTypes(String.class).build());
+            ctl.addSubcommand(verb, v);
         }
-        if (i >= args.length) {
+        return ctl;
+    }
+
+    private static OptionSpec inherited(String name, String label, String description) {
+        return OptionSpec.builder(name).paramLabel(label).type(String.class).scopeType(ScopeType.INHERIT)
+            .description(description).build();
+    }
+
+    static int run(String[] args, PrintStream out, PrintStream err) {
+        ParseResult parsed;
+        try {
+            parsed = new CommandLine(spec()).setExpandAtFiles(false).parseArgs(args);
+        } catch (ParameterException e) {
+            err.println("ctl: " + e.getMessage() + "\n" + USAGE);
+            return 2;
+        }
+        List<ParseResult> chain = new ArrayList<>();
+        for (ParseResult r = parsed; r != null; r = r.subcommand()) {
+            chain.add(r);
+        }
+        if (chain.stream().anyMatch(ParseResult::isUsageHelpRequested)) {
+            out.print(USAGE);
+            return 0;
+        }
+        if (chain.size() < 2) {
             err.print(USAGE);
             return 2;
         }
+        String socket = option(chain, "--socket");
+        String admin = firstNonNull(option(chain, "--admin"), System.getenv("KVGATE_ADMIN"));
+        String token = firstNonNull(option(chain, "--token"), System.getenv("KVGATE_ADMIN_TOKEN"));
+        boolean json = chain.stream().anyMatch(r -> r.hasMatchedOption("--json"));
         ControlClient client = socket == null && admin != null ? ControlClient.http(admin, token)
             : ControlClient.socket(Path.of(socket != null ? socket : defaultSocket()));
-        String cmd = args[i];
-        List<String> rest = List.of(args).subList(i + 1, args.length);
+        ParseResult verb = chain.getLast();
+        String cmd = verb.commandSpec().name();
+        List<String> rest = verb.hasMatchedPositional(0) ? verb.matchedPositional(0).getValue() : List.of();
         String arg = rest.isEmpty() ? null : rest.get(0);
         try {
             Call c = switch (cmd) {
@@ -130,10 +171,7 @@ public final class ControlCommand {
                 case "parity" -> new Call("POST", "/admin/v1/parity" + (arg == null ? "" : "?rule=" + enc(arg)), "", null);
                 case "lookup" -> new Call("POST", "/admin/v1/lookup", body(arg), null);
                 case "explain" -> new Call("POST", "/admin/v1/explain", body(arg), null);
-                default -> {
-                    err.println("ctl: unknown command '" + cmd + "'\n" + USAGE);
-                    yield null;
-                }
+                default -> throw new IllegalStateException("verb " + cmd + " is in VERBS but not handled");
             };
             if (c == null) {
                 return 2;
@@ -162,17 +200,37 @@ public final class ControlCommand {
         }
     }
 
-    /** Where {@code serve} puts its socket when {@code control_socket} is not set (see GatewayMain). */
+    /**
+     * Where {@code serve} puts its socket when {@code control_socket} is not set: {@code $KVGATE_SOCKET}, else the
+     * first existing socket of {@link ControlSocketLocation}'s list (the one serve binds in), else the list's first
+     * entry, so the "cannot reach" message names where a service's socket would be.
+     */
     static String defaultSocket() {
-        String env = System.getenv("KVGATE_SOCKET");
-        if (env != null && !env.isBlank()) {
-            return env;
+        return defaultSocket(System.getenv(), ControlSocketLocation.currentUid(), Files::exists);
+    }
+
+    static String defaultSocket(Map<String, String> env, int uid, Predicate<Path> exists) {
+        String explicit = env.get("KVGATE_SOCKET");
+        if (explicit != null && !explicit.isBlank()) {
+            return explicit;
         }
-        String runtime = System.getenv("RUNTIME_DIRECTORY");
-        if (runtime != null && !runtime.isBlank()) {
-            return Path.of(runtime.split(":")[0], "kvgate.sock").toString();
+        return ControlSocketLocation.forClient(env, uid, exists)
+            .orElse(ControlSocketLocation.candidates(env, uid).getFirst()).toString();
+    }
+
+    /** An inherited option's value, wherever on the line it was given (the last one given wins, as before). */
+    private static String option(List<ParseResult> chain, String name) {
+        String value = null;
+        for (ParseResult r : chain) {
+            if (r.hasMatchedOption(name)) {
+                value = r.matchedOptionValue(name, null);
+            }
         }
-        return "/run/kvgate/kvgate.sock";
+        return value;
+    }
+
+    private static String firstNonNull(String a, String b) {
+        return a != null ? a : b;
     }
 
     @FunctionalInterface
@@ -290,6 +348,11 @@ public final class ControlCommand {
             + (n.path("config_file").isTextual() ? ", file " + n.path("config_file").asText() : ""));
         out.println("draining       " + n.path("draining").asBoolean());
         out.println("log level      " + n.path("log_level").asText());
+        JsonNode v = n.path("version");
+        if (!v.isMissingNode()) { // a gateway older than this ctl has no version in its status
+            out.println("version        kvgate " + v.path("version").asText() + " (commit " + v.path("commit").asText()
+                + ", Java " + v.path("java").asText() + ")");
+        }
         JsonNode r = n.path("readiness");
         if (!r.isMissingNode()) {
             out.println("ready          " + r.path("ready").asBoolean());

@@ -65,7 +65,7 @@ public final class RenderCommand {
                     }
                 }
                 case "--help", "-h" -> {
-                    err.println(USAGE);
+                    out.println(USAGE); // asked for: stdout and 0, as every command
                     return 0;
                 }
                 default -> {

@@ -76,9 +76,11 @@ public final class DemoCommand {
             return 2;
         }
         Path home = Path.of(System.getProperty("kvgate.home", ".")).toAbsolutePath();
-        Path modelDir = home.resolve("deploy/models/qwen3");
+        // deploy/models in a source tree, models/ in the release tarball (kvgate dist)
+        Path modelDir = Files.isDirectory(home.resolve("deploy/models")) ? home.resolve("deploy/models/qwen3")
+            : home.resolve("models/qwen3");
         if (!Files.isDirectory(modelDir)) {
-            System.err.println("demo: model directory " + modelDir + " not found (run from the repository)");
+            System.err.println("demo: model directory " + modelDir + " not found (run from the repository or an unpacked release)");
             return 1;
         }
         if (replicas != 0) {

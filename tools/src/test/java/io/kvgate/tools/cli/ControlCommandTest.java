@@ -3,7 +3,10 @@ package io.kvgate.tools.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpServer;
+import io.kvgate.control.BuildInfo;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
@@ -97,6 +100,15 @@ class ControlCommandTest {
         assertEquals("applied: configuration version 2\n  rules[name=chat].kv.load_cap_factor: 1.5 -> 1.2\n", out());
         assertEquals(0, ctl("status"), err());
         assertTrue(out().startsWith("configuration  version 2, digest " + gw.applied().digest()), out());
+        assertTrue(out().contains("\nversion        " + BuildInfo.current().describe() + "\n"), out());
+        // --json after the verb (it used to be taken for the verb's argument and ignored): the status JSON, with the
+        // running gateway's build under "version"
+        assertEquals(0, ctl("status", "--json"), err());
+        JsonNode status = new ObjectMapper().readTree(out());
+        assertEquals(BuildInfo.current().version(), status.path("version").path("version").asText(), out());
+        assertEquals(BuildInfo.current().commit(), status.path("version").path("commit").asText(), out());
+        assertEquals(Runtime.version().toString(), status.path("version").path("java").asText(), out());
+        assertEquals(2, status.path("config_version").asLong(), "the keys that were there stay");
         // reload re-reads the file: back to version 3 with the file's value.
         Files.writeString(config, Files.readString(config).replace("policy: kv_exact", "policy: kv_exact\n    explain: true"));
         assertEquals(0, ctl("diff"), err());
