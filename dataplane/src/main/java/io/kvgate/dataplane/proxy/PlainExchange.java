@@ -142,7 +142,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     /** The routing decision being waited for (admission wait included), and the engine request in progress. */
     private Span routeSpan;
     private Span legSpan;
-    private boolean firstEventSeen;
     /** The access-log record of this request (the client connection's), completed and logged when it ends. */
     private final AccessRecord access;
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
@@ -526,10 +525,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         // The leg's idle timer restarts on every byte, so an engine dripping an event that never completes would hold
         // the client for ever with nothing delivered: the same timeout also runs from the last progress.
         long now = loopNanoTime();
-        if (progressed && trace != null && !firstEventSeen && client.sse()) {
-            firstEventSeen = true;
-            trace.firstToken(gw.clock().nanoTime());
-        }
         if (progressed) {
             progressAtNs = now;
         } else if (now - progressAtNs >= TimeUnit.MILLISECONDS.toNanos(gw.config().upstream().idleTimeoutMs())) {
@@ -764,6 +759,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             lastOutputNs = gw.clock().nanoTime();
             ttftNs = lastOutputNs - startNs;
             gw.metrics().timeToFirstToken(ruleName, ttftNs, access.traceId);
+            if (trace != null) {
+                trace.firstToken(lastOutputNs); // the first content token (the access log's and the histogram's TTFT)
+            }
         }
     }
 
