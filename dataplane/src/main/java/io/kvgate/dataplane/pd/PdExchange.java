@@ -129,6 +129,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     /** The request's trace when it is sampled, else null; its P/D routing decisions and prefill leg as spans. */
     private RequestTrace trace;
     private Span routeSpan;
+    /** When admission control held a leg's request (routing thread's writes, read after the decision): 0 when not. */
+    private long admissionQueuedAtNs;
+    private long admissionAdmittedAtNs;
     private Span prefillSpan;
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
     private String errorCode;
@@ -285,6 +288,12 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     }
 
     /** Admission control shed the request before its prefill leg (queue full or max_wait_ms): 429 + Retry-After. */
+    @Override
+    public void admissionWaited(long queuedAtNs, long admittedAtNs) {
+        this.admissionQueuedAtNs = queuedAtNs;
+        this.admissionAdmittedAtNs = admittedAtNs;
+    }
+
     @Override
     public void onShed(Rule r, String message) {
         try {
@@ -645,6 +654,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private void endRouteSpan(EndpointState ep, String why, String failed) {
         if (routeSpan != null) {
             trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
+            if (admissionAdmittedAtNs != 0) {
+                trace.stageUnder(routeSpan, "kvgate.admission_wait", admissionQueuedAtNs, admissionAdmittedAtNs);
+                admissionAdmittedAtNs = 0;
+            }
             if (failed != null) {
                 trace.fail(routeSpan, failed, gw.clock().nanoTime());
             } else {

@@ -141,6 +141,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private RequestTrace trace;
     /** The routing decision being waited for (admission wait included), and the engine request in progress. */
     private Span routeSpan;
+    /** When admission control held the request (routing thread's writes, read after the decision): 0 when it did not. */
+    private long admissionQueuedAtNs;
+    private long admissionAdmittedAtNs;
     private Span legSpan;
     /** The access-log record of this request (the client connection's), completed and logged when it ends. */
     private final AccessRecord access;
@@ -335,6 +338,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     public void decision(String tier, int reachable) {
         this.decisionTier = tier;
         this.reachableTokens = reachable;
+    }
+
+    @Override
+    public void admissionWaited(long queuedAtNs, long admittedAtNs) {
+        this.admissionQueuedAtNs = queuedAtNs;
+        this.admissionAdmittedAtNs = admittedAtNs;
     }
 
     /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
@@ -821,6 +830,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private void endRouteSpan(EndpointState ep, String why, String failed) {
         if (routeSpan != null) {
             trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
+            if (admissionAdmittedAtNs != 0) {
+                trace.stageUnder(routeSpan, "kvgate.admission_wait", admissionQueuedAtNs, admissionAdmittedAtNs);
+                admissionAdmittedAtNs = 0;
+            }
             long now = gw.clock().nanoTime();
             if (failed != null) {
                 trace.fail(routeSpan, failed, now);

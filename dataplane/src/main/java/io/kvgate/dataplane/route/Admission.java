@@ -138,11 +138,16 @@ public final class Admission {
         return queue.peek();
     }
 
-    /** Removes {@link #peek()}'s request for dispatch, recording its wait. The caller recycles it after deciding. */
-    void take(long nowNs) {
+    /**
+     * Removes {@link #peek()}'s request for dispatch, recording its wait, which it returns. The caller recycles it
+     * after deciding.
+     */
+    long take(long nowNs) {
         PriorityClass cls = queue.peekClass();
-        recordWait(cls, queue.take(nowNs));
+        long waitedNs = queue.take(nowNs);
+        recordWait(cls, waitedNs);
         syncDepth();
+        return waitedNs;
     }
 
     /** Sheds every request that would pass {@code max_wait_ms} before the caller's next turn ({@code slackNs}). */

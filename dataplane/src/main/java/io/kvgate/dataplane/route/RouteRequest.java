@@ -134,6 +134,13 @@ public interface RouteRequest {
     default void decision(String tier, int reachableTokens) {}
 
     /**
+     * Admission control held the request from {@code queuedAtNs} to {@code admittedAtNs} (the routing stage's clock,
+     * the gateway's): for the request's trace. Called on the routing thread just before the decision is posted to the
+     * request's event loop, which reads it after; not called for a request that never waited.
+     */
+    default void admissionWaited(long queuedAtNs, long admittedAtNs) {}
+
+    /**
      * Admission control gave up on the request (its queue was full, or it waited {@code admission.max_wait_ms}): the
      * client gets 429 with {@code Retry-After}. On the request's event loop; no endpoint was counted for it. The
      * default answers like "no endpoint" for requests that know no better.

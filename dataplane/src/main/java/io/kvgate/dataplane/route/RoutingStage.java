@@ -682,7 +682,10 @@ public final class RoutingStage implements AutoCloseable {
             if (a.mustWait(rule.candidates(w.role), w, now)) {
                 return;
             }
-            a.take(now);
+            long waitedNs = a.take(now);
+            if (w.request != null && !w.dryRun) {
+                w.request.admissionWaited(now - waitedNs, now); // read on its event loop after decide's post
+            }
             decide(rule, w, now);
             a.recycle(w);
         }

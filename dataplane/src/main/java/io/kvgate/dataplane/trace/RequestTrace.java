@@ -104,6 +104,11 @@ public final class RequestTrace {
         child(name, startNs).end(epoch(endNs), TimeUnit.NANOSECONDS);
     }
 
+    /** A stage under {@code parent} that already ran from {@code startNs} to {@code endNs}: one ended span. */
+    public void stageUnder(Span parent, String name, long startNs, long endNs) {
+        childOf(parent, name, startNs, SpanKind.INTERNAL).end(epoch(endNs), TimeUnit.NANOSECONDS);
+    }
+
     /** A child of the server span started at {@code startNs}; end it with {@link #end(Span, long)}. */
     public Span child(String name, long startNs) {
         return childOf(server, name, startNs, SpanKind.INTERNAL);

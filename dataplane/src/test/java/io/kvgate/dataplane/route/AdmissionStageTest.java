@@ -67,6 +67,8 @@ class AdmissionStageTest {
         String explanation;
         String shedMessage;
         int answers;
+        long queuedAtNs = -1;
+        long admittedAtNs = -1;
 
         Req(Rule rule, PriorityClass cls, long tenant) {
             this.rule = rule;
@@ -94,6 +96,12 @@ class AdmissionStageTest {
             endpoint = ep;
             explanation = why;
             answers++;
+        }
+
+        @Override
+        public void admissionWaited(long queuedAt, long admittedAt) {
+            queuedAtNs = queuedAt;
+            admittedAtNs = admittedAt;
         }
 
         @Override
@@ -159,9 +167,15 @@ class AdmissionStageTest {
             "three requests waiting");
         assertEquals(0, batch.answers + standard.answers + interactive.answers, "both endpoints saturated: nobody is answered");
 
+        long queuedAt = clock.nanoTime();
+        clock.advance(7, TimeUnit.MILLISECONDS);
         port.complete(a.endpoint, Outcome.SUCCESS); // a counter: the router sees it on its next turn (duty period at most)
         await(() -> interactive.answers == 1, "the interactive request dispatched");
         assertEquals(a.endpoint, interactive.endpoint);
+        // Its trace learns when admission control held it: from when it was queued to the turn that admitted it.
+        assertEquals(queuedAt, interactive.queuedAtNs);
+        assertEquals(queuedAt + TimeUnit.MILLISECONDS.toNanos(7), interactive.admittedAtNs);
+        assertEquals(-1, a.admittedAtNs, "a request routed at once never waited");
         assertEquals(0, standard.answers + batch.answers);
 
         port.complete(b.endpoint, Outcome.SUCCESS);
