@@ -61,6 +61,17 @@ final class MetricFamilies {
         return out;
     }
 
+    /** Every series name of the families docs/metrics.md's table lists ({@code | `name` | type | labels | help |}). */
+    static Set<String> registeredIn(String metricsDoc) {
+        Set<String> out = new TreeSet<>();
+        Matcher m = Pattern.compile("(?m)^\\| `([a-z_:][a-z0-9_:]*)` \\| (\\w+) \\|")
+            .matcher(metricsDoc);
+        while (m.find()) {
+            out.addAll(series(m.group(1), m.group(2)));
+        }
+        return out;
+    }
+
     static Set<String> series(String family, String type) {
         return switch (type) {
             case "histogram" -> Set.of(family + "_bucket", family + "_sum", family + "_count");

@@ -241,10 +241,14 @@ class StatusPageSystemTest {
         assertEquals(200, scrape.statusCode());
         Files.writeString(out.resolve("scrape.txt"), scrape.body());
         Set<String> live = MetricFamilies.namesIn(scrape.body());
+        // A labelled counter has no series until its first event (an engine error, a shed request), and the text
+        // format leaves a family without samples out: such families count when the gateway registers them, which
+        // docs/metrics.md lists (MetricsCatalogueSystemTest keeps it equal to the registry).
+        Set<String> registered = MetricFamilies.registeredIn(Files.readString(root.resolve("docs/metrics.md")));
         Set<String> missing = new TreeSet<>();
         MetricFamilies known = MetricFamilies.load();
         for (String name : MetricFamilies.referenced(root)) {
-            if (!live.contains(name)) {
+            if (!live.contains(name) && !registered.contains(name)) {
                 missing.add(name);
             }
         }
@@ -252,7 +256,8 @@ class StatusPageSystemTest {
             + " (scrape kept in " + out.resolve("scrape.txt") + ")");
         Set<String> unlisted = new TreeSet<>();
         known.families().forEach((family, type) -> {
-            if (!live.containsAll(MetricFamilies.series(family, type))) {
+            if (!live.containsAll(MetricFamilies.series(family, type))
+                && !registered.containsAll(MetricFamilies.series(family, type))) {
                 unlisted.add(family);
             }
         });
