@@ -141,10 +141,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private RequestTrace trace;
     /** The routing decision being waited for (admission wait included), and the engine request in progress. */
     private Span routeSpan;
+    private Span legSpan;
     /** When admission control held the request (routing thread's writes, read after the decision): 0 when it did not. */
     private long admissionQueuedAtNs;
     private long admissionAdmittedAtNs;
-    private Span legSpan;
     /** The access-log record of this request (the client connection's), completed and logged when it ends. */
     private final AccessRecord access;
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
