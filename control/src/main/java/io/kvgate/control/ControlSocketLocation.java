@@ -74,17 +74,18 @@ public final class ControlSocketLocation {
     }
 
     static boolean ownedBy(Path dir, int uid) {
-        try {
-            return (Integer) Files.getAttribute(dir, "unix:uid") == uid;
-        } catch (java.io.IOException | UnsupportedOperationException | IllegalArgumentException e) {
-            return false;
-        }
+        return uid >= 0 && uidOf(dir) == uid;
     }
 
     /** This process's uid (the owner of /proc/self), -1 when the platform has no /proc. */
     public static int currentUid() {
+        return uidOf(Path.of("/proc/self"));
+    }
+
+    /** The owner of {@code p}, -1 when it cannot be read (no such file, no unix attribute view). */
+    private static int uidOf(Path p) {
         try {
-            return (Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+            return (Integer) Files.getAttribute(p, "unix:uid");
         } catch (java.io.IOException | UnsupportedOperationException | IllegalArgumentException e) {
             return -1;
         }

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.accesslog;
 
+import io.kvgate.dataplane.wire.JsonText;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
@@ -14,7 +15,6 @@ import java.time.format.DateTimeFormatter;
 final class AccessLogLine {
     private static final DateTimeFormatter TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
         .withZone(ZoneOffset.UTC);
-    private static final char[] HEX = "0123456789abcdef".toCharArray();
 
     private final StringBuilder out = new StringBuilder(512);
     /** The last second formatted, and its text: lines within one second reuse it (formatting allocates). */
@@ -102,29 +102,7 @@ final class AccessLogLine {
             return;
         }
         b.append('"');
-        escape(b, v);
+        JsonText.appendEscaped(b, v);
         b.append('"');
-    }
-
-    /** JSON string escaping: quote, backslash and every control character (U+2028/2029 too, for JavaScript readers). */
-    static void escape(StringBuilder b, String s) {
-        for (int i = 0, n = s.length(); i < n; i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"' -> b.append("\\\"");
-                case '\\' -> b.append("\\\\");
-                case '\n' -> b.append("\\n");
-                case '\r' -> b.append("\\r");
-                case '\t' -> b.append("\\t");
-                default -> {
-                    if (c < 0x20 || c == 0x7f || c == '\u2028' || c == '\u2029') {
-                        b.append("\\u").append(HEX[c >> 12 & 0xf]).append(HEX[c >> 8 & 0xf]).append(HEX[c >> 4 & 0xf])
-                            .append(HEX[c & 0xf]);
-                    } else {
-                        b.append(c);
-                    }
-                }
-            }
-        }
     }
 }

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.admin;
 
+import io.kvgate.control.ControlSocketLocation;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.log.Log;
 import io.netty.bootstrap.ServerBootstrap;
@@ -113,9 +114,13 @@ public final class ControlSocket implements AutoCloseable {
         }
     }
 
-    /** The gateway process's uid (owner of /proc/self). */
+    /** The gateway process's uid (owner of /proc/self): the control socket cannot check its peers without it. */
     public static int ownUid() throws IOException {
-        return (Integer) Files.getAttribute(Path.of("/proc/self"), "unix:uid");
+        int uid = ControlSocketLocation.currentUid();
+        if (uid < 0) {
+            throw new IOException("cannot read this process's uid from /proc/self (the control socket needs Linux)");
+        }
+        return uid;
     }
 
     public Path path() {

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.request;
 
+import io.kvgate.dataplane.wire.JsonText;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.CompositeByteBuf;
@@ -41,25 +42,9 @@ public final class JsonMembers {
 
     /** {@code s} as a JSON string literal. */
     public static String quote(String s) {
-        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"' -> sb.append("\\\"");
-                case '\\' -> sb.append("\\\\");
-                case '\n' -> sb.append("\\n");
-                case '\r' -> sb.append("\\r");
-                case '\t' -> sb.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        sb.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        sb.append(c);
-                    }
-                }
-            }
-        }
-        return sb.append('"').toString();
+        StringBuilder sb = new StringBuilder(s.length() + 2);
+        JsonText.appendQuoted(sb, s);
+        return sb.toString();
     }
 
     private static boolean isJsonWhitespace(byte b) {

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.request;
 
+import io.kvgate.dataplane.wire.JsonText;
 import io.kvgate.dataplane.request.RequestFields.Member;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -223,25 +224,9 @@ public final class RequestEdits {
 
     /** {@code s} as a JSON string literal (quotes, backslashes and control characters escaped). */
     public static byte[] jsonString(String s) {
-        StringBuilder b = new StringBuilder(s.length() + 2).append('"');
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"' -> b.append("\\\"");
-                case '\\' -> b.append("\\\\");
-                case '\n' -> b.append("\\n");
-                case '\r' -> b.append("\\r");
-                case '\t' -> b.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        b.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        b.append(c);
-                    }
-                }
-            }
-        }
-        return b.append('"').toString().getBytes(StandardCharsets.UTF_8);
+        StringBuilder b = new StringBuilder(s.length() + 2);
+        JsonText.appendQuoted(b, s);
+        return b.toString().getBytes(StandardCharsets.UTF_8);
     }
 
     /**
