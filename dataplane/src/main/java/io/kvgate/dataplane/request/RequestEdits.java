@@ -1,7 +1,7 @@
 package io.kvgate.dataplane.request;
 
-import io.kvgate.dataplane.wire.JsonText;
 import io.kvgate.dataplane.request.RequestFields.Member;
+import io.kvgate.dataplane.wire.JsonText;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import java.nio.charset.StandardCharsets;
