@@ -33,7 +33,6 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.zeromq.SocketType;
-import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 
 /**
@@ -323,13 +322,26 @@ class KvIngestRawPeerSystemTest {
         System.out.printf("direct memory after %d silent handshaked peers on a bound socket: +%d bytes (%d per peer)%n",
             peers, grown, grown / peers);
         assertTrue(grown < peers * (256L << 10), "direct memory grew by " + grown + " bytes for " + peers + " peers");
-        // Peers accepted while earlier ones wait for ZAP count too, so fewer than 4 may be admitted, never more.
-        assertTrue(ingest.zapAllowed() >= 1 && ingest.zapAllowed() <= 4,
-            "at most max_peers_per_bind_socket peers are admitted: " + state());
+        // Peers accepted while earlier ones wait for ZAP count too (the cap is on live connections): when all 32
+        // are accepted before the first ZAP request is answered, none is admitted. Never more than 4.
+        assertTrue(ingest.zapAllowed() <= 4, "at most max_peers_per_bind_socket peers are admitted: " + state());
         assertTrue(status(5).lastError().contains("max_peers_per_bind_socket"), status(5).lastError());
         stillFilling(good, 2, 21);
         for (Socket s : silent) {
             s.close();
+        }
+        // The flood locks nobody out for long: once its connections are gone, the next peer is admitted. The
+        // closes reach the ingest asynchronously, so a peer may still be refused while they drain; retry (bounded).
+        long allowedBefore = ingest.zapAllowed();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (ingest.zapAllowed() == allowedBefore) {
+            assertTrue(System.nanoTime() - deadline < 0, "no peer admitted after the flood closed: " + state());
+            long answered = ingest.zapAllowed() + ingest.zapDenied();
+            Socket next = new Socket(InetAddress.getLoopbackAddress(), boundPort);
+            closeables.add(next);
+            next.getOutputStream().write(zmtpGreetingAndReady("PUB", false));
+            next.getOutputStream().flush();
+            pumpUntil("the next peer answered by ZAP", () -> ingest.zapAllowed() + ingest.zapDenied() > answered);
         }
     }
 
@@ -360,7 +372,7 @@ class KvIngestRawPeerSystemTest {
     }
 
     @Test
-    void aDeadZeroMqThreadIsReplacedAndSubscriptionsReopenOnANewContext() {
+    void aDeadZeroMqThreadIsReplacedAndSubscriptionsReopenOnANewContext() throws IOException {
         int goodPort = TestPorts.free(1);
         int breakerPort = TestPorts.free(1);
         ingest = new KvEventIngest(index, NanoClock.SYSTEM, fastRetry());
@@ -376,11 +388,12 @@ class KvIngestRawPeerSystemTest {
             throw new OutOfMemoryError("test: the I/O thread dies here");
         });
         breaker.bind("tcp://127.0.0.1:" + breakerPort);
-        try (ZContext pctx = new ZContext(1)) {
-            ZMQ.Socket push = pctx.createSocket(SocketType.PUSH);
-            push.setLinger(0);
-            push.connect("tcp://127.0.0.1:" + breakerPort);
-            push.send("x");
+        // The peer is a raw socket writing a ZMTP greeting and READY, not a JeroMQ PUSH: a JeroMQ client left a
+        // freshly connected channel unserved about once in 32 runs (its greeting never sent, the server's
+        // 10-byte signature unread: seen with ss on a hung run), so the allocator was never reached.
+        try (Socket push = new Socket(InetAddress.getLoopbackAddress(), breakerPort)) {
+            push.getOutputStream().write(zmtpGreetingAndReady("PUSH", false));
+            push.getOutputStream().flush();
             pumpUntil("the context is rebuilt", () -> ingest.contextRebuilds() > 0);
         }
         assertTrue(ingest.ioThreadErrors() >= 1, state());
