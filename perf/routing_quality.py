@@ -1,0 +1,532 @@
+#!/usr/bin/python3
+"""Routing quality against an oracle (issue #35): engine-observed cache hit ratio per policy, as a fraction of an
+offline best-known placement of the same trace, with TTFT and the busiest engine's share.
+
+For each (engine kind, workload, gateways, policy) run: fresh engines (caches cold), fresh gateways, a seeded
+workload driven by closed-loop clients (a new TCP connection per request, as behind an L4 balancer), then:
+
+* observed hit ratio = the engines' own counters (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total,
+  deltas over the run), never the gateway's view;
+* busiest share = the busiest engine's finished requests / all (vllm:request_success_total deltas), shown as a
+  multiple of the mean share;
+* TTFT p50/p99 from the clients (first streamed token);
+* the oracle replays the recorded trace (token ids in arrival order) over one simulated LRU prefix cache per
+  engine, the indie engine's own PrefixCache (same capacity, block size, allocation and eviction), under several
+  placements made with full knowledge of the trace, and keeps the best: future-aware greedy (each request to the
+  engine, within a load bound of 1.1, 1.25 or 1.5x the mean, maximising cached tokens now minus the future hits
+  its evictions destroy) and a partition into prefix-sharing groups (a family; a conversation's turns) packed onto
+  the engines largest first. It is a best-known bound, not a proven optimum, and it ignores time (requests in
+  flight pin blocks in real engines; two requests of a new family arriving together both miss), which favours it.
+
+Engines: `indie` (testkit/src/test/python/indie_engine.py, written apart from kvgate) or `sim` (./kvgate sim). Gateways:
+`./kvgate serve`; with --gateways N > 1, HAProxy `mode tcp` round robin in front. Everything on 127.0.0.1; every
+process started here is stopped here, by PID; every wait is bounded.
+
+  perf/routing-quality.sh                       # the matrix, results to perf/results/routing-quality-<date>.md
+  perf/routing-quality.sh --quick --workloads shared-prefix --policies kv_exact --engines indie
+"""
+import argparse
+import asyncio
+import collections
+import datetime
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "testkit", "src", "test", "python"))
+import indie_engine  # noqa: E402  (the oracle reuses the indie engine's cache model)
+
+BLOCK = 16
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Workloads: chains of requests. A chain runs in order (a conversation, an agent); clients take the next chain.
+# ---------------------------------------------------------------------------------------------------------------
+
+class Step:
+    __slots__ = ("tokens", "pause", "max_tokens")
+
+    def __init__(self, tokens, pause=0.0, max_tokens=2):
+        self.tokens = tokens
+        self.pause = pause
+        self.max_tokens = max_tokens
+
+
+def fresh(rnd, n):
+    return [rnd.randrange(1000, 100000) for _ in range(n)]
+
+
+def shared_prefix(rnd, quick):
+    """Issue #35 shape 1: 12 families of 320 prefix + 48 unique tokens, 20 each, shuffled (more than one cache holds)."""
+    families, per = 12, (8 if quick else 20)
+    prefixes = [fresh(rnd, 320) for _ in range(families)]
+    chains = [[Step(prefixes[f] + fresh(rnd, 48))] for f in range(families) for _ in range(per)]
+    rnd.shuffle(chains)
+    return chains, {"engines": 4, "blocks": 96, "slots": 4, "clients": 4}
+
+
+def multi_turn(rnd, quick):
+    """Issue #35 shape 2: 32 conversations on 2 shared 64-token system prompts, 96-token first turns, +32 per turn."""
+    systems = [fresh(rnd, 64) for _ in range(2)]
+    chains = []
+    for c in range(16 if quick else 32):
+        prompt = systems[c % 2] + fresh(rnd, 96)
+        chain = []
+        for _ in range(6):
+            chain.append(Step(list(prompt)))
+            prompt = prompt + fresh(rnd, 32)
+        chains.append(chain)
+    return chains, {"engines": 8, "blocks": 80, "slots": 2, "clients": 16}
+
+
+def agentic(rnd, quick):
+    """Long growing contexts with tool pauses of 0.2-2 s; sub-agents fork from a parent's prefix."""
+    chains = []
+    tools = fresh(rnd, 1500)                       # a tool catalogue every agent's system prompt carries
+    for a in range(4 if quick else 8):
+        prompt = tools + fresh(rnd, 400)
+        chain = []
+        for turn in range(4 if quick else 6):
+            chain.append(Step(list(prompt), pause=rnd.uniform(0.2, 2.0) if turn else 0.0))
+            prompt = prompt + fresh(rnd, rnd.randrange(200, 900))   # the tool's result and the next thought
+        chains.append(chain)
+        for s in range(2):                          # sub-agents: the parent's context so far + their own task
+            base = list(chain[len(chain) // 2].tokens)
+            chains.append([Step(base + fresh(rnd, 300), pause=rnd.uniform(0.2, 2.0)),
+                           Step(base + fresh(rnd, 300) + fresh(rnd, 400), pause=rnd.uniform(0.2, 2.0))])
+    return chains, {"engines": 4, "blocks": 1200, "slots": 4, "clients": 6}
+
+
+def mixed(rnd, quick):
+    """Prompt lengths 50-50,000 (log-uniform), half on one of 6 shared prefixes of 1-4k tokens."""
+    prefixes = [fresh(rnd, rnd.randrange(1000, 4000)) for _ in range(6)]
+    chains = []
+    for _ in range(40 if quick else 100):
+        n = int(math.exp(rnd.uniform(math.log(50), math.log(20000 if quick else 50000))))
+        if rnd.random() < 0.5:
+            p = rnd.choice(prefixes)
+            chains.append([Step(p + fresh(rnd, n))])
+        else:
+            chains.append([Step(fresh(rnd, n))])
+    return chains, {"engines": 4, "blocks": 8000, "slots": 4, "clients": 6}
+
+
+WORKLOADS = {"shared-prefix": shared_prefix, "multi-turn": multi_turn, "agentic": agentic, "mixed": mixed}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The oracle
+# ---------------------------------------------------------------------------------------------------------------
+
+def oracle(trace, engines, blocks):
+    """The best of several placements with full knowledge of the trace, each replayed over simulated LRU caches:
+    future-aware greedy under three load bounds, and a partition of the trace into prefix-sharing groups packed
+    onto the engines. Returns (hit ratio, busiest engine's share, name of the winning placement)."""
+    digests = [indie_engine.PrefixCache(1, BLOCK, "0", None).digests(t) for t in trace]
+    candidates = [("greedy-1.1", greedy_placement(trace, digests, engines, blocks, 1.1)),
+                  ("greedy-1.25", greedy_placement(trace, digests, engines, blocks, 1.25)),
+                  ("greedy-1.5", greedy_placement(trace, digests, engines, blocks, 1.5)),
+                  ("partition", partition_placement(trace, digests, engines))]
+    best = None
+    for name, placement in candidates:
+        ratio, share = replay(trace, digests, placement, engines, blocks)
+        if best is None or ratio > best[0]:
+            best = (ratio, share, name)
+    return best
+
+
+def replay(trace, digests, placement, engines, blocks):
+    caches = [indie_engine.PrefixCache(blocks, BLOCK, "0", lambda events: None) for _ in range(engines)]
+    hits = queries = 0
+    for i, tokens in enumerate(trace):
+        c = caches[placement[i]]
+        req = _OracleRequest(tokens, digests[i])
+        queries += len(tokens)
+        if c.admit(req):   # False only when one request needs more blocks than a whole cache: a miss
+            hits += req.cached_tokens
+            c.finish(req, [])
+    counts = collections.Counter(placement)
+    return hits / max(1, queries), max(counts.values()) / max(1, len(trace))
+
+
+def greedy_placement(trace, digests, engines, blocks, bound_factor):
+    """Each request, in order, to the engine (assigned so far <= bound_factor x the mean + 1) maximising the cached
+    tokens now minus the future hits its evictions destroy (an evicted block read again later costs its tokens)."""
+    caches = [indie_engine.PrefixCache(blocks, BLOCK, "0", lambda events: None) for _ in range(engines)]
+    uses = collections.defaultdict(collections.deque)   # digest -> indexes of the requests that read it, in order
+    for i, ds in enumerate(digests):
+        for d in ds:
+            uses[d].append(i)
+    assigned = [0] * engines
+    placement = []
+    for i, tokens in enumerate(trace):
+        for d in digests[i]:
+            if uses[d] and uses[d][0] == i:
+                uses[d].popleft()
+        bound = bound_factor * (i / engines) + 1
+        best, best_score = None, None
+        for e in range(engines):
+            if assigned[e] > bound:
+                continue
+            c = caches[e]
+            hit = c.lookup(digests[i], len(tokens))
+            evict = max(0, -(-(len(tokens) + 2) // BLOCK) - hit - c.unused)
+            lost = 0
+            if evict:
+                mine = set(digests[i][:hit])
+                for d in c.evictable:
+                    if evict == 0:
+                        break
+                    if d in mine:
+                        continue
+                    evict -= 1
+                    if uses.get(d):
+                        lost += BLOCK
+            score = (hit * BLOCK - lost, -assigned[e])
+            if best_score is None or score > best_score:
+                best, best_score = e, score
+        req = _OracleRequest(tokens, digests[i])
+        if caches[best].admit(req):
+            caches[best].finish(req, [])
+        assigned[best] += 1
+        placement.append(best)
+    return placement
+
+
+def partition_placement(trace, digests, engines):
+    """Requests joined when they share their deepest shared prefix block (a family, or a conversation's turns
+    linked pairwise), groups packed largest first onto the engine with the fewest requests."""
+    readers = collections.Counter(d for ds in digests for d in set(ds))
+    parent = list(range(len(trace)))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    # A request joins every request whose deepest shared block lies on its own prefix chain: the family members
+    # of a shared prefix, and a conversation's turns (each turn's prompt extends the last's).
+    owner = {}
+    for i, ds in enumerate(digests):
+        deepest = next((d for d in reversed(ds) if readers[d] > 1), None)
+        if deepest is not None:
+            owner.setdefault(deepest, i)
+    for i, ds in enumerate(digests):
+        for d in ds:
+            j = owner.get(d)
+            if j is not None and find(j) != find(i):
+                parent[find(i)] = find(j)
+    groups = collections.defaultdict(list)
+    for i in range(len(trace)):
+        groups[find(i)].append(i)
+    load = [0] * engines
+    placement = [0] * len(trace)
+    for members in sorted(groups.values(), key=len, reverse=True):
+        e = min(range(engines), key=lambda k: load[k])
+        for i in members:
+            placement[i] = e
+        load[e] += len(members)
+    return placement
+
+
+class _OracleRequest:
+    def __init__(self, tokens, digests):
+        self.prompt = tokens
+        self.max_tokens = 2
+        self.digests = digests
+        self.held = []
+        self.uncached_held = 0
+        self.cached_tokens = 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Processes
+# ---------------------------------------------------------------------------------------------------------------
+
+class Fleet:
+    def __init__(self, work):
+        self.work = work
+        self.procs = []
+
+    def start(self, name, argv):
+        log = open(os.path.join(self.work, name + ".log"), "w")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                             start_new_session=True)
+        self.procs.append((name, p))
+        return p
+
+    def stop(self, p):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+    def stop_all(self):
+        for _, p in reversed(self.procs):
+            self.stop(p)
+        self.procs = []
+
+    def log_tail(self, name):
+        try:
+            with open(os.path.join(self.work, name + ".log")) as f:
+                return "".join(f.readlines()[-20:])
+        except OSError:
+            return ""
+
+
+def wait_http(url, what, fleet, name, timeout=90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.25)
+    raise SystemExit("%s did not answer 200 on %s within %d s:\n%s" % (what, url, timeout, fleet.log_tail(name)))
+
+
+def scrape(url):
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    sums = collections.Counter()
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", line)
+        if m:
+            try:
+                sums[m.group(1)] += float(m.group(3))
+            except ValueError:
+                pass
+    return sums
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The client
+# ---------------------------------------------------------------------------------------------------------------
+
+async def one_request(port, model, step, timeout):
+    body = json.dumps({"model": model, "prompt": step.tokens, "max_tokens": step.max_tokens, "stream": True,
+                       "temperature": 0}).encode()
+    t0 = time.monotonic()
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
+    try:
+        writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: q\r\nContent-Type: application/json\r\n"
+                     b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), timeout)
+        ok = b" 200 " in status
+        ttft = None
+        while True:
+            line = await asyncio.wait_for(reader.readline(), timeout)
+            if not line:
+                break
+            if ttft is None and line.startswith(b"data: {") and b'"text"' in line:
+                ttft = time.monotonic() - t0
+        return ok, ttft
+    finally:
+        writer.close()
+
+
+async def drive(port, model, chains, clients, deadline_s, timeout=60):
+    queue = collections.deque(chains)
+    trace, ttfts, failures = [], [], [0]
+    end = time.monotonic() + deadline_s
+
+    async def client():
+        while queue and time.monotonic() < end:
+            chain = queue.popleft()
+            for step in chain:
+                if step.pause:
+                    await asyncio.sleep(step.pause)
+                trace.append(step.tokens)
+                try:
+                    ok, ttft = await one_request(port, model, step, timeout)
+                except (OSError, asyncio.TimeoutError):
+                    ok, ttft = False, None
+                if not ok:
+                    failures[0] += 1
+                elif ttft is not None:
+                    ttfts.append(ttft)
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return trace, ttfts, failures[0]
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------------------------
+
+def gateway_yaml(port, admin, policy, endpoints, model):
+    eps = "".join("      - url: http://127.0.0.1:%d\n        kv_events: tcp://127.0.0.1:%d\n" % (h, k)
+                  for h, k in endpoints)
+    return ("listen: 127.0.0.1:%d\nadmin_listen: 127.0.0.1:%d\ncontrol_socket: \"off\"\nhealth: {interval_ms: 1000}\n"
+            "rules:\n  - name: quality\n    models: [%s]\n    engine: vllm\n    policy: %s\n    block_size: %d\n"
+            "    hash_seed: \"0\"\n    endpoints:\n%s") % (port, admin, model, policy, BLOCK, eps)
+
+
+def run_one(args, fleet, ports, kind, workload, gateways, policy):
+    rnd = random.Random(args.seed)
+    chains, shape = WORKLOADS[workload](rnd, args.quick)
+    engines, blocks, slots, clients = shape["engines"], shape["blocks"], shape["slots"], shape["clients"]
+    model = "quality"
+    endpoints, urls = [], []
+    for e in range(engines):
+        http, kv = ports.take(), ports.take()
+        endpoints.append((http, kv))
+        urls.append("http://127.0.0.1:%d" % http)
+        name = "%s-engine%d" % (kind, e)
+        if kind == "indie":
+            fleet.start(name, ["/usr/bin/python3", os.path.join(ROOT, "testkit/src/test/python/indie_engine.py"),
+                               "--port", str(http), "--kv-endpoint", "tcp://127.0.0.1:%d" % kv, "--model", model,
+                               "--blocks", str(blocks), "--slots", str(slots), "--prefill-us-per-token", "20",
+                               "--decode-ms-per-token", "2"])
+        else:
+            fleet.start(name, [os.path.join(ROOT, "kvgate"), "sim", "--dialect", "vllm", "--port", str(http),
+                               "--model", model, "--kv-events", "tcp://127.0.0.1:%d" % kv, "--kv-events-mode", "bind",
+                               "--block-size", str(BLOCK), "--cache-blocks", str(blocks), "--hash-seed", "0",
+                               "--max-concurrency", str(slots), "--queue", "4096", "--ttft-ms", "1",
+                               "--prefill-us-per-token", "20", "--itl-ms", "2", "--seed", str(e + 1)])
+    for e, u in enumerate(urls):
+        wait_http(u + "/health", "engine", fleet, "%s-engine%d" % (kind, e))
+    gw_ports = []
+    for g in range(gateways):
+        port, admin = ports.take(), ports.take()
+        gw_ports.append(port)
+        cfg = os.path.join(fleet.work, "gw%d.yaml" % g)
+        with open(cfg, "w") as f:
+            f.write(gateway_yaml(port, admin, policy, endpoints, model))
+        fleet.start("gw%d" % g, [os.path.join(ROOT, "kvgate"), "serve", "--config", cfg])
+    for g, port in enumerate(gw_ports):
+        wait_http("http://127.0.0.1:%d/ready/engines" % port, "gateway", fleet, "gw%d" % g)
+    front = gw_ports[0]
+    if gateways > 1:
+        front = ports.take()
+        cfg = os.path.join(fleet.work, "haproxy.cfg")
+        with open(cfg, "w") as f:
+            f.write("global\n  maxconn 4096\ndefaults\n  mode tcp\n  timeout connect 2s\n  timeout client 120s\n"
+                    "  timeout server 120s\nfrontend many\n  bind 127.0.0.1:%d\n  default_backend gws\n"
+                    "backend gws\n  balance roundrobin\n" % front)
+            for g, port in enumerate(gw_ports):
+                f.write("  server g%d 127.0.0.1:%d\n" % (g, port))
+        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        fleet.start("haproxy", [haproxy, "-db", "-f", cfg])
+        time.sleep(0.5)
+    before = [scrape(u) for u in urls]
+    t0 = time.time()
+    trace, ttfts, failures = asyncio.run(drive(front, model, chains, clients, args.deadline))
+    elapsed = time.time() - t0
+    time.sleep(0.3)
+    after = [scrape(u) for u in urls]
+    fleet.stop_all()
+    hits = sum(a["vllm:prefix_cache_hits_total"] - b["vllm:prefix_cache_hits_total"] for a, b in zip(after, before))
+    queries = sum(a["vllm:prefix_cache_queries_total"] - b["vllm:prefix_cache_queries_total"]
+                  for a, b in zip(after, before))
+    served = [a["vllm:request_success_total"] - b["vllm:request_success_total"] for a, b in zip(after, before)]
+    observed = hits / max(1.0, queries)
+    busiest = max(served) / max(1.0, sum(served)) * engines
+    o_ratio, o_busiest_share, o_name = oracle(trace, engines, blocks)
+    return {"engine": kind, "workload": workload, "gateways": gateways, "policy": policy, "requests": len(trace),
+            "failures": failures, "observed": observed, "oracle": o_ratio,
+            "fraction": observed / o_ratio if o_ratio > 0 else float("nan"),
+            "busiest": busiest, "oracle_busiest": o_busiest_share * engines, "oracle_placement": o_name,
+            "ttft_p50_ms": pct(ttfts, 0.5) * 1e3, "ttft_p99_ms": pct(ttfts, 0.99) * 1e3, "seconds": elapsed}
+
+
+class Ports:
+    def __init__(self, base):
+        self.next = base
+
+    def take(self):
+        self.next += 1
+        return self.next
+
+
+def machine():
+    cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"], capture_output=True, text=True).stdout
+    return "%s; nproc=%d; kernel %s" % (cpu.strip(), os.cpu_count(), os.uname().release)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--engines", default="indie,sim", help="engine kinds: indie,sim")
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--policies", default="kv_exact,chwbl,round_robin")
+    p.add_argument("--gateways", default="1,3")
+    p.add_argument("--seed", type=int, default=35)
+    p.add_argument("--quick", action="store_true", help="smaller workloads (the quality test tier's size)")
+    p.add_argument("--deadline", type=float, default=240, help="seconds a run may drive load (bounded)")
+    p.add_argument("--out", default="")
+    p.add_argument("--json", default="", help="also write the rows as JSON here")
+    args = p.parse_args()
+    work = tempfile.mkdtemp(prefix="kvgate-quality.")
+    fleet = Fleet(work)
+    ports = Ports(int(os.environ.get("PORT_BASE", 21000 + random.randrange(0, 150) * 60)))
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    rows = []
+    load_start = open("/proc/loadavg").read().split()[:3]
+    try:
+        for kind in args.engines.split(","):
+            for workload in args.workloads.split(","):
+                for gateways in [int(g) for g in args.gateways.split(",")]:
+                    for policy in args.policies.split(","):
+                        ports.next = ports.next + 40 - (ports.next % 20)
+                        row = run_one(args, fleet, ports, kind, workload, gateways, policy)
+                        rows.append(row)
+                        print("%(engine)-5s %(workload)-13s gw=%(gateways)d %(policy)-12s hit %(observed).3f "
+                              "oracle %(oracle).3f %(oracle_placement)s (%(fraction).2fx) busiest %(busiest).2fx (oracle "
+                              "%(oracle_busiest).2fx) ttft p50 %(ttft_p50_ms).0f p99 %(ttft_p99_ms).0f ms "
+                              "n=%(requests)d fail=%(failures)d" % row, flush=True)
+    finally:
+        fleet.stop_all()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.out:
+        write_report(args, rows, load_start)
+    if not os.environ.get("KEEP_WORK"):
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def write_report(args, rows, load_start):
+    with open(args.out, "w") as f:
+        f.write("# Routing quality against the oracle, %s\n\n" % datetime.date.today().isoformat())
+        f.write("Machine: %s. Load average at start: %s. Command: `perf/routing-quality.sh %s`.\n\n"
+                % (machine(), " ".join(load_start), " ".join(sys.argv[1:])))
+        f.write("Hit = engine-observed prefix-cache hit ratio (engines' counters); oracle = the greedy "
+                "future-knowledge placement over the same trace (method in perf/routing_quality.py); busiest = the "
+                "busiest engine's requests as a multiple of the mean.\n\n")
+        f.write("| engine | workload | gateways | policy | requests | failed | hit | oracle | hit/oracle | busiest | "
+                "oracle busiest | oracle placement | TTFT p50 ms | TTFT p99 ms |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            f.write("| %(engine)s | %(workload)s | %(gateways)d | %(policy)s | %(requests)d | %(failures)d | "
+                    "%(observed).3f | %(oracle).3f | %(fraction).2f | %(busiest).2f | %(oracle_busiest).2f | %(oracle_placement)s | "
+                    "%(ttft_p50_ms).0f | %(ttft_p99_ms).0f |\n" % r)
+
+
+if __name__ == "__main__":
+    main()
