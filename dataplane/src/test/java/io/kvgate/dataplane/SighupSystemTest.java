@@ -76,7 +76,7 @@ class SighupSystemTest {
         /** Waits for a line containing {@code text}; fails with every line seen when none comes in 20 s. */
         String await(String text) throws InterruptedException {
             StringBuilder seen = new StringBuilder();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (System.nanoTime() < deadline) {
                 String line = lines.poll(100, TimeUnit.MILLISECONDS);
                 if (line != null) {

@@ -44,7 +44,7 @@ class SigtermSystemTest {
     }
 
     private static String await(BlockingQueue<String> lines, String text, StringBuilder seen) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (System.nanoTime() < deadline) {
             String line = lines.poll(100, TimeUnit.MILLISECONDS);
             if (line != null) {
