@@ -36,6 +36,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -301,6 +302,17 @@ def wait_http(url, what, fleet, name, timeout=90):
     raise SystemExit("%s did not answer 200 on %s within %d s:\n%s" % (what, url, timeout, fleet.log_tail(name)))
 
 
+def wait_listening(port, name, fleet, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("%s did not listen on %d within %d s:\n%s" % (name, port, timeout, fleet.log_tail(name)))
+
+
 def scrape(url):
     with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
         text = r.read().decode()
@@ -331,7 +343,8 @@ async def one_request(port, model, step, timeout):
                      b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         await writer.drain()
         status = await asyncio.wait_for(reader.readline(), timeout)
-        ok = b" 200 " in status
+        code = status.split(b" ")[1].decode() if status.count(b" ") >= 2 else "no-status"
+        ok = code == "200"
         ttft = None
         while True:
             line = await asyncio.wait_for(reader.readline(), timeout)
@@ -339,14 +352,14 @@ async def one_request(port, model, step, timeout):
                 break
             if ttft is None and line.startswith(b"data: {") and b'"text"' in line:
                 ttft = time.monotonic() - t0
-        return ok, ttft
+        return code, ttft
     finally:
         writer.close()
 
 
 async def drive(port, model, chains, clients, deadline_s, timeout=60):
     queue = collections.deque(chains)
-    trace, ttfts, failures = [], [], [0]
+    trace, ttfts, failures = [], [], collections.Counter()
     end = time.monotonic() + deadline_s
 
     async def client():
@@ -357,16 +370,18 @@ async def drive(port, model, chains, clients, deadline_s, timeout=60):
                     await asyncio.sleep(step.pause)
                 trace.append(step.tokens)
                 try:
-                    ok, ttft = await one_request(port, model, step, timeout)
-                except (OSError, asyncio.TimeoutError):
-                    ok, ttft = False, None
-                if not ok:
-                    failures[0] += 1
+                    code, ttft = await one_request(port, model, step, timeout)
+                except asyncio.TimeoutError:
+                    code, ttft = "timeout", None
+                except OSError as e:
+                    code, ttft = type(e).__name__, None
+                if code != "200":
+                    failures[code] += 1
                 elif ttft is not None:
                     ttfts.append(ttft)
 
     await asyncio.gather(*(client() for _ in range(clients)))
-    return trace, ttfts, failures[0]
+    return trace, ttfts, failures
 
 
 def pct(values, q):
@@ -434,7 +449,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
                 f.write("  server g%d 127.0.0.1:%d\n" % (g, port))
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
         fleet.start("haproxy", [haproxy, "-db", "-f", cfg])
-        time.sleep(0.5)
+        wait_listening(front, "haproxy", fleet)
     before = [scrape(u) for u in urls]
     t0 = time.time()
     trace, ttfts, failures = asyncio.run(drive(front, model, chains, clients, args.deadline))
@@ -450,7 +465,9 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
     busiest = max(served) / max(1.0, sum(served)) * engines
     o_ratio, o_busiest_share, o_name = oracle(trace, engines, blocks)
     return {"engine": kind, "workload": workload, "gateways": gateways, "policy": policy, "requests": len(trace),
-            "failures": failures, "observed": observed, "oracle": o_ratio,
+            "failures": sum(failures.values()),
+            "failed_by": " ".join("%s:%d" % kv for kv in sorted(failures.items())) or "-",
+            "observed": observed, "oracle": o_ratio,
             "fraction": observed / o_ratio if o_ratio > 0 else float("nan"),
             "busiest": busiest, "oracle_busiest": o_busiest_share * engines, "oracle_placement": o_name,
             "ttft_p50_ms": pct(ttfts, 0.5) * 1e3, "ttft_p99_ms": pct(ttfts, 0.99) * 1e3, "seconds": elapsed}
@@ -499,7 +516,7 @@ def main():
                         print("%(engine)-5s %(workload)-13s gw=%(gateways)d %(policy)-12s hit %(observed).3f "
                               "oracle %(oracle).3f %(oracle_placement)s (%(fraction).2fx) busiest %(busiest).2fx (oracle "
                               "%(oracle_busiest).2fx) ttft p50 %(ttft_p50_ms).0f p99 %(ttft_p99_ms).0f ms "
-                              "n=%(requests)d fail=%(failures)d" % row, flush=True)
+                              "n=%(requests)d fail=%(failures)d (%(failed_by)s)" % row, flush=True)
     finally:
         fleet.stop_all()
     if args.json:
@@ -511,19 +528,33 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+def command_line():
+    """This invocation's arguments, without the output paths (they name this machine's directories)."""
+    out, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a in ("--out", "--json"):
+            skip = True
+        else:
+            out.append(a)
+    return " ".join(out)
+
+
 def write_report(args, rows, load_start):
     with open(args.out, "w") as f:
         f.write("# Routing quality against the oracle, %s\n\n" % datetime.date.today().isoformat())
         f.write("Machine: %s. Load average at start: %s. Command: `perf/routing-quality.sh %s`.\n\n"
-                % (machine(), " ".join(load_start), " ".join(sys.argv[1:])))
-        f.write("Hit = engine-observed prefix-cache hit ratio (engines' counters); oracle = the greedy "
-                "future-knowledge placement over the same trace (method in perf/routing_quality.py); busiest = the "
-                "busiest engine's requests as a multiple of the mean.\n\n")
+                % (machine(), " ".join(load_start), command_line()))
+        f.write("Hit = engine-observed prefix-cache hit ratio (the engines' own counters); oracle = the best of the "
+                "placements made with full knowledge of the same trace, replayed over the engines' cache model "
+                "(method in perf/routing_quality.py); busiest = the busiest engine's requests as a multiple of the "
+                "mean; failed = requests that got no 200, by status or error.\n\n")
         f.write("| engine | workload | gateways | policy | requests | failed | hit | oracle | hit/oracle | busiest | "
                 "oracle busiest | oracle placement | TTFT p50 ms | TTFT p99 ms |\n"
                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            f.write("| %(engine)s | %(workload)s | %(gateways)d | %(policy)s | %(requests)d | %(failures)d | "
+            f.write("| %(engine)s | %(workload)s | %(gateways)d | %(policy)s | %(requests)d | %(failures)d %(failed_by)s | "
                     "%(observed).3f | %(oracle).3f | %(fraction).2f | %(busiest).2f | %(oracle_busiest).2f | %(oracle_placement)s | "
                     "%(ttft_p50_ms).0f | %(ttft_p99_ms).0f |\n" % r)
 
