@@ -6,9 +6,9 @@ import io.netty.buffer.ByteBuf;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The request edits that make one request mean the same on every engine (issue #13, review rows 5, 11 and 13),
- * as the rule's {@link EngineProfile} states them,
- * recorded in {@link RequestEdits} and spliced with the answer rewrite's in one pass:
+ * The request edits that make one request mean the same on every engine (issue #13, review rows 5, 11 and 13), as the
+ * rule's {@link EngineProfile} states them, recorded in {@link RequestEdits} and spliced with the answer rewrite's in
+ * one pass:
  * <ul>
  *   <li><b>temperature floor</b> (row 5): vLLM raises a temperature in (0, 0.01) to 0.01 (with a warning), SGLang
  *       samples at it as sent and treats anything below 1e-6 as greedy. SGLang rules are sent 0.01, so {@code n > 1}
