@@ -493,25 +493,11 @@ public record RuleConfig(
     /** The largest index the block index accepts ({@code BlockIndexConfig}); larger values fail at start-up. */
     public static final long MAX_KV_CAPACITY_BLOCKS = 1_000_000_000L;
 
-    /** Typed vocabularies: each constant's lower-case name is the configuration value. */
-    public enum Engine {
-        VLLM, SGLANG, TRTLLM, LLAMACPP;
-
-        /** Whether the engine answers 503 on {@code /health} and on requests while its model loads (llama-server). */
-        public boolean answers503WhileLoading() {
-            return this == LLAMACPP;
-        }
-
-        /**
-         * Whether the engine refuses {@code n > 1} at {@code temperature: 0}: vLLM ("n must be 1 when using greedy
-         * sampling", SamplingParams._verify_greedy_sampling) and TensorRT-LLM (greedy decoding allows one return).
-         * SGLang answers n identical choices; llama-server refuses every {@code n} other than 1, greedy or not, so
-         * replicating only the greedy case would not make it OpenAI's.
-         */
-        public boolean refusesGreedyN() {
-            return this == VLLM || this == TRTLLM;
-        }
-    }
+    /**
+     * Typed vocabularies: each constant's lower-case name is the configuration value. What the data plane knows about
+     * each engine is its profile's ({@code io.kvgate.dataplane.engine.EngineProfile}).
+     */
+    public enum Engine { VLLM, SGLANG, TRTLLM, LLAMACPP }
 
     public enum Policy { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING, SESSION, CHWBL, KV_EXACT, PD }
 
@@ -645,11 +631,6 @@ public record RuleConfig(
     public record PdConfig(long prefillTimeoutMs, long decodeTimeoutMs, String prefillPolicy, boolean sessionAffinity,
                            int minUncachedTokens) {
         public static final int DEFAULT_MIN_UNCACHED_TOKENS = 256;
-
-        /** Whether requests may skip the prefill leg (the engine's decode servers can prefill themselves). */
-        public boolean conditional(Engine engine) {
-            return engine != Engine.SGLANG;
-        }
     }
 
     public boolean isSglang() {

@@ -50,7 +50,6 @@ class EngineConfigTest {
         for (String policy : new String[] {"round_robin", "weighted", "least_outstanding", "chwbl", "session"}) {
             RuleConfig r = GatewayConfig.parse(rule("llamacpp", policy, "")).rules().get(0);
             assertEquals(RuleConfig.Engine.LLAMACPP, r.engineKind(), policy);
-            assertTrue(r.engineKind().answers503WhileLoading());
         }
     }
 
@@ -69,7 +68,6 @@ class EngineConfigTest {
         for (String policy : new String[] {"round_robin", "chwbl", "session", "pd", "kv_exact"}) {
             RuleConfig r = GatewayConfig.parse(rule("trtllm", policy, "")).rules().get(0);
             assertEquals(RuleConfig.Engine.TRTLLM, r.engineKind(), policy);
-            assertFalse(r.engineKind().answers503WhileLoading());
             assertEquals("learned", r.kvKeyMode(), "TensorRT-LLM's block hashes are internal: learned keys by default");
         }
         RuleConfig r = GatewayConfig.parse(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",

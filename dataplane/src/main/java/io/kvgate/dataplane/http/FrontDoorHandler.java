@@ -727,7 +727,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
             return;
         }
         forwardedBody(rule);
-        if (rule.engine() == RuleConfig.Engine.SGLANG) {
+        if (rule.profile().namesAdapterInLoraPath()) {
             // After the prompt stage: its in-place edits (a clamped budget) use the offsets the body stage recorded.
             sglangLoraForm(rule);
         }
@@ -780,7 +780,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
      * the engine-field strip, the context clamp). A request that needs none keeps its body buffer as it is.
      */
     private void forwardedBody(Rule rule) {
-        EngineDialect.plan(fields, rule.engine(), body, edits);
+        EngineDialect.plan(fields, rule.profile(), body, edits);
         fields.answerRewrite = AnswerRewrite.plan(fields, rule.config(), body, edits);
         if (!edits.isEmpty()) {
             body = edits.apply(body, fields, ctx.alloc());

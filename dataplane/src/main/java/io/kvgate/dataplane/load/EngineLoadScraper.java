@@ -2,7 +2,6 @@ package io.kvgate.dataplane.load;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
-import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.EngineReading;
 import io.kvgate.dataplane.route.Rule;
@@ -53,7 +52,8 @@ import java.util.function.Supplier;
  * ({@code load.stale_ms}) and the endpoint is routed on this gateway's own in-flight count again. Each scrape's
  * outcome is counted ({@code kvgate_engine_load_scrapes_total{endpoint,result}}).
  *
- * <p>Which endpoints: every endpoint of the current rule set, except TensorRT-LLM's (trtllm-serve's {@code /metrics}
+ * <p>Which endpoints: every endpoint of the current rule set whose engine profile names load families
+ * ({@link io.kvgate.dataplane.engine.EngineProfile#loadMetrics}): not TensorRT-LLM's (trtllm-serve's {@code /metrics}
  * is JSON iteration statistics, not Prometheus text). A reload that changes the rule set or the {@code load}
  * settings takes effect at the next round; {@code load.enabled: false} withdraws every reading.
  */
@@ -117,8 +117,8 @@ public final class EngineLoadScraper implements AutoCloseable {
             } else {
                 Map<String, EndpointState> wanted = new HashMap<>();
                 for (Rule r : rules.get()) {
-                    if (r.config().engineKind() == RuleConfig.Engine.TRTLLM) {
-                        continue;
+                    if (r.profile().loadMetrics() == null) {
+                        continue; // it serves no Prometheus load page (TensorRT-LLM)
                     }
                     for (EndpointState ep : r.endpoints()) {
                         wanted.putIfAbsent(ep.key(), ep);

@@ -1,5 +1,8 @@
 package io.kvgate.dataplane.load;
 
+import io.kvgate.dataplane.engine.EngineProfile;
+import io.kvgate.dataplane.engine.EngineProfiles;
+import io.kvgate.dataplane.engine.LoadMetrics;
 import io.kvgate.dataplane.route.EngineReading;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -8,8 +11,9 @@ import java.util.TreeMap;
 
 /**
  * The load signals of an engine's metrics page, per DP rank: requests running, requests waiting in the engine's own
- * queue, KV-cache usage. The names are the engines' own (engine-contracts: vLLM's v1 engine, SGLang with
- * {@code --enable-metrics}, llama-server with {@code --metrics}); whichever dialect the page speaks is read:
+ * queue, KV-cache usage. The names are the engines' own, as their profiles state them
+ * ({@link EngineProfile#loadMetrics}; engine-contracts: vLLM's v1 engine, SGLang with {@code --enable-metrics},
+ * llama-server with {@code --metrics}); whichever dialect the page speaks is read:
  * <ul>
  *   <li>vLLM: {@code vllm:num_requests_running}, {@code vllm:num_requests_waiting}, {@code vllm:kv_cache_usage_perc}
  *       (older builds: {@code vllm:gpu_cache_usage_perc}), one series per engine core labelled
@@ -33,20 +37,24 @@ import java.util.TreeMap;
 final class MetricsPage implements PrometheusText.Sink {
     enum Kind { RUNNING, WAITING, USAGE }
 
-    private static final Map<String, Kind> FAMILIES = Map.of(
-        "vllm:num_requests_running", Kind.RUNNING,
-        "vllm:num_requests_waiting", Kind.WAITING,
-        "vllm:kv_cache_usage_perc", Kind.USAGE,
-        "vllm:gpu_cache_usage_perc", Kind.USAGE,
-        "sglang:num_running_reqs", Kind.RUNNING,
-        "sglang:num_queue_reqs", Kind.WAITING,
-        "sglang:token_usage", Kind.USAGE,
-        "llamacpp:requests_processing", Kind.RUNNING,
-        "llamacpp:requests_deferred", Kind.WAITING,
-        "llamacpp:kv_cache_usage_ratio", Kind.USAGE);
+    /** What a load family means, and the label its engine puts the DP rank in (null: none). */
+    private record Family(Kind kind, String rankLabel) {}
 
-    /** The label that carries the DP rank, by dialect prefix. */
-    private static final Map<String, String> RANK_LABEL = Map.of("vllm", "engine", "sglang", "dp_rank");
+    /** Every profile's load families, by name. */
+    private static final Map<String, Family> FAMILIES = families();
+
+    private static Map<String, Family> families() {
+        Map<String, Family> m = new HashMap<>();
+        for (EngineProfile p : EngineProfiles.ALL) {
+            LoadMetrics names = p.loadMetrics();
+            if (names != null) {
+                names.running().forEach(n -> m.put(n, new Family(Kind.RUNNING, names.rankLabel())));
+                names.waiting().forEach(n -> m.put(n, new Family(Kind.WAITING, names.rankLabel())));
+                names.usage().forEach(n -> m.put(n, new Family(Kind.USAGE, names.rankLabel())));
+            }
+        }
+        return Map.copyOf(m);
+    }
 
     /** Labels that tell apart workers reporting the same scheduler's numbers. */
     private static final java.util.Set<String> REPLICA_LABELS = java.util.Set.of("tp_rank", "pp_rank", "moe_ep_rank",
@@ -79,7 +87,8 @@ final class MetricsPage implements PrometheusText.Sink {
 
     @Override
     public void sample(String name, String[] labels, int labelCount, double value) {
-        Kind kind = FAMILIES.get(name);
+        Family family = FAMILIES.get(name);
+        Kind kind = family.kind();
         if (Double.isNaN(value)) {
             return; // prometheus_client prints NaN for a gauge it cannot compute: unknown, not malformed
         }
@@ -87,7 +96,7 @@ final class MetricsPage implements PrometheusText.Sink {
             invalid++;
             return;
         }
-        String rankLabel = RANK_LABEL.get(name.substring(0, name.indexOf(':')));
+        String rankLabel = family.rankLabel();
         int rank = 0;
         TreeMap<String, String> group = null;
         for (int i = 0; i < labelCount; i++) {

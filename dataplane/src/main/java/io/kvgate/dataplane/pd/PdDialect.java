@@ -1,19 +1,22 @@
 package io.kvgate.dataplane.pd;
 
-import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfile;
 
 /**
  * What differs between the P/D dialects ({@code ../shared/docs/engine-contracts.md} §4); {@link PdExchange} owns
  * everything they share (routing, the two legs, failures, the client's answer). Stateless; event-loop only.
  */
 sealed interface PdDialect permits SequentialDialect, SglangDialect {
-    /** The dialect of a rule's engine (configuration refuses {@code pd} on engines without one: llama.cpp). */
-    static PdDialect of(RuleConfig.Engine engine) {
-        return switch (engine) {
-            case SGLANG -> SglangDialect.INSTANCE;
-            case TRTLLM -> TrtllmDialect.INSTANCE;
-            case VLLM -> VllmDialect.INSTANCE;
-            case LLAMACPP -> throw new IllegalArgumentException("llama.cpp has no prefill/decode disaggregation");
+    /**
+     * The dialect of a rule's engine: the code of the protocol its profile names (configuration refuses {@code pd} on
+     * engines without one: llama.cpp).
+     */
+    static PdDialect of(EngineProfile engine) {
+        return switch (engine.pdProtocol()) {
+            case BOOTSTRAP_ROOM -> SglangDialect.INSTANCE;
+            case DISAGGREGATED_PARAMS -> TrtllmDialect.INSTANCE;
+            case KV_TRANSFER_PARAMS -> VllmDialect.INSTANCE;
+            case NONE -> throw new IllegalArgumentException(engine.name() + " has no prefill/decode disaggregation");
         };
     }
 

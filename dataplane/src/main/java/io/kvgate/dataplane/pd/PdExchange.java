@@ -155,7 +155,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.requestId = requestId;
         this.explain = explain;
         this.startNs = startNs;
-        this.dialect = PdDialect.of(rule.engine());
+        this.dialect = PdDialect.of(rule.profile());
     }
 
     /** Without a KV index: conditional P/D decides on the prompt's length alone. */

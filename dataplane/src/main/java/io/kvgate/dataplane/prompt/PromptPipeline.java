@@ -7,6 +7,8 @@ import io.kvgate.index.prompt.PromptRenderer;
 import io.kvgate.index.prompt.RenderedPrompt;
 import io.kvgate.control.config.ChatTemplateFile;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfiles;
+import io.kvgate.dataplane.engine.TemplateRules;
 import io.kvgate.index.tokenize.ChatTemplates;
 import io.kvgate.index.tokenize.HfTokenizer;
 import java.io.IOException;
@@ -20,7 +22,8 @@ import java.util.List;
  * the gateway's {@link TokenizerCache} shares one tokenizer per model directory across rules and across
  * configuration swaps that leave the directory unchanged.
  *
- * <p>Which template renders a chat request ({@link #forRule}):
+ * <p>Which template renders a chat request ({@link #forRule}; each engine's profile states its choices as
+ * {@link TemplateRules}, this class makes them):
  * <ul>
  *   <li><b>vLLM</b> ({@code resolve_chat_template}, 4 levels): (1) the rule's {@code chat_template} (the engine's
  *       {@code --chat-template}, used as read); (2) unless the request has {@code tools}, the model's processor
@@ -106,27 +109,26 @@ public final class PromptPipeline {
      */
     public static PromptPipeline forRule(RuleConfig rule, TokenizerCache tokenizers) {
         HfTokenizer tok = rule.tokenizer() == null ? null : tokenizers.load(rule.tokenizer());
-        return resolve(rule.engineKind(), rule.chatTemplate(), tok);
+        return resolve(EngineProfiles.of(rule).templates(), rule.chatTemplate(), tok);
     }
 
     /** As {@link #forRule(RuleConfig, TokenizerCache)}, loading the tokenizer afresh (tools and tests). */
     public static PromptPipeline forRule(RuleConfig rule) {
         HfTokenizer tok = rule.tokenizer() == null ? null : TokenizerCache.read(Path.of(rule.tokenizer()));
-        return resolve(rule.engineKind(), rule.chatTemplate(), tok);
+        return resolve(EngineProfiles.of(rule).templates(), rule.chatTemplate(), tok);
     }
 
-    static PromptPipeline resolve(RuleConfig.Engine engine, ChatTemplateFile file, HfTokenizer tok) {
+    static PromptPipeline resolve(TemplateRules rules, ChatTemplateFile file, HfTokenizer tok) {
         if (tok == null) {
             return new PromptPipeline(null, null, null);
         }
         ChatTemplates tokenizerTemplates = tok.config().templates();
         ChatTemplates processor = tok.processorTemplates();
-        if (file != null && (engine == RuleConfig.Engine.VLLM || engine == RuleConfig.Engine.SGLANG)) {
-            String text = engine == RuleConfig.Engine.SGLANG ? sglangJinja(file.source()) : file.source();
-            Template t = template(tok, TemplateSource.CHAT_TEMPLATE, text);
+        if (file != null && rules.chatTemplateFile() != null) {
+            Template t = template(tok, TemplateSource.CHAT_TEMPLATE, rules.chatTemplateFile().apply(file.source()));
             return new PromptPipeline(tok, t, t);
         }
-        if (engine == RuleConfig.Engine.SGLANG && processor != null
+        if (rules.processorFirst() && processor != null
             && (processor.defaultTemplate() != null || !processor.named().isEmpty())) {
             Template p = template(tok, TemplateSource.PROCESSOR, processor.select(false));
             return new PromptPipeline(tok, p, same(p, tok, TemplateSource.PROCESSOR, processor.select(true)));
@@ -135,28 +137,12 @@ public final class PromptPipeline {
         String tokTools = tokenizerTemplates == null ? null : tokenizerTemplates.select(true);
         Template toolsT = template(tok, TemplateSource.TOKENIZER, tokTools);
         Template plainT;
-        if (engine == RuleConfig.Engine.VLLM && processor != null && processor.select(false) != null) {
+        if (rules.processorForPlain() && processor != null && processor.select(false) != null) {
             plainT = template(tok, TemplateSource.PROCESSOR, processor.select(false));
         } else {
             plainT = same(toolsT, tok, TemplateSource.TOKENIZER, tokPlain);
         }
         return new PromptPipeline(tok, plainT, toolsT);
-    }
-
-    /**
-     * A {@code --chat-template FILE.jinja} as SGLang loads it ({@code TemplateManager._load_jinja_template}):
-     * {@code "".join(f.readlines()).strip("\n")}, then every literal backslash-n replaced by a newline.
-     */
-    static String sglangJinja(String source) {
-        int from = 0;
-        int to = source.length();
-        while (from < to && source.charAt(from) == '\n') {
-            from++;
-        }
-        while (to > from && source.charAt(to - 1) == '\n') {
-            to--;
-        }
-        return source.substring(from, to).replace("\\n", "\n");
     }
 
     /** The template for {@code body}: the one for requests with tools when it has {@code tools}, else the plain one. */
@@ -233,12 +219,12 @@ public final class PromptPipeline {
      * @param modelDir the rule's {@code tokenizer} directory, or null: then only token-id prompts are exact
      */
     public static PromptPipeline forModelDir(String modelDir, TokenizerCache tokenizers) {
-        return resolve(RuleConfig.Engine.TRTLLM, null, modelDir == null ? null : tokenizers.load(modelDir));
+        return resolve(TemplateRules.TOKENIZER_ONLY, null, modelDir == null ? null : tokenizers.load(modelDir));
     }
 
     /** As {@link #forModelDir(String, TokenizerCache)}, loading the tokenizer afresh (tools and tests). */
     public static PromptPipeline forModelDir(String modelDir) {
-        return resolve(RuleConfig.Engine.TRTLLM, null, modelDir == null ? null : TokenizerCache.read(Path.of(modelDir)));
+        return resolve(TemplateRules.TOKENIZER_ONLY, null, modelDir == null ? null : TokenizerCache.read(Path.of(modelDir)));
     }
 
     /**

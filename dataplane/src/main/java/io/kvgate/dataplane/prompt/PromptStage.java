@@ -232,7 +232,7 @@ public final class PromptStage {
                                   Outcome ok) {
         int requested = ContextBudget.requested(fields, chat);
         ContextBudget.Verdict v = ContextBudget.decide(contextLen, promptTokens, exact, requested, chat,
-            rule.engine() == RuleConfig.Engine.SGLANG, rule.config().clampsContextOverflow());
+            rule.profile().refusesExactContextFill(), rule.config().clampsContextOverflow());
         if (v.problem() != null) {
             return new Outcome(null, v.problem());
         }

@@ -3,6 +3,8 @@ package io.kvgate.dataplane.proxy;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.dataplane.engine.EngineProfile;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 
 /**
@@ -145,21 +147,16 @@ public final class EngineErrors {
     }
 
     /**
-     * The engines' context-overflow wordings: vLLM serving's "... exceeds model's maximum context length (Y)." and
-     * its older "... This model's maximum context length is N tokens ...", vLLM's input processor "The decoder prompt
-     * (length X) is longer than the maximum model length of Y.", SGLang's tokenizer manager "Requested token count
-     * exceeds the model's maximum context length ..." / "The input (X tokens) is longer than the model's context
-     * length (Y tokens).", its scheduler "Input length (X tokens) exceeds the maximum allowed length (Y tokens)" and
-     * its chat handler "max_completion_tokens is too large: X.This model supports at most N completion tokens."
-     * (sent when it runs with {@code --context-length}), and llama.cpp's server "request (X tokens) exceeds the
-     * available context size (Y tokens), try increasing it" (type {@code exceed_context_size_error}, a numeric code).
+     * Whether {@code message} is any engine's context-overflow wording ({@link EngineProfile#statesContextOverflow}):
+     * an error body does not say which engine wrote it.
      */
     private static boolean isContextOverflow(String message) {
-        return message.contains("maximum context length") || message.contains("model's context length")
-            || message.contains("exceeds the available context size")
-            || message.contains("longer than the maximum model length")
-            || message.contains("exceeds the maximum allowed length")
-            || (message.startsWith("max_completion_tokens is too large") && message.contains("completion tokens"));
+        for (EngineProfile engine : EngineProfiles.ALL) {
+            if (engine.statesContextOverflow(message)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

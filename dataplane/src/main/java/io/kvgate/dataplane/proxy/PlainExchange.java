@@ -435,7 +435,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             }
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
                 UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
-                this).answers503WhileLoading(rule.engine().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
+                this).answers503WhileLoading(rule.profile().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
                 .dpRank(heldDpRank);
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
             heldPrefillTokens = 0;

@@ -1,7 +1,8 @@
 package io.kvgate.dataplane.ready;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfile;
+import io.kvgate.dataplane.engine.ProbeJson;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Rule;
 import java.util.HashSet;
@@ -14,7 +15,9 @@ import java.util.function.Consumer;
 
 /**
  * Where each engine states its context length, and what the gateway says about the rules' context lengths as they are
- * discovered (issue #13 item 1). Field names, as the engines serve them:
+ * discovered (issue #13 item 1). Every engine's model cards are read here; where an engine states it otherwise is its
+ * profile's ({@link EngineProfile#contextPath}, {@link EngineProfile#contextLength}). Field names, as the engines
+ * serve them:
  * <ul>
  *   <li>vLLM {@code GET /v1/models}: each base model card's {@code max_model_len} (the effective
  *       {@code --max-model-len}; LoRA cards carry null; vllm/entrypoints/openai/models/serving.py).</li>
@@ -44,34 +47,12 @@ public final class ContextDiscovery {
     public static int fromModels(JsonNode list) {
         int min = 0;
         for (JsonNode card : list.path("data")) {
-            int v = positive(card.get("max_model_len"));
+            int v = ProbeJson.positive(card.get("max_model_len"));
             if (v > 0 && (min == 0 || v < min)) {
                 min = v;
             }
         }
         return min;
-    }
-
-    /** The path an engine states its context length at when its model cards do not, or null. */
-    public static String fallbackPath(RuleConfig.Engine engine) {
-        return switch (engine) {
-            case SGLANG -> "/get_server_info";
-            case LLAMACPP -> "/props";
-            default -> null;
-        };
-    }
-
-    /** The context length in the answer from {@link #fallbackPath}, 0 when it states none. */
-    public static int fromFallback(RuleConfig.Engine engine, JsonNode body) {
-        return switch (engine) {
-            case SGLANG -> positive(body.get("context_length"));
-            case LLAMACPP -> positive(body.path("default_generation_settings").get("n_ctx"));
-            default -> 0;
-        };
-    }
-
-    private static int positive(JsonNode v) {
-        return v != null && v.canConvertToInt() && v.isIntegralNumber() && v.intValue() > 0 ? v.intValue() : 0;
     }
 
     /**

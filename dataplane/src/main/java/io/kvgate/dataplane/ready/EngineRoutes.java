@@ -2,69 +2,32 @@ package io.kvgate.dataplane.ready;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfile;
+import io.kvgate.dataplane.engine.MountedRoutes;
 import io.kvgate.dataplane.route.EndpointState;
 
 /**
- * Where an engine says which of the two proxied completion routes it serves (review row 27), and how to read it:
- * <ul>
- *   <li>vLLM {@code GET /openapi.json}: FastAPI's schema of the app, whose {@code paths} are the routes it mounted.
- *       vLLM registers the generation family ({@code /v1/chat/completions}, {@code /v1/completions}, ...) only when
- *       the model's supported tasks include generation, and the pooling family otherwise
- *       (vllm/entrypoints/openai/api_server.py {@code build_app}); one process serves one family. 404 when vLLM runs
- *       with {@code --disable-fastapi-docs}: unknown.</li>
- *   <li>SGLang {@code GET /get_server_info}: its server arguments, {@code is_embedding} among them. SGLang mounts
- *       every route unconditionally, but an embedding server ({@code --is-embedding}) cannot generate.</li>
- * </ul>
- * Stateless.
+ * Which of the two proxied completion routes an engine serves (review row 27), as the endpoint's state records them:
+ * where an engine states them and how to read that is its profile's ({@link EngineProfile#routesPath},
+ * {@link EngineProfile#mountedRoutes}: vLLM's {@code GET /openapi.json}, SGLang's {@code is_embedding}). Stateless.
  */
 public final class EngineRoutes {
-    static final String CHAT = "/v1/chat/completions";
-    static final String COMPLETIONS = "/v1/completions";
+    static final String CHAT = MountedRoutes.CHAT_PATH;
+    static final String COMPLETIONS = MountedRoutes.COMPLETIONS_PATH;
 
     private EngineRoutes() {}
 
-    /** The path an engine of this kind states its routes at, or null (not known: both are assumed served). */
-    public static String path(RuleConfig.Engine engine) {
-        return switch (engine) {
-            case VLLM -> "/openapi.json";
-            case SGLANG -> "/get_server_info";
-            default -> null;
-        };
-    }
-
     /**
      * The {@link EndpointState#ROUTE_CHAT} / {@link EndpointState#ROUTE_COMPLETIONS} bits of the routes the answer
-     * from {@link #path} says the engine does not serve; -1 when the answer does not say (no {@code paths} object,
-     * no boolean {@code is_embedding}).
+     * from the profile's {@link EngineProfile#routesPath} says the engine does not serve; -1 when the answer does not
+     * say (vLLM: no {@code paths} object; SGLang: no boolean {@code is_embedding}).
      */
-    public static int unmounted(RuleConfig.Engine engine, JsonNode body) {
-        if (engine == RuleConfig.Engine.VLLM) {
-            JsonNode paths = body.path("paths");
-            if (!paths.isObject()) {
-                return -1;
-            }
-            return (paths.has(CHAT) ? 0 : EndpointState.ROUTE_CHAT) | (paths.has(COMPLETIONS) ? 0 : EndpointState.ROUTE_COMPLETIONS);
+    public static int unmounted(EngineProfile engine, JsonNode body) {
+        MountedRoutes mounted = engine.mountedRoutes(body);
+        if (mounted == null) {
+            return -1;
         }
-        if (engine == RuleConfig.Engine.SGLANG) {
-            JsonNode e = body.get("is_embedding");
-            if (e == null || !e.isBoolean()) {
-                return -1;
-            }
-            return e.asBoolean() ? EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS : 0;
-        }
-        return -1;
-    }
-
-    /**
-     * The tool-call parser SGLang's server info names ({@code tool_call_parser}: its {@code --tool-call-parser}
-     * argument): the name, "" when it runs none (null), or null when the answer does not say.
-     */
-    public static String toolCallParser(RuleConfig.Engine engine, JsonNode body) {
-        if (engine != RuleConfig.Engine.SGLANG || !body.has("tool_call_parser")) {
-            return null;
-        }
-        JsonNode v = body.get("tool_call_parser");
-        return v.isTextual() ? v.asText() : v.isNull() ? "" : null;
+        return (mounted.chat() ? 0 : EndpointState.ROUTE_CHAT) | (mounted.completions() ? 0 : EndpointState.ROUTE_COMPLETIONS);
     }
 
     /**

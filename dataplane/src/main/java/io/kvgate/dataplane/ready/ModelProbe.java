@@ -3,8 +3,8 @@ package io.kvgate.dataplane.ready;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
-import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.engine.EngineProfile;
 import io.kvgate.dataplane.route.AdapterDirectory;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RouteTable;
@@ -30,7 +30,7 @@ import java.util.function.Supplier;
  * of the current rule set for {@code GET /v1/models} and records the model ids it lists in {@link Readiness}, the
  * context length it states ({@link ContextDiscovery}) on the endpoint, where {@link Rule#contextLength()} reads it,
  * and its LoRA cards (those with a {@code parent}, as vLLM lists its adapters) in the {@link AdapterDirectory}.
- * An engine whose model cards state no context length is asked where it does ({@link ContextDiscovery#fallbackPath})
+ * An engine whose model cards state no context length is asked where it does ({@link EngineProfile#contextPath})
  * once per up-period: again after its probe failed (an engine coming back may have restarted with another context)
  * and after a reload. Runs on its own daemon thread with the JDK HTTP client: rare, small requests, off the data path
  * (no I/O thread and no routing thread ever waits for it).
@@ -103,11 +103,11 @@ public final class ModelProbe implements AutoCloseable {
                 contexts.review(t.rules()); // a rule whose max_model_len changed is reported now
             }
             Map<String, EndpointState> distinct = new LinkedHashMap<>();
-            Map<String, RuleConfig.Engine> engines = new HashMap<>();
+            Map<String, EngineProfile> engines = new HashMap<>();
             for (Rule r : t.rules()) {
                 for (EndpointState ep : r.endpoints()) {
                     distinct.put(ep.key(), ep);
-                    engines.putIfAbsent(ep.key(), r.engine());
+                    engines.putIfAbsent(ep.key(), r.profile());
                 }
             }
             if (adapters != null) {
@@ -123,7 +123,7 @@ public final class ModelProbe implements AutoCloseable {
         }
     }
 
-    private void probe(EndpointState ep, RuleConfig.Engine engine, GatewayConfig.Health h) {
+    private void probe(EndpointState ep, EngineProfile engine, GatewayConfig.Health h) {
         HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + "/v1/models"))
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
         client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
@@ -164,8 +164,8 @@ public final class ModelProbe implements AutoCloseable {
     }
 
     /** Records what the model cards said; an engine that states its context elsewhere is asked there once. */
-    private void context(EndpointState ep, RuleConfig.Engine engine, int fromCards, GatewayConfig.Health h) {
-        String fallback = engine == null ? null : ContextDiscovery.fallbackPath(engine);
+    private void context(EndpointState ep, EngineProfile engine, int fromCards, GatewayConfig.Health h) {
+        String fallback = engine == null ? null : engine.contextPath();
         if (fromCards > 0 || fallback == null) {
             update(ep, fromCards);
             return;
@@ -181,7 +181,7 @@ public final class ModelProbe implements AutoCloseable {
                 return;
             }
             try {
-                update(ep, ContextDiscovery.fromFallback(engine, JSON.readTree(r.body())));
+                update(ep, engine.contextLength(JSON.readTree(r.body())));
             } catch (java.io.IOException ex) {
                 update(ep, 0);
             }
@@ -195,8 +195,8 @@ public final class ModelProbe implements AutoCloseable {
      * in {@code GET /get_server_info}, and an embedding server cannot generate. An engine that answers neither (vLLM
      * with {@code --disable-fastapi-docs}, other engines) is assumed to mount both, as before.
      */
-    private void routes(EndpointState ep, RuleConfig.Engine engine, GatewayConfig.Health h) {
-        String path = EngineRoutes.path(engine);
+    private void routes(EndpointState ep, EngineProfile engine, GatewayConfig.Health h) {
+        String path = engine.routesPath();
         if (path == null || !routesRead.add(ep.key())) {
             return;
         }
@@ -212,7 +212,7 @@ public final class ModelProbe implements AutoCloseable {
             if (r.statusCode() == 200) {
                 try {
                     JsonNode body = JSON.readTree(r.body());
-                    toolCallParser(ep, EngineRoutes.toolCallParser(engine, body));
+                    toolCallParser(ep, engine.toolCallParser(body));
                     unmounted = EngineRoutes.unmounted(engine, body);
                     source = unmounted < 0 ? null : "GET " + path;
                     unmounted = Math.max(0, unmounted);

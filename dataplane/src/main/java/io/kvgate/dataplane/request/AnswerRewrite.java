@@ -2,6 +2,7 @@ package io.kvgate.dataplane.request;
 
 import io.kvgate.control.config.ModelEntry;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.request.RequestFields.Member;
 import io.netty.buffer.ByteBuf;
 
@@ -72,7 +73,7 @@ public final class AnswerRewrite {
     public static AnswerRewrite plan(RequestFields f, RuleConfig rule, ByteBuf body, RequestEdits edits) {
         ModelEntry entry = rule.entryFor(f.model);
         String alias = entry != null && entry.renamed() ? f.model : null;
-        int replicas = greedyN(f) && rule.greedyN() == RuleConfig.GreedyN.REPLICATE && rule.engineKind().refusesGreedyN()
+        int replicas = greedyN(f) && rule.greedyN() == RuleConfig.GreedyN.REPLICATE && EngineProfiles.of(rule).refusesGreedyN()
             ? f.n : 1;
         // stream_options absent, null or an object without include_usage: true (any other value the engine refuses
         // itself, so it is left for the engine to judge)

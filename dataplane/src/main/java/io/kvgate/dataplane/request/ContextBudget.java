@@ -68,12 +68,12 @@ public final class ContextBudget {
      * @param contextLen   the rule's context length in tokens (above 0)
      * @param promptTokens the longest prompt's token count, or (when {@code exact} is false) a count it exceeds
      * @param requested    {@link #requested}'s value
-     * @param sglang       the rule's engine refuses {@code prompt + budget == context} (SGLang's {@code >=}), so a
-     *                     budget sent there leaves one token of the context free
+     * @param refusesExactFill the rule's engine refuses {@code prompt + budget == context} (SGLang's {@code >=}), so
+     *                     a budget sent there leaves one token of the context free
      * @param clamp        {@code on_context_overflow: clamp}
      */
     public static Verdict decide(int contextLen, int promptTokens, boolean exact, int requested, boolean chat,
-                                 boolean sglang, boolean clamp) {
+                                 boolean refusesExactFill, boolean clamp) {
         if (exact ? promptTokens >= contextLen : promptTokens + 1 >= contextLen) {
             // No budget can help: both engines refuse a prompt that leaves no room (vLLM: max_tokens would be 0).
             return new Verdict(overflow(contextLen, promptTokens, exact, requested > 0 ? requested : ABSENT, chat), 0);
@@ -86,7 +86,7 @@ public final class ContextBudget {
         if ((long) promptTokens + asked > contextLen && !implicit && !clamp) {
             return new Verdict(overflow(contextLen, promptTokens, true, asked, chat), 0);
         }
-        int room = contextLen - promptTokens - (sglang ? 1 : 0);
+        int room = contextLen - promptTokens - (refusesExactFill ? 1 : 0);
         if (asked <= room || room < 1) {
             // It fits as sent; or (SGLang, prompt = context - 1) nothing fits there and its own 400 is the answer.
             return Verdict.PASS;

@@ -1,13 +1,14 @@
 package io.kvgate.dataplane.request;
 
-import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfile;
 import io.kvgate.dataplane.request.RequestFields.Member;
 import io.netty.buffer.ByteBuf;
 import java.nio.charset.StandardCharsets;
 
 /**
- * The request edits that make one request mean the same on every engine (issue #13, review rows 5, 11 and 13),
- * recorded in {@link RequestEdits} and spliced with the answer rewrite's in one pass:
+ * The request edits that make one request mean the same on every engine (issue #13, review rows 5, 11 and 13), as the
+ * rule's {@link EngineProfile} states them, recorded in {@link RequestEdits} and spliced with the answer rewrite's in
+ * one pass:
  * <ul>
  *   <li><b>temperature floor</b> (row 5): vLLM raises a temperature in (0, 0.01) to 0.01 (with a warning), SGLang
  *       samples at it as sent and treats anything below 1e-6 as greedy. SGLang rules are sent 0.01, so {@code n > 1}
@@ -35,14 +36,14 @@ public final class EngineDialect {
      * When it does and {@code body} changed since it was parsed, {@code f} is read again first
      * ({@link RequestEdits#refreshIfEdited}), as for the answer rewrite's edits.
      */
-    public static boolean plan(RequestFields f, RuleConfig.Engine engine, ByteBuf body, RequestEdits edits) {
-        boolean sglang = engine == RuleConfig.Engine.SGLANG;
-        // vLLM and TensorRT-LLM read include_stop_str_in_output; llama-server has neither name.
-        boolean vllmLike = engine == RuleConfig.Engine.VLLM || engine == RuleConfig.Engine.TRTLLM;
-        boolean raise = sglang && f.temperature > 0 && f.temperature < MIN_TEMPERATURE;
-        boolean toNoStopTrim = sglang && f.has(Member.INCLUDE_STOP_STR_IN_OUTPUT) && !f.has(Member.NO_STOP_TRIM);
-        boolean toInclude = vllmLike && f.has(Member.NO_STOP_TRIM) && !f.has(Member.INCLUDE_STOP_STR_IN_OUTPUT);
-        boolean nullBias = sglang && f.hasLogitBias && f.logitBiasEntries == 0 && f.logitBiasFault == null;
+    public static boolean plan(RequestFields f, EngineProfile engine, ByteBuf body, RequestEdits edits) {
+        String stopMember = engine.stopStringMember(); // null: the engine has neither spelling
+        boolean raise = engine.needsTemperatureFloor() && f.temperature > 0 && f.temperature < MIN_TEMPERATURE;
+        boolean toNoStopTrim = Member.NO_STOP_TRIM.jsonName.equals(stopMember)
+            && f.has(Member.INCLUDE_STOP_STR_IN_OUTPUT) && !f.has(Member.NO_STOP_TRIM);
+        boolean toInclude = Member.INCLUDE_STOP_STR_IN_OUTPUT.jsonName.equals(stopMember)
+            && f.has(Member.NO_STOP_TRIM) && !f.has(Member.INCLUDE_STOP_STR_IN_OUTPUT);
+        boolean nullBias = engine.nullsEmptyLogitBias() && f.hasLogitBias && f.logitBiasEntries == 0 && f.logitBiasFault == null;
         if (!raise && !toNoStopTrim && !toInclude && !nullBias) {
             return false;
         }

@@ -88,7 +88,7 @@ public final class AdapterDirectory {
         Map<String, List<Integer>> eps = new HashMap<>();
         for (Rule r : table.rules()) {
             RuleConfig rc = r.config();
-            if (rc.engineKind() != RuleConfig.Engine.VLLM) {
+            if (!r.profile().listsAdapterCards()) {
                 continue; // only vLLM lists its adapters with a parent; SGLang's /v1/models lists none
             }
             Set<String> bases = new HashSet<>();

@@ -2,6 +2,8 @@ package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.EndpointConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfile;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -31,6 +33,8 @@ public final class Rule {
     RouteTable table;
     /** {@link RuleConfig#engineKind()}, parsed once: exchanges read it per request. */
     private final RuleConfig.Engine engine;
+    /** What the data plane knows about that engine, looked up once. */
+    private final EngineProfile profile;
     /** This rule's admission control, null when it has none (routing stage only: attached when the table is applied). */
     Admission admission;
     /** {@link #endpointsServing}'s cache (any I/O thread may replace it; every value is a complete snapshot). */
@@ -47,6 +51,7 @@ public final class Rule {
         this.requestStage = requestStage;
         this.pd = config.policyKind() == RuleConfig.Policy.PD;
         this.engine = config.engineKind();
+        this.profile = EngineProfiles.of(engine);
         this.needsPromptTokens = RulePolicies.needsPromptTokens(config);
         this.promptTokensRoutedOn = RulePolicies.promptTokensRoutedOn(config);
         List<EndpointState> p = new ArrayList<>();
@@ -177,6 +182,11 @@ public final class Rule {
     /** The engine kind of this rule's endpoints (parsed once from the config; no per-request allocation). */
     public RuleConfig.Engine engine() {
         return engine;
+    }
+
+    /** The profile of this rule's engine. */
+    public EngineProfile profile() {
+        return profile;
     }
 
     public RuleConfig config() {

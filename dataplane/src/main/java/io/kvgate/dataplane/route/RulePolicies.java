@@ -2,6 +2,7 @@ package io.kvgate.dataplane.route;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
@@ -92,7 +93,7 @@ public final class RulePolicies {
      * {@code pd.min_uncached_tokens} above 0, or decode endpoints whose KV events show what they hold).
      */
     public static boolean conditionalPd(RuleConfig rule) {
-        return rule.policyKind() == RuleConfig.Policy.PD && rule.pd().conditional(rule.engineKind())
+        return rule.policyKind() == RuleConfig.Policy.PD && EngineProfiles.of(rule).decodeServesAlone()
             && (rule.pd().minUncachedTokens() > 0
                 || rule.endpoints().stream().anyMatch(e -> "decode".equals(e.role()) && e.kvEvents() != null));
     }

@@ -101,7 +101,7 @@ public final class HealthChecker implements AutoCloseable {
             for (EndpointState ep : r.endpoints()) {
                 if (seen.add(ep)) {
                     // An endpoint listed by several rules is probed once, with the first rule's health override.
-                    probe(ep, r.config().engineKind().answers503WhileLoading(), r.config().health());
+                    probe(ep, r.profile().answers503WhileLoading(), r.config().health());
                     if (r.config().session().pinSlot() && ep.engineSlots() == 0) {
                         readSlotCount(ep);
                     }

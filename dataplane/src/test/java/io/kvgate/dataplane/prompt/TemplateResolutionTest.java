@@ -11,6 +11,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.ChatTemplateFile;
 import io.kvgate.control.config.RuleConfig.Engine;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.prompt.PromptPipeline.TemplateSource;
 import io.kvgate.index.tokenize.HfTokenizer;
 import java.nio.file.Files;
@@ -59,7 +60,7 @@ class TemplateResolutionTest {
 
     @Test
     void vllmProcessorTemplateComesBeforeTheTokenizersUnlessTheRequestHasTools() throws Exception {
-        PromptPipeline p = PromptPipeline.resolve(Engine.VLLM, null, tokenizer(NAMED, true));
+        PromptPipeline p = PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), null, tokenizer(NAMED, true));
         assertEquals("P:hi", p.renderChatText(body(false)));
         assertEquals(TemplateSource.PROCESSOR, p.templateFor(false).source());
         assertEquals("T:hi", p.renderChatText(body(true)), "tools skip the processor: the tokenizer's tool_use");
@@ -68,7 +69,7 @@ class TemplateResolutionTest {
 
     @Test
     void sglangProcessorTemplateReplacesTheTokenizersForEveryRequest() throws Exception {
-        PromptPipeline p = PromptPipeline.resolve(Engine.SGLANG, null, tokenizer(NAMED, true));
+        PromptPipeline p = PromptPipeline.resolve(EngineProfiles.of(Engine.SGLANG).templates(), null, tokenizer(NAMED, true));
         assertEquals("P:hi", p.renderChatText(body(false)));
         assertEquals("P:hi", p.renderChatText(body(true)));
         assertSame(p.templateFor(false), p.templateFor(true), "one template, compiled once");
@@ -77,7 +78,7 @@ class TemplateResolutionTest {
     @Test
     void withoutProcessorBothEnginesUseTheTokenizersWithTheToolUseSwitch() throws Exception {
         for (Engine e : new Engine[] {Engine.VLLM, Engine.SGLANG, Engine.TRTLLM}) {
-            PromptPipeline p = PromptPipeline.resolve(e, null, tokenizer(NAMED, false));
+            PromptPipeline p = PromptPipeline.resolve(EngineProfiles.of(e).templates(), null, tokenizer(NAMED, false));
             assertEquals("D:hi", p.renderChatText(body(false)), e.name());
             assertEquals("T:hi", p.renderChatText(body(true)), e.name());
         }
@@ -87,21 +88,21 @@ class TemplateResolutionTest {
     void theRulesChatTemplateComesFirstAndSglangLoadsItItsWay() throws Exception {
         String file = "\n\nF:{{ messages[0].content }}\\nX\n";
         ChatTemplateFile f = new ChatTemplateFile("/x/t.jinja", file);
-        PromptPipeline vllm = PromptPipeline.resolve(Engine.VLLM, f, tokenizer(NAMED, true));
+        PromptPipeline vllm = PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), f, tokenizer(NAMED, true));
         assertEquals("\n\nF:hi\\nX", vllm.renderChatText(body(false)), "vLLM: as read");
         assertEquals("\n\nF:hi\\nX", vllm.renderChatText(body(true)), "for requests with tools too");
         assertEquals(TemplateSource.CHAT_TEMPLATE, vllm.templateFor(true).source());
         assertEquals(ChatTemplateFile.sha256(file), vllm.templateFor(false).sha256(), "the digest of the text in use");
-        PromptPipeline sglang = PromptPipeline.resolve(Engine.SGLANG, f, tokenizer(NAMED, true));
+        PromptPipeline sglang = PromptPipeline.resolve(EngineProfiles.of(Engine.SGLANG).templates(), f, tokenizer(NAMED, true));
         assertEquals("F:hi\nX", sglang.renderChatText(body(false)), "SGLang strips newlines at both ends, \\n becomes a newline");
         assertEquals(ChatTemplateFile.sha256("F:{{ messages[0].content }}\nX"), sglang.templateFor(false).sha256());
-        assertEquals("F:{{ messages[0].content }}\nX", PromptPipeline.sglangJinja(file));
-        assertEquals("", PromptPipeline.sglangJinja("\n\n"));
+        assertEquals("F:{{ messages[0].content }}\nX", EngineProfiles.of(Engine.SGLANG).templates().chatTemplateFile().apply(file));
+        assertEquals("", EngineProfiles.of(Engine.SGLANG).templates().chatTemplateFile().apply("\n\n"));
     }
 
     @Test
     void aModelWithoutTemplateHasNoneEvenUnderVllm() throws Exception {
-        PromptPipeline p = PromptPipeline.resolve(Engine.VLLM, null, tokenizer(null, false));
+        PromptPipeline p = PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), null, tokenizer(null, false));
         assertNull(p.templateFor(false), "vLLM's bundled fallbacks (4th level) are not reproduced");
         assertTrue(p.hasTokenizer());
         org.junit.jupiter.api.Assertions.assertThrows(io.kvgate.index.prompt.PromptException.class,
@@ -111,7 +112,7 @@ class TemplateResolutionTest {
 
     @Test
     void undeclaredKwargsAreThoseTheTemplateInUseNeverReads() throws Exception {
-        PromptPipeline p = PromptPipeline.resolve(Engine.VLLM, null, tokenizer(NAMED, false));
+        PromptPipeline p = PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), null, tokenizer(NAMED, false));
         List<String> keys = List.of("enable_thinking", "enable_thinkin", "add_generation_prompt", "enable_thinkin");
         assertEquals(List.of("enable_thinking", "enable_thinkin"), p.undeclaredKwargs(keys, false),
             "the default template reads neither; add_generation_prompt is apply_chat_template's own parameter");
@@ -122,10 +123,10 @@ class TemplateResolutionTest {
     void pipelinesAreTheSameOnlyForTheSameTokenizerAndTexts() throws Exception {
         HfTokenizer t = tokenizer(NAMED, false);
         ChatTemplateFile a = new ChatTemplateFile("/t.jinja", "A{{ messages }}");
-        assertEquals(PromptPipeline.resolve(Engine.VLLM, a, t), PromptPipeline.resolve(Engine.VLLM, a, t));
-        assertFalse(PromptPipeline.resolve(Engine.VLLM, a, t).equals(
-            PromptPipeline.resolve(Engine.VLLM, new ChatTemplateFile("/t.jinja", "B{{ messages }}"), t)), "the file changed");
-        assertFalse(PromptPipeline.resolve(Engine.VLLM, a, t).equals(PromptPipeline.resolve(Engine.VLLM, a, HfTokenizer.load(dir))),
+        assertEquals(PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), a, t), PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), a, t));
+        assertFalse(PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), a, t).equals(
+            PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), new ChatTemplateFile("/t.jinja", "B{{ messages }}"), t)), "the file changed");
+        assertFalse(PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), a, t).equals(PromptPipeline.resolve(EngineProfiles.of(Engine.VLLM).templates(), a, HfTokenizer.load(dir))),
             "another tokenizer instance (its directory was re-read)");
     }
 }

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.Rule;
@@ -35,16 +36,14 @@ class ContextDiscoveryTest {
         assertEquals(0, ContextDiscovery.fromModels(JSON.readTree("{\"data\":[{\"id\":\"trt\",\"owned_by\":\"tensorrt_llm\"}]}")));
         assertEquals(0, ContextDiscovery.fromModels(JSON.readTree("{\"data\":[{\"max_model_len\":\"8192\"},{\"max_model_len\":-1}]}")));
         // SGLang without the card field: the launch argument, null unless --context-length was given.
-        assertEquals("/get_server_info", ContextDiscovery.fallbackPath(RuleConfig.Engine.SGLANG));
-        assertEquals(2048, ContextDiscovery.fromFallback(RuleConfig.Engine.SGLANG,
-            JSON.readTree("{\"context_length\":2048,\"page_size\":16}")));
-        assertEquals(0, ContextDiscovery.fromFallback(RuleConfig.Engine.SGLANG, JSON.readTree("{\"context_length\":null}")));
+        assertEquals("/get_server_info", EngineProfiles.of(RuleConfig.Engine.SGLANG).contextPath());
+        assertEquals(2048, EngineProfiles.of(RuleConfig.Engine.SGLANG).contextLength(JSON.readTree("{\"context_length\":2048,\"page_size\":16}")));
+        assertEquals(0, EngineProfiles.of(RuleConfig.Engine.SGLANG).contextLength(JSON.readTree("{\"context_length\":null}")));
         // llama.cpp: one slot's context.
-        assertEquals("/props", ContextDiscovery.fallbackPath(RuleConfig.Engine.LLAMACPP));
-        assertEquals(1024, ContextDiscovery.fromFallback(RuleConfig.Engine.LLAMACPP,
-            JSON.readTree("{\"default_generation_settings\":{\"n_ctx\":1024},\"total_slots\":4}")));
-        assertNull(ContextDiscovery.fallbackPath(RuleConfig.Engine.VLLM));
-        assertNull(ContextDiscovery.fallbackPath(RuleConfig.Engine.TRTLLM), "configured only");
+        assertEquals("/props", EngineProfiles.of(RuleConfig.Engine.LLAMACPP).contextPath());
+        assertEquals(1024, EngineProfiles.of(RuleConfig.Engine.LLAMACPP).contextLength(JSON.readTree("{\"default_generation_settings\":{\"n_ctx\":1024},\"total_slots\":4}")));
+        assertNull(EngineProfiles.of(RuleConfig.Engine.VLLM).contextPath());
+        assertNull(EngineProfiles.of(RuleConfig.Engine.TRTLLM).contextPath(), "configured only");
     }
 
     @Test

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.RuleConfig.Engine;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.route.EndpointState;
 import org.junit.jupiter.api.Test;
 
@@ -14,31 +15,31 @@ class EngineRoutesTest {
 
     @Test
     void vllmsRouteTableSaysWhichFamilyIsMounted() throws Exception {
-        assertEquals("/openapi.json", EngineRoutes.path(Engine.VLLM));
-        assertEquals(0, EngineRoutes.unmounted(Engine.VLLM, JSON.readTree(
+        assertEquals("/openapi.json", EngineProfiles.of(Engine.VLLM).routesPath());
+        assertEquals(0, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM), JSON.readTree(
             "{\"paths\":{\"/v1/chat/completions\":{\"post\":{}},\"/v1/completions\":{\"post\":{}},\"/health\":{\"get\":{}}}}")));
-        assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS, EngineRoutes.unmounted(Engine.VLLM,
+        assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM),
             JSON.readTree("{\"paths\":{\"/v1/embeddings\":{\"post\":{}},\"/pooling\":{\"post\":{}}}}")), "a pooling server");
-        assertEquals(EndpointState.ROUTE_COMPLETIONS, EngineRoutes.unmounted(Engine.VLLM,
+        assertEquals(EndpointState.ROUTE_COMPLETIONS, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM),
             JSON.readTree("{\"paths\":{\"/v1/chat/completions\":{\"post\":{}}}}")));
-        assertEquals(-1, EngineRoutes.unmounted(Engine.VLLM, JSON.readTree("{\"detail\":\"Not Found\"}")), "says nothing");
+        assertEquals(-1, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM), JSON.readTree("{\"detail\":\"Not Found\"}")), "says nothing");
     }
 
     @Test
     void sglangsServerInfoSaysWhetherItIsAnEmbeddingServer() throws Exception {
-        assertEquals("/get_server_info", EngineRoutes.path(Engine.SGLANG));
+        assertEquals("/get_server_info", EngineProfiles.of(Engine.SGLANG).routesPath());
         assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS,
-            EngineRoutes.unmounted(Engine.SGLANG, JSON.readTree("{\"is_embedding\":true}")));
-        assertEquals(0, EngineRoutes.unmounted(Engine.SGLANG, JSON.readTree("{\"is_embedding\":false}")));
-        assertEquals(-1, EngineRoutes.unmounted(Engine.SGLANG, JSON.readTree("{\"context_length\":8192}")));
+            EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"is_embedding\":true}")));
+        assertEquals(0, EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"is_embedding\":false}")));
+        assertEquals(-1, EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"context_length\":8192}")));
     }
 
     @Test
     void sglangStatesItsToolCallParserAndADisagreeingDeclarationIsNamed() throws Exception {
-        assertEquals("qwen25", EngineRoutes.toolCallParser(Engine.SGLANG, JSON.readTree("{\"tool_call_parser\":\"qwen25\"}")));
-        assertEquals("", EngineRoutes.toolCallParser(Engine.SGLANG, JSON.readTree("{\"tool_call_parser\":null}")), "none");
-        assertNull(EngineRoutes.toolCallParser(Engine.SGLANG, JSON.readTree("{}")), "not said");
-        assertNull(EngineRoutes.toolCallParser(Engine.VLLM, JSON.readTree("{\"tool_call_parser\":\"x\"}")));
+        assertEquals("qwen25", EngineProfiles.of(Engine.SGLANG).toolCallParser(JSON.readTree("{\"tool_call_parser\":\"qwen25\"}")));
+        assertEquals("", EngineProfiles.of(Engine.SGLANG).toolCallParser(JSON.readTree("{\"tool_call_parser\":null}")), "none");
+        assertNull(EngineProfiles.of(Engine.SGLANG).toolCallParser(JSON.readTree("{}")), "not said");
+        assertNull(EngineProfiles.of(Engine.VLLM).toolCallParser(JSON.readTree("{\"tool_call_parser\":\"x\"}")));
         EndpointState ep = new EndpointState("127.0.0.1:9001", 0, new io.kvgate.control.config.EndpointConfig("http://127.0.0.1:9001",
             "127.0.0.1", 9001, 1, null, false, null, 1, null, null, 0));
         io.kvgate.control.config.RuleConfig none = rule("none");
@@ -61,8 +62,8 @@ class EngineRoutesTest {
 
     @Test
     void otherEnginesAreNotAsked() {
-        assertNull(EngineRoutes.path(Engine.TRTLLM));
-        assertNull(EngineRoutes.path(Engine.LLAMACPP));
+        assertNull(EngineProfiles.of(Engine.TRTLLM).routesPath());
+        assertNull(EngineProfiles.of(Engine.LLAMACPP).routesPath());
         assertEquals("/v1/chat/completions and /v1/completions",
             EngineRoutes.describe(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS));
     }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.config.RuleConfig.Engine;
+import io.kvgate.dataplane.engine.EngineProfiles;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
@@ -30,7 +31,7 @@ class EngineDialectTest {
             assertEquals(RequestFieldExtractor.Result.OK, x.finish());
             RequestEdits edits = new RequestEdits();
             ByteBuf in = Unpooled.copiedBuffer(b);
-            boolean planned = EngineDialect.plan(f, engine, in, edits);
+            boolean planned = EngineDialect.plan(f, EngineProfiles.of(engine), in, edits);
             assertEquals(planned, !edits.isEmpty());
             ByteBuf out = planned ? edits.apply(in, f, ByteBufAllocator.DEFAULT) : in;
             String s = out.toString(StandardCharsets.UTF_8);
@@ -103,13 +104,13 @@ class EngineDialectTest {
         ByteBuf in = Unpooled.copiedBuffer(b);
         EngineFieldStripper.strip(in, f); // the front door strips before the prompt stage
         RequestEdits edits = new RequestEdits();
-        assertTrue(EngineDialect.plan(f, Engine.SGLANG, in, edits));
+        assertTrue(EngineDialect.plan(f, EngineProfiles.of(Engine.SGLANG), in, edits));
         edits.set(RequestFields.Member.N, "1");
         ByteBuf out = edits.apply(in, f, ByteBufAllocator.DEFAULT);
         assertEquals("{\"model\":\"m\",\"temperature\":0.01,\"no_stop_trim\":true,\"n\":1}", out.toString(StandardCharsets.UTF_8));
         out.release();
         edits.reset();
         assertTrue(edits.isEmpty());
-        assertFalse(EngineDialect.plan(f, Engine.VLLM, Unpooled.EMPTY_BUFFER, edits));
+        assertFalse(EngineDialect.plan(f, EngineProfiles.of(Engine.VLLM), Unpooled.EMPTY_BUFFER, edits));
     }
 }

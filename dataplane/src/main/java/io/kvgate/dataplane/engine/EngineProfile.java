@@ -1,0 +1,122 @@
+package io.kvgate.dataplane.engine;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.kvgate.control.config.RuleConfig;
+
+/**
+ * Everything the data plane knows about one engine kind, in one class per engine (issue #39 item 4): the edits that
+ * put a request in its dialect, its P/D protocol, how its error messages say "context overflow", where it states its
+ * routes and context length and how to read them, its load metric names, how it behaves while loading, and how it
+ * resolves a chat template. The use sites ask the profile ({@link EngineProfiles#of}, {@code Rule.profile()}) and
+ * keep the mechanism; no code outside this package branches on the engine kind ({@code EngineKindSwitchTest}).
+ *
+ * <p>Adding an engine: a constant in {@link RuleConfig.Engine} (the configuration vocabulary), one class here
+ * implementing every method, and its entry in {@link EngineProfiles#ALL}; see docs/development.md "Adding an engine".
+ * Profiles are stateless singletons, read on every thread.
+ *
+ * <p>This package depends on nothing else in the data plane, so every layer may ask it (the package graph stays
+ * acyclic): a profile states facts as values; the code that acts on them stays where it was.
+ */
+public sealed interface EngineProfile permits VllmProfile, SglangProfile, TrtllmProfile, LlamaCppProfile {
+    /** The configuration's {@code engine} value this profile serves. */
+    RuleConfig.Engine kind();
+
+    /** The configuration spelling ({@code vllm}, {@code sglang}, ...). */
+    String name();
+
+    // --- Requests: the edits that make one request mean the same on every engine (request.EngineDialect) ---
+
+    /**
+     * Whether it samples a temperature in (0, {@code EngineDialect.MIN_TEMPERATURE}) as sent (SGLang), so the
+     * gateway raises it to vLLM's floor and {@code n > 1} at {@code 5e-6} samples n different choices everywhere.
+     */
+    boolean needsTemperatureFloor();
+
+    /**
+     * The member it reads for "keep the stop string in the output": {@code include_stop_str_in_output} (vLLM,
+     * TensorRT-LLM), {@code no_stop_trim} (SGLang), or null (llama-server has neither); a client's other spelling is
+     * renamed to it.
+     */
+    String stopStringMember();
+
+    /** Whether an empty {@code logit_bias} must be sent as {@code null} (SGLang builds its dense bias matrix for it). */
+    boolean nullsEmptyLogitBias();
+
+    /**
+     * Whether it refuses {@code n > 1} at {@code temperature: 0}, so the answer rewrite replicates one greedy choice
+     * ({@code greedy_n: replicate}).
+     */
+    boolean refusesGreedyN();
+
+    /**
+     * Whether a LoRA adapter is named in a trailing {@code "lora_path"} member (SGLang), the request keeping the
+     * client's {@code model}; otherwise the adapter is the {@code model} itself.
+     */
+    boolean namesAdapterInLoraPath();
+
+    /**
+     * Whether it refuses {@code prompt + budget == context} (SGLang's {@code >=}): a lowered budget then leaves one
+     * token of the context free (request.ContextBudget).
+     */
+    boolean refusesExactContextFill();
+
+    // --- Prefill/decode disaggregation ---
+
+    /** Its P/D protocol ({@link PdProtocol#NONE}: configuration refuses {@code policy: pd}). */
+    PdProtocol pdProtocol();
+
+    /**
+     * Whether its decode servers can serve a request alone (conditional P/D may skip the prefill leg): not SGLang,
+     * whose decode server cannot prefill without its bootstrap rendezvous.
+     */
+    boolean decodeServesAlone();
+
+    // --- Errors ---
+
+    /**
+     * Whether {@code message} is one of its context-overflow wordings (proxy.EngineErrors maps any engine's to
+     * {@code context_length_exceeded}: the error body does not say which engine wrote it).
+     */
+    boolean statesContextOverflow(String message);
+
+    // --- Health and loading ---
+
+    /**
+     * Whether it answers 503 on its health path and on requests while its model loads (llama-server): a state, not a
+     * fault (upstream.HealthChecker, the exchanges' connect retry).
+     */
+    boolean answers503WhileLoading();
+
+    // --- Probes (ready.ModelProbe): model and server info beyond GET /v1/models ---
+
+    /** Whether its {@code GET /v1/models} lists LoRA adapters as cards with a {@code parent} (vLLM). */
+    boolean listsAdapterCards();
+
+    /** The path it states its mounted completion routes at, or null (not known: both are assumed served). */
+    String routesPath();
+
+    /** What the answer from {@link #routesPath} says it mounts, or null when it does not say. */
+    MountedRoutes mountedRoutes(JsonNode body);
+
+    /**
+     * The tool-call parser the answer from {@link #routesPath} names: the name, "" when it runs none, or null when
+     * the answer does not say (or the engine never states one).
+     */
+    String toolCallParser(JsonNode body);
+
+    /** The path it states its context length at when its model cards do not, or null. */
+    String contextPath();
+
+    /** The context length in the answer from {@link #contextPath}, 0 when it states none. */
+    int contextLength(JsonNode body);
+
+    // --- Load (load.EngineLoadScraper, load.MetricsPage) ---
+
+    /** The Prometheus families its metrics page states its load in, or null: it serves no such page. */
+    LoadMetrics loadMetrics();
+
+    // --- Prompts (prompt.PromptPipeline) ---
+
+    /** How it chooses the chat template it renders with. */
+    TemplateRules templates();
+}

@@ -1,0 +1,47 @@
+package io.kvgate.dataplane.engine;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.junit.jupiter.api.Test;
+
+/** TensorRT-LLM's facts as its profile states them. */
+class TrtllmProfileTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private final EngineProfile trtllm = TrtllmProfile.INSTANCE;
+
+    @Test
+    void requestDialectIsVllms() {
+        assertFalse(trtllm.needsTemperatureFloor());
+        assertEquals("include_stop_str_in_output", trtllm.stopStringMember());
+        assertFalse(trtllm.nullsEmptyLogitBias());
+        assertTrue(trtllm.refusesGreedyN(), "greedy decoding allows one return sequence");
+        assertFalse(trtllm.namesAdapterInLoraPath());
+        assertFalse(trtllm.refusesExactContextFill());
+    }
+
+    @Test
+    void prefillDecode() {
+        assertEquals(PdProtocol.DISAGGREGATED_PARAMS, trtllm.pdProtocol());
+        assertTrue(trtllm.decodeServesAlone());
+    }
+
+    @Test
+    void statesNothingTheGatewayProbesOrScrapes() throws Exception {
+        assertFalse(trtllm.statesContextOverflow("This model's maximum context length is 64 tokens"),
+            "vLLM's wording is vLLM's (EngineErrors still maps it, from any engine)");
+        assertFalse(trtllm.answers503WhileLoading());
+        assertFalse(trtllm.listsAdapterCards());
+        assertNull(trtllm.routesPath());
+        assertNull(trtllm.mountedRoutes(JSON.readTree("{\"paths\":{}}")));
+        assertNull(trtllm.toolCallParser(JSON.readTree("{\"tool_call_parser\":\"x\"}")));
+        assertNull(trtllm.contextPath(), "rules set max_model_len");
+        assertEquals(0, trtllm.contextLength(JSON.readTree("{\"context_length\":4096}")));
+        assertNull(trtllm.loadMetrics(), "its /metrics is JSON iteration statistics: not scraped");
+        assertSame(TemplateRules.TOKENIZER_ONLY, trtllm.templates());
+    }
+}
