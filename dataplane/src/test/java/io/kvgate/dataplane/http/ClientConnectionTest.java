@@ -32,8 +32,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** The front door's head and body stages over an {@link EmbeddedChannel}, split at every byte, on channel time. */
-class FrontDoorHandlerTest {
+/** The client connection and the request stages behind it over an {@link EmbeddedChannel}, split at every byte, on channel time. */
+class ClientConnectionTest {
     private static final String BODY = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
     private FrontDoorHarness h;
 
@@ -582,7 +582,7 @@ class FrontDoorHandlerTest {
         EmbeddedChannel ch = h.channel();
         ch.writeInbound(ascii(chatPost(BODY, AUTH)));
         StringBuilder many = new StringBuilder();
-        for (int i = 0; i <= FrontDoorHandler.MAX_PIPELINED_REQUESTS; i++) {
+        for (int i = 0; i <= ClientConnection.MAX_PIPELINED_REQUESTS; i++) {
             many.append("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
         }
         ch.writeInbound(ascii(many.toString()));
