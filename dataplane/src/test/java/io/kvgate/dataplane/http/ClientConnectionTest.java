@@ -114,6 +114,27 @@ class ClientConnectionTest {
     }
 
     @Test
+    void aRequestThatStraddlesAReloadIsJudgedByTheConfigurationOfItsHead() throws Exception {
+        // The head arrives under max_body_bytes 4096 and key k1; a reload then lowers the limit and changes the key
+        // before the body. The request keeps the generation its head captured; the next request gets the new one.
+        String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" + "x".repeat(1500) + "\"}]}";
+        String req = chatPost(body, AUTH);
+        int headEnd = req.indexOf("\r\n\r\n") + 4;
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(req.substring(0, headEnd)));
+        h.applied.set(io.kvgate.control.config.GatewayConfig.parse(FrontDoorHarness.BASE_YAML
+            .replace("max_body_bytes: 4096", "max_body_bytes: 1024").replace("api_keys: [k1]", "api_keys: [k2]")));
+        ch.writeInbound(ascii(req.substring(headEnd)));
+        assertEquals(1, h.started.size(), "read, validated and started under the head's limits");
+        assertEquals(body, h.bodies.get(0));
+        answer(0, true);
+        output(ch);
+        ch.writeInbound(ascii(req));
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)), "the next request is judged by the reload");
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
     void everyRefusalOnTheHeadHoldsForEverySplitOfTheHead() {
         String head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n";
         byte[] req = head.getBytes(StandardCharsets.US_ASCII);
