@@ -117,11 +117,11 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
     private static final QuietTlsErrors QUIET_TLS_ERRORS = new QuietTlsErrors();
 
     /** The front door's handlers, in order (also used by tests on an {@code EmbeddedChannel}). */
-    public static FrontDoorHandler configure(ChannelPipeline p, GatewayContext gw, LocalRoutes local, ExchangeStarter starter,
+    public static ClientConnection configure(ChannelPipeline p, GatewayContext gw, LocalRoutes local, ExchangeStarter starter,
                                              DrainState drain) {
         var limits = gw.config().limits();
         p.channel().config().setWriteBufferWaterMark(waterMark(limits.maxBufferedResponseBytes()));
-        FrontDoorHandler frontDoor = new FrontDoorHandler(gw, local, starter, drain);
+        ClientConnection frontDoor = new ClientConnection(gw, local, starter, drain);
         p.addLast("codec", new ClientHttpCodec(limits.maxInitialLineBytes(), limits.maxHeaderBytes(), 64 << 10,
             frontDoor.requestBytesListener(), drain::closesConnections));
         p.addLast("front-door", frontDoor);

@@ -3,10 +3,12 @@ package io.kvgate.dataplane.prompt;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.request.ContextBudget;
 import io.kvgate.dataplane.request.Problem;
+import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
@@ -43,64 +45,54 @@ public final class PromptStage {
     private PromptStage() {}
 
     /**
-     * The stage's verdict: the routing inputs, or the problem that refuses the request (then inputs is null).
+     * Runs the stage over the request in {@code rc} (its rule, head, body and fields; {@code limits.max_body_bytes}
+     * of the configuration captured at its head). Writes the routing inputs into the context (and the body, when a
+     * lowered budget needed more room than the buffer had: a larger copy, the old buffer released).
      *
-     * @param body the body to forward when the stage had to replace it (a lowered budget that needed room the
-     *             buffer did not have: a larger copy, the old buffer released), or null: the body as it was handed in
+     * @return the refusal ({@code context_length_exceeded}...), or null
      */
-    public record Outcome(RoutingInputs inputs, Problem problem, ByteBuf body) {
-        Outcome(RoutingInputs inputs, Problem problem) {
-            this(inputs, problem, null);
-        }
-
-        /** Nothing to route on (plain rules without sessions): shared, no allocation per request. */
-        static final Outcome NONE = new Outcome(RoutingInputs.NONE, null);
-
-        static Outcome of(RoutingInputs inputs) {
-            return inputs == RoutingInputs.NONE ? NONE : new Outcome(inputs, null);
-        }
+    public static Refusal run(RequestContext rc, GatewayMetrics metrics, NanoClock clock) {
+        Problem p = inputs(rc, metrics, clock);
+        return p == null ? null : Refusal.of(p);
     }
 
-    /** @param maxBodyBytes {@code limits.max_body_bytes}: a lowered budget written into the body stays within it */
-    public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, int maxBodyBytes, RequestFields fields,
-                              boolean chat, GatewayMetrics metrics, NanoClock clock) {
-        return run(rule, headers, body, maxBodyBytes, fields, chat, metrics, clock, null);
-    }
-
-    /** @param trace the request's trace (render and tokenize become its spans), or null when it is not sampled */
-    public static Outcome run(Rule rule, HttpHeaders headers, ByteBuf body, int maxBodyBytes, RequestFields fields,
-                              boolean chat, GatewayMetrics metrics, NanoClock clock, RequestTrace trace) {
-        RuleConfig rc = rule.config();
+    private static Problem inputs(RequestContext rc, GatewayMetrics metrics, NanoClock clock) {
+        Rule rule = rc.rule();
+        RequestFields fields = rc.fields();
+        boolean chat = rc.chat();
+        RequestTrace trace = rc.trace();
+        RuleConfig ruleConfig = rule.config();
         int contextLen = rule.contextLength();
         // Token-id prompts were already bounded by the body stage. Text is counted only up to the context length
         // when it is known: the engine refuses a longer prompt, and (B-5) counting 1 Mi tokens of a one-word
         // prompt cost seconds and an OutOfMemoryError of merge scratch on the I/O thread.
-        int maxTokens = PromptPipeline.tokenBound(rc.maxPromptTokens(), contextLen);
-        String session = RulePolicies.needsSessionKey(rc) ? sessionKey(rc.session(), headers, fields) : null;
+        int maxTokens = PromptPipeline.tokenBound(ruleConfig.maxPromptTokens(), contextLen);
+        String session = RulePolicies.needsSessionKey(ruleConfig) ? sessionKey(ruleConfig.session(), rc.head().headers(), fields) : null;
         if (!rule.needsPromptTokens()) {
-            Outcome plain = Outcome.of(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
-            return contextLen == 0 ? plain : countOnly(rule, contextLen, body, maxBodyBytes, fields, chat, metrics, clock, plain,
-                trace);
+            rc.inputs(session == null ? RoutingInputs.NONE : new RoutingInputs(null, null, session));
+            return contextLen == 0 ? null : countOnly(rc, contextLen, metrics, clock);
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer() && (chat || !fields.promptIsTokenIds)) {
-            long textKey = textPrefixKey(rc, fields, chat);
+            long textKey = textPrefixKey(ruleConfig, fields, chat);
             if (textKey == RoutingInputs.NO_TEXT_KEY) {
                 metrics.shed("kv_no_tokenizer_text_prompt");
             }
-            return Outcome.of(new RoutingInputs(null, null, session, textKey));
+            rc.inputs(new RoutingInputs(null, null, session, textKey));
+            return null;
         }
         int routedOn = rule.promptTokensRoutedOn();
         if (!chat && fields.promptIds.decides(routedOn, contextLen != 0)) {
-            return tokenIdPrompt(rule, contextLen, routedOn, session, body, maxBodyBytes, fields, metrics);
+            return tokenIdPrompt(rc, contextLen, routedOn, session, metrics);
         }
         long t0 = clock.nanoTime();
         JsonNode tree;
         try {
-            tree = PromptPipeline.parse(body);
+            tree = PromptPipeline.parse(rc.body());
         } catch (PromptException e) {
             metrics.shed("kv_render_failed");
-            return Outcome.of(new RoutingInputs(null, null, session));
+            rc.inputs(new RoutingInputs(null, null, session));
+            return null;
         }
         long t1 = clock.nanoTime();
         metrics.stages.recordNs(Stage.PARSE, t1 - t0);
@@ -135,25 +127,27 @@ public final class PromptStage {
             }
         } catch (PromptException | RuntimeException e) {
             metrics.shed("kv_render_failed");
-            return Outcome.of(new RoutingInputs(null, null, session));
+            rc.inputs(new RoutingInputs(null, null, session));
+            return null;
         }
         if (tokens == PromptPipeline.TOO_LONG) {
-            if (maxTokens < rc.maxPromptTokens()) {
+            rc.inputs(RoutingInputs.NONE);
+            if (maxTokens < ruleConfig.maxPromptTokens()) {
                 // Over the context length (the tighter bound): the context verdict names it, as the engine would.
-                return budget(rule, contextLen, contextLen, false, body, maxBodyBytes, fields, chat, metrics, Outcome.NONE);
+                return budget(rc, contextLen, contextLen, false, metrics);
             }
-            return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
-                "more than " + maxTokens + " tokens", rule.name(), maxTokens));
+            return RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
+                "more than " + maxTokens + " tokens", rule.name(), maxTokens);
         }
-        Outcome routed = Outcome.of(new RoutingInputs(routingPrefix(tokens, routedOn), salt, session));
+        rc.inputs(new RoutingInputs(routingPrefix(tokens, routedOn), salt, session));
         if (trace != null && tokens != null) {
             trace.promptTokens(tokens.length);
         }
         if (contextLen == 0 || longest == -1) {
-            return routed;
+            return null;
         }
-        return budget(rule, contextLen, longest == PromptPipeline.OVER ? contextLen : longest, longest != PromptPipeline.OVER,
-            body, maxBodyBytes, fields, chat, metrics, routed);
+        return budget(rc, contextLen, longest == PromptPipeline.OVER ? contextLen : longest, longest != PromptPipeline.OVER,
+            metrics);
     }
 
     /**
@@ -162,20 +156,21 @@ public final class PromptStage {
      * prompt is what that reading refuses (the fallback routes it). The context check counts from the body stage's
      * count of the longest list.
      */
-    private static Outcome tokenIdPrompt(Rule rule, int contextLen, int routedOn, String session, ByteBuf body,
-                                         int maxBodyBytes, RequestFields fields, GatewayMetrics metrics) {
+    private static Problem tokenIdPrompt(RequestContext rc, int contextLen, int routedOn, String session,
+                                         GatewayMetrics metrics) {
+        RequestFields fields = rc.fields();
         if (!fields.promptIds.firstValid()) {
             metrics.shed("kv_render_failed");
-            return Outcome.of(new RoutingInputs(null, null, session));
+            rc.inputs(new RoutingInputs(null, null, session));
+            return null;
         }
-        Outcome routed = Outcome.of(new RoutingInputs(fields.promptIds.first(routedOn), fields.cacheSalt, session));
+        rc.inputs(new RoutingInputs(fields.promptIds.first(routedOn), fields.cacheSalt, session));
         if (contextLen == 0) {
-            return routed;
+            return null;
         }
         int longest = fields.promptTokenIdsMax;
         boolean over = longest > contextLen;
-        return budget(rule, contextLen, over ? contextLen : longest, !over, body, maxBodyBytes, fields, false, metrics,
-            routed);
+        return budget(rc, contextLen, over ? contextLen : longest, !over, metrics);
     }
 
     /**
@@ -183,21 +178,22 @@ public final class PromptStage {
      * (every rule); text is rendered and tokenized only when the rule has a tokenizer, at most up to the context
      * length (more proves the overflow). Without a count the engine judges the request and its answer is normalised.
      */
-    private static Outcome countOnly(Rule rule, int contextLen, ByteBuf body, int maxBodyBytes, RequestFields fields,
-                                     boolean chat, GatewayMetrics metrics, NanoClock clock, Outcome plain,
-                                     RequestTrace trace) {
+    private static Problem countOnly(RequestContext rc, int contextLen, GatewayMetrics metrics, NanoClock clock) {
+        Rule rule = rc.rule();
+        RequestFields fields = rc.fields();
+        boolean chat = rc.chat();
         if (!chat && fields.promptIsTokenIds && fields.promptTokenIdsMax > 0) {
-            return budget(rule, contextLen, fields.promptTokenIdsMax, true, body, maxBodyBytes, fields, chat, metrics, plain);
+            return budget(rc, contextLen, fields.promptTokenIdsMax, true, metrics);
         }
         PromptPipeline pipeline = PromptPipeline.of(rule);
         if (!pipeline.hasTokenizer()) {
-            return plain;
+            return null;
         }
         int bound = PromptPipeline.tokenBound(rule.config().maxPromptTokens(), contextLen);
         long t0 = clock.nanoTime();
         int longest;
         try {
-            JsonNode tree = PromptPipeline.parse(body);
+            JsonNode tree = PromptPipeline.parse(rc.body());
             if (chat) {
                 int[] tokens = pipeline.chatTokens(pipeline.renderChatText(tree), bound);
                 longest = tokens == null ? -1 : tokens == PromptPipeline.TOO_LONG ? PromptPipeline.OVER : tokens.length;
@@ -206,47 +202,50 @@ public final class PromptStage {
             }
         } catch (PromptException | RuntimeException e) {
             metrics.shed("context_count_failed");
-            return plain;
+            return null;
         } finally {
             long t1 = clock.nanoTime();
             metrics.stages.recordNs(Stage.TOKENIZE, t1 - t0);
-            if (trace != null) {
-                trace.stage("kvgate.tokenize", t0, t1); // render included: counted for the context check only
+            if (rc.trace() != null) {
+                rc.trace().stage("kvgate.tokenize", t0, t1); // render included: counted for the context check only
             }
         }
         if (longest == -1) {
-            return plain;
+            return null;
         }
         if (longest == PromptPipeline.OVER && bound < contextLen) {
             // Over the rule's own bound, which is below the context: the max_prompt_tokens refusal.
-            return new Outcome(null, RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
-                "more than " + bound + " tokens", rule.name(), bound));
+            return RequestValidator.contextLengthExceeded(chat ? "messages" : "prompt",
+                "more than " + bound + " tokens", rule.name(), bound);
         }
-        return budget(rule, contextLen, longest == PromptPipeline.OVER ? bound : longest, longest != PromptPipeline.OVER,
-            body, maxBodyBytes, fields, chat, metrics, plain);
+        return budget(rc, contextLen, longest == PromptPipeline.OVER ? bound : longest, longest != PromptPipeline.OVER,
+            metrics);
     }
 
-    /** Applies the context verdict: the 400, the lowered budget written into the body, or the request unchanged. */
-    private static Outcome budget(Rule rule, int contextLen, int promptTokens, boolean exact, ByteBuf body,
-                                  int maxBodyBytes, RequestFields fields, boolean chat, GatewayMetrics metrics,
-                                  Outcome ok) {
+    /**
+     * Applies the context verdict: the problem, the lowered budget written into the body (a larger copy replaces the
+     * context's body, the old buffer released), or the request unchanged.
+     */
+    private static Problem budget(RequestContext rc, int contextLen, int promptTokens, boolean exact,
+                                  GatewayMetrics metrics) {
+        Rule rule = rc.rule();
+        RequestFields fields = rc.fields();
+        boolean chat = rc.chat();
         int requested = ContextBudget.requested(fields, chat);
         ContextBudget.Verdict v = ContextBudget.decide(contextLen, promptTokens, exact, requested, chat,
             rule.profile().refusesExactContextFill(), rule.config().clampsContextOverflow());
         if (v.problem() != null) {
-            return new Outcome(null, v.problem());
+            return v.problem();
         }
         if (v.budget() > 0) {
-            ByteBuf edited = ContextBudget.lowerBudget(body, fields, v.budget(), requested == ContextBudget.ABSENT,
-                maxBodyBytes);
+            ByteBuf edited = ContextBudget.lowerBudget(rc.body(), fields, v.budget(), requested == ContextBudget.ABSENT,
+                rc.config().limits().maxBodyBytes());
             if (edited != null) {
                 metrics.contextClamped(rule.name());
-                if (edited != body) {
-                    return new Outcome(ok.inputs(), null, edited);
-                }
+                rc.body(edited);
             }
         }
-        return ok;
+        return null;
     }
 
     /**

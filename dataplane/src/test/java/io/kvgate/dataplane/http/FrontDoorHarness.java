@@ -56,6 +56,8 @@ final class FrontDoorHarness implements AutoCloseable {
         """;
 
     final GatewayConfig config;
+    /** The configuration the gateway applies now: set it to reload (the route table stays the harness's). */
+    final java.util.concurrent.atomic.AtomicReference<GatewayConfig> applied = new java.util.concurrent.atomic.AtomicReference<>();
     final GatewayMetrics metrics = new GatewayMetrics();
     final ManualClock clock = new ManualClock();
     final RoutingStage router;
@@ -95,7 +97,8 @@ final class FrontDoorHarness implements AutoCloseable {
                 return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, "{\"rendered\":true}");
             }
         };
-        gw = new GatewayContext(config, router, null, metrics, clock, hooks);
+        applied.set(config);
+        gw = new GatewayContext(applied::get, router, null, metrics, clock, hooks);
         java.util.Set<String> models = new java.util.HashSet<>();
         config.rules().forEach(r -> models.addAll(r.models()));
         metrics.modelLabels(models);

@@ -7,9 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.request.FrontRoute;
 import io.kvgate.dataplane.request.Problem;
 import io.kvgate.dataplane.request.PromptIds;
+import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.request.RequestFieldExtractor;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RequestValidator;
@@ -22,7 +25,9 @@ import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import io.netty.handler.codec.http.DefaultHttpHeaders;
+import io.netty.handler.codec.http.DefaultHttpRequest;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpVersion;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -39,13 +44,14 @@ import org.junit.jupiter.api.Test;
 class PromptStageTokenIdsTest {
     private static final ManualClock CLOCK = new ManualClock();
     private static BlockIndex index;
+    private static GatewayConfig config;
     private static RouteTable table;
 
     @BeforeAll
     static void build() throws Exception {
         index = new BlockIndex(new BlockIndexConfig(4096, 8, 2, 8192, 1024));
         String ep = "      - url: http://127.0.0.1:20000\n        kv_events: tcp://127.0.0.1:20001\n";
-        GatewayConfig cfg = GatewayConfig.parse("""
+        GatewayConfig cfg = config = GatewayConfig.parse("""
             listen: 127.0.0.1:18080
             admin_listen: 127.0.0.1:18081
             rules:
@@ -102,11 +108,15 @@ class PromptStageTokenIdsTest {
         return out;
     }
 
-    private record Run(RequestFields fields, PromptStage.Outcome outcome, String bodyAfter) {}
+    /** One pass through the stage: the refusal (null: accepted), the inputs it wrote (null when refused), the body. */
+    private record Run(RequestFields fields, Refusal refusal, RoutingInputs inputs, String bodyAfter) {}
 
     private static Run run(String json, int idsKept) {
         Rule rule = table.ruleForModel(json.substring(10, json.indexOf('"', 10)));
-        RequestFields fields = new RequestFields();
+        RequestContext rc = new RequestContext();
+        rc.begin(new DefaultHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.POST, "/v1/completions"), config, table, 0, null);
+        rc.route(FrontRoute.COMPLETIONS, "/v1/completions");
+        RequestFields fields = rc.fields();
         RequestFieldExtractor x = new RequestFieldExtractor(fields).promptIdsKept(idsKept);
         ByteBuf body = Unpooled.copiedBuffer(json, StandardCharsets.UTF_8);
         x.body(body);
@@ -116,14 +126,20 @@ class PromptStageTokenIdsTest {
         }
         if (p != null) {
             body.release();
-            return new Run(fields, new PromptStage.Outcome(null, p, null), null);
+            return new Run(fields, Refusal.of(p), null, null);
         }
-        PromptStage.Outcome o = PromptStage.run(rule, new DefaultHttpHeaders(), body, 1 << 20, fields, false,
-            new GatewayMetrics(), CLOCK);
-        ByteBuf after = o.body() != null ? o.body() : body;
+        rc.rule(rule, null);
+        rc.body(body);
+        Refusal r = PromptStage.run(rc, new GatewayMetrics(), CLOCK);
+        ByteBuf after = rc.body();
         String text = after.toString(StandardCharsets.UTF_8);
         after.release();
-        return new Run(fields, o, text);
+        return new Run(fields, r, r == null ? rc.inputs() : null, text);
+    }
+
+    /** Refusals compare by what the client sees and what is counted. */
+    private static String answer(Refusal r) {
+        return r == null ? null : r + " param=" + r.param() + " code=" + r.code() + " close=" + r.closes();
     }
 
     @Test
@@ -139,12 +155,10 @@ class PromptStageTokenIdsTest {
                     captured++;
                     invalid += kept.fields().promptIds.firstValid() ? 0 : 1;
                 }
-                PromptStage.Outcome a = kept.outcome();
-                PromptStage.Outcome b = tree.outcome();
-                assertEquals(b.problem(), a.problem(), json);
+                assertEquals(answer(tree.refusal()), answer(kept.refusal()), json);
                 assertEquals(tree.bodyAfter(), kept.bodyAfter(), json);
-                RoutingInputs ia = a.inputs();
-                RoutingInputs ib = b.inputs();
+                RoutingInputs ia = kept.inputs();
+                RoutingInputs ib = tree.inputs();
                 assertEquals(ib == null, ia == null, json);
                 if (ia != null) {
                     assertArrayEquals(ib.promptTokens(), ia.promptTokens(), json);
@@ -170,7 +184,7 @@ class PromptStageTokenIdsTest {
         String json = "{\"model\":\"kv\",\"prompt\":[1,2,3,4,5,6,7,8,9,10,11,12,13]}";
         Run short8 = run(json, 8);
         assertTrue(!short8.fields().promptIds.keeps(RulePolicies.promptTokensRoutedOn(table.ruleForModel("kv").config())));
-        assertArrayEquals(new int[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, short8.outcome().inputs().promptTokens());
-        assertNotEquals(0, run(json, table.promptIdsKept()).outcome().inputs().promptTokens().length);
+        assertArrayEquals(new int[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, short8.inputs().promptTokens());
+        assertNotEquals(0, run(json, table.promptIdsKept()).inputs().promptTokens().length);
     }
 }

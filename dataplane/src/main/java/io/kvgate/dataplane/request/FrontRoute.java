@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.http;
+package io.kvgate.dataplane.request;
 
 import io.netty.handler.codec.http.HttpMethod;
 

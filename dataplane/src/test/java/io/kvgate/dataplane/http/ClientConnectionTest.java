@@ -32,8 +32,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** The front door's head and body stages over an {@link EmbeddedChannel}, split at every byte, on channel time. */
-class FrontDoorHandlerTest {
+/** The client connection and the request stages behind it over an {@link EmbeddedChannel}, split at every byte, on channel time. */
+class ClientConnectionTest {
     private static final String BODY = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
     private FrontDoorHarness h;
 
@@ -110,6 +110,27 @@ class FrontDoorHandlerTest {
             assertEquals(i == req.length - 1 ? 1 : 0, h.started.size(), "after byte " + i);
         }
         assertEquals("m", h.started.get(0).model());
+        ch.finishAndReleaseAll();
+    }
+
+    @Test
+    void aRequestThatStraddlesAReloadIsJudgedByTheConfigurationOfItsHead() throws Exception {
+        // The head arrives under max_body_bytes 4096 and key k1; a reload then lowers the limit and changes the key
+        // before the body. The request keeps the generation its head captured; the next request gets the new one.
+        String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" + "x".repeat(1500) + "\"}]}";
+        String req = chatPost(body, AUTH);
+        int headEnd = req.indexOf("\r\n\r\n") + 4;
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(req.substring(0, headEnd)));
+        h.applied.set(io.kvgate.control.config.GatewayConfig.parse(FrontDoorHarness.BASE_YAML
+            .replace("max_body_bytes: 4096", "max_body_bytes: 1024").replace("api_keys: [k1]", "api_keys: [k2]")));
+        ch.writeInbound(ascii(req.substring(headEnd)));
+        assertEquals(1, h.started.size(), "read, validated and started under the head's limits");
+        assertEquals(body, h.bodies.get(0));
+        answer(0, true);
+        output(ch);
+        ch.writeInbound(ascii(req));
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)), "the next request is judged by the reload");
         ch.finishAndReleaseAll();
     }
 
@@ -582,7 +603,7 @@ class FrontDoorHandlerTest {
         EmbeddedChannel ch = h.channel();
         ch.writeInbound(ascii(chatPost(BODY, AUTH)));
         StringBuilder many = new StringBuilder();
-        for (int i = 0; i <= FrontDoorHandler.MAX_PIPELINED_REQUESTS; i++) {
+        for (int i = 0; i <= ClientConnection.MAX_PIPELINED_REQUESTS; i++) {
             many.append("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
         }
         ch.writeInbound(ascii(many.toString()));
