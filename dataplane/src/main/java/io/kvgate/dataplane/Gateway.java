@@ -35,10 +35,10 @@ import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
 import io.kvgate.dataplane.ready.ModelProbe;
 import io.kvgate.dataplane.ready.Readiness;
-import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.PlainExchange;
-import io.kvgate.dataplane.request.ActiveExchange;
-import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.exchange.GatewayContext;
+import io.kvgate.dataplane.exchange.PlainExchange;
+import io.kvgate.dataplane.exchange.ActiveExchange;
+import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
@@ -129,7 +129,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
     private final TokenizerCache tokenizers = new TokenizerCache();
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
-    private io.kvgate.dataplane.proxy.LiveExchanges liveExchanges;
+    private io.kvgate.dataplane.exchange.LiveExchanges liveExchanges;
 
     private Gateway(Options o) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config(), tokenizers);
