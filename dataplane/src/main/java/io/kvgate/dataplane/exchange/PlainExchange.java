@@ -1,15 +1,12 @@
 package io.kvgate.dataplane.exchange;
 
-import io.kvgate.dataplane.relay.EngineErrors;
-import io.kvgate.dataplane.relay.AnswerJson;
 import io.kvgate.dataplane.relay.ClientResponse;
+import io.kvgate.dataplane.relay.Relay;
 import io.kvgate.control.log.Log;
-import io.kvgate.dataplane.accesslog.AccessRecord;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import io.kvgate.dataplane.exchange.ActiveExchange;
-import io.kvgate.dataplane.request.AnswerRewrite;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
@@ -35,10 +32,8 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.HttpContent;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 /**
  * One client request relayed through one {@link UpstreamLeg} (a plain rule's request, or the decode leg of a P/D
@@ -95,8 +90,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private final String lora;
     /** The sorted ids of the only endpoints serving {@link #lora} (a discovered adapter), or null: any endpoint. */
     private int[] servingEndpoints;
-    /** What the answers need rewritten (its request edits are in the body already), or null: relayed byte for byte. */
-    private final AnswerRewrite rewrite;
     private final String ruleName;
     private final String requestId;
     private final boolean explain;
@@ -108,7 +101,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private String upstreamRequestId;
     private Role role = Role.ANY;
     private long firstByteTimeoutMs;
-    private boolean pdDecodeJson;
     private String legName = "engine";
     private LegObserver observer = LegObserver.NONE;
     private RoutingInputs inputs = RoutingInputs.NONE;
@@ -130,16 +122,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private int heldDpRank = -1;
     private EndpointState lastEndpoint;
     private UpstreamLeg leg;
-    private int status;
+    /** Carries the engine's answer to the client and measures it; {@link #client} is its writer. */
+    private final Relay relay;
     private final ClientResponse client;
-    /** {@code /v1/chat/completions} rather than completions: how an engine's context error names its {@code param}. */
-    private final boolean chat;
     private long sentAtNs;
-    /**
-     * When the relay last passed on something the client can use (a complete event, body bytes) or started, on the
-     * event loop's clock (the leg's timers' clock): bytes that complete nothing do not move it ({@link #onContent}).
-     */
-    private long progressAtNs;
     /** The request's trace when it is sampled, else null (then none of the spans below exist). */
     private RequestTrace trace;
     /** The routing decision being waited for (admission wait included), and the engine request in progress. */
@@ -148,14 +134,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     /** When admission control held the request (routing thread's writes, read after the decision): 0 when it did not. */
     private long admissionQueuedAtNs;
     private long admissionAdmittedAtNs;
-    /** The access-log record of this request (the client connection's), completed and logged when it ends. */
-    private final AccessRecord access;
-    /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
-    private String errorCode;
-    /** Time to first token (from {@link #startNs}), or -1 before the first output reached the client. */
-    private long ttftNs = -1;
-    /** When the last event with output was relayed (inter-token latency runs from here). */
-    private long lastOutputNs;
     /** The routing decision's tier and the prompt tokens found cached on its endpoint ({@link #decision}). */
     private String decisionTier;
     private int reachableTokens = -1;
@@ -168,12 +146,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.request = request;
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
-        this.client = new ClientResponse(ctx, request, requestId);
-        this.chat = request.uri().startsWith("/v1/chat/");
+        this.relay = new Relay(ctx, request, requestId, gw::config, gw.metrics(), gw.clock(), gw.accessLog(),
+            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
+        this.client = relay.client();
         this.model = fields.model;
         this.rule = rule;
         this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
-        this.rewrite = fields.answerRewrite;
         this.ruleName = rule.name();
         this.requestId = requestId;
         this.explain = explain || rule.config().explain();
@@ -181,7 +159,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
         // Two clients may send the same X-Request-Id: the engine gets a gateway-unique one, the client its own back.
         this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
-        this.access = owner.accessRecord();
     }
 
     /**
@@ -191,7 +168,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     public PlainExchange asLeg(Role legRole, long legFirstByteTimeoutMs, boolean decodeJson, LegObserver legObserver) {
         this.role = legRole;
         this.firstByteTimeoutMs = legFirstByteTimeoutMs;
-        this.pdDecodeJson = decodeJson;
+        if (decodeJson) {
+            relay.strippingTransferParams();
+        }
         this.observer = legObserver;
         this.legName = legRole == Role.DECODE ? "decode leg" : "engine";
         return this;
@@ -200,6 +179,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     /** The request's trace (null: not sampled): route, leg and connect spans; the engine gets the leg's context. */
     public PlainExchange withTrace(RequestTrace t) {
         this.trace = t;
+        relay.withTrace(t);
         return this;
     }
 
@@ -359,7 +339,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
                 return; // the client left while the request waited
             }
             gw.metrics().shed("admission");
-            errorCode = "rate_limit_exceeded";
+            relay.errorCode("rate_limit_exceeded");
             client.answerError(HttpResponseStatus.TOO_MANY_REQUESTS, message, "rate_limit_exceeded",
                 Admission.retryAfterSeconds(decidedBy.config().admission()), explanation());
             finish(429, client.keepAlive());
@@ -488,26 +468,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         long now = gw.clock().nanoTime();
         gw.metrics().timeToFirstByte(ruleName, now - startNs);
         gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
-        status = head.status();
-        boolean sse = head.eventStream();
-        observer.onResponseHead(status);
-        if (!sse && status >= 400) {
-            // Aggregated (bounded) to re-emit the engine's error in the OpenAI shape.
-            l.aggregate(gw.config().upstream().maxErrorBodyBytes());
-            return;
+        observer.onResponseHead(head.status());
+        if (relay.onHead(l, head, explanation())) {
+            phase = Phase.RELAYING;
         }
-        if (!sse && head.json() && (pdDecodeJson || (status < 300 && rewrite != null && rewrite.rewritesJson()))) {
-            // A P/D decode's JSON must lose kv_transfer_params; an aliased or replicated answer is rewritten whole.
-            l.aggregate(gw.config().limits().maxBodyBytes());
-            return;
-        }
-        phase = Phase.RELAYING;
-        progressAtNs = loopNanoTime();
-        client.startRelay(head, sse, explanation(), chat, rewrite);
-    }
-
-    private long loopNanoTime() {
-        return ctx.channel().eventLoop().ticker().nanoTime();
     }
 
     /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
@@ -525,22 +489,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             content.release();
             return;
         }
-        boolean progressed = client.relay(content, last);
-        outputRelayed(client.takeOutputEvents());
-        if (last) {
-            if (!client.sse() && status < 300) {
-                firstToken(); // a whole answer: its first token reached the client with its last byte
-            }
-            finish(status, client.keepAlive());
-            return;
-        }
-        // The leg's idle timer restarts on every byte, so an engine dripping an event that never completes would hold
-        // the client for ever with nothing delivered: the same timeout also runs from the last progress.
-        long now = loopNanoTime();
-        if (progressed) {
-            progressAtNs = now;
-        } else if (now - progressAtNs >= TimeUnit.MILLISECONDS.toNanos(gw.config().upstream().idleTimeoutMs())) {
-            l.failFromListener(LegFailure.NO_PROGRESS);
+        if (relay.onContent(l, content, last)) {
+            finish(relay.status(), client.keepAlive());
         }
     }
 
@@ -551,7 +501,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             l.read();
             return;
         }
-        l.readAfter(client.flushBatch());
+        relay.onReadComplete(l);
     }
 
     @Override
@@ -559,23 +509,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (phase != Phase.UPSTREAM) {
             return;
         }
-        String text = aggregated.toString(StandardCharsets.UTF_8);
-        String json;
-        if (status >= 400) {
-            json = EngineErrors.toOpenAiShape(text, status, chat);
-        } else {
-            json = pdDecodeJson ? EngineErrors.withoutKvTransferParams(text) : text;
-            if (status < 300 && rewrite != null && rewrite.rewritesJson()) {
-                json = AnswerJson.rewriteAnswer(json, rewrite);
-            }
-        }
-        client.answerJson(status, json, explanation());
-        if (status < 300) {
-            firstToken();
-        } else {
-            errorCode = "engine_error";
-        }
-        finish(status, client.keepAlive());
+        relay.onAggregated(aggregated, explanation());
+        finish(relay.status(), client.keepAlive());
     }
 
     @Override
@@ -616,18 +551,18 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             case NO_PROGRESS -> failMidStream(failure, "The " + legName + " sent no complete event for "
                 + gw.config().upstream().idleTimeoutMs() + " ms (only bytes of an unfinished one)");
             case RESPONSE_TOO_LARGE -> {
-                int limit = status >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
+                int limit = relay.status() >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
                 failMidStream(failure, "The " + legName + "'s answer exceeds the gateway's limit of " + limit + " bytes");
             }
             case CLIENT_STALL -> {
                 // The client took nothing for the stall timeout: it cannot be answered any more; free the connection.
                 gw.metrics().badRequest("client_stalled");
-                errorCode = "client_stalled";
+                relay.errorCode("client_stalled");
                 if (phase == Phase.RELAYING) {
                     gw.metrics().responseIncomplete(failure.metricName()); // its head went out: counted under its status
                 }
                 phase = Phase.DONE;
-                record(status == 0 ? 408 : status);
+                record(relay.status() == 0 ? 408 : relay.status());
                 release();
                 client.close();
                 owner.onExchangeDone(false);
@@ -681,17 +616,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     }
 
     private void failMidStream(LegFailure failure, String message) {
-        errorCode = failure.code();
         if (phase != Phase.RELAYING) {
             finishWithError(failure.clientStatus(), message, failure.code(), false);
             return;
         }
-        if (client.sse()) {
-            gw.metrics().midStreamErrors.increment();
-        }
-        gw.metrics().responseIncomplete(failure.metricName());
-        boolean open = client.endStreamWithError(message, failure.code());
-        finish(status, open && client.keepAlive());
+        finish(relay.status(), relay.failMidStream(failure, message));
     }
 
     // ---- endings ---------------------------------------------------------------------------------------------
@@ -716,88 +645,18 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (trace != null) {
             trace.error(code);
         }
-        errorCode = code;
+        relay.errorCode(code);
         client.answerError(st, message, code, retryAfter ? gw.config().health().retryAfterSeconds() : -1, explanation());
         finish(st.code(), client.keepAlive());
     }
 
-    /**
-     * Records the answer; a stream that ended in an error event is {@code status="stream_error"}, not its 200. The
-     * token usage the answer carried (as the client saw it, the usage chunk counted even when it was dropped) goes
-     * to {@code kvgate_tokens_total}.
-     */
+    /** Records the answer (metrics, access log, trace outcome) with the routing decision it had. */
     private void record(int st) {
-        if (client.usageSeen()) {
-            gw.metrics().tokens(ruleName, model, client.promptTokens(), client.completionTokens(), client.cachedTokens());
-        }
-        if (trace != null) {
-            traceOutcome(st);
-        }
-        logAccess(st);
-        if (client.streamFailed()) {
-            gw.metrics().request(ruleName, model, GatewayMetrics.STREAM_ERROR, gw.clock().nanoTime() - startNs);
-            return;
-        }
-        gw.metrics().request(ruleName, model, st, gw.clock().nanoTime() - startNs);
+        relay.record(st, endpointKey(), decisionTier, reachableTokens);
     }
 
-    /** The request's access-log line: the status the client got, what the engine reported, when output started. */
-    private void logAccess(int st) {
-        if (!gw.accessLog().enabled()) {
-            return;
-        }
-        AccessRecord a = access;
-        a.requestId = requestId;
-        a.rule = ruleName;
-        a.model = model;
-        a.endpoint = lastEndpoint == null ? null : lastEndpoint.key();
-        a.status = st;
-        a.bytesOut = client.bytesOut();
-        if (client.usageSeen()) {
-            a.promptTokens = client.promptTokens();
-            a.cachedTokens = client.cachedTokens();
-        }
-        a.ttftNs = ttftNs;
-        a.tier = decisionTier;
-        a.reachableTokens = reachableTokens;
-        a.durationNs = gw.clock().nanoTime() - startNs;
-        a.errorCode = errorCode != null ? errorCode : client.streamFailed() ? GatewayMetrics.STREAM_ERROR : null;
-        gw.accessLog().log(a);
-    }
-
-    /** The first output reached the client now: time to first token. */
-    private void firstToken() {
-        if (ttftNs < 0) {
-            lastOutputNs = gw.clock().nanoTime();
-            ttftNs = lastOutputNs - startNs;
-            gw.metrics().timeToFirstToken(ruleName, ttftNs, access.traceId);
-            if (trace != null) {
-                trace.firstToken(lastOutputNs); // the first content token (the access log's and the histogram's TTFT)
-            }
-        }
-    }
-
-    /**
-     * {@code n} events with output were just relayed: the first of the stream is its first token, each later one an
-     * inter-token gap (events that arrived in one read are 0 apart: that is what the client saw).
-     */
-    private void outputRelayed(int n) {
-        if (n == 0) {
-            return;
-        }
-        int gaps = n;
-        if (ttftNs < 0) {
-            firstToken();
-            gaps--;
-        } else {
-            long now = gw.clock().nanoTime();
-            gw.metrics().interTokenLatency(ruleName, now - lastOutputNs, access.traceId);
-            lastOutputNs = now;
-            gaps--;
-        }
-        for (int i = 0; i < gaps; i++) {
-            gw.metrics().interTokenLatency(ruleName, 0, access.traceId);
-        }
+    private String endpointKey() {
+        return lastEndpoint == null ? null : lastEndpoint.key();
     }
 
     private void release() {
@@ -847,17 +706,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
     }
 
-    /** The answer's status and usage on the request's server span; a stream that ended in an error event is an error. */
-    private void traceOutcome(int st) {
-        trace.status(st);
-        if (client.usageSeen()) {
-            trace.usage(client.promptTokens(), client.completionTokens(), client.cachedTokens());
-        }
-        if (client.streamFailed()) {
-            trace.error(GatewayMetrics.STREAM_ERROR);
-        }
-    }
-
     /**
      * The watchdog: something threw inside this exchange. It ends now, whatever it was doing: the leg (if any) is
      * torn down without charging the endpoint, the client gets a 500 (or an error frame on a started stream) and
@@ -870,7 +718,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         Phase was = phase;
         phase = Phase.DONE;
         Log.error("exchange failed inside the gateway (answered 500, connection closed): " + t);
-        errorCode = LegFailure.INTERNAL.code();
+        relay.errorCode(LegFailure.INTERNAL.code());
         try {
             if (leg != null) {
                 leg.abortInternal();
@@ -912,11 +760,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             leg.cancel();
             leg = null;
         }
-        errorCode = "client_gone";
+        relay.errorCode("client_gone");
         if (!routing) {
             record(499);
         } else {
-            logAccess(499); // counted nowhere else, but a request the client sent all the same
+            relay.logAccess(499, endpointKey(), decisionTier, reachableTokens); // counted nowhere else, but a request the client sent all the same
         }
         // While routing, run() returns the endpoint when the decision arrives.
         release();
@@ -959,11 +807,11 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             leg = null;
         }
         String msg = "The gateway is shutting down; retry the request.";
-        errorCode = "shutting_down";
+        relay.errorCode("shutting_down");
         if (phase == Phase.RELAYING) {
             gw.metrics().responseIncomplete(GatewayMetrics.INCOMPLETE_SHUTTING_DOWN);
             client.endStreamWithError(msg, "shutting_down");
-            finish(status, false);
+            finish(relay.status(), false);
             return;
         }
         client.answerErrorAndClose(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "shutting_down");
