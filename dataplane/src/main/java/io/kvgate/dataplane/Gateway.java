@@ -35,10 +35,9 @@ import io.kvgate.dataplane.pd.PdHooks;
 import io.kvgate.dataplane.pd.PdMetrics;
 import io.kvgate.dataplane.ready.ModelProbe;
 import io.kvgate.dataplane.ready.Readiness;
-import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.PlainExchange;
-import io.kvgate.dataplane.request.ActiveExchange;
-import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.exchange.GatewayContext;
+import io.kvgate.dataplane.exchange.Exchanges;
+import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
@@ -129,7 +128,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** The tokenizers the current configuration's rules use; a reload reuses those whose files did not change. */
     private final TokenizerCache tokenizers = new TokenizerCache();
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
-    private io.kvgate.dataplane.proxy.LiveExchanges liveExchanges;
+    private io.kvgate.dataplane.exchange.LiveExchanges liveExchanges;
 
     private Gateway(Options o) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config(), tokenizers);
@@ -199,17 +198,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             this.liveExchanges = gw.live();
             PdHooks pd = new PdHooks(() -> gw, pdMetrics, () -> kv == null ? null : kv.index());
             // The exchange layer behind the front door: P/D rules get a P/D exchange, every other rule the plain proxy.
-            ExchangeStarter exchanges = (ctx, request, owner) -> {
-                ActiveExchange ex = pd.start(ctx, request, owner);
-                if (ex != null) {
-                    return ex;
-                }
-                PlainExchange px = new PlainExchange(gw, ctx, owner, request.head(), request.body(), request.fields(),
-                    request.rule(), request.requestId(), request.explain(), request.startNs()).withInputs(request.inputs())
-                    .withRequestExtras(request.servingEndpoints(), request.warning()).withTrace(request.trace());
-                px.start();
-                return px;
-            };
+            ExchangeStarter exchanges = new Exchanges(Exchanges.plain(gw), pd);
             metrics.modelLabels(modelNames(cfg));
             pdMetrics.register(metricsRegistry);
             registerMetrics();

@@ -1,7 +1,7 @@
 package io.kvgate.dataplane.http;
 
-import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.exchange.GatewayContext;
+import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.tls.ServerTls;
 import io.kvgate.dataplane.wire.ClientHttpCodec;
 import io.netty.channel.ChannelInitializer;

@@ -2,7 +2,7 @@ package io.kvgate.dataplane.http;
 
 import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.kvgate.dataplane.openai.OpenAiErrors;
-import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.request.FrontRoute;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.route.Rule;

@@ -1,6 +1,6 @@
 package io.kvgate.dataplane.http;
 
-import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.exchange.GatewayContext;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.handler.codec.DecoderException;

@@ -4,7 +4,7 @@ import io.kvgate.control.clock.NanoClock;
 import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.prompt.PromptStage;
-import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.request.Refusal;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.handler.codec.http.HttpContent;

@@ -9,7 +9,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.RouteRequest;
 import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RuleHasher;
@@ -20,7 +19,6 @@ import io.kvgate.index.prompt.RenderedPrompt;
 import io.kvgate.ingest.zmq.SubscriberStatus;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -270,55 +268,7 @@ public final class KvRoutes {
         }
         String salt = body.path("cache_salt").isTextual() ? body.get("cache_salt").asText() : null;
         String user = body.path("user").isTextual() ? body.get("user").asText() : null;
-        long sessionKeyHash = SessionKeys.hash(user);
-        int[] promptTokens = tokens;
-        CompletableFuture<String[]> result = new CompletableFuture<>();
-        RouteRequest req = new RouteRequest() {
-            @Override
-            public Rule rule() {
-                return rule;
-            }
-
-            @Override
-            public int[] promptTokens() {
-                return promptTokens;
-            }
-
-            @Override
-            public String cacheSalt() {
-                return salt;
-            }
-
-            @Override
-            public long sessionKeyHash() {
-                return sessionKeyHash;
-            }
-
-            @Override
-            public boolean explain() {
-                return true;
-            }
-
-            @Override
-            public boolean dryRun() {
-                return true;
-            }
-
-            @Override
-            public boolean sendsDpRank() {
-                return true; // explain the decision a client request would get (a dry run pins nothing)
-            }
-
-            @Override
-            public Role role() {
-                return rule.isPd() ? Role.PREFILL : Role.ANY;
-            }
-
-            @Override
-            public void onRouted(EndpointState endpoint, Rule r, String why) {
-                result.complete(new String[] {endpoint == null ? null : endpoint.config().url(), why});
-            }
-        };
+        DryRunRequest req = new DryRunRequest(rule, tokens, salt, SessionKeys.hash(user));
         boolean published;
         synchronized (explainPort) { // one publisher at a time per port
             published = explainPort.tryRoute(req);
@@ -326,12 +276,12 @@ public final class KvRoutes {
         if (!published) {
             return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "server_error", null, null));
         }
-        String[] r = result.get(5, TimeUnit.SECONDS);
+        DryRunRequest.Decided r = req.result().get(5, TimeUnit.SECONDS);
         ObjectNode out = JSON.createObjectNode();
         out.put("rule", rule.name());
         out.put("policy", rule.config().policy());
-        out.put("endpoint", r[0]);
-        out.put("explanation", r[1]);
+        out.put("endpoint", r.endpointUrl());
+        out.put("explanation", r.explanation());
         out.put("prompt_tokens", tokens == null ? 0 : tokens.length);
         return AdminApi.Reply.json(200, out.toPrettyString());
     }

@@ -6,13 +6,13 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.openai.OpenAiErrors;
-import io.kvgate.dataplane.proxy.EngineErrors;
-import io.kvgate.dataplane.proxy.ExchangeRouting;
-import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.LiveExchanges;
-import io.kvgate.dataplane.proxy.PlainExchange;
-import io.kvgate.dataplane.request.ActiveExchange;
-import io.kvgate.dataplane.request.ExchangeOwner;
+import io.kvgate.dataplane.relay.EngineErrors;
+import io.kvgate.dataplane.exchange.ExchangeRouting;
+import io.kvgate.dataplane.exchange.GatewayContext;
+import io.kvgate.dataplane.exchange.LiveExchanges;
+import io.kvgate.dataplane.exchange.PlainExchange;
+import io.kvgate.dataplane.exchange.ActiveExchange;
+import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Admission;
@@ -82,6 +82,15 @@ import java.util.List;
  * exception anywhere ends the exchange with a 500 and frees the connection ({@link #abort}).
  */
 public final class PdExchange extends LiveExchanges.Entry implements RouteRequest, ActiveExchange, ExchangeOwner {
+    /**
+     * Where the exchange is. {@code DECIDING}: conditional P/D routes the decode endpoint first to choose the path.
+     * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang routes its decode
+     * after its prefill, before either leg starts). {@code PREFILL}: the prefill leg runs, decode not yet.
+     * {@code DECODE}: the decode leg was started (with SGLang, its prefill may still run beside it). {@code DONE}: the
+     * client was answered, or left; nothing more is sent to it.
+     */
+    public enum Phase { DECIDING, ROUTING_PREFILL, PREFILL, ROUTING_DECODE, DECODE, DONE }
+
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final GatewayContext gw;
@@ -104,8 +113,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private final long startNs;
     private final PdDialect dialect;
     private final PdPath path;
-    /** The decode endpoint is being routed first, to decide between the split and the local path. */
-    private boolean deciding;
+    private Phase phase = Phase.ROUTING_PREFILL;
     /** The first decision arrived: admission control let the request in; later legs are not gated again. */
     private boolean admitted;
     private final List<EndpointState> connectFailed = new ArrayList<>(2);
@@ -124,8 +132,6 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private long prefillStartNs;
     private int transportRetries;
     private boolean decodeStarted;
-    private boolean clientGone;
-    private boolean done;
     /** The request's trace when it is sampled, else null; its P/D routing decisions and prefill leg as spans. */
     private RequestTrace trace;
     private Span routeSpan;
@@ -189,24 +195,30 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 gw.metrics().badRequest("too_many_sequences");
                 errorCode = "invalid_value";
                 respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "This request asks for " + sequences
-                    + " sequences; at most " + maxSequences + " are allowed per request on this model.", "n", "invalid_value"), 400, false);
+                    + " sequences; at most " + maxSequences + " are allowed per request on this model.", "n", "invalid_value"), 400);
                 return;
             }
             listed = true;
             gw.live().add(ctx.channel().eventLoop(), this);
             if (io.kvgate.dataplane.route.RulePolicies.conditionalPd(rule.config()) && inputs.promptTokens() != null) {
-                deciding = true;
-                routeNext(Role.DECODE);
+                routeNext(Phase.DECIDING);
             } else {
                 metrics.splitPath.increment();
-                routeNext(Role.PREFILL);
+                routeNext(Phase.ROUTING_PREFILL);
             }
         } catch (Throwable t) {
             abort(t);
         }
     }
 
-    void routeNext(Role r) {
+    public Phase phase() {
+        return phase;
+    }
+
+    /** Routes the next decision: {@code next} is {@link Phase#DECIDING} or a {@code ROUTING_*} phase. */
+    void routeNext(Phase next) {
+        phase = next;
+        Role r = next == Phase.ROUTING_PREFILL ? Role.PREFILL : Role.DECODE;
         role = r;
         if (trace != null) {
             routeSpan = trace.child("kvgate.route", gw.clock().nanoTime());
@@ -297,7 +309,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     @Override
     public void onShed(Rule r, String message) {
         try {
-            if (clientGone || done) {
+            if (phase == Phase.DONE) {
                 return;
             }
             gw.metrics().shed("admission");
@@ -305,7 +317,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             FullHttpResponse resp = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.TOO_MANY_REQUESTS, message, null,
                 "rate_limit_exceeded");
             resp.headers().set(HttpHeaderNames.RETRY_AFTER, Admission.retryAfterSeconds(r.config().admission()));
-            respond(resp, 429, true);
+            respond(resp, 429);
         } catch (Throwable t) {
             abort(t);
         }
@@ -328,7 +340,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     }
 
     private void onDecision(EndpointState ep) {
-        if (clientGone || done) {
+        if (phase == Phase.DONE) {
             if (ep != null) {
                 routing.complete(ep, Outcome.RELEASED);
             }
@@ -352,8 +364,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                     "no_healthy_endpoint", true);
                 return;
             }
-            if (deciding) {
-                deciding = false;
+            if (phase == Phase.DECIDING) {
                 decidePath(ep);
                 return;
             }
@@ -377,7 +388,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
         metrics.splitPath.increment();
         routing.complete(decode, Outcome.RELEASED); // the split path routes its decode leg after the prefill answered
-        routeNext(Role.PREFILL);
+        routeNext(Phase.ROUTING_PREFILL);
     }
 
     // ---- what the dialects use ----------------------------------------------------------------------------
@@ -415,6 +426,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     /** Starts the prefill leg on the chosen prefill endpoint, taking over {@code buf}'s reference. */
     void startPrefillLeg(ByteBuf buf) {
+        phase = Phase.PREFILL;
         prefillStartNs = gw.clock().nanoTime();
         EngineRequest engineRequest = new EngineRequest(HttpMethod.POST, request.uri(), request.headers(), upstreamRequestId);
         if (trace != null) {
@@ -433,6 +445,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
      * ({@code preChosen}), or routed now.
      */
     void startDecodeLeg(ByteBuf buf, boolean preChosen) {
+        phase = Phase.DECODE;
         decodeStarted = false;
         decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
             .withTrace(trace)
@@ -499,7 +512,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         prefillLeg = null;
         metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
         endPrefillSpan(status >= 400 ? "prefill_status_" + status : null);
-        if (clientGone || done) {
+        if (phase == Phase.DONE) {
             return;
         }
         dialect.onPrefillAnswered(this, status, text);
@@ -509,7 +522,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         // The leg already returned the endpoint's load and charged its breaker as the failure's class says.
         metrics.failure("prefill", failure.metricName());
         endPrefillSpan(failure.code());
-        if (clientGone || done) {
+        if (phase == Phase.DONE) {
             return;
         }
         if (dialect.concurrent() && decodeStarted) {
@@ -524,7 +537,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 connectFailed.add(ep);
                 if (connectFailed.size() < gw.config().upstream().maxConnectAttempts()) {
                     metrics.pairRetries.increment();
-                    routeNext(Role.PREFILL);
+                    routeNext(Phase.ROUTING_PREFILL);
                     return;
                 }
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any prefill endpoint ("
@@ -534,7 +547,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 if (transportRetries == 0) {
                     transportRetries++;
                     metrics.pairRetries.increment();
-                    routeNext(Role.PREFILL);
+                    routeNext(Phase.ROUTING_PREFILL);
                     return;
                 }
                 fail(HttpResponseStatus.BAD_GATEWAY, "The prefill leg failed twice: the engine closed the connection",
@@ -555,7 +568,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (status < 500) {
             // The engine judged the request itself: the client sees exactly that (in the OpenAI shape).
             respond(OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), EngineErrors.toOpenAiShape(text, status)),
-                status, false);
+                status);
             return;
         }
         String inner = EngineErrors.toOpenAiShape(text, status);
@@ -580,15 +593,15 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (retryAfter) {
             r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
         }
-        respond(r, st.code(), retryAfter);
+        respond(r, st.code());
     }
 
-    private void respond(FullHttpResponse r, int status, boolean unused) {
-        if (done) {
+    private void respond(FullHttpResponse r, int status) {
+        if (phase == Phase.DONE) {
             r.release();
             return;
         }
-        done = true;
+        phase = Phase.DONE;
         unlist();
         r.headers().set("x-request-id", requestId);
         boolean keepAlive = HttpUtil.isKeepAlive(request) && !r.headers().contains(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE, true);
@@ -606,10 +619,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     @Override
     public void onClientGone() {
-        if (done || clientGone) {
+        if (phase == Phase.DONE) {
             return;
         }
-        clientGone = true;
+        phase = Phase.DONE;
         unlist();
         if (prefillLeg != null) {
             prefillLeg.cancel(); // the leg returns the endpoint and frees whatever it had aggregated
@@ -684,13 +697,13 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
      * gets a 500 unless decode already answered, and the connection is closed; never a hang.
      */
     void abort(Throwable t) {
-        if (done || clientGone) {
+        if (phase == Phase.DONE) {
             return;
         }
         Log.error("P/D exchange failed inside the gateway (answered 500, connection closed): " + t);
         errorCode = LegFailure.INTERNAL.code();
         boolean decodeAnswered = decodeLeg != null && decodeLeg.responseStarted();
-        done = true;
+        phase = Phase.DONE;
         unlist();
         try {
             if (prefillLeg != null) {
@@ -722,7 +735,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     /** The drain deadline passed: a live decode stream gets its error frame; anything earlier a 503. */
     @Override
     protected void endForDrain() {
-        if (done || clientGone) {
+        if (phase == Phase.DONE) {
             return;
         }
         if (decodeLeg != null && decodeLeg.responseStarted()) {
@@ -741,14 +754,14 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             "The gateway is shutting down; retry the request.", null, "shutting_down");
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         errorCode = "shutting_down";
-        respond(r, 503, false);
+        respond(r, 503);
     }
 
     // ---- ExchangeOwner for the decode leg ----------------------------------------------------------------------
 
     @Override
     public void onExchangeDone(boolean keepAlive) {
-        done = true;
+        phase = Phase.DONE;
         unlist();
         if (prefillLeg != null) {
             prefillLeg.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more

@@ -6,9 +6,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.request.ParsedRequest;
 import io.kvgate.dataplane.request.RequestFields;
-import io.kvgate.dataplane.request.ActiveExchange;
-import io.kvgate.dataplane.request.ExchangeOwner;
-import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.exchange.ActiveExchange;
+import io.kvgate.dataplane.exchange.ExchangeOwner;
+import io.kvgate.dataplane.exchange.ExchangeStarter;
+import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufInputStream;
@@ -22,7 +23,7 @@ import io.netty.handler.codec.http.HttpUtil;
 import java.util.function.Supplier;
 
 /** Sends the requests of {@code policy: pd} rules through {@link PdExchange}. Stateless; event-loop calls only. */
-public final class PdHooks {
+public final class PdHooks implements ExchangeStarter {
     private static final ObjectMapper JSON = new ObjectMapper();
     private final Supplier<GatewayContext> gw;
     private final PdMetrics metrics;
@@ -39,12 +40,10 @@ public final class PdHooks {
         this(gw, metrics, () -> null);
     }
 
-    /** Starts a P/D exchange for a request of a {@code policy: pd} rule (taking its body); null for other rules. */
+    /** Starts a P/D exchange for a request of a {@code policy: pd} rule (taking its body); {@link io.kvgate.dataplane.exchange.Exchanges} chooses. */
+    @Override
     public ActiveExchange start(ChannelHandlerContext ctx, ParsedRequest request, ExchangeOwner owner) {
         Rule rule = request.rule();
-        if (!rule.isPd()) {
-            return null;
-        }
         HttpRequest head = request.head();
         ByteBuf body = request.body();
         RequestFields fields = request.fields();

@@ -1,6 +1,5 @@
 package io.kvgate.dataplane.pd;
 
-import io.kvgate.dataplane.route.RouteRequest.Role;
 import io.netty.buffer.ByteBuf;
 import java.util.concurrent.ThreadLocalRandom;
 
@@ -26,7 +25,7 @@ final class SglangDialect implements PdDialect {
 
     @Override
     public void onPrefillChosen(PdExchange x) {
-        x.routeNext(Role.DECODE);
+        x.routeNext(PdExchange.Phase.ROUTING_DECODE);
     }
 
     @Override

@@ -4,7 +4,7 @@ import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
-import io.kvgate.dataplane.proxy.GatewayContext;
+import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.route.EndpointRegistry;

@@ -125,9 +125,9 @@ class PdBodiesTest {
     void decodeAnswersLoseTheTransferObjectsOfEveryDialect() throws Exception {
         String trt = "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\",\"disaggregated_params\":{\"ctx_request_id\":1}}],"
             + "\"disaggregated_params\":{\"encoded_opaque_state\":\"s\"},\"kv_transfer_params\":{\"remote_host\":\"10.0.0.1\"}}";
-        JsonNode out = JSON.readTree(io.kvgate.dataplane.proxy.EngineErrors.withoutKvTransferParams(trt));
+        JsonNode out = JSON.readTree(io.kvgate.dataplane.relay.EngineErrors.withoutKvTransferParams(trt));
         assertEquals("{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\"}]}", out.toString());
         String clean = "{\"id\":\"y\",  \"choices\":[]}";
-        assertTrue(clean == io.kvgate.dataplane.proxy.EngineErrors.withoutKvTransferParams(clean), "untouched without them");
+        assertTrue(clean == io.kvgate.dataplane.relay.EngineErrors.withoutKvTransferParams(clean), "untouched without them");
     }
 }

@@ -288,7 +288,7 @@ class HashedSessionPolicyTest {
         for (int i = 0; i < KEYS; i++) {
             String text = "conversation-" + i;
             if (pick(r, SessionKeys.hash(text)) == one) {
-                slots[io.kvgate.dataplane.proxy.SlotPin.slotOf(text, 4)]++;
+                slots[io.kvgate.dataplane.exchange.SlotPin.slotOf(text, 4)]++;
                 on++;
             }
         }

@@ -6,12 +6,12 @@ import io.kvgate.dataplane.http.ClientChannelInitializer;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
-import io.kvgate.dataplane.proxy.ExchangeRouting;
-import io.kvgate.dataplane.proxy.GatewayContext;
-import io.kvgate.dataplane.proxy.LiveExchanges;
-import io.kvgate.dataplane.proxy.PlainExchange;
+import io.kvgate.dataplane.exchange.ExchangeRouting;
+import io.kvgate.dataplane.exchange.GatewayContext;
+import io.kvgate.dataplane.exchange.LiveExchanges;
+import io.kvgate.dataplane.exchange.Exchanges;
 import io.kvgate.dataplane.proxy.RequestHooks;
-import io.kvgate.dataplane.request.ExchangeStarter;
+import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
@@ -61,7 +61,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * socket, no syscalls), so the numbers are CPU and allocation of the pipeline only. Run with {@code -prof gc}.
  *
  * <p>{@link #proxied} is the whole plain proxied path instead: the same request through the front door, the real
- * exchange ({@link PlainExchange}: routing decided at once, no ring), its upstream leg on a kept-alive engine
+ * exchange ({@link io.kvgate.dataplane.exchange.PlainExchange}: routing decided at once, no ring), its upstream leg on a kept-alive engine
  * connection (an {@link EmbeddedChannel} with the pool's pipeline), the engine's answer — the head and 247-byte
  * completion the benchmark origin (nginx) sends — decoded, relayed and framed to the client: every head on the path
  * is built, encoded or parsed once per operation, and the bytes written both ways are drained.
@@ -199,12 +199,7 @@ public class FrontDoorBench {
         GatewayContext gw = new GatewayContext(() -> cfg, proxyRouter, null, metrics, NanoClock.SYSTEM, new RequestHooks() { },
             connector, new LiveExchanges(), loop -> decideAtOnce);
         DrainState drain = new DrainState();
-        ExchangeStarter exchanges = (ctx, req, owner) -> { // as the gateway's starter for a plain rule
-            PlainExchange px = new PlainExchange(gw, ctx, owner, req.head(), req.body(), req.fields(), req.rule(),
-                req.requestId(), req.explain(), req.startNs()).withInputs(req.inputs());
-            px.start();
-            return px;
-        };
+        ExchangeStarter exchanges = Exchanges.plain(gw); // the gateway's starter for a plain rule
         proxiedClient = new EmbeddedChannel();
         ClientChannelInitializer.configure(proxiedClient.pipeline(), gw, new LocalRoutes(gw, drain), exchanges, drain);
     }

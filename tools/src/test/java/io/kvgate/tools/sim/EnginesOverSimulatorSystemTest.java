@@ -9,7 +9,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.proxy.SlotPin;
+import io.kvgate.dataplane.exchange.SlotPin;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import io.kvgate.tools.sim.SimulatorConfig.Role;

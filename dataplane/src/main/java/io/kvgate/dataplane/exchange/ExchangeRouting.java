@@ -1,0 +1,60 @@
+package io.kvgate.dataplane.exchange;
+
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouterPort;
+import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.upstream.EndpointOutcomes;
+import io.netty.channel.EventLoop;
+import io.netty.util.concurrent.FastThreadLocal;
+import java.util.function.Function;
+
+/**
+ * What an exchange needs from the routing stage, seen from its event loop: ask for a decision (it comes back on the
+ * same loop), and report how a routed request ended. The gateway's is the loop's {@link RouterPort}; tests script
+ * decisions on the test thread.
+ */
+public interface ExchangeRouting extends EndpointOutcomes {
+    /** Publishes a request for routing; false when it must be shed (ring or port full). */
+    boolean tryRoute(RouteRequest request);
+
+    /** Each event loop's view of {@code router}: its {@link RouterPort}, looked up once per loop thread. */
+    static Function<EventLoop, ExchangeRouting> ports(RoutingStage router) {
+        FastThreadLocal<ExchangeRouting> byLoop = new FastThreadLocal<>();
+        return loop -> {
+            ExchangeRouting r = byLoop.get();
+            if (r == null) {
+                RouterPort port = router.port(loop);
+                r = new ExchangeRouting() {
+                    @Override
+                    public boolean tryRoute(RouteRequest request) {
+                        return port.tryRoute(request);
+                    }
+
+                    @Override
+                    public void complete(EndpointState endpoint, Outcome outcome) {
+                        port.complete(endpoint, outcome);
+                    }
+
+                    @Override
+                    public void prefillDone(EndpointState endpoint, int tokens) {
+                        port.prefillDone(endpoint, tokens);
+                    }
+
+                    @Override
+                    public void complete(EndpointState endpoint, Outcome outcome, int rank) {
+                        port.complete(endpoint, outcome, rank);
+                    }
+
+                    @Override
+                    public void prefillDone(EndpointState endpoint, int tokens, int rank) {
+                        port.prefillDone(endpoint, tokens, rank);
+                    }
+                };
+                byLoop.set(r);
+            }
+            return r;
+        };
+    }
+}

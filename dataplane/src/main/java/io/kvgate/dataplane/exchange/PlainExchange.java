@@ -1,0 +1,833 @@
+package io.kvgate.dataplane.exchange;
+
+import io.kvgate.dataplane.relay.ClientResponse;
+import io.kvgate.dataplane.relay.Relay;
+import io.kvgate.control.log.Log;
+import io.kvgate.dataplane.request.RequestIds;
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.exchange.ActiveExchange;
+import io.kvgate.dataplane.exchange.ExchangeOwner;
+import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.request.RoutingInputs;
+import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.Admission;
+import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.PriorityClass;
+import io.kvgate.dataplane.request.PriorityInputs;
+import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.SessionKeys;
+import io.kvgate.dataplane.trace.RequestTrace;
+import io.kvgate.dataplane.upstream.LegFailure;
+import io.kvgate.dataplane.upstream.LegListener;
+import io.kvgate.dataplane.upstream.UpstreamLeg;
+import io.kvgate.dataplane.wire.EngineRequest;
+import io.kvgate.dataplane.wire.ResponseHead;
+import io.kvgate.control.config.RuleConfig;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanKind;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.HttpContent;
+import io.netty.handler.codec.http.HttpRequest;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One client request relayed through one {@link UpstreamLeg} (a plain rule's request, or the decode leg of a P/D
+ * request): routed on the routing stage, then sent and relayed on the client connection's event loop.
+ *
+ * <p><b>Phases</b> ({@link Phase}): {@code ROUTING} (waiting for the decision) → {@code UPSTREAM} (a leg is live, the
+ * client has nothing yet) → {@code RELAYING} (the response head went to the client) → {@code DONE}. A connect failure
+ * re-routes to another endpoint (nothing reached the client; the body is still whole, the leg sends duplicates).
+ *
+ * <p><b>Relay</b> (the client-facing writes live in {@link ClientResponse}): streams go to the client chunk by chunk
+ * as the engine produces them, bytes never re-serialized; SSE is framed by {@link SseFramer} (partial events held back). The next upstream read waits until the client's
+ * write of the previous batch completed ({@link UpstreamLeg#readAfter}). Error answers (and a P/D decode's JSON,
+ * which must lose {@code kv_transfer_params}) are aggregated within a bound and re-emitted in the OpenAI shape; over
+ * the bound the client gets a 502 naming the leg, never a truncated body. Once a stream has started, a failure is
+ * one {@code data: {"error":…}} event plus {@code data: [DONE]}: a silent close looks like success to the SDKs.
+ *
+ * <p><b>Watchdog</b>: an exception anywhere in the exchange (routing decision, leg callbacks) ends it with a 500 or
+ * an error frame, returns the endpoint's load and frees the connection ({@link #abort}); it never hangs.
+ *
+ * <p>Threading: event-loop only; the routing decision arrives on the event loop too ({@link #onRouted}, delivered in
+ * a batch by the loop's router port).
+ */
+public final class PlainExchange extends LiveExchanges.Entry implements RouteRequest, LegListener, ActiveExchange {
+    /** vLLM's and SGLang's DP rank pin (vLLM OpenAIServing._get_data_parallel_rank; SGLang reads it before the body). */
+    static final String DP_RANK_HEADER = "x-data-parallel-rank";
+
+    /** Where the exchange is; see the class comment. */
+    public enum Phase { ROUTING, UPSTREAM, RELAYING, DONE }
+
+    /** Lets an orchestrator (P/D) follow and couple this leg. Event-loop only. */
+    public interface LegObserver {
+        /** The engine's response head arrived (the leg produced output). */
+        default void onResponseHead(int status) {}
+
+        /** The leg failed before its response head; return true to take over (no client answer is sent). */
+        default boolean onFailedBeforeHead(LegFailure failure) {
+            return false;
+        }
+
+        LegObserver NONE = new LegObserver() {};
+    }
+
+    private final GatewayContext gw;
+    private final ChannelHandlerContext ctx;
+    private final ExchangeOwner owner;
+    private final HttpRequest request;
+    private final ExchangeRouting routing;
+    private final String model;
+    private final Rule rule;
+    /**
+     * The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null: any
+     * client name of the rule that is not one of its base models is an adapter (configured or discovered).
+     */
+    private final String lora;
+    /** The sorted ids of the only endpoints serving {@link #lora} (a discovered adapter), or null: any endpoint. */
+    private int[] servingEndpoints;
+    private final String ruleName;
+    private final String requestId;
+    private final boolean explain;
+    private final long startNs;
+    private final List<EndpointState> tried = new ArrayList<>(2);
+    /** An endpoint tried for this request answered that its model is still loading (the client's error says so). */
+    private boolean sawEngineLoading;
+    private ByteBuf body;
+    private String upstreamRequestId;
+    private Role role = Role.ANY;
+    private long firstByteTimeoutMs;
+    private String legName = "engine";
+    private LegObserver observer = LegObserver.NONE;
+    private RoutingInputs inputs = RoutingInputs.NONE;
+    /** Admission control's class of the request, resolved on first use (I/O thread). */
+    private PriorityClass priority;
+    private boolean listed;
+
+    private String routedWhy;
+    private long routedAtNs;
+    private long dispatchNs;
+
+    private Phase phase = Phase.ROUTING;
+    private boolean clientGone;
+    /** An endpoint the router counted for this request that no leg has taken over yet (the watchdog returns it). */
+    private EndpointState heldEndpoint;
+    /** Uncached prompt tokens the router charged {@link #heldEndpoint} (kv_exact), handed to the leg or returned. */
+    private int heldPrefillTokens;
+    /** The DP rank of {@link #heldEndpoint} the router pinned the request to, -1 for none. */
+    private int heldDpRank = -1;
+    private EndpointState lastEndpoint;
+    private UpstreamLeg leg;
+    /** Carries the engine's answer to the client and measures it; {@link #client} is its writer. */
+    private final Relay relay;
+    private final ClientResponse client;
+    private long sentAtNs;
+    /** The request's trace when it is sampled, else null (then none of the spans below exist). */
+    private RequestTrace trace;
+    /** The routing decision being waited for (admission wait included), and the engine request in progress. */
+    private Span routeSpan;
+    private Span legSpan;
+    /** When admission control held the request (routing thread's writes, read after the decision): 0 when it did not. */
+    private long admissionQueuedAtNs;
+    private long admissionAdmittedAtNs;
+    /** The routing decision's tier and the prompt tokens found cached on its endpoint ({@link #decision}). */
+    private String decisionTier;
+    private int reachableTokens = -1;
+
+    public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
+                         RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
+        this.gw = gw;
+        this.ctx = ctx;
+        this.owner = owner;
+        this.request = request;
+        this.body = body;
+        this.routing = gw.routing(ctx.channel().eventLoop());
+        this.relay = new Relay(ctx, request, requestId, gw::config, gw.metrics(), gw.clock(), gw.accessLog(),
+            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
+        this.client = relay.client();
+        this.model = fields.model;
+        this.rule = rule;
+        this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
+        this.ruleName = rule.name();
+        this.requestId = requestId;
+        this.explain = explain || rule.config().explain();
+        this.startNs = startNs;
+        this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
+        // Two clients may send the same X-Request-Id: the engine gets a gateway-unique one, the client its own back.
+        this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
+    }
+
+    /**
+     * Configures this exchange as the decode leg of a P/D request. {@code decodeJson}: a JSON answer is aggregated
+     * (within {@code limits.max_body_bytes}) to strip {@code kv_transfer_params} before it reaches the client.
+     */
+    public PlainExchange asLeg(Role legRole, long legFirstByteTimeoutMs, boolean decodeJson, LegObserver legObserver) {
+        this.role = legRole;
+        this.firstByteTimeoutMs = legFirstByteTimeoutMs;
+        if (decodeJson) {
+            relay.strippingTransferParams();
+        }
+        this.observer = legObserver;
+        this.legName = legRole == Role.DECODE ? "decode leg" : "engine";
+        return this;
+    }
+
+    /** The request's trace (null: not sampled): route, leg and connect spans; the engine gets the leg's context. */
+    public PlainExchange withTrace(RequestTrace t) {
+        this.trace = t;
+        relay.withTrace(t);
+        return this;
+    }
+
+    /** The request id the engine sees (P/D: the same for both legs, so the engines can correlate them). */
+    public PlainExchange withUpstreamRequestId(String id) {
+        this.upstreamRequestId = id;
+        return this;
+    }
+
+    /**
+     * The body for one attempt (the leg takes over the reference): the client's, or, on a llama.cpp session rule with
+     * {@code session.pin_slot}, the client's plus the session's slot ({@link SlotPin}), within the chosen endpoint's
+     * own slot count when the health checker read it ({@code GET /slots}), else within {@code session.slots}.
+     */
+    private ByteBuf legBody() {
+        RuleConfig.SessionConfig s = rule.config().session();
+        if (s.pinSlot() && inputs.sessionKey() != null && rule.config().policyKind() == RuleConfig.Policy.SESSION) {
+            int known = lastEndpoint == null ? 0 : lastEndpoint.engineSlots();
+            return SlotPin.withIdSlot(body, SlotPin.slotOf(inputs.sessionKey(), known > 0 ? known : s.slots()), ctx.alloc());
+        }
+        return body.retain();
+    }
+
+    /** What KV-aware and affinity policies route on (computed by the I/O thread before the ring). */
+    public PlainExchange withInputs(RoutingInputs in) {
+        this.inputs = in;
+        return this;
+    }
+
+    /**
+     * The request's routing restriction and response warning from the front door: the sorted ids of the only
+     * endpoints serving its discovered LoRA adapter (null: any endpoint), and the {@code X-Kvgate-Warning} value
+     * (null: none).
+     */
+    public PlainExchange withRequestExtras(int[] serving, String warning) {
+        this.servingEndpoints = serving;
+        client.warning(warning);
+        return this;
+    }
+
+    public Phase phase() {
+        return phase;
+    }
+
+    // ---- RouteRequest ----------------------------------------------------------------------------------------
+
+    @Override
+    public Role role() {
+        return role;
+    }
+
+    @Override
+    public int[] promptTokens() {
+        return inputs.promptTokens();
+    }
+
+    @Override
+    public String lora() {
+        return lora;
+    }
+
+    @Override
+    public int[] servingEndpoints() {
+        return servingEndpoints;
+    }
+
+    @Override
+    public String cacheSalt() {
+        return inputs.cacheSalt();
+    }
+
+    @Override
+    public long sessionKeyHash() {
+        return SessionKeys.hash(inputs.sessionKey());
+    }
+
+    @Override
+    public long textPrefixKey() {
+        return inputs.textPrefixKey();
+    }
+
+    /** A traced request is explained too: the policy's reason goes on its route span (the header still needs asking). */
+    @Override
+    public boolean explain() {
+        return explain || trace != null;
+    }
+
+    @Override
+    public Rule rule() {
+        return rule;
+    }
+
+    @Override
+    public int triedCount() {
+        return tried.size();
+    }
+
+    @Override
+    public EndpointState tried(int i) {
+        return tried.get(i);
+    }
+
+    @Override
+    public PriorityClass priority() {
+        if (priority == null) {
+            priority = PriorityInputs.priority(request.headers(), rule.config().admission());
+        }
+        return priority;
+    }
+
+    @Override
+    public long tenant() {
+        return PriorityInputs.tenant(request.headers());
+    }
+
+    /** The leg hands the charge back at the engine's first response bytes (or its end), see {@link UpstreamLeg#prefillTokens}. */
+    @Override
+    public boolean tracksPrefill() {
+        return true;
+    }
+
+    @Override
+    public void prefillCharged(int tokens) {
+        this.heldPrefillTokens = tokens;
+    }
+
+    /** The rank goes to the engine as {@code X-data-parallel-rank} (vLLM and SGLang pin the request to it). */
+    @Override
+    public boolean sendsDpRank() {
+        return true;
+    }
+
+    @Override
+    public void dpRankChosen(int rank) {
+        this.heldDpRank = rank;
+    }
+
+    @Override
+    public void decision(String tier, int reachable) {
+        this.decisionTier = tier;
+        this.reachableTokens = reachable;
+    }
+
+    @Override
+    public void admissionWaited(long queuedAtNs, long admittedAtNs) {
+        this.admissionQueuedAtNs = queuedAtNs;
+        this.admissionAdmittedAtNs = admittedAtNs;
+    }
+
+    /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
+    @Override
+    public void onShed(Rule decidedBy, String message) {
+        try {
+            gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
+            endRouteSpan(null, message, "rate_limit_exceeded");
+            if (phase == Phase.DONE) {
+                return; // the client left while the request waited
+            }
+            gw.metrics().shed("admission");
+            relay.errorCode("rate_limit_exceeded");
+            client.answerError(HttpResponseStatus.TOO_MANY_REQUESTS, message, "rate_limit_exceeded",
+                Admission.retryAfterSeconds(decidedBy.config().admission()), explanation());
+            finish(429, client.keepAlive());
+        } catch (Throwable t) {
+            abort(t);
+        }
+    }
+
+    /** The routing decision, on the event loop. */
+    @Override
+    public void onRouted(EndpointState ep, Rule decidedBy, String why) {
+        this.routedWhy = why;
+        onDecision(ep);
+    }
+
+    // ---- start -----------------------------------------------------------------------------------------------
+
+    /** Starts routing a plain rule's request; on a full ring the request is shed at once with 503. */
+    public void start() {
+        try {
+            if (role == Role.ANY) {
+                listed = true; // a P/D leg is listed through its orchestrator
+                gw.live().add(ctx.channel().eventLoop(), this);
+            }
+            routedAtNs = gw.clock().nanoTime();
+            dispatchNs = routedAtNs;
+            startRouteSpan();
+            if (!routing.tryRoute(this)) {
+                gw.metrics().shed("router_ring_full");
+                finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+            }
+        } catch (Throwable t) {
+            abort(t);
+        }
+    }
+
+    /** Starts on an endpoint the routing stage already chose (and counted) for this request. */
+    public void startOn(EndpointState ep, String why) {
+        this.routedWhy = why;
+        this.routedAtNs = gw.clock().nanoTime();
+        this.dispatchNs = routedAtNs;
+        onDecision(ep);
+    }
+
+    private void onDecision(EndpointState ep) {
+        heldEndpoint = ep;
+        try {
+            gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
+            endRouteSpan(ep, routedWhy, ep == null ? "no_healthy_endpoint" : null);
+            if (phase == Phase.DONE) {
+                returnHeldEndpoint(); // the client left (or the exchange ended) while routing
+                return;
+            }
+            if (ep == null) {
+                gw.metrics().shed("no_healthy_endpoint");
+                String msg = tried.isEmpty()
+                    ? "No healthy endpoint is available for model '" + model + "'" + (routedWhy == null ? "" : " (" + routedWhy + ")")
+                    : sawEngineLoading ? loadingMessage()
+                    : "Could not connect to any endpoint for model '" + model + "' (" + tried.size() + " tried)";
+                finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "no_healthy_endpoint", true);
+                return;
+            }
+            tried.add(ep);
+            lastEndpoint = ep;
+            phase = Phase.UPSTREAM;
+            var limits = gw.config().limits();
+            // A chosen DP rank goes to the engine as its header, replacing a client's own pin, if any.
+            EngineRequest engineRequest = heldDpRank < 0
+                ? new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId)
+                : new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId, DP_RANK_HEADER,
+                    Integer.toString(heldDpRank));
+            if (trace != null) {
+                legSpan = trace.leg(role == Role.DECODE ? "kvgate.decode_leg" : "kvgate.upstream", gw.clock().nanoTime(),
+                    ep.key(), tried.size());
+                engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(legSpan)); // the engine's parent: this leg
+            }
+            leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
+                UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
+                this).answers503WhileLoading(rule.profile().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
+                .dpRank(heldDpRank);
+            heldEndpoint = null; // the leg reports the endpoint's outcome from here on
+            heldPrefillTokens = 0;
+            heldDpRank = -1;
+            leg.start();
+        } catch (Throwable t) {
+            abort(t);
+        }
+    }
+
+    private void returnHeldEndpoint() {
+        EndpointState ep = heldEndpoint;
+        int tokens = heldPrefillTokens;
+        int rank = heldDpRank;
+        heldEndpoint = null;
+        heldPrefillTokens = 0;
+        heldDpRank = -1;
+        if (ep != null) {
+            routing.prefillDone(ep, tokens, rank);
+            routing.complete(ep, Outcome.RELEASED, rank);
+        }
+    }
+
+    // ---- leg events ------------------------------------------------------------------------------------------
+
+    @Override
+    public void onSent(UpstreamLeg l, long connectNs) {
+        long now = gw.clock().nanoTime();
+        sentAtNs = now;
+        if (connectNs > 0) {
+            gw.metrics().stages.recordNs(Stage.UPSTREAM_CONNECT, connectNs);
+            if (legSpan != null) {
+                trace.end(trace.childOf(legSpan, "kvgate.connect", now - connectNs, SpanKind.INTERNAL), now);
+            }
+        }
+        if (tried.size() == 1) {
+            // Everything between the last request byte and the engine's socket, except opening a connection.
+            gw.metrics().stages.recordNs(Stage.GATEWAY_ADDED, now - dispatchNs - connectNs);
+        }
+    }
+
+    @Override
+    public void onHead(UpstreamLeg l, ResponseHead head) {
+        if (phase != Phase.UPSTREAM) {
+            return;
+        }
+        long now = gw.clock().nanoTime();
+        gw.metrics().timeToFirstByte(ruleName, now - startNs);
+        gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
+        observer.onResponseHead(head.status());
+        if (relay.onHead(l, head, explanation())) {
+            phase = Phase.RELAYING;
+        }
+    }
+
+    /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
+    private String explanation() {
+        if (!explain) {
+            return null;
+        }
+        return "endpoint=" + (lastEndpoint == null ? "none" : lastEndpoint.key()) + "; rule=" + ruleName
+            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size();
+    }
+
+    @Override
+    public void onContent(UpstreamLeg l, HttpContent content, boolean last) {
+        if (phase != Phase.RELAYING) {
+            content.release();
+            return;
+        }
+        if (relay.onContent(l, content, last)) {
+            finish(relay.status(), client.keepAlive());
+        }
+    }
+
+    /** Read-after-write: flush what this batch wrote and read the next upstream batch once the client took it. */
+    @Override
+    public void onReadComplete(UpstreamLeg l) {
+        if (phase != Phase.RELAYING) {
+            l.read();
+            return;
+        }
+        relay.onReadComplete(l);
+    }
+
+    @Override
+    public void onAggregated(UpstreamLeg l, ResponseHead head, ByteBuf aggregated) {
+        if (phase != Phase.UPSTREAM) {
+            return;
+        }
+        relay.onAggregated(aggregated, explanation());
+        finish(relay.status(), client.keepAlive());
+    }
+
+    @Override
+    public void onFailure(UpstreamLeg l, LegFailure failure, Throwable cause) {
+        if (l != leg || phase == Phase.DONE) {
+            return;
+        }
+        leg = null;
+        if (legSpan != null) {
+            trace.fail(legSpan, failure.code(), gw.clock().nanoTime());
+            legSpan = null;
+        }
+        boolean started = phase == Phase.RELAYING;
+        switch (failure) {
+            case CONNECT, ENGINE_LOADING -> retryElsewhere(failure, cause);
+            case ENDPOINT_DOWN -> {
+                if (started) {
+                    failMidStream(failure, "The " + legName + " stopped answering and was marked unhealthy");
+                    return;
+                }
+                retryElsewhere(failure, cause);
+            }
+            case EARLY_CLOSE -> {
+                if (observer.onFailedBeforeHead(failure)) {
+                    finishSilently();
+                    return;
+                }
+                finishWithError(failure.clientStatus(), "The " + legName + " closed the connection before responding", failure.code(), false);
+            }
+            case FIRST_BYTE_TIMEOUT -> finishWithError(failure.clientStatus(), "The " + legName + " did not answer within "
+                + firstByteTimeoutMs + " ms", failure.code(), false);
+            case MID_BODY, IDLE_TIMEOUT -> {
+                String why = failure == LegFailure.IDLE_TIMEOUT
+                    ? "The " + legName + " stopped sending for " + gw.config().upstream().idleTimeoutMs() + " ms"
+                    : "The " + legName + " failed in the middle of the response";
+                failMidStream(failure, why);
+            }
+            case NO_PROGRESS -> failMidStream(failure, "The " + legName + " sent no complete event for "
+                + gw.config().upstream().idleTimeoutMs() + " ms (only bytes of an unfinished one)");
+            case RESPONSE_TOO_LARGE -> {
+                int limit = relay.status() >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
+                failMidStream(failure, "The " + legName + "'s answer exceeds the gateway's limit of " + limit + " bytes");
+            }
+            case CLIENT_STALL -> {
+                // The client took nothing for the stall timeout: it cannot be answered any more; free the connection.
+                gw.metrics().badRequest("client_stalled");
+                relay.errorCode("client_stalled");
+                if (phase == Phase.RELAYING) {
+                    gw.metrics().responseIncomplete(failure.metricName()); // its head went out: counted under its status
+                }
+                phase = Phase.DONE;
+                record(relay.status() == 0 ? 408 : relay.status());
+                release();
+                client.close();
+                owner.onExchangeDone(false);
+            }
+            case INTERNAL -> abort(cause);
+            case ENGINE_5XX, CANCELLED -> throw new IllegalStateException("a leg never fails with " + failure);
+        }
+    }
+
+    /**
+     * The endpoint processed nothing the client has seen (refused, loading, or found down before the response
+     * started): the request goes to another endpoint while {@code upstream.max_connect_attempts} allows, else the
+     * client gets a retryable error naming why.
+     */
+    private void retryElsewhere(LegFailure failure, Throwable cause) {
+        if (failure == LegFailure.ENGINE_LOADING) {
+            sawEngineLoading = true;
+        }
+        if (observer.onFailedBeforeHead(failure)) {
+            finishSilently();
+            return;
+        }
+        if (tried.size() < gw.config().upstream().maxConnectAttempts()) {
+            gw.metrics().connectRetries.increment();
+            phase = Phase.ROUTING;
+            routedAtNs = gw.clock().nanoTime();
+            startRouteSpan();
+            if (routing.tryRoute(this)) {
+                return;
+            }
+            gw.metrics().shed("router_ring_full");
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+            return;
+        }
+        if (sawEngineLoading) {
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, loadingMessage(), failure.code(), true);
+        } else if (cause instanceof io.netty.channel.ConnectTimeoutException) {
+            finishWithError(HttpResponseStatus.GATEWAY_TIMEOUT, "Connecting to the engines for model '" + model
+                + "' timed out (" + tried.size() + " tried)", "upstream_connect_timeout", true);
+        } else if (failure == LegFailure.ENDPOINT_DOWN) {
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The engines tried for model '" + model
+                + "' stopped answering (" + tried.size() + " tried)", failure.code(), true);
+        } else {
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "Could not connect to any endpoint for model '"
+                + model + "' (" + tried.size() + " tried)", failure.code(), true);
+        }
+    }
+
+    private String loadingMessage() {
+        return "The engines tried for model '" + model + "' are still loading the model (" + tried.size() + " tried)";
+    }
+
+    private void failMidStream(LegFailure failure, String message) {
+        if (phase != Phase.RELAYING) {
+            finishWithError(failure.clientStatus(), message, failure.code(), false);
+            return;
+        }
+        finish(relay.status(), relay.failMidStream(failure, message));
+    }
+
+    // ---- endings ---------------------------------------------------------------------------------------------
+
+    private void finish(int st, boolean keepAlive) {
+        phase = Phase.DONE;
+        record(st);
+        release();
+        owner.onExchangeDone(keepAlive);
+    }
+
+    /** The orchestrator took over: no client answer from this leg. */
+    private void finishSilently() {
+        phase = Phase.DONE;
+        release();
+    }
+
+    private void finishWithError(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+        if (phase == Phase.DONE) {
+            return;
+        }
+        if (trace != null) {
+            trace.error(code);
+        }
+        relay.errorCode(code);
+        client.answerError(st, message, code, retryAfter ? gw.config().health().retryAfterSeconds() : -1, explanation());
+        finish(st.code(), client.keepAlive());
+    }
+
+    /** Records the answer (metrics, access log, trace outcome) with the routing decision it had. */
+    private void record(int st) {
+        relay.record(st, endpointKey(), decisionTier, reachableTokens);
+    }
+
+    private String endpointKey() {
+        return lastEndpoint == null ? null : lastEndpoint.key();
+    }
+
+    private void release() {
+        if (trace != null) {
+            long now = gw.clock().nanoTime();
+            if (legSpan != null) {
+                trace.end(legSpan, now);
+                legSpan = null;
+            }
+            if (routeSpan != null) {
+                trace.fail(routeSpan, "client_gone", now); // the client left while the request was routed
+                routeSpan = null;
+            }
+        }
+        if (listed) {
+            gw.live().remove(this);
+            listed = false;
+        }
+        if (body != null && body.refCnt() > 0) {
+            body.release();
+        }
+        body = null;
+        client.discard();
+    }
+
+    private void startRouteSpan() {
+        if (trace != null) {
+            routeSpan = trace.child("kvgate.route", routedAtNs);
+        }
+    }
+
+    /** The decision arrived (or admission shed the request: {@code failed} names why). */
+    private void endRouteSpan(EndpointState ep, String why, String failed) {
+        if (routeSpan != null) {
+            trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
+            if (admissionAdmittedAtNs != 0) {
+                trace.stageUnder(routeSpan, "kvgate.admission_wait", admissionQueuedAtNs, admissionAdmittedAtNs);
+                admissionAdmittedAtNs = 0;
+            }
+            long now = gw.clock().nanoTime();
+            if (failed != null) {
+                trace.fail(routeSpan, failed, now);
+            } else {
+                trace.end(routeSpan, now);
+            }
+            routeSpan = null;
+        }
+    }
+
+    /**
+     * The watchdog: something threw inside this exchange. It ends now, whatever it was doing: the leg (if any) is
+     * torn down without charging the endpoint, the client gets a 500 (or an error frame on a started stream) and
+     * the connection is closed, so nothing is left half-owned.
+     */
+    void abort(Throwable t) {
+        if (phase == Phase.DONE) {
+            return;
+        }
+        Phase was = phase;
+        phase = Phase.DONE;
+        Log.error("exchange failed inside the gateway (answered 500, connection closed): " + t);
+        relay.errorCode(LegFailure.INTERNAL.code());
+        try {
+            if (leg != null) {
+                leg.abortInternal();
+                leg = null;
+            }
+            returnHeldEndpoint();
+            if (!clientGone) {
+                if (was != Phase.RELAYING) {
+                    client.answerErrorAndClose(HttpResponseStatus.INTERNAL_SERVER_ERROR,
+                        "The gateway failed while handling this request.", LegFailure.INTERNAL.code());
+                } else {
+                    client.endStreamWithError("The gateway failed while relaying this stream.", LegFailure.INTERNAL.code());
+                    client.close();
+                    gw.metrics().responseIncomplete(LegFailure.INTERNAL.metricName());
+                }
+            }
+            record(500);
+        } catch (Throwable again) {
+            client.close();
+        } finally {
+            release();
+            if (!clientGone) {
+                owner.onExchangeDone(false);
+            }
+        }
+    }
+
+    /** The client went away: cancel the engine's work (closing the connection aborts the request there). */
+    @Override
+    public void onClientGone() {
+        if (phase == Phase.DONE || clientGone) {
+            return;
+        }
+        clientGone = true;
+        gw.metrics().clientDisconnectsMidRequest.increment();
+        boolean routing = phase == Phase.ROUTING;
+        phase = Phase.DONE;
+        if (leg != null) {
+            leg.cancel();
+            leg = null;
+        }
+        relay.errorCode("client_gone");
+        if (!routing) {
+            record(499);
+        } else {
+            relay.logAccess(499, endpointKey(), decisionTier, reachableTokens); // counted nowhere else, but a request the client sent all the same
+        }
+        // While routing, run() returns the endpoint when the decision arrives.
+        release();
+    }
+
+    /**
+     * Abandons the leg without answering the client (the orchestrator will): cancels the engine call and returns
+     * the endpoint's load. Returns false if the leg already finished.
+     */
+    public boolean abortSilently() {
+        if (phase == Phase.DONE) {
+            return false;
+        }
+        phase = Phase.DONE;
+        if (leg != null) {
+            leg.cancel();
+            leg = null;
+        }
+        release();
+        return true;
+    }
+
+    /** The health probe found {@code ep} down: a leg waiting on it fails over (or, once relaying, ends at once). */
+    @Override
+    protected void onEndpointDown(EndpointState ep) {
+        UpstreamLeg l = leg;
+        if (l != null && l.endpoint() == ep && (phase == Phase.UPSTREAM || phase == Phase.RELAYING)) {
+            l.failFromListener(LegFailure.ENDPOINT_DOWN);
+        }
+    }
+
+    /** The drain deadline passed: a live stream gets an error frame and {@code [DONE]}; anything earlier a 503. */
+    @Override
+    protected void endForDrain() {
+        if (phase == Phase.DONE) {
+            return;
+        }
+        if (leg != null) {
+            leg.cancel();
+            leg = null;
+        }
+        String msg = "The gateway is shutting down; retry the request.";
+        relay.errorCode("shutting_down");
+        if (phase == Phase.RELAYING) {
+            gw.metrics().responseIncomplete(GatewayMetrics.INCOMPLETE_SHUTTING_DOWN);
+            client.endStreamWithError(msg, "shutting_down");
+            finish(relay.status(), false);
+            return;
+        }
+        client.answerErrorAndClose(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "shutting_down");
+        finish(503, false);
+    }
+
+    /** Ends this exchange as at the drain deadline (a P/D orchestrator ending its decode leg). */
+    public void endDrained() {
+        endForDrain();
+    }
+
+    public boolean responseStarted() {
+        return phase == Phase.RELAYING || (phase == Phase.UPSTREAM && leg != null && leg.answered());
+    }
+
+    public boolean isFinished() {
+        return phase == Phase.DONE;
+    }
+}
