@@ -8,25 +8,21 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.client.ControlClient;
-import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.admin.ControlSocket;
-import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The control socket: owner-only file, peer uid check, the control routes, and refusals naming what was refused. */
@@ -34,19 +30,16 @@ import org.junit.jupiter.api.io.TempDir;
 @Tag("system")
 class ControlSocketSystemTest {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final String CHAT = "{\"model\":\"qwen3\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    private static final String CHAT = GatewayFixture.CHAT;
     @TempDir
     Path dir;
-    private FakeEngine a;
-    private FakeEngine b;
+    @RegisterExtension
+    final GatewayFixture fx = new GatewayFixture();
     private Gateway gw;
     private ControlClient ctl;
-    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
 
     @BeforeEach
     void setUp() throws Exception {
-        a = new FakeEngine("a");
-        b = new FakeEngine("b");
         String yaml = """
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
@@ -64,22 +57,14 @@ class ControlSocketSystemTest {
                 endpoints:
                   - url: %s
                   - url: %s
-            """.formatted(dir.resolve("kvgate.sock"), a.url(), b.url());
-        gw = Gateway.start(GatewayConfig.parse(yaml));
+            """.formatted(dir.resolve("kvgate.sock"), fx.a().url(), fx.b().url());
+        gw = fx.start(yaml);
         ctl = ControlClient.socket(gw.controlSocketPath());
     }
 
-    @AfterEach
-    void tearDown() {
-        if (gw != null) {
-            gw.close(100);
-        }
-        a.close();
-        b.close();
-    }
 
     private int chat() throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gw.port() + "/v1/chat/completions"))
+        return fx.http().send(HttpRequest.newBuilder(fx.uri("/v1/chat/completions"))
             .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(),
             HttpResponse.BodyHandlers.ofString()).statusCode();
     }
@@ -106,14 +91,14 @@ class ControlSocketSystemTest {
 
     @Test
     void drainUndrainAndWeightOneEndpoint() throws Exception {
-        String key = a.url().substring("http://".length());
+        String key = fx.a().url().substring("http://".length());
         ControlClient.Response r = ctl.send("POST", "/control/v1/endpoints/" + key + "/drain", "");
         assertEquals(200, r.status(), r.body());
         for (int i = 0; i < 4; i++) {
             assertEquals(200, chat());
         }
-        assertEquals(0, a.requests.get(), "a drained endpoint gets no new request");
-        assertEquals(4, b.requests.get());
+        assertEquals(0, fx.a().requests.get(), "a drained endpoint gets no new request");
+        assertEquals(4, fx.b().requests.get());
         assertTrue(ctl.send("GET", "/admin/v1/endpoints", null).body().contains("\"drained\" : true"));
         assertEquals(200, ctl.send("POST", "/control/v1/endpoints/" + key + "/undrain", "").status());
         r = ctl.send("POST", "/control/v1/endpoints/" + key + "/weight", "{\"weight\":5}");

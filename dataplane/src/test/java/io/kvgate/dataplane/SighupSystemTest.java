@@ -21,7 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
  * (under {@code nohup}, as some supervisors start it) cannot be told to reload that way, and says so at start instead
  * of leaving every SIGHUP silently without effect (found when a soak run under nohup saw no reload apply).
  */
-@Timeout(60)
+@Timeout(180) // a child JVM starting on a loaded host: see await
 @Tag("system")
 class SighupSystemTest {
 
@@ -76,6 +76,7 @@ class SighupSystemTest {
         /** Waits for a line containing {@code text}; fails with every line seen when none comes in 20 s. */
         String await(String text) throws InterruptedException {
             StringBuilder seen = new StringBuilder();
+            // A bound, not an expected time: the child JVM took over 20 s to serve at load average 35 on 2 cores.
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (System.nanoTime() < deadline) {
                 String line = lines.poll(100, TimeUnit.MILLISECONDS);

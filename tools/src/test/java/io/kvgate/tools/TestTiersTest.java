@@ -1,6 +1,7 @@
 package io.kvgate.tools;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -16,7 +17,10 @@ import org.junit.jupiter.api.Test;
  * Keeps the test tiers honest as tests are added. The unit tier ({@code ./kvgate test --unit}) runs without sockets,
  * engines or subprocesses; a test class that starts a gateway, a simulator, a fake engine, a ZeroMQ context, a server
  * socket, an HTTP client or a process is a system test and carries {@code @Tag("system")} (or {@code @Tag("soak")}
- * for slow stress runs, excluded by default) on the class or on the methods that do.
+ * for slow stress runs, excluded by default) on the class or on the methods that do. The unit tier runs its classes in
+ * parallel (the parent pom), so a unit test that changes what every thread of the JVM sees (System.out/err, a system
+ * property, the default locale or time zone, the log configuration) declares it with {@code @Isolated} or a
+ * {@code @ResourceLock}, and JUnit keeps the others off that state meanwhile.
  */
 class TestTiersTest {
     /** What makes a test a system test: real sockets, threads serving them, or another process. */
@@ -25,19 +29,16 @@ class TestTiersTest {
             + "|HttpClient\\.new|TestLlmServer\\(|ScriptedEngine\\.start|new FakeEngine|new PdFakeEngine"
             + "|new TestEngine|ProcessBuilder|TestPorts\\.|HttpServer\\.create|ControlSocket\\.");
     static final Pattern TAGGED = Pattern.compile("@Tag\\(\"(system|soak)\"\\)");
+    /** What every thread of the JVM sees, changed. */
+    static final Pattern SWAPS_PROCESS_STATE = Pattern.compile(
+        "System\\.set(Out|Err|In|Property|Properties)\\(|System\\.clearProperty\\(|Locale\\.setDefault\\("
+            + "|TimeZone\\.setDefault\\(|LogSetup\\.configure\\(|Log\\.level\\(Log\\.Level");
+    static final Pattern DECLARES_SHARED_STATE = Pattern.compile("@Isolated|@ResourceLock\\(");
 
     @Test
     void everyTestThatOpensSocketsOrProcessesIsTaggedSystemOrSoak() throws IOException {
-        Path root = Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath().normalize();
-        List<Path> testClasses = new ArrayList<>();
-        try (Stream<Path> modules = Files.list(root)) {
-            for (Path testDir : modules.map(m -> m.resolve("src/test/java")).filter(Files::isDirectory).toList()) {
-                try (Stream<Path> files = Files.walk(testDir)) {
-                    files.filter(f -> f.getFileName().toString().endsWith("Test.java")).forEach(testClasses::add);
-                }
-            }
-        }
-        assertTrue(testClasses.size() > 20, "found only " + testClasses + " under " + root);
+        Path root = repoRoot();
+        List<Path> testClasses = testClasses(root);
         List<String> untagged = new ArrayList<>();
         for (Path f : testClasses) {
             String src = Files.readString(f);
@@ -47,5 +48,48 @@ class TestTiersTest {
         }
         assertEquals(List.of(), untagged, "these tests open sockets, engines or processes but are not tagged "
             + "@Tag(\"system\") (or @Tag(\"soak\")), so the unit tier would run them");
+    }
+
+    @Test
+    void everyUnitTestThatChangesProcessWideStateSaysSoToTheParallelRun() throws IOException {
+        Path root = repoRoot();
+        List<String> undeclared = new ArrayList<>();
+        for (Path f : testClasses(root)) {
+            String src = Files.readString(f);
+            if (!TAGGED.matcher(src).find() && SWAPS_PROCESS_STATE.matcher(src).find()
+                && !DECLARES_SHARED_STATE.matcher(src).find()) {
+                undeclared.add(root.relativize(f).toString());
+            }
+        }
+        assertEquals(List.of(), undeclared, "these unit tests change System.out/err, a system property, a default or "
+            + "the log configuration without @Isolated or @ResourceLock, so a class running beside them in the parallel "
+            + "unit tier sees the change");
+    }
+
+    @Test
+    void theGuardsSeeWhatTheyLookFor() {
+        assertTrue(SWAPS_PROCESS_STATE.matcher("System.setErr(new PrintStream(bytes))").find());
+        assertTrue(SWAPS_PROCESS_STATE.matcher("System.setProperty(\"fuzz.seed\", \"1\")").find());
+        assertTrue(SWAPS_PROCESS_STATE.matcher("LogSetup.configure(LogSetup.Format.JSON, level)").find());
+        assertFalse(SWAPS_PROCESS_STATE.matcher("System.getProperty(\"fuzz.seed\")").find());
+        assertTrue(DECLARES_SHARED_STATE.matcher("@ResourceLock(Resources.SYSTEM_OUT)").find());
+        assertTrue(OPENS_THE_WORLD.matcher("new ZContext(1)").find());
+    }
+
+    private static Path repoRoot() {
+        return Path.of(System.getProperty("kvgate.repo.root", "..")).toAbsolutePath().normalize();
+    }
+
+    private static List<Path> testClasses(Path root) throws IOException {
+        List<Path> testClasses = new ArrayList<>();
+        try (Stream<Path> modules = Files.list(root)) {
+            for (Path testDir : modules.map(m -> m.resolve("src/test/java")).filter(Files::isDirectory).toList()) {
+                try (Stream<Path> files = Files.walk(testDir)) {
+                    files.filter(f -> f.getFileName().toString().endsWith("Test.java")).forEach(testClasses::add);
+                }
+            }
+        }
+        assertTrue(testClasses.size() > 20, "found only " + testClasses + " under " + root);
+        return testClasses;
     }
 }

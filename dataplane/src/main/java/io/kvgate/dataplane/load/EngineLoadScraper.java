@@ -65,15 +65,27 @@ public final class EngineLoadScraper implements AutoCloseable {
         public final String label = name().toLowerCase(Locale.ROOT);
     }
 
+    /**
+     * Runs the next round after {@code delayMs} on the scraper's loop. The gateway's schedules it on that loop; a test
+     * holds each round until it steps it, so "nothing is scraped while scraping is off" is asserted over rounds that
+     * ran, not over a stretch of wall-clock time that a stalled host can outlast.
+     */
+    @FunctionalInterface
+    interface RoundTimer {
+        void schedule(Runnable round, long delayMs);
+    }
+
     private final EventLoopGroup group;
     private final EventLoop loop;
     private final Class<? extends SocketChannel> channelClass;
     private final Supplier<Iterable<Rule>> rules;
     private final Supplier<GatewayConfig.Load> config;
     private final NanoClock clock;
+    private final RoundTimer roundTimer;
     // Loop-confined.
     private final Map<String, Target> targets = new HashMap<>();
-    private ScheduledFuture<?> nextRound;
+    /** Scrapes sent (or connecting) so far, over all targets. */
+    private final AtomicLong started = new AtomicLong();
     /** The targets, for metrics readers on other threads. */
     private volatile Target[] view = new Target[0];
     private volatile boolean closed;
@@ -92,9 +104,18 @@ public final class EngineLoadScraper implements AutoCloseable {
     /** @param tls how {@code https://} endpoints are scraped (a failed handshake is a {@code connect_error}) */
     public EngineLoadScraper(EventLoopGroup group, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
                              Supplier<GatewayConfig.Load> config, NanoClock clock, io.kvgate.dataplane.tls.UpstreamTls tls) {
+        this(group, channelClass, rules, config, clock, tls, null);
+    }
+
+    /** @param roundTimer when the next round runs; null: on the scraper's loop after {@code load.scrape_interval_ms} */
+    EngineLoadScraper(EventLoopGroup group, Class<? extends SocketChannel> channelClass, Supplier<Iterable<Rule>> rules,
+                      Supplier<GatewayConfig.Load> config, NanoClock clock, io.kvgate.dataplane.tls.UpstreamTls tls,
+                      RoundTimer roundTimer) {
         this.tls = tls;
         this.group = group;
         this.loop = group.next();
+        this.roundTimer = roundTimer != null ? roundTimer
+            : (round, delayMs) -> loop.schedule(round, delayMs, TimeUnit.MILLISECONDS);
         this.channelClass = channelClass;
         this.rules = rules;
         this.config = config;
@@ -136,7 +157,7 @@ public final class EngineLoadScraper implements AutoCloseable {
             io.kvgate.control.log.Log.warn("engine load scraper round failed: " + e);
         } finally {
             if (!closed) {
-                nextRound = loop.schedule(this::round, cfg.scrapeIntervalMs(), TimeUnit.MILLISECONDS);
+                roundTimer.schedule(this::round, cfg.scrapeIntervalMs());
             }
         }
     }
@@ -172,6 +193,11 @@ public final class EngineLoadScraper implements AutoCloseable {
             }
         }
         return 0;
+    }
+
+    /** Scrapes started so far, over all endpoints (tests: none may start while scraping is off). */
+    long scrapesStarted() {
+        return started.get();
     }
 
     /** Malformed lines skipped in {@code endpointKey}'s pages so far. */
@@ -269,6 +295,7 @@ public final class EngineLoadScraper implements AutoCloseable {
 
         void scrape(GatewayConfig.Load cfg) {
             inFlight = true;
+            started.incrementAndGet();
             // The baseline: what this gateway had routed and seen finish when the engine counts its requests.
             sentAtNs = clock.nanoTime();
             baseRouted = ep.routedTotal();

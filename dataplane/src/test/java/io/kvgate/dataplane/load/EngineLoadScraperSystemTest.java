@@ -25,6 +25,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -114,10 +115,35 @@ class EngineLoadScraperSystemTest {
     }
 
     private EngineLoadScraper start(List<Rule> rules, AtomicReference<GatewayConfig.Load> cfg) {
-        scraper = new EngineLoadScraper(new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory()), NioSocketChannel.class,
-            () -> rules, cfg::get, NanoClock.SYSTEM);
+        return start(rules, cfg, null);
+    }
+
+    private EngineLoadScraper start(List<Rule> rules, AtomicReference<GatewayConfig.Load> cfg, SteppedRounds rounds) {
+        MultiThreadIoEventLoopGroup group = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+        if (rounds != null) {
+            rounds.group = group;
+        }
+        scraper = new EngineLoadScraper(group, NioSocketChannel.class, () -> rules, cfg::get, NanoClock.SYSTEM,
+            new io.kvgate.dataplane.tls.UpstreamTls(), rounds);
         scraper.start();
         return scraper;
+    }
+
+    /** Rounds that run only when the test steps them (the first runs at start), each to its end on the scraper's loop. */
+    private static final class SteppedRounds implements EngineLoadScraper.RoundTimer {
+        private final LinkedBlockingQueue<Runnable> due = new LinkedBlockingQueue<>();
+        MultiThreadIoEventLoopGroup group;
+
+        @Override
+        public void schedule(Runnable round, long delayMs) {
+            due.add(round);
+        }
+
+        void step() throws Exception {
+            Runnable round = due.poll(20, TimeUnit.SECONDS);
+            assertNotNull(round, "the scraper scheduled its next round");
+            group.submit(round).get(20, TimeUnit.SECONDS);
+        }
     }
 
     private static void await(String what, BooleanSupplier cond) throws InterruptedException {
@@ -236,27 +262,23 @@ class EngineLoadScraperSystemTest {
         List<Rule> rules = rules(pa);
         EndpointState ea = rules.get(0).endpoints().get(0);
         AtomicReference<GatewayConfig.Load> cfg = new AtomicReference<>(load(true, 1 << 20));
-        start(rules, cfg);
+        SteppedRounds rounds = new SteppedRounds();
+        start(rules, cfg, rounds); // the first round runs at start and scrapes
         await("a reading", () -> ea.lastReading() != null);
         cfg.set(load(false, 1 << 20));
-        await("withdrawn", () -> ea.lastReading() == null);
-        // A scrape sent just before the switch may still reach the engine (its thread is slow under load): wait until
-        // nothing arrives for three rounds. A scraper that kept scraping would never get there (bounded by await).
-        int[] last = {served.get()};
-        long[] quietSince = {System.nanoTime()};
-        await("no scrape in flight", () -> {
-            int now = served.get();
-            if (now != last[0]) {
-                last[0] = now;
-                quietSince[0] = System.nanoTime();
-            }
-            return System.nanoTime() - quietSince[0] > TimeUnit.MILLISECONDS.toNanos(60);
-        });
+        rounds.step();
+        assertNull(ea.lastReading(), "withdrawn by the first round that saw load.enabled false");
+        long startedThen = scraper.scrapesStarted();
         int servedThen = served.get();
-        TimeUnit.MILLISECONDS.sleep(100); // five rounds at 20 ms: none may scrape (nothing here waits on a timeout)
-        assertEquals(servedThen, served.get(), "load.enabled false: no scrape");
+        for (int i = 0; i < 5; i++) {
+            rounds.step();
+        }
+        assertEquals(startedThen, scraper.scrapesStarted(), "load.enabled false: five rounds ran, none scraped");
         cfg.set(load(true, 1 << 20));
+        rounds.step();
         await("scraping again", () -> ea.lastReading() != null);
+        // The engine saw exactly the one scrape of the round that turned scraping back on.
+        assertEquals(servedThen + 1, served.get());
     }
 
     /** The scraper's families alone, in the text format. */

@@ -12,6 +12,8 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.parallel.ResourceLock;
+import org.junit.jupiter.api.parallel.Resources;
 
 class PropertyRunnerTest {
     /** Random bytes with one 0x42 planted among them (and no other), 64 to 512 bytes long. */
@@ -132,6 +134,7 @@ class PropertyRunnerTest {
     }
 
     @Test
+    @ResourceLock(Resources.SYSTEM_PROPERTIES) // the unit tier runs classes in parallel: fuzz.seed is the JVM's
     void aFuzzSeedGivenOnTheCommandLineIsUsed() {
         String before = System.getProperty("fuzz.seed");
         System.setProperty("fuzz.seed", "4301");
