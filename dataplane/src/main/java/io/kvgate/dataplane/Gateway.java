@@ -6,6 +6,7 @@ import io.kvgate.control.config.ConfigTree;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
+import io.kvgate.net.Transport;
 import io.kvgate.dataplane.trace.Tracing;
 import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.admin.AdminChannelInitializer;

@@ -1,4 +1,4 @@
-package io.kvgate.dataplane;
+package io.kvgate.net;
 
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.IoHandlerFactory;

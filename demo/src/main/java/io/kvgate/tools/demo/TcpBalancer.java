@@ -1,6 +1,6 @@
 package io.kvgate.tools.demo;
 
-import io.kvgate.dataplane.Transport;
+import io.kvgate.net.Transport;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.Unpooled;

@@ -5,7 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.kvgate.dataplane.Transport;
+import io.kvgate.net.Transport;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
