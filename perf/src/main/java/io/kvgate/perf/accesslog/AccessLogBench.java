@@ -1,5 +1,7 @@
-package io.kvgate.dataplane.accesslog;
+package io.kvgate.perf.accesslog;
 
+import io.kvgate.dataplane.accesslog.AccessLog;
+import io.kvgate.dataplane.accesslog.AccessRecord;
 import java.io.OutputStream;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;

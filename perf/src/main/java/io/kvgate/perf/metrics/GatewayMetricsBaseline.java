@@ -1,5 +1,6 @@
-package io.kvgate.dataplane.metrics;
+package io.kvgate.perf.metrics;
 
+import io.kvgate.dataplane.metrics.StageTimers;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 

@@ -1,5 +1,7 @@
-package io.kvgate.dataplane.metrics;
+package io.kvgate.perf.metrics;
 
+import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -20,13 +22,12 @@ import org.openjdk.jmh.annotations.Warmup;
  * upstream connect, gateway added, upstream first byte). {@code current}: today's {@link GatewayMetrics} (series
  * found by rule and model name, counters by status slot); {@code baseline}: {@link GatewayMetricsBaseline}, the keyed
  * recording it replaced. Both record the same five stages into their own {@link StageTimers} (since the move to
- * the Prometheus client: one {@link LatencyHistogram} per stage instead of HdrHistogram recorders); the
+ * the Prometheus client: one {@code LatencyHistogram} per stage instead of HdrHistogram recorders); the
  * {@code NoStages} pair leaves them out. {@code currentStreamed} adds a stream's first-token and inter-token records.
  *
  * <p>Run with {@code -prof gc}: the current path allocates nothing per op, the baseline two record keys. The model
  * string is one object reused across ops, so its hash is cached after the first: the hashing of a fresh per-request
  * string (the relay parses a new one per request; both paths hash it for the configured-label check) is not counted.
- * In the metrics package (a split package on the benchmark class path) for the package-private histogram.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
