@@ -903,10 +903,6 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         return controlSocket == null ? null : controlSocket.path();
     }
 
-    public void startDrain() {
-        drain(true);
-    }
-
     @Override
     public void drain(boolean on) {
         if (drain.draining() != on) {
