@@ -2,7 +2,6 @@ package io.kvgate.tools.demo;
 
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
 import io.kvgate.tools.bench.BenchConfig;
 import io.kvgate.tools.bench.BenchRunner;
@@ -111,7 +110,7 @@ public final class DemoCommand {
             // The bound for hit ratio: one engine holding the whole fleet's cache capacity (no placement can beat it).
             EngineSimulator oracle = EngineSimulator.start(engine(modelDir, 99, CACHE_BLOCKS * engines, 64 * engines));
             sims.add(oracle);
-            gw = GatewayLauncher.start(GatewayConfig.parse(config("round_robin", endpoints.toString(), modelDir), home));
+            gw = Gateway.start(GatewayConfig.parse(config("round_robin", endpoints.toString(), modelDir), home));
             String url = "http://127.0.0.1:" + gw.port();
             say("gateway on %s (admin %d); engines on %s%n%n", url, gw.adminPort(),
                 sims.stream().map(s -> String.valueOf(s.port())).toList());

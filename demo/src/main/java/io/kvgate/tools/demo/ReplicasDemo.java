@@ -2,7 +2,6 @@ package io.kvgate.tools.demo;
 
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.tools.bench.BenchConfig;
 import io.kvgate.tools.bench.BenchRunner;
 import io.kvgate.tools.bench.TargetReport;
@@ -72,7 +71,7 @@ final class ReplicasDemo {
             String eps = endpoints.toString();
             List<InetSocketAddress> addresses = new ArrayList<>();
             for (int r = 0; r < replicas; r++) {
-                Gateway gw = GatewayLauncher.start(GatewayConfig.parse(config("kv_exact", null, eps, modelDir), home));
+                Gateway gw = Gateway.start(GatewayConfig.parse(config("kv_exact", null, eps, modelDir), home));
                 gateways.add(gw);
                 addresses.add(new InetSocketAddress(InetAddress.getLoopbackAddress(), gw.port()));
             }

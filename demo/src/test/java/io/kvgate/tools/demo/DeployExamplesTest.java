@@ -10,7 +10,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.config.ConfigCheck;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -69,7 +68,7 @@ class DeployExamplesTest {
             .replaceAll("(?m)^admin_listen: .*$", "admin_listen: 127.0.0.1:0");
         assertTrue(yaml.contains("listen: 127.0.0.1:0"), file + " names no top-level listen address");
         GatewayConfig cfg = GatewayConfig.parse(yaml, file.getParent()); // relative paths as in the file's own directory
-        Gateway gw = GatewayLauncher.start(cfg);
+        Gateway gw = Gateway.start(cfg);
         try {
             String base = "http://127.0.0.1:" + gw.port();
             HttpResponse<String> models = HTTP.send(HttpRequest.newBuilder(URI.create(base + "/v1/models")).GET().build(),
