@@ -189,7 +189,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 gw.metrics().badRequest("too_many_sequences");
                 errorCode = "invalid_value";
                 respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "This request asks for " + sequences
-                    + " sequences; at most " + maxSequences + " are allowed per request on this model.", "n", "invalid_value"), 400, false);
+                    + " sequences; at most " + maxSequences + " are allowed per request on this model.", "n", "invalid_value"), 400);
                 return;
             }
             listed = true;
@@ -305,7 +305,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             FullHttpResponse resp = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.TOO_MANY_REQUESTS, message, null,
                 "rate_limit_exceeded");
             resp.headers().set(HttpHeaderNames.RETRY_AFTER, Admission.retryAfterSeconds(r.config().admission()));
-            respond(resp, 429, true);
+            respond(resp, 429);
         } catch (Throwable t) {
             abort(t);
         }
@@ -555,7 +555,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (status < 500) {
             // The engine judged the request itself: the client sees exactly that (in the OpenAI shape).
             respond(OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.valueOf(status), EngineErrors.toOpenAiShape(text, status)),
-                status, false);
+                status);
             return;
         }
         String inner = EngineErrors.toOpenAiShape(text, status);
@@ -580,10 +580,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (retryAfter) {
             r.headers().set(HttpHeaderNames.RETRY_AFTER, gw.config().health().retryAfterSeconds());
         }
-        respond(r, st.code(), retryAfter);
+        respond(r, st.code());
     }
 
-    private void respond(FullHttpResponse r, int status, boolean unused) {
+    private void respond(FullHttpResponse r, int status) {
         if (done) {
             r.release();
             return;
@@ -741,7 +741,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             "The gateway is shutting down; retry the request.", null, "shutting_down");
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         errorCode = "shutting_down";
-        respond(r, 503, false);
+        respond(r, 503);
     }
 
     // ---- ExchangeOwner for the decode leg ----------------------------------------------------------------------
