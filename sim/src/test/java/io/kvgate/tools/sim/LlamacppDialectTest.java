@@ -59,7 +59,9 @@ class LlamacppDialectTest {
 
     @Test
     void loadingAnswers503UntilTheModelIsLoaded() throws Exception {
-        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).loadMs(400))) {
+        // Loading lasts 5 s so the three checks below fall inside it on a loaded machine too (at 400 ms the third came
+        // after loading had ended when eight builds shared two cores); the loop after them waits for the end.
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).loadMs(5_000))) {
             HttpResponse<String> h = get(sim, "/health");
             assertEquals(503, h.statusCode());
             assertEquals("{\"error\":{\"code\":503,\"message\":\"Loading model\",\"type\":\"unavailable_error\"}}", h.body());
