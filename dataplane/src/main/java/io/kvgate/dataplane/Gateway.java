@@ -6,6 +6,7 @@ import io.kvgate.control.config.ConfigTree;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
+import io.kvgate.net.Transport;
 import io.kvgate.dataplane.trace.Tracing;
 import io.kvgate.dataplane.admin.AdminApi;
 import io.kvgate.dataplane.admin.AdminChannelInitializer;
@@ -889,10 +890,6 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** The control socket's path, or null when none is bound. */
     public Path controlSocketPath() {
         return controlSocket == null ? null : controlSocket.path();
-    }
-
-    public void startDrain() {
-        drain(true);
     }
 
     @Override

@@ -1,12 +1,16 @@
 package io.kvgate.tools;
 
 import io.kvgate.control.BuildInfo;
+import io.kvgate.dataplane.GatewayMain;
+import io.kvgate.tools.bench.BenchMain;
 import io.kvgate.tools.cli.ControlCommand;
+import io.kvgate.tools.cli.HashCommand;
+import io.kvgate.tools.cli.RenderCommand;
+import io.kvgate.tools.demo.DemoCommand;
+import io.kvgate.tools.sim.SimulatorMain;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -21,28 +25,34 @@ import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
 
 /**
- * Entry point of the {@code ./kvgate} launcher. Each sub-command is a class with a
- * {@code public static int run(String[] args)} method that returns the process exit code; the table below is the
- * only place that names them, so adding a command never touches another command's code.
+ * Entry point of the {@code ./kvgate} launcher. Each sub-command is a {@code static int run(String[] args)} method that
+ * returns the process exit code; the table below is the only place that names them, so adding a command never touches
+ * another command's code, and "who calls {@code GatewayMain.run}?" has its answer here.
  */
 public final class Main {
-    private record Command(String className, String summary) {}
+    /** A command's entry point: the arguments after its name in, the process exit code out. */
+    @FunctionalInterface
+    interface CommandRun {
+        int run(String[] args) throws Exception;
+    }
+
+    private record Command(CommandRun run, String summary) {}
 
     private static final Map<String, Command> COMMANDS = new LinkedHashMap<>();
 
     static {
-        COMMANDS.put("demo", new Command("io.kvgate.tools.demo.DemoCommand",
+        COMMANDS.put("demo", new Command(DemoCommand::run,
             "start an embedded simulated fleet and the gateway, drive traffic, print what happened"));
-        COMMANDS.put("serve", new Command("io.kvgate.dataplane.GatewayMain", "run the gateway: serve --config FILE"));
-        COMMANDS.put("sim", new Command("io.kvgate.tools.sim.SimulatorMain",
+        COMMANDS.put("serve", new Command(GatewayMain::run, "run the gateway: serve --config FILE"));
+        COMMANDS.put("sim", new Command(SimulatorMain::run,
             "run an engine simulator: sim --dialect vllm|sglang --port P --model NAME ..."));
-        COMMANDS.put("bench", new Command("io.kvgate.tools.bench.BenchMain",
+        COMMANDS.put("bench", new Command(BenchMain::run,
             "open-loop load generator: bench --target URL --model M --workload ... --rate R --duration S"));
-        COMMANDS.put("hash", new Command("io.kvgate.tools.cli.HashCommand",
+        COMMANDS.put("hash", new Command(HashCommand::run,
             "print block keys: hash --engine vllm|vllm-xxhash|sglang --seed S --block-size B --tokens 1,2,3"));
-        COMMANDS.put("render", new Command("io.kvgate.tools.cli.RenderCommand",
+        COMMANDS.put("render", new Command(RenderCommand::run,
             "render a chat request from stdin: render --model-dir DIR"));
-        COMMANDS.put("ctl", new Command("io.kvgate.tools.cli.ControlCommand",
+        COMMANDS.put("ctl", new Command(ControlCommand::run,
             "talk to a running gateway's admin API: ctl inventory|lookup|explain|... (see ctl --help)"));
     }
 
@@ -97,15 +107,10 @@ public final class Main {
         }
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
         try {
-            Method run = Class.forName(command.className()).getMethod("run", String[].class);
-            return (Integer) run.invoke(null, (Object) rest);
-        } catch (InvocationTargetException e) {
-            Throwable cause = e.getCause();
-            err.println("kvgate " + args[0] + ": " + cause);
-            cause.printStackTrace(err);
-            return 1;
-        } catch (ReflectiveOperationException e) {
-            err.println("kvgate " + args[0] + ": this build does not include the command (" + e + ")");
+            return command.run().run(rest);
+        } catch (Exception e) {
+            err.println("kvgate " + args[0] + ": " + e);
+            e.printStackTrace(err);
             return 1;
         }
     }
@@ -150,9 +155,9 @@ public final class Main {
         ByteArrayOutputStream help = new ByteArrayOutputStream();
         try (PrintStream capture = new PrintStream(help, true, StandardCharsets.UTF_8)) {
             System.setOut(capture);
-            Class.forName(command.className()).getMethod("run", String[].class).invoke(null, (Object) new String[] {"--help"});
-        } catch (ReflectiveOperationException e) {
-            return c; // a build without the command: complete its name only
+            command.run().run(new String[] {"--help"});
+        } catch (Exception e) {
+            return c; // a command whose help failed: complete its name only
         } finally {
             System.setOut(realOut);
         }

@@ -64,9 +64,10 @@ public final class AccessLog implements AutoCloseable {
 
     /**
      * A log of {@code capacity} queued records (a power of two) onto {@code sink}; {@code startWriter}: a thread
-     * drains it (false: the caller drains, {@link #drain}, as tests do).
+     * drains it (false: the caller drains, {@link #drain}, as tests do). Public for the access-log benchmark (perf),
+     * which writes to a null sink.
      */
-    AccessLog(int capacity, OutputStream sink, boolean closeSink, LongSupplier wallClock, boolean startWriter) {
+    public AccessLog(int capacity, OutputStream sink, boolean closeSink, LongSupplier wallClock, boolean startWriter) {
         this.ring = RingBuffer.createMultiProducer(AccessRecord::new, capacity, new BusySpinWaitStrategy());
         this.poller = ring.newPoller();
         ring.addGatingSequences(poller.getSequence());
@@ -134,8 +135,11 @@ public final class AccessLog implements AutoCloseable {
             .callback(cb -> cb.call(dropped.sum())).register(registry);
     }
 
-    /** Writes every queued line and flushes; returns whether there was any. The writer thread's step. */
-    boolean drain() throws Exception {
+    /**
+     * Writes every queued line and flushes; returns whether there was any. The writer thread's step, and the caller's
+     * when the log was built without one (tests, the access-log benchmark).
+     */
+    public boolean drain() throws Exception {
         boolean any = false;
         while (poller.poll(writeOne) == EventPoller.PollState.PROCESSING) {
             any = true;

@@ -148,14 +148,4 @@ public final class LiveExchanges {
             }
         }
     }
-
-    /** How many exchanges are listed on the calling loop (tests). */
-    int countOnThisLoop() {
-        PerLoop p = local.get();
-        int n = 0;
-        for (Entry e = p == null ? null : p.head; e != null; e = e.next) {
-            n++;
-        }
-        return n;
-    }
 }

@@ -45,15 +45,6 @@ public final class KvState implements AutoCloseable {
         ingest.start();
     }
 
-    /** Index capacity for a configuration: the largest rule capacity (rules share one index keyed by block). */
-    public static long capacityFor(GatewayConfig cfg) {
-        long cap = 0;
-        for (RuleConfig r : cfg.rules()) {
-            cap = Math.max(cap, r.kvCapacityBlocks());
-        }
-        return cap;
-    }
-
     public static boolean needed(GatewayConfig cfg) {
         for (RuleConfig r : cfg.rules()) {
             for (EndpointConfig e : r.endpoints()) {

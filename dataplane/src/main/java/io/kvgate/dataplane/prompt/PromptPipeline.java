@@ -493,13 +493,4 @@ public final class PromptPipeline {
     public static long worstCaseTokenizerScratchBytes(int tokenBound, int maxTokenBytes) {
         return HfTokenizer.worstCaseScratchBytes(tokenBound, maxTokenBytes);
     }
-
-    /** All prompts of a completions batch (render routes show every one). */
-    public List<RenderedPrompt> renderAll(boolean chat, JsonNode body) throws PromptException {
-        if (chat || renderer == null) {
-            RenderedPrompt one = render(chat, body);
-            return one == null ? List.of() : List.of(one);
-        }
-        return renderer.renderCompletion(body);
-    }
 }

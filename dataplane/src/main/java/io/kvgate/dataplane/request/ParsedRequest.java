@@ -30,7 +30,6 @@ public final class ParsedRequest {
     private final boolean stream;
     private final int n;
     private final int promptCount;
-    private final String user;
     private final int[] servingEndpoints;
     private final String warning;
     private final AnswerRewrite answerRewrite;
@@ -64,7 +63,6 @@ public final class ParsedRequest {
         this.stream = fields.stream;
         this.n = fields.n;
         this.promptCount = fields.promptCount;
-        this.user = fields.user;
         this.servingEndpoints = servingEndpoints;
         this.warning = warning;
         this.answerRewrite = fields.answerRewrite;
@@ -147,11 +145,6 @@ public final class ParsedRequest {
     /** Prompts in a completions body (1 unless batched), within the rule's {@code max_n}; 0 for chat. */
     public int promptCount() {
         return promptCount;
-    }
-
-    /** The client's {@code user} field (a string), or null. */
-    public String user() {
-        return user;
     }
 
     public Rule rule() {

@@ -138,10 +138,8 @@ public final class RoutingStage implements AutoCloseable {
     /** Admission control by rule name: survives swaps like the rules' other state. */
     private HashMap<String, Admission> admissions = new HashMap<>();
     private final AdmissionQueue.ShedSink<RouteEvent> shedSink = this::shedWaiting;
-    private EngineLoad appliedEngineLoad = EngineLoad.SCRAPED;
     /** The admission controls of the applied table, for metrics readers. */
     private volatile Admission[] admissionView = new Admission[0];
-    private volatile EngineLoad engineLoad = EngineLoad.SCRAPED;
 
     // Counters, any thread.
     private final AtomicLong ringFullRejects = new AtomicLong();
@@ -357,16 +355,6 @@ public final class RoutingStage implements AutoCloseable {
         if (Long.bitCount(n) == 1) { // 1st, 2nd, 4th, 8th...: a bug firing on every request must not flood the log
             Log.error("a routing decision's handler failed (" + n + " so far): " + e);
         }
-    }
-
-    /**
-     * The engine readings admission control judges saturation on ({@code admission.max_waiting},
-     * {@code admission.max_kv_usage}); applied by the routing thread at its next batch. By default
-     * {@link EngineLoad#SCRAPED}: the load scraper's fresh readings; an endpoint without one can only be saturated by
-     * {@code admission.max_outstanding} (this gateway's in-flight count).
-     */
-    public void engineLoad(EngineLoad load) {
-        this.engineLoad = load;
     }
 
     /** The admission control of rule {@code name} (metrics, tests), or null when it has none. */
@@ -625,7 +613,9 @@ public final class RoutingStage implements AutoCloseable {
             if (cfg.enabled()) {
                 if (a == null) {
                     a = new Admission(r.name(), cfg);
-                    a.engineLoad = appliedEngineLoad;
+                    // Saturation (admission.max_waiting, max_kv_usage) is judged on the load scraper's fresh
+                    // readings; an endpoint without one can only be saturated by admission.max_outstanding.
+                    a.engineLoad = EngineLoad.SCRAPED;
                 } else {
                     a.reconfigure(cfg, now, shedSink);
                 }
@@ -658,13 +648,7 @@ public final class RoutingStage implements AutoCloseable {
      */
     private void admitWaiting(long now) {
         Admission[] all = admissionView;
-        EngineLoad load = engineLoad;
-        boolean loadChanged = load != appliedEngineLoad;
-        appliedEngineLoad = load;
         for (Admission a : all) {
-            if (loadChanged) {
-                a.engineLoad = load;
-            }
             if (a.hasWaiting()) {
                 a.expire(now, ADMISSION_SLACK_NS, shedSink);
                 Rule r = table.ruleByName(a.ruleName());

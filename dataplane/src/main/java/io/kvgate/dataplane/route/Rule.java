@@ -205,11 +205,6 @@ public final class Rule {
         return List.of(endpoints);
     }
 
-    /** The configuration of {@code endpoints().get(i)} as this rule names it. */
-    EndpointConfig endpointConfig(int i) {
-        return endpointConfigs[i];
-    }
-
     RoutingPolicy policy() {
         return policy;
     }

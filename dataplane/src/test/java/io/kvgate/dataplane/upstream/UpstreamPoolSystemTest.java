@@ -4,8 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.kvgate.dataplane.Transport;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.net.Transport;
 import io.kvgate.testkit.TestPorts;
 import io.netty.channel.Channel;
 import io.netty.channel.EventLoop;

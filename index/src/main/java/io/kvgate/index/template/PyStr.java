@@ -49,10 +49,6 @@ public final class PyStr {
         return s.codePoints().toArray();
     }
 
-    static String fromCodePoints(int[] cps, int from, int to) {
-        return new String(cps, from, to - from);
-    }
-
     private static boolean inChars(int c, String chars) {
         return chars == null ? isSpace(c) : chars.indexOf(c) >= 0 || (c > 0xffff && chars.contains(Character.toString(c)));
     }

@@ -809,11 +809,6 @@ public final class HfTokenizer {
         return model.wordId(b, 0, b.length);
     }
 
-    /** @return whether {@code id} is an added token flagged {@code special} */
-    public boolean isSpecial(int id) {
-        return id >= 0 && id < vocabSize && addedSpecial[id];
-    }
-
     /** Drops every cached pre-token and segment (for benchmarks and tests of the cold path). */
     public void clearCaches() {
         chunkCache.clear();

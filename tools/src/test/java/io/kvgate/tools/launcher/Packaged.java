@@ -26,7 +26,7 @@ final class Packaged {
     static void requireBuilt() throws IOException {
         assumeTrue(Files.isRegularFile(TOOLS_JAR) && Files.isDirectory(LIB), "kvgate-tools.jar and tools/target/lib exist");
         FileTime jar = Files.getLastModifiedTime(TOOLS_JAR);
-        for (String module : List.of("testkit", "control", "index", "ingest", "dataplane", "tools")) {
+        for (String module : List.of("testkit", "control", "index", "ingest", "net", "dataplane", "sim", "bench", "cli", "demo", "tools")) {
             Path classes = Launched.REPO.resolve(module + "/target/classes");
             if (!Files.isDirectory(classes)) {
                 continue;

@@ -10,7 +10,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
@@ -77,7 +76,7 @@ class StatusPageSystemTest {
                 .kvEvents("tcp://127.0.0.1:" + kv).kvEventsMode("bind")));
             eps.append("      - url: ").append(sims.get(i).baseUrl()).append("\n        kv_events: tcp://127.0.0.1:").append(kv).append('\n');
         }
-        gw = GatewayLauncher.start(GatewayConfig.parse("""
+        gw = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             admin_token: %s

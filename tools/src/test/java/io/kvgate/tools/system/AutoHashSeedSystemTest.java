@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
 import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
@@ -43,7 +42,7 @@ class AutoHashSeedSystemTest {
         try (EngineSimulator sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM)
             .model("m").ttftMs(1).itlMs(1).blockSize(16).hashSeed("vllm-none-hash")
             .kvEvents("tcp://127.0.0.1:" + kv).kvEventsMode("bind"))) {
-            Gateway gw = GatewayLauncher.start(GatewayConfig.parse("""
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
                 listen: 127.0.0.1:0
                 admin_listen: 127.0.0.1:0
                 admin_token: %s

@@ -7,7 +7,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.tools.sim.EngineSimulator;
@@ -41,7 +40,7 @@ class BlockSizeMismatchSystemTest {
         try (EngineSimulator sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM)
             .model("m").ttftMs(1).itlMs(1).blockSize(32).hashSeed("0")
             .kvEvents("tcp://127.0.0.1:" + kv).kvEventsMode("bind"))) {
-            Gateway gw = GatewayLauncher.start(GatewayConfig.parse("""
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
                 listen: 127.0.0.1:0
                 admin_listen: 127.0.0.1:0
                 admin_token: %s
@@ -93,7 +92,7 @@ class BlockSizeMismatchSystemTest {
     void aLearnedRuleAdoptsItsEnginesBlockSize() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.TRTLLM)
             .model("m").ttftMs(1).itlMs(1).blockSize(64))) {
-            Gateway gw = GatewayLauncher.start(GatewayConfig.parse("""
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
                 listen: 127.0.0.1:0
                 admin_listen: 127.0.0.1:0
                 admin_token: %s

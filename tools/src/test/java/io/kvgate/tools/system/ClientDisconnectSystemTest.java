@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
 import java.io.IOException;
@@ -25,7 +24,7 @@ class ClientDisconnectSystemTest {
     void disconnectCancelsTheEngineRequest() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("m")
             .ttftMs(5).itlMs(50))) {
-            Gateway gw = GatewayLauncher.start(GatewayConfig.parse("""
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
                 listen: 127.0.0.1:0
                 admin_listen: 127.0.0.1:0
                 health: {interval_ms: 60000}

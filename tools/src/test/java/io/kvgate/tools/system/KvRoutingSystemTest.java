@@ -7,7 +7,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.dataplane.route.RuleStats;
 import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
@@ -91,7 +90,7 @@ class KvRoutingSystemTest {
                 kv: {watchdog_zero_hit_streak: 3, speculative_ttl_ms: 0}
                 endpoints:
             %s""".formatted(ADMIN_TOKEN, modelDir, eps, modelDir, eps);
-        gw = GatewayLauncher.start(GatewayConfig.parse(yaml));
+        gw = Gateway.start(GatewayConfig.parse(yaml));
         // Every test may publish right away: the gateway's subscribers have joined all three publishers.
         handshake(gw);
         // The handshake's first batches were dropped before the subscriptions arrived (that is the slow joiner), so
@@ -293,7 +292,7 @@ class KvRoutingSystemTest {
             eps.append("      - url: ").append(sims.get(i).baseUrl()).append("\n        kv_events: tcp://127.0.0.1:")
                 .append(kvPorts.get(i)).append('\n');
         }
-        Gateway wrong = GatewayLauncher.start(GatewayConfig.parse("""
+        Gateway wrong = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             health: {interval_ms: 60000}

@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
@@ -51,7 +50,7 @@ final class LoraKvEngines implements AutoCloseable {
             eps.append("      - url: ").append(s.baseUrl()).append("\n        kv_events: tcp://127.0.0.1:").append(kv).append('\n');
         }
         boolean vllm = dialect == SimulatorConfig.Dialect.VLLM;
-        gw = GatewayLauncher.start(GatewayConfig.parse("""
+        gw = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             admin_token: %s

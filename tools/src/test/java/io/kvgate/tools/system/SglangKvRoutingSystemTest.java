@@ -7,7 +7,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
@@ -80,7 +79,7 @@ class SglangKvRoutingSystemTest {
                 kv: {cold_readmit_every: 0, load_cap_factor: 100}
                 endpoints:
             %s""".formatted(ADMIN_TOKEN, modelDir, eps);
-        gw = GatewayLauncher.start(GatewayConfig.parse(yaml));
+        gw = Gateway.start(GatewayConfig.parse(yaml));
         // Every test may publish right away: the gateway's subscribers have joined all three publishers.
         handshake(gw);
         // The handshake's first batches were dropped before the subscriptions arrived (that is the slow joiner), so

@@ -7,7 +7,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
@@ -62,7 +61,7 @@ class TrtllmKvExactSystemTest {
             eps.append("      - url: ").append(s.baseUrl()).append("\n        kv_events: ").append(s.baseUrl())
                 .append("/kv_cache_events\n        kv_poll_ms: 20\n");
         }
-        gw = GatewayLauncher.start(GatewayConfig.parse("""
+        gw = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             admin_token: %s

@@ -8,7 +8,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
@@ -54,7 +53,7 @@ class TrtllmOtherDrainerSystemTest {
         sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.TRTLLM).model("qwen3")
             .modelDir(modelDir).ttftMs(1).itlMs(1).prefillUsPerToken(1));
         // A slow poll (200 ms) leaves the other consumer, which drains right after each answer, the first read.
-        gw = GatewayLauncher.start(GatewayConfig.parse("""
+        gw = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             admin_token: %s

@@ -7,7 +7,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
-import io.kvgate.dataplane.GatewayLauncher;
 import io.kvgate.testkit.Await;
 import io.kvgate.tools.sim.EngineSimulator;
 import io.kvgate.tools.sim.SimulatorConfig;
@@ -39,7 +38,7 @@ class TrtllmStringHashSystemTest {
         // 8 blocks of 32 tokens: three 4-block prompts make the engine evict.
         try (EngineSimulator sim = EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.TRTLLM)
             .model("m").ttftMs(1).itlMs(1).cacheBlocks(8).trtllmHashAlgo("v2_sha256"))) {
-            Gateway gw = GatewayLauncher.start(GatewayConfig.parse("""
+            Gateway gw = Gateway.start(GatewayConfig.parse("""
                 listen: 127.0.0.1:0
                 admin_listen: 127.0.0.1:0
                 admin_token: %s
