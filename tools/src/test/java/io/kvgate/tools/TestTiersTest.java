@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
 class TestTiersTest {
     /** What makes a test a system test: real sockets, threads serving them, or another process. */
     static final Pattern OPENS_THE_WORLD = Pattern.compile(
-        "EngineSimulator\\.start|GatewayLauncher\\.start|Gateway\\.start|new ZContext|new ServerSocket|new Socket\\("
+        "EngineSimulator\\.start|Gateway\\.start|new ZContext|new ServerSocket|new Socket\\("
             + "|HttpClient\\.new|TestLlmServer\\(|ScriptedEngine\\.start|new FakeEngine|new PdFakeEngine"
             + "|new TestEngine|ProcessBuilder|TestPorts\\.|HttpServer\\.create|ControlSocket\\.");
     static final Pattern TAGGED = Pattern.compile("@Tag\\(\"(system|soak)\"\\)");
