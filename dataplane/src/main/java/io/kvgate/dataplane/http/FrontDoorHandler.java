@@ -608,7 +608,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
     private void dispatch() {
         switch (route) {
             case HEALTH, READY, READY_ENGINES, METRICS, MODELS, MODEL -> respond(local.handle(ctx, head, route), true);
-            case CHAT_RENDER, COMPLETIONS_RENDER -> onRender();
+            case CHAT_RENDER, COMPLETIONS_RENDER, KVGATE_CHAT_RENDER, KVGATE_COMPLETIONS_RENDER -> onRender();
             case CHAT, COMPLETIONS -> onProxyRoute();
             default -> throw new IllegalStateException("no dispatch for " + route);
         }
@@ -651,6 +651,10 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void onRender() {
         Rule rule = validatedRule();
+        if (rule != null && route.engineRenderPath() && rule.engine() == RuleConfig.Engine.VLLM) {
+            proxy(rule); // vLLM's own render (another shape): not shadowed; the gateway's is under /kvgate/v1
+            return;
+        }
         if (rule != null) {
             String warning = route.chat() ? TemplateWarnings.forRequest(rule, fields) : null;
             FullHttpResponse r = local.render(ctx, head, body, fields, rule);
@@ -663,9 +667,13 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void onProxyRoute() {
         Rule rule = validatedRule();
-        if (rule == null) {
-            return;
+        if (rule != null) {
+            proxy(rule);
         }
+    }
+
+    /** Sends the validated request of {@code rule} to one of its engines. */
+    private void proxy(Rule rule) {
         Problem greedy = RequestValidator.greedyN(fields, rule.config().greedyN()); // generation only: render routes render
         if (greedy != null) {
             respondProblem(greedy);

@@ -55,7 +55,7 @@ public final class ContextDiscovery {
     /** The path an engine states its context length at when its model cards do not, or null. */
     public static String fallbackPath(RuleConfig.Engine engine) {
         return switch (engine) {
-            case SGLANG -> "/get_server_info";
+            case SGLANG -> SglangServerInfo.PATH; // the deprecated /get_server_info on a 404
             case LLAMACPP -> "/props";
             default -> null;
         };

@@ -12,7 +12,7 @@ import io.kvgate.dataplane.route.EndpointState;
  *       the model's supported tasks include generation, and the pooling family otherwise
  *       (vllm/entrypoints/openai/api_server.py {@code build_app}); one process serves one family. 404 when vLLM runs
  *       with {@code --disable-fastapi-docs}: unknown.</li>
- *   <li>SGLang {@code GET /get_server_info}: its server arguments, {@code is_embedding} among them. SGLang mounts
+ *   <li>SGLang {@code GET /server_info} (the deprecated {@code /get_server_info} on older servers): its server arguments, {@code is_embedding} among them. SGLang mounts
  *       every route unconditionally, but an embedding server ({@code --is-embedding}) cannot generate.</li>
  * </ul>
  * Stateless.
@@ -27,7 +27,7 @@ public final class EngineRoutes {
     public static String path(RuleConfig.Engine engine) {
         return switch (engine) {
             case VLLM -> "/openapi.json";
-            case SGLANG -> "/get_server_info";
+            case SGLANG -> SglangServerInfo.PATH; // the deprecated /get_server_info on a 404
             default -> null;
         };
     }
@@ -80,7 +80,7 @@ public final class EngineRoutes {
         }
         boolean same = rule.withoutToolCallParser() ? stated.isEmpty() : declared.equals(stated);
         return same ? null : "rule '" + rule.name() + "' declares tool_call_parser " + declared + " but endpoint "
-            + ep.key() + " runs " + (stated.isEmpty() ? "none" : stated) + " (its GET /get_server_info)";
+            + ep.key() + " runs " + (stated.isEmpty() ? "none" : stated) + " (its GET /server_info)";
     }
 
     /** The routes named by {@code bits}, for messages and read-backs. */

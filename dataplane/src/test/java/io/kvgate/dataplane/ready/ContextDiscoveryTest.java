@@ -35,7 +35,7 @@ class ContextDiscoveryTest {
         assertEquals(0, ContextDiscovery.fromModels(JSON.readTree("{\"data\":[{\"id\":\"trt\",\"owned_by\":\"tensorrt_llm\"}]}")));
         assertEquals(0, ContextDiscovery.fromModels(JSON.readTree("{\"data\":[{\"max_model_len\":\"8192\"},{\"max_model_len\":-1}]}")));
         // SGLang without the card field: the launch argument, null unless --context-length was given.
-        assertEquals("/get_server_info", ContextDiscovery.fallbackPath(RuleConfig.Engine.SGLANG));
+        assertEquals("/server_info", ContextDiscovery.fallbackPath(RuleConfig.Engine.SGLANG));
         assertEquals(2048, ContextDiscovery.fromFallback(RuleConfig.Engine.SGLANG,
             JSON.readTree("{\"context_length\":2048,\"page_size\":16}")));
         assertEquals(0, ContextDiscovery.fromFallback(RuleConfig.Engine.SGLANG, JSON.readTree("{\"context_length\":null}")));

@@ -26,7 +26,7 @@ class EngineRoutesTest {
 
     @Test
     void sglangsServerInfoSaysWhetherItIsAnEmbeddingServer() throws Exception {
-        assertEquals("/get_server_info", EngineRoutes.path(Engine.SGLANG));
+        assertEquals("/server_info", EngineRoutes.path(Engine.SGLANG));
         assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS,
             EngineRoutes.unmounted(Engine.SGLANG, JSON.readTree("{\"is_embedding\":true}")));
         assertEquals(0, EngineRoutes.unmounted(Engine.SGLANG, JSON.readTree("{\"is_embedding\":false}")));
@@ -47,10 +47,10 @@ class EngineRoutesTest {
         ep.statedToolCallParser("");
         assertNull(EngineRoutes.parserMismatch(none, ep));
         assertEquals("rule 'r' declares tool_call_parser hermes but endpoint 127.0.0.1:9001 runs none (its GET"
-            + " /get_server_info)", EngineRoutes.parserMismatch(hermes, ep));
+            + " /server_info)", EngineRoutes.parserMismatch(hermes, ep));
         ep.statedToolCallParser("qwen25");
         assertEquals("rule 'r' declares tool_call_parser none but endpoint 127.0.0.1:9001 runs qwen25 (its GET"
-            + " /get_server_info)", EngineRoutes.parserMismatch(none, ep));
+            + " /server_info)", EngineRoutes.parserMismatch(none, ep));
         assertNull(EngineRoutes.parserMismatch(rule("qwen25"), ep));
     }
 
