@@ -88,7 +88,8 @@ public final class EventBlockSizes {
         bigramEvents.incrementAndGet(endpointId);
         if (!bigramWarned[endpointId]) {
             bigramWarned[endpointId] = true;
-            warn.accept("endpoint " + names.get(endpointId) + ": the engine's KV events key pages by token pairs (SGLang"
+            String name = names.get(endpointId);
+            warn.accept("endpoint " + (name != null ? name : "#" + endpointId) + ": the engine's KV events key pages by token pairs (SGLang"
                 + " EAGLE speculative decoding: bigram radix keys) but the gateway hashes prompts one token per cell, so"
                 + " no prefix can match; run the rule's SGLang engines without EAGLE, or route the rule by another policy");
         }
