@@ -18,13 +18,13 @@ def fold(b):
     return str(int.from_bytes(b[-8:], "big"))
 
 
-def stored_line(keys, parent, tokens, bs, lora=None, medium=None, group=-1, ipc=1):
+def stored_line(keys, parent, tokens, bs, lora=None, medium=None, group=-1, ipc=1, kind=None):
     flat = []
     for t in tokens:
         flat.extend(t if isinstance(t, (list, tuple)) else [t])
     return "S keys=[%s] parent=%s tokens=[%s] ipc=%d bs=%d lora=%s medium=%s group=%d" % (
         ",".join(keys), parent if parent is not None else "-", ",".join(str(x) for x in flat), ipc, bs,
-        "-" if lora is None else str(lora), medium or "none", group)
+        "-" if lora is None else str(lora), medium or "none", group) + ("" if kind is None else " kind=" + kind)
 
 
 def removed_line(keys, medium=None, group=-1):
@@ -49,7 +49,7 @@ cases.append(("vllm_full_fields",
                                ["BlockRemoved", h2, "CPU", 1],
                                ["AllBlocksCleared"]], 3],
               [stored_line([u(x) for x in h2], u(8769878286166771163), list(range(1, 33)), 16, lora=7,
-                           medium="GPU", group=0),
+                           medium="GPU", group=0, kind="full_attention"),
                removed_line([u(x) for x in h2], "CPU", 1), "C"]))
 
 # 3. vLLM bytes hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0): full sha256 digests as bin

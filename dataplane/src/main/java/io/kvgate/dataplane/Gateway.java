@@ -217,6 +217,13 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 new io.kvgate.dataplane.ready.ContextDiscovery(Log::warn, Log::info), router.adapters());
             modelProbe.upstreamTls(upstreamTls);
             opened.push(modelProbe);
+            kvRoutes.serverInfo(modelProbe.serverInfo());
+            CounterWithCallback.builder().name("kvgate_engine_server_info_mismatches_total").help("Disagreements between an"
+                    + " SGLang endpoint's /server_info (KV-event port, topic, block size, DP size, EAGLE) and its rule's"
+                    + " configuration, each distinct one counted once.")
+                .callback(cb -> cb.call(modelProbe.serverInfo().mismatches())).register(metricsRegistry);
+            io.kvgate.dataplane.doctor.DoctorRoutes.register(admin, new io.kvgate.dataplane.doctor.Doctor(
+                () -> List.<Rule>copyOf(router.table().rules()), () -> kv, parity, modelProbe.serverInfo(), loadScraper));
             admin.readiness(this::readinessJson);
             LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate, readiness::evaluateEngines);
             ServerBootstrap sb = new ServerBootstrap()
@@ -436,6 +443,16 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         CounterWithCallback.builder().name("kvgate_kv_block_size_mismatch_total").help("Stored KV events whose block size"
                 + " differs from the rule's block_size (their prefixes can never match).").labelNames("endpoint")
             .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().mismatches(ep.id()), ep.key())))
+            .register(metricsRegistry);
+        // Hybrid models: blocks of KV-cache groups that do not hold whole prefixes (sliding window, Mamba), not indexed.
+        CounterWithCallback.builder().name("kvgate_kv_group_blocks_skipped_total").help("Blocks of an endpoint's"
+                + " non-full-attention KV-cache groups (sliding window, Mamba), stored or removed, left out of the index.")
+            .labelNames("endpoint")
+            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().cacheGroups().skippedBlocks(ep.id()), ep.key())))
+            .register(metricsRegistry);
+        CounterWithCallback.builder().name("kvgate_kv_bigram_events_total").help("Stored KV events whose cells are token"
+                + " pairs (SGLang EAGLE bigram keys), which the gateway's keys never match.").labelNames("endpoint")
+            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().bigramEvents(ep.id()), ep.key())))
             .register(metricsRegistry);
         kvIndexGauge("kvgate_kv_index_blocks", "Distinct blocks in the index.", k -> k.index().size());
         kvIndexGauge("kvgate_kv_index_memberships", "(block, endpoint rank) memberships in the index.", k -> k.index().memberships());

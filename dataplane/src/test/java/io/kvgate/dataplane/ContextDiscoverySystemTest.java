@@ -157,16 +157,17 @@ class ContextDiscoverySystemTest {
         assertTrue(down.get("tokens").isNull(), down.toString());
         assertEquals("unknown", down.get("source").asText());
         assertFalse(get("/metrics").contains("kvgate_rule_context_length{"), "absent while unknown");
-        // An older SGLang: no max_model_len on its card, the launch argument in /get_server_info.
+        // An SGLang whose card has no max_model_len: the launch argument in /server_info (on servers before it, the
+        // deprecated /get_server_info after a 404: SglangServerInfoSystemTest).
         HttpServer first = engine(port, Map.of("/v1/models", "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}",
-            "/get_server_info", "{\"context_length\":2048,\"page_size\":1}"));
+            "/server_info", "{\"context_length\":2048,\"page_size\":1}"));
         awaitTrue(() -> ruleContext().path("tokens").asInt() == 2048, "read when the endpoint came back");
         assertEquals("discovered", ruleContext().get("source").asText());
         first.stop(0);
         engines.remove(first);
         awaitTrue(() -> gw.engineReadiness().waitingFor().toString().contains("GET /v1/models failed"), "the endpoint is gone");
         engine(port, Map.of("/v1/models", "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}",
-            "/get_server_info", "{\"context_length\":1024,\"page_size\":1}"));
+            "/server_info", "{\"context_length\":1024,\"page_size\":1}"));
         awaitTrue(() -> ruleContext().path("tokens").asInt() == 1024, "read again after the restart");
     }
 

@@ -27,7 +27,8 @@ import picocli.CommandLine.ScopeType;
  * {@code ./kvgate ctl}: the operator's CLI over a running gateway. Talks to the control socket by default (no token:
  * the kernel tells the gateway who we are), or to the admin HTTP listener with {@code --admin URL --token T}.
  * Human-readable tables by default, the gateway's JSON with {@code --json}. Exit status: 0 done, 1 refused by the
- * gateway (the reason is printed), 2 usage error, 3 gateway unreachable.
+ * gateway (the reason is printed) or, for {@code doctor}, a check that does not match, 2 usage error, 3 gateway
+ * unreachable.
  */
 public final class ControlCommand {
     static final String USAGE = """
@@ -57,6 +58,10 @@ public final class ControlCommand {
           lookup  [FILE|-]     cached prefix per endpoint for a chat/completions body
           explain [FILE|-]     the routing decision for a body, without sending it
           parity [RULE]        probe each KV endpoint: do the engine's published block keys equal the gateway's?
+          doctor [RULE] [--timeout-ms N]
+                               check what the gateway assumes about each engine (seed and hash, block size, DP ranks,
+                               event topic, metrics, context length, routes) and print each mismatch with its fix;
+                               exit 1 when something does not match
         """;
     private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -68,7 +73,7 @@ public final class ControlCommand {
 
     /** The verbs, in USAGE's order: each a picocli subcommand taking free arguments, so completion knows them. */
     static final List<String> VERBS = List.of("status", "rules", "endpoints", "drain", "undrain", "weight", "patch",
-        "reload", "apply", "check", "diff", "config", "log-level", "inventory", "lookup", "explain", "parity");
+        "reload", "apply", "check", "diff", "config", "log-level", "inventory", "lookup", "explain", "parity", "doctor");
 
     /**
      * The ctl command line as picocli sees it: the connection options and {@code --json} are inherited by every verb,
@@ -88,6 +93,10 @@ public final class ControlCommand {
             CommandSpec v = CommandSpec.create().name(verb);
             v.addPositional(PositionalParamSpec.builder().paramLabel("ARG").arity("0..*").type(List.class)
                 .auxiliaryTypes(String.class).build());
+            if (verb.equals("doctor")) {
+                v.addOption(OptionSpec.builder("--timeout-ms").paramLabel("N").type(String.class)
+                    .description("how long the parity probe waits for the engines' events").build());
+            }
             ctl.addSubcommand(verb, v);
         }
         return ctl;
@@ -171,6 +180,10 @@ public final class ControlCommand {
                 case "parity" -> new Call("POST", "/admin/v1/parity" + (arg == null ? "" : "?rule=" + enc(arg)), "", null);
                 case "lookup" -> new Call("POST", "/admin/v1/lookup", body(arg), null);
                 case "explain" -> new Call("POST", "/admin/v1/explain", body(arg), null);
+                case "doctor" -> {
+                    String path = DoctorCommand.path(rest, verb.matchedOptionValue("--timeout-ms", null), err);
+                    yield path == null ? null : new Call("GET", path, null, DoctorCommand::print);
+                }
                 default -> throw new IllegalStateException("verb " + cmd + " is in VERBS but not handled");
             };
             if (c == null) {
@@ -186,7 +199,7 @@ public final class ControlCommand {
             } else {
                 c.table.print(out, r.body());
             }
-            return 0;
+            return cmd.equals("doctor") ? DoctorCommand.exitStatus(r.body()) : 0;
         } catch (IOException e) {
             String msg = String.valueOf(e.getMessage());
             err.println("ctl: cannot reach the " + client.target() + ": " + msg

@@ -39,7 +39,7 @@ public final class RenderCommand {
 
     static final String USAGE = "usage: ./kvgate render --model-dir DIR [--engine vllm|vllm-xxhash|sglang] [--seed S] "
         + "[--block-size B] [--lora NAME] < request.json\n"
-        + "  prints {\"prompt\", \"prompt_token_ids\", \"block_keys\"} exactly as POST /v1/chat/completions/render does\n"
+        + "  prints {\"prompt\", \"prompt_token_ids\", \"block_keys\"} exactly as POST /kvgate/v1/chat/completions/render does\n"
         + "  (block keys as the engine publishes them; defaults: --engine vllm --seed 0 --block-size 16)";
 
     static int run(String[] args, InputStream in, PrintStream out, PrintStream err) {

@@ -55,6 +55,16 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
     boolean namesAdapterInLoraPath();
 
     /**
+     * Whether the engine serves {@code /v1/chat/completions/render} and {@code /v1/completions/render} itself (vLLM,
+     * with its own answer shape): those paths are then forwarded to the engine, and the gateway's render answers
+     * under {@code /kvgate/v1/...} only (issue #36 item 9).
+     */
+    boolean servesOwnRender();
+
+    /** What to change on the engine when its {@code /metrics} lacks the load families ({@code ctl doctor}'s fix). */
+    String metricsFix();
+
+    /**
      * Whether it refuses {@code prompt + budget == context} (SGLang's {@code >=}): a lowered budget then leaves one
      * token of the context free (request.ContextBudget).
      */

@@ -49,6 +49,16 @@ public final class LlamaCppProfile implements EngineProfile {
     }
 
     @Override
+    public String metricsFix() {
+        return "start llama-server with --metrics";
+    }
+
+    @Override
+    public boolean servesOwnRender() {
+        return false;
+    }
+
+    @Override
     public boolean namesAdapterInLoraPath() {
         return false;
     }

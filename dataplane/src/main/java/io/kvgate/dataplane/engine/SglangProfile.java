@@ -57,6 +57,16 @@ public final class SglangProfile implements EngineProfile {
      * names never do on SGLang); the client's {@code model} is kept, so it echoes the adapter name as vLLM does.
      */
     @Override
+    public String metricsFix() {
+        return "start SGLang with --enable-metrics";
+    }
+
+    @Override
+    public boolean servesOwnRender() {
+        return false;
+    }
+
+    @Override
     public boolean namesAdapterInLoraPath() {
         return true;
     }
@@ -108,7 +118,7 @@ public final class SglangProfile implements EngineProfile {
      */
     @Override
     public String routesPath() {
-        return "/get_server_info";
+        return "/server_info"; // the prober falls back to the deprecated /get_server_info on a 404
     }
 
     @Override
@@ -137,7 +147,7 @@ public final class SglangProfile implements EngineProfile {
      */
     @Override
     public String contextPath() {
-        return "/get_server_info";
+        return "/server_info"; // the prober falls back to the deprecated /get_server_info on a 404
     }
 
     @Override

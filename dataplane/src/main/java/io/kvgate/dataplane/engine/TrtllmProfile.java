@@ -41,6 +41,16 @@ public final class TrtllmProfile implements EngineProfile {
     }
 
     @Override
+    public String metricsFix() {
+        return "TensorRT-LLM serves no Prometheus load page: nothing to scrape";
+    }
+
+    @Override
+    public boolean servesOwnRender() {
+        return false;
+    }
+
+    @Override
     public boolean namesAdapterInLoraPath() {
         return false;
     }

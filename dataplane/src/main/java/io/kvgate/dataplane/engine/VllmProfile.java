@@ -56,6 +56,16 @@ public final class VllmProfile implements EngineProfile {
 
     /** The adapter is the request's {@code model} (its served LoRA name). */
     @Override
+    public String metricsFix() {
+        return "start vLLM without --disable-log-stats";
+    }
+
+    @Override
+    public boolean servesOwnRender() {
+        return true;
+    }
+
+    @Override
     public boolean namesAdapterInLoraPath() {
         return false;
     }

@@ -362,7 +362,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     private void onRequestRead() {
         switch (rc.route()) {
             case HEALTH, READY, READY_ENGINES, METRICS, MODELS, MODEL -> respond(local.handle(ctx, rc.head(), rc.route()), true);
-            case CHAT_RENDER, COMPLETIONS_RENDER -> onRender();
+            case CHAT_RENDER, COMPLETIONS_RENDER, KVGATE_CHAT_RENDER, KVGATE_COMPLETIONS_RENDER -> onRender();
             case CHAT, COMPLETIONS -> onRoutable();
             default -> throw new IllegalStateException("no dispatch for " + rc.route());
         }
@@ -374,6 +374,11 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
             refuse(r, false);
             return;
         }
+        if (rc.route().engineRenderPath() && rc.rule().profile().servesOwnRender()) {
+            // vLLM's own render (another shape) is not shadowed: the gateway's answers under /kvgate/v1.
+            startExchange(pipeline.forwardable(rc, ctx.alloc()));
+            return;
+        }
         String warning = rc.chat() ? TemplateWarnings.forRequest(rc.rule(), rc.fields()) : null;
         FullHttpResponse resp = local.render(ctx, rc.head(), rc.body(), rc.fields(), rc.rule());
         if (warning != null) {
@@ -383,7 +388,11 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     }
 
     private void onRoutable() {
-        Refusal r = pipeline.routable(rc, ctx.alloc());
+        startExchange(pipeline.routable(rc, ctx.alloc()));
+    }
+
+    /** Refuses, or hands the request the pipeline made ready to its exchange. */
+    private void startExchange(Refusal r) {
         if (r != null) {
             refuse(r, false);
             return;

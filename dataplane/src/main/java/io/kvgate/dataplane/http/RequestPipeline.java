@@ -59,6 +59,12 @@ public final class RequestPipeline {
     public Refusal routable(RequestContext rc, ByteBufAllocator alloc) {
         Refusal r;
         if ((r = validate.rule(rc)) != null) return r;
+        return forwardable(rc, alloc);
+    }
+
+    /** A request whose rule is validated ({@link #renderable}) that goes to an engine: the rest of the stages. */
+    public Refusal forwardable(RequestContext rc, ByteBufAllocator alloc) {
+        Refusal r;
         if ((r = validate.generation(rc)) != null) return r;
         forward.stripEngineFields(rc); // before the prompt stage reads the body: engines' fields are not the prompt's
         if ((r = PromptStage.run(rc, metrics, clock)) != null) return r;

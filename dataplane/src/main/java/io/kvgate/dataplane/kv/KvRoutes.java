@@ -54,6 +54,13 @@ public final class KvRoutes {
     }
 
     private final ParityProbe parity = new ParityProbe();
+    /** SGLang endpoints' /server_info findings (set by the gateway once its model probe exists), or null. */
+    private volatile io.kvgate.dataplane.ready.ServerInfoChecks serverInfo;
+
+    /** Where the inventory reads SGLang's /server_info findings from. */
+    public void serverInfo(io.kvgate.dataplane.ready.ServerInfoChecks checks) {
+        this.serverInfo = checks;
+    }
 
     public ParityProbe parityProbe() {
         return parity;
@@ -140,6 +147,35 @@ public final class KvRoutes {
                         e.put("block_size_warning", "the engine's KV events carry block_size " + sizes.lastEventBlockSize(ep.id())
                             + " but this rule keys at " + r.config().blockSize() + ": no prefix can match; set block_size: "
                             + sizes.lastEventBlockSize(ep.id()));
+                    }
+                    // Hybrid models: only the full-attention group is indexed; the other groups' blocks are counted.
+                    var groups = kv.ingest().cacheGroups();
+                    ObjectNode g = e.putObject("kv_cache_groups");
+                    g.put("groups", groups.groups(ep.id()));
+                    g.put("hash_unit", groups.hashUnit(ep.id()));
+                    g.put("skipped_blocks", groups.skippedBlocks(ep.id()));
+                    if (groups.granularityMismatched(ep.id())) {
+                        g.put("warning", "the engine's KV-cache groups hash every " + groups.hashUnit(ep.id())
+                            + " tokens but this rule hashes every " + r.config().blockSize()
+                            + ": no exact key can match; set kv_key_mode: learned");
+                    }
+                    long bigram = sizes.bigramEvents(ep.id());
+                    e.put("bigram_events", bigram);
+                    if (bigram > 0) {
+                        e.put("bigram_warning", "the engine keys pages by token pairs (SGLang EAGLE bigram keys), which"
+                            + " the gateway does not hash: no prefix can match");
+                    }
+                }
+                var info = serverInfo;
+                var findings = info == null ? null : info.findings(r.name(), ep.key());
+                if (findings != null) {
+                    // SGLang's /server_info against this rule and endpoint (issue #36 item 8)
+                    ObjectNode si = e.putObject("server_info");
+                    si.put("path", info.answeredAt(ep.key()));
+                    ArrayNode fs = si.putArray("mismatches");
+                    for (var f : findings) {
+                        fs.addObject().put("field", f.field()).put("engine", f.engine()).put("configured", f.configured())
+                            .put("fix", f.fix());
                     }
                 }
                 ArrayNode sn = e.putArray("subscribers");

@@ -74,6 +74,10 @@ public final class KvState implements AutoCloseable {
                 if (!want.containsKey(ep.id())) {
                     // The first rule naming the endpoint keys its requests: its events must carry that block size.
                     ingest.blockSizes().expect(ep.id(), r.blockSize(), ep.key() + " (rule " + r.name() + ")");
+                    // Exact keys are the engine's: a hybrid model hashed finer than block_size cannot match them.
+                    // Learned keys chain the events' own tokens at their block size, whatever the engine hashed at.
+                    ingest.cacheGroups().expect(ep.id(), mode == KeyMode.LEARNED ? 0 : r.blockSize(),
+                        ep.key() + " (rule " + r.name() + ")");
                 }
                 if (e.kvEventsOverHttp()) {
                     // TensorRT-LLM: drained over HTTP, always in learned-key mode (its block hashes are internal).

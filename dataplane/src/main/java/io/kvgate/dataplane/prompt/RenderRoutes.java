@@ -20,7 +20,8 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import java.util.List;
 
 /**
- * The render routes ({@code POST /v1/chat/completions/render}, {@code /v1/completions/render}): what the engine will
+ * The render routes ({@code POST /kvgate/v1/chat/completions/render}, {@code /kvgate/v1/completions/render}, and the
+ * {@code /v1/*}{@code /render} aliases on rules whose engine does not serve them itself, i.e. not vLLM): what the engine will
  * see for a body — rendered prompt, token ids, block keys — without sending it anywhere. They run the prompt stage's
  * pipeline under the same bounds as a real request ({@code max_prompt_tokens}; API key, method, Content-Type and
  * {@code max_n} were checked by the front door). Stateless; any I/O thread.
@@ -30,7 +31,8 @@ public final class RenderRoutes implements RequestHooks {
 
     @Override
     public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields, Rule rule) {
-        boolean chat = head.uri().startsWith("/v1/chat/completions/render");
+        boolean chat = head.uri().startsWith("/v1/chat/completions/render")
+            || head.uri().startsWith("/kvgate/v1/chat/completions/render");
         try {
             ObjectNode out = render(rule, PromptPipeline.parse(body), chat);
             return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, out.toString());

@@ -9,7 +9,7 @@ import io.kvgate.dataplane.route.EndpointState;
 /**
  * Which of the two proxied completion routes an engine serves (review row 27), as the endpoint's state records them:
  * where an engine states them and how to read that is its profile's ({@link EngineProfile#routesPath},
- * {@link EngineProfile#mountedRoutes}: vLLM's {@code GET /openapi.json}, SGLang's {@code is_embedding}). Stateless.
+ * {@link EngineProfile#mountedRoutes}: vLLM's {@code GET /openapi.json}, SGLang's {@code is_embedding} in {@code GET /server_info}, the deprecated {@code /get_server_info} on older servers). Stateless.
  */
 public final class EngineRoutes {
     static final String CHAT = MountedRoutes.CHAT_PATH;
@@ -43,7 +43,7 @@ public final class EngineRoutes {
         }
         boolean same = rule.withoutToolCallParser() ? stated.isEmpty() : declared.equals(stated);
         return same ? null : "rule '" + rule.name() + "' declares tool_call_parser " + declared + " but endpoint "
-            + ep.key() + " runs " + (stated.isEmpty() ? "none" : stated) + " (its GET /get_server_info)";
+            + ep.key() + " runs " + (stated.isEmpty() ? "none" : stated) + " (its GET /server_info)";
     }
 
     /** The routes named by {@code bits}, for messages and read-backs. */

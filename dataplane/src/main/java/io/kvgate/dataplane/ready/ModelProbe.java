@@ -57,6 +57,8 @@ public final class ModelProbe implements AutoCloseable {
     private volatile RouteTable lastTable;
     /** Where discovered LoRA adapters go, or null (no discovery). */
     private final AdapterDirectory adapters;
+    /** SGLang's self-description checked against the configuration (issue #36 item 8). */
+    private final ServerInfoChecks serverInfo = new ServerInfoChecks(Log::warn);
 
     public ModelProbe(Readiness readiness, Supplier<RouteTable> table, Supplier<GatewayConfig.Health> health) {
         this(readiness, table, health, new ContextDiscovery(Log::warn, Log::info), null);
@@ -173,9 +175,7 @@ public final class ModelProbe implements AutoCloseable {
         if (!fallbackRead.add(ep.key())) {
             return; // read in this up-period already
         }
-        HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + fallback))
-            .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
-        client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+        get(ep, fallback, h).whenComplete((r, e) -> {
             if (e != null || r.statusCode() != 200) {
                 fallbackRead.remove(ep.key()); // asked again next round
                 return;
@@ -192,7 +192,7 @@ public final class ModelProbe implements AutoCloseable {
      * Reads which completion routes the engine mounts, once per up-period (review row 27): vLLM registers the
      * generation routes only for a generating model ({@code --runner pooling} mounts the pooling family instead) and
      * publishes its route table at {@code GET /openapi.json}; SGLang mounts every route but says {@code is_embedding}
-     * in {@code GET /get_server_info}, and an embedding server cannot generate. An engine that answers neither (vLLM
+     * in {@code GET /server_info} ({@code /get_server_info} on older servers), and an embedding server cannot generate. An engine that answers neither (vLLM
      * with {@code --disable-fastapi-docs}, other engines) is assumed to mount both, as before.
      */
     private void routes(EndpointState ep, EngineProfile engine, GatewayConfig.Health h) {
@@ -200,9 +200,7 @@ public final class ModelProbe implements AutoCloseable {
         if (path == null || !routesRead.add(ep.key())) {
             return;
         }
-        HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + path))
-            .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
-        client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
+        get(ep, path, h).whenComplete((r, e) -> {
             if (e != null) {
                 routesRead.remove(ep.key()); // asked again next round
                 return;
@@ -213,8 +211,11 @@ public final class ModelProbe implements AutoCloseable {
                 try {
                     JsonNode body = JSON.readTree(r.body());
                     toolCallParser(ep, engine.toolCallParser(body));
+                    if (SglangServerInfo.PATH.equals(path)) {
+                        serverInfo.observe(table.get(), ep, r.uri().getPath(), body);
+                    }
                     unmounted = EngineRoutes.unmounted(engine, body);
-                    source = unmounted < 0 ? null : "GET " + path;
+                    source = unmounted < 0 ? null : "GET " + r.uri().getPath();
                     unmounted = Math.max(0, unmounted);
                 } catch (java.io.IOException ex) {
                     unmounted = 0;
@@ -258,6 +259,30 @@ public final class ModelProbe implements AutoCloseable {
             ep.engineContextLen(tokens);
         }
         contexts.review(table.get().rules());
+    }
+
+    /**
+     * GET {@code path} on the endpoint. SGLang's {@link SglangServerInfo#PATH} falls back to its deprecated alias on a
+     * 404 (servers older than sgl-project/sglang#21463); the answer's URI says which one answered.
+     */
+    private java.util.concurrent.CompletableFuture<HttpResponse<String>> get(EndpointState ep, String path,
+                                                                             GatewayConfig.Health h) {
+        var first = client(ep).sendAsync(request(ep, path, h), HttpResponse.BodyHandlers.ofString());
+        if (!SglangServerInfo.PATH.equals(path)) {
+            return first;
+        }
+        return first.thenCompose(r -> r.statusCode() != 404 ? java.util.concurrent.CompletableFuture.completedFuture(r)
+            : client(ep).sendAsync(request(ep, SglangServerInfo.DEPRECATED_PATH, h), HttpResponse.BodyHandlers.ofString()));
+    }
+
+    private static HttpRequest request(EndpointState ep, String path, GatewayConfig.Health h) {
+        return HttpRequest.newBuilder(URI.create(ep.config().url() + path))
+            .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
+    }
+
+    /** What SGLang endpoints' {@code /server_info} said against the configuration (the inventory and doctor read it). */
+    public ServerInfoChecks serverInfo() {
+        return serverInfo;
     }
 
     @Override

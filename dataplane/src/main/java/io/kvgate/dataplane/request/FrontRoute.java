@@ -12,6 +12,13 @@ public enum FrontRoute {
     COMPLETIONS("/v1/completions", "POST", true, true),
     CHAT_RENDER("/v1/chat/completions/render", "POST", true, true),
     COMPLETIONS_RENDER("/v1/completions/render", "POST", true, true),
+    /**
+     * The gateway's render routes under its own namespace (issue #36 item 9): vLLM serves {@code /v1/*}{@code /render}
+     * itself with another answer (a GenerateRequest), so on vLLM rules those paths go to the engine and the gateway's
+     * render ({@code prompt}, {@code prompt_token_ids}, {@code block_keys}) is here, for every rule.
+     */
+    KVGATE_CHAT_RENDER("/kvgate/v1/chat/completions/render", "POST", true, true),
+    KVGATE_COMPLETIONS_RENDER("/kvgate/v1/completions/render", "POST", true, true),
     MODELS("/v1/models", "GET", true, false),
     /** {@code GET /v1/models/{id}} (the SDKs' {@code models.retrieve}): answered from the rules. */
     MODEL("/v1/models/", "GET", true, false),
@@ -46,6 +53,8 @@ public enum FrontRoute {
             case "/v1/completions" -> COMPLETIONS;
             case "/v1/chat/completions/render" -> CHAT_RENDER;
             case "/v1/completions/render" -> COMPLETIONS_RENDER;
+            case "/kvgate/v1/chat/completions/render" -> KVGATE_CHAT_RENDER;
+            case "/kvgate/v1/completions/render" -> KVGATE_COMPLETIONS_RENDER;
             case "/v1/models" -> MODELS;
             case "/health" -> HEALTH;
             case "/ready" -> READY;
@@ -90,6 +99,11 @@ public enum FrontRoute {
 
     /** The body holds {@code messages} (chat) rather than {@code prompt}. */
     public boolean chat() {
-        return this == CHAT || this == CHAT_RENDER;
+        return this == CHAT || this == CHAT_RENDER || this == KVGATE_CHAT_RENDER;
+    }
+
+    /** The render paths vLLM serves itself: forwarded to the engine on vLLM rules, the gateway's render elsewhere. */
+    public boolean engineRenderPath() {
+        return this == CHAT_RENDER || this == COMPLETIONS_RENDER;
     }
 }

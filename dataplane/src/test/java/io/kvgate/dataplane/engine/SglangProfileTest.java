@@ -45,14 +45,14 @@ class SglangProfileTest {
     void probesItsServerInfo() throws Exception {
         assertFalse(sglang.answers503WhileLoading());
         assertFalse(sglang.listsAdapterCards(), "its /v1/models lists no adapters");
-        assertEquals("/get_server_info", sglang.routesPath());
+        assertEquals("/server_info", sglang.routesPath());
         assertEquals(MountedRoutes.NONE, sglang.mountedRoutes(JSON.readTree("{\"is_embedding\":true}")), "cannot generate");
         assertEquals(MountedRoutes.BOTH, sglang.mountedRoutes(JSON.readTree("{\"is_embedding\":false}")));
         assertNull(sglang.mountedRoutes(JSON.readTree("{\"is_embedding\":\"yes\"}")), "not a boolean: unknown");
         assertEquals("qwen25", sglang.toolCallParser(JSON.readTree("{\"tool_call_parser\":\"qwen25\"}")));
         assertEquals("", sglang.toolCallParser(JSON.readTree("{\"tool_call_parser\":null}")), "runs none");
         assertNull(sglang.toolCallParser(JSON.readTree("{\"tool_call_parser\":3}")));
-        assertEquals("/get_server_info", sglang.contextPath(), "older servers state it only there");
+        assertEquals("/server_info", sglang.contextPath(), "the prober falls back to /get_server_info on a 404");
         assertEquals(2048, sglang.contextLength(JSON.readTree("{\"context_length\":2048}")));
         assertEquals(0, sglang.contextLength(JSON.readTree("{\"context_length\":null}")), "no --context-length");
         assertEquals(0, sglang.contextLength(JSON.readTree("{\"context_length\":-5}")));

@@ -422,7 +422,7 @@ class ClientConnectionTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/chat/completions/render",
-        "POST /v1/completions/render", "GET /v1/models", "GET /metrics", "POST /v1/embeddings"})
+        "POST /v1/completions/render", "POST /kvgate/v1/chat/completions/render", "POST /kvgate/v1/completions/render", "GET /v1/models", "GET /metrics", "POST /v1/embeddings"})
     void h8_everyV1RouteAndMetricsNeedTheApiKey(String methodAndPath) {
         EmbeddedChannel ch = h.channel();
         ch.writeInbound(ascii(methodAndPath + " HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -439,12 +439,12 @@ class ClientConnectionTest {
     @Test
     void h8_renderRoutesRenderOnlyWithTheApiKey() {
         EmbeddedChannel ch = h.channel();
-        String req = chatPost(BODY).replace("/v1/chat/completions", "/v1/chat/completions/render");
+        String req = chatPost(BODY).replace("/v1/chat/completions", "/kvgate/v1/chat/completions/render");
         ch.writeInbound(ascii(req));
         assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)));
         assertEquals(0, h.rendered);
         EmbeddedChannel ok = h.channel();
-        ok.writeInbound(ascii(chatPost(BODY, AUTH).replace("/v1/chat/completions", "/v1/chat/completions/render")));
+        ok.writeInbound(ascii(chatPost(BODY, AUTH).replace("/v1/chat/completions", "/kvgate/v1/chat/completions/render")));
         assertEquals("HTTP/1.1 200 OK", statusLine(output(ok)));
         assertEquals(1, h.rendered);
         ok.finishAndReleaseAll();

@@ -101,7 +101,7 @@ class PromptBoundFrontDoorTest {
     void b5_aFourMebibyteOneWordChatIsRefusedFromTheContextLengthWithoutMerging() throws Exception {
         send("/v1/chat/completions", "{\"model\":\"kv\",\"messages\":[{\"role\":\"user\",\"content\":\"warm up\"}]}");
         int startedBefore = h.started.size();
-        for (String path : new String[] {"/v1/chat/completions", "/v1/chat/completions/render"}) {
+        for (String path : new String[] {"/v1/chat/completions", "/kvgate/v1/chat/completions/render"}) {
             String tiny = oneWordChat("tiny");
             long baseline = allocatedBytes();
             assertTrue(send(path, tiny).startsWith("HTTP/1.1 400 "));

@@ -187,16 +187,16 @@ class PromptStageTest {
 
     @Test
     void renderRoutesShowTheTokensUnderTheSameBound() throws Exception {
-        String ok = send("/v1/chat/completions/render", chat("q", "Where is parcel 9?"));
+        String ok = send("/kvgate/v1/chat/completions/render", chat("q", "Where is parcel 9?"));
         assertTrue(ok.startsWith("HTTP/1.1 200 "), ok);
         JsonNode r = JSON.readTree(ok.substring(ok.indexOf("\r\n\r\n") + 4));
         assertTrue(r.get("prompt").asText().contains("Where is parcel 9?"), r.toString());
         assertTrue(r.get("prompt_token_ids").size() > 5);
-        JsonNode e = error(send("/v1/chat/completions/render", chat("q", "word ".repeat(200))));
+        JsonNode e = error(send("/kvgate/v1/chat/completions/render", chat("q", "word ".repeat(200))));
         assertEquals("context_length_exceeded", e.get("code").asText());
-        String batch = send("/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"c d\",\"e f\"]}");
+        String batch = send("/kvgate/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"c d\",\"e f\"]}");
         assertEquals(3, JSON.readTree(batch.substring(batch.indexOf("\r\n\r\n") + 4)).get("prompts").size(), batch);
-        error(send("/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"" + "x y ".repeat(100) + "\"]}"));
+        error(send("/kvgate/v1/completions/render", "{\"model\":\"q\",\"prompt\":[\"a b\",\"" + "x y ".repeat(100) + "\"]}"));
         assertEquals(0, h.started.size());
     }
 

@@ -36,7 +36,7 @@ class ContextDiscoveryTest {
         assertEquals(0, ContextDiscovery.fromModels(JSON.readTree("{\"data\":[{\"id\":\"trt\",\"owned_by\":\"tensorrt_llm\"}]}")));
         assertEquals(0, ContextDiscovery.fromModels(JSON.readTree("{\"data\":[{\"max_model_len\":\"8192\"},{\"max_model_len\":-1}]}")));
         // SGLang without the card field: the launch argument, null unless --context-length was given.
-        assertEquals("/get_server_info", EngineProfiles.of(RuleConfig.Engine.SGLANG).contextPath());
+        assertEquals("/server_info", EngineProfiles.of(RuleConfig.Engine.SGLANG).contextPath());
         assertEquals(2048, EngineProfiles.of(RuleConfig.Engine.SGLANG).contextLength(JSON.readTree("{\"context_length\":2048,\"page_size\":16}")));
         assertEquals(0, EngineProfiles.of(RuleConfig.Engine.SGLANG).contextLength(JSON.readTree("{\"context_length\":null}")));
         // llama.cpp: one slot's context.

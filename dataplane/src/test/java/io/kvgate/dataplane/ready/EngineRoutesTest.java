@@ -27,7 +27,7 @@ class EngineRoutesTest {
 
     @Test
     void sglangsServerInfoSaysWhetherItIsAnEmbeddingServer() throws Exception {
-        assertEquals("/get_server_info", EngineProfiles.of(Engine.SGLANG).routesPath());
+        assertEquals("/server_info", EngineProfiles.of(Engine.SGLANG).routesPath());
         assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS,
             EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"is_embedding\":true}")));
         assertEquals(0, EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"is_embedding\":false}")));
@@ -48,10 +48,10 @@ class EngineRoutesTest {
         ep.statedToolCallParser("");
         assertNull(EngineRoutes.parserMismatch(none, ep));
         assertEquals("rule 'r' declares tool_call_parser hermes but endpoint 127.0.0.1:9001 runs none (its GET"
-            + " /get_server_info)", EngineRoutes.parserMismatch(hermes, ep));
+            + " /server_info)", EngineRoutes.parserMismatch(hermes, ep));
         ep.statedToolCallParser("qwen25");
         assertEquals("rule 'r' declares tool_call_parser none but endpoint 127.0.0.1:9001 runs qwen25 (its GET"
-            + " /get_server_info)", EngineRoutes.parserMismatch(none, ep));
+            + " /server_info)", EngineRoutes.parserMismatch(none, ep));
         assertNull(EngineRoutes.parserMismatch(rule("qwen25"), ep));
     }
 

@@ -259,11 +259,11 @@ public final class DemoCommand {
     private static void showRender(String url) throws IOException, InterruptedException {
         String body = "{\"model\":\"qwen3\",\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},"
             + "{\"role\":\"user\",\"content\":\"Name three prime numbers.\"}]}";
-        HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(url + "/v1/chat/completions/render"))
+        HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(url + "/kvgate/v1/chat/completions/render"))
             .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
             HttpResponse.BodyHandlers.ofString());
         String s = r.body();
-        say("What the engine will see (POST /v1/chat/completions/render, no engine contacted):%n  %s%n",
+        say("What the engine will see (POST /kvgate/v1/chat/completions/render, no engine contacted):%n  %s%n",
             s.length() > 240 ? s.substring(0, 240) + "…" : s);
     }
 

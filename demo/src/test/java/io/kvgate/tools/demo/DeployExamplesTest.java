@@ -96,14 +96,14 @@ class DeployExamplesTest {
         for (int i = 0; i < 4 * bs; i++) {
             ids.append(i == 0 ? "" : ",").append(100 + i);
         }
-        JsonNode tokens = render(base, "/v1/completions/render",
+        JsonNode tokens = render(base, "/kvgate/v1/completions/render",
             "{\"model\":\"" + model + "\",\"prompt\":" + ids.append(']') + "}");
         assertEquals(4 * bs, tokens.path("prompt_token_ids").size(), tokens.toString());
         assertEquals(4, tokens.path("block_keys").size(), rule.name() + ": " + tokens);
         assertNotEquals(tokens.path("block_keys").get(0), tokens.path("block_keys").get(1));
         if (rule.tokenizer() != null) {
             String question = "Which parcels left the Rotterdam depot this morning, and which are still waiting? ".repeat(8);
-            JsonNode chat = render(base, "/v1/chat/completions/render", "{\"model\":\"" + model
+            JsonNode chat = render(base, "/kvgate/v1/chat/completions/render", "{\"model\":\"" + model
                 + "\",\"messages\":[{\"role\":\"user\",\"content\":\"" + question + "\"}]}");
             assertTrue(chat.path("prompt").asText().contains(question), rule.name() + ": the template rendered the message: " + chat);
             int n = chat.path("prompt_token_ids").size();

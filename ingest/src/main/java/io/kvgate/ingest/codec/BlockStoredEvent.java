@@ -23,6 +23,7 @@ public final class BlockStoredEvent {
     boolean hasLoraId;
     int medium;
     int groupIdx;
+    int specKind;
 
     BlockStoredEvent(long[] blockKeys, int[] tokens) {
         this.blockKeys = blockKeys;
@@ -40,6 +41,7 @@ public final class BlockStoredEvent {
         hasLoraId = false;
         medium = Medium.NONE;
         groupIdx = -1;
+        specKind = SpecKind.NONE;
     }
 
     /** Block keys (64-bit patterns), {@code [0, blockCount())}. */
@@ -97,5 +99,10 @@ public final class BlockStoredEvent {
     /** KV cache group index, -1 when absent. */
     public int groupIdx() {
         return groupIdx;
+    }
+
+    /** The group's {@code kv_cache_spec_kind} as a {@link SpecKind} code ({@link SpecKind#NONE} when absent). */
+    public int specKind() {
+        return specKind;
     }
 }

@@ -15,7 +15,8 @@ import java.nio.charset.StandardCharsets;
  *       fields, or as maps with a {@code "type"} key (in any position) decoded by name, unknown keys skipped;</li>
  *   <li>BlockStored: {@code block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil}, then
  *       optionally {@code medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind,
- *       kv_cache_spec_sliding_window}; a field of an unexpected type after {@code lora_id} is skipped, which is
+ *       kv_cache_spec_sliding_window} (positions 5-10 after the tag, vLLM's {@code BlockStored} declaration order;
+ *       {@code group_idx} and the kind are read, see {@link SpecKind}); a field of an unexpected type after {@code lora_id} is skipped, which is
  *       how SGLang's trailing {@code {"cache_salt": ...}} metadata map in the medium+1 slot is tolerated;</li>
  *   <li>BlockRemoved: {@code block_hashes}, then optionally {@code medium, group_idx};
  *       AllBlocksCleared: no fields; unknown tags are skipped and counted;</li>
@@ -52,6 +53,7 @@ public final class KvEventDecoder {
     static final byte[] K_LORA_ID = ascii("lora_id");
     static final byte[] K_MEDIUM = ascii("medium");
     static final byte[] K_GROUP_IDX = ascii("group_idx");
+    static final byte[] K_SPEC_KIND = ascii("kv_cache_spec_kind");
     static final byte[] K_TS = ascii("ts");
     static final byte[] K_EVENTS = ascii("events");
     static final byte[] K_DP_RANK = ascii("data_parallel_rank");
@@ -273,6 +275,10 @@ public final class KvEventDecoder {
                     stored.groupIdx = readIntLenient();
                     i++;
                 }
+                if (i < fields) {
+                    stored.specKind = readSpecKindLenient();
+                    i++;
+                }
                 skip(fields - i);
                 deliverStored();
             }
@@ -371,6 +377,8 @@ public final class KvEventDecoder {
                 } else {
                     removed.medium = m;
                 }
+            } else if (tag == TAG_STORED && matches(at, keyLen, K_SPEC_KIND)) {
+                stored.specKind = readSpecKindLenient();
             } else if (matches(at, keyLen, K_GROUP_IDX)) {
                 int g = readIntLenient();
                 if (tag == TAG_STORED) {
@@ -589,6 +597,23 @@ public final class KvEventDecoder {
             }
         }
         return Medium.OTHER;
+    }
+
+    /** {@code kv_cache_spec_kind}: a {@link SpecKind} code; nil or a non-string is {@link SpecKind#NONE}. */
+    private int readSpecKindLenient() {
+        if (!MsgpackReader.isString(in.peekFormat())) {
+            in.skipValue();
+            return SpecKind.NONE;
+        }
+        int len = in.readStringHeader();
+        int at = in.position();
+        in.skipBytes(len);
+        for (int code = 1; code < SpecKind.NAMES.length; code++) {
+            if (matches(at, len, SpecKind.NAMES[code])) {
+                return code;
+            }
+        }
+        return SpecKind.OTHER;
     }
 
     private int readIntLenient() {

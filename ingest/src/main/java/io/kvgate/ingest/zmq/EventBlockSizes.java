@@ -26,6 +26,10 @@ public final class EventBlockSizes {
     private final java.util.concurrent.atomic.AtomicReferenceArray<String> names =
         new java.util.concurrent.atomic.AtomicReferenceArray<>(Holders.MAX_ENDPOINTS);
     private final Consumer<String> warn;
+    /** Per endpoint: stored events whose cells are token pairs (SGLang's EAGLE bigram radix keys). */
+    private final AtomicLongArray bigramEvents = new AtomicLongArray(Holders.MAX_ENDPOINTS);
+    /** The endpoints already warned about bigram cells (ingest thread only). */
+    private final boolean[] bigramWarned = new boolean[Holders.MAX_ENDPOINTS];
 
     public EventBlockSizes(Consumer<String> warn) {
         this.warn = warn;
@@ -69,6 +73,31 @@ public final class EventBlockSizes {
                 + " --block-size x DCP, SGLang at page size x DCP, TensorRT-LLM at tokens_per_block, default 32);"
                 + " set the rule's block_size to " + blockSize);
         }
+    }
+
+    /**
+     * A stored event of {@code endpointId} whose cells hold {@code intsPerCell} token ids (ingest thread). SGLang
+     * running EAGLE speculative decoding keys its radix tree by token pairs {@code (t_i, t_i+1)} and hashes both ids
+     * of every pair into the page hash; the gateway hashes prompts one token per cell, so such pages never match:
+     * counted and warned about once per endpoint.
+     */
+    void observeCells(int endpointId, int intsPerCell) {
+        if (intsPerCell != 2 || endpointId < 0 || endpointId >= Holders.MAX_ENDPOINTS) {
+            return;
+        }
+        bigramEvents.incrementAndGet(endpointId);
+        if (!bigramWarned[endpointId]) {
+            bigramWarned[endpointId] = true;
+            String name = names.get(endpointId);
+            warn.accept("endpoint " + (name != null ? name : "#" + endpointId) + ": the engine's KV events key pages by token pairs (SGLang"
+                + " EAGLE speculative decoding: bigram radix keys) but the gateway hashes prompts one token per cell, so"
+                + " no prefix can match; run the rule's SGLang engines without EAGLE, or route the rule by another policy");
+        }
+    }
+
+    /** Stored events of the endpoint whose cells are token pairs (SGLang EAGLE bigram keys): never matched. */
+    public long bigramEvents(int endpointId) {
+        return endpointId >= 0 && endpointId < Holders.MAX_ENDPOINTS ? bigramEvents.get(endpointId) : 0;
     }
 
     /** The block size of the endpoint's latest stored event, 0 before any. */

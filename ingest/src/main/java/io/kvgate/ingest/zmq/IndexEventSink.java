@@ -20,6 +20,9 @@ import io.kvgate.index.block.Holders;
  * stored on CPU, removed from GPU" leave the block held on the CPU tier. A removal without a medium (older engines)
  * removes from the fastest tier that holds the block.
  *
+ * <p>Hybrid models: blocks of KV-cache groups whose kind does not hold whole prefixes (sliding window, Mamba) are
+ * counted and not indexed ({@link KvCacheGroups}); the full-attention group's blocks are.
+ *
  * <p>Learned-key mode: blocks are keyed by {@link ChainedTokenHasher} over the event's own token cells, chained
  * from the own key of {@code parent_block_hash} (looked up in the {@link LearnedKeyMap}) or from the root when
  * there is no parent. A stored event whose parent was never learned cannot be chained and is skipped (counted);
@@ -33,6 +36,8 @@ final class IndexEventSink implements KvEventHandler {
     private final LearnedKeyMap learned;
     /** Each stored event's block size, checked against its endpoint's rule (issue #36, review V6/S4/T9). */
     final EventBlockSizes blockSizes = new EventBlockSizes(m -> Log.warn("KV events: " + m));
+    /** Hybrid models' KV-cache groups: only full-attention groups are indexed (issue #36 item 6). */
+    final KvCacheGroups groups = new KvCacheGroups(m -> Log.warn("KV events: " + m));
 
     private int endpointId;
     private int rank;
@@ -82,7 +87,11 @@ final class IndexEventSink implements KvEventHandler {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
         int tier = tierOf(e.medium());
+        if (!groups.admit(endpointId, e.groupIdx(), e.specKind(), e.blockSize(), n)) {
+            return; // a sliding-window or Mamba group: its blocks do not say the prefix is cached
+        }
         blockSizes.observe(endpointId, e.blockSize());
+        blockSizes.observeCells(endpointId, e.intsPerCell());
         if (!learnedMode) {
             for (int i = 0; i < n; i++) {
                 index.stored(endpointId, rank, keys[i], tier);
@@ -120,6 +129,9 @@ final class IndexEventSink implements KvEventHandler {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
         int tier = e.medium() == Medium.NONE ? Holders.TIER_ANY : tierOf(e.medium());
+        if (!groups.admitRemoval(endpointId, e.groupIdx(), n)) {
+            return; // the copy of a group that was never indexed
+        }
         for (int i = 0; i < n; i++) {
             long key = keys[i];
             if (learnedMode) {

@@ -1086,4 +1086,9 @@ public final class KvEventIngest implements AutoCloseable {
     public EventBlockSizes blockSizes() {
         return sink.blockSizes;
     }
+
+    /** The KV-cache groups the endpoints' events name (hybrid models), and the blocks of groups not indexed. */
+    public KvCacheGroups cacheGroups() {
+        return sink.groups;
+    }
 }

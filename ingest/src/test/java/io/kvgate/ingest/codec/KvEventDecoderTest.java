@@ -243,6 +243,66 @@ class KvEventDecoderTest {
             "R keys=[2] medium=none group=-1", "C"), decode(f));
     }
 
+    /**
+     * vLLM's hybrid-model events (kv_events.py BlockStored: ..., medium, lora_name, extra_keys, group_idx,
+     * kv_cache_spec_kind, kv_cache_spec_sliding_window; BlockRemoved: block_hashes, medium, group_idx), positional
+     * and by name: the group and its kind reach the handler.
+     */
+    @Test
+    void hybridGroupIndexAndSpecKindPositionalAndByName() throws IOException {
+        byte[] f = pack(p -> {
+            p.packArrayHeader(3).packDouble(0).packArrayHeader(4);
+            p.packArrayHeader(12);
+            str(p, "BlockStored");
+            longs(p, 7);
+            p.packNil();
+            ints(p, 1, 2);
+            p.packInt(2).packNil();
+            str(p, "GPU");
+            p.packNil().packNil();
+            p.packInt(1);
+            str(p, "sliding_window");
+            p.packInt(4096);
+            p.packArrayHeader(4);
+            str(p, "BlockRemoved");
+            longs(p, 7);
+            str(p, "GPU");
+            p.packInt(1);
+            p.packMapHeader(7);
+            str(p, "type");
+            str(p, "BlockStored");
+            str(p, "block_hashes");
+            longs(p, 8);
+            str(p, "token_ids");
+            ints(p, 3, 2);
+            str(p, "block_size");
+            p.packInt(2);
+            str(p, "group_idx");
+            p.packInt(0);
+            str(p, "kv_cache_spec_kind");
+            str(p, "full_attention");
+            str(p, "kv_cache_spec_sliding_window");
+            p.packNil();
+            p.packMapHeader(5);
+            str(p, "type");
+            str(p, "BlockStored");
+            str(p, "block_hashes");
+            longs(p, 9);
+            str(p, "token_ids");
+            ints(p, 5, 2);
+            str(p, "block_size");
+            p.packInt(2);
+            str(p, "kv_cache_spec_kind");
+            str(p, "some_future_kind");
+            p.packNil();
+        });
+        assertEquals(List.of(
+            "S keys=[7] parent=- tokens=[1,2] ipc=1 bs=2 lora=- medium=GPU group=1 kind=sliding_window",
+            "R keys=[7] medium=GPU group=1",
+            "S keys=[8] parent=- tokens=[3,4] ipc=1 bs=2 lora=- medium=none group=0 kind=full_attention",
+            "S keys=[9] parent=- tokens=[5,6] ipc=1 bs=2 lora=- medium=none group=-1 kind=other"), decode(f));
+    }
+
     @Test
     void unknownTagsTrailingFieldsAndCacheSaltAreSkipped() throws IOException {
         byte[] f = pack(p -> {

@@ -24,6 +24,9 @@ final class RecordingHandler implements KvEventHandler {
         sb.append(" lora=").append(e.hasLoraId() ? Long.toString(e.loraId()) : "-");
         sb.append(" medium=").append(Medium.name(e.medium()));
         sb.append(" group=").append(e.groupIdx());
+        if (e.specKind() != SpecKind.NONE) {
+            sb.append(" kind=").append(SpecKind.name(e.specKind())); // only hybrid-group events carry one
+        }
         events.add(sb.toString());
     }
 

@@ -46,4 +46,21 @@ class EventBlockSizesTest {
         s.observe(3, 0);
         assertEquals(32, s.lastEventBlockSize(3));
     }
+
+    /** SGLang with EAGLE publishes token-pair cells (bigram radix keys): counted per endpoint, warned about once. */
+    @Test
+    void bigramCellsAreCountedAndWarnedOnce() {
+        List<String> warnings = new ArrayList<>();
+        EventBlockSizes s = new EventBlockSizes(warnings::add);
+        s.expect(2, 1, "127.0.0.1:30000 (rule sg)");
+        s.observeCells(2, 1);
+        assertEquals(0, s.bigramEvents(2));
+        s.observeCells(2, 2);
+        s.observeCells(2, 2);
+        assertEquals(2, s.bigramEvents(2));
+        assertEquals(1, warnings.size(), warnings.toString());
+        assertTrue(warnings.get(0).startsWith("endpoint 127.0.0.1:30000 (rule sg): the engine's KV events key pages by token"
+            + " pairs"), warnings.get(0));
+        assertEquals(0, s.bigramEvents(3));
+    }
 }

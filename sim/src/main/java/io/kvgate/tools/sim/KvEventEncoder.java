@@ -20,6 +20,18 @@ final class KvEventEncoder {
     private final MessageBufferPacker packer = MessagePack.newDefaultBufferPacker();
     private int eventCount;
     private MessageBufferPacker events = MessagePack.newDefaultBufferPacker();
+    /** The KV-cache group of the next events (hybrid models; -1 = no group fields beyond the defaults). */
+    private int groupIdx = -1;
+    private String groupKind;
+
+    /**
+     * The KV-cache group the following events belong to, as a hybrid model's vLLM publishes them: stores carry
+     * {@code group_idx} and {@code kv_cache_spec_kind}, removals {@code group_idx}. -1 = the single-group form.
+     */
+    void group(int idx, String kind) {
+        this.groupIdx = idx;
+        this.groupKind = kind;
+    }
 
     /**
      * @param onePagePerEvent SGLang announces every page in its own BlockStored event; vLLM one event per run
@@ -60,11 +72,12 @@ final class KvEventEncoder {
         eventCount++;
         MessageBufferPacker p = events;
         boolean map = form == EventForm.MAP;
+        boolean grouped = groupIdx >= 0;
         if (map) {
-            p.packMapHeader(onePagePerEvent ? 8 : 10);
+            p.packMapHeader(grouped ? 11 : onePagePerEvent ? 8 : 10);
             p.packString("type");
         } else {
-            p.packArrayHeader(8);
+            p.packArrayHeader(grouped ? 11 : 8); // vLLM's positions: ..., lora_name, extra_keys, group_idx, kind
         }
         p.packString("BlockStored");
         if (map) {
@@ -113,7 +126,20 @@ final class KvEventEncoder {
         } else {
             p.packNil();
         }
-        if (map && !onePagePerEvent) {
+        if (grouped) {
+            if (map) {
+                p.packString("extra_keys");
+            }
+            p.packNil();
+            if (map) {
+                p.packString("group_idx");
+            }
+            p.packInt(groupIdx);
+            if (map) {
+                p.packString("kv_cache_spec_kind");
+            }
+            p.packString(groupKind);
+        } else if (map && !onePagePerEvent) {
             // vLLM: extra_keys[i] is the exact tuple hashed into block i (cache_salt on block 0 only)
             p.packString("extra_keys");
             p.packArrayHeader(to - from);
@@ -141,13 +167,14 @@ final class KvEventEncoder {
         try {
             eventCount++;
             MessageBufferPacker p = events;
+            boolean grouped = groupIdx >= 0;
             if (form == EventForm.MAP) {
-                p.packMapHeader(3);
+                p.packMapHeader(grouped ? 4 : 3);
                 p.packString("type");
                 p.packString("BlockRemoved");
                 p.packString("block_hashes");
             } else {
-                p.packArrayHeader(3);
+                p.packArrayHeader(grouped ? 4 : 3);
                 p.packString("BlockRemoved");
             }
             p.packArrayHeader(count);
@@ -158,6 +185,12 @@ final class KvEventEncoder {
                 p.packString("medium");
             }
             p.packString(MEDIUM);
+            if (grouped) {
+                if (form == EventForm.MAP) {
+                    p.packString("group_idx");
+                }
+                p.packInt(groupIdx);
+            }
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }

@@ -35,6 +35,14 @@ final class RankCaches implements AutoCloseable {
     /** Per rank: cache key → published key, for the blocks whose two keys differ (SGLang LoRA blocks). */
     private final java.util.List<java.util.HashMap<Long, Long>> publishedKeyOf;
     private long[] removedScratch = new long[64];
+    /**
+     * vLLM hybrid model ({@code --hybrid-group}): the fine hashes of the prompt being stored (every
+     * {@link SimulatorConfig#hashBlockSize()} tokens; a full-attention block is named by the last fine hash it covers),
+     * and per rank the fine hashes behind each cached full block, for the second group's removals. Null otherwise.
+     */
+    private long[] storingFineKeys;
+    private final java.util.List<java.util.HashMap<Long, long[]>> fineKeysOf;
+    private final int fineFactor;
     /** Test tap: every published batch (rank, payload), or null. */
     private java.util.function.BiConsumer<Integer, byte[]> batchTap;
 
@@ -49,11 +57,16 @@ final class RankCaches implements AutoCloseable {
         this.eventSeq = new long[ranks];
         boolean sglang = config.dialect == Dialect.SGLANG;
         this.publishedKeyOf = new java.util.ArrayList<>(ranks);
+        this.fineKeysOf = config.hybridGroupKind == null ? null : new java.util.ArrayList<>(ranks);
+        this.fineFactor = blockSize / config.hashBlockSize();
         this.trtllmEvents = config.dialect == Dialect.TRTLLM
             ? new TrtllmKvEvents(config.kvEventBuffer(), config.contextLen, ranks, config.cacheBlocks, config.trtllmHashAlgo) : null;
         for (int r = 0; r < ranks; r++) {
             final int rank = r;
             publishedKeyOf.add(new java.util.HashMap<>());
+            if (fineKeysOf != null) {
+                fineKeysOf.add(new java.util.HashMap<>());
+            }
             KvEventEncoder enc = new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
             encoders[r] = enc;
             caches[r] = new PrefixCache(config.cacheBlocks, new PrefixCache.Listener() {
@@ -74,6 +87,10 @@ final class RankCaches implements AutoCloseable {
                         published = storingEventKeys;
                         publishedParent = from > 0 ? storingEventKeys[from - 1] : parent;
                     }
+                    if (fineKeysOf != null) {
+                        hybridStored(rank, enc, keys, from, to, hasParent, parent, tokens, bs);
+                        return;
+                    }
                     enc.blockStored(published, from, to, hasParent, publishedParent, tokens, bs, storingSalt,
                         storingLoraId, storingLoraName);
                 }
@@ -83,6 +100,10 @@ final class RankCaches implements AutoCloseable {
                     stats.add("blocks_evicted", count);
                     if (trtllmEvents != null) {
                         trtllmEvents.removed(rank, keys, count);
+                        return;
+                    }
+                    if (fineKeysOf != null) {
+                        hybridRemoved(rank, enc, keys, count);
                         return;
                     }
                     java.util.HashMap<Long, Long> map = publishedKeyOf.get(rank);
@@ -106,6 +127,47 @@ final class RankCaches implements AutoCloseable {
         if (trtllmEvents != null) {
             trtllmEvents.start();
         }
+    }
+
+    /**
+     * A hybrid model's stored run: the full-attention group (group_idx 0) announces its blocks, each named by the last
+     * fine hash it covers, then the second group announces its own copies at the fine granularity (the same hash chain,
+     * as every group of a vLLM hybrid model shares the request's block hashes).
+     */
+    private void hybridStored(int rank, KvEventEncoder enc, long[] keys, int from, int to, boolean hasParent, long parent,
+                              int[] tokens, int bs) {
+        enc.group(0, "full_attention");
+        enc.blockStored(keys, from, to, hasParent, parent, tokens, bs, storingSalt, storingLoraId, storingLoraName);
+        long[] fine = storingFineKeys;
+        int k = fineFactor;
+        for (int i = from; i < to; i++) {
+            fineKeysOf.get(rank).put(keys[i], java.util.Arrays.copyOfRange(fine, i * k, (i + 1) * k));
+        }
+        enc.group(1, config.hybridGroupKind);
+        // The fine run's parent is the fine hash before it: the coarse parent itself (the last fine hash of that block).
+        enc.blockStored(fine, from * k, to * k, hasParent, parent, tokens, bs / k, storingSalt, storingLoraId,
+            storingLoraName);
+        enc.group(-1, null);
+    }
+
+    /** A hybrid model's eviction: the full group's blocks, and the second group's copies of them. */
+    private void hybridRemoved(int rank, KvEventEncoder enc, long[] keys, int count) {
+        enc.group(0, "full_attention");
+        enc.blockRemoved(keys, count);
+        java.util.List<Long> fine = new java.util.ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            long[] f = fineKeysOf.get(rank).remove(keys[i]);
+            if (f != null) {
+                for (long x : f) {
+                    fine.add(x);
+                }
+            }
+        }
+        if (!fine.isEmpty()) {
+            enc.group(1, config.hybridGroupKind);
+            enc.blockRemoved(fine.stream().mapToLong(Long::longValue).toArray(), fine.size());
+        }
+        enc.group(-1, null);
     }
 
     /** TensorRT-LLM {@code POST /kv_cache_events}: the buffered events, removed from the buffer. */
@@ -156,7 +218,18 @@ final class RankCaches implements AutoCloseable {
         boolean separateRadix = lora != null && config.dialect == Dialect.SGLANG;
         int cached = 0;
         for (int[] prompt : g.req.prompts) {
-            long[] keys = keyer.blockKeys(prompt, blockSize, storingSalt, hashedLora);
+            long[] keys;
+            if (fineKeysOf != null) {
+                // vLLM hashes a hybrid model every gcd(group block sizes) tokens; a full block is its last fine hash.
+                long[] fine = keyer.blockKeys(prompt, config.hashBlockSize(), storingSalt, hashedLora);
+                keys = new long[fine.length / fineFactor];
+                for (int i = 0; i < keys.length; i++) {
+                    keys[i] = fine[(i + 1) * fineFactor - 1];
+                }
+                storingFineKeys = fine;
+            } else {
+                keys = keyer.blockKeys(prompt, blockSize, storingSalt, hashedLora);
+            }
             if (separateRadix) {
                 storingEventKeys = keys;
                 keys = radixKeys(keys, lora.id());
@@ -166,6 +239,7 @@ final class RankCaches implements AutoCloseable {
             cached += lease.cachedTokens;
         }
         storingEventKeys = null;
+        storingFineKeys = null;
         storingSalt = null;
         storingLoraId = 0;
         storingLoraName = null;

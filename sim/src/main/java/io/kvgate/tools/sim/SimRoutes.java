@@ -98,9 +98,19 @@ final class SimRoutes {
             // /v1/embeddings is not mounted on a generation server: FastAPI's 404.
             // FastAPI publishes its route table (what a gateway reads to learn which routes this process serves).
             exact.put("/openapi.json", new Route(GET, this::openApi));
+            // vLLM's own render routes (OpenAIServingRender, vllm PR #36166): the GenerateRequest it would run
+            if (!config.pooling) {
+                exact.put("/v1/chat/completions/render", new Route(POST, c -> vllmRender(c, true)));
+                exact.put("/v1/completions/render", new Route(POST, c -> vllmRender(c, false)));
+            }
         } else {
-            exact.put("/get_server_info", new Route(GET, this::serverInfo));
-            exact.put("/server_info", new Route(GET, this::serverInfo));
+            // /server_info since sgl-project/sglang#21463; /get_server_info its deprecated alias (removed later)
+            if (!config.serverInfoRoutes.equals("server_info")) {
+                exact.put("/get_server_info", new Route(GET, this::serverInfo));
+            }
+            if (!config.serverInfoRoutes.equals("get_server_info")) {
+                exact.put("/server_info", new Route(GET, this::serverInfo));
+            }
             exact.put("/health_generate", new Route(GET, this::healthGenerate));
             exact.put("/flush_cache", new Route(GET_POST, this::resetPrefixCache));
             exact.put("/v1/embeddings", new Route(POST, config.pooling ? this::embeddings : c -> {
@@ -144,6 +154,31 @@ final class SimRoutes {
             replies.error(ctx, e, requestId, call.keepAlive());
             return null;
         }
+    }
+
+    /**
+     * vLLM's {@code POST /v1/chat/completions/render} and {@code /v1/completions/render}: the engine's own render, a
+     * {@code GenerateRequest} ({@code request_id}, {@code token_ids}, {@code features}, {@code sampling_params}) for a
+     * chat, a list of them (one per prompt) for completions; nothing is generated. Not the gateway's render shape
+     * ({@code prompt}, {@code prompt_token_ids}, {@code block_keys}), which is why the gateway must not shadow these paths.
+     */
+    private Generation vllmRender(Call c, boolean chat) {
+        engine.stats.inc("render_requests");
+        CompletionRequest cr = CompletionRequest.parse(chat, parseJson(c.req(), engine.stats, config), config, engine.loras);
+        cr.applyContext(engine.tokenizer, config);
+        com.fasterxml.jackson.databind.node.ArrayNode out = JSON.arrayNode();
+        for (int[] prompt : cr.prompts) {
+            ObjectNode g = out.addObject();
+            g.put("request_id", "render-" + c.requestId());
+            com.fasterxml.jackson.databind.node.ArrayNode ids = g.putArray("token_ids");
+            for (int t : prompt) {
+                ids.add(t);
+            }
+            g.putNull("features");
+            g.putObject("sampling_params").put("max_tokens", cr.maxTokens != null && cr.maxTokens.length > 0
+                ? cr.maxTokens[0] : config.contextLen - prompt.length);
+        }
+        return json(c, chat ? out.get(0) : out);
     }
 
     /**
@@ -316,6 +351,9 @@ final class SimRoutes {
      */
     private Generation serverInfo(Call c) {
         engine.stats.inc("server_info_requests");
+        if (c.path().equals("/get_server_info")) {
+            engine.stats.inc("get_server_info_requests"); // the deprecated alias (SGLang logs a warning per call)
+        }
         ObjectNode o = JSON.objectNode();
         o.put("model_path", config.model);
         o.put("served_model_name", config.model);
@@ -334,6 +372,21 @@ final class SimRoutes {
             o.put("tool_call_parser", config.toolCallParser);
         } else {
             o.putNull("tool_call_parser");
+        }
+        if (config.speculativeAlgorithm != null) {
+            o.put("speculative_algorithm", config.speculativeAlgorithm);
+        } else {
+            o.putNull("speculative_algorithm");
+        }
+        // The KV-event descriptor (describe_kv_events_publisher): where rank r publishes (port base + r), the topic,
+        // the width subscribers must hash at (page_size x dcp_size) and the DP size; null without a publisher.
+        SimulatorConfig.Endpoint kv = config.kvEventsEndpoint == null ? null : SimulatorConfig.Endpoint.parse(config.kvEventsEndpoint);
+        if (kv == null) {
+            o.putNull("kv_events");
+        } else {
+            o.putObject("kv_events").put("publisher", "zmq").put("endpoint_host", kv.host())
+                .put("endpoint_port_base", kv.port()).put("topic", config.kvTopic).put("block_size", engine.caches.blockSize())
+                .put("dp_size", config.dpRanks);
         }
         o.put("version", "sim");
         return json(c, o);

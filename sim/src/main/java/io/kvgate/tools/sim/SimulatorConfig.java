@@ -114,6 +114,26 @@ public final class SimulatorConfig {
     int kvFloodBatch = 32;
     /** {@code --kv-flood-seconds}: how long the flood runs (0 = until the simulator stops). */
     long kvFloodSeconds;
+    /**
+     * {@code --hybrid-group KIND}: vLLM serving a hybrid model. Its full-attention group (group_idx 0) is the prefix
+     * cache; a second group of this {@code kv_cache_spec_kind} (sliding_window, mamba, ...) announces its own copies of
+     * the same blocks at {@link #hybridBlockSize}. Null = one group (no group fields beyond group_idx 0).
+     */
+    String hybridGroupKind;
+    /**
+     * {@code --hybrid-block-size N}: the second group's block size; the engine then hashes every
+     * gcd(block_size, N) tokens and names each full-attention block by its last fine hash
+     * (vLLM's {@code BlockHashListWithBlockSize}). 0 = the full group's block size.
+     */
+    int hybridBlockSize;
+    /**
+     * SGLang's server-info routes: {@code both} (today's servers: {@code /server_info} and the deprecated
+     * {@code /get_server_info}), {@code server_info} (after the alias is removed), {@code get_server_info} (servers
+     * before sgl-project/sglang#21463).
+     */
+    String serverInfoRoutes = "both";
+    /** SGLang {@code --speculative-algorithm} as its server info states it (EAGLE keys the radix tree by token pairs). */
+    String speculativeAlgorithm;
 
     // ---- phase 3: P/D
     Role role = Role.BOTH;
@@ -174,6 +194,23 @@ public final class SimulatorConfig {
     public SimulatorConfig kvEventBuffer(int v) { kvEventBufferSize = v; return this; }
     public SimulatorConfig trtllmHashAlgo(String v) { trtllmHashAlgo = v; return this; }
     public SimulatorConfig loadMs(long v) { loadMs = v; return this; }
+    public SimulatorConfig hybridGroup(String kind, int blockSize) { hybridGroupKind = kind; hybridBlockSize = blockSize; return this; }
+    public SimulatorConfig serverInfoRoutes(String v) { serverInfoRoutes = v; return this; }
+    public SimulatorConfig speculativeAlgorithm(String v) { speculativeAlgorithm = v; return this; }
+
+    /** The granularity the engine hashes at: the GCD of its groups' block sizes (vLLM hybrid models). */
+    int hashBlockSize() {
+        int full = effectiveBlockSize();
+        if (hybridGroupKind == null || hybridBlockSize <= 0) {
+            return full;
+        }
+        return java.math.BigInteger.valueOf(full).gcd(java.math.BigInteger.valueOf(hybridBlockSize)).intValue();
+    }
+
+    /** The second group's block size (vLLM hybrid models; the full group's when not set). */
+    int hybridGroupBlockSize() {
+        return hybridBlockSize > 0 ? hybridBlockSize : effectiveBlockSize();
+    }
 
     public Dialect dialect() { return dialect; }
     public String model() { return model; }
@@ -289,6 +326,13 @@ public final class SimulatorConfig {
             "kv-replay=" + kvReplayEndpoint + ": needs --kv-events too");
         check(errors, kvEventsMode != null && (kvEventsMode.equals("auto") || kvEventsMode.equals("bind")
             || kvEventsMode.equals("connect")), "kv-events-mode=" + kvEventsMode + ": must be auto|bind|connect");
+        check(errors, hybridGroupKind == null || (dialect == Dialect.VLLM && hybridGroupKind.matches("[a-z_]+")),
+            "hybrid-group=" + hybridGroupKind + ": a vLLM kv_cache_spec_kind (sliding_window, mamba, ...), vllm only");
+        check(errors, hybridBlockSize == 0 || (hybridGroupKind != null && hybridBlockSize >= 1 && hybridBlockSize <= 4096
+            && bs % hybridBlockSize == 0), "hybrid-block-size=" + hybridBlockSize + ": needs --hybrid-group, and must divide"
+            + " block-size " + bs + " (the full group's blocks are whole multiples of the hash unit)");
+        check(errors, List.of("both", "server_info", "get_server_info").contains(serverInfoRoutes),
+            "server-info-routes=" + serverInfoRoutes + ": must be both|server_info|get_server_info");
         check(errors, replayBufferSteps >= 1 && replayBufferSteps <= 1_000_000,
             "replay-buffer-steps=" + replayBufferSteps + ": must be in 1..1000000");
         check(errors, kvFloodRate >= 0 && kvFloodRate <= 100_000_000,
@@ -395,6 +439,11 @@ public final class SimulatorConfig {
           --kv-events-mode M           auto|bind|connect (default auto; bind = bind tcp://H:P even for a concrete H)
           --kv-replay tcp://H:P        bind a ZMQ ROUTER replay buffer per rank on P + rank
           --kv-topic T                 topic frame (default "kv")
+          --hybrid-group KIND          vllm: a hybrid model; a second KV-cache group of this kv_cache_spec_kind
+                                       (sliding_window, mamba, ...) announces its own copies of the blocks
+          --hybrid-block-size N        that group's block size; the engine then hashes every gcd(block-size, N) tokens
+          --server-info-routes R       sglang: both (default) | server_info | get_server_info (older servers)
+          --speculative-algorithm A    sglang: stated in /server_info (EAGLE: bigram radix keys)
           --kv-flood RATE              vllm: also publish replayed real KV events at RATE block ops/s: 64 prompts of
                                        128 random-token blocks keyed like the engine, each stored (BlockStored events
                                        of --kv-batch blocks) then removed, round robin over ranks (0 = off)
@@ -457,6 +506,10 @@ public final class SimulatorConfig {
                 case "--kv-events" -> c.kvEventsEndpoint = v;
                 case "--kv-replay" -> c.kvReplayEndpoint = v;
                 case "--kv-topic" -> c.kvTopic = v;
+                case "--hybrid-group" -> c.hybridGroupKind = v;
+                case "--hybrid-block-size" -> c.hybridBlockSize = intValue(flag, v);
+                case "--server-info-routes" -> c.serverInfoRoutes = v;
+                case "--speculative-algorithm" -> c.speculativeAlgorithm = v;
                 case "--kv-events-mode" -> c.kvEventsMode = v;
                 case "--kv-flood" -> c.kvFloodRate = longValue(flag, v);
                 case "--kv-batch" -> c.kvFloodBatch = intValue(flag, v);

@@ -203,7 +203,7 @@ class EngineCapabilitySystemTest {
                 assertEquals("[\"/v1/chat/completions\",\"/v1/completions\"]", r.at("/routes/" + pool + "/unmounted").toString());
                 assertEquals("[]", r.at("/routes/" + gen + "/unmounted").toString());
             } else if (r.path("name").asText().equals("mixed-sglang")) {
-                assertEquals("GET /get_server_info", r.at("/routes/" + embed + "/source").asText(), r.toString());
+                assertEquals("GET /server_info", r.at("/routes/" + embed + "/source").asText(), r.toString());
                 assertEquals(2, r.at("/routes/" + embed + "/unmounted").size(), r.toString());
                 // SGLang states its parser (none here), which agrees with the rule's tool_call_parser: none
                 assertTrue(r.at("/routes/" + embed + "/tool_call_parser").isNull(), r.toString());

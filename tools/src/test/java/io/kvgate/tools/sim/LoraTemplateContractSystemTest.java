@@ -304,7 +304,7 @@ class LoraTemplateContractSystemTest {
             assertTrue(w.startsWith("chat_template_kwargs 'enable_thinkin' is not declared by the chat template in use"), w);
             assertFalse(w.contains("'enable_thinking'"), "Qwen3's template reads enable_thinking: " + w);
             warnings.add(w);
-            HttpResponse<String> render = post("/v1/chat/completions/render", chatBody(model, kwargs));
+            HttpResponse<String> render = post("/kvgate/v1/chat/completions/render", chatBody(model, kwargs));
             assertEquals(w, render.headers().firstValue("x-kvgate-warning").orElse(null), "the render route warns alike");
             HttpResponse<String> declared = post("/v1/chat/completions",
                 chatBody(model, ",\"chat_template_kwargs\":{\"enable_thinking\":false}"));
@@ -317,7 +317,7 @@ class LoraTemplateContractSystemTest {
     // ---- templates: the rule's chat_template -----------------------------------------------------------------
 
     private JsonNode render(String model) throws Exception {
-        HttpResponse<String> r = post("/v1/chat/completions/render", chatBody(model, LONG, ""));
+        HttpResponse<String> r = post("/kvgate/v1/chat/completions/render", chatBody(model, LONG, ""));
         assertEquals(200, r.statusCode(), r.body());
         return SimHttp.MAPPER.readTree(r.body());
     }

@@ -347,12 +347,12 @@ class OpenAiPassThroughSystemTest {
         }
     }
 
-    // review row 31: render routes (vLLM /v1/*/render, SGLang none): the gateway answers them itself for both
+    // review row 31, issue #36 item 9: the gateway's render routes live under /kvgate/v1 and answer for both rules
     @Test
     void renderRoutesAreTheGatewaysForBoth() throws Exception {
         long before = engineRequests(vllmTok) + engineRequests(sglangTok);
-        for (String path : new String[] {"/v1/chat/completions/render", "/v1/completions/render"}) {
-            String body = path.startsWith("/v1/chat") ? chat("") : completion("");
+        for (String path : new String[] {"/kvgate/v1/chat/completions/render", "/kvgate/v1/completions/render"}) {
+            String body = path.contains("/chat/") ? chat("") : completion("");
             List<HttpResponse<String>> r = both(VLLM_TOK_MODEL, SGLANG_TOK_MODEL, path, body);
             List<JsonNode> out = new ArrayList<>();
             for (HttpResponse<String> one : r) {
@@ -366,11 +366,35 @@ class OpenAiPassThroughSystemTest {
             assertEquals(out.get(0).get("prompt_token_ids"), out.get(1).get("prompt_token_ids"));
         }
         // a rule without a tokenizer cannot render: the same 400 from both
-        for (String path : new String[] {"/v1/chat/completions/render", "/v1/completions/render"}) {
-            List<HttpResponse<String>> r = both(path, path.startsWith("/v1/chat") ? chat("") : completion(""));
+        for (String path : new String[] {"/kvgate/v1/chat/completions/render", "/kvgate/v1/completions/render"}) {
+            List<HttpResponse<String>> r = both(path, path.contains("/chat/") ? chat("") : completion(""));
             assertEquals(400, sameErrorFromBoth(r).status(), r.get(0).body());
         }
         assertEquals(before, engineRequests(vllmTok) + engineRequests(sglangTok), "no engine generated");
+    }
+
+    /**
+     * Issue #36 item 9: vLLM serves {@code /v1/chat/completions/render} and {@code /v1/completions/render} itself (a
+     * GenerateRequest: {@code token_ids}, {@code sampling_params}, ...), so on a vLLM rule those paths reach the engine;
+     * on the SGLang rule (whose engine serves none) they stay aliases of the gateway's render.
+     */
+    @Test
+    void theEnginesOwnRenderPathsAreForwardedOnVllmRulesAndAliasesElsewhere() throws Exception {
+        HttpResponse<String> engine = send("POST", "/v1/chat/completions/render", chat("").replace("%MODEL%", VLLM_TOK_MODEL));
+        assertEquals(200, engine.statusCode(), engine.body());
+        JsonNode vllmRender = SimHttp.MAPPER.readTree(engine.body());
+        assertTrue(vllmRender.path("token_ids").isArray() && vllmRender.has("sampling_params")
+            && !vllmRender.has("block_keys"), "vLLM's own shape: " + engine.body());
+        HttpResponse<String> ours = send("POST", "/kvgate/v1/chat/completions/render", chat("").replace("%MODEL%", VLLM_TOK_MODEL));
+        assertEquals(200, ours.statusCode(), ours.body());
+        assertEquals(SimHttp.MAPPER.readTree(ours.body()).get("prompt_token_ids"), vllmRender.get("token_ids"),
+            "the engine renders the prompt the gateway renders");
+        HttpResponse<String> batch = send("POST", "/v1/completions/render", completion("").replace("%MODEL%", VLLM_TOK_MODEL));
+        assertEquals(200, batch.statusCode(), batch.body());
+        assertTrue(SimHttp.MAPPER.readTree(batch.body()).isArray(), "vLLM's completions render is a list: " + batch.body());
+        HttpResponse<String> alias = send("POST", "/v1/chat/completions/render", chat("").replace("%MODEL%", SGLANG_TOK_MODEL));
+        assertEquals(200, alias.statusCode(), alias.body());
+        assertTrue(SimHttp.MAPPER.readTree(alias.body()).path("block_keys").isArray(), "the gateway's render: " + alias.body());
     }
 
     // review row 34: text the template inserts (Qwen3's tools block: a system turn the client never sent)
@@ -381,7 +405,7 @@ class OpenAiPassThroughSystemTest {
         Map<String, JsonNode> renders = new java.util.HashMap<>();
         for (String model : new String[] {VLLM_TOK_MODEL, SGLANG_TOK_MODEL}) {
             for (String[] b : new String[][] {{"tools", withTools}, {"plain", plain}}) {
-                HttpResponse<String> r = send("POST", "/v1/chat/completions/render", b[1].replace("%MODEL%", model));
+                HttpResponse<String> r = send("POST", "/kvgate/v1/chat/completions/render", b[1].replace("%MODEL%", model));
                 assertEquals(200, r.statusCode(), r.body());
                 renders.put(model + "/" + b[0], SimHttp.MAPPER.readTree(r.body()));
             }

@@ -240,7 +240,7 @@ class SglangKvRoutingSystemTest {
         JsonNode lookup = admin("POST", "/admin/v1/lookup", chat("qwen3", "Where is parcel 2?"));
         JsonNode ownerRow = lookup.get("endpoints").get(owner);
         assertTrue(ownerRow.get("cached_blocks").asInt() >= 8, lookup.toString());
-        HttpResponse<String> render = post("/v1/chat/completions/render", chat("qwen3", "Where is parcel 2?"), false);
+        HttpResponse<String> render = post("/kvgate/v1/chat/completions/render", chat("qwen3", "Where is parcel 2?"), false);
         JsonNode rj = JSON.readTree(render.body());
         assertEquals(rj.get("prompt_token_ids").size() / 16, rj.get("block_keys").size());
         assertTrue(rj.get("prompt").asText().startsWith("<|im_start|>system\n"));
