@@ -3,6 +3,7 @@ package io.kvgate.dataplane.ready;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.EngineFacts;
 
 /**
  * Where an engine says which of the two proxied completion routes it serves (review row 27), and how to read it:
@@ -33,7 +34,7 @@ public final class EngineRoutes {
     }
 
     /**
-     * The {@link EndpointState#ROUTE_CHAT} / {@link EndpointState#ROUTE_COMPLETIONS} bits of the routes the answer
+     * The {@link EngineFacts#ROUTE_CHAT} / {@link EngineFacts#ROUTE_COMPLETIONS} bits of the routes the answer
      * from {@link #path} says the engine does not serve; -1 when the answer does not say (no {@code paths} object,
      * no boolean {@code is_embedding}).
      */
@@ -43,14 +44,14 @@ public final class EngineRoutes {
             if (!paths.isObject()) {
                 return -1;
             }
-            return (paths.has(CHAT) ? 0 : EndpointState.ROUTE_CHAT) | (paths.has(COMPLETIONS) ? 0 : EndpointState.ROUTE_COMPLETIONS);
+            return (paths.has(CHAT) ? 0 : EngineFacts.ROUTE_CHAT) | (paths.has(COMPLETIONS) ? 0 : EngineFacts.ROUTE_COMPLETIONS);
         }
         if (engine == RuleConfig.Engine.SGLANG) {
             JsonNode e = body.get("is_embedding");
             if (e == null || !e.isBoolean()) {
                 return -1;
             }
-            return e.asBoolean() ? EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS : 0;
+            return e.asBoolean() ? EngineFacts.ROUTE_CHAT | EngineFacts.ROUTE_COMPLETIONS : 0;
         }
         return -1;
     }
@@ -74,7 +75,7 @@ public final class EngineRoutes {
      */
     public static String parserMismatch(RuleConfig rule, EndpointState ep) {
         String declared = rule.toolCallParser();
-        String stated = ep.statedToolCallParser();
+        String stated = ep.facts().statedToolCallParser();
         if (declared == null || stated == null) {
             return null;
         }
@@ -85,10 +86,10 @@ public final class EngineRoutes {
 
     /** The routes named by {@code bits}, for messages and read-backs. */
     public static String describe(int bits) {
-        if (bits == (EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS)) {
+        if (bits == (EngineFacts.ROUTE_CHAT | EngineFacts.ROUTE_COMPLETIONS)) {
             return CHAT + " and " + COMPLETIONS;
         }
-        return (bits & EndpointState.ROUTE_CHAT) != 0 ? CHAT : (bits & EndpointState.ROUTE_COMPLETIONS) != 0 ? COMPLETIONS : "none";
+        return (bits & EngineFacts.ROUTE_CHAT) != 0 ? CHAT : (bits & EngineFacts.ROUTE_COMPLETIONS) != 0 ? COMPLETIONS : "none";
     }
 
     /** The route path of a request. */
