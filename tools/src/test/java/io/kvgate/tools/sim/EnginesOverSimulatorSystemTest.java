@@ -183,7 +183,7 @@ class EnginesOverSimulatorSystemTest {
                 HttpResponse<String> refused = chat(gw, SimHttp.chat("m", "hello", "\"max_tokens\":2"));
                 assertEquals(503, refused.statusCode(), refused.body());
                 assertEquals(0, ep.breaker().failures(), "loading is not a failure");
-                assertEquals(Breaker.State.CLOSED, ep.breaker());
+                assertEquals(Breaker.State.CLOSED, ep.breaker().state());
                 while (!ep.probeHealthy() && System.nanoTime() < deadline) {
                     Thread.sleep(20); // loaded after 1.5 s: the next probe's 200 brings it in
                 }
@@ -216,7 +216,7 @@ class EnginesOverSimulatorSystemTest {
                 assertEquals(8, ready.stats().get("generations_started"), "the ready engine answered every request");
                 EndpointState ep = gw.routeTable().ruleByName("r").endpoints().get(0);
                 assertEquals(0, ep.breaker().failures(), "loading is not a failure");
-                assertEquals(Breaker.State.CLOSED, ep.breaker());
+                assertEquals(Breaker.State.CLOSED, ep.breaker().state());
             } finally {
                 gw.close(100);
             }
