@@ -40,8 +40,11 @@ import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.exchange.Exchanges;
 import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.proxy.RequestHooks;
+import io.kvgate.dataplane.route.Breaker;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.EngineFacts;
+import io.kvgate.dataplane.route.LoadEstimate;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
@@ -739,20 +742,20 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             + " or this gateway's in-flight count when the engine reading is stale.", EndpointState::load);
         ruleEndpointGauge("kvgate_engine_load_stale", "1 when the endpoint's load estimate falls back to this gateway's"
             + " in-flight count (no engine reading, or older than load.stale_ms).",
-            ep -> ep.loadSource() == EndpointState.LoadSource.ENGINE ? 0 : 1);
+            ep -> ep.loadEstimate().loadSource() == LoadEstimate.LoadSource.ENGINE ? 0 : 1);
         GaugeWithCallback.builder().name("kvgate_endpoint_lifetime_seconds").help("This gateway's requests' mean time in"
                 + " flight on the endpoint (Little's law over 2 s, measured when a reading is taken up): how fast the other"
                 + " gateways' part of a reading ages (load.peer_decay: lifetime); absent while unknown.").labelNames("endpoint")
             .callback(cb -> {
                 for (EndpointState ep : registry.all()) {
-                    double life = ep.lifetimeSeconds();
+                    double life = ep.loadEstimate().lifetimeSeconds();
                     if (life >= 0) {
                         cb.call(life, ep.key());
                     }
                 }
             }).register(metricsRegistry);
         endpointGauge("kvgate_endpoint_prefill_tokens", "Uncached prompt tokens of this gateway's requests still in"
-            + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).", EndpointState::prefillTokens);
+            + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).", ep -> ep.loadEstimate().prefillTokens());
         GaugeWithCallback.builder().name("kvgate_rule_context_length").help("The context length (tokens) a rule's requests"
                 + " are checked against: max_model_len, else the smallest its endpoints state; absent while unknown.")
             .labelNames("rule").callback(cb -> {
@@ -769,11 +772,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             .callback(cb -> {
                 for (Rule r : router.table().rules()) {
                     for (EndpointState ep : r.endpoints()) {
-                        if (ep.routesSource() == null) {
+                        if (ep.facts().routesSource() == null) {
                             continue;
                         }
                         for (boolean chat : new boolean[] {true, false}) {
-                            cb.call((ep.unmountedRoutes() & EndpointState.routeBit(chat)) == 0 ? 1 : 0, r.name(), ep.key(),
+                            cb.call((ep.facts().unmountedRoutes() & EngineFacts.routeBit(chat)) == 0 ? 1 : 0, r.name(), ep.key(),
                                 io.kvgate.dataplane.ready.EngineRoutes.route(chat));
                         }
                     }
@@ -784,18 +787,18 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             .labelNames("endpoint", "rank").callback(cb -> {
                 for (EndpointState ep : registry.all()) {
                     for (int rank = 0; ep.ranks() > 1 && rank < ep.ranks(); rank++) {
-                        cb.call(ep.rankOutstanding(rank), ep.key(), Integer.toString(rank));
+                        cb.call(ep.rankLoad().outstanding(rank), ep.key(), Integer.toString(rank));
                     }
                 }
             }).register(metricsRegistry);
         endpointGauge("kvgate_endpoint_healthy", "1 when the endpoint passes its active probes.", ep -> ep.probeHealthy() ? 1 : 0);
         endpointGauge("kvgate_endpoint_breaker_open", "1 when the endpoint's circuit breaker is open or half-open.",
-            ep -> ep.breaker() == EndpointState.Breaker.CLOSED ? 0 : 1);
+            ep -> ep.breaker().state() == Breaker.State.CLOSED ? 0 : 1);
         endpointCounter("kvgate_endpoint_breaker_opens_total", "Times the endpoint's circuit breaker opened.",
-            ep -> ep.breakerOpens.get());
-        endpointCounter("kvgate_endpoint_routed_total", "Requests routed to the endpoint.", ep -> ep.routed.get());
+            ep -> ep.breaker().opens());
+        endpointCounter("kvgate_endpoint_routed_total", "Requests routed to the endpoint.", ep -> ep.loadEstimate().routedTotal());
         endpointCounter("kvgate_endpoint_failures_total", "Failed requests to the endpoint (the breaker's input).",
-            ep -> ep.failures.get());
+            ep -> ep.breaker().failures());
         GatewayMetrics.registerJvm(metricsRegistry);
     }
 

@@ -8,17 +8,14 @@ import io.kvgate.control.log.Log;
 import io.kvgate.control.log.LogSetup;
 import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.MemoryBudget;
-import io.kvgate.dataplane.config.ReloadOutcome;
-import io.kvgate.dataplane.config.RestartRequiredException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
-import java.util.concurrent.CountDownLatch;
 
 /**
  * {@code ./kvgate serve --config FILE [--check]}: run the gateway until SIGTERM or SIGINT, then shut down as
  * {@link ShutdownSequence} does (not ready at once, serving for {@code shutdown.drain_delay_ms}, then draining) and
- * exit 0. SIGHUP reloads FILE. {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck})
+ * exit 0 ({@link StopSignals}). SIGHUP reloads FILE ({@link SignalReload}). {@code --check} runs exactly the checks start-up and reload run ({@link ConfigCheck})
  * and prints the configuration's memory budget ({@link MemoryBudget}).
  *
  * <p>Exit status: 0 after a signal's shutdown (or a valid {@code --check}); {@value #EX_CONFIG} (sysexits'
@@ -101,41 +98,16 @@ public final class GatewayMain {
             err.println("kvgate: " + config + ": " + e.getMessage());
             return EX_CONFIG;
         }
-        installReloadOnSighup(gw); // before the line that says it serves: a SIGHUP after it reloads, never kills
-        final long drain = drainMs;
-        CountDownLatch stopAsked = new CountDownLatch(1);
-        boolean signalsHandled = onSignal("TERM", () -> stop(gw, stopAsked, drain)) & onSignal("INT", () -> stop(gw, stopAsked, drain));
-        CountDownLatch stopped = new CountDownLatch(1);
-        // Any other way out (System.exit, or a signal this platform would not let us handle): drain without a delay.
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            if (stopAsked.getCount() > 0) {
-                Log.info("exiting: draining (up to " + drain + " ms)");
-                gw.close(drain);
-            }
-            LogSetup.shutdown(); // last: the asynchronous loggers' queue is written before the JVM exits
-            stopped.countDown();
-        }, "kvgate-shutdown"));
+        SignalReload.install(gw); // before the line that says it serves: a SIGHUP after it reloads, never kills
+        StopSignals stop = StopSignals.install(gw, drainMs);
         Log.info("serving on " + cfg.listen().host() + ":" + gw.port() + " (" + gw.transportName()
             + "), admin on " + cfg.adminListen().host() + ":" + gw.adminPort()
             + (socket == null ? ", no control socket" : ", control socket " + socket));
-        if (!signalsHandled) {
-            stopped.await(); // the JVM's own handling: hooks run, the process exits 128+signal
-            return 0;
+        if (stop.awaitStop()) {
+            gw.shutdown(gw.config().shutdown().drainDelayMs(), drainMs).run(20);
+            Log.info("stopped");
         }
-        stopAsked.await();
-        gw.shutdown(gw.config().shutdown().drainDelayMs(), drain).run(20);
-        Log.info("stopped");
         return 0;
-    }
-
-    /** SIGTERM/SIGINT: the first starts the shutdown (on the main thread); another skips what is left of its delay. */
-    private static void stop(Gateway gw, CountDownLatch stopAsked, long drainMs) {
-        if (stopAsked.getCount() > 0) {
-            stopAsked.countDown();
-        } else {
-            Log.info("second stop signal: not waiting for balancers any longer");
-            gw.shutdown(gw.config().shutdown().drainDelayMs(), drainMs).skipDelay();
-        }
     }
 
     /** This host's physical memory, 0 when the JVM cannot tell. */
@@ -160,74 +132,5 @@ public final class GatewayMain {
         }
         return ControlSocketLocation.forServer(System.getenv(), ControlSocketLocation.currentUid(),
             ControlSocketLocation::writableOrCreatable);
-    }
-
-    /**
-     * SIGHUP → reload the --config file, on a fresh thread (never on the signal thread).
-     */
-    private static void installReloadOnSighup(Gateway gw) {
-        Runnable reload = () -> {
-            try {
-                ReloadOutcome o = gw.reloadConfigFile();
-                if (!o.applied()) {
-                    Log.info("SIGHUP: " + gw.configFile() + " unchanged (version " + o.version() + ")");
-                }
-            } catch (ConfigException e) {
-                Log.error("SIGHUP: " + gw.configFile() + " not applied, nothing changed: " + e.getMessage());
-            } catch (RestartRequiredException e) {
-                Log.error("SIGHUP: " + e.getMessage());
-            } catch (RuntimeException e) {
-                Log.error("SIGHUP: reload failed: " + e);
-            }
-        };
-        Object previous = handle("HUP", () -> {
-            Thread t = new Thread(reload, "kvgate-sighup-reload");
-            t.setDaemon(true);
-            t.start();
-        });
-        if (previous == IGNORED) {
-            // The JVM leaves a signal the process was started ignoring (nohup, some supervisors) ignored and says
-            // so only by this return value: without this line SIGHUP would do nothing, silently.
-            Log.warn("SIGHUP is ignored by this process (started under nohup?): it will not reload the"
-                + " configuration; use ./kvgate ctl reload or POST /admin/v1/reload");
-        }
-    }
-
-    /**
-     * Runs {@code action} on each {@code signal} instead of the JVM's default (for TERM and INT: exit 128+signal
-     * through the shutdown hooks). False when this platform cannot; a signal the process was started ignoring
-     * stays ignored (a background job's SIGINT) and counts as handled.
-     */
-    private static boolean onSignal(String signal, Runnable action) {
-        Object previous = handle(signal, action);
-        return previous != null;
-    }
-
-    /** What {@link #handle} returns for a signal the process was started ignoring. */
-    private static final Object IGNORED = new Object();
-
-    /**
-     * Installs {@code action} (run on the JVM's signal thread: it must return quickly) for {@code signal}; returns the
-     * previous handler, {@link #IGNORED}, or null when the platform would not. The JDK's signal API is reached
-     * reflectively: it is internal (jdk.unsupported) and javac would warn on every direct use.
-     */
-    private static Object handle(String signal, Runnable action) {
-        try {
-            Class<?> signalClass = Class.forName("sun.misc.Signal");
-            Class<?> handler = Class.forName("sun.misc.SignalHandler");
-            Object h = java.lang.reflect.Proxy.newProxyInstance(GatewayMain.class.getClassLoader(), new Class<?>[] {handler},
-                (proxy, method, margs) -> {
-                    if (method.getName().equals("handle")) {
-                        action.run();
-                    }
-                    return null;
-                });
-            Object previous = signalClass.getMethod("handle", signalClass, handler)
-                .invoke(null, signalClass.getConstructor(String.class).newInstance(signal), h);
-            return previous == handler.getField("SIG_IGN").get(null) ? IGNORED : previous;
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            Log.warn("SIG" + signal + " handling unavailable on this platform: " + e);
-            return null;
-        }
     }
 }

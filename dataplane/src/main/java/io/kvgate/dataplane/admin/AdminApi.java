@@ -22,8 +22,9 @@ import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.ready.EngineRoutes;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.Rule;
+import io.kvgate.dataplane.route.EngineFacts;
 import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.route.Rule;
 import io.kvgate.ingest.zmq.SubscriberStatus;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
@@ -365,9 +366,11 @@ public final class AdminApi {
         switch (action) {
             case "drain", "undrain" -> {
                 boolean on = action.equals("drain");
-                ep.drained(on);
+                if (!router.drain(ep, on)) {
+                    return Reply.json(503, OpenAiErrors.json("the routing stage did not apply the " + action + " of '" + ep.key()
+                        + "' within 5 s (its ring is full or it is stalled); retry: draining is idempotent", "server_error", null, null));
+                }
                 Log.info("endpoint " + ep.key() + (on ? " drained: no new requests; " + ep.outstanding() + " in flight finish" : " undrained"));
-                router.wake();
                 return Reply.json(200, "{\"endpoint\":\"" + ep.key() + "\",\"drained\":" + on + ",\"outstanding\":" + ep.outstanding() + "}");
             }
             case "weight" -> {
@@ -432,12 +435,12 @@ public final class AdminApi {
                 e.put("weight", ep.config().weight());
                 e.put("healthy", ep.probeHealthy());
                 e.put("drained", ep.drained());
-                e.put("breaker", ep.breaker().name().toLowerCase(Locale.ROOT));
+                e.put("breaker", ep.breaker().state().name().toLowerCase(Locale.ROOT));
                 e.put("outstanding", ep.outstanding());
                 e.put("load", ep.load());
-                e.put("load_source", ep.loadSource().name().toLowerCase(Locale.ROOT));
-                e.put("routed", ep.routed.get());
-                e.put("failures", ep.failures.get());
+                e.put("load_source", ep.loadEstimate().loadSource().name().toLowerCase(Locale.ROOT));
+                e.put("routed", ep.loadEstimate().routedTotal());
+                e.put("failures", ep.breaker().failures());
                 if (ep.config().role() != null) {
                     e.put("role", ep.config().role());
                 }
@@ -585,8 +588,8 @@ public final class AdminApi {
         ObjectNode eps = c.putObject("endpoints");
         if (live != null) {
             for (EndpointState ep : live.endpoints()) {
-                if (ep.engineContextLen() > 0) {
-                    eps.put(ep.key(), ep.engineContextLen());
+                if (ep.facts().engineContextLen() > 0) {
+                    eps.put(ep.key(), ep.facts().engineContextLen());
                 } else {
                     eps.putNull(ep.key());
                 }
@@ -610,25 +613,25 @@ public final class AdminApi {
         }
         for (EndpointState ep : live.endpoints()) {
             ObjectNode e = out.putObject(ep.key());
-            if (ep.statedToolCallParser() != null) { // SGLang states it; absent: unknown
-                if (ep.statedToolCallParser().isEmpty()) {
+            if (ep.facts().statedToolCallParser() != null) { // SGLang states it; absent: unknown
+                if (ep.facts().statedToolCallParser().isEmpty()) {
                     e.putNull("tool_call_parser");
                 } else {
-                    e.put("tool_call_parser", ep.statedToolCallParser());
+                    e.put("tool_call_parser", ep.facts().statedToolCallParser());
                 }
                 String mismatch = EngineRoutes.parserMismatch(live.config(), ep);
                 if (mismatch != null) {
                     e.put("warning", mismatch);
                 }
             }
-            if (ep.routesSource() == null) {
+            if (ep.facts().routesSource() == null) {
                 e.put("source", "unknown");
                 continue;
             }
-            e.put("source", ep.routesSource());
+            e.put("source", ep.facts().routesSource());
             var un = e.putArray("unmounted");
             for (boolean chat : new boolean[] {true, false}) {
-                if ((ep.unmountedRoutes() & EndpointState.routeBit(chat)) != 0) {
+                if ((ep.facts().unmountedRoutes() & EngineFacts.routeBit(chat)) != 0) {
                     un.add(EngineRoutes.route(chat));
                 }
             }

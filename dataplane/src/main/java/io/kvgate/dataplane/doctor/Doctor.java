@@ -226,7 +226,7 @@ public final class Doctor {
     }
 
     private void routes(List<Check> out, Rule r, EndpointState ep) {
-        int unmounted = ep.unmountedRoutes();
+        int unmounted = ep.facts().unmountedRoutes();
         if (unmounted != 0) {
             out.add(Check.mismatch(r, ep, "routes", "does not mount " + EngineRoutes.describe(unmounted),
                 "both completion routes", "start the engine as a generation model (vLLM without --runner pooling,"

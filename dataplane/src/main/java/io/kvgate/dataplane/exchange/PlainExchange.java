@@ -10,8 +10,8 @@ import io.kvgate.dataplane.exchange.ActiveExchange;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
-import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Admission;
+import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.PriorityClass;
 import io.kvgate.dataplane.request.PriorityInputs;
@@ -197,7 +197,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     private ByteBuf legBody() {
         RuleConfig.SessionConfig s = rule.config().session();
         if (s.pinSlot() && inputs.sessionKey() != null && rule.config().policyKind() == RuleConfig.Policy.SESSION) {
-            int known = lastEndpoint == null ? 0 : lastEndpoint.engineSlots();
+            int known = lastEndpoint == null ? 0 : lastEndpoint.facts().engineSlots();
             return SlotPin.withIdSlot(body, SlotPin.slotOf(inputs.sessionKey(), known > 0 ? known : s.slots()), ctx.alloc());
         }
         return body.retain();

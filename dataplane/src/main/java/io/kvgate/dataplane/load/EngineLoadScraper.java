@@ -40,7 +40,7 @@ import java.util.function.Supplier;
 /**
  * Scrapes every endpoint's Prometheus page ({@code load.path}, default {@code /metrics}) every
  * {@code load.scrape_interval_ms} and publishes what the engine says about its load ({@link MetricsPage}) to the
- * endpoint's state, where the routing stage takes it up at its next batch ({@link EndpointState#publishReading}: one
+ * endpoint's state, where the routing stage takes it up at its next batch ({@link io.kvgate.dataplane.route.LoadEstimate#publishReading}: one
  * volatile write, no lock on the routing thread).
  *
  * <p>Everything runs on one event loop of its own, never an I/O thread nor the routing thread: one non-blocking
@@ -241,7 +241,7 @@ public final class EngineLoadScraper implements AutoCloseable {
             .labelNames("endpoint").callback(cb -> {
                 long now = clock.nanoTime();
                 for (Target t : view) {
-                    EngineReading r = t.ep.lastReading();
+                    EngineReading r = t.ep.loadEstimate().lastReading();
                     if (r != null) {
                         cb.call(Math.max(0, now - r.takenAtNs()) / 1e9, t.ep.key());
                     }
@@ -253,7 +253,7 @@ public final class EngineLoadScraper implements AutoCloseable {
     private void readingGauge(PrometheusRegistry registry, String name, String help, int which) {
         GaugeWithCallback.builder().name(name).help(help).labelNames("endpoint", "rank").callback(cb -> {
             for (Target t : view) {
-                EngineReading r = t.ep.lastReading();
+                EngineReading r = t.ep.loadEstimate().lastReading();
                 if (r == null) {
                     continue;
                 }
@@ -298,11 +298,11 @@ public final class EngineLoadScraper implements AutoCloseable {
             started.incrementAndGet();
             // The baseline: what this gateway had routed and seen finish when the engine counts its requests.
             sentAtNs = clock.nanoTime();
-            baseRouted = ep.routedTotal();
-            baseCompleted = ep.completedTotal();
+            baseRouted = ep.loadEstimate().routedTotal();
+            baseCompleted = ep.loadEstimate().completedTotal();
             for (int r = 0; r < EngineReading.MAX_RANKS; r++) {
-                baseRankRouted[r] = ep.rankRoutedTotal(r);
-                baseRankCompleted[r] = ep.rankCompletedTotal(r);
+                baseRankRouted[r] = ep.rankLoad().routedTotal(r);
+                baseRankCompleted[r] = ep.rankLoad().completedTotal(r);
             }
             timeout = loop.schedule(() -> finish(Result.TIMEOUT, true), cfg.timeoutMs(), TimeUnit.MILLISECONDS);
             if (ch != null && ch.isActive()) {
@@ -372,7 +372,7 @@ public final class EngineLoadScraper implements AutoCloseable {
                 malformed.addAndGet(page.malformed());
             }
             if (page.hasQueue()) {
-                ep.publishReading(page.reading(sentAtNs, baseRouted, baseCompleted, baseRankRouted, baseRankCompleted));
+                ep.loadEstimate().publishReading(page.reading(sentAtNs, baseRouted, baseCompleted, baseRankRouted, baseRankCompleted));
                 finish(Result.OK, !keep);
             } else {
                 finish(Result.NO_METRICS, !keep);
@@ -423,7 +423,7 @@ public final class EngineLoadScraper implements AutoCloseable {
                 ch.close();
                 ch = null;
             }
-            ep.publishReading(null);
+            ep.loadEstimate().publishReading(null);
         }
     }
 

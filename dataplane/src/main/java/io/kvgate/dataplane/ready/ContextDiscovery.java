@@ -84,8 +84,8 @@ public final class ContextDiscovery {
     public static Map<String, Integer> known(Rule r) {
         Map<String, Integer> out = new LinkedHashMap<>();
         for (EndpointState ep : r.endpoints()) {
-            if (ep.engineContextLen() > 0) {
-                out.put(ep.key(), ep.engineContextLen());
+            if (ep.facts().engineContextLen() > 0) {
+                out.put(ep.key(), ep.facts().engineContextLen());
             }
         }
         return out;

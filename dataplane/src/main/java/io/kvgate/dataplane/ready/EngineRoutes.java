@@ -5,6 +5,7 @@ import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.engine.EngineProfile;
 import io.kvgate.dataplane.engine.MountedRoutes;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.EngineFacts;
 
 /**
  * Which of the two proxied completion routes an engine serves (review row 27), as the endpoint's state records them:
@@ -27,7 +28,7 @@ public final class EngineRoutes {
         if (mounted == null) {
             return -1;
         }
-        return (mounted.chat() ? 0 : EndpointState.ROUTE_CHAT) | (mounted.completions() ? 0 : EndpointState.ROUTE_COMPLETIONS);
+        return (mounted.chat() ? 0 : EngineFacts.ROUTE_CHAT) | (mounted.completions() ? 0 : EngineFacts.ROUTE_COMPLETIONS);
     }
 
     /**
@@ -37,7 +38,7 @@ public final class EngineRoutes {
      */
     public static String parserMismatch(RuleConfig rule, EndpointState ep) {
         String declared = rule.toolCallParser();
-        String stated = ep.statedToolCallParser();
+        String stated = ep.facts().statedToolCallParser();
         if (declared == null || stated == null) {
             return null;
         }
@@ -48,10 +49,10 @@ public final class EngineRoutes {
 
     /** The routes named by {@code bits}, for messages and read-backs. */
     public static String describe(int bits) {
-        if (bits == (EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS)) {
+        if (bits == (EngineFacts.ROUTE_CHAT | EngineFacts.ROUTE_COMPLETIONS)) {
             return CHAT + " and " + COMPLETIONS;
         }
-        return (bits & EndpointState.ROUTE_CHAT) != 0 ? CHAT : (bits & EndpointState.ROUTE_COMPLETIONS) != 0 ? COMPLETIONS : "none";
+        return (bits & EngineFacts.ROUTE_CHAT) != 0 ? CHAT : (bits & EngineFacts.ROUTE_COMPLETIONS) != 0 ? COMPLETIONS : "none";
     }
 
     /** The route path of a request. */

@@ -221,8 +221,8 @@ public final class ModelProbe implements AutoCloseable {
                     unmounted = 0;
                 }
             }
-            int before = ep.unmountedRoutes();
-            ep.routes(unmounted, source);
+            int before = ep.facts().unmountedRoutes();
+            ep.facts().routes(unmounted, source);
             if (before != unmounted) {
                 String what = EngineRoutes.describe(unmounted);
                 if (unmounted != 0) {
@@ -240,7 +240,7 @@ public final class ModelProbe implements AutoCloseable {
      * disagreement (read again after a reload, so a changed declaration is judged too).
      */
     private void toolCallParser(EndpointState ep, String stated) {
-        ep.statedToolCallParser(stated);
+        ep.facts().statedToolCallParser(stated);
         for (Rule rule : table.get().rules()) {
             if (rule.endpoints().contains(ep)) {
                 String problem = EngineRoutes.parserMismatch(rule.config(), ep);
@@ -255,8 +255,8 @@ public final class ModelProbe implements AutoCloseable {
     }
 
     private void update(EndpointState ep, int tokens) {
-        if (ep.engineContextLen() != tokens) {
-            ep.engineContextLen(tokens);
+        if (ep.facts().engineContextLen() != tokens) {
+            ep.facts().engineContextLen(tokens);
         }
         contexts.review(table.get().rules());
     }

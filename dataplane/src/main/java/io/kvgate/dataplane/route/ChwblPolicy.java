@@ -116,7 +116,7 @@ final class ChwblPolicy implements RoutingPolicy {
                     why.append(hasTokens ? "tier=chwbl; key=" : "tier=chwbl(text_prefix); key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())
                         .append(e == owner ? "" : " (over bound or unavailable: walked clockwise)").append("; bound=")
                         .append((long) bound).append("; load=");
-                    e.explainLoad(why);
+                    e.loadEstimate().explain(why);
                 }
                 return e;
             }

@@ -14,20 +14,20 @@ public interface EngineLoad {
     double kvUsage(EndpointState ep);
 
     /**
-     * The load scraper's readings ({@link EndpointState#publishReading}) as the routing stage took them up at its
+     * The load scraper's readings ({@link LoadEstimate#publishReading}) as the routing stage took them up at its
      * last batch: the engine's own waiting requests (summed over its DP ranks) and its fullest rank's KV-cache usage;
      * unknown when the endpoint has no reading fresher than {@code load.stale_ms}.
      */
     EngineLoad SCRAPED = new EngineLoad() {
         @Override
         public int waiting(EndpointState ep) {
-            EngineReading r = ep.freshReading();
+            EngineReading r = ep.loadEstimate().freshReading();
             return r == null ? -1 : r.waitingTotal;
         }
 
         @Override
         public double kvUsage(EndpointState ep) {
-            EngineReading r = ep.freshReading();
+            EngineReading r = ep.loadEstimate().freshReading();
             return r == null ? Double.NaN : r.kvUsageMax;
         }
     };

@@ -7,7 +7,7 @@ import java.util.Arrays;
  * the requests waiting in its queue and its KV-cache usage, plus what this gateway had routed to the endpoint when
  * the scrape was sent, so the routing stage can add exactly the requests it dispatched (and subtract those that
  * finished) since the engine counted. Immutable: the scraper builds one per successful scrape and publishes it with
- * one volatile write ({@link EndpointState#publishReading}); the routing thread reads the reference, never a lock.
+ * one volatile write ({@link LoadEstimate#publishReading}); the routing thread reads the reference, never a lock.
  */
 public final class EngineReading {
     /** DP ranks a reading carries (the block index's bound, {@code dp_ranks} 1..8). */
@@ -15,7 +15,7 @@ public final class EngineReading {
 
     /** When the scrape was sent ({@link io.kvgate.control.clock.NanoClock} of the gateway). */
     final long takenAtNs;
-    /** {@link EndpointState#routedTotal()} and {@link EndpointState#completedTotal()} when the scrape was sent. */
+    /** {@link LoadEstimate#routedTotal()} and {@link LoadEstimate#completedTotal()} when the scrape was sent. */
     final long baseRouted;
     final long baseCompleted;
     /** Per DP rank: the requests this gateway pinned to the rank ({@code X-data-parallel-rank}) and saw finish. */
@@ -41,8 +41,8 @@ public final class EngineReading {
     }
 
     /**
-     * @param baseRankRouted    per rank, {@link EndpointState#rankRoutedTotal} when the scrape was sent
-     * @param baseRankCompleted per rank, {@link EndpointState#rankCompletedTotal} then
+     * @param baseRankRouted    per rank, {@link RankLoad#routedTotal} when the scrape was sent
+     * @param baseRankCompleted per rank, {@link RankLoad#completedTotal} then
      */
     public EngineReading(long takenAtNs, long baseRouted, long baseCompleted, long[] baseRankRouted, long[] baseRankCompleted,
                          int[] running, int[] waiting, double[] kvUsage) {

@@ -224,7 +224,7 @@ final class HashedSessionPolicy implements RoutingPolicy {
                 }
             }
             why.append("; bound=").append((long) cap(totalLoad, chosen.config().weight(), totalWeight)).append("; load=");
-            chosen.explainLoad(why);
+            chosen.loadEstimate().explain(why);
         }
         return chosen;
     }

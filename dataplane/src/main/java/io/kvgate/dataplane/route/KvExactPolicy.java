@@ -264,7 +264,7 @@ final class KvExactPolicy implements RoutingPolicy {
                 slotMatched[s] = rankDepth[rk];
                 slotTier[s] = tiers[i];
                 slotEligible[s] = elig;
-                slotLoad[s] = elig ? e.rankCost(rk, tokenWeight) : 0;
+                slotLoad[s] = elig ? e.rankLoad().cost(rk, tokenWeight) : 0;
                 s++;
             }
         }
@@ -462,7 +462,7 @@ final class KvExactPolicy implements RoutingPolicy {
         int best = 0;
         double bestCost = Double.MAX_VALUE;
         for (int rk = 0; rk < ep.ranks(); rk++) {
-            double cost = ep.rankCost(rk, tokenWeight);
+            double cost = ep.rankLoad().cost(rk, tokenWeight);
             if (cost < bestCost) {
                 bestCost = cost;
                 best = rk;
@@ -493,9 +493,9 @@ final class KvExactPolicy implements RoutingPolicy {
             slotName(why.append(s == 0 ? "" : ","), c, s).append(':');
             EndpointState e = c[slotCand[s]];
             if (slotRank[s] < 0) {
-                e.explainLoad(why);
+                e.loadEstimate().explain(why);
             } else {
-                e.explainRankLoad(slotRank[s], why);
+                e.rankLoad().explain(slotRank[s], why);
             }
         }
         if (tokenWeight > 0) {

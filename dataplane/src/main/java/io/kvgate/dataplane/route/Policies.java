@@ -113,7 +113,7 @@ public final class Policies {
                 why.append("tier=least_outstanding; load=");
                 for (int i = 0; i < n; i++) {
                     why.append(i == 0 ? "" : ",").append(c[i].key()).append(':');
-                    c[i].explainLoad(why);
+                    c[i].loadEstimate().explain(why);
                 }
             }
             return best;

@@ -16,9 +16,17 @@ public final class RouteEvent {
     static final int ROUTE = 1;
     /** Nothing to decide: makes a busy-spinning or sleeping routing thread run its batch start (swap, probes). */
     static final int WAKE = 2;
+    /**
+     * An operator's drain or undrain of {@link #drainTarget} ({@link RoutingStage#drain}): applied by the routing
+     * stage between the decisions published before it and those after, as a swap is.
+     */
+    static final int DRAIN = 8;
 
     int type;
     RouteRequest request;
+    /** {@link #DRAIN}: the endpoint and whether it is drained from now on. */
+    EndpointState drainTarget;
+    boolean drainOn;
     RouterPort port;
     Rule rule;
     RouteRequest.Role role = RouteRequest.Role.ANY;
@@ -121,6 +129,7 @@ public final class RouteEvent {
     }
 
     void clear() {
+        drainTarget = null;
         gate = null;
         request = null;
         port = null;

@@ -342,12 +342,12 @@ public final class RouterPort implements Runnable {
             long dr = r - appliedReleased[id];
             if (dp != 0 && byId[id] != null) {
                 appliedPrefillDone[id] = p;
-                byId[id].onPrefillDone(dp);
+                byId[id].loadEstimate().onPrefillDone(dp);
                 for (int k = 0; k < RANKS; k++) {
                     int i = id * RANKS + k;
                     long rp = (long) LONGS.getAcquire(c.rankPrefillDone, i);
                     if (rp != appliedRankPrefillDone[i]) {
-                        byId[id].onRankPrefillDone(k, rp - appliedRankPrefillDone[i]);
+                        byId[id].rankLoad().onPrefillDone(k, rp - appliedRankPrefillDone[i]);
                         appliedRankPrefillDone[i] = rp;
                     }
                 }
@@ -360,7 +360,7 @@ public final class RouterPort implements Runnable {
                     int i = id * RANKS + k;
                     long rd = (long) LONGS.getAcquire(c.rankDone, i);
                     if (rd != appliedRankDone[i]) {
-                        byId[id].onRankCompleted(k, rd - appliedRankDone[i]);
+                        byId[id].rankLoad().onCompleted(k, rd - appliedRankDone[i]);
                         appliedRankDone[i] = rd;
                     }
                 }

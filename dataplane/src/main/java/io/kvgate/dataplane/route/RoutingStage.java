@@ -6,6 +6,7 @@ import com.lmax.disruptor.EventHandler;
 import com.lmax.disruptor.EventPoller;
 import com.lmax.disruptor.EventTranslatorTwoArg;
 import com.lmax.disruptor.ExceptionHandler;
+import com.lmax.disruptor.InsufficientCapacityException;
 import com.lmax.disruptor.RingBuffer;
 import com.lmax.disruptor.WaitStrategy;
 import com.lmax.disruptor.YieldingWaitStrategy;
@@ -125,6 +126,8 @@ public final class RoutingStage implements AutoCloseable {
     private volatile RouterPort[] ports = new RouterPort[0];
     private final AtomicReference<RouteTable> pendingSwap = new AtomicReference<>();
     private volatile boolean probesPending;
+    /** The ring sequence of the last operator drain command applied (routing thread writes, the operator waits on it). */
+    private volatile long drainAppliedSeq = -1;
     /** The applied table: written by the routing thread (and the constructor), read by I/O threads. */
     private volatile RouteTable table;
     /** LoRA adapters discovered on the endpoints (written by the model probe, read by I/O threads). */
@@ -275,6 +278,50 @@ public final class RoutingStage implements AutoCloseable {
             }
             LockSupport.parkNanos(50_000);
         }
+    }
+
+    /**
+     * An operator's drain ({@code on}) or undrain of {@code ep} (admin thread, never an I/O thread): a command through
+     * the ring, applied by the routing thread after every request published before it and before any published after
+     * it, so the endpoint has one writer. Returns once it is applied (bounded wait), or false when the ring is full or
+     * the stage did not come to it within 5 s (the operator retries). In io mode a call on the stage's own loop applies
+     * it before it returns (never from inside a decision's delivery: refused with IllegalStateException).
+     */
+    public boolean drain(EndpointState ep, boolean on) {
+        boolean onRunner = invoker != null && invoker.inEventLoop();
+        if (onRunner && cycling) {
+            throw new IllegalStateException("an endpoint cannot be drained from inside a routing decision's delivery");
+        }
+        long seq;
+        try {
+            seq = ring.tryNext();
+        } catch (InsufficientCapacityException full) {
+            return false;
+        }
+        RouteEvent e = ring.get(seq);
+        e.type = RouteEvent.DRAIN;
+        e.drainTarget = ep;
+        e.drainOn = on;
+        ring.publish(seq);
+        if (onRunner) {
+            runDutyCycle();
+        } else {
+            wakeRouter();
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (drainAppliedSeq < seq) {
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            LockSupport.parkNanos(50_000);
+        }
+        return true;
+    }
+
+    /** A drain command came up in the ring (routing thread). */
+    private void applyDrain(RouteEvent e, long sequence) {
+        e.drainTarget.drained(e.drainOn);
+        drainAppliedSeq = sequence;
     }
 
     /**
@@ -515,6 +562,8 @@ public final class RoutingStage implements AutoCloseable {
             try {
                 if (e.type == RouteEvent.ROUTE) {
                     route(e);
+                } else if (e.type == RouteEvent.DRAIN) {
+                    applyDrain(e, sequence);
                 }
                 e.clear();
             } catch (RuntimeException | Error ex) {
@@ -534,6 +583,8 @@ public final class RoutingStage implements AutoCloseable {
         public void onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
             if (e.type == RouteEvent.ROUTE) {
                 route(e);
+            } else if (e.type == RouteEvent.DRAIN) {
+                applyDrain(e, sequence);
             }
             e.clear();
             if (endOfBatch) {
@@ -560,7 +611,7 @@ public final class RoutingStage implements AutoCloseable {
             if (probesPending) {
                 probesPending = false;
                 for (EndpointState ep : table.endpointArray()) {
-                    ep.applyProbeReport();
+                    ep.breaker().applyProbeReport();
                 }
             }
             long now = clock.nanoTime();
@@ -568,7 +619,7 @@ public final class RoutingStage implements AutoCloseable {
             long staleNs = table.config().load().staleMs() * 1_000_000L;
             boolean peerDecay = table.config().load().decaysPeers();
             for (EndpointState ep : table.endpointArray()) {
-                ep.refreshLoad(now, staleNs, peerDecay); // the scraper's newest reading, if fresh
+                ep.loadEstimate().refresh(now, staleNs, peerDecay); // the scraper's newest reading, if fresh
             }
             admitWaiting(now);
         } catch (RuntimeException | Error ex) {

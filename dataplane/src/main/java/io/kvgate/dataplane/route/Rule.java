@@ -115,7 +115,7 @@ public final class Rule {
         }
         int min = 0;
         for (EndpointState ep : endpoints) {
-            int v = ep.engineContextLen();
+            int v = ep.facts().engineContextLen();
             if (v > 0 && (min == 0 || v < min)) {
                 min = v;
             }
@@ -130,10 +130,10 @@ public final class Rule {
      * endpoint mounts it. I/O threads, per request; the array is cached until an endpoint's reading changes.
      */
     public int[] endpointsServing(boolean chat) {
-        int bit = EndpointState.routeBit(chat);
+        int bit = EngineFacts.routeBit(chat);
         boolean excluded = false;
         for (EndpointState ep : endpoints) {
-            if ((ep.unmountedRoutes() & bit) != 0) {
+            if ((ep.facts().unmountedRoutes() & bit) != 0) {
                 excluded = true;
                 break;
             }
@@ -149,7 +149,7 @@ public final class Rule {
         return chat ? c.chat : c.completions;
     }
 
-    /** The endpoints serving each route for one reading of the endpoints' {@link EndpointState#unmountedRoutes}. */
+    /** The endpoints serving each route for one reading of the endpoints' {@link EngineFacts#unmountedRoutes}. */
     private static final class RouteServers {
         final int[] unmounted;
         final int[] chat;
@@ -158,10 +158,10 @@ public final class Rule {
         RouteServers(EndpointState[] eps) {
             unmounted = new int[eps.length];
             for (int i = 0; i < eps.length; i++) {
-                unmounted[i] = eps[i].unmountedRoutes();
+                unmounted[i] = eps[i].facts().unmountedRoutes();
             }
-            chat = serving(eps, unmounted, EndpointState.ROUTE_CHAT);
-            completions = serving(eps, unmounted, EndpointState.ROUTE_COMPLETIONS);
+            chat = serving(eps, unmounted, EngineFacts.ROUTE_CHAT);
+            completions = serving(eps, unmounted, EngineFacts.ROUTE_COMPLETIONS);
         }
 
         private static int[] serving(EndpointState[] eps, int[] unmounted, int bit) {
@@ -171,7 +171,7 @@ public final class Rule {
 
         boolean matches(EndpointState[] eps) {
             for (int i = 0; i < eps.length; i++) {
-                if (eps[i].unmountedRoutes() != unmounted[i]) {
+                if (eps[i].facts().unmountedRoutes() != unmounted[i]) {
                     return false;
                 }
             }

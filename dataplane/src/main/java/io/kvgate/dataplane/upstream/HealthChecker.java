@@ -3,8 +3,8 @@ package io.kvgate.dataplane.upstream;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RoutingStage;
+import io.kvgate.dataplane.route.Rule;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
@@ -102,7 +102,7 @@ public final class HealthChecker implements AutoCloseable {
                 if (seen.add(ep)) {
                     // An endpoint listed by several rules is probed once, with the first rule's health override.
                     probe(ep, r.profile().answers503WhileLoading(), r.config().health());
-                    if (r.config().session().pinSlot() && ep.engineSlots() == 0) {
+                    if (r.config().session().pinSlot() && ep.facts().engineSlots() == 0) {
                         readSlotCount(ep);
                     }
                 }
@@ -197,7 +197,7 @@ public final class HealthChecker implements AutoCloseable {
                                 try {
                                     var slots = SLOTS_JSON.readTree(r.content().toString(java.nio.charset.StandardCharsets.UTF_8));
                                     if (slots != null && slots.isArray() && !slots.isEmpty()) {
-                                        ep.engineSlots(slots.size());
+                                        ep.facts().engineSlots(slots.size());
                                     }
                                 } catch (Exception ignored) {
                                     // Not the array llama-server answers: the slot count stays unknown.

@@ -170,17 +170,17 @@ class EngineLoadScraperSystemTest {
         EndpointState eb = rules.get(0).endpoints().get(1);
         start(rules, new AtomicReference<>(load(true, 1 << 20)));
         await("five scrapes of each", () -> scraper.scrapes(ea.key(), Result.OK) >= 5 && scraper.scrapes(eb.key(), Result.OK) >= 5);
-        EngineReading r = ea.lastReading();
+        EngineReading r = ea.loadEstimate().lastReading();
         assertNotNull(r);
         assertEquals(2, r.ranks());
         assertEquals(3, r.running(0));
         assertEquals(2, r.waiting(0));
         assertEquals(0.25, r.kvUsage(1));
-        assertEquals(8, eb.lastReading().runningTotal() + eb.lastReading().waitingTotal());
+        assertEquals(8, eb.loadEstimate().lastReading().runningTotal() + eb.loadEstimate().lastReading().waitingTotal());
         assertEquals(2, clientPorts.size(), "one kept-alive connection per endpoint for all its scrapes: " + clientPorts);
 
         pages.put(pa, VLLM_PAGE.replace("} 3.0", "} 9.0"));
-        await("the new value", () -> ea.lastReading().running(0) == 9);
+        await("the new value", () -> ea.loadEstimate().lastReading().running(0) == 9);
 
         String text = scrape(scraper);
         assertTrue(text.contains("kvgate_engine_load_running{endpoint=\"" + ea.key() + "\",rank=\"0\"} 9.0\n"), text);
@@ -201,17 +201,17 @@ class EngineLoadScraperSystemTest {
         EndpointState ea = rules.get(0).endpoints().get(0);
         start(rules, new AtomicReference<>(load(true, 1 << 20)));
         await("two scrapes", () -> scraper.scrapes(ea.key(), Result.OK) >= 2);
-        assertEquals(4, ea.lastReading().running(0));
-        assertEquals(5, ea.lastReading().waiting(0));
+        assertEquals(4, ea.loadEstimate().lastReading().running(0));
+        assertEquals(5, ea.loadEstimate().lastReading().waiting(0));
         assertTrue(scraper.malformedLines(ea.key()) >= 4, "two bad lines per page: " + scraper.malformedLines(ea.key()));
         assertEquals(0, scraper.malformedLines(ea.key()) % 2);
 
         pages.put(pa, "\u0000\u0001 binary \u00ff\n{\n");
         long before = scraper.scrapes(ea.key(), Result.NO_METRICS);
         await("pages with no load family", () -> scraper.scrapes(ea.key(), Result.NO_METRICS) >= before + 2);
-        assertEquals(5, ea.lastReading().waiting(0), "nothing published: the last reading ages instead");
+        assertEquals(5, ea.loadEstimate().lastReading().waiting(0), "nothing published: the last reading ages instead");
         pages.put(pa, "vllm:num_requests_running{engine=\"0\"} 1\n");
-        await("back to a good page", () -> ea.lastReading().running(0) == 1);
+        await("back to a good page", () -> ea.loadEstimate().lastReading().running(0) == 1);
     }
 
     @Test
@@ -232,9 +232,9 @@ class EngineLoadScraperSystemTest {
         start(rules, new AtomicReference<>(load(true, 1024)));
         await("each endpoint's failure twice", () -> scraper.scrapes(ea.key(), Result.NOT_FOUND) >= 2
             && scraper.scrapes(eb.key(), Result.TOO_LARGE) >= 2 && scraper.scrapes(ec.key(), Result.CONNECT_ERROR) >= 2);
-        assertNull(ea.lastReading());
-        assertNull(eb.lastReading(), "a page over load.max_body_bytes is not read at all");
-        assertNull(ec.lastReading());
+        assertNull(ea.loadEstimate().lastReading());
+        assertNull(eb.loadEstimate().lastReading(), "a page over load.max_body_bytes is not read at all");
+        assertNull(ec.loadEstimate().lastReading());
         assertEquals(0, scraper.scrapes(ea.key(), Result.OK));
         String m = scrape(scraper);
         assertTrue(m.contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ea.key() + "\",result=\"not_found\"} "), m);
@@ -249,7 +249,7 @@ class EngineLoadScraperSystemTest {
             EndpointState ep = rules.get(0).endpoints().get(0);
             start(rules, new AtomicReference<>(new GatewayConfig.Load(true, 20, 2_000, 50, 1 << 20, "/metrics")));
             await("two timed-out scrapes", () -> scraper.scrapes(ep.key(), Result.TIMEOUT) >= 2);
-            assertNull(ep.lastReading());
+            assertNull(ep.loadEstimate().lastReading());
             assertEquals(0, scraper.scrapes(ep.key(), Result.OK));
         }
     }
@@ -264,10 +264,10 @@ class EngineLoadScraperSystemTest {
         AtomicReference<GatewayConfig.Load> cfg = new AtomicReference<>(load(true, 1 << 20));
         SteppedRounds rounds = new SteppedRounds();
         start(rules, cfg, rounds); // the first round runs at start and scrapes
-        await("a reading", () -> ea.lastReading() != null);
+        await("a reading", () -> ea.loadEstimate().lastReading() != null);
         cfg.set(load(false, 1 << 20));
         rounds.step();
-        assertNull(ea.lastReading(), "withdrawn by the first round that saw load.enabled false");
+        assertNull(ea.loadEstimate().lastReading(), "withdrawn by the first round that saw load.enabled false");
         long startedThen = scraper.scrapesStarted();
         int servedThen = served.get();
         for (int i = 0; i < 5; i++) {
@@ -276,7 +276,7 @@ class EngineLoadScraperSystemTest {
         assertEquals(startedThen, scraper.scrapesStarted(), "load.enabled false: five rounds ran, none scraped");
         cfg.set(load(true, 1 << 20));
         rounds.step();
-        await("scraping again", () -> ea.lastReading() != null);
+        await("scraping again", () -> ea.loadEstimate().lastReading() != null);
         // The engine saw exactly the one scrape of the round that turned scraping back on.
         assertEquals(servedThen + 1, served.get());
     }

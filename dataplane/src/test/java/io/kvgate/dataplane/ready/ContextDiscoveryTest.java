@@ -54,18 +54,18 @@ class ContextDiscoveryTest {
         List<String> infos = new ArrayList<>();
         ContextDiscovery d = new ContextDiscovery(warnings::add, infos::add);
         assertEquals(0, r.contextLength(), "unknown until an endpoint states it");
-        r.endpoints().get(0).engineContextLen(8192);
+        r.endpoints().get(0).facts().engineContextLen(8192);
         d.review(t.rules());
         assertEquals(8192, r.contextLength());
         assertEquals(List.of("rule 'r': context length 8192 tokens (from its endpoints)"), infos);
-        r.endpoints().get(1).engineContextLen(4096);
+        r.endpoints().get(1).facts().engineContextLen(4096);
         d.review(t.rules());
         d.review(t.rules());
         assertEquals(4096, r.contextLength(), "a request may reach either endpoint: the smallest");
         assertEquals(List.of("rule 'r': its endpoints disagree on the context length (127.0.0.1:9001: 8192,"
             + " 127.0.0.1:9002: 4096); requests are checked against the smallest, 4096 tokens"), warnings, "once, not per round");
         assertEquals(warnings.get(0), ContextDiscovery.problem(r), "the read-back shows it too");
-        r.endpoints().get(0).engineContextLen(4096);
+        r.endpoints().get(0).facts().engineContextLen(4096);
         d.review(t.rules());
         assertNull(ContextDiscovery.problem(r));
         assertEquals(2, infos.size(), "agreeing again is reported as the new value");
@@ -77,7 +77,7 @@ class ContextDiscoveryTest {
         Rule r = t.rules().get(0);
         List<String> warnings = new ArrayList<>();
         ContextDiscovery d = new ContextDiscovery(warnings::add, s -> { });
-        r.endpoints().get(1).engineContextLen(4096);
+        r.endpoints().get(1).facts().engineContextLen(4096);
         d.review(t.rules());
         assertEquals(8192, r.contextLength(), "configured: the operator's word");
         assertEquals(1, warnings.size());

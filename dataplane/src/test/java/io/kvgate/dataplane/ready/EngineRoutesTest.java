@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.RuleConfig.Engine;
 import io.kvgate.dataplane.engine.EngineProfiles;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.EngineFacts;
 import org.junit.jupiter.api.Test;
 
 /** Reading which completion routes an engine serves (review row 27). */
@@ -18,9 +19,9 @@ class EngineRoutesTest {
         assertEquals("/openapi.json", EngineProfiles.of(Engine.VLLM).routesPath());
         assertEquals(0, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM), JSON.readTree(
             "{\"paths\":{\"/v1/chat/completions\":{\"post\":{}},\"/v1/completions\":{\"post\":{}},\"/health\":{\"get\":{}}}}")));
-        assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM),
+        assertEquals(EngineFacts.ROUTE_CHAT | EngineFacts.ROUTE_COMPLETIONS, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM),
             JSON.readTree("{\"paths\":{\"/v1/embeddings\":{\"post\":{}},\"/pooling\":{\"post\":{}}}}")), "a pooling server");
-        assertEquals(EndpointState.ROUTE_COMPLETIONS, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM),
+        assertEquals(EngineFacts.ROUTE_COMPLETIONS, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM),
             JSON.readTree("{\"paths\":{\"/v1/chat/completions\":{\"post\":{}}}}")));
         assertEquals(-1, EngineRoutes.unmounted(EngineProfiles.of(Engine.VLLM), JSON.readTree("{\"detail\":\"Not Found\"}")), "says nothing");
     }
@@ -28,7 +29,7 @@ class EngineRoutesTest {
     @Test
     void sglangsServerInfoSaysWhetherItIsAnEmbeddingServer() throws Exception {
         assertEquals("/server_info", EngineProfiles.of(Engine.SGLANG).routesPath());
-        assertEquals(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS,
+        assertEquals(EngineFacts.ROUTE_CHAT | EngineFacts.ROUTE_COMPLETIONS,
             EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"is_embedding\":true}")));
         assertEquals(0, EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"is_embedding\":false}")));
         assertEquals(-1, EngineRoutes.unmounted(EngineProfiles.of(Engine.SGLANG), JSON.readTree("{\"context_length\":8192}")));
@@ -45,11 +46,11 @@ class EngineRoutesTest {
         io.kvgate.control.config.RuleConfig none = rule("none");
         io.kvgate.control.config.RuleConfig hermes = rule("hermes");
         assertNull(EngineRoutes.parserMismatch(none, ep), "unknown: nothing to say");
-        ep.statedToolCallParser("");
+        ep.facts().statedToolCallParser("");
         assertNull(EngineRoutes.parserMismatch(none, ep));
         assertEquals("rule 'r' declares tool_call_parser hermes but endpoint 127.0.0.1:9001 runs none (its GET"
             + " /server_info)", EngineRoutes.parserMismatch(hermes, ep));
-        ep.statedToolCallParser("qwen25");
+        ep.facts().statedToolCallParser("qwen25");
         assertEquals("rule 'r' declares tool_call_parser none but endpoint 127.0.0.1:9001 runs qwen25 (its GET"
             + " /server_info)", EngineRoutes.parserMismatch(none, ep));
         assertNull(EngineRoutes.parserMismatch(rule("qwen25"), ep));
@@ -65,6 +66,6 @@ class EngineRoutesTest {
         assertNull(EngineProfiles.of(Engine.TRTLLM).routesPath());
         assertNull(EngineProfiles.of(Engine.LLAMACPP).routesPath());
         assertEquals("/v1/chat/completions and /v1/completions",
-            EngineRoutes.describe(EndpointState.ROUTE_CHAT | EndpointState.ROUTE_COMPLETIONS));
+            EngineRoutes.describe(EngineFacts.ROUTE_CHAT | EngineFacts.ROUTE_COMPLETIONS));
     }
 }

@@ -9,6 +9,7 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.Policies;
 import io.kvgate.dataplane.route.RouteTable;
+import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.ingest.zmq.SubscriberStatus;
 import java.util.List;
 import java.util.Set;
@@ -146,7 +147,9 @@ class ReadinessTest {
             + "(127.0.0.1:9102: not probed yet)"), r.evaluateEngines().waitingFor());
         r.recordModels("127.0.0.1:9102", Set.of("m"), null);
         assertTrue(r.evaluateEngines().ready());
-        registry.get("127.0.0.1:9102").drained(true);
+        try (RoutingStage router = new RoutingStage(t.config().router(), t, clock)) {
+            assertTrue(router.drain(registry.get("127.0.0.1:9102"), true)); // operator drain: a command through the router
+        }
         assertEquals(List.of("rule pd: no healthy endpoint in the decode pool lists model 'm' in /v1/models "
             + "(127.0.0.1:9102: drained)"), r.evaluateEngines().waitingFor());
     }

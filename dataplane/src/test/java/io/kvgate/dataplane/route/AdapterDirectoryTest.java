@@ -81,7 +81,7 @@ class AdapterDirectoryTest {
                 assertSame(r.endpoints().get(2), decide(r, e, clock.nanoTime()), policy + " pick " + i);
             }
             r.endpoints().get(2).reportProbe(false);
-            r.endpoints().get(2).applyProbeReport();
+            r.endpoints().get(2).breaker().applyProbeReport();
             assertNull(decide(r, event(r).servedBy(only), clock.nanoTime()), policy + ": the one serving endpoint is down: 503");
         }
     }

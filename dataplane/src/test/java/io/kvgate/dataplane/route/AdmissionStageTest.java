@@ -240,7 +240,7 @@ class AdmissionStageTest {
         stage = null;
 
         Rule r = start(runner, ADMISSION, 1);
-        r.endpoints().get(0).drained(true);
+        assertTrue(stage.drain(r.endpoints().get(0), true));
         Req q = route(r, PriorityClass.BATCH, 1);
         await(() -> q.answers == 1, "answered at once");
         assertNull(q.endpoint);

@@ -13,7 +13,6 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.clock.ManualClock;
-import io.kvgate.dataplane.route.EndpointState.Breaker;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -36,10 +35,10 @@ class BreakerTest {
     void consecutiveFailuresOpenTheBreakerAndNothingIsRoutedWhileOpen() {
         request(Outcome.FAILURE);
         request(Outcome.FAILURE);
-        assertEquals(Breaker.CLOSED, ep.breaker());
+        assertEquals(Breaker.State.CLOSED, ep.breaker().state());
         request(Outcome.FAILURE);
-        assertEquals(Breaker.OPEN, ep.breaker());
-        assertEquals(1, ep.breakerOpens.get());
+        assertEquals(Breaker.State.OPEN, ep.breaker().state());
+        assertEquals(1, ep.breaker().opens());
         assertNull(decide(rule, event(rule), clock.nanoTime()));
         clock.advance(999, TimeUnit.MILLISECONDS);
         assertNull(decide(rule, event(rule), clock.nanoTime()), "still open 1 ms before the period ends");
@@ -52,10 +51,10 @@ class BreakerTest {
         request(Outcome.SUCCESS); // e.g. a 4xx: the engine answered
         request(Outcome.FAILURE);
         request(Outcome.FAILURE);
-        assertEquals(Breaker.CLOSED, ep.breaker());
+        assertEquals(Breaker.State.CLOSED, ep.breaker().state());
         request(Outcome.RELEASED); // client went away: no verdict, no reset either
         request(Outcome.FAILURE);
-        assertEquals(Breaker.OPEN, ep.breaker());
+        assertEquals(Breaker.State.OPEN, ep.breaker().state());
     }
 
     @Test
@@ -63,10 +62,10 @@ class BreakerTest {
         openBreaker();
         clock.advance(1, TimeUnit.SECONDS);
         assertSame(ep, decide(rule, event(rule), clock.nanoTime()), "the trial request");
-        assertEquals(Breaker.HALF_OPEN, ep.breaker());
+        assertEquals(Breaker.State.HALF_OPEN, ep.breaker().state());
         assertNull(decide(rule, event(rule), clock.nanoTime()), "only one trial at a time");
         finish(ep, Outcome.SUCCESS, clock.nanoTime());
-        assertEquals(Breaker.CLOSED, ep.breaker());
+        assertEquals(Breaker.State.CLOSED, ep.breaker().state());
         assertSame(ep, decide(rule, event(rule), clock.nanoTime()));
     }
 
@@ -75,8 +74,8 @@ class BreakerTest {
         openBreaker();
         clock.advance(1, TimeUnit.SECONDS);
         request(Outcome.FAILURE);
-        assertEquals(Breaker.OPEN, ep.breaker());
-        assertEquals(2, ep.breakerOpens.get());
+        assertEquals(Breaker.State.OPEN, ep.breaker().state());
+        assertEquals(2, ep.breaker().opens());
         clock.advance(999, TimeUnit.MILLISECONDS);
         assertNull(decide(rule, event(rule), clock.nanoTime()));
         clock.advance(1, TimeUnit.MILLISECONDS);
@@ -88,7 +87,7 @@ class BreakerTest {
         openBreaker();
         clock.advance(1, TimeUnit.SECONDS);
         request(Outcome.RELEASED);
-        assertEquals(Breaker.HALF_OPEN, ep.breaker());
+        assertEquals(Breaker.State.HALF_OPEN, ep.breaker().state());
         assertSame(ep, decide(rule, event(rule), clock.nanoTime()), "a new trial");
     }
 
@@ -96,20 +95,20 @@ class BreakerTest {
     void aPassingProbeLetsATrialThroughBeforeThePeriodEnds() {
         openBreaker();
         ep.reportProbe(true);
-        assertEquals(Breaker.OPEN, ep.breaker(), "a probe report changes nothing until the routing stage applies it");
-        ep.applyProbeReport();
-        assertEquals(Breaker.HALF_OPEN, ep.breaker());
+        assertEquals(Breaker.State.OPEN, ep.breaker().state(), "a probe report changes nothing until the routing stage applies it");
+        ep.breaker().applyProbeReport();
+        assertEquals(Breaker.State.HALF_OPEN, ep.breaker().state());
         assertSame(ep, decide(rule, event(rule), clock.nanoTime()));
     }
 
     @Test
     void aFailingProbeTakesTheEndpointOutUntilAPassingOne() {
         ep.reportProbe(false);
-        ep.applyProbeReport();
+        ep.breaker().applyProbeReport();
         assertFalse(ep.probeHealthy());
         assertNull(decide(rule, event(rule), clock.nanoTime()));
         ep.reportProbe(true);
-        ep.applyProbeReport();
+        ep.breaker().applyProbeReport();
         assertTrue(ep.probeHealthy());
         assertSame(ep, decide(rule, event(rule), clock.nanoTime()));
     }
@@ -121,7 +120,7 @@ class BreakerTest {
         ep.onRouted(now);
         openBreaker();
         finish(ep, Outcome.SUCCESS, clock.nanoTime());
-        assertEquals(Breaker.OPEN, ep.breaker(), "a late success from before the opening does not close it");
+        assertEquals(Breaker.State.OPEN, ep.breaker().state(), "a late success from before the opening does not close it");
         finish(ep, Outcome.FAILURE, clock.nanoTime());
         assertEquals(0, ep.outstanding());
     }
@@ -130,6 +129,6 @@ class BreakerTest {
         request(Outcome.FAILURE);
         request(Outcome.FAILURE);
         request(Outcome.FAILURE);
-        assertEquals(Breaker.OPEN, ep.breaker());
+        assertEquals(Breaker.State.OPEN, ep.breaker().state());
     }
 }

@@ -57,8 +57,8 @@ class DecisionAllocationTest {
         EndpointState[] eps = r.candidates(RouteRequest.Role.ANY);
         long now = clock.nanoTime();
         for (int i = 0; i < eps.length; i++) {
-            eps[i].publishReading(new EngineReading(now, 0, 0, new int[] {i * 3}, new int[] {i}, new double[] {0.1 * i}));
-            eps[i].refreshLoad(now, Long.MAX_VALUE);
+            eps[i].loadEstimate().publishReading(new EngineReading(now, 0, 0, new int[] {i * 3}, new int[] {i}, new double[] {0.1 * i}));
+            eps[i].loadEstimate().refresh(now, Long.MAX_VALUE);
         }
         RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
             .sendsDpRank(true);
@@ -87,12 +87,12 @@ class DecisionAllocationTest {
         int rank = e.chosenRank;
         ep.onRouted(now, e.uncachedTokens, rank);
         for (EndpointState x : eps) {
-            x.refreshLoad(now, Long.MAX_VALUE);
+            x.loadEstimate().refresh(now, Long.MAX_VALUE);
         }
-        ep.onPrefillDone(e.uncachedTokens);
+        ep.loadEstimate().onPrefillDone(e.uncachedTokens);
         if (rank >= 0) {
-            ep.onRankPrefillDone(rank, e.uncachedTokens);
-            ep.onRankCompleted(rank, 1);
+            ep.rankLoad().onPrefillDone(rank, e.uncachedTokens);
+            ep.rankLoad().onCompleted(rank, 1);
         }
         ep.onCompleted(1, 0, 0, 5, 1, now);
     }
@@ -188,11 +188,11 @@ class DecisionAllocationTest {
             if (decisions[0]++ % 50 == 0) {
                 EngineReading[] next = readings[(int) (decisions[0] / 50)];
                 for (int i = 0; i < eps.length; i++) {
-                    eps[i].publishReading(next[i]);
+                    eps[i].loadEstimate().publishReading(next[i]);
                 }
             }
             for (EndpointState x : eps) {
-                x.refreshLoad(now, Long.MAX_VALUE, true);
+                x.loadEstimate().refresh(now, Long.MAX_VALUE, true);
             }
             why.setLength(0);
             e.uncachedTokens = 0;
@@ -200,10 +200,10 @@ class DecisionAllocationTest {
             EndpointState ep = p.choose(eps, e, now, why);
             int rank = e.chosenRank;
             ep.onRouted(now, e.uncachedTokens, rank);
-            ep.onPrefillDone(e.uncachedTokens);
+            ep.loadEstimate().onPrefillDone(e.uncachedTokens);
             if (rank >= 0) {
-                ep.onRankPrefillDone(rank, e.uncachedTokens);
-                ep.onRankCompleted(rank, 1);
+                ep.rankLoad().onPrefillDone(rank, e.uncachedTokens);
+                ep.rankLoad().onCompleted(rank, 1);
             }
             ep.onCompleted(1, 0, 0, 5, 1, now + 500_000);
             clock.advance(1, java.util.concurrent.TimeUnit.MILLISECONDS);
@@ -211,8 +211,8 @@ class DecisionAllocationTest {
         for (int i = 0; i < 50_000; i++) {
             one.run();
         }
-        double weight = eps[0].sampleWeight();
-        assertTrue(eps[0].lifetimeNs() > 0 && weight < 1.0 && weight > 0.0, "aged: lifetime " + eps[0].lifetimeNs() + " weight " + weight);
+        double weight = eps[0].loadEstimate().sampleWeight();
+        assertTrue(eps[0].loadEstimate().lifetimeNs() > 0 && weight < 1.0 && weight > 0.0, "aged: lifetime " + eps[0].loadEstimate().lifetimeNs() + " weight " + weight);
         long best = Long.MAX_VALUE;
         for (int run = 0; run < 5; run++) {
             long before = threads.getCurrentThreadAllocatedBytes();

@@ -85,8 +85,8 @@ class DpRankRoutingTest {
         assertSame(dp, decide(r, e, why, clock.nanoTime()));
         assertEquals(1, e.chosenRank(), "rank 1 holds all 8 blocks, rank 0 only 2");
         assertEquals(0, e.uncachedTokens());
-        assertEquals(1, dp.rankOutstanding(1));
-        assertEquals(0, dp.rankOutstanding(0));
+        assertEquals(1, dp.rankLoad().outstanding(1));
+        assertEquals(0, dp.rankLoad().outstanding(0));
         String w = why.toString();
         assertTrue(w.contains("matched=127.0.0.1:20000#0:2@GPU,127.0.0.1:20000#1:8@GPU,127.0.0.1:20001:5@GPU"), w);
         assertTrue(w.contains("127.0.0.1:20000#1:1(engine=unknown local=1)") || w.contains("127.0.0.1:20000#1:0(engine=unknown local=0)"), w);
@@ -104,9 +104,9 @@ class DpRankRoutingTest {
     /** A reading of {@code ep}'s two ranks taken now, taken up by the routing stage. */
     private void engineSays(EndpointState ep, int rank0, int rank1) {
         long now = clock.nanoTime();
-        ep.publishReading(new EngineReading(now, ep.routedTotal(), ep.completedTotal(), new long[0], new long[0],
+        ep.loadEstimate().publishReading(new EngineReading(now, ep.loadEstimate().routedTotal(), ep.loadEstimate().completedTotal(), new long[0], new long[0],
             new int[] {rank0, rank1}, new int[] {0, 0}, new double[] {0.1, 0.1}));
-        ep.refreshLoad(now, STALE_NS);
+        ep.loadEstimate().refresh(now, STALE_NS);
     }
 
     @Test
@@ -123,16 +123,16 @@ class DpRankRoutingTest {
         }
         clock.advance(250, TimeUnit.MILLISECONDS);
         engineSays(dp, 8, 0); // another gateway's burst on rank 0 at the scrape
-        assertEquals(8, dp.rankLoad(0), "a reading just taken counts in full");
+        assertEquals(8, dp.rankLoad().load(0), "a reading just taken counts in full");
         clock.advance(150, TimeUnit.MILLISECONDS); // three lifetimes
-        dp.refreshLoad(clock.nanoTime(), STALE_NS);
+        dp.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
         double keep = Math.exp(-250.0 / 2_000);
         double mean = (1 - keep) * 8;
-        assertEquals(Math.round(mean + (8 - mean) * Math.exp(-3)), dp.rankLoad(0));
-        assertEquals(mean + (8 - mean) * Math.exp(-3), dp.rankCost(0, 0), 1e-6, "the rank's mean plus its aged sample");
-        assertEquals(0, dp.rankLoad(1));
-        dp.refreshLoad(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none
-        assertEquals(8, dp.rankLoad(0));
+        assertEquals(Math.round(mean + (8 - mean) * Math.exp(-3)), dp.rankLoad().load(0));
+        assertEquals(mean + (8 - mean) * Math.exp(-3), dp.rankLoad().cost(0, 0), 1e-6, "the rank's mean plus its aged sample");
+        assertEquals(0, dp.rankLoad().load(1));
+        dp.loadEstimate().refresh(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none
+        assertEquals(8, dp.rankLoad().load(0));
     }
 
     @Test
@@ -144,16 +144,16 @@ class DpRankRoutingTest {
         cache(r, dp, 1, p, 8);
         long now = clock.nanoTime();
         // The engine says rank 0 runs 9 requests (another gateway's), rank 1 none.
-        dp.publishReading(new EngineReading(now, dp.routedTotal(), dp.completedTotal(), new long[0], new long[0],
+        dp.loadEstimate().publishReading(new EngineReading(now, dp.loadEstimate().routedTotal(), dp.loadEstimate().completedTotal(), new long[0], new long[0],
             new int[] {9, 0}, new int[] {0, 0}, new double[] {0.5, 0.1}));
-        dp.refreshLoad(now, STALE_NS);
-        assertEquals(9, dp.rankLoad(0));
-        assertEquals(0, dp.rankLoad(1));
+        dp.loadEstimate().refresh(now, STALE_NS);
+        assertEquals(9, dp.rankLoad().load(0));
+        assertEquals(0, dp.rankLoad().load(1));
         assertEquals(9, dp.load(), "the endpoint as a whole");
         RouteEvent e = request(r, p, false);
         assertSame(dp, decide(r, e, new StringBuilder(), now));
         assertEquals(1, e.chosenRank());
-        assertEquals(1, dp.rankLoad(1), "the pinned request counts on its rank at once");
+        assertEquals(1, dp.rankLoad().load(1), "the pinned request counts on its rank at once");
         assertEquals(10, dp.load());
     }
 
@@ -233,22 +233,22 @@ class DpRankRoutingTest {
         dp.onRouted(now, 300, 1);
         dp.onRouted(now, 200, 0);
         dp.onRouted(now, 0, -1); // placed by the engine
-        assertEquals(1, dp.rankOutstanding(1));
+        assertEquals(1, dp.rankLoad().outstanding(1));
         port.prefillDone(dp, 300, 1);
         port.complete(dp, Outcome.SUCCESS, 1);
         port.applyCompletions(byId, 3, 1, now);
-        assertEquals(0, dp.rankOutstanding(1));
-        assertEquals(1, dp.rankOutstanding(0));
+        assertEquals(0, dp.rankLoad().outstanding(1));
+        assertEquals(1, dp.rankLoad().outstanding(0));
         assertEquals(2, dp.outstanding());
-        assertEquals(200, dp.prefillTokens());
-        assertEquals(1, dp.rankCompletedTotal(1));
-        assertEquals(0, dp.rankCompletedTotal(0));
+        assertEquals(200, dp.loadEstimate().prefillTokens());
+        assertEquals(1, dp.rankLoad().completedTotal(1));
+        assertEquals(0, dp.rankLoad().completedTotal(0));
         port.complete(dp, Outcome.RELEASED, -1);
         port.complete(dp, Outcome.FAILURE, 0); // ended without handing its prefill back
         port.applyCompletions(byId, 3, 1, now);
         assertEquals(0, dp.outstanding());
-        assertEquals(0, dp.rankOutstanding(0));
-        assertEquals(0, dp.prefillTokens());
-        assertEquals(0.0, dp.rankCost(0, 1.0), "nothing pinned in flight: no prefill left on the rank");
+        assertEquals(0, dp.rankLoad().outstanding(0));
+        assertEquals(0, dp.loadEstimate().prefillTokens());
+        assertEquals(0.0, dp.rankLoad().cost(0, 1.0), "nothing pinned in flight: no prefill left on the rank");
     }
 }

@@ -14,7 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.clock.ManualClock;
-import io.kvgate.dataplane.route.EndpointState.LoadSource;
+import io.kvgate.dataplane.route.LoadEstimate.LoadSource;
 import io.kvgate.dataplane.route.RuleStats.MissReason;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.BlockIndexConfig;
@@ -47,8 +47,8 @@ class EngineLoadRoutingTest {
 
     /** Publishes a reading of {@code ep} taken now and lets the routing stage take it up. */
     private void engineSays(EndpointState ep, int running, int waiting) {
-        ep.publishReading(reading(ep, clock.nanoTime(), running, waiting));
-        ep.refreshLoad(clock.nanoTime(), STALE_NS);
+        ep.loadEstimate().publishReading(reading(ep, clock.nanoTime(), running, waiting));
+        ep.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
     }
 
     private static String explain(Rule r) {
@@ -105,21 +105,21 @@ class EngineLoadRoutingTest {
         Rule r = rule("    policy: least_outstanding\n", 2);
         EndpointState a = r.endpoints().get(0);
         EndpointState b = r.endpoints().get(1);
-        assertEquals(LoadSource.UNKNOWN, a.loadSource(), "never scraped");
+        assertEquals(LoadSource.UNKNOWN, a.loadEstimate().loadSource(), "never scraped");
         engineSays(a, 10, 0);
-        assertEquals(LoadSource.ENGINE, a.loadSource());
+        assertEquals(LoadSource.ENGINE, a.loadEstimate().loadSource());
         assertSame(b, decide(r, event(r), clock.nanoTime()));
         assertSame(b, decide(r, event(r), clock.nanoTime()));
 
         clock.advance(2_000, TimeUnit.MILLISECONDS); // exactly load.stale_ms old: still fresh
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        b.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(LoadSource.ENGINE, a.loadSource());
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        b.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(LoadSource.ENGINE, a.loadEstimate().loadSource());
         assertEquals(10, a.load());
 
         clock.advance(1, TimeUnit.MILLISECONDS);
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(LoadSource.STALE, a.loadSource());
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(LoadSource.STALE, a.loadEstimate().loadSource());
         assertEquals(0, a.load(), "stale: this gateway's own in-flight count (none)");
         assertEquals(2, b.load());
         assertSame(a, decide(r, event(r), clock.nanoTime()), "0 vs 2 in flight: the stale engine is judged on local counts");
@@ -127,10 +127,10 @@ class EngineLoadRoutingTest {
         assertTrue(why.contains(a.key() + ":1(engine=stale local=1)"), why);
         assertTrue(why.contains(b.key() + ":2(engine=unknown local=2)"), why);
 
-        a.publishReading(reading(a, clock.nanoTime(), 0, 0)); // a reading without the request counts is no reading
-        a.publishReading(new EngineReading(clock.nanoTime(), 0, 0, new int[] {-1}, new int[] {-1}, new double[] {0.5}));
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(LoadSource.UNKNOWN, a.loadSource());
+        a.loadEstimate().publishReading(reading(a, clock.nanoTime(), 0, 0)); // a reading without the request counts is no reading
+        a.loadEstimate().publishReading(new EngineReading(clock.nanoTime(), 0, 0, new int[] {-1}, new int[] {-1}, new double[] {0.5}));
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(LoadSource.UNKNOWN, a.loadEstimate().loadSource());
     }
 
     @Test
@@ -230,7 +230,7 @@ class EngineLoadRoutingTest {
         EndpointState a = decideCharging(r, big, clock.nanoTime());
         EndpointState b = a == r.endpoints().get(0) ? r.endpoints().get(1) : r.endpoints().get(0);
         assertEquals(50_000, big.uncachedTokens(), "nothing of it is cached anywhere");
-        assertEquals(50_000, a.prefillTokens());
+        assertEquals(50_000, a.loadEstimate().prefillTokens());
         assertEquals(1, a.load(), "by request count the two are nearly equal");
         // Four short requests, each fully cached on both: the request counts alone would send the next one to b, then
         // alternate; the 50,000 tokens in prefill count 50 requests, so all of them go to b.
@@ -245,8 +245,8 @@ class EngineLoadRoutingTest {
         assertTrue(why.toString().contains(a.key() + ":1(engine=unknown local=1 prefill_tokens=50000)"), why.toString());
         assertTrue(why.toString().contains("prefill_token_weight=0.001"), why.toString());
         // The first bytes of the long request came back: its prefill is over.
-        a.onPrefillDone(50_000);
-        assertEquals(0, a.prefillTokens());
+        a.loadEstimate().onPrefillDone(50_000);
+        assertEquals(0, a.loadEstimate().prefillTokens());
         assertSame(a, decideCharging(r, request(r, shared), clock.nanoTime()), "1 vs 4 requests: a again");
     }
 
@@ -261,15 +261,15 @@ class EngineLoadRoutingTest {
         RouteEvent first = request(r, p);
         EndpointState got = decideCharging(r, first, clock.nanoTime());
         assertEquals(10 * BLOCK - 6 * BLOCK, first.uncachedTokens(), "the prompt minus its 6 matched blocks");
-        assertEquals(64, got.prefillTokens());
+        assertEquals(64, got.loadEstimate().prefillTokens());
         EndpointState other = got == a ? b : a;
         assertSame(other, decideCharging(r, request(r, p), clock.nanoTime()), "1 vs 0 requests: the tokens weigh nothing");
 
-        assertEquals(64, other.prefillTokens());
+        assertEquals(64, other.loadEstimate().prefillTokens());
         RouteEvent untracked = RouteEvent.of(r, RouteRequest.Role.ANY, p, null, SessionKeys.NONE, false, false);
         decideCharging(r, untracked, clock.nanoTime());
         assertEquals(64, untracked.uncachedTokens(), "the policy found them...");
-        assertEquals(128, a.prefillTokens() + b.prefillTokens(), "...but a request that cannot report its prefill's end is charged nothing");
+        assertEquals(128, a.loadEstimate().prefillTokens() + b.loadEstimate().prefillTokens(), "...but a request that cannot report its prefill's end is charged nothing");
     }
 
     @Test
@@ -282,20 +282,20 @@ class EngineLoadRoutingTest {
         long now = clock.nanoTime();
         a.onRouted(now, 1_000);
         a.onRouted(now, 500);
-        assertEquals(1_500, a.prefillTokens());
+        assertEquals(1_500, a.loadEstimate().prefillTokens());
         port.prefillDone(a, 1_000); // the first request's first bytes
         port.applyCompletions(byId, 3, 1, now);
-        assertEquals(500, a.prefillTokens());
+        assertEquals(500, a.loadEstimate().prefillTokens());
         port.complete(a, Outcome.SUCCESS);
         port.applyCompletions(byId, 3, 1, now);
-        assertEquals(500, a.prefillTokens(), "one request still in flight");
+        assertEquals(500, a.loadEstimate().prefillTokens(), "one request still in flight");
         port.complete(a, Outcome.FAILURE); // ended without handing its charge back
         port.applyCompletions(byId, 3, 1, now);
         assertEquals(0, a.outstanding());
-        assertEquals(0, a.prefillTokens(), "nothing in flight, nothing in prefill");
+        assertEquals(0, a.loadEstimate().prefillTokens(), "nothing in flight, nothing in prefill");
         port.prefillDone(a, 500); // a late hand-back cannot go below zero
         port.applyCompletions(byId, 3, 1, now);
-        assertEquals(0, a.prefillTokens());
+        assertEquals(0, a.loadEstimate().prefillTokens());
     }
 
     // ---- the other gateways' part of a reading, as it ages (load.peer_decay) ----------------------------------
@@ -328,7 +328,7 @@ class EngineLoadRoutingTest {
     }
 
     /** The weight the peers' mean keeps of itself from one scrape to the next. */
-    private static final double KEEP = Math.exp(-(double) SCRAPE_NS / EndpointState.PEER_MEAN_WINDOW_NS);
+    private static final double KEEP = Math.exp(-(double) SCRAPE_NS / LoadEstimate.PEER_MEAN_WINDOW_NS);
 
     @Test
     void withoutAKnownLifetimeTheSampleCountsInFull() {
@@ -339,9 +339,9 @@ class EngineLoadRoutingTest {
         clock.advance(100, TimeUnit.MILLISECONDS);
         engineSays(b, 5, 0); // this gateway's 1 and 4 of other gateways'
         clock.advance(200, TimeUnit.MILLISECONDS);
-        b.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(-1, b.lifetimeNs(), 1e-9, "no completion yet: the lifetime is unknown");
-        assertEquals(1.0, b.sampleWeight(), "unknown lifetime: the sample counts in full, as before");
+        b.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(-1, b.loadEstimate().lifetimeNs(), 1e-9, "no completion yet: the lifetime is unknown");
+        assertEquals(1.0, b.loadEstimate().sampleWeight(), "unknown lifetime: the sample counts in full, as before");
         assertEquals(5, b.load());
     }
 
@@ -350,31 +350,31 @@ class EngineLoadRoutingTest {
         Rule r = rule("    policy: least_outstanding\n", 2);
         EndpointState a = r.endpoints().get(0);
         ownRequestsLive(100, new int[] {0}, a); // no other gateway's requests so far: their mean is 0
-        assertEquals(TimeUnit.MILLISECONDS.toNanos(100), a.lifetimeNs(), 1, "Little's law over this gateway's requests");
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(100), a.loadEstimate().lifetimeNs(), 1, "Little's law over this gateway's requests");
         engineSays(a, 4, 0); // a burst of other gateways' requests at the scrape
         double mean = (1 - KEEP) * 4;
-        assertEquals(1.0, a.sampleWeight(), "a reading just taken counts in full");
+        assertEquals(1.0, a.loadEstimate().sampleWeight(), "a reading just taken counts in full");
         assertEquals(4, a.load());
 
         clock.advance(100, TimeUnit.MILLISECONDS); // one lifetime later
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(Math.exp(-1), a.sampleWeight(), 1e-9);
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(Math.exp(-1), a.loadEstimate().sampleWeight(), 1e-9);
         double expected = mean + (4 - mean) * Math.exp(-1);
-        assertEquals(expected, a.loadEstimate(), 1e-6, "the peers' mean plus the aged part of their sample");
+        assertEquals(expected, a.loadEstimate().estimate(), 1e-6, "the peers' mean plus the aged part of their sample");
         assertEquals(Math.round(expected), a.load());
         String why = explain(r);
         assertTrue(why.contains(a.key() + ":" + Math.round(expected) + "(engine=4 local=+0 peers=4->1.77 mean=0.47 weight=0.37)"), why);
 
         clock.advance(200, TimeUnit.MILLISECONDS); // three lifetimes: the burst has most likely finished
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(mean + (4 - mean) * Math.exp(-3), a.loadEstimate(), 1e-6);
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(mean + (4 - mean) * Math.exp(-3), a.loadEstimate().estimate(), 1e-6);
         assertEquals(1, a.load());
         a.onRouted(clock.nanoTime());
         a.onRouted(clock.nanoTime());
-        assertEquals(2 + mean + (4 - mean) * Math.exp(-3), a.loadEstimate(), 1e-6, "this gateway's own part stays exact");
+        assertEquals(2 + mean + (4 - mean) * Math.exp(-3), a.loadEstimate().estimate(), 1e-6, "this gateway's own part stays exact");
 
-        a.refreshLoad(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none
-        assertEquals(1.0, a.sampleWeight());
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none
+        assertEquals(1.0, a.loadEstimate().sampleWeight());
         assertEquals(6, a.load(), "the sample in full until stale: 4 + this gateway's 2 since");
     }
 
@@ -383,12 +383,12 @@ class EngineLoadRoutingTest {
         Rule r = rule("    policy: least_outstanding\n", 2);
         EndpointState a = r.endpoints().get(0);
         ownRequestsLive(240, new int[] {0}, a);
-        assertEquals(TimeUnit.MILLISECONDS.toNanos(240), a.lifetimeNs(), 1);
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(240), a.loadEstimate().lifetimeNs(), 1);
         engineSays(a, 30, 0);
         clock.advance(24, TimeUnit.MILLISECONDS);
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertEquals(Math.exp(-0.1), a.sampleWeight(), 1e-9);
-        assertTrue(a.loadEstimate() > 27, "a tenth of a lifetime old: still mostly the sample, " + a.loadEstimate());
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertEquals(Math.exp(-0.1), a.loadEstimate().sampleWeight(), 1e-9);
+        assertTrue(a.loadEstimate().estimate() > 27, "a tenth of a lifetime old: still mostly the sample, " + a.loadEstimate().estimate());
     }
 
     @Test
@@ -400,9 +400,9 @@ class EngineLoadRoutingTest {
         engineSays(a, 6, 0);
         engineSays(b, 0, 0);
         clock.advance(240, TimeUnit.MILLISECONDS); // almost five lifetimes: the sample itself says little now
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        b.refreshLoad(clock.nanoTime(), STALE_NS);
-        assertTrue(a.sampleWeight() < 0.01, "weight " + a.sampleWeight());
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        b.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        assertTrue(a.loadEstimate().sampleWeight() < 0.01, "weight " + a.loadEstimate().sampleWeight());
         assertEquals(6, a.load(), "but the peers' mean is 6: their load is lasting");
         for (int i = 0; i < 6; i++) {
             assertSame(b, decide(r, event(r), clock.nanoTime()), "request " + i);
@@ -422,13 +422,13 @@ class EngineLoadRoutingTest {
         assertSame(b, decide(r, request(r, p), clock.nanoTime()), "a fresh burst: spread");
         finish(b, Outcome.SUCCESS, clock.nanoTime());
         clock.advance(200, TimeUnit.MILLISECONDS); // four lifetimes: the burst's requests have finished by now
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
-        b.refreshLoad(clock.nanoTime(), STALE_NS);
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
+        b.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
         assertEquals(1, a.load(), "the burst's 10 aged to ~0.2, on a mean of ~1.2");
         assertSame(a, decide(r, request(r, p), clock.nanoTime()), "the prefix wins again before the next scrape");
 
-        a.refreshLoad(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none, the behaviour before
-        b.refreshLoad(clock.nanoTime(), STALE_NS, false);
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS, false); // load.peer_decay: none, the behaviour before
+        b.loadEstimate().refresh(clock.nanoTime(), STALE_NS, false);
         assertSame(b, decide(r, request(r, p), clock.nanoTime()), "the 200 ms-old burst still counted in full: walks");
     }
 
@@ -443,11 +443,11 @@ class EngineLoadRoutingTest {
         assertTrue(adm.admits(a, PriorityClass.STANDARD), "no reading: unknown never saturates");
         engineSays(a, 8, 4);
         assertFalse(adm.admits(a, PriorityClass.STANDARD), "4 waiting > max_waiting 3");
-        a.publishReading(new EngineReading(clock.nanoTime(), 0, 0, new int[] {8}, new int[] {0}, new double[] {0.95}));
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        a.loadEstimate().publishReading(new EngineReading(clock.nanoTime(), 0, 0, new int[] {8}, new int[] {0}, new double[] {0.95}));
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
         assertFalse(adm.admits(a, PriorityClass.STANDARD), "KV usage 0.95 > 0.9");
         clock.advance(3, TimeUnit.SECONDS);
-        a.refreshLoad(clock.nanoTime(), STALE_NS);
+        a.loadEstimate().refresh(clock.nanoTime(), STALE_NS);
         assertTrue(adm.admits(a, PriorityClass.STANDARD), "stale: unknown again");
     }
 }

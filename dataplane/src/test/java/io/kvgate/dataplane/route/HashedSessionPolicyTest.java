@@ -57,7 +57,7 @@ class HashedSessionPolicyTest {
 
     private static void health(EndpointState ep, boolean up) {
         ep.reportProbe(up);
-        ep.applyProbeReport();
+        ep.breaker().applyProbeReport();
     }
 
     @Test
@@ -221,8 +221,8 @@ class HashedSessionPolicyTest {
         long stale = TimeUnit.MILLISECONDS.toNanos(2_000);
         for (Rule r : new Rule[] {a, b}) {
             EndpointState owner = pick(r, k);
-            owner.publishReading(RouteFixtures.reading(owner, clock.nanoTime(), 6, 3));
-            owner.refreshLoad(clock.nanoTime(), stale);
+            owner.loadEstimate().publishReading(RouteFixtures.reading(owner, clock.nanoTime(), 6, 3));
+            owner.loadEstimate().refresh(clock.nanoTime(), stale);
             assertEquals(0, owner.outstanding());
             assertEquals(9, owner.load());
         }

@@ -39,7 +39,7 @@ class LoadPoliciesTest {
         assertEquals(List.of("0", "1", "2", "0", "1", "2"), picks(r, 6));
         EndpointState second = r.endpoints().get(1);
         second.reportProbe(false);
-        second.applyProbeReport();
+        second.breaker().applyProbeReport();
         assertEquals(List.of("0", "2", "0", "2"), picks(r, 4));
         RouteEvent retry = event(r).tried(r.endpoints().get(0));
         assertSame(r.endpoints().get(2), decide(r, retry, clock.nanoTime()), "a connect retry never goes back to a tried endpoint");
@@ -93,7 +93,7 @@ class LoadPoliciesTest {
         Rule r = rule("least_outstanding", endpoints(2));
         for (EndpointState ep : r.endpoints()) {
             ep.reportProbe(false);
-            ep.applyProbeReport();
+            ep.breaker().applyProbeReport();
         }
         assertNull(decide(r, event(r), clock.nanoTime()));
     }

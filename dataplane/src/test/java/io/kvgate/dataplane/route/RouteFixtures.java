@@ -72,7 +72,7 @@ final class RouteFixtures {
 
     /** An engine reading of one rank: {@code running} and {@code waiting} requests, taken at {@code takenAtNs}. */
     static EngineReading reading(EndpointState ep, long takenAtNs, int running, int waiting) {
-        return new EngineReading(takenAtNs, ep.routedTotal(), ep.completedTotal(), new int[] {running}, new int[] {waiting},
+        return new EngineReading(takenAtNs, ep.loadEstimate().routedTotal(), ep.loadEstimate().completedTotal(), new int[] {running}, new int[] {waiting},
             new double[] {Double.NaN});
     }
 

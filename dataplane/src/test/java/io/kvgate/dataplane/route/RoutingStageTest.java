@@ -12,7 +12,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.config.GatewayConfig;
-import io.kvgate.dataplane.route.EndpointState.Breaker;
 import io.kvgate.dataplane.route.RuleStats.Tier;
 import io.netty.channel.DefaultEventLoop;
 import java.time.Duration;
@@ -380,7 +379,7 @@ class RoutingStageTest {
             port.tryRoute(q);
         }
         deliver(loop, port, 7);
-        assertEquals(Breaker.OPEN, a.breaker());
+        assertEquals(Breaker.State.OPEN, a.breaker().state());
         for (Req q : next) {
             assertSame(r.endpoints().get(1), q.endpoint, "the open endpoint gets nothing");
         }
@@ -391,6 +390,59 @@ class RoutingStageTest {
         port.tryRoute(afterTrial);
         deliver(loop, port, 9);
         assertTrue(trial.endpoint == a || afterTrial.endpoint == a, "after the open period one trial goes to the endpoint");
+    }
+
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void anOperatorDrainIsARingCommandAppliedBetweenTheRequestsPublishedAroundIt(Runner runner) throws Exception {
+        Rule r = start(runner, "", 1);
+        EndpointState ep = r.endpoints().get(0);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        holdRouter(port, r);
+        Req before = new Req(r, null, SessionKeys.NONE);
+        assertTrue(port.tryRoute(before));
+        long remaining = stage.ringRemaining();
+        CompletableFuture<Boolean> drained = CompletableFuture.supplyAsync(() -> stage.drain(ep, true));
+        await(() -> stage.ringRemaining() == remaining - 1, "the drain command in the ring");
+        assertFalse(ep.drained(), "the command waits its turn behind the held routing thread");
+        assertFalse(drained.isDone(), "the operator's call returns once the command is applied, not before");
+        Req after = new Req(r, null, SessionKeys.NONE);
+        assertTrue(port.tryRoute(after));
+        gateOpen.countDown();
+        assertTrue(drained.get(LIMIT.toSeconds(), TimeUnit.SECONDS));
+        assertTrue(ep.drained());
+        deliver(loop, port, 3);
+        assertSame(ep, before.endpoint, "published before the drain: routed to the endpoint");
+        assertNull(after.endpoint, "published after the drain: the only endpoint takes no new request");
+        assertEquals(RoutingStage.NO_HEALTHY_ENDPOINT, after.explanation);
+
+        assertTrue(stage.drain(ep, false));
+        assertFalse(ep.drained());
+        Req undrained = new Req(r, null, SessionKeys.NONE);
+        assertTrue(port.tryRoute(undrained));
+        deliver(loop, port, 4);
+        assertSame(ep, undrained.endpoint);
+    }
+
+    @ParameterizedTest
+    @EnumSource(Runner.class)
+    void aDrainThatFindsTheRingFullIsRefusedAndChangesNothing(Runner runner) throws Exception {
+        Rule r = start(runner, "router: {ring_size: 16}\n", 1);
+        EndpointState ep = r.endpoints().get(0);
+        TestLoop loop = new TestLoop();
+        RouterPort port = stage.port(loop);
+        holdRouter(port, r);
+        for (int i = 0; i < 15; i++) {
+            assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        }
+        assertEquals(0, stage.ringRemaining());
+        assertFalse(stage.drain(ep, true), "no slot for the command: refused at once (the admin API answers 503)");
+        gateOpen.countDown();
+        deliver(loop, port, 16);
+        assertFalse(ep.drained());
+        assertTrue(stage.drain(ep, true), "room again: applied");
+        assertTrue(ep.drained());
     }
 
     @ParameterizedTest

@@ -60,11 +60,11 @@ class SessionPolicyTest {
         Rule r = rule(100);
         EndpointState pinned = route(r, "alice");
         pinned.reportProbe(false);
-        pinned.applyProbeReport();
+        pinned.breaker().applyProbeReport();
         EndpointState moved = route(r, "alice");
         assertNotEquals(pinned, moved);
         pinned.reportProbe(true);
-        pinned.applyProbeReport();
+        pinned.breaker().applyProbeReport();
         assertSame(moved, route(r, "alice"), "the new pin holds after the old endpoint recovers");
     }
 

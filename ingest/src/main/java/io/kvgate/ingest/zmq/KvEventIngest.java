@@ -21,6 +21,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import org.agrona.concurrent.Agent;
+import org.agrona.concurrent.AgentRunner;
+import org.agrona.concurrent.AgentTerminationException;
+import org.agrona.concurrent.NoOpIdleStrategy;
 
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.index.block.BlockIndex;
@@ -70,7 +74,7 @@ import org.zeromq.ZMQ;
  * the index ({@link BlockIndex#clearRank}), so a stream of forged or broken frames costs O(1) per frame.
  *
  * <p><b>Threading contract:</b> {@link #addEndpoint}, {@link #removeEndpoint}, {@link #status} and
- * {@link #close} are thread-safe. {@link #start()} runs the duty cycle on a thread of its own; tests may instead call
+ * {@link #close} are thread-safe. {@link #start()} runs the duty cycle as an Agrona agent on a thread of its own; tests may instead call
  * {@link #doWork(long)} from one thread. {@link #close()} returns only once the ingest thread has stopped writing,
  * so the index may be closed after it (review L12).
  */
@@ -151,7 +155,9 @@ public final class KvEventIngest implements AutoCloseable {
     private final AtomicLong zapDenied = new AtomicLong();
     private volatile String lastAgentError = "";
     private volatile boolean running;
-    private Thread thread;
+    private AgentRunner runner;
+    /** The runner's thread, kept from its factory: {@link #stop} joins it even before the runner ran. */
+    private volatile Thread thread;
 
     public KvEventIngest(BlockIndex index, NanoClock clock, IngestConfig config, HostResolver resolver,
                          Executor resolverExecutor) {
@@ -226,32 +232,63 @@ public final class KvEventIngest implements AutoCloseable {
         }
     }
 
-    /** Starts the ingest thread (daemon, named {@code kvgate-ingest}). */
+    /**
+     * Starts the ingest agent on a thread of its own (daemon, named {@code kvgate-ingest}): an Agrona
+     * {@link AgentRunner} with no idle strategy, since the duty cycle's own poll is the wait (it returns at once for a
+     * message, a command or {@link #wake()}).
+     */
     public synchronized void start() {
-        if (thread != null) {
+        if (runner != null) {
             throw new IllegalStateException("ingest already started");
         }
         running = true;
-        thread = new Thread(this::run, "kvgate-ingest");
-        thread.setDaemon(true);
-        thread.start();
+        runner = new AgentRunner(NoOpIdleStrategy.INSTANCE, this::onRunnerError, null, new IngestAgent());
+        AgentRunner.startOnThread(runner, r -> {
+            thread = new Thread(r, IngestAgent.ROLE);
+            thread.setDaemon(true);
+            return thread;
+        });
     }
 
-    private void run() {
-        try {
-            int idleCycles = 0;
-            while (running) {
-                try {
-                    idleCycles = doWork(pollTimeoutMs(idleCycles)) == 0 ? idleCycles + 1 : 0;
-                } catch (Throwable t) {
-                    // Every step inside is guarded per subscriber; this is the last line: count, pause, go on.
-                    onAgentError(t);
-                    LockSupport.parkNanos(1_000_000);
-                }
+    /**
+     * The duty cycle as an Agrona agent: {@link #doWork(long)} with the poll timeout its idle streak allows, until
+     * {@link #stop} clears {@link #running}; on the way out it closes every socket on its own thread.
+     */
+    private final class IngestAgent implements Agent {
+        static final String ROLE = "kvgate-ingest";
+        private int idleCycles;
+
+        @Override
+        public int doWork() {
+            if (!running) {
+                throw new AgentTerminationException("stopped");
             }
-        } finally {
+            int work = KvEventIngest.this.doWork(pollTimeoutMs(idleCycles));
+            idleCycles = work == 0 ? idleCycles + 1 : 0;
+            return work;
+        }
+
+        @Override
+        public void onClose() {
             closeAll();
         }
+
+        @Override
+        public String roleName() {
+            return ROLE;
+        }
+    }
+
+    /**
+     * What the runner catches from a duty cycle (on the agent's thread). Every step inside is guarded per subscriber;
+     * this is the last line: count, pause (a failure on every cycle must not spin a core), go on.
+     */
+    private void onRunnerError(Throwable t) {
+        if (t instanceof AgentTerminationException) {
+            return; // the way stop() ends the agent
+        }
+        onAgentError(t);
+        LockSupport.parkNanos(1_000_000);
     }
 
     /** The ingest thread's poll timeout after {@code idleCycles} duty cycles in a row that did no work. */

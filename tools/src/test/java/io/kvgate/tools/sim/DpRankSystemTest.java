@@ -133,9 +133,9 @@ class DpRankSystemTest {
                     assertEquals(0, lastServed(sim).get("rank").asInt(), s.headers().firstValue("x-kvgate-route").orElse(""));
                     assertTrue(lastServed(sim).get("cached_tokens").asInt() >= 112, lastServed(sim).toString());
                 }
-                Await.until(WAIT, "pinned requests finished per rank", () -> ep.rankOutstanding(0) == 0 && ep.rankOutstanding(1) == 0, () -> "rank 0 " + ep.rankOutstanding(0) + ", rank 1 " + ep.rankOutstanding(1));
-                assertEquals(3, ep.rankRoutedTotal(1));
-                assertEquals(3, ep.rankCompletedTotal(0));
+                Await.until(WAIT, "pinned requests finished per rank", () -> ep.rankLoad().outstanding(0) == 0 && ep.rankLoad().outstanding(1) == 0, () -> "rank 0 " + ep.rankLoad().outstanding(0) + ", rank 1 " + ep.rankLoad().outstanding(1));
+                assertEquals(3, ep.rankLoad().routedTotal(1));
+                assertEquals(3, ep.rankLoad().completedTotal(0));
                 String metrics = SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.port() + "/metrics"))
                     .build(), HttpResponse.BodyHandlers.ofString()).body();
                 assertTrue(metrics.contains("kvgate_endpoint_rank_outstanding{endpoint=\"" + ep.key() + "\",rank=\"1\"} 0.0\n"), metrics);

@@ -7,6 +7,7 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.load.EngineLoadScraper.Result;
 import io.kvgate.dataplane.route.EndpointState;
+import io.kvgate.dataplane.route.LoadEstimate;
 import io.kvgate.testkit.Await;
 import io.kvgate.testkit.TestPorts;
 import io.kvgate.testkit.ZmqHandshake;
@@ -140,7 +141,7 @@ class EngineLoadSystemTest {
 
         // Another gateway keeps six long requests running on a: this gateway has none there.
         List<CompletableFuture<HttpResponse<String>>> busy = load(loader, 6, 160); // ~4 s each
-        Await.until(WAIT, "the router's scrape shows a's six requests", () -> ra.load() >= 6, () -> "a: load " + ra.load() + " " + ra.loadSource() + " reading " + ra.lastReading());
+        Await.until(WAIT, "the router's scrape shows a's six requests", () -> ra.load() >= 6, () -> "a: load " + ra.load() + " " + ra.loadEstimate().loadSource() + " reading " + ra.loadEstimate().lastReading());
         assertEquals(0, ra.outstanding(), "none of them is this gateway's");
         for (int i = 0; i < 6; i++) {
             String why = route(router, tokens(1_000 + 10 * i, 8));
@@ -154,7 +155,7 @@ class EngineLoadSystemTest {
         for (CompletableFuture<HttpResponse<String>> f : busy) {
             assertEquals(200, f.get().statusCode());
         }
-        Await.until(WAIT, "a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.lastReading());
+        Await.until(WAIT, "a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.loadEstimate().lastReading());
     }
 
     @Test
@@ -165,11 +166,11 @@ class EngineLoadSystemTest {
         // Short requests one after the other until the gateway has measured how long they live on a (Little's law
         // over its own requests, folded in as it takes up readings): at most 200 of them.
         int sent = 0;
-        while (ep.lifetimeSeconds() < 0 && sent < 200) {
+        while (ep.loadEstimate().lifetimeSeconds() < 0 && sent < 200) {
             route(g, tokens(10 * sent, 8));
             sent++;
         }
-        assertTrue(ep.lifetimeSeconds() > 0 && ep.lifetimeSeconds() < 5, "lifetime " + ep.lifetimeSeconds() + " after " + sent);
+        assertTrue(ep.loadEstimate().lifetimeSeconds() > 0 && ep.loadEstimate().lifetimeSeconds() < 5, "lifetime " + ep.loadEstimate().lifetimeSeconds() + " after " + sent);
         String m = metrics(g);
         assertTrue(m.contains("kvgate_endpoint_lifetime_seconds{endpoint=\"" + ep.key() + "\"} "), m);
         // Explain shows the peers' part of the reading as predicted: the sample, the prediction, their mean, its weight.
@@ -191,7 +192,7 @@ class EngineLoadSystemTest {
         closing.add(() -> g.close(100));
         EndpointState ep = endpoint(g, a);
         int sent = 0;
-        while (ep.loadSource() != EndpointState.LoadSource.ENGINE && sent < 200) {
+        while (ep.loadEstimate().loadSource() != LoadEstimate.LoadSource.ENGINE && sent < 200) {
             route(g, tokens(10 * sent, 8));
             sent++;
         }
@@ -199,7 +200,7 @@ class EngineLoadSystemTest {
             String why = route(g, tokens(3_000 + 10 * i, 8));
             assertTrue(why.contains("(engine=") && !why.contains(" peers="), why);
         }
-        assertEquals(-1, ep.lifetimeSeconds(), "nothing measured: the readings' peers' part is not aged");
+        assertEquals(-1, ep.loadEstimate().lifetimeSeconds(), "nothing measured: the readings' peers' part is not aged");
     }
 
     @Test
@@ -243,7 +244,7 @@ class EngineLoadSystemTest {
         assertTrue(idle.startsWith("endpoint=" + ra.key() + ";") && idle.contains("tier=kv_exact"), idle);
 
         List<CompletableFuture<HttpResponse<String>>> busy = load(loader, 8, 160);
-        Await.until(WAIT, "the router's scrape shows a's eight requests", () -> ra.load() >= 8, () -> "a: " + ra.lastReading());
+        Await.until(WAIT, "the router's scrape shows a's eight requests", () -> ra.load() >= 8, () -> "a: " + ra.loadEstimate().lastReading());
         String away = route(router, sibling);
         assertTrue(away.startsWith("endpoint=" + rb.key() + ";"), away);
         assertTrue(away.contains("tier=fallback(over_load_bound)"), away);
@@ -252,7 +253,7 @@ class EngineLoadSystemTest {
         for (CompletableFuture<HttpResponse<String>> f : busy) {
             assertEquals(200, f.get().statusCode());
         }
-        Await.until(WAIT, "a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.lastReading());
+        Await.until(WAIT, "a idle again in the router's eyes", () -> ra.load() == 0, () -> "a: " + ra.loadEstimate().lastReading());
         String back = route(router, sibling);
         assertTrue(back.startsWith("endpoint=" + ra.key() + ";") && back.contains("tier=kv_exact"), back);
     }
@@ -270,8 +271,8 @@ class EngineLoadSystemTest {
         EndpointState w = endpoint(g, withMetrics);
         EndpointState n = endpoint(g, without);
         Await.until(WAIT, "both scraped", () -> g.loadScraper().scrapes(n.key(), Result.NOT_FOUND) >= 2
-            && w.loadSource() == EndpointState.LoadSource.ENGINE, () -> "w " + w.loadSource() + " n " + n.loadSource());
-        assertEquals(EndpointState.LoadSource.UNKNOWN, n.loadSource());
+            && w.loadEstimate().loadSource() == LoadEstimate.LoadSource.ENGINE, () -> "w " + w.loadEstimate().loadSource() + " n " + n.loadEstimate().loadSource());
+        assertEquals(LoadEstimate.LoadSource.UNKNOWN, n.loadEstimate().loadSource());
         String m = metrics(g);
         assertTrue(m.contains("kvgate_engine_load_stale{endpoint=\"" + n.key() + "\",rule=\"chat\"} 1.0\n"), m);
         assertTrue(m.contains("kvgate_engine_load_stale{endpoint=\"" + w.key() + "\",rule=\"chat\"} 0.0\n"), m);
@@ -292,12 +293,12 @@ class EngineLoadSystemTest {
         HttpResponse<InputStream> r = SimHttp.CLIENT.send(completion(g, tokens(3_000, 1_000), 12, true).build(),
             HttpResponse.BodyHandlers.ofInputStream());
         assertEquals(200, r.statusCode());
-        assertEquals(1_000, ep.prefillTokens(), "charged while the engine prefills (the head came before the first token)");
+        assertEquals(1_000, ep.loadEstimate().prefillTokens(), "charged while the engine prefills (the head came before the first token)");
         assertEquals(1, ep.outstanding());
         try (BufferedReader in = new BufferedReader(new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
             String first = in.readLine();
             assertTrue(first != null && first.startsWith("data: "), first);
-            Await.until(WAIT, "the charge handed back", () -> ep.prefillTokens() == 0, () -> "prefill " + ep.prefillTokens());
+            Await.until(WAIT, "the charge handed back", () -> ep.loadEstimate().prefillTokens() == 0, () -> "prefill " + ep.loadEstimate().prefillTokens());
             assertEquals(1, ep.outstanding(), "the stream is still going: only its prefill is over");
             String line;
             String last = null;
@@ -309,6 +310,6 @@ class EngineLoadSystemTest {
             assertEquals("data: [DONE]", last);
         }
         Await.until(WAIT, "the request finished", () -> ep.outstanding() == 0, () -> "outstanding " + ep.outstanding());
-        assertEquals(0, ep.prefillTokens());
+        assertEquals(0, ep.loadEstimate().prefillTokens());
     }
 }

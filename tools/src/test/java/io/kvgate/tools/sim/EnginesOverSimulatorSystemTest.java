@@ -10,6 +10,7 @@ import io.kvgate.control.config.ConfigException;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.dataplane.exchange.SlotPin;
+import io.kvgate.dataplane.route.Breaker;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.tools.sim.SimulatorConfig.Dialect;
 import io.kvgate.tools.sim.SimulatorConfig.Role;
@@ -181,16 +182,16 @@ class EnginesOverSimulatorSystemTest {
                 assertFalse(ep.probeHealthy(), "loading: not ready");
                 HttpResponse<String> refused = chat(gw, SimHttp.chat("m", "hello", "\"max_tokens\":2"));
                 assertEquals(503, refused.statusCode(), refused.body());
-                assertEquals(0, ep.failures.get(), "loading is not a failure");
-                assertEquals(EndpointState.Breaker.CLOSED, ep.breaker());
+                assertEquals(0, ep.breaker().failures(), "loading is not a failure");
+                assertEquals(Breaker.State.CLOSED, ep.breaker().state());
                 while (!ep.probeHealthy() && System.nanoTime() < deadline) {
                     Thread.sleep(20); // loaded after 1.5 s: the next probe's 200 brings it in
                 }
                 assertTrue(ep.probeHealthy(), "loaded: ready");
                 HttpResponse<String> ok = chat(gw, SimHttp.chat("m", "hello", "\"max_tokens\":2"));
                 assertEquals(200, ok.statusCode(), ok.body());
-                assertEquals(0, ep.failures.get());
-                assertEquals(0, ep.breakerOpens.get());
+                assertEquals(0, ep.breaker().failures());
+                assertEquals(0, ep.breaker().opens());
             } finally {
                 gw.close(100);
             }
@@ -214,8 +215,8 @@ class EnginesOverSimulatorSystemTest {
                 assertTrue(loading.stats().get("errors_503") > 0, "round robin sent requests to the loading engine");
                 assertEquals(8, ready.stats().get("generations_started"), "the ready engine answered every request");
                 EndpointState ep = gw.routeTable().ruleByName("r").endpoints().get(0);
-                assertEquals(0, ep.failures.get(), "loading is not a failure");
-                assertEquals(EndpointState.Breaker.CLOSED, ep.breaker());
+                assertEquals(0, ep.breaker().failures(), "loading is not a failure");
+                assertEquals(Breaker.State.CLOSED, ep.breaker().state());
             } finally {
                 gw.close(100);
             }
@@ -279,10 +280,10 @@ class EnginesOverSimulatorSystemTest {
             try {
                 EndpointState ep = gw.routeTable().ruleByName("r").endpoints().get(0);
                 long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-                while (ep.engineSlots() == 0 && System.nanoTime() < deadline) {
+                while (ep.facts().engineSlots() == 0 && System.nanoTime() < deadline) {
                     Thread.sleep(10); // read from GET /slots in the first probe round
                 }
-                assertEquals(2, ep.engineSlots());
+                assertEquals(2, ep.facts().engineSlots());
                 String conv = null;
                 for (int i = 0; conv == null; i++) {
                     if (SlotPin.slotOf("conv-" + i, 4) >= 2) {
