@@ -765,7 +765,7 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
      */
     private void routeNotServed(Rule rule) {
         refused("route_not_served");
-        gw.metrics().request("", null, 404, gw.clock().nanoTime() - requestStartNs);
+        gw.metrics().request(rule.name(), fields.model, 404, gw.clock().nanoTime() - requestStartNs);
         String p = io.kvgate.dataplane.ready.EngineRoutes.route(route.chat());
         respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "The model `" + fields.model + "` is not"
             + " served on " + p + ": no endpoint of rule '" + rule.name() + "' mounts that route (its engines serve "
@@ -821,7 +821,9 @@ public final class FrontDoorHandler extends ChannelInboundHandlerAdapter impleme
 
     private void respondProblem(Problem p) {
         refused(p.reason());
-        gw.metrics().request("", null, 400, gw.clock().nanoTime() - requestStartNs);
+        // Under the rule and model the request named once they are known (a configured model is its own label, as
+        // for answered requests), so an operator sees a model's refusals beside its answers (issue #36 item 15).
+        gw.metrics().request(access.rule == null ? "" : access.rule, fields.model, 400, gw.clock().nanoTime() - requestStartNs);
         respond(OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, p.message(), p.param(), p.openAiCode()), true);
     }
 

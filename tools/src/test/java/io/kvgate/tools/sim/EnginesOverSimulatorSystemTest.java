@@ -273,7 +273,8 @@ class EnginesOverSimulatorSystemTest {
     @Test
     void pinnedSlotsStayWithinTheServersOwnSlotCountOnceRead() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(2))) {
-            // session.slots says 4, the server runs 2: slots 2 and 3 would be refused (400 Invalid id_slot).
+            // session.slots says 4, the server runs 2: slots 2 and 3 would wrap onto 0 and 1 (get_slot_by_id), into
+            // other sessions' slots.
             Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "session",
                 "    session: {key: conversation, pin_slot: true, slots: 4}\n", List.of(sim), "{interval_ms: 100}")));
             try {
