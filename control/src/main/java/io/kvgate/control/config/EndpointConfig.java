@@ -88,7 +88,7 @@ public record EndpointConfig(String url, String host, int port, int weight, Stri
         int weight = EndpointKeys.WEIGHT.read(n);
         String kvEvents = EndpointKeys.KV_EVENTS.read(n);
         if (kvEvents != null && !kvEvents.matches("tcp://[^:/]+:\\d{1,5}") && !HTTP_EVENTS.matcher(kvEvents).matches()) {
-            n.problem("kv_events", kvEvents, "must be tcp://host:port (a ZeroMQ publisher: vllm, sglang) or"
+            n.problem("kv_events", kvEvents, "must be tcp://host:port (a ZeroMQ publisher: vllm, sglang, trtllm streaming) or"
                 + " http://host:port/path (a draining HTTP endpoint: trtllm's /kv_cache_events)");
         }
         boolean httpEvents = kvEvents != null && HTTP_EVENTS.matcher(kvEvents).matches();

@@ -15,7 +15,8 @@ public final class EndpointKeys {
     public static final ConfigKey<EndpointConfig, Integer> WEIGHT = SECTION.intKey("weight", 1, 1, 1_000_000)
         .doc("relative share for weighted policies").readBack(EndpointConfig::weight);
     public static final ConfigKey<EndpointConfig, String> KV_EVENTS = SECTION.stringKey("kv_events", null)
-        .doc("`tcp://host:port` of DP rank 0's KV-event publisher (vllm, sglang), `http://host:port/kv_cache_events` (trtllm)")
+        .doc("`tcp://host:port` of DP rank 0's KV-event publisher (vllm, sglang, trtllm streaming),"
+            + " `http://host:port/kv_cache_events` (trtllm)")
         .readBack(EndpointConfig::kvEvents);
     public static final ConfigKey<EndpointConfig, Boolean> KV_EVENTS_BIND = SECTION.boolKey("kv_events_bind", false)
         .doc("the engine connects to us (its config names a concrete host): the gateway binds")

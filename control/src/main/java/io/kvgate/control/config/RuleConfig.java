@@ -638,7 +638,7 @@ public record RuleConfig(
     }
 
     public static String defaultHashAlgo(String engine) {
-        return "sglang".equals(engine) ? "sha256_sglang" : "sha256_cbor";
+        return "sglang".equals(engine) ? "sha256_sglang" : "trtllm".equals(engine) ? "v2_sha256_64" : "sha256_cbor";
     }
 
     /** The policies an engine cannot serve: llama.cpp publishes no KV events and has no prefill/decode split. */
@@ -693,14 +693,16 @@ public record RuleConfig(
         }
         String hashSeed = RuleKeys.HASH_SEED.read(n);
         String hashAlgo = RuleKeys.HASH_ALGO.read(n, defaultHashAlgo(engine));
-        List<String> algos = sglang ? List.of("sha256_sglang") : List.of("sha256_cbor", "xxhash_cbor");
+        boolean trtllm = "trtllm".equals(engine);
+        // TensorRT-LLM: v2_sha256_64 is the radix key its streaming ZeroMQ publisher sends; sha256_cbor and
+        // xxhash_cbor stay accepted because configurations written before it named them (learned mode ignores them).
+        List<String> algos = sglang ? List.of("sha256_sglang") : trtllm ? List.of("v2_sha256_64", "sha256_cbor", "xxhash_cbor")
+            : List.of("sha256_cbor", "xxhash_cbor");
         if (!algos.contains(hashAlgo)) {
             n.problem("hash_algo", hashAlgo, "cannot match engine '" + engine + "' (" + engine
-                + " publishes " + String.join("|", algos) + (sglang ? "" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
+                + " publishes " + String.join("|", algos) + (sglang ? "" : trtllm ? "; v2_sha256_64 is the key of its"
+                + " streaming KV-event publisher" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
         }
-        // TensorRT-LLM's block hashes are internal to the engine: its blocks are always keyed by the gateway's own
-        // hash of the events' tokens.
-        boolean trtllm = "trtllm".equals(engine);
         String keyMode = RuleKeys.KV_KEY_MODE.read(n, trtllm ? "learned" : "exact");
         if (HASH_SEED_AUTO.equals(hashSeed) && "vllm".equals(engine) && "exact".equals(keyMode)
             && !"sha256_cbor".equals(hashAlgo)) {
@@ -708,9 +710,13 @@ public record RuleConfig(
                 + " draws a random seed per process (os.urandom), so there is nothing to find; start the engines with"
                 + " PYTHONHASHSEED and set hash_seed to it");
         }
-        if (trtllm && "exact".equals(keyMode)) {
-            n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm': TensorRT-LLM's block hashes are internal to"
-                + " the engine, so its blocks are keyed by the gateway's hash of the events' tokens (learned)");
+        // TensorRT-LLM's streaming ZeroMQ publisher (PR #17023) sends the KV cache manager V2 radix key, which the
+        // gateway reproduces (v2_sha256_64); the events drained from POST /kv_cache_events carry the engine's
+        // configured event hash, which it does not, so those blocks are keyed by the gateway's hash of their tokens.
+        if (trtllm && "exact".equals(keyMode) && !"v2_sha256_64".equals(hashAlgo)) {
+            n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm' with hash_algo " + hashAlgo + ": exact keys"
+                + " need hash_algo v2_sha256_64 and kv_events tcp:// (TensorRT-LLM's streaming publisher, KV cache"
+                + " manager V2); the events of POST /kv_cache_events are keyed by their tokens (learned)");
         }
         long capacity = RuleKeys.KV_CAPACITY_BLOCKS.read(n);
         boolean explain = RuleKeys.EXPLAIN.read(n);
@@ -828,12 +834,13 @@ public record RuleConfig(
             }
             if ("llamacpp".equals(engine)) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " is only valid"
-                    + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP); engine 'llamacpp'"
+                    + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP or ZeroMQ); engine 'llamacpp'"
                     + " publishes none");
-            } else if (trtllm && !e.kvEventsOverHttp()) {
-                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
-                    + " http://host:port/kv_cache_events for engine 'trtllm' (trtllm-serve hands its KV events out through"
-                    + " that draining endpoint, not ZeroMQ)");
+            } else if (trtllm && e.kvEventsOverHttp() && "exact".equals(keyMode)) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " cannot"
+                    + " serve kv_key_mode exact: the events of POST /kv_cache_events carry TensorRT-LLM's configured event"
+                    + " hash, not the radix key; subscribe to its streaming publisher (tcp://host:port) or use"
+                    + " kv_key_mode learned");
             } else if (!trtllm && e.kvEventsOverHttp()) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
                     + " tcp://host:port for engine '" + engine + "' (it publishes over ZeroMQ; http:// is TensorRT-LLM's"

@@ -36,8 +36,9 @@ public final class RuleKeys {
         .doc("the engines' `PYTHONHASHSEED`, or `auto` (found from vLLM's events by the parity probe)")
         .readBack(RuleConfig::hashSeed);
     public static final ConfigKey<RuleConfig, String> HASH_ALGO = SECTION.stringKey("hash_algo", null)
-        .defaultText("`sha256_cbor` (sglang: `sha256_sglang`)")
-        .doc("block hash: `sha256_cbor` \\| `xxhash_cbor` (vllm, trtllm, llamacpp), `sha256_sglang` (sglang)")
+        .defaultText("`sha256_cbor` (sglang: `sha256_sglang`, trtllm: `v2_sha256_64`)")
+        .doc("block hash: `sha256_cbor` \\| `xxhash_cbor` (vllm, llamacpp), `sha256_sglang` (sglang), `v2_sha256_64`"
+            + " (trtllm's streaming KV-event publisher)")
         .readBack(RuleConfig::hashAlgo);
     public static final ConfigKey<RuleConfig, String> KV_KEY_MODE = SECTION.enumKey("kv_key_mode", "exact", RuleConfig.KeyMode.class)
         .defaultText("`exact` (trtllm: `learned`)")

@@ -82,14 +82,33 @@ class EngineConfigTest {
     }
 
     @Test
-    void trtllmKvEventsAreHttpAndItsKeysLearned() {
-        String exact = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n"));
-        assertTrue(exact.contains("rules[0] (name=r).kv_key_mode: value 'exact' cannot match engine 'trtllm': TensorRT-LLM's"
-            + " block hashes are internal to the engine"), exact);
-        String tcp = problems(rule("trtllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
-            "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n"));
-        assertTrue(tcp.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events tcp://127.0.0.1:5557 must be"
-            + " http://host:port/kv_cache_events for engine 'trtllm'"), tcp);
+    void trtllmExactKeysNeedItsStreamingPublisher() throws Exception {
+        String exact = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n    hash_algo: sha256_cbor\n"));
+        assertTrue(exact.contains("rules[0] (name=r).kv_key_mode: value 'exact' cannot match engine 'trtllm' with hash_algo"
+            + " sha256_cbor: exact keys need hash_algo v2_sha256_64 and kv_events tcp://"), exact);
+        String sglangAlgo = problems(rule("trtllm", "kv_exact", "    hash_algo: sha256_sglang\n"));
+        assertTrue(sglangAlgo.contains("hash_algo: value 'sha256_sglang' cannot match engine 'trtllm' (trtllm publishes"
+            + " v2_sha256_64|sha256_cbor|xxhash_cbor"), sglangAlgo);
+        String drained = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n").replace(
+            "      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n"));
+        assertTrue(drained.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events"
+            + " http://127.0.0.1:9002/kv_cache_events cannot serve kv_key_mode exact"), drained);
+        // TensorRT-LLM's streaming publisher (PR #17023): ZeroMQ events, exact or learned keys.
+        String streaming = rule("trtllm", "kv_exact", "    kv_key_mode: exact\n").replace("      - url: http://127.0.0.1:9002\n",
+            "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n        kv_replay: tcp://127.0.0.1:5600\n");
+        RuleConfig r = GatewayConfig.parse(streaming).rules().get(0);
+        assertEquals("exact", r.kvKeyMode());
+        assertEquals("v2_sha256_64", r.hashAlgo());
+        assertFalse(r.endpoints().get(1).kvEventsOverHttp());
+        assertEquals("tcp://127.0.0.1:5600", r.endpoints().get(1).kvReplay());
+        RuleConfig learned = GatewayConfig.parse(streaming.replace("    kv_key_mode: exact\n", "")).rules().get(0);
+        assertEquals("learned", learned.kvKeyMode());
+        assertEquals("tcp://127.0.0.1:5557", learned.endpoints().get(1).kvEvents());
+    }
+
+    @Test
+    void kvEventsTransportsPerEngine() {
         String vllm = problems(rule("vllm", "kv_exact", "").replace("      - url: http://127.0.0.1:9002\n",
             "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n"));
         assertTrue(vllm.contains("kv_events http://127.0.0.1:9002/kv_cache_events must be tcp://host:port for engine 'vllm'"), vllm);
@@ -160,6 +179,6 @@ class EngineConfigTest {
         String p = problems(rule("llamacpp", "chwbl", "").replace("      - url: http://127.0.0.1:9002\n",
             "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n"));
         assertTrue(p.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events tcp://127.0.0.1:5557 is only valid"
-            + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP); engine 'llamacpp' publishes none"), p);
+            + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP or ZeroMQ); engine 'llamacpp' publishes none"), p);
     }
 }

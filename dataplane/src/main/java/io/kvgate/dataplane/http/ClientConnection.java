@@ -425,7 +425,11 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         } else {
             refused(r.reason());
         }
-        gw.metrics().request("", null, r.status().code(), gw.clock().nanoTime() - rc.startNs());
+        // Under the rule and model the request named once they are known (a configured model is its own label, as
+        // for answered requests), so an operator sees a model's refusals beside its answers (issue #36 item 15).
+        String rule = rc.access().rule;
+        gw.metrics().request(rule == null ? "" : rule, rule == null ? null : rc.fields().model, r.status().code(),
+            gw.clock().nanoTime() - rc.startNs());
         FullHttpResponse resp = r.response(ctx.alloc());
         if (r.closes()) {
             closeAfter(resp);

@@ -211,6 +211,9 @@ public final class ClientResponse extends UsageScanner {
         ByteBuf out = streamCheck.check(ctx.alloc(), rest);
         streamFailed |= streamCheck.engineError();
         out = rewriteOrCount(out);
+        if (rewriter != null) {
+            out = rewriter.releaseHeld(ctx.alloc(), out); // a finish chunk no event followed
+        }
         if (streamCheck.endedWithDone()) {
             return out;
         }

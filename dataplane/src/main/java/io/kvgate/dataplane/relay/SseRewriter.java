@@ -16,7 +16,11 @@ import java.nio.charset.StandardCharsets;
  *   <li>forced usage: the final usage-only chunk ({@code "choices": []} with a usage object) is counted, then
  *       dropped when the client did not ask for it. Neither engine adds anything else because of the forced
  *       {@code include_usage}: vLLM writes no {@code usage} member on other chunks (it serializes them with
- *       {@code exclude_unset}), SGLang writes {@code "usage": null} on every chunk whether or not it was asked.</li>
+ *       {@code exclude_unset}), SGLang writes {@code "usage": null} on every chunk whether or not it was asked.
+ *       llama.cpp writes its {@code timings} on its last chunk, which the forced usage makes the usage chunk: under
+ *       {@link AnswerRewrite#usageChunkExtras} the stream's finish chunk is held back until the next event, and the
+ *       removed usage chunk's members of its own ({@code timings}, anything but id, object, created, model,
+ *       system_fingerprint, choices and usage) are spliced into it, where the engine puts them unasked.</li>
  * </ul>
  * Each event's JSON is read by {@link AnswerJson} (Jackson's streaming parser, no tree) and written back as the
  * engine's bytes with only those values spliced. When only the usage chunk is to be dropped, events are checked with
@@ -28,6 +32,12 @@ final class SseRewriter {
     private static final byte[] DATA = "data: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] END = "\n\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] USAGE = "\"usage\"".getBytes(StandardCharsets.US_ASCII);
+    /** A choice that finished: its reason is a string (a chunk still generating has {@code null}). */
+    private static final byte[] FINISHED = "\"finish_reason\":\"".getBytes(StandardCharsets.US_ASCII);
+    /** The members of a usage-only chunk that are the chunk's own; any other came from the engine unasked. */
+    private static final java.util.Set<String> USAGE_CHUNK_MEMBERS = java.util.Set.of("id", "object", "created", "model",
+        "system_fingerprint", "choices", "usage", "service_tier");
+    private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();
 
     private final AnswerRewrite rw;
     /** Alias or replication: every chunk changes, so each is parsed. */
@@ -36,6 +46,12 @@ final class SseRewriter {
     private final ByteMatcher usageToken = new ByteMatcher(USAGE);
     private byte[] scratch = new byte[512];
     private int payloadLength;
+    private final ByteMatcher finishedToken = new ByteMatcher(FINISHED);
+    /** {@link AnswerRewrite#usageChunkExtras}: the latest finish chunk as it goes to the client, held; or null. */
+    private byte[] held;
+    /** Set by {@link #rewriteEvent} for a removed usage chunk: its members of the engine's own ({@code ,"k":v...}), or null. */
+    private byte[] removedExtras;
+    private boolean removedUsageChunk;
 
     SseRewriter(AnswerRewrite rw) {
         this.rw = rw;
@@ -48,6 +64,10 @@ final class SseRewriter {
      * {@code usage} (as the client would see them, before any is dropped).
      */
     ByteBuf rewrite(ByteBufAllocator alloc, ByteBuf events, UsageScanner usage) {
+        if (rw.usageChunkExtras() && events.isReadable()
+            && (held != null || usageToken.find(events) >= 0 || finishedToken.find(events) >= 0)) {
+            return rewriteHolding(alloc, events, usage);
+        }
         if (!events.isReadable() || (!everyEvent && usageToken.find(events) < 0)) {
             return events;
         }
@@ -77,6 +97,111 @@ final class SseRewriter {
         return out;
     }
 
+    /**
+     * {@link AnswerRewrite#usageChunkExtras}: each event as {@link #rewrite} would send it, except that a finish chunk
+     * waits in {@link #held} for the next event; a removed usage chunk's own members are spliced into the held chunk,
+     * which then goes out; any other event sends the held chunk first.
+     */
+    private ByteBuf rewriteHolding(ByteBufAllocator alloc, ByteBuf events, UsageScanner usage) {
+        ByteBuf out = alloc.buffer(events.readableBytes() + (held == null ? 0 : held.length) + 64);
+        int from = events.readerIndex();
+        int to = events.writerIndex();
+        while (from < to) {
+            int end = eventEnd(events, from, to);
+            removedUsageChunk = false;
+            removedExtras = null;
+            ByteBuf rewritten = rewriteEvent(alloc, events, from, end, usage);
+            ByteBuf ev = rewritten != null ? rewritten : events.retainedSlice(from, end - from);
+            if (removedUsageChunk) {
+                if (held != null) {
+                    out.writeBytes(removedExtras == null ? held : withMembers(held, removedExtras));
+                    held = null;
+                }
+                out.writeBytes(ev);
+            } else if (finishedToken.find(events, from, end) >= 0 && terminated(events, end)) {
+                if (held != null) {
+                    out.writeBytes(held);
+                }
+                held = new byte[ev.readableBytes()];
+                ev.getBytes(ev.readerIndex(), held);
+            } else {
+                if (held != null) {
+                    out.writeBytes(held);
+                    held = null;
+                }
+                out.writeBytes(ev);
+            }
+            ev.release();
+            from = end;
+        }
+        events.release();
+        return out;
+    }
+
+    /** Whether the event ending at {@code end} is terminated (an unterminated tail passes as it is, never held). */
+    private static boolean terminated(ByteBuf b, int end) {
+        return end >= 2 && b.getByte(end - 1) == '\n';
+    }
+
+    /**
+     * The stream's end: the finish chunk still held (no event followed it) appended to {@code out}, before what the
+     * gateway adds after the engine's last event.
+     */
+    ByteBuf releaseHeld(ByteBufAllocator alloc, ByteBuf out) {
+        if (held == null) {
+            return out;
+        }
+        ByteBuf joined = alloc.buffer(out.readableBytes() + held.length);
+        joined.writeBytes(out);
+        joined.writeBytes(held);
+        out.release();
+        held = null;
+        return joined;
+    }
+
+    /** {@code events} (one or more SSE events) with {@code members} inserted before the last event's closing brace. */
+    private static byte[] withMembers(byte[] events, byte[] members) {
+        int close = events.length - 1;
+        while (close >= 0 && events[close] != '}') {
+            close--;
+        }
+        if (close < 0) {
+            return events;
+        }
+        byte[] out = new byte[events.length + members.length];
+        System.arraycopy(events, 0, out, 0, close);
+        System.arraycopy(members, 0, out, close, members.length);
+        System.arraycopy(events, close, out, close + members.length, events.length - close);
+        return out;
+    }
+
+    /**
+     * The members of the scanned usage chunk ({@link #scratch}) other than the chunk's own, as {@code ,"name":value}
+     * in the engine's order, or null when it has none. Parsed as a tree: once per stream, on its last chunk.
+     */
+    private byte[] engineMembers() {
+        try {
+            com.fasterxml.jackson.databind.JsonNode chunk = JSON.readTree(scratch, 0, payloadLength);
+            java.io.ByteArrayOutputStream members = null;
+            for (var it = chunk.properties().iterator(); it.hasNext(); ) {
+                var member = it.next();
+                if (USAGE_CHUNK_MEMBERS.contains(member.getKey())) {
+                    continue;
+                }
+                if (members == null) {
+                    members = new java.io.ByteArrayOutputStream();
+                }
+                members.write(',');
+                members.write(JSON.writeValueAsBytes(member.getKey()));
+                members.write(':');
+                members.write(JSON.writeValueAsBytes(member.getValue()));
+            }
+            return members == null ? null : members.toByteArray();
+        } catch (java.io.IOException e) {
+            return null; // scanned as one object already; an unreadable one keeps nothing rather than fail the stream
+        }
+    }
+
     /** The event's replacement (possibly empty: dropped), or null to keep its bytes as they are. */
     private ByteBuf rewriteEvent(ByteBufAllocator alloc, ByteBuf events, int from, int end, UsageScanner usage) {
         if (!everyEvent && !hasUsageObject(events, from, end)) {
@@ -98,6 +223,8 @@ final class SseRewriter {
             usage.scanUsage(ev);
             if (rw.stripUsage()) {
                 ev.clear(); // counted; the client did not ask for it
+                removedUsageChunk = true;
+                removedExtras = rw.usageChunkExtras() ? engineMembers() : null;
             }
             return ev;
         }

@@ -29,12 +29,23 @@ public final class AnswerRewrite {
     private final byte[] clientModelJson;
     private final int replicas;
     private final boolean stripUsage;
+    private final boolean usageChunkExtras;
 
     public AnswerRewrite(String clientModel, int replicas, boolean stripUsage) {
+        this(clientModel, replicas, stripUsage, false);
+    }
+
+    /**
+     * @param usageChunkExtras the engine puts members of its own on the stream's last chunk, which the forced usage
+     *                         makes the usage chunk (llama.cpp's {@code timings}): when that chunk is removed they move
+     *                         to the last chunk the client gets
+     */
+    public AnswerRewrite(String clientModel, int replicas, boolean stripUsage, boolean usageChunkExtras) {
         this.clientModel = clientModel;
         this.clientModelJson = clientModel == null ? null : RequestEdits.jsonString(clientModel);
         this.replicas = Math.max(1, replicas);
         this.stripUsage = stripUsage;
+        this.usageChunkExtras = stripUsage && usageChunkExtras;
     }
 
     /** The client's model name to write back into answers, or null (no alias). */
@@ -55,6 +66,15 @@ public final class AnswerRewrite {
     /** Remove the final usage-only chunk of a stream (the gateway asked for it, the client did not). */
     public boolean stripUsage() {
         return stripUsage;
+    }
+
+    /**
+     * Whether the members the engine wrote on a removed usage chunk besides the usage itself (llama.cpp's
+     * {@code timings}, which it writes on its last chunk: {@code to_json_oaicompat_chat_stream}'s
+     * {@code deltas.back()}) move to the stream's last finish chunk, as the engine would have sent them unasked.
+     */
+    public boolean usageChunkExtras() {
+        return usageChunkExtras;
     }
 
     /** Whether a JSON answer's bytes change (alias or replication); forced usage only concerns streams. */
@@ -91,7 +111,7 @@ public final class AnswerRewrite {
         if (strip) {
             edits.set(Member.STREAM_OPTIONS, RequestEdits.streamOptionsWithUsage(body, f));
         }
-        return new AnswerRewrite(alias, replicas, strip);
+        return new AnswerRewrite(alias, replicas, strip, rule.engineKind() == RuleConfig.Engine.LLAMACPP);
     }
 
     /** {@code n > 1} with {@code temperature: 0}: greedy choices, which vLLM refuses and SGLang answers identically. */

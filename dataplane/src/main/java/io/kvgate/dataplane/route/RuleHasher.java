@@ -72,8 +72,11 @@ public final class RuleHasher {
         if ("learned".equals(rule.kvKeyMode()) || (algo.isVllm() && rule.hashSeedAuto())) {
             return null;
         }
-        return algo == HashAlgo.SHA256_SGLANG ? BlockHashSpec.sglang(rule.blockSize())
-            : BlockHashSpec.vllm(algo, rule.blockSize(), rule.hashSeed(), null);
+        return switch (algo) {
+            case SHA256_SGLANG -> BlockHashSpec.sglang(rule.blockSize());
+            case V2_SHA256_64 -> BlockHashSpec.trtllmV2(rule.blockSize());
+            default -> BlockHashSpec.vllm(algo, rule.blockSize(), rule.hashSeed(), null);
+        };
     }
 
     /** Heap bytes of this hasher's prefix-hash memo (0 without one). */
@@ -103,11 +106,12 @@ public final class RuleHasher {
      * are token-only, so there the name does not change the keys.
      *
      * @return the number of keys written; 0 when the adapter name cannot be hashed (over {@link #MAX_ADAPTERS}
-     *     distinct names, or not a valid name) or the seed is unresolved ({@link #seedUnresolved}) — the request is
-     *     then routed without KV scores
+     *     distinct names, or not a valid name), the seed is unresolved ({@link #seedUnresolved}), the cache salt
+     *     cannot be hashed, or a TensorRT-LLM request runs on an adapter (its radix key's root holds the adapter's
+     *     task id, which the gateway does not know) — the request is then routed without KV scores
      */
     public int hash(int[] tokens, String cacheSalt, String lora, long[] keysOut, int maxBlocks) {
-        if (seedUnresolved) {
+        if (seedUnresolved || (lora != null && algo.isTrtllm() && learned == null)) {
             return 0;
         }
         BlockHasher h = hasher;
@@ -127,7 +131,8 @@ public final class RuleHasher {
             }
             return blocks;
         }
-        return h.hash(tokens, tokenCount, cacheSalt, keysOut);
+        // A salt the hasher cannot take (BlockHasher.ERR_BAD_CACHE_SALT) is no keys, like any other unhashable input.
+        return Math.max(0, h.hash(tokens, tokenCount, cacheSalt, keysOut));
     }
 
     /**
@@ -157,7 +162,7 @@ public final class RuleHasher {
         return blockSize;
     }
 
-    /** Keys as the engine's events carry them: vLLM unsigned decimal, SGLang signed. */
+    /** Keys as the engine's events carry them: vLLM unsigned decimal, SGLang and TensorRT-LLM signed. */
     public String format(long key) {
         return unsignedKeys && learned == null ? Long.toUnsignedString(key) : Long.toString(key);
     }

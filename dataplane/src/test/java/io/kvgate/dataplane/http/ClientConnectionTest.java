@@ -534,6 +534,22 @@ class ClientConnectionTest {
         ch.finishAndReleaseAll();
     }
 
+    /** A configured model's refusals are counted under its own label (and its rule once resolved), not "unknown". */
+    @Test
+    void h2_refusalsOfAConfiguredModelCarryItsLabel() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost("{\"model\":\"small\",\"n\":5,\"messages\":[]}", AUTH))); // over max_n 4
+        assertEquals("HTTP/1.1 400 Bad Request", statusLine(output(ch)));
+        ch.writeInbound(ascii(chatPost("{\"model\":\"m\",\"n\":0,\"messages\":[]}", AUTH))); // n below 1
+        assertEquals("HTTP/1.1 400 Bad Request", statusLine(output(ch)));
+        String metrics = h.metrics.render();
+        assertTrue(metrics.contains("kvgate_requests_total{model=\"small\",rule=\"small\",status=\"400\"} 1"), metrics);
+        // Refused by the body's validation, before its rule was resolved: the model is known, the rule is not.
+        assertTrue(metrics.contains("kvgate_requests_total{model=\"m\",rule=\"\",status=\"400\"} 1"), metrics);
+        assertFalse(metrics.contains("model=\"unknown\",rule=\"\",status=\"400\""), metrics);
+        ch.finishAndReleaseAll();
+    }
+
     @Test
     void h2_aConfiguredModelIsItsOwnLabel() {
         h.metrics.request("chat", "m", 200, 1);

@@ -55,8 +55,8 @@ class SseRewriterTest {
         ByteBuf first = rewriter.rewrite(ALLOC, check.check(ALLOC, framer.next(ALLOC, Unpooled.wrappedBuffer(b, 0, split))), usage);
         out.append(first.toString(StandardCharsets.UTF_8));
         first.release();
-        ByteBuf last = rewriter.rewrite(ALLOC, check.check(ALLOC, framer.finish(ALLOC, Unpooled.wrappedBuffer(b, split,
-            b.length - split))), usage);
+        ByteBuf last = rewriter.releaseHeld(ALLOC, rewriter.rewrite(ALLOC, check.check(ALLOC, framer.finish(ALLOC,
+            Unpooled.wrappedBuffer(b, split, b.length - split))), usage));
         out.append(last.toString(StandardCharsets.UTF_8));
         last.release();
         return new Relayed(out.toString(), usage);
@@ -104,6 +104,40 @@ class SseRewriterTest {
         String sglang = TEXT.replace("]}\n\n", "],\"usage\":null}\n\n");
         Relayed s = everySplit(sglang + sglang + USAGE + DONE, new AnswerRewrite(null, 1, true));
         assertEquals(sglang + sglang + DONE, s.text());
+    }
+
+    /**
+     * llama.cpp's last chunks as {@code to_json_oaicompat_chat_stream} writes them (nlohmann ordered_json, compact):
+     * with {@code include_usage} the usage-only chunk is {@code deltas.back()} and carries {@code timings}; unasked,
+     * the finish chunk does. A client that did not ask for usage gets the timings on the finish chunk, as from the
+     * engine directly, and no usage chunk.
+     */
+    @Test
+    void llamaCppTimingsMoveFromTheRemovedUsageChunkToTheFinishChunk() throws Exception {
+        String head = "\"created\":1765000000,\"id\":\"chatcmpl-x\",\"model\":\"qwen3\",\"system_fingerprint\":\"b1\","
+            + "\"object\":\"chat.completion.chunk\"";
+        String text = "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":\"hi\"}}]," + head + "}\n\n";
+        String finish = "data: {\"choices\":[{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{}}]," + head + "}\n\n";
+        String timings = "{\"cache_n\":0,\"prompt_n\":5,\"prompt_ms\":1.5,\"prompt_per_token_ms\":0.3,"
+            + "\"prompt_per_second\":3333.3,\"predicted_n\":2,\"predicted_ms\":4.0,\"predicted_per_token_ms\":2.0,"
+            + "\"predicted_per_second\":500.0}";
+        String usage = "data: {\"choices\":[]," + head + ",\"usage\":{\"completion_tokens\":2,\"prompt_tokens\":5,"
+            + "\"total_tokens\":7},\"timings\":" + timings + "}\n\n";
+        AnswerRewrite strip = new AnswerRewrite(null, 1, true, true);
+        Relayed r = everySplit(text + finish + usage + DONE, strip);
+        String finishWithTimings = finish.replace(head + "}", head + ",\"timings\":" + timings + "}");
+        assertEquals(text + finishWithTimings + DONE, r.text());
+        assertEquals(7, r.usage().promptTokens() + r.usage().completionTokens(), "counted although removed");
+        // Relayed as the engine sent it: the client asked for usage (no rewrite), or the engine is not llama.cpp.
+        assertEquals(text + finish + usage + DONE, everySplit(text + finish + usage + DONE,
+            new AnswerRewrite(null, 1, false, true)).text());
+        assertEquals(text + finish + DONE, everySplit(text + finish + usage + DONE, new AnswerRewrite(null, 1, true)).text());
+        // No usage chunk after the finish chunk, or none at all before the stream's end: the finish chunk as it was.
+        assertEquals(text + finish + DONE, everySplit(text + finish + DONE, strip).text());
+        assertEquals(text + finish, everySplit(text + finish, strip).text());
+        // An alias is written into the held chunk too.
+        assertEquals((text + finishWithTimings + DONE).replace("\"model\":\"qwen3\"", "\"model\":\"gpt\""),
+            everySplit(text + finish + usage + DONE, new AnswerRewrite("gpt", 1, true, true)).text());
     }
 
     @Test

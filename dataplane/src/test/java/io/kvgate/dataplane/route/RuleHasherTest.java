@@ -114,4 +114,25 @@ class RuleHasherTest {
         assertEquals(0, keys(h, tokens, null, "one-too-many").length);
         assertEquals(2, keys(h, tokens, null, "a0").length, "known adapters keep hashing");
     }
+
+    /**
+     * TensorRT-LLM's streaming publisher: exact keys are the V2 radix key (golden vector of
+     * BlockHasherTest.contractVectorsTrtllmV2, Python hashlib after the engine's _block_radix_tree.py). A salted or
+     * adapter request has a reuse scope whose digest the gateway cannot form (BLAKE3 salt id, adapter task id): it
+     * gets no keys, never the base model's.
+     */
+    @Test
+    void trtllmStreamingKeysAndTheScopesTheyCannotReach() {
+        int[] tokens = new int[64];
+        Arrays.setAll(tokens, i -> i + 1);
+        for (int cache : new int[] {0, 1 << 10}) {
+            RuleHasher h = new RuleHasher(rule("trtllm", "    kv_key_mode: exact\n"), cache);
+            assertArrayEquals(new long[] {7626725223439765602L, -2732255166055541250L}, keys(h, tokens, null, null));
+            assertEquals("-2732255166055541250", h.format(-2732255166055541250L), "signed, as the events carry it");
+            assertEquals(0, keys(h, tokens, "tenant-a", null).length);
+            assertEquals(0, keys(h, tokens, null, "adapter-a").length);
+        }
+        RuleHasher learned = new RuleHasher(rule("trtllm", ""), 0);
+        assertArrayEquals(keys(learned, tokens, null, null), keys(learned, tokens, null, "adapter-a"));
+    }
 }

@@ -77,6 +77,14 @@ public record BlockHashSpec(HashAlgo algo, int blockSize, String seed, String lo
         return new BlockHashSpec(algo, blockSize, seed, loraName);
     }
 
+    /**
+     * TensorRT-LLM spec: the KV cache manager V2 radix key its streaming publisher sends, no seed; LoRA enters the
+     * chain's root as the adapter's task id, which the gateway does not know, so only base-model keys are computed.
+     */
+    public static BlockHashSpec trtllmV2(int tokensPerBlock) {
+        return new BlockHashSpec(HashAlgo.V2_SHA256_64, tokensPerBlock, null, null);
+    }
+
     /** SGLang spec: page hash, no seed, no LoRA. */
     public static BlockHashSpec sglang(int pageSize) {
         return new BlockHashSpec(HashAlgo.SHA256_SGLANG, pageSize, null, null);

@@ -24,6 +24,13 @@ import java.util.Objects;
  *       being nothing for page 0, SHA-256("sglang-cache-salt-v1\0" + utf8(salt)) when the request has a non-empty
  *       {@code cache_salt}, and the previous page's digest afterwards. The key is the digest's first 8 bytes,
  *       big-endian, signed.</li>
+ *   <li><b>TensorRT-LLM</b> ({@code v2_sha256_64}, the KV cache manager V2 radix key its streaming ZeroMQ publisher
+ *       sends): the root is SHA-256 of the request's reuse scope (a mask byte, then each present field as u64le:
+ *       LoRA task id, cache-salt id), block i's digest is SHA-256(parent digest || u32le(token)...), the parent of
+ *       block 0 being the root. Only the base model without a salt is hashed: the scope is then the single byte 0.
+ *       A salted request gets {@link #ERR_BAD_CACHE_SALT} (the salt id is BLAKE3 of the salt, not computed here),
+ *       so it is routed without KV scores rather than scored against unsalted keys. The key is the digest's first
+ *       8 bytes, big-endian, signed ({@code StreamingEventSink::wireHash}).</li>
  * </ul>
  * Token ids are unsigned 32-bit values (HF tokenizers and SGLang use u32): an {@code int} holding an id
  * >= 2^31 is negative and is hashed as its unsigned value.
@@ -69,6 +76,10 @@ public final class BlockHasher {
     private final BlockHashSpec spec;
     private final HashAlgo algo;
     private final boolean vllm;
+    /** TensorRT-LLM V2: the SGLang layout (prior || u32le tokens) with a prior on every block, block 0's the root. */
+    private final boolean trtllm;
+    /** TensorRT-LLM V2: SHA-256 of the empty reuse scope (the one mask byte 0), block 0's parent. */
+    private final byte[] trtllmRoot;
     private final int blockSize;
     private final int digestBytes;
     private final MessageDigest sha256;
@@ -119,6 +130,7 @@ public final class BlockHasher {
         this.cache = cache;
         this.algo = spec.algo();
         this.vllm = algo.isVllm();
+        this.trtllm = algo.isTrtllm();
         this.blockSize = spec.blockSize();
         this.digestBytes = algo.digestBytes();
         this.xxh3 = algo == HashAlgo.XXHASH_CBOR;
@@ -158,8 +170,18 @@ public final class BlockHasher {
             this.buf = new byte[SHA256_BYTES + 4 * blockSize];
             this.steadyExtras = null;
             this.noneHash = null;
-            this.saltScratch = new byte[SGLANG_SALT_DOMAIN.length + saltMaxUtf8];
-            System.arraycopy(SGLANG_SALT_DOMAIN, 0, saltScratch, 0, SGLANG_SALT_DOMAIN.length);
+            this.saltScratch = trtllm ? null : new byte[SGLANG_SALT_DOMAIN.length + saltMaxUtf8];
+            if (saltScratch != null) {
+                System.arraycopy(SGLANG_SALT_DOMAIN, 0, saltScratch, 0, SGLANG_SALT_DOMAIN.length);
+            }
+        }
+        if (trtllm) {
+            // reuse_scope_to_bytes(ReuseScope(lora_id=None, salt=None)): no field present, the mask byte alone.
+            sha256.update((byte) 0);
+            this.trtllmRoot = new byte[SHA256_BYTES];
+            digestSha(trtllmRoot, 0);
+        } else {
+            this.trtllmRoot = null;
         }
     }
 
@@ -213,7 +235,7 @@ public final class BlockHasher {
         int saltUtf8 = 0;
         if (startBlock == 0) {
             if (cacheSalt != null && !cacheSalt.isEmpty()) {
-                saltUtf8 = cacheSalt.length() > MAX_CACHE_SALT_CHARS ? -1 : Utf8.encodedLength(cacheSalt);
+                saltUtf8 = trtllm || cacheSalt.length() > MAX_CACHE_SALT_CHARS ? -1 : Utf8.encodedLength(cacheSalt);
                 if (saltUtf8 < 0) {
                     headValid = false;
                     return ERR_BAD_CACHE_SALT;
@@ -293,6 +315,12 @@ public final class BlockHasher {
             headValid = false;
             return;
         }
+        if (trtllm) {
+            System.arraycopy(trtllmRoot, 0, buf, 0, SHA256_BYTES);
+            sglangHasPrior = true;
+            headValid = false;
+            return;
+        }
         if (saltUtf8 > 0) {
             if (!cacheSalt.equals(lastSalt)) {
                 int len = Utf8.encode(cacheSalt, saltScratch, SGLANG_SALT_DOMAIN.length);
@@ -323,7 +351,7 @@ public final class BlockHasher {
         int from = sglangHasPrior ? 0 : SHA256_BYTES;
         sha256.update(buf, from, p - from);
         digestSha(buf, 0);
-        // SGLang hash_str_to_int64: first 16 hex digits = first 8 bytes, big-endian, two's complement.
+        // SGLang hash_str_to_int64 and TensorRT-LLM wireHash alike: first 8 bytes, big-endian, two's complement.
         return (long) LONG_BE.get(buf, 0);
     }
 

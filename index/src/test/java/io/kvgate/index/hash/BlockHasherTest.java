@@ -122,6 +122,59 @@ class BlockHasherTest {
     }
 
     /**
+     * TensorRT-LLM's KV cache manager V2 radix key as its streaming publisher sends it (TensorRT-LLM PR #17023).
+     * Golden values from CPython's hashlib following the engine's {@code _block_radix_tree.py}
+     * ({@code reuse_scope_to_bytes}, {@code sequence_to_blockchain_keys}, {@code Hasher}: u32le tokens via
+     * {@code array("I")}) and {@code StreamingEventSink::wireHash} (first 8 bytes, big-endian, signed):
+     * <pre>
+     * d = hashlib.sha256(bytes([0])).digest()          # ReuseScope(lora_id=None, salt=None): the mask byte 0
+     * for block in chunks(tokens, tokens_per_block):
+     *     d = hashlib.sha256(d + array("I", block).tobytes()).digest()
+     *     key = int.from_bytes(d[:8], "big", signed=True)
+     * </pre>
+     */
+    @Test
+    void contractVectorsTrtllmV2() {
+        assertArrayEquals(new long[] {7626725223439765602L, -2732255166055541250L},
+            keys(BlockHashSpec.trtllmV2(32), range(1, 64, 1), null));
+        assertArrayEquals(new long[] {7264355272441573615L, 1407554898996930711L, 6236476246865891143L,
+            -1030868341052520559L}, keys(BlockHashSpec.trtllmV2(1), new int[] {0, 1, 2, 3}, null));
+        int[] wide = new int[64];
+        Arrays.fill(wide, 0, 32, (int) 4_000_000_000L); // an id >= 2^31 is hashed as its unsigned u32 value
+        Arrays.fill(wide, 32, 64, 7);
+        assertArrayEquals(new long[] {8654458007757850951L, -3607933779424168874L},
+            keys(BlockHashSpec.trtllmV2(32), wide, null));
+        // An empty salt is no salt; any other salt enters the root as BLAKE3's id, which is not computed: no keys.
+        assertArrayEquals(keys(BlockHashSpec.trtllmV2(32), range(1, 64, 1), null),
+            keys(BlockHashSpec.trtllmV2(32), range(1, 64, 1), ""));
+        assertEquals(BlockHasher.ERR_BAD_CACHE_SALT,
+            new BlockHasher(BlockHashSpec.trtllmV2(32)).hash(range(1, 64, 1), 64, "tenant-a", new long[4]));
+    }
+
+    @Test
+    void trtllmV2ResumesAndCachesLikeHashingFromStart() {
+        int[] tokens = new SplittableRandom(11).ints(200, 0, 150_000).toArray();
+        BlockHashSpec spec = BlockHashSpec.trtllmV2(16);
+        long[] full = new long[16];
+        BlockHasher plain = new BlockHasher(spec);
+        assertEquals(12, plain.hash(tokens, tokens.length, null, full));
+        byte[] head = new byte[32];
+        long[] part = new long[16];
+        assertEquals(5, plain.hash(tokens, 5 * 16, null, part));
+        assertEquals(32, plain.copyLastDigest(head, 0));
+        long[] rest = new long[16];
+        assertEquals(12, plain.hashFrom(tokens, tokens.length, 5, head, 0, null, rest));
+        assertArrayEquals(Arrays.copyOfRange(full, 5, 12), Arrays.copyOfRange(rest, 5, 12));
+        BlockHasher cached = new BlockHasher(spec, new PrefixHashCache(spec, 64));
+        long[] first = new long[16];
+        long[] second = new long[16];
+        assertEquals(12, cached.hash(tokens, tokens.length, null, first));
+        assertEquals(12, cached.hash(tokens, tokens.length, null, second));
+        assertArrayEquals(full, first);
+        assertArrayEquals(full, second);
+    }
+
+    /**
      * vLLM's seed for sha256_cbor without PYTHONHASHSEED (DEFAULT_NONE_HASH_SEED, PR #51875). Golden values from
      * CPython 3.11 with cbor2 6.1.4 and hashlib, following vLLM's kv_cache_utils (init_none_hash, hash_block_tokens)
      * and vllm.utils.hashing.sha256_cbor:

@@ -207,6 +207,68 @@ class KvEventDecoderTest {
             + "medium=GPU group=-1"), decode(f));
     }
 
+    /**
+     * TensorRT-LLM's streaming publisher (PR #17023): a positional batch {@code [ts, events, data_parallel_rank]} of
+     * map events in the order the native {@code packStoredEvent} writes them (map of 8: type, block_hashes,
+     * parent_block_hash, token_ids, block_size, lora_id, medium, lora_name), signed 64-bit radix keys, a nil parent
+     * for a chain's first block, BlockRemoved as {@code {type, block_hashes, medium}}.
+     */
+    @Test
+    void trtllmStreamingBatchDecodes() throws IOException {
+        byte[] f = pack(p -> {
+            p.packArrayHeader(3).packDouble(1.7e9).packArrayHeader(3);
+            p.packMapHeader(8);
+            str(p, "type");
+            str(p, "BlockStored");
+            str(p, "block_hashes");
+            longs(p, 7626725223439765602L, -2732255166055541250L);
+            str(p, "parent_block_hash");
+            p.packNil();
+            str(p, "token_ids");
+            ints(p, 1, 64);
+            str(p, "block_size");
+            p.packInt(32);
+            str(p, "lora_id");
+            p.packNil();
+            str(p, "medium");
+            str(p, "GPU");
+            str(p, "lora_name");
+            p.packNil();
+            p.packMapHeader(8);
+            str(p, "type");
+            str(p, "BlockStored");
+            str(p, "block_hashes");
+            longs(p, 5L);
+            str(p, "parent_block_hash");
+            p.packLong(-2732255166055541250L);
+            str(p, "token_ids");
+            ints(p, 65, 32);
+            str(p, "block_size");
+            p.packInt(32);
+            str(p, "lora_id");
+            p.packNil();
+            str(p, "medium");
+            str(p, "GPU");
+            str(p, "lora_name");
+            p.packNil();
+            p.packMapHeader(3);
+            str(p, "type");
+            str(p, "BlockRemoved");
+            str(p, "block_hashes");
+            longs(p, 5L, -2732255166055541250L);
+            str(p, "medium");
+            str(p, "GPU");
+            p.packInt(1);
+        });
+        // The recorder prints the 64-bit pattern unsigned: the same bits as the signed key the engine sent.
+        String second = Long.toUnsignedString(-2732255166055541250L);
+        assertEquals(List.of(
+            "S keys=[7626725223439765602," + second + "] parent=- tokens=[" + range(1, 64) + "] ipc=1 bs=32 lora=-"
+                + " medium=GPU group=-1",
+            "S keys=[5] parent=" + second + " tokens=[" + range(65, 32) + "] ipc=1 bs=32 lora=- medium=GPU group=-1",
+            "R keys=[5," + second + "] medium=GPU group=-1"), decode(f));
+    }
+
     @Test
     void mapFormByNameWithTypeAnywhereAndUnknownKeys() throws IOException {
         byte[] f = pack(p -> {

@@ -43,6 +43,7 @@ interface BlockKeyer {
                 }
             };
             case "trtllm_internal" -> new TrtllmInternal(new java.security.SecureRandom().nextLong());
+            case "v2_sha256_64" -> new TrtllmV2();
             default -> throw new IllegalArgumentException("hash-algo=" + algo + ": unknown");
         };
     }
@@ -219,6 +220,64 @@ interface BlockKeyer {
         @Override
         public boolean unsignedKeys() {
             return true;
+        }
+    }
+
+    /**
+     * TensorRT-LLM's KV cache manager V2 radix key, which its streaming publisher sends (PR #17023): the root is
+     * SHA-256 of the request's reuse scope (mask byte, then u64le of each present field: LoRA task id, salt id),
+     * block i's digest SHA-256(parent digest || u32le tokens), the key the digest's first 8 bytes big-endian
+     * ({@code StreamingEventSink::wireHash}, signed). The engine's salt id is BLAKE3 of the salt; the simulator stands
+     * SHA-256's first 8 bytes in for it (the scope still differs per salt, and the gateway keys no salted request).
+     */
+    final class TrtllmV2 implements BlockKeyer {
+        private final MessageDigest sha;
+
+        TrtllmV2() {
+            try {
+                this.sha = MessageDigest.getInstance("SHA-256");
+            } catch (NoSuchAlgorithmException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        @Override
+        public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt, String loraName) {
+            int blocks = tokens.length / blockSize;
+            long[] keys = new long[blocks];
+            boolean salted = cacheSalt != null && !cacheSalt.isEmpty();
+            if (salted) {
+                byte[] saltId = java.util.Arrays.copyOf(sha.digest(cacheSalt.getBytes(StandardCharsets.UTF_8)), 8);
+                sha.update((byte) 0b10);
+                sha.update(saltId);
+            } else {
+                sha.update((byte) 0);
+            }
+            byte[] parent = sha.digest();
+            byte[] le = new byte[4];
+            for (int b = 0; b < blocks; b++) {
+                sha.update(parent);
+                for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
+                    int t = tokens[i];
+                    le[0] = (byte) t;
+                    le[1] = (byte) (t >>> 8);
+                    le[2] = (byte) (t >>> 16);
+                    le[3] = (byte) (t >>> 24);
+                    sha.update(le);
+                }
+                parent = sha.digest();
+                long k = 0;
+                for (int i = 0; i < 8; i++) {
+                    k = (k << 8) | (parent[i] & 0xff);
+                }
+                keys[b] = k;
+            }
+            return keys;
+        }
+
+        @Override
+        public boolean unsignedKeys() {
+            return false;
         }
     }
 

@@ -221,13 +221,18 @@ final class CompletionRequest {
         } else if (config.dialect == Dialect.SGLANG) {
             r.lora = sglangLora(r, loras);
         } else if (config.dialect == Dialect.LLAMACPP) {
-            if (r.n != 1) {
-                throw SimError.badRequest("Only one completion choice is allowed");
+            // server_task::params_from_json_cmpl: n_cmpl = n, up to the slot count (a child slot per extra choice);
+            // older servers answered "Only one completion choice is allowed".
+            if (r.n > config.maxConcurrency) {
+                throw SimError.badRequest("n_cmpl cannot be greater than the number of slots, please increase -np");
             }
             r.idSlot = intField(r.body, "id_slot", -1);
-            if (r.idSlot < -1 || r.idSlot >= config.maxConcurrency) {
+            if (r.idSlot < -1) {
                 throw SimError.badRequest("Invalid id_slot: " + r.idSlot + " (the server has " + config.maxConcurrency
                     + " slots)");
+            }
+            if (r.idSlot >= config.maxConcurrency) {
+                r.idSlot %= config.maxConcurrency; // get_slot_by_id wraps an id past the last slot
             }
             r.cachePrompt = bool(r.body, "cache_prompt", true);
         }

@@ -278,7 +278,11 @@ final class Generation {
                 }
             }
         }
+        // One chunk behind, so the step's last chunk is known: llama-server puts its timings on its last chunk.
+        ObjectNode pending = null;
+        boolean allFinished = true;
         for (Seq s : seqs) {
+            allFinished &= s.finished;
             if (s.finishSent) {
                 continue;
             }
@@ -291,11 +295,37 @@ final class Generation {
             if (s.finished) {
                 s.finishSent = true;
             }
-            if (!writeEvent(chunk(s, delta, false, s.finished ? s.finishReason : null))) {
+            if (pending != null && !writeEvent(pending)) {
                 return false;
             }
+            pending = chunk(s, delta, false, s.finished ? s.finishReason : null);
         }
-        return true;
+        if (pending != null && allFinished && !req.includeUsage && engine.config.dialect == Dialect.LLAMACPP) {
+            pending.set("timings", timings()); // to_json_oaicompat_chat_stream: deltas.back()
+        }
+        return pending == null || writeEvent(pending);
+    }
+
+    /**
+     * llama-server's {@code result_timings::to_json} (without speculative drafts): cached, evaluated and predicted
+     * token counts with their times, from the latency model's per-token costs.
+     */
+    private ObjectNode timings() {
+        ObjectNode t = JSON.objectNode();
+        int evaluated = Math.max(0, promptTokens - cachedTokens);
+        int predicted = completionTokens();
+        double promptMs = evaluated * engine.config.prefillUsPerToken / 1000.0;
+        double predictedMs = (double) predicted * engine.config.itlMs;
+        t.put("cache_n", cachedTokens);
+        t.put("prompt_n", evaluated);
+        t.put("prompt_ms", promptMs);
+        t.put("prompt_per_token_ms", evaluated == 0 ? 0.0 : promptMs / evaluated);
+        t.put("prompt_per_second", promptMs == 0 ? 0.0 : 1000.0 * evaluated / promptMs);
+        t.put("predicted_n", predicted);
+        t.put("predicted_ms", predictedMs);
+        t.put("predicted_per_token_ms", predicted == 0 ? 0.0 : predictedMs / predicted);
+        t.put("predicted_per_second", predictedMs == 0 ? 0.0 : 1000.0 * predicted / predictedMs);
+        return t;
     }
 
     /** Writes one SSE event; applies the mid-stream faults. Returns false when the generation ended. */
@@ -340,6 +370,9 @@ final class Generation {
             ObjectNode u = header(req.chat ? "chat.completion.chunk" : "text_completion");
             u.putArray("choices");
             u.set("usage", usage());
+            if (engine.config.dialect == Dialect.LLAMACPP) {
+                u.set("timings", timings()); // the usage chunk is deltas.back() now
+            }
             if (!writeEvent(u)) {
                 return;
             }

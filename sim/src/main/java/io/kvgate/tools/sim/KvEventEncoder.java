@@ -17,6 +17,8 @@ final class KvEventEncoder {
     private final EventForm form;
     private final boolean unsignedKeys;
     private final boolean onePagePerEvent;
+    /** vLLM's map form: {@code extra_keys} and {@code group_idx} after the eight fields every engine writes. */
+    private final boolean vllmExtras;
     private final MessageBufferPacker packer = MessagePack.newDefaultBufferPacker();
     private int eventCount;
     private MessageBufferPacker events = MessagePack.newDefaultBufferPacker();
@@ -37,9 +39,25 @@ final class KvEventEncoder {
      * @param onePagePerEvent SGLang announces every page in its own BlockStored event; vLLM one event per run
      */
     KvEventEncoder(EventForm form, boolean unsignedKeys, boolean onePagePerEvent) {
+        this(form, unsignedKeys, onePagePerEvent, !onePagePerEvent);
+    }
+
+    private KvEventEncoder(EventForm form, boolean unsignedKeys, boolean onePagePerEvent, boolean vllmExtras) {
         this.form = form;
         this.unsignedKeys = unsignedKeys;
         this.onePagePerEvent = onePagePerEvent;
+        this.vllmExtras = vllmExtras;
+    }
+
+    /**
+     * TensorRT-LLM's streaming publisher (PR #17023, {@code _torch/pyexecutor/kv_cache_events.py} and the native
+     * {@code StreamingEventSink}): map events tagged {@code "type"} whatever {@code --event-form} says (its structs
+     * are not array_like), BlockStored with exactly the eight fields type, block_hashes, parent_block_hash,
+     * token_ids, block_size, lora_id, medium, lora_name (the rest are omitted defaults), consecutive blocks coalesced
+     * into one event, signed 64-bit keys.
+     */
+    static KvEventEncoder trtllmStreaming() {
+        return new KvEventEncoder(EventForm.MAP, false, false, false);
     }
 
     boolean isEmpty() {
@@ -74,7 +92,7 @@ final class KvEventEncoder {
         boolean map = form == EventForm.MAP;
         boolean grouped = groupIdx >= 0;
         if (map) {
-            p.packMapHeader(grouped ? 11 : onePagePerEvent ? 8 : 10);
+            p.packMapHeader(grouped ? 11 : vllmExtras ? 10 : 8);
             p.packString("type");
         } else {
             p.packArrayHeader(grouped ? 11 : 8); // vLLM's positions: ..., lora_name, extra_keys, group_idx, kind
@@ -139,7 +157,7 @@ final class KvEventEncoder {
                 p.packString("kv_cache_spec_kind");
             }
             p.packString(groupKind);
-        } else if (map && !onePagePerEvent) {
+        } else if (map && vllmExtras) {
             // vLLM: extra_keys[i] is the exact tuple hashed into block i (cache_salt on block 0 only)
             p.packString("extra_keys");
             p.packArrayHeader(to - from);

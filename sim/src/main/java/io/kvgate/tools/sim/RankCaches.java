@@ -59,7 +59,7 @@ final class RankCaches implements AutoCloseable {
         this.publishedKeyOf = new java.util.ArrayList<>(ranks);
         this.fineKeysOf = config.hybridGroupKind == null ? null : new java.util.ArrayList<>(ranks);
         this.fineFactor = blockSize / config.hashBlockSize();
-        this.trtllmEvents = config.dialect == Dialect.TRTLLM
+        this.trtllmEvents = config.dialect == Dialect.TRTLLM && !config.trtllmStreaming()
             ? new TrtllmKvEvents(config.kvEventBuffer(), config.contextLen, ranks, config.cacheBlocks, config.trtllmHashAlgo) : null;
         for (int r = 0; r < ranks; r++) {
             final int rank = r;
@@ -67,7 +67,8 @@ final class RankCaches implements AutoCloseable {
             if (fineKeysOf != null) {
                 fineKeysOf.add(new java.util.HashMap<>());
             }
-            KvEventEncoder enc = new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
+            KvEventEncoder enc = config.trtllmStreaming() ? KvEventEncoder.trtllmStreaming()
+                : new KvEventEncoder(config.eventForm, keyer.unsignedKeys(), sglang);
             encoders[r] = enc;
             caches[r] = new PrefixCache(config.cacheBlocks, new PrefixCache.Listener() {
                 @Override
@@ -172,6 +173,11 @@ final class RankCaches implements AutoCloseable {
 
     /** TensorRT-LLM {@code POST /kv_cache_events}: the buffered events, removed from the buffer. */
     com.fasterxml.jackson.databind.node.ArrayNode drainTrtllmEvents() {
+        if (trtllmEvents == null) {
+            // Streaming mode: the events went out over ZeroMQ and the pull API returns an empty list
+            // (StreamingKVCacheEventManager.get_latest_events).
+            return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+        }
         return trtllmEvents.drain();
     }
 
@@ -278,8 +284,8 @@ final class RankCaches implements AutoCloseable {
 
     /** Publishes {@code AllBlocksCleared} on every rank (SGLang at startup; cache resets). */
     void announceCleared() {
-        if (trtllmEvents != null) {
-            return; // TensorRT-LLM has no such event
+        if (config.dialect == Dialect.TRTLLM) {
+            return; // TensorRT-LLM sends no such event (its streaming sink publishes stores and removals only)
         }
         for (int r = 0; r < encoders.length; r++) {
             encoders[r].allBlocksCleared();

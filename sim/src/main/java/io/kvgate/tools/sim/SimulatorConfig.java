@@ -229,6 +229,9 @@ public final class SimulatorConfig {
         if (!kvEventsMode.equals("auto")) {
             return kvEventsMode.equals("bind");
         }
+        if (trtllmStreaming()) {
+            return true; // TensorRT-LLM's ZmqEventPublisher always binds, even a concrete host
+        }
         Endpoint e = Endpoint.parse(kvEventsEndpoint);
         return e != null && (e.host().equals("*") || e.host().equals("::") || e.host().equals("[::]"));
     }
@@ -246,9 +249,17 @@ public final class SimulatorConfig {
         return hashAlgo != null ? hashAlgo : switch (dialect) {
             case VLLM -> "sha256_cbor";
             case SGLANG -> "sha256_sglang";
-            case TRTLLM -> "trtllm_internal";
+            case TRTLLM -> trtllmStreaming() ? "v2_sha256_64" : "trtllm_internal";
             case LLAMACPP -> "none";
         };
+    }
+
+    /**
+     * TensorRT-LLM with {@code --kv-events}: its streaming publisher (KV cache manager V2, PR #17023) sends the
+     * radix keys over ZeroMQ, per rank on port + rank, and {@code POST /kv_cache_events} returns an empty list.
+     */
+    boolean trtllmStreaming() {
+        return dialect == Dialect.TRTLLM && kvEventsEndpoint != null;
     }
 
     boolean metricsMounted() {
@@ -301,11 +312,10 @@ public final class SimulatorConfig {
             check(errors, dpRanks == 1, "dp-ranks=" + dpRanks + ": llama.cpp parallelism is --max-concurrency slots");
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for llamacpp");
         } else {
-            check(errors, algo.equals("trtllm_internal"),
-                "hash-algo=" + algo + ": trtllm block hashes are internal to the engine (trtllm_internal)");
-            check(errors, kvEventsEndpoint == null,
-                "kv-events=" + kvEventsEndpoint + ": TensorRT-LLM has no ZMQ publisher; its events are drained from "
-                    + "POST /kv_cache_events");
+            String expected = trtllmStreaming() ? "v2_sha256_64" : "trtllm_internal";
+            check(errors, algo.equals(expected), "hash-algo=" + algo + ": trtllm " + (trtllmStreaming()
+                ? "streams the KV cache manager V2 radix key with --kv-events (v2_sha256_64)"
+                : "block hashes drained from POST /kv_cache_events are internal to the engine (trtllm_internal)"));
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for trtllm");
         }
         check(errors, loadMs >= 0 && loadMs <= 3_600_000, "load-ms=" + loadMs + ": must be in 0..3600000");
@@ -435,7 +445,8 @@ public final class SimulatorConfig {
           --hash-seed S                vLLM PYTHONHASHSEED string (default "0"; "vllm-none-hash" is what a current
                                        vLLM with sha256_cbor and no PYTHONHASHSEED hashes)
           --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
-          --kv-events tcp://H:P        ZMQ PUB per rank on P + rank (like the engines: H = * binds, else connects)
+          --kv-events tcp://H:P        ZMQ PUB per rank on P + rank (like the engines: H = * binds, else connects;
+                                       trtllm: its streaming publisher, always bound, /kv_cache_events then empty)
           --kv-events-mode M           auto|bind|connect (default auto; bind = bind tcp://H:P even for a concrete H)
           --kv-replay tcp://H:P        bind a ZMQ ROUTER replay buffer per rank on P + rank
           --kv-topic T                 topic frame (default "kv")

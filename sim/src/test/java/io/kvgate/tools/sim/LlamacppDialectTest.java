@@ -51,7 +51,9 @@ class LlamacppDialectTest {
             assertEquals(0, cached(sim, a, ",\"id_slot\":1"));
             assertEquals(19, cached(sim, a, ",\"id_slot\":1"));
             assertEquals(20, json(get(sim, "/slots")).get(1).get("n_prompt_tokens").asInt());
-            HttpResponse<String> bad = post(sim, "/v1/completions", "{\"prompt\":\"x\",\"id_slot\":7}");
+            // An id past the last slot wraps (get_slot_by_id: id % slot count): 7 is slot 1, which holds a.
+            assertEquals(19, cached(sim, a, ",\"id_slot\":7"));
+            HttpResponse<String> bad = post(sim, "/v1/completions", "{\"prompt\":\"x\",\"id_slot\":-2}");
             assertEquals(400, bad.statusCode());
             assertEquals("invalid_request_error", json(bad).at("/error/type").asText());
         }
@@ -88,8 +90,12 @@ class LlamacppDialectTest {
             assertEquals("{\"error\":{\"code\":400,\"message\":\"request (40 tokens) exceeds the available context size "
                 + "(32 tokens), try increasing it\",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":40,"
                 + "\"n_ctx\":32}}", big.body());
-            assertEquals("{\"error\":{\"code\":400,\"message\":\"Only one completion choice is allowed\",\"type\":"
-                + "\"invalid_request_error\"}}", post(sim, "/v1/chat/completions", chat("m", "hi", "\"n\":2")).body());
+            // n > 1 takes a child slot per extra choice (params_from_json_cmpl: n_cmpl = n, at most the slot count).
+            JsonNode two = json(post(sim, "/v1/chat/completions", chat("m", "hi", "\"n\":2,\"max_tokens\":2")));
+            assertEquals(2, two.get("choices").size(), two.toString());
+            assertEquals("{\"error\":{\"code\":400,\"message\":\"n_cmpl cannot be greater than the number of slots, please"
+                + " increase -np\",\"type\":\"invalid_request_error\"}}",
+                post(sim, "/v1/chat/completions", chat("m", "hi", "\"n\":3")).body());
             JsonNode clipped = json(post(sim, "/v1/completions", "{\"prompt\":" + MetricsTest.tokens(1, 30)
                 + ",\"max_tokens\":100}"));
             assertEquals(2, clipped.at("/usage/completion_tokens").asInt(), "stops at the slot's context end");

@@ -245,6 +245,47 @@ class EnginesOverSimulatorSystemTest {
         }
     }
 
+    /**
+     * The gateway forces include_usage to count tokens; llama-server then writes its timings on the usage chunk,
+     * which the gateway removes for a client that did not ask for usage. The client still gets the timings, on the
+     * finish chunk, where the engine puts them unasked (issue #36 item 14); a client that asked gets them on the usage
+     * chunk, as the engine sent it.
+     */
+    @Test
+    void llamacppTimingsReachAClientThatDidNotAskForUsage() throws Exception {
+        try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP))) {
+            Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "round_robin", "", List.of(sim),
+                "{interval_ms: 60000}")));
+            try {
+                HttpResponse<String> r = chat(gw, SimHttp.chat("m", "hi", "\"max_tokens\":3,\"stream\":true"));
+                assertEquals(200, r.statusCode(), r.body());
+                List<JsonNode> chunks = new java.util.ArrayList<>();
+                for (String e : r.body().split("\n\n")) {
+                    if (e.startsWith("data: {")) {
+                        chunks.add(SimHttp.MAPPER.readTree(e.substring("data: ".length())));
+                    }
+                }
+                assertTrue(r.body().endsWith("data: [DONE]\n\n"), r.body());
+                JsonNode last = chunks.get(chunks.size() - 1);
+                assertEquals("length", last.at("/choices/0/finish_reason").asText(), r.body());
+                assertEquals(3, last.at("/timings/predicted_n").asInt(), r.body());
+                assertFalse(last.path("usage").isObject(), "no usage for a client that did not ask: " + r.body());
+                for (JsonNode c : chunks) {
+                    assertTrue(c.path("choices").size() > 0, "no usage-only chunk: " + r.body());
+                }
+                HttpResponse<String> asked = chat(gw, SimHttp.chat("m", "hi", "\"max_tokens\":3,\"stream\":true,"
+                    + "\"stream_options\":{\"include_usage\":true}"));
+                String[] events = asked.body().split("\n\n");
+                JsonNode usageChunk = SimHttp.MAPPER.readTree(events[events.length - 2].substring("data: ".length()));
+                assertEquals(0, usageChunk.get("choices").size(), asked.body());
+                assertEquals(3, usageChunk.at("/usage/completion_tokens").asInt(), asked.body());
+                assertEquals(3, usageChunk.at("/timings/predicted_n").asInt(), asked.body());
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
     @Test
     void sessionPinSlotPutsEachConversationOnItsOwnLlamacppSlot() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(4))) {
@@ -274,7 +315,8 @@ class EnginesOverSimulatorSystemTest {
     @Test
     void pinnedSlotsStayWithinTheServersOwnSlotCountOnceRead() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.LLAMACPP).maxConcurrency(2))) {
-            // session.slots says 4, the server runs 2: slots 2 and 3 would be refused (400 Invalid id_slot).
+            // session.slots says 4, the server runs 2: slots 2 and 3 would wrap onto 0 and 1 (get_slot_by_id), into
+            // other sessions' slots.
             Gateway gw = Gateway.start(GatewayConfig.parse(yaml("llamacpp", "session",
                 "    session: {key: conversation, pin_slot: true, slots: 4}\n", List.of(sim), "{interval_ms: 100}")));
             try {
