@@ -61,6 +61,13 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
      */
     boolean servesOwnRender();
 
+    /**
+     * Whether the engine writes members of its own on a stream's last chunk, which a forced {@code include_usage}
+     * makes the usage chunk (llama.cpp's {@code timings}): when the gateway removes that chunk for a client that did
+     * not ask for usage, those members move to the last chunk the client gets (issue #36 item 14).
+     */
+    boolean putsExtrasOnLastChunk();
+
     /** What to change on the engine when its {@code /metrics} lacks the load families ({@code ctl doctor}'s fix). */
     String metricsFix();
 

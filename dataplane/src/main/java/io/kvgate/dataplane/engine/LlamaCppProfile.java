@@ -49,6 +49,11 @@ public final class LlamaCppProfile implements EngineProfile {
     }
 
     @Override
+    public boolean putsExtrasOnLastChunk() {
+        return true;
+    }
+
+    @Override
     public String metricsFix() {
         return "start llama-server with --metrics";
     }

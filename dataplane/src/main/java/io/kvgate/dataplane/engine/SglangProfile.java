@@ -57,6 +57,11 @@ public final class SglangProfile implements EngineProfile {
      * names never do on SGLang); the client's {@code model} is kept, so it echoes the adapter name as vLLM does.
      */
     @Override
+    public boolean putsExtrasOnLastChunk() {
+        return false;
+    }
+
+    @Override
     public String metricsFix() {
         return "start SGLang with --enable-metrics";
     }

@@ -41,6 +41,11 @@ public final class TrtllmProfile implements EngineProfile {
     }
 
     @Override
+    public boolean putsExtrasOnLastChunk() {
+        return false;
+    }
+
+    @Override
     public String metricsFix() {
         return "TensorRT-LLM serves no Prometheus load page: nothing to scrape";
     }

@@ -56,6 +56,11 @@ public final class VllmProfile implements EngineProfile {
 
     /** The adapter is the request's {@code model} (its served LoRA name). */
     @Override
+    public boolean putsExtrasOnLastChunk() {
+        return false;
+    }
+
+    @Override
     public String metricsFix() {
         return "start vLLM without --disable-log-stats";
     }

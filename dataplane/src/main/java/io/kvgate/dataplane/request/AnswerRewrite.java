@@ -111,7 +111,7 @@ public final class AnswerRewrite {
         if (strip) {
             edits.set(Member.STREAM_OPTIONS, RequestEdits.streamOptionsWithUsage(body, f));
         }
-        return new AnswerRewrite(alias, replicas, strip, rule.engineKind() == RuleConfig.Engine.LLAMACPP);
+        return new AnswerRewrite(alias, replicas, strip, EngineProfiles.of(rule).putsExtrasOnLastChunk());
     }
 
     /** {@code n > 1} with {@code temperature: 0}: greedy choices, which vLLM refuses and SGLang answers identically. */
