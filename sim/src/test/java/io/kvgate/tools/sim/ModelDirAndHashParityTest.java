@@ -49,9 +49,15 @@ class ModelDirAndHashParityTest {
             String seed = rnd.nextBoolean() ? "0" : Integer.toString(rnd.nextInt(1000));
             int bs = new int[] {1, 4, 16, 32}[rnd.nextInt(4)];
             for (HashAlgo algo : HashAlgo.values()) {
-                BlockHashSpec spec = algo.isVllm() ? BlockHashSpec.vllm(algo, bs, seed, null) : BlockHashSpec.sglang(bs);
+                BlockHashSpec spec = algo.isVllm() ? BlockHashSpec.vllm(algo, bs, seed, null)
+                    : algo.isTrtllm() ? BlockHashSpec.trtllmV2(bs) : BlockHashSpec.sglang(bs);
                 long[] expected = new long[tokens.length / bs];
                 int n = new BlockHasher(spec).hash(tokens, tokens.length, salt, expected);
+                if (algo.isTrtllm() && salt != null) {
+                    // TensorRT-LLM's salt id is BLAKE3: the gateway computes no salted keys (routed without KV scores).
+                    assertEquals(BlockHasher.ERR_BAD_CACHE_SALT, n);
+                    continue;
+                }
                 assertEquals(expected.length, n);
                 long[] ours = BlockKeyer.forAlgo(algo.configName(), seed).blockKeys(tokens, bs, salt);
                 assertArrayEquals(expected, ours, algo + " bs=" + bs + " seed=" + seed + " salt=" + salt);
