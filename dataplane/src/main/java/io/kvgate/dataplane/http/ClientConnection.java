@@ -426,9 +426,10 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
             refused(r.reason());
         }
         // Under the rule and model the request named once they are known (a configured model is its own label, as
-        // for answered requests), so an operator sees a model's refusals beside its answers (issue #36 item 15).
+        // for answered requests; the fields are reset at each head), so an operator sees a model's refusals beside
+        // its answers (issue #36 item 15).
         String rule = rc.access().rule;
-        gw.metrics().request(rule == null ? "" : rule, rule == null ? null : rc.fields().model, r.status().code(),
+        gw.metrics().request(rule == null ? "" : rule, rc.fields().model, r.status().code(),
             gw.clock().nanoTime() - rc.startNs());
         FullHttpResponse resp = r.response(ctx.alloc());
         if (r.closes()) {
