@@ -26,6 +26,15 @@ interface BlockKeyer {
     /** Whether events carry keys as unsigned (vLLM) or signed (SGLang) 64-bit integers. */
     boolean unsignedKeys();
 
+    /** A SHA-256 digest (every JDK has one: the checked exception cannot happen). */
+    static MessageDigest sha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     static BlockKeyer forAlgo(String algo, String hashSeed) {
         return switch (algo) {
             case "sha256_cbor" -> new VllmCbor(false, hashSeed);
@@ -59,11 +68,7 @@ interface BlockKeyer {
 
         VllmCbor(boolean xxhash, String seed) {
             this.xxhash = xxhash;
-            try {
-                this.sha = MessageDigest.getInstance("SHA-256");
-            } catch (NoSuchAlgorithmException e) {
-                throw new IllegalStateException(e);
-            }
+            this.sha = sha256();
             Cbor c = new Cbor();
             c.text(seed);
             this.noneHash = digest(c.toBytes());
@@ -131,11 +136,7 @@ interface BlockKeyer {
         private final MessageDigest sha;
 
         SglangPage() {
-            try {
-                this.sha = MessageDigest.getInstance("SHA-256");
-            } catch (NoSuchAlgorithmException e) {
-                throw new IllegalStateException(e);
-            }
+            this.sha = sha256();
         }
 
         @Override
@@ -187,11 +188,7 @@ interface BlockKeyer {
         private final byte[] salt = new byte[8];
 
         TrtllmInternal(long processSalt) {
-            try {
-                this.sha = MessageDigest.getInstance("SHA-256");
-            } catch (NoSuchAlgorithmException e) {
-                throw new IllegalStateException(e);
-            }
+            this.sha = sha256();
             putLong(salt, 0, processSalt);
         }
 
@@ -234,11 +231,7 @@ interface BlockKeyer {
         private final MessageDigest sha;
 
         TrtllmV2() {
-            try {
-                this.sha = MessageDigest.getInstance("SHA-256");
-            } catch (NoSuchAlgorithmException e) {
-                throw new IllegalStateException(e);
-            }
+            this.sha = sha256();
         }
 
         @Override
