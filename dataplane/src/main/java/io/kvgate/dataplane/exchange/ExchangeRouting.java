@@ -29,6 +29,12 @@ public interface ExchangeRouting extends EndpointOutcomes {
      */
     boolean tryRoute(RouteInputs inputs, RouteCallback callback);
 
+    /**
+     * Publishes a P/D request whose prefill ({@code inputs}) and decode endpoints are chosen in one decision
+     * ({@link RouterPort#tryRoutePair}); false when it must be shed.
+     */
+    boolean tryRoutePair(RouteInputs inputs, RouteCallback callback);
+
     /** Each event loop's view of {@code router}: its {@link RouterPort}, looked up once per loop thread. */
     static Function<EventLoop, ExchangeRouting> ports(RoutingStage router) {
         FastThreadLocal<ExchangeRouting> byLoop = new FastThreadLocal<>();
@@ -45,6 +51,11 @@ public interface ExchangeRouting extends EndpointOutcomes {
                     @Override
                     public boolean tryRoute(RouteInputs inputs, RouteCallback callback) {
                         return port.tryRoute(inputs, callback);
+                    }
+
+                    @Override
+                    public boolean tryRoutePair(RouteInputs inputs, RouteCallback callback) {
+                        return port.tryRoutePair(inputs, callback);
                     }
 
                     @Override

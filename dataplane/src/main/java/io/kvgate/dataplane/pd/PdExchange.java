@@ -59,7 +59,8 @@ import java.util.List;
  * relayed (and stripped of {@code kv_transfer_params}). The decode endpoint is chosen only after the prefill
  * answered, so one that became unhealthy meanwhile is not used.
  *
- * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, then the same body with the bootstrap triple
+ * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, in one pair decision (one round trip, both
+ * counted together or neither), then the same body with the bootstrap triple
  * goes to both at once (the prefill waits for its decode to join the room: a sequential proxy would deadlock). The
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
@@ -86,8 +87,8 @@ import java.util.List;
 public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange, ExchangeOwner {
     /**
      * Where the exchange is. {@code DECIDING}: conditional P/D routes the decode endpoint first to choose the path.
-     * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang routes its decode
-     * after its prefill, before either leg starts). {@code PREFILL}: the prefill leg runs, decode not yet.
+     * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang's
+     * {@code ROUTING_PREFILL} awaits its pair: prefill and decode in one decision, before either leg starts). {@code PREFILL}: the prefill leg runs, decode not yet.
      * {@code DECODE}: the decode leg was started (with SGLang, its prefill may still run beside it). {@code DONE}: the
      * client was answered, or left; nothing more is sent to it.
      */
@@ -225,7 +226,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         if (trace != null) {
             routeSpan = trace.child("kvgate.route", gw.clock().nanoTime());
         }
-        if (!routing.tryRoute(routeInputs(), this)) {
+        // SGLang's legs start together: its prefill and decode are chosen in one decision, counted together.
+        boolean published = r == Role.PREFILL && dialect.concurrent()
+            ? routing.tryRoutePair(routeInputs(), this)
+            : routing.tryRoute(routeInputs(), this);
+        if (!published) {
             gw.metrics().shed("router_ring_full");
             if (prefillEp != null && r == Role.DECODE && dialect.concurrent()) {
                 routing.complete(prefillEp, Outcome.RELEASED);
@@ -268,7 +273,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         if (d.shed()) {
             onShed(d.rule(), d.explanation());
         } else {
-            onRouted(d.endpoint(), d.explanation());
+            onRouted(d.endpoint(), d.decodeEndpoint(), d.unserved(), d.explanation());
         }
     }
 
@@ -289,24 +294,34 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         }
     }
 
-    private void onRouted(EndpointState ep, String why) {
+    /**
+     * {@code ep}: the endpoint for the current role, or a pair decision's prefill with its {@code pairedDecode}
+     * (null otherwise); {@code unserved}: a refused pair's pool without an endpoint.
+     */
+    private void onRouted(EndpointState ep, EndpointState pairedDecode, Role unserved, String why) {
         this.routedWhy = why;
         this.admitted = true;
         endRouteSpan(ep, why, ep == null ? "no_healthy_endpoint" : null);
         try {
-            onDecision(ep);
+            onDecision(ep, pairedDecode, unserved);
         } catch (Throwable t) {
             if (ep != null && prefillLeg == null && decodeLeg == null) {
                 routing.complete(ep, Outcome.RELEASED); // no leg took this endpoint over
+                if (pairedDecode != null) {
+                    routing.complete(pairedDecode, Outcome.RELEASED);
+                }
             }
             abort(t);
         }
     }
 
-    private void onDecision(EndpointState ep) {
+    private void onDecision(EndpointState ep, EndpointState pairedDecode, Role unserved) {
         if (phase == Phase.DONE) {
             if (ep != null) {
                 routing.complete(ep, Outcome.RELEASED);
+            }
+            if (pairedDecode != null) {
+                routing.complete(pairedDecode, Outcome.RELEASED);
             }
             if (role == Role.DECODE && prefillEp != null && dialect.concurrent() && prefillLeg == null) {
                 routing.complete(prefillEp, Outcome.RELEASED);
@@ -314,12 +329,22 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             return;
         }
         if (role == Role.PREFILL) {
+            if (ep == null && unserved == Role.DECODE) {
+                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
+                    "no_healthy_endpoint", true); // the pair's prefill was not counted either
+                return;
+            }
             if (ep == null) {
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy prefill endpoint for model '" + fields.model + "'"
                     + (connectFailed.isEmpty() ? "" : " (could not connect to " + connectFailed.size() + ")"), "no_healthy_endpoint", true);
                 return;
             }
             prefillEp = ep;
+            if (pairedDecode != null) {
+                decodeEp = pairedDecode;
+                dialect.onDecodeChosen(this);
+                return;
+            }
             dialect.onPrefillChosen(this);
         } else {
             if (ep == null) {

@@ -23,6 +23,7 @@ public final class Decision {
     EndpointState decodeEndpoint;
     Rule rule;
     String explanation;
+    Role unserved;
     boolean shed;
     int chargedPrefillTokens;
     int dpRank = -1;
@@ -50,6 +51,15 @@ public final class Decision {
         return d;
     }
 
+    /** A pair refused for want of an endpoint in pool {@code unserved}, outside a routing stage (tests). */
+    public static Decision refusedPair(Rule rule, Role unserved, String explanation) {
+        Decision d = new Decision();
+        d.rule = rule;
+        d.unserved = unserved;
+        d.explanation = explanation;
+        return d;
+    }
+
     /** Admission control's refusal outside a routing stage (tests). */
     public static Decision shed(Rule rule, String message) {
         Decision d = new Decision();
@@ -64,6 +74,7 @@ public final class Decision {
         decodeEndpoint = null;
         rule = null;
         explanation = null;
+        unserved = null;
         shed = false;
         chargedPrefillTokens = 0;
         dpRank = -1;
@@ -82,6 +93,14 @@ public final class Decision {
     /** A pair decision's decode endpoint, null otherwise (and whenever {@link #endpoint()} is null). */
     public EndpointState decodeEndpoint() {
         return decodeEndpoint;
+    }
+
+    /**
+     * A refused pair decision: the pool that had no endpoint ({@link Role#PREFILL} or {@link Role#DECODE}); null for
+     * any other decision. Nothing was counted on the other pool.
+     */
+    public Role unserved() {
+        return unserved;
     }
 
     /** The rule that decided (the current table's, after a swap), null when the request's rule was removed. */

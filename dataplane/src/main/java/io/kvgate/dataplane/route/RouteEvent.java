@@ -14,6 +14,11 @@ public final class RouteEvent {
     public static final int MAX_TRIED = 16;
 
     static final int ROUTE = 1;
+    /**
+     * SGLang's concurrent P/D: the request's prefill ({@link #role} PREFILL, as published) and its decode endpoint in
+     * one decision, both counted together or neither ({@link RouterPort#tryRoutePair}).
+     */
+    static final int ROUTE_PAIR = 4;
     /** Nothing to decide: makes a busy-spinning or sleeping routing thread run its batch start (swap, probes). */
     static final int WAKE = 2;
     /**

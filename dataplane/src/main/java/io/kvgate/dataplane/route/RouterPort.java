@@ -153,11 +153,25 @@ public final class RouterPort implements Runnable {
      * executor.
      */
     public boolean tryRoute(RouteInputs inputs, RouteCallback callback) {
+        return publish(inputs, callback, false);
+    }
+
+    /**
+     * As {@link #tryRoute}, for a P/D request whose prefill ({@code inputs}, role {@link Role#PREFILL}) and decode
+     * endpoints are chosen in one decision (SGLang: both legs start together): one round trip; both endpoints are
+     * counted together, or, when either pool has none, neither ({@link Decision#unserved()}). The decode is chosen as
+     * the request's decode leg would be: without the prompt, nothing tried, not gated by admission again.
+     */
+    public boolean tryRoutePair(RouteInputs inputs, RouteCallback callback) {
+        return publish(inputs, callback, true);
+    }
+
+    private boolean publish(RouteInputs inputs, RouteCallback callback, boolean pair) {
         if (reserved - drainedHead >= capacity) {
             stage.countInboxFull();
             return false;
         }
-        if (!stage.publish(inputs, callback, this)) {
+        if (!stage.publish(inputs, callback, this, pair)) {
             return false;
         }
         reserved++;

@@ -92,11 +92,18 @@ public final class RoutingStage implements AutoCloseable {
     static final long IDLE_DUTY_PERIOD_MS = 100;
     static final long IDLE_DUTY_PERIOD_NS = IDLE_DUTY_PERIOD_MS * 1_000_000L;
     static final String NO_HEALTHY_ENDPOINT = "no healthy endpoint";
+    static final String NO_HEALTHY_PREFILL = "no healthy prefill endpoint";
+    static final String NO_HEALTHY_DECODE = "no healthy decode endpoint";
     static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
     static final String ROUTING_ERROR = "internal routing error";
 
     private static final EventTranslatorThreeArg<RouteEvent, RouteInputs, RouteCallback, RouterPort> ROUTE_TR =
         (e, seq, inputs, callback, port) -> e.copyFrom(inputs, callback, port);
+    private static final EventTranslatorThreeArg<RouteEvent, RouteInputs, RouteCallback, RouterPort> ROUTE_PAIR_TR =
+        (e, seq, inputs, callback, port) -> {
+            e.copyFrom(inputs, callback, port);
+            e.type = RouteEvent.ROUTE_PAIR;
+        };
     private static final EventTranslatorTwoArg<RouteEvent, Object, Object> WAKE_TR = (e, seq, a, b) -> e.type = RouteEvent.WAKE;
 
     /** Dedicated mode: the routing thread's Disruptor (null in io mode). */
@@ -382,8 +389,8 @@ public final class RoutingStage implements AutoCloseable {
         wakeRouter();
     }
 
-    boolean publish(RouteInputs inputs, RouteCallback callback, RouterPort port) {
-        if (!ring.tryPublishEvent(ROUTE_TR, inputs, callback, port)) {
+    boolean publish(RouteInputs inputs, RouteCallback callback, RouterPort port, boolean pair) {
+        if (!ring.tryPublishEvent(pair ? ROUTE_PAIR_TR : ROUTE_TR, inputs, callback, port)) {
             ringFullRejects.incrementAndGet();
             return false;
         }
@@ -561,7 +568,7 @@ public final class RoutingStage implements AutoCloseable {
         @Override
         public boolean onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
             try {
-                if (e.type == RouteEvent.ROUTE) {
+                if (e.type == RouteEvent.ROUTE || e.type == RouteEvent.ROUTE_PAIR) {
                     route(e);
                 } else if (e.type == RouteEvent.DRAIN) {
                     applyDrain(e, sequence);
@@ -582,7 +589,7 @@ public final class RoutingStage implements AutoCloseable {
 
         @Override
         public void onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
-            if (e.type == RouteEvent.ROUTE) {
+            if (e.type == RouteEvent.ROUTE || e.type == RouteEvent.ROUTE_PAIR) {
                 route(e);
             } else if (e.type == RouteEvent.DRAIN) {
                 applyDrain(e, sequence);
@@ -780,6 +787,10 @@ public final class RoutingStage implements AutoCloseable {
      * A request that reports its prefill's end is charged the uncached prompt tokens the policy found (kv_exact).
      */
     private void decide(Rule rule, RouteEvent e, long now) {
+        if (e.type == RouteEvent.ROUTE_PAIR) {
+            decidePair(rule, e, now);
+            return;
+        }
         e.gate = e.needsAdmission ? rule.admission : null;
         e.uncachedTokens = 0;
         e.chosenRank = -1;
@@ -813,6 +824,87 @@ public final class RoutingStage implements AutoCloseable {
                 }
             }
             d.endpoint = ep;
+            d.chargedPrefillTokens = charge;
+            d.dpRank = rank;
+        }
+        e.port.commit();
+        markDirty(e.port);
+    }
+
+    /**
+     * A pair decision (SGLang's concurrent P/D): the prefill as {@code e} asks, then the decode as the same request's
+     * decode leg would be (no prompt: the prefill computes it; nothing tried; not gated again), and both are counted
+     * together, or neither: a pool without an endpoint refuses the pair, and nothing was charged to the other.
+     */
+    private void decidePair(Rule rule, RouteEvent e, long now) {
+        e.gate = e.needsAdmission ? rule.admission : null;
+        e.uncachedTokens = 0;
+        e.chosenRank = -1;
+        e.tier = null;
+        e.reachableTokens = -1;
+        why.setLength(0);
+        if (e.explain) {
+            why.append("prefill: ");
+        }
+        int mark = why.length();
+        EndpointState prefill = rule.policyFor(Role.PREFILL).choose(rule.candidates(Role.PREFILL), e, now, why);
+        if (e.explain && e.serving != null) {
+            explainExcluded(rule.candidates(Role.PREFILL), e);
+        }
+        int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
+        int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
+        RuleStats.Tier tier = e.tier;
+        int reachable = e.reachableTokens;
+        EndpointState decode = null;
+        if (prefill != null) {
+            int[] prompt = e.promptTokens;
+            int tried = e.triedCount;
+            Admission gate = e.gate;
+            e.role = Role.DECODE;
+            e.promptTokens = null;
+            e.triedCount = 0;
+            e.gate = null;
+            e.uncachedTokens = 0;
+            e.chosenRank = -1;
+            e.tier = null;
+            e.reachableTokens = -1;
+            if (e.explain) {
+                why.append(why.length() == mark ? "" : "; ").append("decode: ");
+            }
+            decode = rule.policyFor(Role.DECODE).choose(rule.candidates(Role.DECODE), e, now, why);
+            if (e.explain && e.serving != null) {
+                explainExcluded(rule.candidates(Role.DECODE), e);
+            }
+            e.role = Role.PREFILL;
+            e.promptTokens = prompt;
+            e.triedCount = tried;
+            e.gate = gate;
+        }
+        stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
+        Decision d = e.port.next(e.callback);
+        d.rule = rule;
+        d.explanation = e.explain ? why.toString() : null;
+        d.waitedForAdmission = e.waitedForAdmission;
+        d.admissionQueuedAtNs = e.admissionQueuedAtNs;
+        d.admissionAdmittedAtNs = e.admissionAdmittedAtNs;
+        if (prefill == null || decode == null) {
+            unroutable.lazySet(unroutable.get() + 1);
+            d.unserved = prefill == null ? Role.PREFILL : Role.DECODE;
+            if (d.explanation == null) {
+                d.explanation = prefill == null ? NO_HEALTHY_PREFILL : NO_HEALTHY_DECODE;
+            }
+        } else {
+            if (!e.dryRun) {
+                prefill.onRouted(now, charge, rank);
+                decode.onRouted(now, 0, -1);
+                routed.lazySet(routed.get() + 2); // two endpoints counted, as two decisions would
+                if (tier != null) {
+                    d.tier = tier.label();
+                    d.reachableTokens = reachable;
+                }
+            }
+            d.endpoint = prefill;
+            d.decodeEndpoint = decode;
             d.chargedPrefillTokens = charge;
             d.dpRank = rank;
         }
@@ -900,7 +992,7 @@ public final class RoutingStage implements AutoCloseable {
         void onDecisionFailure(Throwable ex, RouteEvent e) {
             countHandlerError(ex);
             if (e != null) {
-                if (e.type == RouteEvent.ROUTE && e.callback != null && e.port != null) {
+                if ((e.type == RouteEvent.ROUTE || e.type == RouteEvent.ROUTE_PAIR) && e.callback != null && e.port != null) {
                     try {
                         post(e.port, e.callback, null, null, ROUTING_ERROR);
                     } catch (RuntimeException again) {

@@ -101,7 +101,7 @@ public final class ExchangeKit implements AutoCloseable {
     /** Routing decisions on the test thread: requests wait in {@link #pending} until the test decides. */
     public static final class ScriptedRouting implements ExchangeRouting {
         /** A published request: a copy of its inputs (the exchange's value is reused) and where its decision goes. */
-        public record Pending(RouteInputs inputs, RouteCallback callback) {
+        public record Pending(RouteInputs inputs, RouteCallback callback, boolean pair) {
             public io.kvgate.dataplane.route.Role role() {
                 return inputs.role();
             }
@@ -130,7 +130,16 @@ public final class ExchangeKit implements AutoCloseable {
             if (full) {
                 return false;
             }
-            pending.add(new Pending(new RouteInputs().copyFrom(inputs), callback));
+            pending.add(new Pending(new RouteInputs().copyFrom(inputs), callback, false));
+            return true;
+        }
+
+        @Override
+        public boolean tryRoutePair(RouteInputs inputs, RouteCallback callback) {
+            if (full) {
+                return false;
+            }
+            pending.add(new Pending(new RouteInputs().copyFrom(inputs), callback, true));
             return true;
         }
 
@@ -242,6 +251,23 @@ public final class ExchangeKit implements AutoCloseable {
     public void decide(EndpointState ep) {
         ScriptedRouting.Pending r = routing.pending.remove(0);
         r.callback().onDecision(Decision.routed(ep, rule, "test"));
+        client.runPendingTasks();
+    }
+
+    /** The routing stage decides the oldest pending pair request: {@code prefill} and {@code decode} together. */
+    public void decidePair(EndpointState prefill, EndpointState decode) {
+        ScriptedRouting.Pending r = routing.pending.remove(0);
+        if (!r.pair()) {
+            throw new AssertionError("the oldest pending request is not a pair request");
+        }
+        r.callback().onDecision(Decision.pair(prefill, decode, rule, "test"));
+        client.runPendingTasks();
+    }
+
+    /** The routing stage refuses the oldest pending pair request: pool {@code unserved} has no endpoint. */
+    public void refusePair(io.kvgate.dataplane.route.Role unserved) {
+        ScriptedRouting.Pending r = routing.pending.remove(0);
+        r.callback().onDecision(Decision.refusedPair(rule, unserved, null));
         client.runPendingTasks();
     }
 

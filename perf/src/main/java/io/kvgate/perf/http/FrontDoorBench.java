@@ -205,6 +205,12 @@ public class FrontDoorBench {
             }
 
             @Override
+            public boolean tryRoutePair(RouteInputs in, RouteCallback callback) {
+                callback.onDecision(Decision.pair(endpoint, endpoint, in.rule(), null)); // no P/D rule in this bench
+                return true;
+            }
+
+            @Override
             public void complete(EndpointState ep, Outcome outcome) {
             }
         };
