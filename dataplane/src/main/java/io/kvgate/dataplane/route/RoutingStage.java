@@ -91,9 +91,6 @@ public final class RoutingStage implements AutoCloseable {
      */
     static final long IDLE_DUTY_PERIOD_MS = 100;
     static final long IDLE_DUTY_PERIOD_NS = IDLE_DUTY_PERIOD_MS * 1_000_000L;
-    static final String NO_HEALTHY_ENDPOINT = "no healthy endpoint";
-    static final String NO_HEALTHY_PREFILL = "no healthy prefill endpoint";
-    static final String NO_HEALTHY_DECODE = "no healthy decode endpoint";
     static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
     static final String ROUTING_ERROR = "internal routing error";
 
@@ -142,7 +139,7 @@ public final class RoutingStage implements AutoCloseable {
     private final AdapterDirectory adapters = new AdapterDirectory();
 
     // Routing thread only.
-    private final StringBuilder why = new StringBuilder(256);
+    private final Decider decider = new Decider();
     private EndpointState[] endpointsById = new EndpointState[64];
     private RouterPort[] dirtyPorts = new RouterPort[8];
     private int dirtyCount;
@@ -783,147 +780,20 @@ public final class RoutingStage implements AutoCloseable {
     }
 
     /**
-     * Decides {@code e} under {@code rule} now (its admission, if any, already let it through) and posts the decision.
-     * A request that reports its prefill's end is charged the uncached prompt tokens the policy found (kv_exact).
+     * Decides {@code e} under {@code rule} now (its admission, if any, already let it through) with the
+     * {@link Decider}, straight into the request's decision slot on its port, and queues the decision.
      */
     private void decide(Rule rule, RouteEvent e, long now) {
-        if (e.type == RouteEvent.ROUTE_PAIR) {
-            decidePair(rule, e, now);
-            return;
-        }
-        e.gate = e.needsAdmission ? rule.admission : null;
-        e.uncachedTokens = 0;
-        e.chosenRank = -1;
-        e.tier = null;
-        e.reachableTokens = -1;
-        why.setLength(0);
-        EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
-        if (e.explain && e.serving != null) {
-            explainExcluded(rule.candidates(e.role), e);
-        }
-        stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
-        String explanation = why.length() == 0 ? null : why.toString(); // only explained requests fill it
         Decision d = e.port.next(e.callback);
-        d.rule = rule;
-        d.explanation = explanation;
-        d.waitedForAdmission = e.waitedForAdmission;
-        d.admissionQueuedAtNs = e.admissionQueuedAtNs;
-        d.admissionAdmittedAtNs = e.admissionAdmittedAtNs;
-        if (ep == null) {
+        int counted = decider.decide(rule, e, now, d);
+        stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
+        if (d.endpoint == null) {
             unroutable.lazySet(unroutable.get() + 1);
-            d.explanation = explanation != null ? explanation : NO_HEALTHY_ENDPOINT;
-        } else {
-            int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
-            int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
-            if (!e.dryRun) {
-                ep.onRouted(now, charge, rank);
-                routed.lazySet(routed.get() + 1);
-                if (e.tier != null) {
-                    d.tier = e.tier.label();
-                    d.reachableTokens = e.reachableTokens;
-                }
-            }
-            d.endpoint = ep;
-            d.chargedPrefillTokens = charge;
-            d.dpRank = rank;
+        } else if (counted > 0) {
+            routed.lazySet(routed.get() + counted); // a pair counts two endpoints, as two decisions would
         }
         e.port.commit();
         markDirty(e.port);
-    }
-
-    /**
-     * A pair decision (SGLang's concurrent P/D): the prefill as {@code e} asks, then the decode as the same request's
-     * decode leg would be (no prompt: the prefill computes it; nothing tried; not gated again), and both are counted
-     * together, or neither: a pool without an endpoint refuses the pair, and nothing was charged to the other.
-     */
-    private void decidePair(Rule rule, RouteEvent e, long now) {
-        e.gate = e.needsAdmission ? rule.admission : null;
-        e.uncachedTokens = 0;
-        e.chosenRank = -1;
-        e.tier = null;
-        e.reachableTokens = -1;
-        why.setLength(0);
-        if (e.explain) {
-            why.append("prefill: ");
-        }
-        int mark = why.length();
-        EndpointState prefill = rule.policyFor(Role.PREFILL).choose(rule.candidates(Role.PREFILL), e, now, why);
-        if (e.explain && e.serving != null) {
-            explainExcluded(rule.candidates(Role.PREFILL), e);
-        }
-        int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
-        int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
-        RuleStats.Tier tier = e.tier;
-        int reachable = e.reachableTokens;
-        EndpointState decode = null;
-        if (prefill != null) {
-            int[] prompt = e.promptTokens;
-            int tried = e.triedCount;
-            Admission gate = e.gate;
-            e.role = Role.DECODE;
-            e.promptTokens = null;
-            e.triedCount = 0;
-            e.gate = null;
-            e.uncachedTokens = 0;
-            e.chosenRank = -1;
-            e.tier = null;
-            e.reachableTokens = -1;
-            if (e.explain) {
-                why.append(why.length() == mark ? "" : "; ").append("decode: ");
-            }
-            decode = rule.policyFor(Role.DECODE).choose(rule.candidates(Role.DECODE), e, now, why);
-            if (e.explain && e.serving != null) {
-                explainExcluded(rule.candidates(Role.DECODE), e);
-            }
-            e.role = Role.PREFILL;
-            e.promptTokens = prompt;
-            e.triedCount = tried;
-            e.gate = gate;
-        }
-        stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
-        Decision d = e.port.next(e.callback);
-        d.rule = rule;
-        d.explanation = e.explain ? why.toString() : null;
-        d.waitedForAdmission = e.waitedForAdmission;
-        d.admissionQueuedAtNs = e.admissionQueuedAtNs;
-        d.admissionAdmittedAtNs = e.admissionAdmittedAtNs;
-        if (prefill == null || decode == null) {
-            unroutable.lazySet(unroutable.get() + 1);
-            d.unserved = prefill == null ? Role.PREFILL : Role.DECODE;
-            if (d.explanation == null) {
-                d.explanation = prefill == null ? NO_HEALTHY_PREFILL : NO_HEALTHY_DECODE;
-            }
-        } else {
-            if (!e.dryRun) {
-                prefill.onRouted(now, charge, rank);
-                decode.onRouted(now, 0, -1);
-                routed.lazySet(routed.get() + 2); // two endpoints counted, as two decisions would
-                if (tier != null) {
-                    d.tier = tier.label();
-                    d.reachableTokens = reachable;
-                }
-            }
-            d.endpoint = prefill;
-            d.decodeEndpoint = decode;
-            d.chargedPrefillTokens = charge;
-            d.dpRank = rank;
-        }
-        e.port.commit();
-        markDirty(e.port);
-    }
-
-    /**
-     * Explained requests only: the candidates the request may not go to because they do not serve its discovered LoRA
-     * adapter or do not mount its route (review row 27), whatever the policy said about them.
-     */
-    private void explainExcluded(EndpointState[] candidates, RouteEvent e) {
-        int mark = why.length();
-        for (EndpointState c : candidates) {
-            if (!e.serves(c)) {
-                why.append(why.length() == mark ? (mark == 0 ? "" : "; ") + "excluded (adapter or route not served)=" : ",")
-                    .append(c.key());
-            }
-        }
     }
 
     private void post(RouterPort port, RouteCallback callback, EndpointState ep, Rule rule, String explanation) {

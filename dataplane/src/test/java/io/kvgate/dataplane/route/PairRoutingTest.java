@@ -141,7 +141,7 @@ class PairRoutingTest {
         assertNull(p.prefill);
         assertNull(p.decode);
         assertSame(Role.DECODE, p.unserved);
-        assertEquals(RoutingStage.NO_HEALTHY_DECODE, p.explanation);
+        assertEquals(Decider.NO_HEALTHY_DECODE, p.explanation);
         assertEquals(0, outstanding(r.candidates(Role.PREFILL)), "either refusal fails both: no prefill was charged");
         assertEquals(0, stage.routed());
         assertEquals(1, stage.unroutable());
@@ -158,7 +158,7 @@ class PairRoutingTest {
         Pair p = routePair(stage.port(loop), loop, r, false);
         assertNull(p.prefill);
         assertSame(Role.PREFILL, p.unserved);
-        assertEquals(RoutingStage.NO_HEALTHY_PREFILL, p.explanation);
+        assertEquals(Decider.NO_HEALTHY_PREFILL, p.explanation);
         assertEquals(0, outstanding(r.candidates(Role.DECODE)), "the decode pool was not even asked");
     }
 

@@ -409,7 +409,7 @@ class RoutingStageTest {
         deliver(loop, port, 3);
         assertSame(ep, before.endpoint, "published before the drain: routed to the endpoint");
         assertNull(after.endpoint, "published after the drain: the only endpoint takes no new request");
-        assertEquals(RoutingStage.NO_HEALTHY_ENDPOINT, after.explanation);
+        assertEquals(Decider.NO_HEALTHY_ENDPOINT, after.explanation);
 
         assertTrue(stage.drain(ep, false));
         assertFalse(ep.drained());
