@@ -47,6 +47,13 @@ public final class LogSetup {
 
     private static volatile Format format = Format.TEXT;
     private static volatile boolean configured;
+    /**
+     * The facade's level as last set ({@link Log#level(Log.Level)} reports each change here). Log4j's configuration
+     * factory reads this, never {@link Log}: a thread whose first Log4j use (a Netty logger) holds Log4j's
+     * initialization while another thread's {@code Log.<clinit>} configures Log4j would otherwise wait on each other
+     * (seen: two test classes starting together hung their JVM).
+     */
+    private static volatile Log.Level level = Log.Level.INFO;
 
     private LogSetup() {}
 
@@ -81,12 +88,13 @@ public final class LogSetup {
     static synchronized void ensureConfigured() {
         if (!configured) {
             configured = true;
-            Configurator.reconfigure(build(format, Log.level()));
+            Configurator.reconfigure(build(format, level));
         }
     }
 
     /** The run-time level change ({@code ctl log-level}): the facade logger's level in the live configuration. */
     static void applyLevel(Log.Level level) {
+        LogSetup.level = level;
         if (!(LogManager.getContext(false) instanceof LoggerContext ctx)) {
             return;
         }
@@ -143,17 +151,17 @@ public final class LogSetup {
 
         @Override
         public Configuration getConfiguration(LoggerContext ctx, ConfigurationSource source) {
-            return build(format, Log.level());
+            return build(format, level);
         }
 
         @Override
         public Configuration getConfiguration(LoggerContext ctx, String name, URI location) {
-            return build(format, Log.level());
+            return build(format, level);
         }
 
         @Override
         public Configuration getConfiguration(LoggerContext ctx, String name, URI location, ClassLoader loader) {
-            return build(format, Log.level());
+            return build(format, level);
         }
     }
 }

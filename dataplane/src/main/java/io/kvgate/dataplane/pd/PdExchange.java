@@ -16,11 +16,13 @@ import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Admission;
-import io.kvgate.dataplane.route.PriorityClass;
 import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.trace.RequestTrace;
@@ -57,7 +59,8 @@ import java.util.List;
  * relayed (and stripped of {@code kv_transfer_params}). The decode endpoint is chosen only after the prefill
  * answered, so one that became unhealthy meanwhile is not used.
  *
- * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, then the same body with the bootstrap triple
+ * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, in one pair decision (one round trip, both
+ * counted together or neither), then the same body with the bootstrap triple
  * goes to both at once (the prefill waits for its decode to join the room: a sequential proxy would deadlock). The
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
@@ -78,14 +81,14 @@ import java.util.List;
  * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
  * sets its own. Both legs carry the same gateway-unique request id (the engines correlate on it).
  *
- * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, except {@link #onRouted}. An
+ * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, decisions included. An
  * exception anywhere ends the exchange with a 500 and frees the connection ({@link #abort}).
  */
-public final class PdExchange extends LiveExchanges.Entry implements RouteRequest, ActiveExchange, ExchangeOwner {
+public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange, ExchangeOwner {
     /**
      * Where the exchange is. {@code DECIDING}: conditional P/D routes the decode endpoint first to choose the path.
-     * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang routes its decode
-     * after its prefill, before either leg starts). {@code PREFILL}: the prefill leg runs, decode not yet.
+     * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang's
+     * {@code ROUTING_PREFILL} awaits its pair: prefill and decode in one decision, before either leg starts). {@code PREFILL}: the prefill leg runs, decode not yet.
      * {@code DECODE}: the decode leg was started (with SGLang, its prefill may still run beside it). {@code DONE}: the
      * client was answered, or left; nothing more is sent to it.
      */
@@ -223,7 +226,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (trace != null) {
             routeSpan = trace.child("kvgate.route", gw.clock().nanoTime());
         }
-        if (!routing.tryRoute(this)) {
+        // SGLang's legs start together: its prefill and decode are chosen in one decision, counted together.
+        boolean published = r == Role.PREFILL && dialect.concurrent()
+            ? routing.tryRoutePair(routeInputs(), this)
+            : routing.tryRoute(routeInputs(), this);
+        if (!published) {
             gw.metrics().shed("router_ring_full");
             if (prefillEp != null && r == Role.DECODE && dialect.concurrent()) {
                 routing.complete(prefillEp, Outcome.RELEASED);
@@ -232,82 +239,46 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    // ---- RouteRequest ----------------------------------------------------------------------------------------
+    // ---- routing --------------------------------------------------------------------------------------------
 
-    @Override
-    public Rule rule() {
-        return rule;
+    /** The current role's routing inputs, filled into the loop's reused value for one publish. */
+    private RouteInputs routeInputs() {
+        RouteInputs in = routing.inputs()
+            .rule(rule)
+            .role(role)
+            .promptTokens(role == Role.PREFILL ? inputs.promptTokens() : null)
+            .cacheSalt(inputs.cacheSalt())
+            .lora(lora)
+            .servingEndpoints(servingEndpoints)
+            .sessionKeyHash(SessionKeys.hash(inputs.sessionKey()))
+            .explain(explain || trace != null) // a traced request's route spans carry the policy's reason
+            .needsAdmission(!admitted)
+            .priority(PriorityInputs.priority(request.headers(), rule.config().admission()))
+            .tenant(PriorityInputs.tenant(request.headers()));
+        if (role == Role.PREFILL) {
+            for (int i = 0; i < connectFailed.size(); i++) {
+                in.tried(connectFailed.get(i));
+            }
+        }
+        return in;
     }
 
+    /** The routing decision for the current role, on the event loop: admission's refusal, or an endpoint (or none). */
     @Override
-    public Role role() {
-        return role;
-    }
-
-    @Override
-    public int[] promptTokens() {
-        return role == Role.PREFILL ? inputs.promptTokens() : null;
-    }
-
-    @Override
-    public String lora() {
-        return lora;
-    }
-
-    @Override
-    public int[] servingEndpoints() {
-        return servingEndpoints;
-    }
-
-    @Override
-    public String cacheSalt() {
-        return inputs.cacheSalt();
-    }
-
-    @Override
-    public long sessionKeyHash() {
-        return SessionKeys.hash(inputs.sessionKey());
-    }
-
-    @Override
-    public boolean explain() {
-        return explain || trace != null; // a traced request's route spans carry the policy's reason
-    }
-
-    @Override
-    public boolean needsAdmission() {
-        return !admitted;
-    }
-
-    @Override
-    public int triedCount() {
-        return role == Role.PREFILL ? connectFailed.size() : 0;
-    }
-
-    @Override
-    public EndpointState tried(int i) {
-        return connectFailed.get(i);
-    }
-
-    @Override
-    public PriorityClass priority() {
-        return PriorityInputs.priority(request.headers(), rule.config().admission());
-    }
-
-    @Override
-    public long tenant() {
-        return PriorityInputs.tenant(request.headers());
+    public void onDecision(Decision d) {
+        if (d.waitedForAdmission()) {
+            this.admissionQueuedAtNs = d.admissionQueuedAtNs();
+            this.admissionAdmittedAtNs = d.admissionAdmittedAtNs();
+        }
+        if (d.shed()) {
+            onShed(d.rule(), d.explanation());
+        } else {
+            onRouted(d.endpoint(), d.decodeEndpoint(), d.unserved(), d.explanation());
+        }
     }
 
     /** Admission control shed the request before its prefill leg (queue full or max_wait_ms): 429 + Retry-After. */
-    @Override
-    public void admissionWaited(long queuedAtNs, long admittedAtNs) {
-        this.admissionQueuedAtNs = queuedAtNs;
-        this.admissionAdmittedAtNs = admittedAtNs;
-    }
-
-    @Override
-    public void onShed(Rule r, String message) {
+    private void onShed(Rule r, String message) {
         try {
             if (phase == Phase.DONE) {
                 return;
@@ -323,26 +294,34 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    /** The routing decision for the current role, on the event loop. */
-    @Override
-    public void onRouted(EndpointState ep, Rule r, String why) {
+    /**
+     * {@code ep}: the endpoint for the current role, or a pair decision's prefill with its {@code pairedDecode}
+     * (null otherwise); {@code unserved}: a refused pair's pool without an endpoint.
+     */
+    private void onRouted(EndpointState ep, EndpointState pairedDecode, Role unserved, String why) {
         this.routedWhy = why;
         this.admitted = true;
         endRouteSpan(ep, why, ep == null ? "no_healthy_endpoint" : null);
         try {
-            onDecision(ep);
+            onDecision(ep, pairedDecode, unserved);
         } catch (Throwable t) {
             if (ep != null && prefillLeg == null && decodeLeg == null) {
                 routing.complete(ep, Outcome.RELEASED); // no leg took this endpoint over
+                if (pairedDecode != null) {
+                    routing.complete(pairedDecode, Outcome.RELEASED);
+                }
             }
             abort(t);
         }
     }
 
-    private void onDecision(EndpointState ep) {
+    private void onDecision(EndpointState ep, EndpointState pairedDecode, Role unserved) {
         if (phase == Phase.DONE) {
             if (ep != null) {
                 routing.complete(ep, Outcome.RELEASED);
+            }
+            if (pairedDecode != null) {
+                routing.complete(pairedDecode, Outcome.RELEASED);
             }
             if (role == Role.DECODE && prefillEp != null && dialect.concurrent() && prefillLeg == null) {
                 routing.complete(prefillEp, Outcome.RELEASED);
@@ -350,12 +329,22 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             return;
         }
         if (role == Role.PREFILL) {
+            if (ep == null && unserved == Role.DECODE) {
+                fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
+                    "no_healthy_endpoint", true); // the pair's prefill was not counted either
+                return;
+            }
             if (ep == null) {
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy prefill endpoint for model '" + fields.model + "'"
                     + (connectFailed.isEmpty() ? "" : " (could not connect to " + connectFailed.size() + ")"), "no_healthy_endpoint", true);
                 return;
             }
             prefillEp = ep;
+            if (pairedDecode != null) {
+                decodeEp = pairedDecode;
+                dialect.onDecodeChosen(this);
+                return;
+            }
             dialect.onPrefillChosen(this);
         } else {
             if (ep == null) {

@@ -23,9 +23,10 @@ final class SglangDialect implements PdDialect {
         return true;
     }
 
+    /** Never: SGLang's prefill comes with its decode in one pair decision ({@link #onDecodeChosen}). */
     @Override
     public void onPrefillChosen(PdExchange x) {
-        x.routeNext(PdExchange.Phase.ROUTING_DECODE);
+        throw new IllegalStateException("an SGLang prefill is chosen with its decode in one pair decision");
     }
 
     @Override

@@ -4,6 +4,7 @@ import io.kvgate.control.log.Log;
 import com.lmax.disruptor.BusySpinWaitStrategy;
 import com.lmax.disruptor.EventHandler;
 import com.lmax.disruptor.EventPoller;
+import com.lmax.disruptor.EventTranslatorThreeArg;
 import com.lmax.disruptor.EventTranslatorTwoArg;
 import com.lmax.disruptor.ExceptionHandler;
 import com.lmax.disruptor.InsufficientCapacityException;
@@ -58,7 +59,7 @@ import java.util.concurrent.locks.LockSupport;
  *   <li>at the start of each batch the router applies what arrived out of band: a swapped-in table, probe verdicts,
  *       and the completion counts of every port;</li>
  *   <li>it decides each request and posts the decision to the request's port; at the end of the batch each port
- *       with new decisions gets one drain task on its loop, which invokes {@link RouteRequest#onRouted} there.</li>
+ *       with new decisions gets one drain task on its loop, which invokes {@link RouteCallback#onDecision} there.</li>
  * </ol>
  * With the default {@code blocking} wait strategy the router sleeps between batches for at most the duty period
  * ({@value #DUTY_PERIOD_MS} ms), after which it runs the same housekeeping without any request.
@@ -90,12 +91,16 @@ public final class RoutingStage implements AutoCloseable {
      */
     static final long IDLE_DUTY_PERIOD_MS = 100;
     static final long IDLE_DUTY_PERIOD_NS = IDLE_DUTY_PERIOD_MS * 1_000_000L;
-    static final String NO_HEALTHY_ENDPOINT = "no healthy endpoint";
     static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
     static final String ROUTING_ERROR = "internal routing error";
 
-    private static final EventTranslatorTwoArg<RouteEvent, RouteRequest, RouterPort> ROUTE_TR =
-        (e, seq, request, port) -> e.copyFrom(request, port);
+    private static final EventTranslatorThreeArg<RouteEvent, RouteInputs, RouteCallback, RouterPort> ROUTE_TR =
+        (e, seq, inputs, callback, port) -> e.copyFrom(inputs, callback, port);
+    private static final EventTranslatorThreeArg<RouteEvent, RouteInputs, RouteCallback, RouterPort> ROUTE_PAIR_TR =
+        (e, seq, inputs, callback, port) -> {
+            e.copyFrom(inputs, callback, port);
+            e.type = RouteEvent.ROUTE_PAIR;
+        };
     private static final EventTranslatorTwoArg<RouteEvent, Object, Object> WAKE_TR = (e, seq, a, b) -> e.type = RouteEvent.WAKE;
 
     /** Dedicated mode: the routing thread's Disruptor (null in io mode). */
@@ -134,7 +139,7 @@ public final class RoutingStage implements AutoCloseable {
     private final AdapterDirectory adapters = new AdapterDirectory();
 
     // Routing thread only.
-    private final StringBuilder why = new StringBuilder(256);
+    private final Decider decider = new Decider();
     private EndpointState[] endpointsById = new EndpointState[64];
     private RouterPort[] dirtyPorts = new RouterPort[8];
     private int dirtyCount;
@@ -381,8 +386,8 @@ public final class RoutingStage implements AutoCloseable {
         wakeRouter();
     }
 
-    boolean publish(RouteRequest request, RouterPort port) {
-        if (!ring.tryPublishEvent(ROUTE_TR, request, port)) {
+    boolean publish(RouteInputs inputs, RouteCallback callback, RouterPort port, boolean pair) {
+        if (!ring.tryPublishEvent(pair ? ROUTE_PAIR_TR : ROUTE_TR, inputs, callback, port)) {
             ringFullRejects.incrementAndGet();
             return false;
         }
@@ -560,7 +565,7 @@ public final class RoutingStage implements AutoCloseable {
         @Override
         public boolean onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
             try {
-                if (e.type == RouteEvent.ROUTE) {
+                if (e.type == RouteEvent.ROUTE || e.type == RouteEvent.ROUTE_PAIR) {
                     route(e);
                 } else if (e.type == RouteEvent.DRAIN) {
                     applyDrain(e, sequence);
@@ -581,7 +586,7 @@ public final class RoutingStage implements AutoCloseable {
 
         @Override
         public void onEvent(RouteEvent e, long sequence, boolean endOfBatch) {
-            if (e.type == RouteEvent.ROUTE) {
+            if (e.type == RouteEvent.ROUTE || e.type == RouteEvent.ROUTE_PAIR) {
                 route(e);
             } else if (e.type == RouteEvent.DRAIN) {
                 applyDrain(e, sequence);
@@ -685,7 +690,7 @@ public final class RoutingStage implements AutoCloseable {
         for (Admission gone : previous.values()) {
             gone.drainTo(w -> {
                 unroutable.lazySet(unroutable.get() + 1);
-                post(w.port, w.request, null, null, RULE_REMOVED);
+                post(w.port, w.callback, null, null, RULE_REMOVED);
                 w.clear();
             });
         }
@@ -718,8 +723,10 @@ public final class RoutingStage implements AutoCloseable {
                 return;
             }
             long waitedNs = a.take(now);
-            if (w.request != null && !w.dryRun) {
-                w.request.admissionWaited(now - waitedNs, now); // read on its event loop after decide's post
+            if (!w.dryRun) {
+                w.waitedForAdmission = true; // decide hands the wait to the request with its decision
+                w.admissionQueuedAtNs = now - waitedNs;
+                w.admissionAdmittedAtNs = now;
             }
             decide(rule, w, now);
             a.recycle(w);
@@ -732,11 +739,11 @@ public final class RoutingStage implements AutoCloseable {
         Admission a = rule == null ? null : rule.admission;
         if (a != null) {
             a.countShed(cls, waitedNs);
-            postShed(w.port, w.request, rule, Admission.shedMessage(rule.name(), cls, reason, a.config()));
+            postShed(w.port, w.callback, rule, Admission.shedMessage(rule.name(), cls, reason, a.config()));
             a.recycle(w); // always the queue's copy, never a ring slot
         } else {
             unroutable.lazySet(unroutable.get() + 1);
-            post(w.port, w.request, null, null, RULE_REMOVED);
+            post(w.port, w.callback, null, null, RULE_REMOVED);
             w.clear();
         }
     }
@@ -757,7 +764,7 @@ public final class RoutingStage implements AutoCloseable {
             rule = table.ruleByName(rule.name());
             if (rule == null) {
                 unroutable.lazySet(unroutable.get() + 1);
-                post(e.port, e.request, null, null, RULE_REMOVED);
+                post(e.port, e.callback, null, null, RULE_REMOVED);
                 return;
             }
         }
@@ -773,56 +780,24 @@ public final class RoutingStage implements AutoCloseable {
     }
 
     /**
-     * Decides {@code e} under {@code rule} now (its admission, if any, already let it through) and posts the decision.
-     * A request that reports its prefill's end is charged the uncached prompt tokens the policy found (kv_exact).
+     * Decides {@code e} under {@code rule} now (its admission, if any, already let it through) with the
+     * {@link Decider}, straight into the request's decision slot on its port, and queues the decision.
      */
     private void decide(Rule rule, RouteEvent e, long now) {
-        e.gate = e.needsAdmission ? rule.admission : null;
-        e.uncachedTokens = 0;
-        e.chosenRank = -1;
-        e.tier = null;
-        e.reachableTokens = -1;
-        why.setLength(0);
-        EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
-        if (e.explain && e.serving != null) {
-            explainExcluded(rule.candidates(e.role), e);
-        }
+        Decision d = e.port.next(e.callback);
+        int counted = decider.decide(rule, e, now, d);
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
-        String explanation = why.length() == 0 ? null : why.toString(); // only explained requests fill it
-        if (ep == null) {
+        if (d.endpoint == null) {
             unroutable.lazySet(unroutable.get() + 1);
-            post(e.port, e.request, null, rule, explanation != null ? explanation : NO_HEALTHY_ENDPOINT);
-            return;
+        } else if (counted > 0) {
+            routed.lazySet(routed.get() + counted); // a pair counts two endpoints, as two decisions would
         }
-        int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
-        int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
-        if (!e.dryRun) {
-            ep.onRouted(now, charge, rank);
-            routed.lazySet(routed.get() + 1);
-            if (e.tier != null && e.request != null) {
-                e.request.decision(e.tier.label(), e.reachableTokens); // read on its event loop after the post below
-            }
-        }
-        e.port.post(e.request, ep, rule, explanation, charge, rank);
+        e.port.commit();
         markDirty(e.port);
     }
 
-    /**
-     * Explained requests only: the candidates the request may not go to because they do not serve its discovered LoRA
-     * adapter or do not mount its route (review row 27), whatever the policy said about them.
-     */
-    private void explainExcluded(EndpointState[] candidates, RouteEvent e) {
-        int mark = why.length();
-        for (EndpointState c : candidates) {
-            if (!e.serves(c)) {
-                why.append(why.length() == mark ? (mark == 0 ? "" : "; ") + "excluded (adapter or route not served)=" : ",")
-                    .append(c.key());
-            }
-        }
-    }
-
-    private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {
-        port.post(request, ep, rule, explanation);
+    private void post(RouterPort port, RouteCallback callback, EndpointState ep, Rule rule, String explanation) {
+        port.post(callback, ep, rule, explanation);
         markDirty(port);
     }
 
@@ -836,8 +811,8 @@ public final class RoutingStage implements AutoCloseable {
         }
     }
 
-    private void postShed(RouterPort port, RouteRequest request, Rule rule, String message) {
-        port.postShed(request, rule, message);
+    private void postShed(RouterPort port, RouteCallback callback, Rule rule, String message) {
+        port.postShed(callback, rule, message);
         markDirty(port);
     }
 
@@ -887,9 +862,9 @@ public final class RoutingStage implements AutoCloseable {
         void onDecisionFailure(Throwable ex, RouteEvent e) {
             countHandlerError(ex);
             if (e != null) {
-                if (e.type == RouteEvent.ROUTE && e.request != null && e.port != null) {
+                if ((e.type == RouteEvent.ROUTE || e.type == RouteEvent.ROUTE_PAIR) && e.callback != null && e.port != null) {
                     try {
-                        post(e.port, e.request, null, null, ROUTING_ERROR);
+                        post(e.port, e.callback, null, null, ROUTING_ERROR);
                     } catch (RuntimeException again) {
                         countHandlerError(again);
                     }
