@@ -98,7 +98,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     private final ChannelHandlerContext ctx;
     private final ExchangeOwner owner;
     private final HttpRequest request;
-    private final ObjectNode body;
+    /** The client's body (this exchange's reference, released when it ends) and the legs' bodies spliced from it. */
+    private ByteBuf clientBody;
+    private final PdBodies bodies;
+    /** The id both legs carry for the engines to pair them (TensorRT-LLM's {@code disagg_request_id}). */
+    private final long transferId = TrtllmDialect.transferId(java.util.concurrent.ThreadLocalRandom.current().nextLong());
     private final RequestFields fields;
     private final Rule rule;
     /** The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null. */
@@ -142,8 +146,12 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
     private String errorCode;
 
+    /**
+     * @param body the client's body as a plain rule's engine would get it (this exchange takes over the reference)
+     * @param chat {@code /v1/chat/completions} rather than completions
+     */
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
-                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                      ByteBuf body, RequestFields fields, boolean chat, Rule rule, String requestId, boolean explain, long startNs,
                       RoutingInputs inputs, PdPath path) {
         this.inputs = inputs;
         this.path = path;
@@ -153,8 +161,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         this.ctx = ctx;
         this.owner = owner;
         this.request = request;
-        this.body = body;
+        this.clientBody = body;
         this.fields = fields;
+        this.bodies = new PdBodies(body, fields, chat);
         this.rule = rule;
         this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
         this.pd = rule.config().pd();
@@ -166,9 +175,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     /** Without a KV index: conditional P/D decides on the prompt's length alone. */
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
-                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                      ByteBuf body, RequestFields fields, boolean chat, Rule rule, String requestId, boolean explain, long startNs,
                       RoutingInputs inputs) {
-        this(gw, metrics, ctx, owner, request, body, fields, rule, requestId, explain, startNs, inputs, new PdPath(() -> null));
+        this(gw, metrics, ctx, owner, request, body, fields, chat, rule, requestId, explain, startNs, inputs, new PdPath(() -> null));
     }
 
     /** The front door's routing restriction (a discovered adapter's endpoints) and response warning; see PlainExchange. */
@@ -189,7 +198,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         try {
             // SGLang needs one bootstrap room per sequence: the rule's max_n bounds them (the front door refuses more
             // already; this keeps the arrays bounded whoever starts the exchange).
-            int sequences = PdBodies.sequences(body);
+            int sequences = PdBodies.sequences(fields);
             int maxSequences = rule.config().maxN();
             if (sequences > maxSequences) {
                 gw.metrics().badRequest("too_many_sequences");
@@ -356,7 +365,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 return;
             }
             prefillEp = ep;
-            dialect.onPrefillChosen(this);
+            if (dialect.concurrent()) {
+                routeNext(Phase.ROUTING_DECODE); // both endpoints are chosen before either leg starts
+            } else {
+                startPrefillLeg(dialect.prefillBody(bodies, transferId, prefillEp, ctx.alloc()));
+            }
         } else {
             if (ep == null) {
                 routing.complete(prefillEp, Outcome.RELEASED); // only concurrent dialects route decode here
@@ -369,7 +382,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
                 return;
             }
             decodeEp = ep;
-            dialect.onDecodeChosen(this);
+            ByteBuf both = dialect.prefillBody(bodies, transferId, prefillEp, ctx.alloc());
+            startPrefillLeg(both.retain()); // each leg holds a reference and sends duplicates: one buffer serves both
+            startDecodeLeg(both, true);
         }
     }
 
@@ -383,43 +398,12 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
             if (routedWhy != null) {
                 routedWhy += " pd=local cached=" + cached + "/" + tokens.length + " min_uncached_tokens=" + pd.minUncachedTokens();
             }
-            startDecodeLeg(dialect.localBody(this), true);
+            startDecodeLeg(dialect.localBody(bodies), true);
             return;
         }
         metrics.splitPath.increment();
         routing.complete(decode, Outcome.RELEASED); // the split path routes its decode leg after the prefill answered
         routeNext(Phase.ROUTING_PREFILL);
-    }
-
-    // ---- what the dialects use ----------------------------------------------------------------------------
-
-    /** The client's request as a tree (never modified: dialects build copies). */
-    ObjectNode clientBody() {
-        return body;
-    }
-
-    ByteBufAllocator alloc() {
-        return ctx.alloc();
-    }
-
-    PdMetrics metrics() {
-        return metrics;
-    }
-
-    EndpointState prefillEndpoint() {
-        return prefillEp;
-    }
-
-    /** Whether the decode engine produced its response head (it has the KV; its outcome decides). */
-    boolean decodeStarted() {
-        return decodeStarted;
-    }
-
-    /** Abandons the decode leg without answering (the orchestrator answers). */
-    void abortDecode() {
-        if (decodeLeg != null) {
-            decodeLeg.abortSilently();
-        }
     }
 
     // ---- legs ------------------------------------------------------------------------------------------------
@@ -515,7 +499,42 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (phase == Phase.DONE) {
             return;
         }
-        dialect.onPrefillAnswered(this, status, text);
+        switch (dialect.afterPrefill(bodies, transferId, status, text, ctx.alloc())) {
+            case PdDialect.AfterPrefill.Drained d -> { } // decode's answer is the client's
+            case PdDialect.AfterPrefill.EngineError e -> {
+                if (dialect.concurrent()) {
+                    if (decodeStarted) {
+                        return; // decode produced output: it has the KV cache, its outcome decides
+                    }
+                    abortDecode(); // coupled legs: the client gets the prefill's error, not decode's wait
+                }
+                relayPrefillError(e.status(), e.text());
+            }
+            case PdDialect.AfterPrefill.Invalid i -> {
+                metrics.failure("prefill", "invalid_json");
+                fail(HttpResponseStatus.BAD_GATEWAY, i.why(), "prefill_invalid_response", false);
+            }
+            case PdDialect.AfterPrefill.Decode d -> {
+                if (d.paramsFound()) {
+                    metrics.paramsFound.increment();
+                } else {
+                    metrics.paramsMissing.increment(); // prompt shorter than a block, or first token EOS: decode recomputes
+                }
+                startDecodeLeg(d.body(), false);
+            }
+            case PdDialect.AfterPrefill.Finished f -> {
+                metrics.finishedAtPrefill.increment();
+                respond(FinishedAnswer.response(ctx.alloc(), f.json(), bodies, fields.answerRewrite), 200);
+            }
+        }
+    }
+
+    /** Abandons the decode leg without answering (this exchange answers). */
+    private void abortDecode() {
+        if (decodeLeg != null) {
+            decodeLeg.abortSilently();
+            decodeLeg = null;
+        }
     }
 
     private void onPrefillFailed(EndpointState ep, LegFailure failure) {
@@ -562,7 +581,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    void relayPrefillError(int status, String text) {
+    private void relayPrefillError(int status, String text) {
         metrics.failure("prefill", "http_" + status);
         errorCode = "engine_error";
         if (status < 500) {
@@ -584,7 +603,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
 
     // ---- client side -----------------------------------------------------------------------------------------
 
-    void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+    private void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
         if (trace != null) {
             trace.error(code);
         }
@@ -653,6 +672,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
     }
 
     private void unlist() {
+        if (clientBody != null) {
+            clientBody.release(); // the legs hold their own bodies
+            clientBody = null;
+        }
         endPrefillSpan(null); // still open: the request ended before the prefill answered (cancelled with it)
         if (routeSpan != null) {
             trace.fail(routeSpan, "client_gone", gw.clock().nanoTime());

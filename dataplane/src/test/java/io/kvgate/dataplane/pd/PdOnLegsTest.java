@@ -20,8 +20,8 @@ class PdOnLegsTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private static PdExchange pd(ExchangeKit k, String body) throws Exception {
-        return new PdExchange(k.gw, new PdMetrics(), k.capture.ctx, k.owner, ExchangeKit.request(), (ObjectNode) JSON.readTree(body),
-            ExchangeKit.fields(), k.rule, "rid", false, 0, RoutingInputs.NONE);
+        return new PdExchange(k.gw, new PdMetrics(), k.capture.ctx, k.owner, ExchangeKit.request(), io.kvgate.dataplane.upstream.EmbeddedEngines.bytes(body),
+            ExchangeKit.parsed(body), true, k.rule, "rid", false, 0, RoutingInputs.NONE);
     }
 
     @Test
