@@ -157,14 +157,6 @@ final class PdBodies {
         return f.hasMessages && f.n > 1 ? f.n : 1;
     }
 
-    /** The most tokens the client lets the answer have ({@code max_completion_tokens}, else {@code max_tokens}), or -1. */
-    int maxTokens() {
-        if (fields.hasMaxCompletionTokens) {
-            return fields.maxCompletionTokens;
-        }
-        return fields.hasMaxTokens ? fields.maxTokens : -1;
-    }
-
     private void oneUnstreamedToken() {
         edits.set(Member.STREAM, FALSE);
         edits.set(Member.MAX_TOKENS, ONE);

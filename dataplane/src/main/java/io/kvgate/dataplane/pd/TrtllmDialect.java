@@ -19,8 +19,8 @@ import io.netty.buffer.ByteBufAllocator;
  *       {@code usage}: the generation leg gets the params with {@code request_type: "generation_only"}, the usage as
  *       {@code ctx_usage} and the same {@code disagg_request_id}, and the token ids as its prompt;</li>
  *   <li>a context answer whose {@code finish_reason} is final (not {@code length}/{@code not_finished}: the first
- *       token was EOS or a stop string, and no KV hand-off was set up), or one that already holds every token the
- *       client allowed ({@code max_tokens} 1), is the client's answer: no generation leg.</li>
+ *       token was EOS or a stop string, and no KV hand-off was set up) is the client's answer: no generation
+ *       leg.</li>
  * </ul>
  * The generation answer loses any {@code disaggregated_params} before it reaches the client.
  */
@@ -52,7 +52,7 @@ final class TrtllmDialect extends SequentialDialect {
     @Override
     AfterPrefill afterPrefill(PdBodies client, long transferId, JsonNode answer, ByteBufAllocator alloc) {
         JsonNode choice = answer.path("choices").path(0);
-        if (finished(choice, answer, client.maxTokens())) {
+        if (finished(choice)) {
             return new AfterPrefill.Finished(EngineErrors.withoutKvTransferParams(withoutPromptTokenIds(answer)));
         }
         JsonNode params = choice.get("disaggregated_params");
@@ -72,16 +72,15 @@ final class TrtllmDialect extends SequentialDialect {
     }
 
     /**
-     * Whether the context answer ended the request: a final {@code finish_reason} (TensorRT-LLM's {@code _need_gen}:
-     * anything but {@code length} and {@code not_finished}), or as many tokens as the client allowed.
+     * Whether the context answer ended the request: its {@code finish_reason} is final (TensorRT-LLM's
+     * {@code _need_gen}: anything but {@code length} and {@code not_finished}, i.e. EOS or a stop string at the first
+     * token, for which the context server set up no KV hand-off). {@code length} stays pending even when the client
+     * allowed one token: the context server then holds the request's KV for the hand-off, and only a generation leg
+     * releases it before the transfer times out. No finish reason at all is pending too (the hand-off decides).
      */
-    static boolean finished(JsonNode choice, JsonNode answer, int maxTokens) {
+    static boolean finished(JsonNode choice) {
         JsonNode reason = choice.get("finish_reason");
-        if (reason != null && reason.isTextual() && !"length".equals(reason.asText()) && !"not_finished".equals(reason.asText())) {
-            return true;
-        }
-        int generated = answer.path("usage").path("completion_tokens").asInt(1);
-        return maxTokens >= 0 && generated >= maxTokens;
+        return reason != null && reason.isTextual() && !"length".equals(reason.asText()) && !"not_finished".equals(reason.asText());
     }
 
     /** The client's answer carries no {@code prompt_token_ids}: the context server returns them for the hand-off. */
