@@ -2,7 +2,8 @@ package io.kvgate.dataplane.exchange;
 
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.upstream.EndpointOutcomes;
@@ -16,8 +17,17 @@ import java.util.function.Function;
  * decisions on the test thread.
  */
 public interface ExchangeRouting extends EndpointOutcomes {
-    /** Publishes a request for routing; false when it must be shed (ring or port full). */
-    boolean tryRoute(RouteRequest request);
+    /**
+     * The routing inputs to fill for the next {@link #tryRoute}, cleared (the gateway's: its loop's one reused
+     * instance, valid until that publish returns).
+     */
+    RouteInputs inputs();
+
+    /**
+     * Publishes a request's {@code inputs} for routing; false when it must be shed (ring or port full). On true, one
+     * {@link RouteCallback#onDecision} follows on this loop.
+     */
+    boolean tryRoute(RouteInputs inputs, RouteCallback callback);
 
     /** Each event loop's view of {@code router}: its {@link RouterPort}, looked up once per loop thread. */
     static Function<EventLoop, ExchangeRouting> ports(RoutingStage router) {
@@ -28,8 +38,13 @@ public interface ExchangeRouting extends EndpointOutcomes {
                 RouterPort port = router.port(loop);
                 r = new ExchangeRouting() {
                     @Override
-                    public boolean tryRoute(RouteRequest request) {
-                        return port.tryRoute(request);
+                    public RouteInputs inputs() {
+                        return port.inputs();
+                    }
+
+                    @Override
+                    public boolean tryRoute(RouteInputs inputs, RouteCallback callback) {
+                        return port.tryRoute(inputs, callback);
                     }
 
                     @Override

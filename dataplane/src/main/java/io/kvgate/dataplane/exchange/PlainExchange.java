@@ -15,7 +15,10 @@ import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.PriorityClass;
 import io.kvgate.dataplane.request.PriorityInputs;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.trace.RequestTrace;
@@ -53,10 +56,10 @@ import java.util.List;
  * <p><b>Watchdog</b>: an exception anywhere in the exchange (routing decision, leg callbacks) ends it with a 500 or
  * an error frame, returns the endpoint's load and frees the connection ({@link #abort}); it never hangs.
  *
- * <p>Threading: event-loop only; the routing decision arrives on the event loop too ({@link #onRouted}, delivered in
+ * <p>Threading: event-loop only; the routing decision arrives on the event loop too ({@link #onDecision(Decision)}, delivered in
  * a batch by the loop's router port).
  */
-public final class PlainExchange extends LiveExchanges.Entry implements RouteRequest, LegListener, ActiveExchange {
+public final class PlainExchange extends LiveExchanges.Entry implements RouteCallback, LegListener, ActiveExchange {
     /** vLLM's and SGLang's DP rank pin (vLLM OpenAIServing._get_data_parallel_rank; SGLang reads it before the body). */
     static final String DP_RANK_HEADER = "x-data-parallel-rank";
 
@@ -224,114 +227,62 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         return phase;
     }
 
-    // ---- RouteRequest ----------------------------------------------------------------------------------------
+    // ---- routing --------------------------------------------------------------------------------------------
 
-    @Override
-    public Role role() {
-        return role;
-    }
-
-    @Override
-    public int[] promptTokens() {
-        return inputs.promptTokens();
-    }
-
-    @Override
-    public String lora() {
-        return lora;
-    }
-
-    @Override
-    public int[] servingEndpoints() {
-        return servingEndpoints;
-    }
-
-    @Override
-    public String cacheSalt() {
-        return inputs.cacheSalt();
-    }
-
-    @Override
-    public long sessionKeyHash() {
-        return SessionKeys.hash(inputs.sessionKey());
-    }
-
-    @Override
-    public long textPrefixKey() {
-        return inputs.textPrefixKey();
-    }
-
-    /** A traced request is explained too: the policy's reason goes on its route span (the header still needs asking). */
-    @Override
-    public boolean explain() {
-        return explain || trace != null;
-    }
-
-    @Override
-    public Rule rule() {
-        return rule;
-    }
-
-    @Override
-    public int triedCount() {
-        return tried.size();
-    }
-
-    @Override
-    public EndpointState tried(int i) {
-        return tried.get(i);
-    }
-
-    @Override
-    public PriorityClass priority() {
+    /** This request's routing inputs, filled into the loop's reused value for one publish. */
+    private RouteInputs routeInputs() {
         if (priority == null) {
             priority = PriorityInputs.priority(request.headers(), rule.config().admission());
         }
-        return priority;
+        RouteInputs in = routing.inputs()
+            .rule(rule)
+            .role(role)
+            .promptTokens(inputs.promptTokens())
+            .cacheSalt(inputs.cacheSalt())
+            .lora(lora)
+            .servingEndpoints(servingEndpoints)
+            .sessionKeyHash(SessionKeys.hash(inputs.sessionKey()))
+            .textPrefixKey(inputs.textPrefixKey())
+            // A traced request is explained too: the policy's reason goes on its route span (the header still needs asking).
+            .explain(explain || trace != null)
+            .priority(priority)
+            .tenant(PriorityInputs.tenant(request.headers()))
+            // The leg hands the charge back at the engine's first response bytes (or its end), see UpstreamLeg#prefillTokens.
+            .tracksPrefill(true)
+            // The rank goes to the engine as X-data-parallel-rank (vLLM and SGLang pin the request to it).
+            .sendsDpRank(true);
+        for (int i = 0; i < tried.size(); i++) {
+            in.tried(tried.get(i));
+        }
+        return in;
     }
 
+    /**
+     * The routing decision, on the event loop: admission control's refusal (429 + Retry-After), or an endpoint with
+     * what the router charged it and pinned the request to (or none: 503).
+     */
     @Override
-    public long tenant() {
-        return PriorityInputs.tenant(request.headers());
-    }
-
-    /** The leg hands the charge back at the engine's first response bytes (or its end), see {@link UpstreamLeg#prefillTokens}. */
-    @Override
-    public boolean tracksPrefill() {
-        return true;
-    }
-
-    @Override
-    public void prefillCharged(int tokens) {
-        this.heldPrefillTokens = tokens;
-    }
-
-    /** The rank goes to the engine as {@code X-data-parallel-rank} (vLLM and SGLang pin the request to it). */
-    @Override
-    public boolean sendsDpRank() {
-        return true;
-    }
-
-    @Override
-    public void dpRankChosen(int rank) {
-        this.heldDpRank = rank;
-    }
-
-    @Override
-    public void decision(String tier, int reachable) {
-        this.decisionTier = tier;
-        this.reachableTokens = reachable;
-    }
-
-    @Override
-    public void admissionWaited(long queuedAtNs, long admittedAtNs) {
-        this.admissionQueuedAtNs = queuedAtNs;
-        this.admissionAdmittedAtNs = admittedAtNs;
+    public void onDecision(Decision d) {
+        if (d.waitedForAdmission()) {
+            this.admissionQueuedAtNs = d.admissionQueuedAtNs();
+            this.admissionAdmittedAtNs = d.admissionAdmittedAtNs();
+        }
+        if (d.shed()) {
+            onShed(d.rule(), d.explanation());
+            return;
+        }
+        if (d.tier() != null) {
+            this.decisionTier = d.tier();
+            this.reachableTokens = d.reachableTokens();
+        }
+        this.heldPrefillTokens = d.chargedPrefillTokens();
+        this.heldDpRank = d.dpRank();
+        this.routedWhy = d.explanation();
+        onDecision(d.endpoint());
     }
 
     /** Admission control shed the request (queue full, or it waited admission.max_wait_ms): 429 + Retry-After. */
-    @Override
-    public void onShed(Rule decidedBy, String message) {
+    private void onShed(Rule decidedBy, String message) {
         try {
             gw.metrics().stages.recordNs(Stage.ROUTE_QUEUE, gw.clock().nanoTime() - routedAtNs);
             endRouteSpan(null, message, "rate_limit_exceeded");
@@ -348,13 +299,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         }
     }
 
-    /** The routing decision, on the event loop. */
-    @Override
-    public void onRouted(EndpointState ep, Rule decidedBy, String why) {
-        this.routedWhy = why;
-        onDecision(ep);
-    }
-
     // ---- start -----------------------------------------------------------------------------------------------
 
     /** Starts routing a plain rule's request; on a full ring the request is shed at once with 503. */
@@ -367,7 +311,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             routedAtNs = gw.clock().nanoTime();
             dispatchNs = routedAtNs;
             startRouteSpan();
-            if (!routing.tryRoute(this)) {
+            if (!routing.tryRoute(routeInputs(), this)) {
                 gw.metrics().shed("router_ring_full");
                 finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
             }
@@ -590,7 +534,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
             phase = Phase.ROUTING;
             routedAtNs = gw.clock().nanoTime();
             startRouteSpan();
-            if (routing.tryRoute(this)) {
+            if (routing.tryRoute(routeInputs(), this)) {
                 return;
             }
             gw.metrics().shed("router_ring_full");

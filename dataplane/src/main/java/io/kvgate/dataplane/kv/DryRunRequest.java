@@ -1,7 +1,9 @@
 package io.kvgate.dataplane.kv;
 
-import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.Rule;
 import java.util.concurrent.CompletableFuture;
 
@@ -11,7 +13,7 @@ import java.util.concurrent.CompletableFuture;
  * run, so it counts no load, records no speculative blocks and pins no session. The decision completes
  * {@link #result()} on the port's event loop; the admin thread waits for it.
  */
-final class DryRunRequest implements RouteRequest {
+final class DryRunRequest implements RouteCallback {
     /** What the routing stage decided: the endpoint's URL (null: none) and its explanation. */
     record Decided(String endpointUrl, String explanation) {}
 
@@ -32,48 +34,21 @@ final class DryRunRequest implements RouteRequest {
         return result;
     }
 
-    @Override
-    public Rule rule() {
-        return rule;
+    /** Publishes the request through {@code port} (its callers serialize themselves); false when the ring is full. */
+    boolean publish(RouterPort port) {
+        return port.tryRoute(port.inputs()
+            .rule(rule)
+            .role(rule.isPd() ? Role.PREFILL : Role.ANY)
+            .promptTokens(promptTokens)
+            .cacheSalt(cacheSalt)
+            .sessionKeyHash(sessionKeyHash)
+            .explain(true)
+            .dryRun(true)
+            .sendsDpRank(true), this); // explain the decision a client request would get (a dry run pins nothing)
     }
 
     @Override
-    public int[] promptTokens() {
-        return promptTokens;
-    }
-
-    @Override
-    public String cacheSalt() {
-        return cacheSalt;
-    }
-
-    @Override
-    public long sessionKeyHash() {
-        return sessionKeyHash;
-    }
-
-    @Override
-    public boolean explain() {
-        return true;
-    }
-
-    @Override
-    public boolean dryRun() {
-        return true;
-    }
-
-    @Override
-    public boolean sendsDpRank() {
-        return true; // explain the decision a client request would get (a dry run pins nothing)
-    }
-
-    @Override
-    public Role role() {
-        return rule.isPd() ? Role.PREFILL : Role.ANY;
-    }
-
-    @Override
-    public void onRouted(EndpointState endpoint, Rule decidedBy, String why) {
-        result.complete(new Decided(endpoint == null ? null : endpoint.config().url(), why));
+    public void onDecision(Decision d) {
+        result.complete(new Decided(d.endpoint() == null ? null : d.endpoint().config().url(), d.explanation()));
     }
 }

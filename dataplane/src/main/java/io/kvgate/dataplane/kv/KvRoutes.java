@@ -307,7 +307,7 @@ public final class KvRoutes {
         DryRunRequest req = new DryRunRequest(rule, tokens, salt, SessionKeys.hash(user));
         boolean published;
         synchronized (explainPort) { // one publisher at a time per port
-            published = explainPort.tryRoute(req);
+            published = req.publish(explainPort);
         }
         if (!published) {
             return AdminApi.Reply.json(503, OpenAiErrors.json("routing ring full", "server_error", null, null));

@@ -16,11 +16,13 @@ import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Admission;
-import io.kvgate.dataplane.route.PriorityClass;
 import io.kvgate.dataplane.request.PriorityInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
 import io.kvgate.dataplane.trace.RequestTrace;
@@ -78,10 +80,10 @@ import java.util.List;
  * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
  * sets its own. Both legs carry the same gateway-unique request id (the engines correlate on it).
  *
- * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, except {@link #onRouted}. An
+ * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, decisions included. An
  * exception anywhere ends the exchange with a 500 and frees the connection ({@link #abort}).
  */
-public final class PdExchange extends LiveExchanges.Entry implements RouteRequest, ActiveExchange, ExchangeOwner {
+public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange, ExchangeOwner {
     /**
      * Where the exchange is. {@code DECIDING}: conditional P/D routes the decode endpoint first to choose the path.
      * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang routes its decode
@@ -232,7 +234,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         if (trace != null) {
             routeSpan = trace.child("kvgate.route", gw.clock().nanoTime());
         }
-        if (!routing.tryRoute(this)) {
+        if (!routing.tryRoute(routeInputs(), this)) {
             gw.metrics().shed("router_ring_full");
             if (prefillEp != null && r == Role.DECODE && dialect.concurrent()) {
                 routing.complete(prefillEp, Outcome.RELEASED);
@@ -241,82 +243,46 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    // ---- RouteRequest ----------------------------------------------------------------------------------------
+    // ---- routing --------------------------------------------------------------------------------------------
 
-    @Override
-    public Rule rule() {
-        return rule;
+    /** The current role's routing inputs, filled into the loop's reused value for one publish. */
+    private RouteInputs routeInputs() {
+        RouteInputs in = routing.inputs()
+            .rule(rule)
+            .role(role)
+            .promptTokens(role == Role.PREFILL ? inputs.promptTokens() : null)
+            .cacheSalt(inputs.cacheSalt())
+            .lora(lora)
+            .servingEndpoints(servingEndpoints)
+            .sessionKeyHash(SessionKeys.hash(inputs.sessionKey()))
+            .explain(explain || trace != null) // a traced request's route spans carry the policy's reason
+            .needsAdmission(!admitted)
+            .priority(PriorityInputs.priority(request.headers(), rule.config().admission()))
+            .tenant(PriorityInputs.tenant(request.headers()));
+        if (role == Role.PREFILL) {
+            for (int i = 0; i < connectFailed.size(); i++) {
+                in.tried(connectFailed.get(i));
+            }
+        }
+        return in;
     }
 
+    /** The routing decision for the current role, on the event loop: admission's refusal, or an endpoint (or none). */
     @Override
-    public Role role() {
-        return role;
-    }
-
-    @Override
-    public int[] promptTokens() {
-        return role == Role.PREFILL ? inputs.promptTokens() : null;
-    }
-
-    @Override
-    public String lora() {
-        return lora;
-    }
-
-    @Override
-    public int[] servingEndpoints() {
-        return servingEndpoints;
-    }
-
-    @Override
-    public String cacheSalt() {
-        return inputs.cacheSalt();
-    }
-
-    @Override
-    public long sessionKeyHash() {
-        return SessionKeys.hash(inputs.sessionKey());
-    }
-
-    @Override
-    public boolean explain() {
-        return explain || trace != null; // a traced request's route spans carry the policy's reason
-    }
-
-    @Override
-    public boolean needsAdmission() {
-        return !admitted;
-    }
-
-    @Override
-    public int triedCount() {
-        return role == Role.PREFILL ? connectFailed.size() : 0;
-    }
-
-    @Override
-    public EndpointState tried(int i) {
-        return connectFailed.get(i);
-    }
-
-    @Override
-    public PriorityClass priority() {
-        return PriorityInputs.priority(request.headers(), rule.config().admission());
-    }
-
-    @Override
-    public long tenant() {
-        return PriorityInputs.tenant(request.headers());
+    public void onDecision(Decision d) {
+        if (d.waitedForAdmission()) {
+            this.admissionQueuedAtNs = d.admissionQueuedAtNs();
+            this.admissionAdmittedAtNs = d.admissionAdmittedAtNs();
+        }
+        if (d.shed()) {
+            onShed(d.rule(), d.explanation());
+        } else {
+            onRouted(d.endpoint(), d.explanation());
+        }
     }
 
     /** Admission control shed the request before its prefill leg (queue full or max_wait_ms): 429 + Retry-After. */
-    @Override
-    public void admissionWaited(long queuedAtNs, long admittedAtNs) {
-        this.admissionQueuedAtNs = queuedAtNs;
-        this.admissionAdmittedAtNs = admittedAtNs;
-    }
-
-    @Override
-    public void onShed(Rule r, String message) {
+    private void onShed(Rule r, String message) {
         try {
             if (phase == Phase.DONE) {
                 return;
@@ -332,9 +298,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteReques
         }
     }
 
-    /** The routing decision for the current role, on the event loop. */
-    @Override
-    public void onRouted(EndpointState ep, Rule r, String why) {
+    private void onRouted(EndpointState ep, String why) {
         this.routedWhy = why;
         this.admitted = true;
         endRouteSpan(ep, why, ep == null ? "no_healthy_endpoint" : null);

@@ -1,9 +1,9 @@
 package io.kvgate.dataplane.route;
 
 /**
- * One slot of the routing ring: a copy of everything a decision needs, filled on the publishing I/O thread by
- * {@link #copyFrom} (the policies never call back into the request from the routing thread), plus the request and
- * its event loop's {@link RouterPort} to hand the decision back. Preallocated by the ring and reused; references
+ * One slot of the routing ring: a copy of the request's {@link RouteInputs}, filled on the publishing I/O thread by
+ * {@link #copyFrom} (the routing thread never reads the exchange), plus the request's {@link RouteCallback} and its
+ * event loop's {@link RouterPort} to hand the decision back. Preallocated by the ring and reused; references
  * are cleared after each decision so the ring keeps no request alive.
  *
  * <p>The prompt tokens are the request's own array (immutable once published), not a copy: a copy would cost the
@@ -23,13 +23,13 @@ public final class RouteEvent {
     static final int DRAIN = 8;
 
     int type;
-    RouteRequest request;
+    RouteCallback callback;
     /** {@link #DRAIN}: the endpoint and whether it is drained from now on. */
     EndpointState drainTarget;
     boolean drainOn;
     RouterPort port;
     Rule rule;
-    RouteRequest.Role role = RouteRequest.Role.ANY;
+    Role role = Role.ANY;
     int[] promptTokens;
     String cacheSalt;
     String lora;
@@ -43,7 +43,7 @@ public final class RouteEvent {
     long textPrefixKey;
     boolean explain;
     boolean dryRun;
-    /** {@link RouteRequest#needsAdmission()}. */
+    /** {@link RouteInputs#needsAdmission()}. */
     boolean needsAdmission;
     final int[] triedIds = new int[MAX_TRIED];
     int triedCount;
@@ -55,14 +55,14 @@ public final class RouteEvent {
      * null: policies then skip saturated endpoints through {@link RoutingPolicy#eligible}.
      */
     Admission gate;
-    /** {@link RouteRequest#tracksPrefill()}: only then is the chosen endpoint charged {@link #uncachedTokens}. */
+    /** {@link RouteInputs#tracksPrefill()}: only then is the chosen endpoint charged {@link #uncachedTokens}. */
     boolean tracksPrefill;
     /**
      * Set by the policy that decided (kv_exact): the prompt tokens the chosen endpoint does not hold, which it must
      * prefill. 0 when unknown. Reset by the routing stage before each decision.
      */
     int uncachedTokens;
-    /** {@link RouteRequest#sendsDpRank()}: only then may kv_exact pin the request to a DP rank. */
+    /** {@link RouteInputs#sendsDpRank()}: only then may kv_exact pin the request to a DP rank. */
     boolean sendsDpRank;
     /** Set by the policy that decided: the DP rank of the chosen endpoint the request is pinned to, -1 for none. */
     int chosenRank = -1;
@@ -70,6 +70,10 @@ public final class RouteEvent {
     RuleStats.Tier tier;
     /** Set by kv_exact: the prompt tokens the index found cached on the chosen endpoint; -1 when no lookup ran. */
     int reachableTokens = -1;
+    /** Set by admission control when it lets a waiting request go: when it queued and released it (0: never waited). */
+    boolean waitedForAdmission;
+    long admissionQueuedAtNs;
+    long admissionAdmittedAtNs;
 
     /** The policy's tier for this decision (returned, for {@link RuleStats#tier}). */
     RuleStats.Tier decidedBy(RuleStats.Tier t) {
@@ -78,36 +82,34 @@ public final class RouteEvent {
     }
 
     /** Copies the request's routing inputs (publishing thread). */
-    void copyFrom(RouteRequest r, RouterPort p) {
+    void copyFrom(RouteInputs in, RouteCallback cb, RouterPort p) {
         type = ROUTE;
-        request = r;
+        callback = cb;
         port = p;
-        rule = r.rule();
-        role = r.role();
-        promptTokens = r.promptTokens();
-        cacheSalt = r.cacheSalt();
-        lora = r.lora();
-        serving = r.servingEndpoints();
-        sessionKeyHash = r.sessionKeyHash();
-        textPrefixKey = r.textPrefixKey();
-        explain = r.explain();
-        dryRun = r.dryRun();
-        needsAdmission = r.needsAdmission();
-        int n = Math.min(r.triedCount(), MAX_TRIED);
-        for (int i = 0; i < n; i++) {
-            triedIds[i] = r.tried(i).id();
-        }
-        triedCount = n;
-        priority = r.priority();
-        tenant = r.tenant();
-        tracksPrefill = r.tracksPrefill();
-        sendsDpRank = r.sendsDpRank();
+        rule = in.rule;
+        role = in.role;
+        promptTokens = in.promptTokens;
+        cacheSalt = in.cacheSalt;
+        lora = in.lora;
+        serving = in.serving;
+        sessionKeyHash = in.sessionKeyHash;
+        textPrefixKey = in.textPrefixKey;
+        explain = in.explain;
+        dryRun = in.dryRun;
+        needsAdmission = in.needsAdmission();
+        System.arraycopy(in.triedIds, 0, triedIds, 0, in.triedCount);
+        triedCount = in.triedCount;
+        priority = in.priority;
+        tenant = in.tenant;
+        tracksPrefill = in.tracksPrefill;
+        sendsDpRank = in.sendsDpRank;
+        waitedForAdmission = false;
     }
 
     /** Copies another slot's inputs (the routing stage keeps a waiting request's inputs past its ring slot). */
     void copyFrom(RouteEvent o) {
         type = o.type;
-        request = o.request;
+        callback = o.callback;
         port = o.port;
         rule = o.rule;
         role = o.role;
@@ -126,12 +128,15 @@ public final class RouteEvent {
         tenant = o.tenant;
         tracksPrefill = o.tracksPrefill;
         sendsDpRank = o.sendsDpRank;
+        waitedForAdmission = o.waitedForAdmission;
+        admissionQueuedAtNs = o.admissionQueuedAtNs;
+        admissionAdmittedAtNs = o.admissionAdmittedAtNs;
     }
 
     void clear() {
         drainTarget = null;
         gate = null;
-        request = null;
+        callback = null;
         port = null;
         rule = null;
         promptTokens = null;
@@ -141,7 +146,7 @@ public final class RouteEvent {
     }
 
     /** For policy unit tests and benchmarks: an event with these inputs and no request behind it. */
-    public static RouteEvent of(Rule rule, RouteRequest.Role role, int[] promptTokens, String cacheSalt, long sessionKeyHash,
+    public static RouteEvent of(Rule rule, Role role, int[] promptTokens, String cacheSalt, long sessionKeyHash,
                                 boolean explain, boolean dryRun) {
         RouteEvent e = new RouteEvent();
         e.type = ROUTE;
@@ -152,11 +157,11 @@ public final class RouteEvent {
         e.sessionKeyHash = sessionKeyHash;
         e.explain = explain;
         e.dryRun = dryRun;
-        e.needsAdmission = role != RouteRequest.Role.DECODE;
+        e.needsAdmission = role != Role.DECODE;
         return e;
     }
 
-    /** Marks {@code ep} as tried (tests and benchmarks; requests report theirs through {@link RouteRequest#tried}). */
+    /** Marks {@code ep} as tried (tests and benchmarks; requests report theirs through {@link RouteInputs#tried}). */
     public RouteEvent tried(EndpointState ep) {
         if (triedCount < MAX_TRIED) {
             triedIds[triedCount++] = ep.id();
@@ -164,7 +169,7 @@ public final class RouteEvent {
         return this;
     }
 
-    public RouteRequest.Role role() {
+    public Role role() {
         return role;
     }
 

@@ -19,7 +19,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *   <li><b>Back</b>: decisions land in this port's inbox (a single-producer/single-consumer array ring, the routing
  *       thread producing, the loop consuming); at the end of each routing batch the stage schedules at most one drain
  *       task per port ({@code execute(this)}, skipped while a drain is already pending), and the drain delivers every
- *       decision with {@link RouteRequest#onRouted} on the loop. The inbox cannot overflow: a request reserves its
+ *       decision with {@link RouteCallback#onDecision} on the loop, the inbox slot itself being the {@link Decision} it
+ *       gets. The inbox cannot overflow: a request reserves its
  *       decision's slot when it is published and the reservation ends when the decision is drained; with no slot
  *       free the request is refused like a full ring (503).</li>
  *   <li><b>Completions</b> ({@link #complete}): per-endpoint counters written only by this loop (release stores);
@@ -63,16 +64,11 @@ public final class RouterPort implements Runnable {
     // Inbox slots (router writes, loop reads and clears).
     private final int capacity;
     private final int mask;
-    private final RouteRequest[] requests;
-    private final EndpointState[] endpoints;
-    private final Rule[] rules;
-    private final String[] explanations;
-    /** The slot is admission control shedding the request (429), not a decision. */
-    private final boolean[] sheds;
-    /** Uncached prompt tokens the decision charged the endpoint (handed to the request before onRouted). */
-    private final int[] charges;
-    /** The DP rank the decision pinned the request to, -1 for none (handed to the request before onRouted). */
-    private final int[] dpRanks;
+    private final RouteCallback[] callbacks;
+    /** The decisions themselves, preallocated: the routing thread fills one, the loop hands it to its callback. */
+    private final Decision[] slots;
+    /** The routing inputs this port lends its publisher ({@link #inputs()}), reused for every request. */
+    private final RouteInputs inputs = new RouteInputs();
     /** Router only: next slot to fill. */
     private long routerTail;
     /** Slots filled and visible to the loop (router: release at the end of each batch). */
@@ -135,26 +131,33 @@ public final class RouterPort implements Runnable {
         this.eventLoop = executor instanceof EventExecutor e ? e : null;
         this.capacity = capacity;
         this.mask = capacity - 1;
-        this.requests = new RouteRequest[capacity];
-        this.endpoints = new EndpointState[capacity];
-        this.rules = new Rule[capacity];
-        this.explanations = new String[capacity];
-        this.sheds = new boolean[capacity];
-        this.charges = new int[capacity];
-        this.dpRanks = new int[capacity];
+        this.callbacks = new RouteCallback[capacity];
+        this.slots = new Decision[capacity];
+        for (int i = 0; i < capacity; i++) {
+            slots[i] = new Decision();
+        }
     }
 
     /**
-     * Publishes {@code request} for routing. Returns false when the request must be shed (503 with Retry-After): the
-     * ring is full or this loop already waits for as many decisions as its inbox holds. On true, exactly one
-     * {@link RouteRequest#onRouted} follows on this port's executor.
+     * The routing inputs to fill for the next {@link #tryRoute} on this port, cleared: one instance per port, reused,
+     * so a request's inputs cost no allocation. The port's owning thread only; valid until that publish returns.
      */
-    public boolean tryRoute(RouteRequest request) {
+    public RouteInputs inputs() {
+        return inputs.clear();
+    }
+
+    /**
+     * Publishes a request's {@code inputs} (copied before this returns) for routing. Returns false when the request
+     * must be shed (503 with Retry-After): the ring is full or this loop already waits for as many decisions as its
+     * inbox holds. On true, exactly one {@link RouteCallback#onDecision} of {@code callback} follows on this port's
+     * executor.
+     */
+    public boolean tryRoute(RouteInputs inputs, RouteCallback callback) {
         if (reserved - drainedHead >= capacity) {
             stage.countInboxFull();
             return false;
         }
-        if (!stage.publish(request, this)) {
+        if (!stage.publish(inputs, callback, this)) {
             return false;
         }
         reserved++;
@@ -261,40 +264,40 @@ public final class RouterPort implements Runnable {
 
     // ---- routing thread -------------------------------------------------------------------------------------
 
-    /** Queues a decision (routing thread). Made visible to the loop by {@link #flush}. */
-    void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation) {
-        post(request, endpoint, rule, explanation, 0);
-    }
-
-    /** Queues a decision that charged {@code prefillTokens} to {@code endpoint} (routing thread). */
-    void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation, int prefillTokens) {
-        post(request, endpoint, rule, explanation, prefillTokens, -1);
-    }
-
-    /** Queues a decision that pinned the request to DP rank {@code dpRank} (-1: none) of {@code endpoint}. */
-    void post(RouteRequest request, EndpointState endpoint, Rule rule, String explanation, int prefillTokens, int dpRank) {
+    /**
+     * The next decision slot, cleared, for {@code callback}'s decision (routing thread): the stage fills it and
+     * {@link #commit}s it; {@link #flush} makes it visible to the loop. The reservation made at publish guarantees the
+     * slot is free.
+     */
+    Decision next(RouteCallback callback) {
         int i = (int) routerTail & mask;
-        requests[i] = request;
-        endpoints[i] = endpoint;
-        rules[i] = rule;
-        explanations[i] = explanation;
-        sheds[i] = false;
-        charges[i] = prefillTokens;
-        dpRanks[i] = dpRank;
+        callbacks[i] = callback;
+        Decision d = slots[i];
+        d.reset();
+        return d;
+    }
+
+    /** Queues the slot {@link #next} returned (routing thread). */
+    void commit() {
         routerTail++;
     }
 
-    /** Queues admission control's refusal of {@code request} (routing thread); delivered as {@link RouteRequest#onShed}. */
-    void postShed(RouteRequest request, Rule rule, String message) {
-        int i = (int) routerTail & mask;
-        requests[i] = request;
-        endpoints[i] = null;
-        rules[i] = rule;
-        explanations[i] = message;
-        sheds[i] = true;
-        charges[i] = 0;
-        dpRanks[i] = -1;
-        routerTail++;
+    /** Queues a decision without an endpoint, or a plain one (routing thread). */
+    void post(RouteCallback callback, EndpointState endpoint, Rule rule, String explanation) {
+        Decision d = next(callback);
+        d.endpoint = endpoint;
+        d.rule = rule;
+        d.explanation = explanation;
+        commit();
+    }
+
+    /** Queues admission control's refusal of a request (routing thread); delivered as a {@link Decision#shed()}. */
+    void postShed(RouteCallback callback, Rule rule, String message) {
+        Decision d = next(callback);
+        d.rule = rule;
+        d.explanation = message;
+        d.shed = true;
+        commit();
     }
 
     /** Publishes the queued decisions and schedules one drain unless one is pending (routing thread, end of batch). */
@@ -398,35 +401,23 @@ public final class RouterPort implements Runnable {
         long tail = publishedTail;
         while (head < tail) {
             int i = (int) head & mask;
-            RouteRequest request = requests[i];
-            EndpointState endpoint = endpoints[i];
-            Rule rule = rules[i];
-            String explanation = explanations[i];
-            boolean shed = sheds[i];
-            int charge = charges[i];
-            int dpRank = dpRanks[i];
-            requests[i] = null;
-            endpoints[i] = null;
-            rules[i] = null;
-            explanations[i] = null;
+            RouteCallback callback = callbacks[i];
+            Decision d = slots[i];
+            callbacks[i] = null;
+            // Advanced before the callback: it may publish again (a retry, SGLang's decode), and in io mode that
+            // publish's decision may be delivered by a drain nested in this one, which must start after this slot.
+            // The slot itself is refilled only after a full inbox of newer decisions, and a callback reads its
+            // decision before it publishes again (RouteCallback's contract).
             head++;
             DRAINED_HEAD.setRelease(this, head);
             try {
-                if (shed) {
-                    request.onShed(rule, explanation);
-                } else {
-                    if (charge > 0) {
-                        request.prefillCharged(charge);
-                    }
-                    if (dpRank >= 0) {
-                        request.dpRankChosen(dpRank);
-                    }
-                    request.onRouted(endpoint, rule, explanation);
-                }
+                callback.onDecision(d);
             } catch (RuntimeException | Error e) {
                 // One exchange's bug must not strand the decisions behind it in this batch.
                 stage.countDeliveryError(e);
             }
+            // Not cleared after the callback: a nested publish may have refilled it. It keeps no request alive (the
+            // callback is dropped above), only an endpoint, a rule and a reason until its next use.
         }
     }
 

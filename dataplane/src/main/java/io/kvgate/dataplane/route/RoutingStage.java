@@ -4,6 +4,7 @@ import io.kvgate.control.log.Log;
 import com.lmax.disruptor.BusySpinWaitStrategy;
 import com.lmax.disruptor.EventHandler;
 import com.lmax.disruptor.EventPoller;
+import com.lmax.disruptor.EventTranslatorThreeArg;
 import com.lmax.disruptor.EventTranslatorTwoArg;
 import com.lmax.disruptor.ExceptionHandler;
 import com.lmax.disruptor.InsufficientCapacityException;
@@ -58,7 +59,7 @@ import java.util.concurrent.locks.LockSupport;
  *   <li>at the start of each batch the router applies what arrived out of band: a swapped-in table, probe verdicts,
  *       and the completion counts of every port;</li>
  *   <li>it decides each request and posts the decision to the request's port; at the end of the batch each port
- *       with new decisions gets one drain task on its loop, which invokes {@link RouteRequest#onRouted} there.</li>
+ *       with new decisions gets one drain task on its loop, which invokes {@link RouteCallback#onDecision} there.</li>
  * </ol>
  * With the default {@code blocking} wait strategy the router sleeps between batches for at most the duty period
  * ({@value #DUTY_PERIOD_MS} ms), after which it runs the same housekeeping without any request.
@@ -94,8 +95,8 @@ public final class RoutingStage implements AutoCloseable {
     static final String RULE_REMOVED = "the request's rule was removed by a configuration change";
     static final String ROUTING_ERROR = "internal routing error";
 
-    private static final EventTranslatorTwoArg<RouteEvent, RouteRequest, RouterPort> ROUTE_TR =
-        (e, seq, request, port) -> e.copyFrom(request, port);
+    private static final EventTranslatorThreeArg<RouteEvent, RouteInputs, RouteCallback, RouterPort> ROUTE_TR =
+        (e, seq, inputs, callback, port) -> e.copyFrom(inputs, callback, port);
     private static final EventTranslatorTwoArg<RouteEvent, Object, Object> WAKE_TR = (e, seq, a, b) -> e.type = RouteEvent.WAKE;
 
     /** Dedicated mode: the routing thread's Disruptor (null in io mode). */
@@ -381,8 +382,8 @@ public final class RoutingStage implements AutoCloseable {
         wakeRouter();
     }
 
-    boolean publish(RouteRequest request, RouterPort port) {
-        if (!ring.tryPublishEvent(ROUTE_TR, request, port)) {
+    boolean publish(RouteInputs inputs, RouteCallback callback, RouterPort port) {
+        if (!ring.tryPublishEvent(ROUTE_TR, inputs, callback, port)) {
             ringFullRejects.incrementAndGet();
             return false;
         }
@@ -685,7 +686,7 @@ public final class RoutingStage implements AutoCloseable {
         for (Admission gone : previous.values()) {
             gone.drainTo(w -> {
                 unroutable.lazySet(unroutable.get() + 1);
-                post(w.port, w.request, null, null, RULE_REMOVED);
+                post(w.port, w.callback, null, null, RULE_REMOVED);
                 w.clear();
             });
         }
@@ -718,8 +719,10 @@ public final class RoutingStage implements AutoCloseable {
                 return;
             }
             long waitedNs = a.take(now);
-            if (w.request != null && !w.dryRun) {
-                w.request.admissionWaited(now - waitedNs, now); // read on its event loop after decide's post
+            if (!w.dryRun) {
+                w.waitedForAdmission = true; // decide hands the wait to the request with its decision
+                w.admissionQueuedAtNs = now - waitedNs;
+                w.admissionAdmittedAtNs = now;
             }
             decide(rule, w, now);
             a.recycle(w);
@@ -732,11 +735,11 @@ public final class RoutingStage implements AutoCloseable {
         Admission a = rule == null ? null : rule.admission;
         if (a != null) {
             a.countShed(cls, waitedNs);
-            postShed(w.port, w.request, rule, Admission.shedMessage(rule.name(), cls, reason, a.config()));
+            postShed(w.port, w.callback, rule, Admission.shedMessage(rule.name(), cls, reason, a.config()));
             a.recycle(w); // always the queue's copy, never a ring slot
         } else {
             unroutable.lazySet(unroutable.get() + 1);
-            post(w.port, w.request, null, null, RULE_REMOVED);
+            post(w.port, w.callback, null, null, RULE_REMOVED);
             w.clear();
         }
     }
@@ -757,7 +760,7 @@ public final class RoutingStage implements AutoCloseable {
             rule = table.ruleByName(rule.name());
             if (rule == null) {
                 unroutable.lazySet(unroutable.get() + 1);
-                post(e.port, e.request, null, null, RULE_REMOVED);
+                post(e.port, e.callback, null, null, RULE_REMOVED);
                 return;
             }
         }
@@ -789,21 +792,31 @@ public final class RoutingStage implements AutoCloseable {
         }
         stages.recordNs(StageTimers.Stage.DECIDE, clock.nanoTime() - now);
         String explanation = why.length() == 0 ? null : why.toString(); // only explained requests fill it
+        Decision d = e.port.next(e.callback);
+        d.rule = rule;
+        d.explanation = explanation;
+        d.waitedForAdmission = e.waitedForAdmission;
+        d.admissionQueuedAtNs = e.admissionQueuedAtNs;
+        d.admissionAdmittedAtNs = e.admissionAdmittedAtNs;
         if (ep == null) {
             unroutable.lazySet(unroutable.get() + 1);
-            post(e.port, e.request, null, rule, explanation != null ? explanation : NO_HEALTHY_ENDPOINT);
-            return;
-        }
-        int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
-        int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
-        if (!e.dryRun) {
-            ep.onRouted(now, charge, rank);
-            routed.lazySet(routed.get() + 1);
-            if (e.tier != null && e.request != null) {
-                e.request.decision(e.tier.label(), e.reachableTokens); // read on its event loop after the post below
+            d.explanation = explanation != null ? explanation : NO_HEALTHY_ENDPOINT;
+        } else {
+            int charge = e.tracksPrefill && !e.dryRun ? Math.max(0, e.uncachedTokens) : 0;
+            int rank = e.sendsDpRank && !e.dryRun ? e.chosenRank : -1;
+            if (!e.dryRun) {
+                ep.onRouted(now, charge, rank);
+                routed.lazySet(routed.get() + 1);
+                if (e.tier != null) {
+                    d.tier = e.tier.label();
+                    d.reachableTokens = e.reachableTokens;
+                }
             }
+            d.endpoint = ep;
+            d.chargedPrefillTokens = charge;
+            d.dpRank = rank;
         }
-        e.port.post(e.request, ep, rule, explanation, charge, rank);
+        e.port.commit();
         markDirty(e.port);
     }
 
@@ -821,8 +834,8 @@ public final class RoutingStage implements AutoCloseable {
         }
     }
 
-    private void post(RouterPort port, RouteRequest request, EndpointState ep, Rule rule, String explanation) {
-        port.post(request, ep, rule, explanation);
+    private void post(RouterPort port, RouteCallback callback, EndpointState ep, Rule rule, String explanation) {
+        port.post(callback, ep, rule, explanation);
         markDirty(port);
     }
 
@@ -836,8 +849,8 @@ public final class RoutingStage implements AutoCloseable {
         }
     }
 
-    private void postShed(RouterPort port, RouteRequest request, Rule rule, String message) {
-        port.postShed(request, rule, message);
+    private void postShed(RouterPort port, RouteCallback callback, Rule rule, String message) {
+        port.postShed(callback, rule, message);
         markDirty(port);
     }
 
@@ -887,9 +900,9 @@ public final class RoutingStage implements AutoCloseable {
         void onDecisionFailure(Throwable ex, RouteEvent e) {
             countHandlerError(ex);
             if (e != null) {
-                if (e.type == RouteEvent.ROUTE && e.request != null && e.port != null) {
+                if (e.type == RouteEvent.ROUTE && e.callback != null && e.port != null) {
                     try {
-                        post(e.port, e.request, null, null, ROUTING_ERROR);
+                        post(e.port, e.callback, null, null, ROUTING_ERROR);
                     } catch (RuntimeException again) {
                         countHandlerError(again);
                     }

@@ -68,8 +68,8 @@ public final class Rule {
         this.decodes = d.toArray(EndpointState[]::new);
     }
 
-    /** The endpoints a request in {@code role} may go to ({@link RouteRequest.Role#ANY} on a P/D rule: the prefills). */
-    EndpointState[] candidates(RouteRequest.Role role) {
+    /** The endpoints a request in {@code role} may go to ({@link Role#ANY} on a P/D rule: the prefills). */
+    EndpointState[] candidates(Role role) {
         return switch (role) {
             case PREFILL -> prefills;
             case DECODE -> decodes;
@@ -77,8 +77,8 @@ public final class Rule {
         };
     }
 
-    RoutingPolicy policyFor(RouteRequest.Role role) {
-        return role == RouteRequest.Role.DECODE ? decodePolicy : policy;
+    RoutingPolicy policyFor(Role role) {
+        return role == Role.DECODE ? decodePolicy : policy;
     }
 
     /**

@@ -9,7 +9,9 @@ import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.Policies;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.upstream.EmbeddedEngines;
@@ -98,7 +100,19 @@ public final class ExchangeKit implements AutoCloseable {
 
     /** Routing decisions on the test thread: requests wait in {@link #pending} until the test decides. */
     public static final class ScriptedRouting implements ExchangeRouting {
-        public final List<RouteRequest> pending = new ArrayList<>();
+        /** A published request: a copy of its inputs (the exchange's value is reused) and where its decision goes. */
+        public record Pending(RouteInputs inputs, RouteCallback callback) {
+            public io.kvgate.dataplane.route.Role role() {
+                return inputs.role();
+            }
+
+            public boolean needsAdmission() {
+                return inputs.needsAdmission();
+            }
+        }
+
+        public final List<Pending> pending = new ArrayList<>();
+        private final RouteInputs scratch = new RouteInputs();
         public final EmbeddedEngines outcomes;
         boolean full;
 
@@ -107,11 +121,16 @@ public final class ExchangeKit implements AutoCloseable {
         }
 
         @Override
-        public boolean tryRoute(RouteRequest request) {
+        public RouteInputs inputs() {
+            return scratch.clear();
+        }
+
+        @Override
+        public boolean tryRoute(RouteInputs inputs, RouteCallback callback) {
             if (full) {
                 return false;
             }
-            pending.add(request);
+            pending.add(new Pending(new RouteInputs().copyFrom(inputs), callback));
             return true;
         }
 
@@ -232,8 +251,8 @@ public final class ExchangeKit implements AutoCloseable {
 
     /** The routing stage decides {@code ep} for the oldest pending request; the decision runs on the loop. */
     public void decide(EndpointState ep) {
-        RouteRequest r = routing.pending.remove(0);
-        r.onRouted(ep, rule, "test");
+        ScriptedRouting.Pending r = routing.pending.remove(0);
+        r.callback().onDecision(Decision.routed(ep, rule, "test"));
         client.runPendingTasks();
     }
 

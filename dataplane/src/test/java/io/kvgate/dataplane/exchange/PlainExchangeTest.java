@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.kvgate.dataplane.route.RouteRequest.Role;
+import io.kvgate.dataplane.route.Role;
 import io.kvgate.dataplane.upstream.EmbeddedEngines;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.upstream.EmbeddedEngines.Completion;

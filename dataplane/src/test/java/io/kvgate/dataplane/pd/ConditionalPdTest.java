@@ -11,7 +11,7 @@ import io.kvgate.dataplane.pd.PdExchange;
 import io.kvgate.dataplane.pd.PdMetrics;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Role;
 import io.kvgate.dataplane.upstream.EmbeddedEngines.Completion;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -38,8 +38,8 @@ class ConditionalPdTest {
             PdMetrics m = new PdMetrics();
             PdExchange x = pd(k, m, 100);
             x.start();
-            RouteRequest first = k.routing.pending.get(0);
-            assertEquals(RouteRequest.Role.DECODE, first.role(), "the decode endpoint is chosen first");
+            ExchangeKit.ScriptedRouting.Pending first = k.routing.pending.get(0);
+            assertEquals(Role.DECODE, first.role(), "the decode endpoint is chosen first");
             assertTrue(first.needsAdmission(), "the request's first decision is admission-gated");
             k.decide(k.ep2);
             String sent = k.engineGot(0);
@@ -60,8 +60,8 @@ class ConditionalPdTest {
             x.start();
             k.decide(k.ep2); // decode, for the decision
             assertEquals(List.of(new Completion(k.ep2, Outcome.RELEASED)), k.engines.outcomes, "released, not charged");
-            RouteRequest prefill = k.routing.pending.get(0);
-            assertEquals(RouteRequest.Role.PREFILL, prefill.role());
+            ExchangeKit.ScriptedRouting.Pending prefill = k.routing.pending.get(0);
+            assertEquals(Role.PREFILL, prefill.role());
             assertFalse(prefill.needsAdmission(), "admitted with the first decision");
             k.decide(k.ep1);
             assertTrue(k.engineGot(0).contains("\"max_tokens\":1"), "the prefill leg");
@@ -75,7 +75,7 @@ class ConditionalPdTest {
         try (ExchangeKit k = new ExchangeKit("", "pd", "vllm", "    pd: {min_uncached_tokens: 0}\n")) {
             PdMetrics m = new PdMetrics();
             pd(k, m, 100).start();
-            assertEquals(RouteRequest.Role.PREFILL, k.routing.pending.get(0).role(),
+            assertEquals(Role.PREFILL, k.routing.pending.get(0).role(),
                 "nothing to decide: no decode endpoint publishes events and no length threshold");
             assertEquals(1, m.decisions("split"));
         }
@@ -86,7 +86,7 @@ class ConditionalPdTest {
         try (ExchangeKit k = new ExchangeKit("", "pd")) {
             PdMetrics m = new PdMetrics();
             pd(k, m, -1).start();
-            assertEquals(RouteRequest.Role.PREFILL, k.routing.pending.get(0).role());
+            assertEquals(Role.PREFILL, k.routing.pending.get(0).role());
             assertEquals(1, m.decisions("split"));
         }
     }
@@ -96,7 +96,7 @@ class ConditionalPdTest {
         try (ExchangeKit k = new ExchangeKit("", "pd", "trtllm", "")) {
             PdMetrics m = new PdMetrics();
             pd(k, m, 50).start();
-            assertEquals(RouteRequest.Role.DECODE, k.routing.pending.get(0).role());
+            assertEquals(Role.DECODE, k.routing.pending.get(0).role());
             k.decide(k.ep2);
             String sent = k.engineGot(0);
             assertTrue(sent.contains("\"max_tokens\":7") && !sent.contains("disaggregated_params"), sent);
@@ -121,7 +121,7 @@ class ConditionalPdTest {
         try (ExchangeKit k = new ExchangeKit("", "pd", "sglang", "")) {
             PdMetrics m = new PdMetrics();
             pd(k, m, 10).start();
-            assertEquals(RouteRequest.Role.PREFILL, k.routing.pending.get(0).role(),
+            assertEquals(Role.PREFILL, k.routing.pending.get(0).role(),
                 "an SGLang decode server cannot prefill without its bootstrap rendezvous");
             assertEquals(1, m.decisions("split"));
             assertEquals(0, k.rule.config().pd().minUncachedTokens());

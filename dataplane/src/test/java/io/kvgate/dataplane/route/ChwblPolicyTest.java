@@ -29,7 +29,7 @@ class ChwblPolicyTest {
     }
 
     private static RouteEvent request(Rule r, int[] tokens) {
-        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false);
+        return RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, false, false);
     }
 
     private static int[] prompt(int family, int tail) {

@@ -54,16 +54,16 @@ class DecisionAllocationTest {
      * per decision, however small (16 B), would show in every run as {@code 16 n} bytes or more.
      */
     private long bytesPerRun(Rule r, int[] tokens, int n) {
-        EndpointState[] eps = r.candidates(RouteRequest.Role.ANY);
+        EndpointState[] eps = r.candidates(Role.ANY);
         long now = clock.nanoTime();
         for (int i = 0; i < eps.length; i++) {
             eps[i].loadEstimate().publishReading(new EngineReading(now, 0, 0, new int[] {i * 3}, new int[] {i}, new double[] {0.1 * i}));
             eps[i].loadEstimate().refresh(now, Long.MAX_VALUE);
         }
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
+        RouteEvent e = RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
             .sendsDpRank(true);
         StringBuilder why = new StringBuilder(256);
-        RoutingPolicy p = r.policyFor(RouteRequest.Role.ANY);
+        RoutingPolicy p = r.policyFor(Role.ANY);
         for (int i = 0; i < 50_000; i++) {
             decide(p, eps, e, why, now);
         }
@@ -168,7 +168,7 @@ class DecisionAllocationTest {
      * with a known lifetime and a sample weight below 1, on every decision but the first after a scrape.
      */
     private long bytesPerRunOnAgingReadings(Rule r, int[] tokens, int n) {
-        EndpointState[] eps = r.candidates(RouteRequest.Role.ANY);
+        EndpointState[] eps = r.candidates(Role.ANY);
         int periods = (50_000 + 5 * n) / 50 + 1;
         EngineReading[][] readings = new EngineReading[periods][eps.length];
         long start = clock.nanoTime();
@@ -178,10 +178,10 @@ class DecisionAllocationTest {
                     new int[] {i * 3 + k % 2, k % 2}, new int[] {i, 0}, new double[] {0.1 * i, 0.1});
             }
         }
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
+        RouteEvent e = RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true)
             .sendsDpRank(true);
         StringBuilder why = new StringBuilder(256);
-        RoutingPolicy p = r.policyFor(RouteRequest.Role.ANY);
+        RoutingPolicy p = r.policyFor(Role.ANY);
         long[] decisions = {0};
         Runnable one = () -> {
             long now = clock.nanoTime();

@@ -58,7 +58,7 @@ class DpRankRoutingTest {
     }
 
     private static RouteEvent request(Rule r, int[] tokens, boolean explain) {
-        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, explain, false).sendsDpRank(true)
+        return RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, explain, false).sendsDpRank(true)
             .tracksPrefill(true);
     }
 
@@ -66,7 +66,7 @@ class DpRankRoutingTest {
     private static EndpointState decide(Rule r, RouteEvent e, StringBuilder why, long now) {
         e.uncachedTokens = 0;
         e.chosenRank = -1;
-        EndpointState ep = r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, now, why);
+        EndpointState ep = r.policy().choose(r.candidates(Role.ANY), e, now, why);
         ep.onRouted(now, e.uncachedTokens, e.sendsDpRank ? e.chosenRank : -1);
         return ep;
     }
@@ -174,7 +174,7 @@ class DpRankRoutingTest {
         Rule on = rule("speculative_ttl_ms: 0");
         EndpointState dp2 = on.endpoints().get(0);
         cache(on, dp2, 1, p, 8);
-        RouteEvent pd = RouteEvent.of(on, RouteRequest.Role.ANY, p, null, SessionKeys.NONE, false, false);
+        RouteEvent pd = RouteEvent.of(on, Role.ANY, p, null, SessionKeys.NONE, false, false);
         assertSame(dp2, decide(on, pd, new StringBuilder(), clock.nanoTime()));
         assertEquals(-1, pd.chosenRank(), "a request that cannot send the hint (a P/D prefill leg) is scored on the union");
     }

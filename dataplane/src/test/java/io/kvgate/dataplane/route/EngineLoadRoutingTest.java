@@ -52,9 +52,9 @@ class EngineLoadRoutingTest {
     }
 
     private static String explain(Rule r) {
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, true, true);
+        RouteEvent e = RouteEvent.of(r, Role.ANY, null, null, SessionKeys.NONE, true, true);
         StringBuilder why = new StringBuilder();
-        r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, 0, why);
+        r.policy().choose(r.candidates(Role.ANY), e, 0, why);
         return why.toString();
     }
 
@@ -141,12 +141,12 @@ class EngineLoadRoutingTest {
         for (int i = 0; i < tokens.length; i++) {
             tokens[i] = 7 + i;
         }
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, true);
-        EndpointState owner = r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, 0, new StringBuilder());
+        RouteEvent e = RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, false, true);
+        EndpointState owner = r.policy().choose(r.candidates(Role.ANY), e, 0, new StringBuilder());
         engineSays(owner, 20, 4); // busy with another gateway's requests: far over (1 + 0.25) x mean
         StringBuilder why = new StringBuilder();
-        RouteEvent x = RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, true, true);
-        EndpointState chosen = r.policy().choose(r.candidates(RouteRequest.Role.ANY), x, 0, why);
+        RouteEvent x = RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, true, true);
+        EndpointState chosen = r.policy().choose(r.candidates(Role.ANY), x, 0, why);
         assertFalse(chosen == owner, "the bound walks past the busy owner");
         assertTrue(why.toString().contains("owner=" + owner.key() + " (over bound or unavailable: walked clockwise)"), why.toString());
         assertTrue(why.toString().contains("load=0(engine=unknown local=0)"), why.toString());
@@ -182,7 +182,7 @@ class EngineLoadRoutingTest {
     }
 
     private static RouteEvent request(Rule r, int[] tokens) {
-        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true);
+        return RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, false, false).tracksPrefill(true);
     }
 
     @Test
@@ -240,8 +240,8 @@ class EngineLoadRoutingTest {
             assertEquals(0, small.uncachedTokens(), "fully cached: nothing to prefill");
         }
         StringBuilder why = new StringBuilder();
-        RouteEvent x = RouteEvent.of(r, RouteRequest.Role.ANY, shared, null, SessionKeys.NONE, true, true);
-        r.policy().choose(r.candidates(RouteRequest.Role.ANY), x, 0, why);
+        RouteEvent x = RouteEvent.of(r, Role.ANY, shared, null, SessionKeys.NONE, true, true);
+        r.policy().choose(r.candidates(Role.ANY), x, 0, why);
         assertTrue(why.toString().contains(a.key() + ":1(engine=unknown local=1 prefill_tokens=50000)"), why.toString());
         assertTrue(why.toString().contains("prefill_token_weight=0.001"), why.toString());
         // The first bytes of the long request came back: its prefill is over.
@@ -266,7 +266,7 @@ class EngineLoadRoutingTest {
         assertSame(other, decideCharging(r, request(r, p), clock.nanoTime()), "1 vs 0 requests: the tokens weigh nothing");
 
         assertEquals(64, other.loadEstimate().prefillTokens());
-        RouteEvent untracked = RouteEvent.of(r, RouteRequest.Role.ANY, p, null, SessionKeys.NONE, false, false);
+        RouteEvent untracked = RouteEvent.of(r, Role.ANY, p, null, SessionKeys.NONE, false, false);
         decideCharging(r, untracked, clock.nanoTime());
         assertEquals(64, untracked.uncachedTokens(), "the policy found them...");
         assertEquals(128, a.loadEstimate().prefillTokens() + b.loadEstimate().prefillTokens(), "...but a request that cannot report its prefill's end is charged nothing");

@@ -43,12 +43,12 @@ class HashedSessionPolicyTest {
     }
 
     private static RouteEvent event(Rule r, long key, boolean explain) {
-        return RouteEvent.of(r, RouteRequest.Role.ANY, null, null, key, explain, false);
+        return RouteEvent.of(r, Role.ANY, null, null, key, explain, false);
     }
 
     /** The policy's choice for {@code key}, without charging the endpoint (the hash alone). */
     private EndpointState pick(Rule r, long key) {
-        return r.policy().choose(r.candidates(RouteRequest.Role.ANY), event(r, key, false), clock.nanoTime(), new StringBuilder());
+        return r.policy().choose(r.candidates(Role.ANY), event(r, key, false), clock.nanoTime(), new StringBuilder());
     }
 
     private static long key(int i) {
@@ -167,7 +167,7 @@ class HashedSessionPolicyTest {
         RouteEvent retry = event(r, k, false);
         retry.triedIds[0] = first.id();
         retry.triedCount = 1;
-        EndpointState ep = r.policy().choose(r.candidates(RouteRequest.Role.ANY), retry, clock.nanoTime(), new StringBuilder());
+        EndpointState ep = r.policy().choose(r.candidates(Role.ANY), retry, clock.nanoTime(), new StringBuilder());
         assertSame(second, ep);
     }
 
@@ -198,7 +198,7 @@ class HashedSessionPolicyTest {
         }
         // share = (6 + 1) / 4 = 1.75; cap = max(2.625, 2.75): the owner (7 with this request) is over it.
         StringBuilder why = new StringBuilder();
-        EndpointState walkedA = a.policy().choose(a.candidates(RouteRequest.Role.ANY), event(a, k, true), clock.nanoTime(), why);
+        EndpointState walkedA = a.policy().choose(a.candidates(Role.ANY), event(a, k, true), clock.nanoTime(), why);
         EndpointState walkedB = pick(b, k);
         assertSame(rankedAfter(a, k, ownerA), walkedA, "the next endpoint in rendezvous order");
         assertEquals(walkedA.key(), walkedB.key(), "the same walk in both replicas");
@@ -231,7 +231,7 @@ class HashedSessionPolicyTest {
         // share = (9 + 1) / 4 = 2.5; cap = max(3.75, 4.5): the owner at 9 (+1) is over it.
         assertEquals(walkedA.key(), walkedB.key());
         StringBuilder why = new StringBuilder();
-        a.policy().choose(a.candidates(RouteRequest.Role.ANY), event(a, k, true), clock.nanoTime(), why);
+        a.policy().choose(a.candidates(Role.ANY), event(a, k, true), clock.nanoTime(), why);
         assertTrue(why.toString().contains(" (load 9 over its bound 4: next in rendezvous order)"), why.toString());
         assertEquals(2, a.stats().tierCount(Tier.SESSION_HASH_WALK), "a walked for the pick and the explained decision");
         assertEquals(1, b.stats().tierCount(Tier.SESSION_HASH_WALK));
@@ -258,7 +258,7 @@ class HashedSessionPolicyTest {
             e.onRouted(clock.nanoTime());
         }
         StringBuilder why = new StringBuilder();
-        EndpointState ep = r.policy().choose(r.candidates(RouteRequest.Role.ANY), event(r, key(1), true), clock.nanoTime(), why);
+        EndpointState ep = r.policy().choose(r.candidates(Role.ANY), event(r, key(1), true), clock.nanoTime(), why);
         assertNotNull(ep, "the fallback still places the request");
         assertEquals(1, r.stats().missCount(MissReason.ALL_OVER_BOUND));
         assertEquals("tier=fallback(every endpoint over the session load bound)", why.toString());
@@ -268,7 +268,7 @@ class HashedSessionPolicyTest {
     void noSessionKeyFallsBackAndNoEligibleEndpointIsNull() {
         Rule r = rule(3);
         StringBuilder why = new StringBuilder();
-        assertNotNull(r.policy().choose(r.candidates(RouteRequest.Role.ANY), event(r, SessionKeys.NONE, true), 0, why));
+        assertNotNull(r.policy().choose(r.candidates(Role.ANY), event(r, SessionKeys.NONE, true), 0, why));
         assertEquals("tier=fallback(no session key)", why.toString());
         assertEquals(1, r.stats().missCount(MissReason.NO_SESSION_KEY));
         for (EndpointState e : r.endpoints()) {
@@ -307,7 +307,7 @@ class HashedSessionPolicyTest {
         assertTrue(hashed.decodePolicy() instanceof HashedSessionPolicy);
         Rule other = table(config("", RouteFixtures.rule("p", pd, eps)), null, clock).ruleByName("p");
         for (int i = 0; i < 200; i++) {
-            for (RouteRequest.Role role : new RouteRequest.Role[] {RouteRequest.Role.PREFILL, RouteRequest.Role.DECODE}) {
+            for (Role role : new Role[] {Role.PREFILL, Role.DECODE}) {
                 RouteEvent e = RouteEvent.of(hashed, role, null, null, key(i), false, false);
                 RouteEvent f = RouteEvent.of(other, role, null, null, key(i), false, false);
                 assertEquals(hashed.policyFor(role).choose(hashed.candidates(role), e, 0, new StringBuilder()).key(),
@@ -457,9 +457,9 @@ class HashedSessionPolicyTest {
         List<Long> keys = skewed(pure, 240, 80);
         Rule r = rule(SHARE_BOUND, endpoints(8));
         HashedSessionPolicy p = (HashedSessionPolicy) r.policy();
-        EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
+        EndpointState[] c = r.candidates(Role.ANY);
         for (long k : keys) {
-            RouteEvent dry = RouteEvent.of(r, RouteRequest.Role.ANY, null, null, k, true, true);
+            RouteEvent dry = RouteEvent.of(r, Role.ANY, null, null, k, true, true);
             clock.advance(10, TimeUnit.MILLISECONDS);
             p.choose(c, dry, clock.nanoTime(), new StringBuilder());
         }
@@ -486,8 +486,8 @@ class HashedSessionPolicyTest {
         Rule weighted = rule(share, "url: http://127.0.0.1:20000\n        weight: 3", "url: http://127.0.0.1:20001");
         RouteEvent e = event(r, key(1), false);
         RouteEvent w = event(weighted, key(1), false);
-        EndpointState[] c = r.candidates(RouteRequest.Role.ANY);
-        EndpointState[] cw = weighted.candidates(RouteRequest.Role.ANY);
+        EndpointState[] c = r.candidates(Role.ANY);
+        EndpointState[] cw = weighted.candidates(Role.ANY);
         StringBuilder why = new StringBuilder();
         long now = 0;
         for (int i = 0; i < 20_000; i++) {

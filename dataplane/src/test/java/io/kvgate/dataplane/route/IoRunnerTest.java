@@ -65,7 +65,7 @@ class IoRunnerTest {
 
     private final RecordingPolicy policy = new RecordingPolicy();
 
-    private static final class Req implements RouteRequest {
+    private static final class Req implements RouteCallback {
         final Rule rule;
         String salt;
         volatile EndpointState endpoint;
@@ -73,7 +73,7 @@ class IoRunnerTest {
         volatile String shedMessage;
         volatile Thread deliveredOn;
         final AtomicInteger answers = new AtomicInteger();
-        /** Run inside onRouted (a retry publishing again from the delivery), or null. */
+        /** Run inside onDecision (a retry publishing again from the delivery), or null. */
         Runnable onDelivery;
 
         Req(Rule rule, String salt) {
@@ -81,20 +81,18 @@ class IoRunnerTest {
             this.salt = salt;
         }
 
-        @Override
-        public Rule rule() {
-            return rule;
+        RouteInputs inputs(RouteInputs in) {
+            return in.rule(rule).cacheSalt(salt);
         }
 
         @Override
-        public String cacheSalt() {
-            return salt;
-        }
-
-        @Override
-        public void onRouted(EndpointState ep, Rule r, String why) {
-            endpoint = ep;
-            explanation = why;
+        public void onDecision(Decision d) {
+            if (d.shed()) {
+                onShed(d.explanation());
+                return;
+            }
+            endpoint = d.endpoint();
+            explanation = d.explanation();
             deliveredOn = Thread.currentThread();
             answers.incrementAndGet();
             Runnable then = onDelivery;
@@ -104,12 +102,16 @@ class IoRunnerTest {
             }
         }
 
-        @Override
-        public void onShed(Rule r, String message) {
+        private void onShed(String message) {
             shedMessage = message;
             deliveredOn = Thread.currentThread();
             answers.incrementAndGet();
         }
+    }
+
+    /** Publishes {@code q} through {@code port} as an exchange does: its inputs into the port's reused value. */
+    private static boolean route(RouterPort port, Req q) {
+        return port.tryRoute(q.inputs(port.inputs()), q);
     }
 
     /** A DefaultEventLoop counting the tasks handed to it (drain tasks and invocations are tasks; in-turn delivery is not). */
@@ -184,7 +186,7 @@ class IoRunnerTest {
             long batchesBefore = stage.batches();
             for (int i = 0; i < reqs.length; i++) {
                 reqs[i] = new Req(r, null);
-                if (!port.tryRoute(reqs[i])) {
+                if (!route(port, reqs[i])) {
                     inTurn.complete("refused");
                     return;
                 }
@@ -221,22 +223,22 @@ class IoRunnerTest {
         Rule r = rule(ADMISSION, 1, ch.eventLoop());
         RouterPort port = stage.port(ch.eventLoop());
         Req first = new Req(r, null);
-        assertTrue(port.tryRoute(first));
+        assertTrue(route(port, first));
         assertSame(r.endpoints().get(0), first.endpoint);
         port.complete(first.endpoint, Outcome.SUCCESS); // its answer relayed, same turn
         Req second = new Req(r, null);
-        assertTrue(port.tryRoute(second));
+        assertTrue(route(port, second));
         assertEquals(1, second.answers.get(), "max_outstanding 1 and the endpoint freed: admitted at once, not queued");
         assertSame(first.endpoint, second.endpoint);
         Req third = new Req(r, null);
-        assertTrue(port.tryRoute(third));
+        assertTrue(route(port, third));
         assertEquals(0, third.answers.get(), "the endpoint is busy again: it waits");
         assertEquals(1, stage.admission("r").depth(PriorityClass.STANDARD));
         ch.runPendingTasks(); // the end-of-turn housekeeping: still busy, still waiting
         assertEquals(0, third.answers.get());
         port.complete(second.endpoint, Outcome.SUCCESS);
         Req fourth = new Req(r, null);
-        assertTrue(port.tryRoute(fourth));
+        assertTrue(route(port, fourth));
         assertSame(first.endpoint, third.endpoint, "the freed slot goes to the request already waiting");
         assertEquals(0, fourth.answers.get(), "behind it");
         ch.checkException();
@@ -251,7 +253,7 @@ class IoRunnerTest {
         // As the admin explain route does: a direct executor, published from the admin thread (here the test's).
         RouterPort direct = stage.port(Runnable::run);
         Req explain = new Req(r, null);
-        assertTrue(direct.tryRoute(explain));
+        assertTrue(route(direct, explain));
         await(() -> explain.answers.get() == 1, "the explain decision");
         assertSame(loopThread, policy.decidedOn, "decided on the loop, never on the publishing thread");
         assertSame(loopThread, explain.deliveredOn, "a direct executor's decision is delivered by the stage's runner");
@@ -266,7 +268,7 @@ class IoRunnerTest {
         Req[] reqs = new Req[10];
         for (int i = 0; i < reqs.length; i++) {
             reqs[i] = new Req(r, null);
-            assertTrue(queued.tryRoute(reqs[i]));
+            assertTrue(route(queued, reqs[i]));
         }
         await(() -> queued.published() == 10, "10 decisions published");
         await(() -> {
@@ -299,10 +301,10 @@ class IoRunnerTest {
         RouterPort port = stage.port(ch.eventLoop());
         EndpointState ep = r.endpoints().get(0);
         Req busy = new Req(r, null);
-        assertTrue(port.tryRoute(busy));
+        assertTrue(route(port, busy));
         assertSame(ep, busy.endpoint, "decided and delivered as it was published");
         Req waiting = new Req(r, null);
-        assertTrue(port.tryRoute(waiting));
+        assertTrue(route(port, waiting));
         assertEquals(1, stage.admission("r").depth(PriorityClass.STANDARD), "max_outstanding 1: it waits");
         ch.runPendingTasks(); // the turn's end: its housekeeping
 
@@ -351,8 +353,8 @@ class IoRunnerTest {
         RouterPort port = stage.port(ch.eventLoop());
         Req bad = new Req(r, "boom");
         Req good = new Req(r, null);
-        assertTrue(port.tryRoute(bad));
-        assertTrue(port.tryRoute(good));
+        assertTrue(route(port, bad));
+        assertTrue(route(port, good));
         ch.runPendingTasks();
         ch.checkException(); // nothing escaped into the event loop
         assertEquals(1, bad.answers.get());
@@ -361,7 +363,7 @@ class IoRunnerTest {
         assertNotNull(good.endpoint, "the request behind it in the same batch is decided");
         assertEquals(1, stage.handlerErrors());
         Req after = new Req(r, null);
-        assertTrue(port.tryRoute(after));
+        assertTrue(route(port, after));
         ch.runPendingTasks();
         assertNotNull(after.endpoint, "routing goes on");
         assertEquals(stage.ringSize(), stage.ringRemaining(), "every slot released, the failed one too");
@@ -374,8 +376,8 @@ class IoRunnerTest {
         RouterPort port = stage.port(ch.eventLoop());
         Req retry = new Req(r, null);
         Req first = new Req(r, null);
-        first.onDelivery = () -> assertTrue(port.tryRoute(retry)); // a connect retry asks again from its callback
-        assertTrue(port.tryRoute(first));
+        first.onDelivery = () -> assertTrue(route(port, retry)); // a connect retry asks again from its callback
+        assertTrue(route(port, first));
         ch.runPendingTasks();
         ch.checkException();
         assertEquals(1, first.answers.get());
@@ -397,7 +399,7 @@ class IoRunnerTest {
             assertThrows(IllegalStateException.class, () -> stage.swap(next));
             refused.incrementAndGet();
         };
-        assertTrue(port.tryRoute(q));
+        assertTrue(route(port, q));
         ch.runPendingTasks();
         assertEquals(1, refused.get(), "the swap was refused inside the delivery (an assertion failing there would not count)");
         assertTrue(stage.table() != next, "and not applied later either");
@@ -433,7 +435,7 @@ class IoRunnerTest {
     }
 
     private static void roundTrip(EmbeddedChannel ch, RouterPort port, Req q) {
-        if (!port.tryRoute(q)) {
+        if (!route(port, q)) {
             throw new AssertionError("refused");
         }
         ch.runPendingTasks();

@@ -66,7 +66,7 @@ class KvExactPolicyTest {
     }
 
     private static RouteEvent request(Rule r, int[] tokens) {
-        return RouteEvent.of(r, RouteRequest.Role.ANY, tokens, null, SessionKeys.NONE, false, false);
+        return RouteEvent.of(r, Role.ANY, tokens, null, SessionKeys.NONE, false, false);
     }
 
     private EndpointState ep(Rule r, int i) {

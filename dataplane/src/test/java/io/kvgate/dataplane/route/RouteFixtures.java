@@ -45,7 +45,7 @@ final class RouteFixtures {
     }
 
     static RouteEvent event(Rule rule) {
-        return RouteEvent.of(rule, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, false, false);
+        return RouteEvent.of(rule, Role.ANY, null, null, SessionKeys.NONE, false, false);
     }
 
     /** Decides {@code e} as the routing stage would (policy + load accounting), without the ring. */

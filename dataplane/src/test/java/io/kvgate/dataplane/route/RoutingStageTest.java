@@ -91,7 +91,7 @@ class RoutingStageTest {
         }
     }
 
-    private static final class Req implements RouteRequest {
+    private static final class Req implements RouteCallback {
         final Rule rule;
         final String salt;
         final long session;
@@ -106,28 +106,22 @@ class RoutingStageTest {
             this.session = session;
         }
 
-        @Override
-        public Rule rule() {
-            return rule;
+        RouteInputs inputs(RouteInputs in) {
+            return in.rule(rule).cacheSalt(salt).sessionKeyHash(session);
         }
 
         @Override
-        public String cacheSalt() {
-            return salt;
-        }
-
-        @Override
-        public long sessionKeyHash() {
-            return session;
-        }
-
-        @Override
-        public void onRouted(EndpointState ep, Rule r, String why) {
-            endpoint = ep;
-            explanation = why;
+        public void onDecision(Decision d) {
+            endpoint = d.endpoint();
+            explanation = d.explanation();
             deliveredOn = Thread.currentThread();
             decisions.incrementAndGet();
         }
+    }
+
+    /** Publishes {@code q} through {@code port} as an exchange does: its inputs into the port's reused value. */
+    private static boolean route(RouterPort port, Req q) {
+        return port.tryRoute(q.inputs(port.inputs()), q);
     }
 
     @AfterEach
@@ -168,7 +162,7 @@ class RoutingStageTest {
     }
 
     private void holdRouter(RouterPort port, Rule r) throws InterruptedException {
-        assertTrue(port.tryRoute(new Req(r, "gate", SessionKeys.NONE)));
+        assertTrue(route(port, new Req(r, "gate", SessionKeys.NONE)));
         assertTrue(gateEntered.await(LIMIT.toSeconds(), TimeUnit.SECONDS), "the routing thread entered the gate");
     }
 
@@ -183,7 +177,7 @@ class RoutingStageTest {
         for (int i = 0; i < 50; i++) {
             Req q = new Req(r, null, SessionKeys.NONE);
             batch.add(q);
-            assertTrue(port.tryRoute(q));
+            assertTrue(route(port, q));
         }
         gateOpen.countDown();
         await(() -> port.published() == 51, "51 decisions published");
@@ -196,11 +190,11 @@ class RoutingStageTest {
         for (Req q : batch) {
             assertEquals(1, q.decisions.get());
             assertNotNull(q.endpoint);
-            assertSame(Thread.currentThread(), q.deliveredOn, "onRouted runs on the port's executor, not the routing thread");
+            assertSame(Thread.currentThread(), q.deliveredOn, "the decision runs on the port's executor, not the routing thread");
         }
         // The next batch gets exactly one new drain task.
         for (int i = 0; i < 20; i++) {
-            assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+            assertTrue(route(port, new Req(r, null, SessionKeys.NONE)));
         }
         await(() -> port.published() == 71, "71 decisions published");
         await(() -> loop.executes.get() >= 2, "a second drain");
@@ -222,7 +216,7 @@ class RoutingStageTest {
                 boolean all = true;
                 for (int i = 0; i < reqs.length; i++) {
                     reqs[i] = new Req(r, null, SessionKeys.NONE);
-                    all &= port.tryRoute(reqs[i]);
+                    all &= route(port, reqs[i]);
                 }
                 published.complete(all);
             });
@@ -247,16 +241,16 @@ class RoutingStageTest {
         RouterPort portB = stage.port(b);
         holdRouter(portA, r);
         for (int i = 0; i < 7; i++) {
-            assertTrue(portA.tryRoute(new Req(r, null, SessionKeys.NONE)));
+            assertTrue(route(portA, new Req(r, null, SessionKeys.NONE)));
         }
         for (int i = 0; i < 8; i++) {
-            assertTrue(portB.tryRoute(new Req(r, null, SessionKeys.NONE)));
+            assertTrue(route(portB, new Req(r, null, SessionKeys.NONE)));
         }
-        assertFalse(portB.tryRoute(new Req(r, null, SessionKeys.NONE)), "16 slots taken: the 17th request is shed");
+        assertFalse(route(portB, new Req(r, null, SessionKeys.NONE)), "16 slots taken: the 17th request is shed");
         assertEquals(1, stage.ringFullRejects());
         gateOpen.countDown();
         await(() -> portA.published() == 8 && portB.published() == 8 && stage.ringRemaining() == 16, "all 16 decided, ring free");
-        assertTrue(portB.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        assertTrue(route(portB, new Req(r, null, SessionKeys.NONE)));
     }
 
     @ParameterizedTest
@@ -266,14 +260,14 @@ class RoutingStageTest {
         TestLoop loop = new TestLoop();
         RouterPort port = stage.port(loop);
         for (int i = 0; i < 16; i++) {
-            assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+            assertTrue(route(port, new Req(r, null, SessionKeys.NONE)));
         }
         await(() -> port.published() == 16 && stage.ringRemaining() == 16, "16 decided, the ring empty again");
-        assertFalse(port.tryRoute(new Req(r, null, SessionKeys.NONE)), "16 decisions wait in the inbox: refused");
+        assertFalse(route(port, new Req(r, null, SessionKeys.NONE)), "16 decisions wait in the inbox: refused");
         assertEquals(1, stage.inboxFullRejects());
         assertEquals(0, stage.ringFullRejects());
         deliver(loop, port, 16);
-        assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+        assertTrue(route(port, new Req(r, null, SessionKeys.NONE)));
     }
 
     @ParameterizedTest
@@ -284,8 +278,8 @@ class RoutingStageTest {
         RouterPort port = stage.port(loop);
         Req bad = new Req(r, "boom", SessionKeys.NONE);
         Req good = new Req(r, null, SessionKeys.NONE);
-        assertTrue(port.tryRoute(bad));
-        assertTrue(port.tryRoute(good));
+        assertTrue(route(port, bad));
+        assertTrue(route(port, good));
         deliver(loop, port, 2);
         assertNull(bad.endpoint);
         assertEquals(RoutingStage.ROUTING_ERROR, bad.explanation);
@@ -309,7 +303,7 @@ class RoutingStageTest {
         for (int i = 0; i < 10; i++) {
             Req q = new Req(r, null, SessionKeys.NONE);
             routed.add(q);
-            assertTrue(port.tryRoute(q));
+            assertTrue(route(port, q));
         }
         deliver(loop, port, 10);
         EndpointState a = r.endpoints().get(0);
@@ -318,7 +312,7 @@ class RoutingStageTest {
         TestLoop other = new TestLoop();
         RouterPort filler = stage.port(other);
         holdRouter(filler, r);
-        while (filler.tryRoute(new Req(r, null, SessionKeys.NONE))) {
+        while (route(filler, new Req(r, null, SessionKeys.NONE))) {
             // fill the ring behind the stalled router
         }
         assertEquals(0, stage.ringRemaining());
@@ -342,14 +336,14 @@ class RoutingStageTest {
         for (int i = 0; i < 150; i++) {
             Req q = new Req(r, null, SessionKeys.NONE);
             reqs.add(q);
-            assertTrue(port.tryRoute(q));
+            assertTrue(route(port, q));
         }
         deliver(loop, port, 150);
         await(() -> r.endpoints().stream().allMatch(e -> e.outstanding() == 1), "one request on each of 150 endpoints");
         for (int i = reqs.size() - 1; i >= 0; i--) { // the highest id first: the counters grow once, then fit
             port.complete(reqs.get(i).endpoint, i % 2 == 0 ? Outcome.SUCCESS : Outcome.RELEASED);
         }
-        assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE))); // a batch start applies the completions
+        assertTrue(route(port, new Req(r, null, SessionKeys.NONE))); // a batch start applies the completions
         await(() -> r.endpoints().stream().mapToInt(EndpointState::outstanding).sum() == 1, "all 150 returned");
     }
 
@@ -363,9 +357,9 @@ class RoutingStageTest {
         Req first = new Req(r, null, SessionKeys.NONE);
         Req second = new Req(r, null, SessionKeys.NONE);
         Req third = new Req(r, null, SessionKeys.NONE);
-        port.tryRoute(first);
-        port.tryRoute(second);
-        port.tryRoute(third);
+        route(port, first);
+        route(port, second);
+        route(port, third);
         deliver(loop, port, 3);
         assertSame(a, first.endpoint);
         assertSame(a, third.endpoint);
@@ -376,7 +370,7 @@ class RoutingStageTest {
         for (int i = 0; i < 4; i++) {
             Req q = new Req(r, null, SessionKeys.NONE);
             next.add(q);
-            port.tryRoute(q);
+            route(port, q);
         }
         deliver(loop, port, 7);
         assertEquals(Breaker.State.OPEN, a.breaker().state());
@@ -386,8 +380,8 @@ class RoutingStageTest {
         clock.advance(1, TimeUnit.SECONDS);
         Req trial = new Req(r, null, SessionKeys.NONE);
         Req afterTrial = new Req(r, null, SessionKeys.NONE);
-        port.tryRoute(trial);
-        port.tryRoute(afterTrial);
+        route(port, trial);
+        route(port, afterTrial);
         deliver(loop, port, 9);
         assertTrue(trial.endpoint == a || afterTrial.endpoint == a, "after the open period one trial goes to the endpoint");
     }
@@ -401,14 +395,14 @@ class RoutingStageTest {
         RouterPort port = stage.port(loop);
         holdRouter(port, r);
         Req before = new Req(r, null, SessionKeys.NONE);
-        assertTrue(port.tryRoute(before));
+        assertTrue(route(port, before));
         long remaining = stage.ringRemaining();
         CompletableFuture<Boolean> drained = CompletableFuture.supplyAsync(() -> stage.drain(ep, true));
         await(() -> stage.ringRemaining() == remaining - 1, "the drain command in the ring");
         assertFalse(ep.drained(), "the command waits its turn behind the held routing thread");
         assertFalse(drained.isDone(), "the operator's call returns once the command is applied, not before");
         Req after = new Req(r, null, SessionKeys.NONE);
-        assertTrue(port.tryRoute(after));
+        assertTrue(route(port, after));
         gateOpen.countDown();
         assertTrue(drained.get(LIMIT.toSeconds(), TimeUnit.SECONDS));
         assertTrue(ep.drained());
@@ -420,7 +414,7 @@ class RoutingStageTest {
         assertTrue(stage.drain(ep, false));
         assertFalse(ep.drained());
         Req undrained = new Req(r, null, SessionKeys.NONE);
-        assertTrue(port.tryRoute(undrained));
+        assertTrue(route(port, undrained));
         deliver(loop, port, 4);
         assertSame(ep, undrained.endpoint);
     }
@@ -434,7 +428,7 @@ class RoutingStageTest {
         RouterPort port = stage.port(loop);
         holdRouter(port, r);
         for (int i = 0; i < 15; i++) {
-            assertTrue(port.tryRoute(new Req(r, null, SessionKeys.NONE)));
+            assertTrue(route(port, new Req(r, null, SessionKeys.NONE)));
         }
         assertEquals(0, stage.ringRemaining());
         assertFalse(stage.drain(ep, true), "no slot for the command: refused at once (the admin API answers 503)");
@@ -455,9 +449,9 @@ class RoutingStageTest {
         RouterPort port = stage.port(loop);
         long alice = SessionKeys.hash("alice");
         Rule before = stage.table().ruleByName("chat");
-        port.tryRoute(new Req(before, null, SessionKeys.hash("bob")));
+        route(port, new Req(before, null, SessionKeys.hash("bob")));
         Req first = new Req(before, null, alice);
-        port.tryRoute(first);
+        route(port, first);
         deliver(loop, port, 2);
 
         // A changed rule (other TTL, other fallback): new policy objects, same name.
@@ -468,9 +462,9 @@ class RoutingStageTest {
         Rule after = stage.table().ruleByName("chat");
         assertTrue(after != before, "the rule was rebuilt");
         Req again = new Req(after, null, alice);
-        port.tryRoute(again);
+        route(port, again);
         Req stale = new Req(before, null, alice); // resolved by an I/O thread before the swap
-        port.tryRoute(stale);
+        route(port, stale);
         deliver(loop, port, 4);
         assertSame(first.endpoint, again.endpoint, "the conversation keeps its endpoint across the reload");
         assertSame(first.endpoint, stale.endpoint, "a request resolved against the old table is routed by the new rule");
@@ -480,7 +474,7 @@ class RoutingStageTest {
         GatewayConfig removed = config("", RouteFixtures.rule("other", "    policy: round_robin\n", endpoints(1)));
         stage.swap(RouteTable.build(removed, registry, ctx -> RulePolicies.create(ctx, null, clock), stage.table()));
         Req orphan = new Req(after, null, alice);
-        port.tryRoute(orphan);
+        route(port, orphan);
         deliver(loop, port, 5);
         assertNull(orphan.endpoint);
         assertEquals(RoutingStage.RULE_REMOVED, orphan.explanation);

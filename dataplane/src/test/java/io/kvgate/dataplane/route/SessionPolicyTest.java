@@ -25,7 +25,7 @@ class SessionPolicyTest {
     }
 
     private static RouteEvent withKey(Rule r, String key) {
-        return RouteEvent.of(r, RouteRequest.Role.ANY, null, null, SessionKeys.hash(key), false, false);
+        return RouteEvent.of(r, Role.ANY, null, null, SessionKeys.hash(key), false, false);
     }
 
     private EndpointState route(Rule r, String key) {
@@ -86,9 +86,9 @@ class SessionPolicyTest {
     @Test
     void noSessionKeyFallsBackAndIsCounted() {
         Rule r = rule(100);
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, true, false);
+        RouteEvent e = RouteEvent.of(r, Role.ANY, null, null, SessionKeys.NONE, true, false);
         StringBuilder why = new StringBuilder();
-        EndpointState ep = r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, clock.nanoTime(), why);
+        EndpointState ep = r.policy().choose(r.candidates(Role.ANY), e, clock.nanoTime(), why);
         assertTrue(ep != null);
         assertEquals(1, r.stats().missCount(MissReason.NO_SESSION_KEY));
         assertEquals("tier=fallback(no session key)", why.toString());
@@ -97,7 +97,7 @@ class SessionPolicyTest {
     @Test
     void aDryRunPinsNothing() {
         Rule r = rule(100);
-        RouteEvent dry = RouteEvent.of(r, RouteRequest.Role.ANY, null, null, SessionKeys.hash("alice"), false, true);
+        RouteEvent dry = RouteEvent.of(r, Role.ANY, null, null, SessionKeys.hash("alice"), false, true);
         decide(r, dry, clock.nanoTime());
         assertEquals(0, ((SessionPolicy) r.policy()).size());
     }

@@ -15,7 +15,9 @@ import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.RulePolicies;
@@ -184,9 +186,21 @@ public class FrontDoorBench {
             }
         };
         ExchangeRouting decideAtOnce = new ExchangeRouting() {
+            private final RouteInputs scratch = new RouteInputs();
+            /** One decision reused for every request, as the port's slot is: no allocation of the bench's own. */
+            private Decision decided;
+
             @Override
-            public boolean tryRoute(RouteRequest r) {
-                r.onRouted(endpoint, r.rule(), null);
+            public RouteInputs inputs() {
+                return scratch.clear();
+            }
+
+            @Override
+            public boolean tryRoute(RouteInputs in, RouteCallback callback) {
+                if (decided == null || decided.rule() != in.rule()) {
+                    decided = Decision.routed(endpoint, in.rule(), null);
+                }
+                callback.onDecision(decided);
                 return true;
             }
 

@@ -9,7 +9,8 @@ import io.kvgate.dataplane.metrics.StageTimers;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.RouteCallback;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RouterPort;
 import io.kvgate.dataplane.route.RoutingStage;
@@ -32,9 +33,10 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * Round trip through the real routing stage: the benchmark thread (playing an I/O thread) publishes one
- * preallocated, reused {@link RouteRequest} through its {@link RouterPort}, the routing thread runs a
+ * reused request's inputs (the port's own {@code RouteInputs}) and its preallocated {@link RouteCallback} through its
+ * {@link RouterPort}, the routing thread runs a
  * {@code round_robin} rule and posts the decision to the port, whose drain (a direct executor: it runs on the routing
- * thread at the end of the batch, standing in for the event loop's drain task) calls {@code onRouted}, which raises a
+ * thread at the end of the batch, standing in for the event loop's drain task) calls {@code onDecision}, which raises a
  * volatile flag the benchmark thread spins on; the benchmark thread then reports the completion through the port
  * (per-loop counters, no hand-off). No explanation is asked, so the routing stage passes a null {@code why} string.
  * Baseline in the same run: the same hand-off through a {@link ArrayBlockingQueue} to a plain consumer thread
@@ -56,21 +58,25 @@ import org.openjdk.jmh.annotations.Warmup;
 @Fork(2)
 public class RingHandoffBench {
 
-    /** A reusable request; onRouted only flips a volatile flag (what eventLoop.execute would publish). */
-    static final class Req implements RouteRequest {
+    /** A reusable request; onDecision only flips a volatile flag (what eventLoop.execute would publish). */
+    static final class Req implements RouteCallback {
         volatile boolean done;
         EndpointState chosen;
         String explanation;
 
         Rule rule;
 
-        @Override
-        public Rule rule() {
-            return rule;
+        /** Publishes the request as an exchange does: its inputs into the port's reused value. */
+        boolean publish(RouterPort port) {
+            return port.tryRoute(port.inputs().rule(rule), this);
         }
 
         @Override
-        public void onRouted(EndpointState endpoint, Rule rule, String why) {
+        public void onDecision(Decision d) {
+            answer(d.endpoint(), d.explanation());
+        }
+
+        void answer(EndpointState endpoint, String why) {
             chosen = endpoint;
             explanation = why;
             done = true;
@@ -172,7 +178,7 @@ public class RingHandoffBench {
     public EndpointState routingStageOnLoop_roundTrip(LoopState s) {
         Req r = s.req;
         r.done = false;
-        if (!s.port.tryRoute(r)) {
+        if (!r.publish(s.port)) {
             throw new IllegalStateException("ring full with one request in flight");
         }
         s.loop.runPendingTasks(); // the turn's end: the stage runs and delivers to this loop's port
@@ -187,7 +193,7 @@ public class RingHandoffBench {
     public EndpointState routingStage_roundTrip(StageState s) {
         Req r = s.req;
         r.done = false;
-        if (!s.port.tryRoute(r)) {
+        if (!r.publish(s.port)) {
             throw new IllegalStateException("ring full with one request in flight");
         }
         await(r);
@@ -216,7 +222,7 @@ public class RingHandoffBench {
                 try {
                     while (true) {
                         Req r = queue.take();
-                        r.onRouted(ep, null, null);
+                        r.answer(ep, null);
                     }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();

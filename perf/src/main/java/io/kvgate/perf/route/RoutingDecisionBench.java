@@ -12,7 +12,7 @@ import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Policies;
 import io.kvgate.dataplane.route.RouteEvent;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Role;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RuleHasher;
 import io.kvgate.dataplane.route.RuleStats;
@@ -40,7 +40,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * The routing decision of a {@code kv_exact} rule as the routing stage runs it — hash the prompt's token ids into
  * block keys (vLLM {@code sha256_cbor}, block 16, through the policy's own {@code PrefixHashCache}), find the
  * longest cached prefix per endpoint in the off-heap {@link BlockIndex} (+ speculative overlay), decide under the
- * load bound — EXCLUDING tokenization (the prompt arrives as token ids, as {@code RouteRequest.promptTokens()}).
+ * load bound — EXCLUDING tokenization (the prompt arrives as token ids, as {@code RouteInputs.promptTokens()}).
  *
  * <p><b>Index.</b> 1,048,576 distinct blocks in total. A pool of prompts of {@code promptBlocks} blocks (524,288
  * prompt blocks) is held, per prompt, by a quarter of the endpoints (at least 2) at random prefix depths — one of
@@ -135,7 +135,7 @@ public class RoutingDecisionBench {
         RoutingPolicy policy;
         int[][] pool;
         int next;
-        final RouteEvent req = RouteEvent.of(null, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, false, false);
+        final RouteEvent req = RouteEvent.of(null, Role.ANY, null, null, SessionKeys.NONE, false, false);
         final StringBuilder why = new StringBuilder(256);
 
         @Setup(Level.Trial)
@@ -290,7 +290,7 @@ public class RoutingDecisionBench {
 
         EndpointState[] eps;
         RoutingPolicy policy;
-        final RouteEvent req = RouteEvent.of(null, RouteRequest.Role.ANY, null, null, SessionKeys.NONE, false, false);
+        final RouteEvent req = RouteEvent.of(null, Role.ANY, null, null, SessionKeys.NONE, false, false);
         final StringBuilder why = new StringBuilder(256);
 
         @Setup(Level.Trial)
