@@ -149,7 +149,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         this.request = request;
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
-        this.relay = new Relay(ctx, request, requestId, gw::config, gw.metrics(), gw.clock(), gw.accessLog(),
+        this.relay = new Relay(ctx, request, requestId, gw.configSupplier(), gw.metrics(), gw.clock(), gw.accessLog(),
             owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
         this.client = relay.client();
         this.model = fields.model;
