@@ -2,7 +2,6 @@ package io.kvgate.dataplane.pd;
 
 import io.kvgate.dataplane.accesslog.AccessRecord;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.openai.OpenAiErrors;
@@ -10,7 +9,7 @@ import io.kvgate.dataplane.relay.EngineErrors;
 import io.kvgate.dataplane.exchange.ExchangeRouting;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.exchange.LiveExchanges;
-import io.kvgate.dataplane.exchange.PlainExchange;
+import io.kvgate.dataplane.relay.Relay;
 import io.kvgate.dataplane.exchange.ActiveExchange;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
@@ -53,8 +52,8 @@ import java.util.List;
  * One request through prefill/decode disaggregation, in the dialect of the rule's engine.
  *
  * <p><b>vLLM (sequential):</b> the prefill leg gets the client's JSON with {@code stream:false}, {@code max_tokens:1}
- * (and {@code max_completion_tokens:1} if present), without {@code stream_options}/{@code min_tokens}/
- * {@code min_completion_tokens}, plus a {@code kv_transfer_params} request object; its answer's
+ * (and {@code max_completion_tokens:1} if present), {@code stream_options}/{@code min_tokens}/
+ * {@code min_completion_tokens} neutralised, plus a {@code kv_transfer_params} request object; its answer's
  * {@code kv_transfer_params} are copied verbatim into the original request for the decode leg, whose response is
  * relayed (and stripped of {@code kv_transfer_params}). The decode endpoint is chosen only after the prefill
  * answered, so one that became unhealthy meanwhile is not used.
@@ -64,9 +63,9 @@ import java.util.List;
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
  *
- * <p><b>TensorRT-LLM (sequential):</b> like vLLM, with {@code disaggregated_params}: the context leg carries
- * {@code {"request_type":"context_only"}}, its answer's {@code choices[0].disaggregated_params} go into the
- * generation leg with {@code request_type:"generation_only"}, and the client never sees them.
+ * <p><b>TensorRT-LLM (sequential):</b> like vLLM, with {@code disaggregated_params} and TensorRT-LLM's own
+ * orchestrator's rules ({@link TrtllmDialect}): one {@code disagg_request_id} on both legs, the context's tokens and
+ * usage on the generation leg, and no generation leg when the context answer ended the request.
  *
  * <p><b>Conditional P/D</b> (sequential dialects, {@link PdPath}): when the rule decides per request, the decode
  * endpoint is routed first (admission-gated, as a prefill would be); if it already holds the prompt, or the part it
@@ -74,16 +73,19 @@ import java.util.List;
  * {@code local}); otherwise it is released and the request takes the split path above (its decode leg is routed
  * again after the prefill answered). Both paths are counted in {@code kvgate_pd_decisions_total{path}}.
  *
- * <p>What differs between the dialects lives in {@link VllmDialect}, {@link TrtllmDialect} and {@link SglangDialect} (the bodies in
- * {@link PdBodies}); this class is the orchestrator they share. Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
- * the leg owns whatever it buffers, so a cancelled prefill frees it) and a {@link PlainExchange} in decode-leg mode,
- * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
- * sets its own. Both legs carry the same gateway-unique request id (the engines correlate on it).
+ * <p>What differs between the dialects lives in {@link VllmDialect}, {@link TrtllmDialect} and {@link SglangDialect},
+ * which return values ({@link PdDialect}: the legs' bodies, spliced by {@link PdBodies} from the client's bytes, and
+ * what the prefill's answer means); this class is the orchestrator they share, and decides what to do with them. Every
+ * dialect runs on the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained; the leg owns
+ * whatever it buffers, so a cancelled prefill frees it) and a second one for decode ({@link DecodeLeg}), whose answer
+ * the request's one {@link Relay} carries to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*}/
+ * {@code disaggregated_params} are dropped at the front door; the gateway sets its own. Both legs carry the same
+ * gateway-unique request id (the engines correlate on it).
  *
- * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, decisions included. An
- * exception anywhere ends the exchange with a 500 and frees the connection ({@link #abort}).
+ * <p>Event-loop only, decisions included. An exception anywhere ends the exchange with a 500 and frees the
+ * connection ({@link #abort}).
  */
-public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange, ExchangeOwner {
+public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange {
     /**
      * Where the exchange is. {@code DECIDING}: conditional P/D routes the decode endpoint first to choose the path.
      * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang routes its decode
@@ -133,7 +135,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     private EndpointState decodeEp;
     private final String upstreamRequestId = RequestIds.generate();
     private UpstreamLeg prefillLeg;
-    private PlainExchange decodeLeg;
+    /** The decode leg; its answer goes to the client through {@link #relay}, the request's one relay. */
+    private DecodeLeg decodeLeg;
+    private final Relay relay;
     private boolean listed;
     private long prefillStartNs;
     private int transportRetries;
@@ -173,6 +177,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         this.explain = explain;
         this.startNs = startNs;
         this.dialect = PdDialect.of(rule.profile());
+        this.relay = new Relay(ctx, request, requestId, gw.configSupplier(), gw.metrics(), gw.clock(), gw.accessLog(),
+            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
+        if (!dialect.concurrent()) {
+            relay.strippingTransferParams(); // a sequential decode's JSON answer must lose the transfer parameters
+        }
     }
 
     /** Without a KV index: conditional P/D decides on the prompt's length alone. */
@@ -186,12 +195,14 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     public PdExchange withRequestExtras(int[] serving, String warningValue) {
         this.servingEndpoints = serving;
         this.warning = warningValue;
+        relay.client().warning(warningValue);
         return this;
     }
 
     /** The request's trace (null: not sampled): both legs carry the gateway's span context to their engines. */
     public PdExchange withTrace(RequestTrace t) {
         this.trace = t;
+        relay.withTrace(t);
         return this;
     }
 
@@ -392,26 +403,63 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
      * Starts the decode leg, taking over {@code buf}'s reference: on the decode endpoint already chosen
      * ({@code preChosen}), or routed now.
      */
-    void startDecodeLeg(ByteBuf buf, boolean preChosen) {
+    private void startDecodeLeg(ByteBuf buf, boolean preChosen) {
         phase = Phase.DECODE;
         decodeStarted = false;
-        decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
-            .withTrace(trace)
-            .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
-            .withUpstreamRequestId(upstreamRequestId)
-            .withRequestExtras(servingEndpoints, warning)
-            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !dialect.concurrent(), new PlainExchange.LegObserver() {
-                @Override
-                public void onResponseHead(int status) {
-                    decodeStarted = true;
-                    metrics.decodeFirstByte.recordNs(gw.clock().nanoTime() - startNs);
-                }
-            });
+        decodeLeg = new DecodeLeg(this, gw, ctx, request, relay, fields.model, upstreamRequestId, pd.decodeTimeoutMs(), startNs,
+            buf, trace);
         if (preChosen) {
             decodeLeg.startOn(decodeEp, routedWhy);
-        } else {
-            decodeLeg.start();
+        } else if (!decodeLeg.route()) {
+            fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
         }
+    }
+
+    // ---- what the decode leg asks ------------------------------------------------------------------------------
+
+    /** The decode leg's routing inputs: this request's (no prompt: the KV comes from the prefill, or decode computes it). */
+    RouteInputs decodeRouteInputs(RouteInputs in) {
+        return in.rule(rule)
+            .lora(lora)
+            .servingEndpoints(servingEndpoints)
+            .sessionKeyHash(SessionKeys.hash(inputs.sessionKey()))
+            .explain(explain || rule.config().explain() || trace != null)
+            .priority(PriorityInputs.priority(request.headers(), rule.config().admission()))
+            .tenant(PriorityInputs.tenant(request.headers()));
+    }
+
+    String ruleName() {
+        return rule.name();
+    }
+
+    boolean answers503WhileLoading() {
+        return rule.profile().answers503WhileLoading();
+    }
+
+    /** The {@code X-Kvgate-Route} value for the decode leg's answer, or null when the request did not ask for it. */
+    String explanation(EndpointState ep, String why, int attempts) {
+        if (!explain && !rule.config().explain()) {
+            return null;
+        }
+        return "endpoint=" + (ep == null ? "none" : ep.key()) + "; rule=" + rule.name() + (why == null ? "" : "; " + why)
+            + "; attempts=" + attempts;
+    }
+
+    /** The decode engine's response head arrived: it has the KV cache, its outcome decides (SGLang's coupling). */
+    void decodeAnswered() {
+        decodeStarted = true;
+        metrics.decodeFirstByte.recordNs(gw.clock().nanoTime() - startNs);
+    }
+
+    /** The decode leg answered the client (or failed and said so): the request ends; a prefill still running is cancelled. */
+    void decodeEnded(boolean keepAlive) {
+        phase = Phase.DONE;
+        unlist();
+        if (prefillLeg != null) {
+            prefillLeg.cancel(); // nothing may wait on this prefill any more
+            prefillLeg = null;
+        }
+        owner.onExchangeDone(keepAlive);
     }
 
     /**
@@ -496,7 +544,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     /** Abandons the decode leg without answering (this exchange answers). */
     private void abortDecode() {
         if (decodeLeg != null) {
-            decodeLeg.abortSilently();
+            decodeLeg.abandon();
             decodeLeg = null;
         }
     }
@@ -511,9 +559,8 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         if (dialect.concurrent() && decodeStarted) {
             return; // decode already has the KV cache; its outcome decides
         }
-        if (dialect.concurrent() && decodeLeg != null) {
-            decodeLeg.abortSilently(); // coupled legs: never leave decode waiting 300 s for a dead prefill
-            decodeLeg = null;
+        if (dialect.concurrent()) {
+            abortDecode(); // coupled legs: never leave decode waiting 300 s for a dead prefill
         }
         switch (failure) {
             case CONNECT -> {
@@ -567,7 +614,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
 
     // ---- client side -----------------------------------------------------------------------------------------
 
-    private void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
+    void fail(HttpResponseStatus st, String message, String code, boolean retryAfter) {
         if (trace != null) {
             trace.error(code);
         }
@@ -611,7 +658,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             prefillLeg.cancel(); // the leg returns the endpoint and frees whatever it had aggregated
             prefillLeg = null;
         }
-        if (decodeLeg != null && !decodeLeg.isFinished()) {
+        if (decodeLeg != null && !decodeLeg.finished()) {
             decodeLeg.onClientGone(); // the decode leg writes the request's line
         } else {
             errorCode = "client_gone";
@@ -698,7 +745,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
                 prefillLeg = null;
             }
             if (decodeLeg != null) {
-                decodeLeg.abortSilently();
+                decodeLeg.abortInternal();
                 decodeLeg = null;
             }
             if (decodeAnswered) {
@@ -726,49 +773,18 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             return;
         }
         if (decodeLeg != null && decodeLeg.responseStarted()) {
-            decodeLeg.endDrained(); // ends the stream; its owner (this) then cancels the prefill
+            decodeLeg.endDrained(); // ends the stream; decodeEnded then cancels the prefill
             return;
         }
         if (prefillLeg != null) {
             prefillLeg.cancel();
             prefillLeg = null;
         }
-        if (decodeLeg != null) {
-            decodeLeg.abortSilently();
-            decodeLeg = null;
-        }
+        abortDecode();
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE,
             "The gateway is shutting down; retry the request.", null, "shutting_down");
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         errorCode = "shutting_down";
         respond(r, 503);
-    }
-
-    // ---- ExchangeOwner for the decode leg ----------------------------------------------------------------------
-
-    @Override
-    public void onExchangeDone(boolean keepAlive) {
-        phase = Phase.DONE;
-        unlist();
-        if (prefillLeg != null) {
-            prefillLeg.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more
-            prefillLeg = null;
-        }
-        owner.onExchangeDone(keepAlive);
-    }
-
-    @Override
-    public boolean clientWritable() {
-        return owner.clientWritable();
-    }
-
-    @Override
-    public AccessRecord accessRecord() {
-        return owner.accessRecord();
-    }
-
-    @Override
-    public void onClientWritable(Runnable action) {
-        owner.onClientWritable(action);
     }
 }
