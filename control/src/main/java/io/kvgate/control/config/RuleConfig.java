@@ -272,15 +272,14 @@ public record RuleConfig(
      * adapter nobody mapped, or the wrong one): refused. TensorRT-LLM and llama.cpp rules refuse adapters until the
      * gateway sends their request forms.
      */
-    private static void checkAdapters(ConfigNode n, String engine, List<ModelEntry> models) {
-        boolean sglang = "sglang".equals(engine);
+    private static void checkAdapters(ConfigNode n, EngineRules engine, List<ModelEntry> models) {
         for (ModelEntry e : models) {
-            if (!e.adapters().isEmpty() && !"vllm".equals(engine) && !sglang) {
+            if (!e.adapters().isEmpty() && !engine.servesAdapters()) {
                 n.problem("models", e.name(), "lists adapters " + e.adapters() + ", which are not supported on engine '"
-                    + engine + "': the gateway sends LoRA requests in vLLM's form (the adapter as 'model') and SGLang's"
+                    + engine.name() + "': the gateway sends LoRA requests in vLLM's form (the adapter as 'model') and SGLang's"
                     + " ('lora_path') only");
             }
-            if (!sglang) {
+            if (!engine.splitsModelAtColon()) {
                 continue;
             }
             // SGLang sees the engine's name (served_as, else the client's): a client name with ':' is fine when it is
@@ -321,16 +320,16 @@ public record RuleConfig(
      * reproduced; SGLang reads a file whose name does not end in {@code .jinja} as its own JSON conversation format,
      * which the gateway does not render; the gateway renders with it and tokenizes with the rule's tokenizer.
      */
-    private static ChatTemplateFile chatTemplate(ConfigNode n, String engine, String tokenizer) {
+    private static ChatTemplateFile chatTemplate(ConfigNode n, EngineRules engine, String tokenizer) {
         String path = RuleKeys.CHAT_TEMPLATE.read(n);
         if (path == null) {
             return null;
         }
-        if (!"vllm".equals(engine) && !"sglang".equals(engine)) {
-            n.problem("chat_template", path, "is only supported on engines 'vllm' and 'sglang' (the gateway reproduces"
-                + " their template resolution; this rule's engine is '" + engine + "')");
-        } else if ("sglang".equals(engine) && !path.endsWith(".jinja")) {
-            n.problem("chat_template", path, "must end in '.jinja' on engine 'sglang': SGLang reads any other"
+        if (!engine.reproducedTemplates()) {
+            n.problem("chat_template", path, "is only supported on engines " + EngineRules.names(EngineRules::reproducedTemplates)
+                + " (the gateway reproduces their template resolution; this rule's engine is '" + engine.name() + "')");
+        } else if (engine.templateNeedsJinja() && !path.endsWith(".jinja")) {
+            n.problem("chat_template", path, "must end in '.jinja' on engine '" + engine.name() + "': SGLang reads any other"
                 + " --chat-template file as its own JSON conversation template, which the gateway cannot render");
         }
         if (tokenizer == null) {
@@ -638,13 +637,14 @@ public record RuleConfig(
     }
 
     public static String defaultHashAlgo(String engine) {
-        return "sglang".equals(engine) ? "sha256_sglang" : "trtllm".equals(engine) ? "v2_sha256_64" : "sha256_cbor";
+        return EngineRules.of(engine).defaultHashAlgo();
     }
 
-    /** The policies an engine cannot serve: llama.cpp publishes no KV events and has no prefill/decode split. */
-    private static void engineSupportsPolicy(ConfigNode n, String engine, String policy) {
-        if ("llamacpp".equals(engine) && ("kv_exact".equals(policy) || "pd".equals(policy))) {
-            n.problem("policy", policy, "engine 'llamacpp' cannot serve it: llama-server publishes no KV-cache events"
+    /** The policies an engine cannot serve: kv_exact routes on KV events, pd needs a disaggregation protocol. */
+    private static void engineSupportsPolicy(ConfigNode n, EngineRules engine, String policy) {
+        boolean noEvents = "kv_exact".equals(policy) && !engine.publishesKvEvents();
+        if (noEvents || ("pd".equals(policy) && !engine.disaggregates())) {
+            n.problem("policy", policy, "engine '" + engine.name() + "' cannot serve it: llama-server publishes no KV-cache events"
                 + ("pd".equals(policy) ? " and has no prefill/decode disaggregation" : " (kv_exact routes on them)")
                 + "; use round_robin, weighted, least_outstanding, session or chwbl");
         }
@@ -664,24 +664,24 @@ public record RuleConfig(
             n.problems().add(n.where("models") + ": must list at least one model name this rule serves");
         }
         String engine = RuleKeys.ENGINE.read(n);
-        boolean sglang = "sglang".equals(engine);
-        checkAdapters(n, engine, models);
+        EngineRules rules = EngineRules.of(engine);
+        checkAdapters(n, rules, models);
         String policy = RuleKeys.POLICY.read(n);
-        engineSupportsPolicy(n, engine, policy);
+        engineSupportsPolicy(n, rules, policy);
         String fallback = RuleKeys.FALLBACK.read(n);
         List<EndpointConfig> endpoints = new ArrayList<>();
         for (ConfigNode e : n.children(EndpointKeys.SECTION.name())) {
-            endpoints.add(EndpointConfig.read(e, sglang));
+            endpoints.add(EndpointConfig.read(e, rules.bootstrapPort()));
         }
         if (endpoints.isEmpty()) {
             n.problems().add(n.where("endpoints") + ": must list at least one endpoint");
         }
         String tokenizer = RuleKeys.TOKENIZER.read(n);
-        ChatTemplateFile chatTemplate = chatTemplate(n, engine, tokenizer);
+        ChatTemplateFile chatTemplate = chatTemplate(n, rules, tokenizer);
         // Validated as a long before narrowing: a huge value must be reported, not wrapped into range.
-        // Defaults are the engines' own: SGLang's page size 1, TensorRT-LLM's tokens_per_block 32 (KvCacheConfig),
-        // vLLM's --block-size 16 (vLLM may pick another per attention backend when the flag is absent: pass it).
-        long defaultBlockSize = sglang ? 1 : "trtllm".equals(engine) ? 32 : 16;
+        // Defaults are the engines' own (EngineRules): vLLM may pick another size per attention backend when its
+        // --block-size flag is absent: pass it.
+        long defaultBlockSize = rules.defaultBlockSize();
         String blockSizeKey = RuleKeys.BLOCK_SIZE.name();
         long blockSizeValue = n.has(blockSizeKey) ? n.longValue(blockSizeKey, defaultBlockSize, Long.MIN_VALUE, Long.MAX_VALUE)
             : defaultBlockSize;
@@ -692,19 +692,14 @@ public record RuleConfig(
             blockSize = 16;
         }
         String hashSeed = RuleKeys.HASH_SEED.read(n);
-        String hashAlgo = RuleKeys.HASH_ALGO.read(n, defaultHashAlgo(engine));
-        boolean trtllm = "trtllm".equals(engine);
-        // TensorRT-LLM: v2_sha256_64 is the radix key its streaming ZeroMQ publisher sends; sha256_cbor and
-        // xxhash_cbor stay accepted because configurations written before it named them (learned mode ignores them).
-        List<String> algos = sglang ? List.of("sha256_sglang") : trtllm ? List.of("v2_sha256_64", "sha256_cbor", "xxhash_cbor")
-            : List.of("sha256_cbor", "xxhash_cbor");
+        String hashAlgo = RuleKeys.HASH_ALGO.read(n, rules.defaultHashAlgo());
+        List<String> algos = rules.hashAlgos();
         if (!algos.contains(hashAlgo)) {
             n.problem("hash_algo", hashAlgo, "cannot match engine '" + engine + "' (" + engine
-                + " publishes " + String.join("|", algos) + (sglang ? "" : trtllm ? "; v2_sha256_64 is the key of its"
-                + " streaming KV-event publisher" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
+                + " publishes " + String.join("|", algos) + rules.hashAlgoHint() + ")");
         }
-        String keyMode = RuleKeys.KV_KEY_MODE.read(n, trtllm ? "learned" : "exact");
-        if (HASH_SEED_AUTO.equals(hashSeed) && "vllm".equals(engine) && "exact".equals(keyMode)
+        String keyMode = RuleKeys.KV_KEY_MODE.read(n, rules.defaultKeyMode());
+        if (HASH_SEED_AUTO.equals(hashSeed) && rules.findsHashSeed() && "exact".equals(keyMode)
             && !"sha256_cbor".equals(hashAlgo)) {
             n.problem("hash_seed", hashSeed, "needs hash_algo sha256_cbor: vLLM with " + hashAlgo + " and no PYTHONHASHSEED"
                 + " draws a random seed per process (os.urandom), so there is nothing to find; start the engines with"
@@ -713,9 +708,9 @@ public record RuleConfig(
         // TensorRT-LLM's streaming ZeroMQ publisher (PR #17023) sends the KV cache manager V2 radix key, which the
         // gateway reproduces (v2_sha256_64); the events drained from POST /kv_cache_events carry the engine's
         // configured event hash, which it does not, so those blocks are keyed by the gateway's hash of their tokens.
-        if (trtllm && "exact".equals(keyMode) && !"v2_sha256_64".equals(hashAlgo)) {
-            n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm' with hash_algo " + hashAlgo + ": exact keys"
-                + " need hash_algo v2_sha256_64 and kv_events tcp:// (TensorRT-LLM's streaming publisher, KV cache"
+        if (rules.exactKeysHashAlgo() != null && "exact".equals(keyMode) && !rules.exactKeysHashAlgo().equals(hashAlgo)) {
+            n.problem("kv_key_mode", keyMode, "cannot match engine '" + engine + "' with hash_algo " + hashAlgo + ": exact keys"
+                + " need hash_algo " + rules.exactKeysHashAlgo() + " and kv_events tcp:// (TensorRT-LLM's streaming publisher, KV cache"
                 + " manager V2); the events of POST /kv_cache_events are keyed by their tokens (learned)");
         }
         long capacity = RuleKeys.KV_CAPACITY_BLOCKS.read(n);
@@ -742,7 +737,7 @@ public record RuleConfig(
             s.problem("share_cap_factor", session.shareCapFactor(), "must be 0 (off) or at least 1.0: it is a multiple of"
                 + " an endpoint's fair share of the conversations, and below 1 every endpoint would shed");
         }
-        if (session.pinSlot() && !"llamacpp".equals(engine)) {
+        if (session.pinSlot() && !rules.pinsSlots()) {
             s.problem("pin_slot", true, "pins a llama.cpp slot (id_slot): only valid with engine 'llamacpp' (this rule's engine is '"
                 + engine + "')");
         }
@@ -784,7 +779,7 @@ public record RuleConfig(
         // vLLM (X-data-parallel-rank, OpenAIServing._get_data_parallel_rank) and SGLang (the same header, read by
         // OpenAIServingBase.extract_routed_dp_rank_from_header before the body's routed_dp_rank) pin a request to the
         // DP rank it names; TensorRT-LLM's attention DP and llama.cpp take no rank.
-        boolean rankHintEngine = "vllm".equals(engine) || sglang;
+        boolean rankHintEngine = rules.readsDpRankHeader();
         boolean dpRankHint = KvKeys.DP_RANK_HINT.read(k, rankHintEngine);
         if (dpRankHint && !rankHintEngine) {
             k.problem("dp_rank_hint", true, "engine '" + engine + "' takes no DP rank hint (only vllm and sglang read"
@@ -800,9 +795,9 @@ public record RuleConfig(
         ConfigNode p = n.child(PdKeys.SECTION.name());
         PdConfig pd = new PdConfig(PdKeys.PREFILL_TIMEOUT_MS.read(p), PdKeys.DECODE_TIMEOUT_MS.read(p),
             PdKeys.PREFILL_POLICY.read(p), PdKeys.SESSION_AFFINITY.read(p),
-            PdKeys.MIN_UNCACHED_TOKENS.read(p, sglang ? 0 : PdKeys.MIN_UNCACHED_TOKENS.defaultValue()));
-        if (sglang && pd.minUncachedTokens() > 0) {
-            p.problem("min_uncached_tokens", pd.minUncachedTokens(), "cannot apply to engine 'sglang': an SGLang decode server"
+            PdKeys.MIN_UNCACHED_TOKENS.read(p, rules.decodeServesAlone() ? PdKeys.MIN_UNCACHED_TOKENS.defaultValue() : 0));
+        if (!rules.decodeServesAlone() && rules.disaggregates() && pd.minUncachedTokens() > 0) {
+            p.problem("min_uncached_tokens", pd.minUncachedTokens(), "cannot apply to engine '" + engine + "': an SGLang decode server"
                 + " (--disaggregation-mode decode) serves a request only through the bootstrap rendezvous with a prefill server,"
                 + " so the prefill leg can never be skipped");
         }
@@ -832,23 +827,23 @@ public record RuleConfig(
             if (e.kvEvents() == null) {
                 continue;
             }
-            if ("llamacpp".equals(engine)) {
+            if (!rules.publishesKvEvents()) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " is only valid"
-                    + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP or ZeroMQ); engine 'llamacpp'"
-                    + " publishes none");
-            } else if (trtllm && e.kvEventsOverHttp() && "exact".equals(keyMode)) {
+                    + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP or ZeroMQ); engine '"
+                    + engine + "' publishes none");
+            } else if (rules.drainsKvEventsOverHttp() && e.kvEventsOverHttp() && "exact".equals(keyMode)) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " cannot"
                     + " serve kv_key_mode exact: the events of POST /kv_cache_events carry TensorRT-LLM's configured event"
                     + " hash, not the radix key; subscribe to its streaming publisher (tcp://host:port) or use"
                     + " kv_key_mode learned");
-            } else if (!trtllm && e.kvEventsOverHttp()) {
+            } else if (!rules.drainsKvEventsOverHttp() && e.kvEventsOverHttp()) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
                     + " tcp://host:port for engine '" + engine + "' (it publishes over ZeroMQ; http:// is TensorRT-LLM's"
                     + " draining endpoint)");
             }
         }
         for (EndpointConfig e : endpoints) {
-            if (e.bootstrapPort() > 0 && !(sglang && "pd".equals(policy) && "prefill".equals(e.role()))) {
+            if (e.bootstrapPort() > 0 && !(rules.bootstrapPort() && "pd".equals(policy) && "prefill".equals(e.role()))) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): bootstrap_port " + e.bootstrapPort()
                     + " is only valid on SGLang prefill endpoints of a 'pd' rule");
             }

@@ -24,6 +24,14 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
     /** The configuration spelling ({@code vllm}, {@code sglang}, ...). */
     String name();
 
+    /**
+     * What the configuration checks know about it ({@code control}'s {@link io.kvgate.control.config.EngineRules}:
+     * the module below cannot see this profile, so its facts are data there, read here).
+     */
+    default io.kvgate.control.config.EngineRules configRules() {
+        return io.kvgate.control.config.EngineRules.of(name());
+    }
+
     // --- Requests: the edits that make one request mean the same on every engine (request.EngineDialect) ---
 
     /**

@@ -70,6 +70,15 @@ public final class GatewayContext {
         return config.get();
     }
 
+    /**
+     * The configuration as the supplier it is read through, for a per-request object that reads it later
+     * ({@link io.kvgate.dataplane.relay.Relay}): the one instance, where {@code gw::config} would allocate a method
+     * reference per request.
+     */
+    public Supplier<GatewayConfig> configSupplier() {
+        return config;
+    }
+
     public RoutingStage router() {
         return router;
     }

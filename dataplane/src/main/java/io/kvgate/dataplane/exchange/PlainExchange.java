@@ -39,8 +39,10 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * One client request relayed through one {@link UpstreamLeg} (a plain rule's request, or the decode leg of a P/D
- * request): routed on the routing stage, then sent and relayed on the client connection's event loop.
+ * One client request of a plain rule (no prefill/decode split): routed on the routing stage, sent through one
+ * {@link UpstreamLeg} (re-routed on a connect failure) and carried back to the client by one {@link Relay}, on the
+ * client connection's event loop. P/D requests have their own orchestrator ({@code pd.PdExchange}) over the same
+ * two parts.
  *
  * <p><b>Phases</b> ({@link Phase}): {@code ROUTING} (waiting for the decision) → {@code UPSTREAM} (a leg is live, the
  * client has nothing yet) → {@code RELAYING} (the response head went to the client) → {@code DONE}. A connect failure
@@ -48,8 +50,8 @@ import java.util.List;
  *
  * <p><b>Relay</b> (the client-facing writes live in {@link ClientResponse}): streams go to the client chunk by chunk
  * as the engine produces them, bytes never re-serialized; SSE is framed by {@link SseFramer} (partial events held back). The next upstream read waits until the client's
- * write of the previous batch completed ({@link UpstreamLeg#readAfter}). Error answers (and a P/D decode's JSON,
- * which must lose {@code kv_transfer_params}) are aggregated within a bound and re-emitted in the OpenAI shape; over
+ * write of the previous batch completed ({@link UpstreamLeg#readAfter}). Error answers (and an answer the rule rewrites,
+ * which must lose {@code kv_transfer_params}: {@link Relay}) are aggregated within a bound and re-emitted in the OpenAI shape; over
  * the bound the client gets a 502 naming the leg, never a truncated body. Once a stream has started, a failure is
  * one {@code data: {"error":…}} event plus {@code data: [DONE]}: a silent close looks like success to the SDKs.
  *
@@ -65,19 +67,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     /** Where the exchange is; see the class comment. */
     public enum Phase { ROUTING, UPSTREAM, RELAYING, DONE }
-
-    /** Lets an orchestrator (P/D) follow and couple this leg. Event-loop only. */
-    public interface LegObserver {
-        /** The engine's response head arrived (the leg produced output). */
-        default void onResponseHead(int status) {}
-
-        /** The leg failed before its response head; return true to take over (no client answer is sent). */
-        default boolean onFailedBeforeHead(LegFailure failure) {
-            return false;
-        }
-
-        LegObserver NONE = new LegObserver() {};
-    }
 
     private final GatewayContext gw;
     private final ChannelHandlerContext ctx;
@@ -101,11 +90,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     /** An endpoint tried for this request answered that its model is still loading (the client's error says so). */
     private boolean sawEngineLoading;
     private ByteBuf body;
-    private String upstreamRequestId;
-    private Role role = Role.ANY;
-    private long firstByteTimeoutMs;
-    private String legName = "engine";
-    private LegObserver observer = LegObserver.NONE;
+    private final String upstreamRequestId;
+    private final long firstByteTimeoutMs;
     private RoutingInputs inputs = RoutingInputs.NONE;
     /** Admission control's class of the request, resolved on first use (I/O thread). */
     private PriorityClass priority;
@@ -149,7 +135,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         this.request = request;
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
-        this.relay = new Relay(ctx, request, requestId, gw::config, gw.metrics(), gw.clock(), gw.accessLog(),
+        this.relay = new Relay(ctx, request, requestId, gw.configSupplier(), gw.metrics(), gw.clock(), gw.accessLog(),
             owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
         this.client = relay.client();
         this.model = fields.model;
@@ -164,31 +150,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
     }
 
-    /**
-     * Configures this exchange as the decode leg of a P/D request. {@code decodeJson}: a JSON answer is aggregated
-     * (within {@code limits.max_body_bytes}) to strip {@code kv_transfer_params} before it reaches the client.
-     */
-    public PlainExchange asLeg(Role legRole, long legFirstByteTimeoutMs, boolean decodeJson, LegObserver legObserver) {
-        this.role = legRole;
-        this.firstByteTimeoutMs = legFirstByteTimeoutMs;
-        if (decodeJson) {
-            relay.strippingTransferParams();
-        }
-        this.observer = legObserver;
-        this.legName = legRole == Role.DECODE ? "decode leg" : "engine";
-        return this;
-    }
-
     /** The request's trace (null: not sampled): route, leg and connect spans; the engine gets the leg's context. */
     public PlainExchange withTrace(RequestTrace t) {
         this.trace = t;
         relay.withTrace(t);
-        return this;
-    }
-
-    /** The request id the engine sees (P/D: the same for both legs, so the engines can correlate them). */
-    public PlainExchange withUpstreamRequestId(String id) {
-        this.upstreamRequestId = id;
         return this;
     }
 
@@ -236,7 +201,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
         RouteInputs in = routing.inputs()
             .rule(rule)
-            .role(role)
+            .role(Role.ANY)
             .promptTokens(inputs.promptTokens())
             .cacheSalt(inputs.cacheSalt())
             .lora(lora)
@@ -304,10 +269,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     /** Starts routing a plain rule's request; on a full ring the request is shed at once with 503. */
     public void start() {
         try {
-            if (role == Role.ANY) {
-                listed = true; // a P/D leg is listed through its orchestrator
-                gw.live().add(ctx.channel().eventLoop(), this);
-            }
+            listed = true;
+            gw.live().add(ctx.channel().eventLoop(), this);
             routedAtNs = gw.clock().nanoTime();
             dispatchNs = routedAtNs;
             startRouteSpan();
@@ -318,14 +281,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         } catch (Throwable t) {
             abort(t);
         }
-    }
-
-    /** Starts on an endpoint the routing stage already chose (and counted) for this request. */
-    public void startOn(EndpointState ep, String why) {
-        this.routedWhy = why;
-        this.routedAtNs = gw.clock().nanoTime();
-        this.dispatchNs = routedAtNs;
-        onDecision(ep);
     }
 
     private void onDecision(EndpointState ep) {
@@ -356,8 +311,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                 : new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId, DP_RANK_HEADER,
                     Integer.toString(heldDpRank));
             if (trace != null) {
-                legSpan = trace.leg(role == Role.DECODE ? "kvgate.decode_leg" : "kvgate.upstream", gw.clock().nanoTime(),
-                    ep.key(), tried.size());
+                legSpan = trace.leg("kvgate.upstream", gw.clock().nanoTime(), ep.key(), tried.size());
                 engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(legSpan)); // the engine's parent: this leg
             }
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
@@ -412,7 +366,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         long now = gw.clock().nanoTime();
         gw.metrics().timeToFirstByte(ruleName, now - startNs);
         gw.metrics().stages.recordNs(Stage.UPSTREAM_FIRST_BYTE, now - sentAtNs);
-        observer.onResponseHead(head.status());
         if (relay.onHead(l, head, explanation())) {
             phase = Phase.RELAYING;
         }
@@ -472,31 +425,27 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             case CONNECT, ENGINE_LOADING -> retryElsewhere(failure, cause);
             case ENDPOINT_DOWN -> {
                 if (started) {
-                    failMidStream(failure, "The " + legName + " stopped answering and was marked unhealthy");
+                    failMidStream(failure, "The engine stopped answering and was marked unhealthy");
                     return;
                 }
                 retryElsewhere(failure, cause);
             }
             case EARLY_CLOSE -> {
-                if (observer.onFailedBeforeHead(failure)) {
-                    finishSilently();
-                    return;
-                }
-                finishWithError(failure.clientStatus(), "The " + legName + " closed the connection before responding", failure.code(), false);
+                finishWithError(failure.clientStatus(), "The engine closed the connection before responding", failure.code(), false);
             }
-            case FIRST_BYTE_TIMEOUT -> finishWithError(failure.clientStatus(), "The " + legName + " did not answer within "
+            case FIRST_BYTE_TIMEOUT -> finishWithError(failure.clientStatus(), "The engine did not answer within "
                 + firstByteTimeoutMs + " ms", failure.code(), false);
             case MID_BODY, IDLE_TIMEOUT -> {
                 String why = failure == LegFailure.IDLE_TIMEOUT
-                    ? "The " + legName + " stopped sending for " + gw.config().upstream().idleTimeoutMs() + " ms"
-                    : "The " + legName + " failed in the middle of the response";
+                    ? "The engine stopped sending for " + gw.config().upstream().idleTimeoutMs() + " ms"
+                    : "The engine failed in the middle of the response";
                 failMidStream(failure, why);
             }
-            case NO_PROGRESS -> failMidStream(failure, "The " + legName + " sent no complete event for "
+            case NO_PROGRESS -> failMidStream(failure, "The engine sent no complete event for "
                 + gw.config().upstream().idleTimeoutMs() + " ms (only bytes of an unfinished one)");
             case RESPONSE_TOO_LARGE -> {
                 int limit = relay.status() >= 400 ? gw.config().upstream().maxErrorBodyBytes() : gw.config().limits().maxBodyBytes();
-                failMidStream(failure, "The " + legName + "'s answer exceeds the gateway's limit of " + limit + " bytes");
+                failMidStream(failure, "The engine's answer exceeds the gateway's limit of " + limit + " bytes");
             }
             case CLIENT_STALL -> {
                 // The client took nothing for the stall timeout: it cannot be answered any more; free the connection.
@@ -524,10 +473,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     private void retryElsewhere(LegFailure failure, Throwable cause) {
         if (failure == LegFailure.ENGINE_LOADING) {
             sawEngineLoading = true;
-        }
-        if (observer.onFailedBeforeHead(failure)) {
-            finishSilently();
-            return;
         }
         if (tried.size() < gw.config().upstream().maxConnectAttempts()) {
             gw.metrics().connectRetries.increment();
@@ -574,12 +519,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         record(st);
         release();
         owner.onExchangeDone(keepAlive);
-    }
-
-    /** The orchestrator took over: no client answer from this leg. */
-    private void finishSilently() {
-        phase = Phase.DONE;
-        release();
     }
 
     private void finishWithError(HttpResponseStatus st, String message, String code, boolean retryAfter) {
@@ -635,7 +574,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     /** The decision arrived (or admission shed the request: {@code failed} names why). */
     private void endRouteSpan(EndpointState ep, String why, String failed) {
         if (routeSpan != null) {
-            trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
+            trace.decision(routeSpan, ep == null ? null : ep.key(), why, "any");
             if (admissionAdmittedAtNs != 0) {
                 trace.stageUnder(routeSpan, "kvgate.admission_wait", admissionQueuedAtNs, admissionAdmittedAtNs);
                 admissionAdmittedAtNs = 0;
@@ -714,23 +653,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         release();
     }
 
-    /**
-     * Abandons the leg without answering the client (the orchestrator will): cancels the engine call and returns
-     * the endpoint's load. Returns false if the leg already finished.
-     */
-    public boolean abortSilently() {
-        if (phase == Phase.DONE) {
-            return false;
-        }
-        phase = Phase.DONE;
-        if (leg != null) {
-            leg.cancel();
-            leg = null;
-        }
-        release();
-        return true;
-    }
-
     /** The health probe found {@code ep} down: a leg waiting on it fails over (or, once relaying, ends at once). */
     @Override
     protected void onEndpointDown(EndpointState ep) {
@@ -760,18 +682,5 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
         client.answerErrorAndClose(HttpResponseStatus.SERVICE_UNAVAILABLE, msg, "shutting_down");
         finish(503, false);
-    }
-
-    /** Ends this exchange as at the drain deadline (a P/D orchestrator ending its decode leg). */
-    public void endDrained() {
-        endForDrain();
-    }
-
-    public boolean responseStarted() {
-        return phase == Phase.RELAYING || (phase == Phase.UPSTREAM && leg != null && leg.answered());
-    }
-
-    public boolean isFinished() {
-        return phase == Phase.DONE;
     }
 }

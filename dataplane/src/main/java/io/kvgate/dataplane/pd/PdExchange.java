@@ -2,7 +2,6 @@ package io.kvgate.dataplane.pd;
 
 import io.kvgate.dataplane.accesslog.AccessRecord;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.openai.OpenAiErrors;
@@ -10,7 +9,7 @@ import io.kvgate.dataplane.relay.EngineErrors;
 import io.kvgate.dataplane.exchange.ExchangeRouting;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.exchange.LiveExchanges;
-import io.kvgate.dataplane.exchange.PlainExchange;
+import io.kvgate.dataplane.relay.Relay;
 import io.kvgate.dataplane.exchange.ActiveExchange;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
@@ -53,21 +52,20 @@ import java.util.List;
  * One request through prefill/decode disaggregation, in the dialect of the rule's engine.
  *
  * <p><b>vLLM (sequential):</b> the prefill leg gets the client's JSON with {@code stream:false}, {@code max_tokens:1}
- * (and {@code max_completion_tokens:1} if present), without {@code stream_options}/{@code min_tokens}/
- * {@code min_completion_tokens}, plus a {@code kv_transfer_params} request object; its answer's
+ * (and {@code max_completion_tokens:1} if present), {@code stream_options}/{@code min_tokens}/
+ * {@code min_completion_tokens} neutralised, plus a {@code kv_transfer_params} request object; its answer's
  * {@code kv_transfer_params} are copied verbatim into the original request for the decode leg, whose response is
  * relayed (and stripped of {@code kv_transfer_params}). The decode endpoint is chosen only after the prefill
  * answered, so one that became unhealthy meanwhile is not used.
  *
- * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, in one pair decision (one round trip, both
- * counted together or neither), then the same body with the bootstrap triple
+ * <p><b>SGLang (concurrent):</b> prefill and decode are chosen first, then the same body with the bootstrap triple
  * goes to both at once (the prefill waits for its decode to join the room: a sequential proxy would deadlock). The
  * legs are coupled: a prefill failure before decode produced output aborts decode (and is retried once as a pair
  * with a fresh room on transport death); decode finishing or failing cancels a prefill still running.
  *
- * <p><b>TensorRT-LLM (sequential):</b> like vLLM, with {@code disaggregated_params}: the context leg carries
- * {@code {"request_type":"context_only"}}, its answer's {@code choices[0].disaggregated_params} go into the
- * generation leg with {@code request_type:"generation_only"}, and the client never sees them.
+ * <p><b>TensorRT-LLM (sequential):</b> like vLLM, with {@code disaggregated_params} and TensorRT-LLM's own
+ * orchestrator's rules ({@link TrtllmDialect}): one {@code disagg_request_id} on both legs, the context's tokens and
+ * usage on the generation leg, and no generation leg when the context answer ended the request.
  *
  * <p><b>Conditional P/D</b> (sequential dialects, {@link PdPath}): when the rule decides per request, the decode
  * endpoint is routed first (admission-gated, as a prefill would be); if it already holds the prompt, or the part it
@@ -75,24 +73,28 @@ import java.util.List;
  * {@code local}); otherwise it is released and the request takes the split path above (its decode leg is routed
  * again after the prefill answered). Both paths are counted in {@code kvgate_pd_decisions_total{path}}.
  *
- * <p>What differs between the dialects lives in {@link VllmDialect}, {@link TrtllmDialect} and {@link SglangDialect} (the bodies in
- * {@link PdBodies}); this class is the orchestrator they share. Both dialects are built from the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained;
- * the leg owns whatever it buffers, so a cancelled prefill frees it) and a {@link PlainExchange} in decode-leg mode,
- * which relays to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*} are dropped; the gateway
- * sets its own. Both legs carry the same gateway-unique request id (the engines correlate on it).
+ * <p>What differs between the dialects lives in {@link VllmDialect}, {@link TrtllmDialect} and {@link SglangDialect},
+ * which return values ({@link PdDialect}: the legs' bodies, spliced by {@link PdBodies} from the client's bytes, and
+ * what the prefill's answer means); this class is the orchestrator they share, and decides what to do with them. Every
+ * dialect runs on the same two parts: an {@link UpstreamLeg} for the prefill (aggregated or drained; the leg owns
+ * whatever it buffers, so a cancelled prefill frees it) and a second one for decode ({@link DecodeLeg}), whose answer
+ * the request's one {@link Relay} carries to the client. Client-sent {@code kv_transfer_params}/{@code bootstrap_*}/
+ * {@code disaggregated_params} are dropped at the front door; the gateway sets its own. Both legs carry the same
+ * gateway-unique request id (the engines correlate on it).
  *
- * <p>JSON is edited as JSON (Jackson tree), never by splicing bytes. Event-loop only, decisions included. An
- * exception anywhere ends the exchange with a 500 and frees the connection ({@link #abort}).
+ * <p>Event-loop only, decisions included. An exception anywhere ends the exchange with a 500 and frees the
+ * connection ({@link #abort}).
  */
-public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange, ExchangeOwner {
+public final class PdExchange extends LiveExchanges.Entry implements RouteCallback, ActiveExchange {
     /**
      * Where the exchange is. {@code DECIDING}: conditional P/D routes the decode endpoint first to choose the path.
-     * {@code ROUTING_PREFILL} / {@code ROUTING_DECODE}: a decision for that pool is awaited (SGLang's
-     * {@code ROUTING_PREFILL} awaits its pair: prefill and decode in one decision, before either leg starts). {@code PREFILL}: the prefill leg runs, decode not yet.
+     * {@code ROUTING_PREFILL}: the prefill decision is awaited (SGLang's awaits its pair: prefill and decode in one
+     * decision, before either leg starts; a sequential dialect's decode leg routes itself after the prefill answered).
+     * {@code PREFILL}: the prefill leg runs, decode not yet.
      * {@code DECODE}: the decode leg was started (with SGLang, its prefill may still run beside it). {@code DONE}: the
      * client was answered, or left; nothing more is sent to it.
      */
-    public enum Phase { DECIDING, ROUTING_PREFILL, PREFILL, ROUTING_DECODE, DECODE, DONE }
+    public enum Phase { DECIDING, ROUTING_PREFILL, PREFILL, DECODE, DONE }
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -101,7 +103,11 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     private final ChannelHandlerContext ctx;
     private final ExchangeOwner owner;
     private final HttpRequest request;
-    private final ObjectNode body;
+    /** The client's body (this exchange's reference, released when it ends) and the legs' bodies spliced from it. */
+    private ByteBuf clientBody;
+    private final PdBodies bodies;
+    /** The id both legs carry for the engines to pair them (TensorRT-LLM's {@code disagg_request_id}). */
+    private final long transferId = TrtllmDialect.transferId(java.util.concurrent.ThreadLocalRandom.current().nextLong());
     private final RequestFields fields;
     private final Rule rule;
     /** The LoRA adapter the client's model names on this rule (kv_exact hashes its blocks under it), or null. */
@@ -130,7 +136,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     private EndpointState decodeEp;
     private final String upstreamRequestId = RequestIds.generate();
     private UpstreamLeg prefillLeg;
-    private PlainExchange decodeLeg;
+    /** The decode leg; its answer goes to the client through {@link #relay}, the request's one relay. */
+    private DecodeLeg decodeLeg;
+    private final Relay relay;
     private boolean listed;
     private long prefillStartNs;
     private int transportRetries;
@@ -145,8 +153,12 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
     private String errorCode;
 
+    /**
+     * @param body the client's body as a plain rule's engine would get it (this exchange takes over the reference)
+     * @param chat {@code /v1/chat/completions} rather than completions
+     */
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
-                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                      ByteBuf body, RequestFields fields, boolean chat, Rule rule, String requestId, boolean explain, long startNs,
                       RoutingInputs inputs, PdPath path) {
         this.inputs = inputs;
         this.path = path;
@@ -156,8 +168,9 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         this.ctx = ctx;
         this.owner = owner;
         this.request = request;
-        this.body = body;
+        this.clientBody = body;
         this.fields = fields;
+        this.bodies = new PdBodies(body, fields, chat);
         this.rule = rule;
         this.lora = rule.config().entryFor(fields.model) == null ? fields.model : null;
         this.pd = rule.config().pd();
@@ -165,25 +178,32 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         this.explain = explain;
         this.startNs = startNs;
         this.dialect = PdDialect.of(rule.profile());
+        this.relay = new Relay(ctx, request, requestId, gw.configSupplier(), gw.metrics(), gw.clock(), gw.accessLog(),
+            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
+        if (!dialect.concurrent()) {
+            relay.strippingTransferParams(); // a sequential decode's JSON answer must lose the transfer parameters
+        }
     }
 
     /** Without a KV index: conditional P/D decides on the prompt's length alone. */
     public PdExchange(GatewayContext gw, PdMetrics metrics, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request,
-                      ObjectNode body, RequestFields fields, Rule rule, String requestId, boolean explain, long startNs,
+                      ByteBuf body, RequestFields fields, boolean chat, Rule rule, String requestId, boolean explain, long startNs,
                       RoutingInputs inputs) {
-        this(gw, metrics, ctx, owner, request, body, fields, rule, requestId, explain, startNs, inputs, new PdPath(() -> null));
+        this(gw, metrics, ctx, owner, request, body, fields, chat, rule, requestId, explain, startNs, inputs, new PdPath(() -> null));
     }
 
     /** The front door's routing restriction (a discovered adapter's endpoints) and response warning; see PlainExchange. */
     public PdExchange withRequestExtras(int[] serving, String warningValue) {
         this.servingEndpoints = serving;
         this.warning = warningValue;
+        relay.client().warning(warningValue);
         return this;
     }
 
     /** The request's trace (null: not sampled): both legs carry the gateway's span context to their engines. */
     public PdExchange withTrace(RequestTrace t) {
         this.trace = t;
+        relay.withTrace(t);
         return this;
     }
 
@@ -192,7 +212,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         try {
             // SGLang needs one bootstrap room per sequence: the rule's max_n bounds them (the front door refuses more
             // already; this keeps the arrays bounded whoever starts the exchange).
-            int sequences = PdBodies.sequences(body);
+            int sequences = PdBodies.sequences(fields);
             int maxSequences = rule.config().maxN();
             if (sequences > maxSequences) {
                 gw.metrics().badRequest("too_many_sequences");
@@ -218,7 +238,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         return phase;
     }
 
-    /** Routes the next decision: {@code next} is {@link Phase#DECIDING} or a {@code ROUTING_*} phase. */
+    /** Routes the next decision: {@code next} is {@link Phase#DECIDING} (the decode pool) or {@link Phase#ROUTING_PREFILL}. */
     void routeNext(Phase next) {
         phase = next;
         Role r = next == Phase.ROUTING_PREFILL ? Role.PREFILL : Role.DECODE;
@@ -232,9 +252,6 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             : routing.tryRoute(routeInputs(), this);
         if (!published) {
             gw.metrics().shed("router_ring_full");
-            if (prefillEp != null && r == Role.DECODE && dialect.concurrent()) {
-                routing.complete(prefillEp, Outcome.RELEASED);
-            }
             fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
         }
     }
@@ -323,9 +340,6 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             if (pairedDecode != null) {
                 routing.complete(pairedDecode, Outcome.RELEASED);
             }
-            if (role == Role.DECODE && prefillEp != null && dialect.concurrent() && prefillLeg == null) {
-                routing.complete(prefillEp, Outcome.RELEASED);
-            }
             return;
         }
         if (role == Role.PREFILL) {
@@ -340,25 +354,21 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
                 return;
             }
             prefillEp = ep;
-            if (pairedDecode != null) {
+            if (pairedDecode != null) { // a concurrent dialect's pair: both legs start at once, on one body
                 decodeEp = pairedDecode;
-                dialect.onDecodeChosen(this);
-                return;
+                ByteBuf both = dialect.prefillBody(bodies, transferId, prefillEp, ctx.alloc());
+                startPrefillLeg(both.retain()); // each leg holds a reference and sends duplicates: one buffer serves both
+                startDecodeLeg(both, true);
+            } else {
+                startPrefillLeg(dialect.prefillBody(bodies, transferId, prefillEp, ctx.alloc()));
             }
-            dialect.onPrefillChosen(this);
-        } else {
+        } else { // the decode pool is routed here only to choose conditional P/D's path (DECIDING)
             if (ep == null) {
-                routing.complete(prefillEp, Outcome.RELEASED); // only concurrent dialects route decode here
                 fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "No healthy decode endpoint for model '" + fields.model + "'",
                     "no_healthy_endpoint", true);
                 return;
             }
-            if (phase == Phase.DECIDING) {
-                decidePath(ep);
-                return;
-            }
-            decodeEp = ep;
-            dialect.onDecodeChosen(this);
+            decidePath(ep);
         }
     }
 
@@ -372,43 +382,12 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             if (routedWhy != null) {
                 routedWhy += " pd=local cached=" + cached + "/" + tokens.length + " min_uncached_tokens=" + pd.minUncachedTokens();
             }
-            startDecodeLeg(dialect.localBody(this), true);
+            startDecodeLeg(dialect.localBody(bodies), true);
             return;
         }
         metrics.splitPath.increment();
         routing.complete(decode, Outcome.RELEASED); // the split path routes its decode leg after the prefill answered
         routeNext(Phase.ROUTING_PREFILL);
-    }
-
-    // ---- what the dialects use ----------------------------------------------------------------------------
-
-    /** The client's request as a tree (never modified: dialects build copies). */
-    ObjectNode clientBody() {
-        return body;
-    }
-
-    ByteBufAllocator alloc() {
-        return ctx.alloc();
-    }
-
-    PdMetrics metrics() {
-        return metrics;
-    }
-
-    EndpointState prefillEndpoint() {
-        return prefillEp;
-    }
-
-    /** Whether the decode engine produced its response head (it has the KV; its outcome decides). */
-    boolean decodeStarted() {
-        return decodeStarted;
-    }
-
-    /** Abandons the decode leg without answering (the orchestrator answers). */
-    void abortDecode() {
-        if (decodeLeg != null) {
-            decodeLeg.abortSilently();
-        }
     }
 
     // ---- legs ------------------------------------------------------------------------------------------------
@@ -433,26 +412,63 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
      * Starts the decode leg, taking over {@code buf}'s reference: on the decode endpoint already chosen
      * ({@code preChosen}), or routed now.
      */
-    void startDecodeLeg(ByteBuf buf, boolean preChosen) {
+    private void startDecodeLeg(ByteBuf buf, boolean preChosen) {
         phase = Phase.DECODE;
         decodeStarted = false;
-        decodeLeg = new PlainExchange(gw, ctx, this, request, buf, fields, rule, requestId, explain, startNs)
-            .withTrace(trace)
-            .withInputs(new RoutingInputs(null, null, inputs.sessionKey()))
-            .withUpstreamRequestId(upstreamRequestId)
-            .withRequestExtras(servingEndpoints, warning)
-            .asLeg(Role.DECODE, pd.decodeTimeoutMs(), !dialect.concurrent(), new PlainExchange.LegObserver() {
-                @Override
-                public void onResponseHead(int status) {
-                    decodeStarted = true;
-                    metrics.decodeFirstByte.recordNs(gw.clock().nanoTime() - startNs);
-                }
-            });
+        decodeLeg = new DecodeLeg(this, gw, ctx, request, relay, fields.model, upstreamRequestId, pd.decodeTimeoutMs(), startNs,
+            buf, trace);
         if (preChosen) {
             decodeLeg.startOn(decodeEp, routedWhy);
-        } else {
-            decodeLeg.start();
+        } else if (!decodeLeg.route()) {
+            fail(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
         }
+    }
+
+    // ---- what the decode leg asks ------------------------------------------------------------------------------
+
+    /** The decode leg's routing inputs: this request's (no prompt: the KV comes from the prefill, or decode computes it). */
+    RouteInputs decodeRouteInputs(RouteInputs in) {
+        return in.rule(rule)
+            .lora(lora)
+            .servingEndpoints(servingEndpoints)
+            .sessionKeyHash(SessionKeys.hash(inputs.sessionKey()))
+            .explain(explain || rule.config().explain() || trace != null)
+            .priority(PriorityInputs.priority(request.headers(), rule.config().admission()))
+            .tenant(PriorityInputs.tenant(request.headers()));
+    }
+
+    String ruleName() {
+        return rule.name();
+    }
+
+    boolean answers503WhileLoading() {
+        return rule.profile().answers503WhileLoading();
+    }
+
+    /** The {@code X-Kvgate-Route} value for the decode leg's answer, or null when the request did not ask for it. */
+    String explanation(EndpointState ep, String why, int attempts) {
+        if (!explain && !rule.config().explain()) {
+            return null;
+        }
+        return "endpoint=" + (ep == null ? "none" : ep.key()) + "; rule=" + rule.name() + (why == null ? "" : "; " + why)
+            + "; attempts=" + attempts;
+    }
+
+    /** The decode engine's response head arrived: it has the KV cache, its outcome decides (SGLang's coupling). */
+    void decodeAnswered() {
+        decodeStarted = true;
+        metrics.decodeFirstByte.recordNs(gw.clock().nanoTime() - startNs);
+    }
+
+    /** The decode leg answered the client (or failed and said so): the request ends; a prefill still running is cancelled. */
+    void decodeEnded(boolean keepAlive) {
+        phase = Phase.DONE;
+        unlist();
+        if (prefillLeg != null) {
+            prefillLeg.cancel(); // nothing may wait on this prefill any more
+            prefillLeg = null;
+        }
+        owner.onExchangeDone(keepAlive);
     }
 
     /**
@@ -504,7 +520,42 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         if (phase == Phase.DONE) {
             return;
         }
-        dialect.onPrefillAnswered(this, status, text);
+        switch (dialect.afterPrefill(bodies, transferId, status, text, ctx.alloc())) {
+            case PdDialect.AfterPrefill.Drained d -> { } // decode's answer is the client's
+            case PdDialect.AfterPrefill.EngineError e -> {
+                if (dialect.concurrent()) {
+                    if (decodeStarted) {
+                        return; // decode produced output: it has the KV cache, its outcome decides
+                    }
+                    abortDecode(); // coupled legs: the client gets the prefill's error, not decode's wait
+                }
+                relayPrefillError(e.status(), e.text());
+            }
+            case PdDialect.AfterPrefill.Invalid i -> {
+                metrics.failure("prefill", "invalid_json");
+                fail(HttpResponseStatus.BAD_GATEWAY, i.why(), "prefill_invalid_response", false);
+            }
+            case PdDialect.AfterPrefill.Decode d -> {
+                if (d.paramsFound()) {
+                    metrics.paramsFound.increment();
+                } else {
+                    metrics.paramsMissing.increment(); // prompt shorter than a block, or first token EOS: decode recomputes
+                }
+                startDecodeLeg(d.body(), false);
+            }
+            case PdDialect.AfterPrefill.Finished f -> {
+                metrics.finishedAtPrefill.increment();
+                respond(FinishedAnswer.response(ctx.alloc(), f.json(), bodies, fields.answerRewrite), 200);
+            }
+        }
+    }
+
+    /** Abandons the decode leg without answering (this exchange answers). */
+    private void abortDecode() {
+        if (decodeLeg != null) {
+            decodeLeg.abandon();
+            decodeLeg = null;
+        }
     }
 
     private void onPrefillFailed(EndpointState ep, LegFailure failure) {
@@ -517,9 +568,8 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         if (dialect.concurrent() && decodeStarted) {
             return; // decode already has the KV cache; its outcome decides
         }
-        if (dialect.concurrent() && decodeLeg != null) {
-            decodeLeg.abortSilently(); // coupled legs: never leave decode waiting 300 s for a dead prefill
-            decodeLeg = null;
+        if (dialect.concurrent()) {
+            abortDecode(); // coupled legs: never leave decode waiting 300 s for a dead prefill
         }
         switch (failure) {
             case CONNECT -> {
@@ -551,7 +601,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         }
     }
 
-    void relayPrefillError(int status, String text) {
+    private void relayPrefillError(int status, String text) {
         metrics.failure("prefill", "http_" + status);
         errorCode = "engine_error";
         if (status < 500) {
@@ -617,7 +667,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             prefillLeg.cancel(); // the leg returns the endpoint and frees whatever it had aggregated
             prefillLeg = null;
         }
-        if (decodeLeg != null && !decodeLeg.isFinished()) {
+        if (decodeLeg != null && !decodeLeg.finished()) {
             decodeLeg.onClientGone(); // the decode leg writes the request's line
         } else {
             errorCode = "client_gone";
@@ -642,6 +692,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     }
 
     private void unlist() {
+        if (clientBody != null) {
+            clientBody.release(); // the legs hold their own bodies
+            clientBody = null;
+        }
         endPrefillSpan(null); // still open: the request ended before the prefill answered (cancelled with it)
         if (routeSpan != null) {
             trace.fail(routeSpan, "client_gone", gw.clock().nanoTime());
@@ -700,7 +754,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
                 prefillLeg = null;
             }
             if (decodeLeg != null) {
-                decodeLeg.abortSilently();
+                decodeLeg.abortInternal();
                 decodeLeg = null;
             }
             if (decodeAnswered) {
@@ -728,49 +782,18 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             return;
         }
         if (decodeLeg != null && decodeLeg.responseStarted()) {
-            decodeLeg.endDrained(); // ends the stream; its owner (this) then cancels the prefill
+            decodeLeg.endDrained(); // ends the stream; decodeEnded then cancels the prefill
             return;
         }
         if (prefillLeg != null) {
             prefillLeg.cancel();
             prefillLeg = null;
         }
-        if (decodeLeg != null) {
-            decodeLeg.abortSilently();
-            decodeLeg = null;
-        }
+        abortDecode();
         FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.SERVICE_UNAVAILABLE,
             "The gateway is shutting down; retry the request.", null, "shutting_down");
         r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         errorCode = "shutting_down";
         respond(r, 503);
-    }
-
-    // ---- ExchangeOwner for the decode leg ----------------------------------------------------------------------
-
-    @Override
-    public void onExchangeDone(boolean keepAlive) {
-        phase = Phase.DONE;
-        unlist();
-        if (prefillLeg != null) {
-            prefillLeg.cancel(); // decode is finished (or failed): nothing may wait on this prefill any more
-            prefillLeg = null;
-        }
-        owner.onExchangeDone(keepAlive);
-    }
-
-    @Override
-    public boolean clientWritable() {
-        return owner.clientWritable();
-    }
-
-    @Override
-    public AccessRecord accessRecord() {
-        return owner.accessRecord();
-    }
-
-    @Override
-    public void onClientWritable(Runnable action) {
-        owner.onClientWritable(action);
     }
 }

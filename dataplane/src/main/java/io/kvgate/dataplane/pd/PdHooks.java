@@ -1,9 +1,5 @@
 package io.kvgate.dataplane.pd;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.request.ParsedRequest;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.exchange.ActiveExchange;
@@ -12,19 +8,12 @@ import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
-import io.netty.buffer.ByteBufInputStream;
 import io.netty.channel.ChannelHandlerContext;
-import io.netty.handler.codec.http.FullHttpResponse;
-import io.netty.handler.codec.http.HttpHeaderNames;
-import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpRequest;
-import io.netty.handler.codec.http.HttpResponseStatus;
-import io.netty.handler.codec.http.HttpUtil;
 import java.util.function.Supplier;
 
 /** Sends the requests of {@code policy: pd} rules through {@link PdExchange}. Stateless; event-loop calls only. */
 public final class PdHooks implements ExchangeStarter {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private final Supplier<GatewayContext> gw;
     private final PdMetrics metrics;
     private final PdPath path;
@@ -49,23 +38,8 @@ public final class PdHooks implements ExchangeStarter {
         RequestFields fields = request.fields();
         String requestId = request.requestId();
         GatewayContext g = gw.get();
-        ObjectNode tree;
-        try (ByteBufInputStream in = new ByteBufInputStream(body, true)) {
-            JsonNode n = JSON.readTree((java.io.InputStream) in);
-            tree = (ObjectNode) n; // the front door already checked it is one well-formed JSON object
-        } catch (Exception e) {
-            FullHttpResponse r = OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST,
-                "We could not parse the JSON body of your request: " + e.getMessage(), null, null);
-            r.headers().set("x-request-id", requestId);
-            boolean keepAlive = HttpUtil.isKeepAlive(head);
-            if (!keepAlive) {
-                r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-            }
-            ctx.writeAndFlush(r);
-            owner.onExchangeDone(keepAlive);
-            return () -> { }; // answered already
-        }
-        PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, tree, fields, rule, requestId, request.explain(),
+        // The legs' bodies are spliced from the client's bytes at the ranges the front door recorded: no parse here.
+        PdExchange ex = new PdExchange(g, metrics, ctx, owner, head, body, fields, request.chat(), rule, requestId, request.explain(),
             request.startNs(), request.inputs(), path).withRequestExtras(request.servingEndpoints(), request.warning())
             .withTrace(request.trace());
         ex.start();

@@ -19,6 +19,8 @@ public final class PdMetrics {
     /** Conditional P/D: requests sent through both legs, and requests served by the decode endpoint alone. */
     final LongAdder splitPath = new LongAdder();
     final LongAdder localPath = new LongAdder();
+    /** TensorRT-LLM: requests whose context answer ended them (first token EOS, or max_tokens 1): no decode leg. */
+    final LongAdder finishedAtPrefill = new LongAdder();
     private final ConcurrentHashMap<String, LongAdder> failures = new ConcurrentHashMap<>();
 
     void failure(String leg, String cause) {
@@ -39,7 +41,11 @@ public final class PdMetrics {
     }
 
     public long decisions(String path) {
-        return "local".equals(path) ? localPath.sum() : splitPath.sum();
+        return switch (path) {
+            case "local" -> localPath.sum();
+            case "finished_at_prefill" -> finishedAtPrefill.sum();
+            default -> splitPath.sum();
+        };
     }
 
     /** Registers the P/D families in the gateway's registry. */
@@ -48,10 +54,12 @@ public final class PdMetrics {
             .callback(cb -> cb.call(requests.sum())).register(registry);
         CounterWithCallback.builder().name("kvgate_pd_decisions_total").help("P/D requests by path: split (prefill leg, then"
                 + " decode) or local (the decode endpoint alone: it holds the prompt, or the uncached part is below"
-                + " pd.min_uncached_tokens).")
+                + " pd.min_uncached_tokens); finished_at_prefill counts split requests the prefill's answer"
+                + " ended (TensorRT-LLM: first token EOS), which got no decode leg.")
             .labelNames("path").callback(cb -> {
                 cb.call(splitPath.sum(), "split");
                 cb.call(localPath.sum(), "local");
+                cb.call(finishedAtPrefill.sum(), "finished_at_prefill");
             }).register(registry);
         HistogramFamily.register(registry, "kvgate_pd_prefill_seconds", "Prefill leg latency (request to complete answer).",
             List.of(), sink -> sink.add(prefillLatency));

@@ -23,6 +23,13 @@ public final class RequestEdits {
     private final byte[][] names = new byte[Member.ALL.length][];
     private int count;
     private int renames;
+    /**
+     * Members added at the closing brace whatever the body holds, as {@code ,"name":value} bytes in the order added:
+     * names the body cannot carry (engine-internal members, which the front door removed) or that are no
+     * {@link Member}; null until the first.
+     */
+    private byte[][] appended;
+    private int appendedCount;
 
     public void reset() {
         if (count > 0) {
@@ -33,11 +40,42 @@ public final class RequestEdits {
             java.util.Arrays.fill(names, null);
             renames = 0;
         }
+        if (appendedCount > 0) {
+            java.util.Arrays.fill(appended, null);
+            appendedCount = 0;
+        }
     }
 
     /** Whether any member is to be set or renamed. */
     public boolean isEmpty() {
-        return count == 0 && renames == 0;
+        return count == 0 && renames == 0 && appendedCount == 0;
+    }
+
+    /**
+     * Adds {@code "name": json} as the body's last member, after the client's (the engines read the last occurrence):
+     * for names the front door removed from the client's body (engine-internal: {@code kv_transfer_params},
+     * {@code disaggregated_params}, {@code bootstrap_*}) or that no {@link Member} covers. {@code name} is a plain
+     * ASCII member name.
+     */
+    public void append(String name, byte[] json) {
+        if (appended == null) {
+            appended = new byte[4][];
+        } else if (appendedCount == appended.length) {
+            appended = java.util.Arrays.copyOf(appended, appendedCount * 2);
+        }
+        appended[appendedCount++] = member(name.getBytes(StandardCharsets.US_ASCII), json);
+    }
+
+    /** {@code ,"name":value}: a member added at the closing brace. */
+    private static byte[] member(byte[] name, byte[] v) {
+        byte[] member = new byte[name.length + v.length + 4];
+        member[0] = ',';
+        member[1] = '"';
+        System.arraycopy(name, 0, member, 2, name.length);
+        member[name.length + 2] = '"';
+        member[name.length + 3] = ':';
+        System.arraycopy(v, 0, member, name.length + 4, v.length);
+        return member;
     }
 
     /**
@@ -87,12 +125,34 @@ public final class RequestEdits {
             }
             return body;
         }
-        int removals = f.engineFieldRangeCount > 0 ? EngineFieldStripper.removalRanges(body, f) : 0;
+        ByteBuf out = spliced(body, f, alloc, f.engineFieldRangeCount > 0 ? EngineFieldStripper.removalRanges(body, f) : 0);
+        body.release();
+        return out;
+    }
+
+    /**
+     * A new buffer holding {@code body} with every edit applied; {@code body} is left as it is (its reader index
+     * too), so one client body can give several engine bodies (the two legs of a P/D request). {@code f} must
+     * describe {@code body} as it is now ({@link #refreshIfEdited}).
+     */
+    public ByteBuf copy(ByteBuf body, RequestFields f, ByteBufAllocator alloc) {
+        if (body.readableBytes() != f.bodyLength) {
+            throw new IllegalStateException("the request body changed after it was parsed (" + f.bodyLength + " -> "
+                + body.readableBytes() + " bytes): refresh its fields first");
+        }
+        if (f.engineFieldRangeCount > 0) {
+            throw new IllegalStateException("the body still holds engine-internal members: strip them first");
+        }
+        return spliced(body, f, alloc, 0);
+    }
+
+    /** {@code removals}: how many of {@link RequestFields#engineFieldRanges} are ranges to remove (in body order). */
+    private ByteBuf spliced(ByteBuf body, RequestFields f, ByteBufAllocator alloc, int removals) {
         int[] r = f.engineFieldRanges;
         // Splices in body order: [start, end) replaced by bytes (null = removed). Set members never overlap a removal
         // (engine-internal names are not editable members); additions go at the closing brace, after any removal
         // that ends there.
-        int n = removals + count + renames;
+        int n = removals + count + renames + appendedCount;
         int[] starts = new int[n];
         int[] ends = new int[n];
         byte[][] with = new byte[n][];
@@ -118,19 +178,16 @@ public final class RequestEdits {
                 ends[k] = f.valueEnd[m.ordinal()];
                 with[k] = v;
             } else {
-                byte[] name = m.jsonName.getBytes(StandardCharsets.US_ASCII);
-                byte[] member = new byte[name.length + v.length + 4];
-                member[0] = ',';
-                member[1] = '"';
-                System.arraycopy(name, 0, member, 2, name.length);
-                member[name.length + 2] = '"';
-                member[name.length + 3] = ':';
-                System.arraycopy(v, 0, member, name.length + 4, v.length);
                 starts[k] = f.objectEnd;
                 ends[k] = f.objectEnd;
-                with[k] = member;
+                with[k] = member(m.jsonName.getBytes(StandardCharsets.US_ASCII), v);
             }
             k++;
+        }
+        for (int i = 0; i < appendedCount; i++, k++) {
+            starts[k] = f.objectEnd; // after the members set above: the sort is stable
+            ends[k] = f.objectEnd;
+            with[k] = appended[i];
         }
         n = k; // a rename of a member the body lacks has no splice
         sortByStart(starts, ends, with, n);
@@ -149,7 +206,6 @@ public final class RequestEdits {
             from = ends[i];
         }
         out.writeBytes(body, base + from, body.readableBytes() - from);
-        body.release();
         return out;
     }
 

@@ -237,6 +237,17 @@ public final class ExchangeKit implements AutoCloseable {
         return f;
     }
 
+    /** The fields the front door records for {@code body} (its byte ranges too: P/D splices its legs' bodies at them). */
+    public static RequestFields parsed(String body) {
+        RequestFields f = new RequestFields();
+        io.kvgate.dataplane.request.RequestFieldExtractor x = new io.kvgate.dataplane.request.RequestFieldExtractor(f);
+        x.feed(java.nio.ByteBuffer.wrap(body.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        if (x.finish() != io.kvgate.dataplane.request.RequestFieldExtractor.Result.OK) {
+            throw new IllegalArgumentException("not a request body: " + body);
+        }
+        return f;
+    }
+
     public PlainExchange plain(String requestBody, HttpRequest req) {
         return plain(requestBody, req, fields());
     }

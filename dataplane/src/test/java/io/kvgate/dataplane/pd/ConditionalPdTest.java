@@ -26,8 +26,8 @@ class ConditionalPdTest {
 
     private static PdExchange pd(ExchangeKit k, PdMetrics m, int promptTokens) throws Exception {
         int[] tokens = promptTokens < 0 ? null : new int[promptTokens];
-        return new PdExchange(k.gw, m, k.capture.ctx, k.owner, ExchangeKit.request(), (ObjectNode) JSON.readTree(BODY),
-            ExchangeKit.fields(), k.rule, "rid", false, 0, new RoutingInputs(tokens, null, null));
+        return new PdExchange(k.gw, m, k.capture.ctx, k.owner, ExchangeKit.request(), io.kvgate.dataplane.upstream.EmbeddedEngines.bytes(BODY),
+            ExchangeKit.parsed(BODY), true, k.rule, "rid", false, 0, new RoutingInputs(tokens, null, null));
     }
 
     private static final String OK = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";

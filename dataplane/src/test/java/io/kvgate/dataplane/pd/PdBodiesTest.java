@@ -6,128 +6,147 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvgate.dataplane.request.RequestFieldExtractor;
+import io.kvgate.dataplane.request.RequestFields;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
 import io.netty.buffer.UnpooledByteBufAllocator;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 
-/** The P/D dialects' bodies, as engine-contracts.md §4 states them. */
+/**
+ * The P/D dialects' bodies, as engine-contracts.md §4 and TensorRT-LLM's orchestrator state them: byte splices over
+ * the client's body at the ranges the extractor recorded, the same whichever way the body arrived (every body split
+ * at every byte), every byte the dialect does not edit kept, and the client's buffer left as it was.
+ */
 class PdBodiesTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final UnpooledByteBufAllocator ALLOC = UnpooledByteBufAllocator.DEFAULT;
 
-    private static ObjectNode tree(String s) throws Exception {
-        return (ObjectNode) JSON.readTree(s);
+    private static RequestFields parsed(byte[] b, int split) {
+        RequestFields f = new RequestFields();
+        RequestFieldExtractor x = new RequestFieldExtractor(f);
+        x.feed(ByteBuffer.wrap(b, 0, split));
+        x.feed(ByteBuffer.wrap(b, split, b.length - split));
+        assertEquals(RequestFieldExtractor.Result.OK, x.finish(), "split at " + split);
+        return f;
     }
 
-    private static JsonNode read(ByteBuf b) throws Exception {
-        try {
-            return JSON.readTree(b.toString(StandardCharsets.UTF_8));
-        } finally {
-            b.release();
+    /** The body {@code leg} builds from {@code client}, asserted the same for every split; the client's bytes untouched. */
+    private static String built(String client, boolean chat, Function<PdBodies, ByteBuf> leg) {
+        byte[] b = client.getBytes(StandardCharsets.UTF_8);
+        String first = null;
+        for (int split = 0; split <= b.length; split++) {
+            ByteBuf in = Unpooled.copiedBuffer(b);
+            ByteBuf out = leg.apply(new PdBodies(in, parsed(b, split), chat));
+            String s = out.toString(StandardCharsets.UTF_8);
+            out.release();
+            assertEquals(client, in.toString(StandardCharsets.UTF_8), "the client's body is not modified");
+            assertEquals(1, in.refCnt(), "the client's reference stays the exchange's");
+            in.release();
+            if (first == null) {
+                first = s;
+            } else {
+                assertEquals(first, s, "split at " + split);
+            }
         }
+        return first;
+    }
+
+    private static JsonNode tree(String s) throws Exception {
+        return JSON.readTree(s);
     }
 
     @Test
-    void vllmPrefillAsksForOneTokenAndRemoteDecode() throws Exception {
-        ObjectNode client = tree("{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"max_completion_tokens\":60,"
-            + "\"stream_options\":{\"include_usage\":true},\"min_tokens\":3,\"min_completion_tokens\":4,\"messages\":[]}");
-        String before = client.toString();
-        JsonNode p = read(PdBodies.vllmPrefill(client, ALLOC));
-        assertFalse(p.get("stream").asBoolean());
-        assertEquals(1, p.get("max_tokens").asInt());
-        assertEquals(1, p.get("max_completion_tokens").asInt());
-        assertFalse(p.has("stream_options") || p.has("min_tokens") || p.has("min_completion_tokens"));
-        JsonNode kv = p.get("kv_transfer_params");
-        assertTrue(kv.get("do_remote_decode").asBoolean());
-        assertFalse(kv.get("do_remote_prefill").asBoolean());
-        assertTrue(kv.get("remote_host").isNull() && kv.get("remote_port").isNull() && kv.get("remote_block_ids").isNull()
-            && kv.get("remote_engine_id").isNull());
-        assertEquals(before, client.toString(), "the client's tree is not modified");
-        assertFalse(read(PdBodies.vllmPrefill(tree("{\"model\":\"m\",\"messages\":[]}"), ALLOC)).has("max_completion_tokens"),
-            "max_completion_tokens only when the client set it");
+    void vllmPrefillAsksForOneUnstreamedTokenAndRemoteDecode() throws Exception {
+        String client = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"max_completion_tokens\":60,"
+            + "\"stream_options\":{\"include_usage\":true},\"min_tokens\":3,\"min_completion_tokens\":4,\"messages\":[]}";
+        String p = built(client, true, c -> c.vllmPrefill(ALLOC));
+        assertEquals("{\"model\":\"m\",\"stream\":false,\"max_tokens\":1,\"max_completion_tokens\":1,\"stream_options\":null,"
+            + "\"min_tokens\":0,\"min_completion_tokens\":0,\"messages\":[],\"kv_transfer_params\":{\"do_remote_decode\":true,"
+            + "\"do_remote_prefill\":false,\"remote_engine_id\":null,\"remote_block_ids\":null,\"remote_host\":null,"
+            + "\"remote_port\":null}}", p);
+        JsonNode bare = tree(built("{\"model\":\"m\",\"messages\":[]}", true, c -> c.vllmPrefill(ALLOC)));
+        assertFalse(bare.has("max_completion_tokens") || bare.has("min_tokens") || bare.has("stream_options"),
+            "members the client did not send are not added, except stream and max_tokens");
+        assertEquals(1, bare.get("max_tokens").asInt());
+        assertFalse(bare.get("stream").asBoolean());
+    }
+
+    @Test
+    void theEditLandsOnTheLastOccurrenceTheEngineReads() throws Exception {
+        String p = built("{\"model\":\"m\",\"stream\":true,\"messages\":[],\"stream\" : true}", true, c -> c.vllmPrefill(ALLOC));
+        assertTrue(p.startsWith("{\"model\":\"m\",\"stream\":true,\"messages\":[],\"stream\" : false,"), p);
     }
 
     @Test
     void vllmDecodeIsTheOriginalPlusTheParamsVerbatim() throws Exception {
-        ObjectNode client = tree("{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"messages\":[]}");
-        JsonNode params = JSON.readTree("{\"do_remote_prefill\":true,\"remote_block_ids\":[[1,2]],\"tp_size\":1}");
-        JsonNode d = read(PdBodies.vllmDecode(client, params, ALLOC));
-        assertEquals(50, d.get("max_tokens").asInt());
-        assertTrue(d.get("stream").asBoolean());
-        assertEquals(params, d.get("kv_transfer_params"));
-        assertFalse(read(PdBodies.vllmDecode(client, null, ALLOC)).has("kv_transfer_params"));
+        String client = "{\"model\":\"m\", \"stream\":true,\"max_tokens\":50,\"messages\":[]}";
+        byte[] params = "{\"do_remote_prefill\":true,\"remote_block_ids\":[[1,2]],\"tp_size\":1}".getBytes(StandardCharsets.UTF_8);
+        assertEquals("{\"model\":\"m\", \"stream\":true,\"max_tokens\":50,\"messages\":[],\"kv_transfer_params\":"
+            + "{\"do_remote_prefill\":true,\"remote_block_ids\":[[1,2]],\"tp_size\":1}}", built(client, true, c -> c.vllmDecode(params, ALLOC)));
+        assertEquals(client, built(client, true, c -> c.vllmDecode(null, ALLOC)), "no params: the client's request");
     }
 
     @Test
     void sglangCarriesOneRoomPerSequence() throws Exception {
         AtomicLong rooms = new AtomicLong(100);
-        JsonNode one = read(PdBodies.sglang(tree("{\"model\":\"m\",\"messages\":[]}"), 1, "10.0.0.1", 8998,
-            rooms::incrementAndGet, ALLOC));
+        JsonNode one = tree(built("{\"model\":\"m\",\"messages\":[]}", true, c -> {
+            rooms.set(100);
+            return c.sglang(1, "10.0.0.1", 8998, rooms::incrementAndGet, ALLOC);
+        }));
         assertEquals("10.0.0.1", one.get("bootstrap_host").asText());
         assertEquals(8998, one.get("bootstrap_port").asInt());
         assertEquals(101, one.get("bootstrap_room").asLong());
-        JsonNode three = read(PdBodies.sglang(tree("{\"model\":\"m\",\"n\":3,\"messages\":[]}"), 3, "h", 1, rooms::incrementAndGet, ALLOC));
-        assertEquals(3, three.get("bootstrap_host").size());
-        assertEquals(3, three.get("bootstrap_port").size());
+        JsonNode three = tree(built("{\"model\":\"m\",\"n\":3,\"messages\":[]}", true, c -> {
+            rooms.set(101);
+            return c.sglang(3, "h", 1, rooms::incrementAndGet, ALLOC);
+        }));
+        assertEquals("[\"h\",\"h\",\"h\"]", three.get("bootstrap_host").toString());
+        assertEquals("[1,1,1]", three.get("bootstrap_port").toString());
         assertEquals("[102,103,104]", three.get("bootstrap_room").toString(), "a distinct room per sequence");
     }
 
     @Test
-    void sequencesCountBatchedPromptsAndChatN() throws Exception {
-        assertEquals(1, PdBodies.sequences(tree("{\"prompt\":\"one\"}")));
-        assertEquals(1, PdBodies.sequences(tree("{\"prompt\":[1,2,3]}")), "token ids are one prompt");
-        assertEquals(2, PdBodies.sequences(tree("{\"prompt\":[\"a\",\"b\"]}")));
-        assertEquals(2, PdBodies.sequences(tree("{\"prompt\":[[1],[2]]}")));
-        assertEquals(4, PdBodies.sequences(tree("{\"messages\":[],\"n\":4}")));
-        assertEquals(1, PdBodies.sequences(tree("{\"messages\":[],\"n\":\"4\"}")));
-        assertEquals(Integer.MAX_VALUE, PdBodies.sequences(tree("{\"messages\":[],\"n\":2147483647}")),
+    void sequencesCountBatchedPromptsAndChatN() {
+        assertEquals(1, PdBodies.sequences(parsed("{\"prompt\":\"one\"}")));
+        assertEquals(1, PdBodies.sequences(parsed("{\"prompt\":[1,2,3]}")), "token ids are one prompt");
+        assertEquals(2, PdBodies.sequences(parsed("{\"prompt\":[\"a\",\"b\"]}")));
+        assertEquals(2, PdBodies.sequences(parsed("{\"prompt\":[[1],[2]]}")));
+        assertEquals(4, PdBodies.sequences(parsed("{\"messages\":[],\"n\":4}")));
+        assertEquals(1, PdBodies.sequences(parsed("{\"messages\":[],\"n\":\"4\"}")));
+        assertEquals(Integer.MAX_VALUE, PdBodies.sequences(parsed("{\"messages\":[],\"n\":2147483647}")),
             "counted, not built: the exchange refuses it against max_n");
     }
 
-    @Test
-    void trtllmContextIsContextOnlyForOneUnstreamedToken() throws Exception {
-        ObjectNode client = tree("{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"max_completion_tokens\":60,"
-            + "\"stream_options\":{\"include_usage\":true},\"min_tokens\":3,\"messages\":[]}");
-        String before = client.toString();
-        JsonNode p = read(PdBodies.trtllmContext(client, ALLOC));
-        assertFalse(p.get("stream").asBoolean());
-        assertEquals(1, p.get("max_tokens").asInt());
-        assertEquals(1, p.get("max_completion_tokens").asInt());
-        assertFalse(p.has("stream_options") || p.has("min_tokens") || p.has("kv_transfer_params"));
-        assertEquals("{\"request_type\":\"context_only\"}", p.get("disaggregated_params").toString());
-        assertEquals(before, client.toString(), "the client's tree is not modified");
+    private static RequestFields parsed(String body) {
+        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        return parsed(b, b.length);
     }
 
     @Test
-    void trtllmGenerationCarriesTheContextParamsAsGenerationOnly() throws Exception {
-        ObjectNode client = tree("{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"messages\":[]}");
-        JsonNode params = JSON.readTree("{\"request_type\":\"context_only\",\"first_gen_tokens\":[7],\"ctx_request_id\":3,"
-            + "\"encoded_opaque_state\":\"b3BhcXVl\",\"draft_tokens\":null}");
-        String paramsBefore = params.toString();
-        JsonNode d = read(PdBodies.trtllmGeneration(client, params, ALLOC));
-        assertEquals(50, d.get("max_tokens").asInt());
-        assertTrue(d.get("stream").asBoolean());
-        JsonNode dp = d.get("disaggregated_params");
-        assertEquals("generation_only", dp.get("request_type").asText());
-        assertEquals(3, dp.get("ctx_request_id").asInt());
-        assertEquals("b3BhcXVl", dp.get("encoded_opaque_state").asText());
-        assertEquals("[7]", dp.get("first_gen_tokens").toString());
-        assertTrue(dp.has("draft_tokens"), "every member of the context's params is kept");
-        assertEquals(paramsBefore, params.toString(), "the context answer's tree is not modified");
-        assertFalse(read(PdBodies.trtllmGeneration(client, null, ALLOC)).has("disaggregated_params"),
-            "no params: the original request (the generation server computes the prompt)");
+    void trtllmContextIsContextOnlyUnstreamedWithTheRequestsDisaggId() throws Exception {
+        String client = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":50,\"stream_options\":{\"include_usage\":true},"
+            + "\"min_tokens\":3,\"messages\":[]}";
+        String p = built(client, true, c -> c.trtllmContext(1L << 41, ALLOC));
+        assertEquals("{\"model\":\"m\",\"stream\":false,\"max_tokens\":50,\"stream_options\":null,\"min_tokens\":3,\"messages\":[],"
+            + "\"disaggregated_params\":{\"request_type\":\"context_only\",\"disagg_request_id\":2199023255552}}", p,
+            "TensorRT-LLM's _get_ctx_request: the client's max_tokens (a context server generates the first token only)");
     }
 
     @Test
-    void decodeAnswersLoseTheTransferObjectsOfEveryDialect() throws Exception {
-        String trt = "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\",\"disaggregated_params\":{\"ctx_request_id\":1}}],"
-            + "\"disaggregated_params\":{\"encoded_opaque_state\":\"s\"},\"kv_transfer_params\":{\"remote_host\":\"10.0.0.1\"}}";
-        JsonNode out = JSON.readTree(io.kvgate.dataplane.relay.EngineErrors.withoutKvTransferParams(trt));
-        assertEquals("{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\"}]}", out.toString());
-        String clean = "{\"id\":\"y\",  \"choices\":[]}";
-        assertTrue(clean == io.kvgate.dataplane.relay.EngineErrors.withoutKvTransferParams(clean), "untouched without them");
+    void trtllmGenerationCarriesTheParamsAndTheContextsTokensAsThePrompt() throws Exception {
+        byte[] params = "{\"request_type\":\"generation_only\",\"ctx_request_id\":3}".getBytes(StandardCharsets.UTF_8);
+        byte[] ids = "[1,2,3]".getBytes(StandardCharsets.UTF_8);
+        assertEquals("{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"prompt_token_ids\":[1,2,3],"
+            + "\"disaggregated_params\":{\"request_type\":\"generation_only\",\"ctx_request_id\":3}}",
+            built("{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", true,
+                c -> c.trtllmGeneration(params, ids, ALLOC)), "chat: prompt_token_ids");
+        assertEquals("{\"model\":\"m\",\"prompt\":[1,2,3],\"max_tokens\":9,\"disaggregated_params\":{\"request_type\":\"generation_only\","
+            + "\"ctx_request_id\":3}}", built("{\"model\":\"m\",\"prompt\":\"hello there\",\"max_tokens\":9}", false,
+                c -> c.trtllmGeneration(params, ids, ALLOC)), "completions: the prompt itself");
     }
 }

@@ -116,7 +116,8 @@ final class PdFakeEngine implements AutoCloseable {
         JsonNode kv = body.get("kv_transfer_params");
         if (role.equals("prefill")) {
             if (kv == null || !kv.path("do_remote_decode").asBoolean() || body.path("stream").asBoolean(true)
-                || body.path("max_tokens").asInt() != 1 || body.has("stream_options")) {
+                // vLLM refuses stream_options unless stream is true; null is no stream_options (check_stream_options)
+                || body.path("max_tokens").asInt() != 1 || body.hasNonNull("stream_options")) {
                 rejected.incrementAndGet();
                 respond(ex, 400, "{\"error\":{\"message\":\"bad prefill request\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}}");
                 return;

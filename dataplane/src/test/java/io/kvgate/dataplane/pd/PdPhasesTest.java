@@ -17,8 +17,8 @@ class PdPhasesTest {
     private static final String OK = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
 
     private static PdExchange pd(ExchangeKit k, int[] promptTokens) throws Exception {
-        return new PdExchange(k.gw, new PdMetrics(), k.capture.ctx, k.owner, ExchangeKit.request(), (ObjectNode) JSON.readTree(BODY),
-            ExchangeKit.fields(), k.rule, "rid", false, 0, new RoutingInputs(promptTokens, null, null));
+        return new PdExchange(k.gw, new PdMetrics(), k.capture.ctx, k.owner, ExchangeKit.request(), io.kvgate.dataplane.upstream.EmbeddedEngines.bytes(BODY),
+            ExchangeKit.parsed(BODY), true, k.rule, "rid", false, 0, new RoutingInputs(promptTokens, null, null));
     }
 
     @Test

@@ -269,7 +269,7 @@ final class CompletionRequest {
         "add_special_tokens", "detokenize", "cache_salt");
     private static final java.util.Set<String> TRTLLM_CHAT_FIELDS = java.util.Set.of("messages", "top_logprobs",
         "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls", "echo", "add_generation_prompt",
-        "documents", "chat_template", "chat_template_kwargs", "reasoning_effort", "mm_processor_kwargs");
+        "documents", "chat_template", "chat_template_kwargs", "reasoning_effort", "mm_processor_kwargs", "prompt_token_ids");
     private static final java.util.Set<String> TRTLLM_COMPLETION_FIELDS = java.util.Set.of("prompt", "best_of", "echo",
         "suffix");
 
@@ -336,7 +336,10 @@ final class CompletionRequest {
 
     /** Tokenizes the prompt(s) and applies the dialect's context-length rule. */
     void applyContext(PromptTokenizer tokenizer, SimulatorConfig config) {
-        if (chat) {
+        if (chat && dialect == Dialect.TRTLLM && body.path("prompt_token_ids").isArray() && !body.get("prompt_token_ids").isEmpty()) {
+            // TensorRT-LLM's chat server runs prompt_token_ids as given (its P/D orchestrator sends the context's).
+            prompts.add(tokenIds(body.get("prompt_token_ids")));
+        } else if (chat) {
             prompts.add(tokenizer.encodeChat(body));
         } else {
             JsonNode p = body.get("prompt");

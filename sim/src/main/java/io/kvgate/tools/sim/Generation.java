@@ -46,6 +46,8 @@ final class Generation {
         String stopReason;
         boolean finished;
         boolean finishSent;
+        /** TensorRT-LLM context server: cut at the first token for a KV hand-off (its answer says not_finished). */
+        boolean handoff;
 
         Seq(int index, int promptIndex, long seed, int limit, boolean natural) {
             this.index = index;
@@ -151,6 +153,22 @@ final class Generation {
         this.maxStopLen = m;
     }
 
+    /**
+     * TensorRT-LLM context server ({@code context_only}): only the first token is produced here. A sequence that would
+     * go on is cut for the hand-off and answers {@code finish_reason: "not_finished"}; one that ends at its first
+     * token anyway answers its own reason: {@code length} ({@code max_tokens} 1, the hand-off is still set up) or
+     * {@code stop} (EOS or a stop string: no hand-off).
+     */
+    void contextOnly() {
+        for (Seq s : seqs) {
+            if (s.limit > 1) {
+                s.limit = 1;
+                s.natural = false;
+                s.handoff = true;
+            }
+        }
+    }
+
     /** SGLang prefill server: only the first token is produced here; decoding happens on the decode server. */
     void limitToFirstToken() {
         for (Seq s : seqs) {
@@ -248,7 +266,7 @@ final class Generation {
         }
         if (s.tokens >= s.limit) {
             s.finished = true;
-            s.finishReason = s.natural ? "stop" : "length";
+            s.finishReason = s.handoff ? "not_finished" : s.natural ? "stop" : "length";
         }
     }
 
@@ -428,7 +446,7 @@ final class Generation {
                 c.putNull("prompt_logprobs");
             }
             if (trtllmContext && s.index == 0) {
-                c.set("disaggregated_params", engine.pd().trtllmContextParams(this, firstTokenId(s)));
+                c.set("disaggregated_params", engine.pd().trtllmContextParams(this, firstTokenId(s), !"stop".equals(s.finishReason)));
             }
         }
         body.set("usage", usage());

@@ -128,7 +128,7 @@ final class PdCoordinator implements AutoCloseable {
                 }
                 engine.stats.inc("pd_prefill_requests");
                 g.trtllmContext = true;
-                g.limitToFirstToken();
+                g.contextOnly();
                 return true;
             }
             case "generation_only" -> {
@@ -139,6 +139,9 @@ final class PdCoordinator implements AutoCloseable {
                 String reason = dp.path("ctx_request_id").isIntegralNumber() && state != null
                     ? registry.consumeOpaque(state)
                     : "disaggregated_params needs ctx_request_id and encoded_opaque_state from the context server";
+                if (reason == null) {
+                    reason = trtllmHandoffMismatch(g, dp, state);
+                }
                 if (reason != null) {
                     engine.stats.inc("pd_decode_rejected");
                     throw new SimError(500, "InternalServerError", "KV cache transfer failed: " + reason, null);
@@ -154,18 +157,67 @@ final class PdCoordinator implements AutoCloseable {
         }
     }
 
-    /** TensorRT-LLM context server finished its forward: the params its answer carries. */
-    ObjectNode trtllmContextParams(Generation g, int firstToken) {
-        long ctxId = ++remoteRequestCounter;
+    /**
+     * TensorRT-LLM context server finished its forward: the params its answer carries. {@code handoff}: the first token
+     * did not end the request with EOS or a stop string, so the KV hand-off is set up (context request id, opaque
+     * state) under the request's {@code disagg_request_id}, echoed back; otherwise both ids stay null, as
+     * TensorRT-LLM's own orchestrator expects ({@code _verify_ctx_response}: ids only while a hand-off is pending).
+     */
+    ObjectNode trtllmContextParams(Generation g, int firstToken, boolean handoff) {
+        JsonNode requested = g.req.body.path("disaggregated_params").get("disagg_request_id");
         ObjectNode p = JSON.objectNode();
         p.put("request_type", "context_only");
         p.putArray("first_gen_tokens").add(firstToken);
+        if (!handoff) {
+            p.putNull("ctx_request_id");
+            p.putNull("encoded_opaque_state");
+            p.putNull("disagg_request_id");
+            p.putNull("draft_tokens");
+            return p;
+        }
+        // A global disagg_request_id becomes the context request's id; without one the server numbers it itself.
+        long ctxId = requested != null && requested.isIntegralNumber() ? requested.asLong() : ++remoteRequestCounter;
         p.put("ctx_request_id", ctxId);
         p.put("encoded_opaque_state", registry.issueOpaque("sim-trtllm\u0000" + engineId + '\u0000' + ctxId + '\u0000'
-            + g.promptTokens));
+            + g.promptTokens + '\u0000' + TextGenerator.hashTokens(g.req.prompts.get(0))));
         p.putNull("draft_tokens");
+        if (requested != null && requested.isIntegralNumber()) {
+            p.put("disagg_request_id", requested.asLong());
+        } else {
+            p.putNull("disagg_request_id");
+        }
         engine.stats.inc("pd_prefill_params_issued");
         return p;
+    }
+
+    /**
+     * A generation request whose KV the context's hand-off does not fit: another {@code disagg_request_id} than the
+     * context's, or a prompt other than the tokens the context computed (the generation server runs
+     * {@code prompt_token_ids} / a token-id {@code prompt} as given, and renders the messages again without them).
+     * Null when it fits; counts the generation requests that carried the id and the context's tokens.
+     */
+    private String trtllmHandoffMismatch(Generation g, JsonNode dp, String state) {
+        String[] material = new String(java.util.Base64.getDecoder().decode(state), java.nio.charset.StandardCharsets.UTF_8)
+            .split("\u0000");
+        if (material.length < 5) {
+            return null; // another simulator's older state: nothing more to check
+        }
+        long ctxId = Long.parseLong(material[2]);
+        JsonNode id = dp.get("disagg_request_id");
+        if (id != null && id.isIntegralNumber()) {
+            if (id.asLong() != ctxId) {
+                return "disagg_request_id " + id.asLong() + " is not the context request's " + ctxId;
+            }
+            engine.stats.inc("pd_decode_disagg_request_id");
+        }
+        if (!material[4].equals(Long.toString(TextGenerator.hashTokens(g.req.prompts.get(0))))) {
+            return "the generation request's prompt (" + g.req.prompts.get(0).length + " tokens) is not the one the"
+                + " context server computed (" + material[3] + " tokens)";
+        }
+        if (g.req.body.has("prompt_token_ids") || (!g.req.chat && g.req.body.path("prompt").isArray())) {
+            engine.stats.inc("pd_decode_context_tokens");
+        }
+        return null;
     }
 
     private boolean gateVllm(Generation g) {
