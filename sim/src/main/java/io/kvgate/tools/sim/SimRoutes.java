@@ -86,6 +86,10 @@ final class SimRoutes {
         if (config.metricsMounted()) {
             exact.put("/metrics", new Route(GET, dialect == Dialect.TRTLLM ? this::trtllmIterationStats : this::metrics));
         }
+        if (dialect == Dialect.TRTLLM && config.enableMetrics) {
+            // return_perf_metrics: OpenAIServer.mount_metrics serves prometheus_client's page here
+            exact.put("/prometheus/metrics", new Route(GET, this::metrics));
+        }
         if (dialect == Dialect.LLAMACPP) {
             exact.put("/slots", new Route(GET, this::llamaSlots));
             exact.put("/props", new Route(GET, this::llamaProps));

@@ -53,7 +53,7 @@ public final class SimulatorConfig {
     int queueDepth = 256;
     int contextLen = 8192;
     ErrorShape errorShape;           // null = dialect default (vLLM openai, SGLang flat)
-    boolean enableMetrics;           // SGLang only: /metrics mounted with --enable-metrics (vLLM always)
+    boolean enableMetrics;           // SGLang, llama.cpp: /metrics mounted; trtllm: /prometheus/metrics (return_perf_metrics)
     int maxBodyBytes = 8 << 20;
     ContextCheck vllmContextCheck = ContextCheck.CLAMP;
     /** LoRA adapters served (vLLM --lora-modules, SGLang --lora-paths); empty = LoRA disabled. */
@@ -420,7 +420,8 @@ public final class SimulatorConfig {
           --queue Q                    FIFO waiting requests per DP rank beyond C; more -> 503 (default 256)
           --context-len L              model context length (default 8192)
           --error-shape flat|openai    error body shape (default: vllm openai, sglang flat)
-          --enable-metrics             SGLang, llamacpp: mount /metrics (vLLM and trtllm always do)
+          --enable-metrics             SGLang, llamacpp: mount /metrics (vLLM always does); trtllm: mount
+                                       /prometheus/metrics (return_perf_metrics; its /metrics is JSON)
           --legacy-metrics             vLLM: export vllm:gpu_cache_usage_perc (older builds) instead of kv_cache_usage_perc
           --vllm-context-check M       clamp (default: max_tokens lowered to fit, 200) | reject (older builds: 400)
           --lora NAME                  serve a LoRA adapter NAME (repeatable); vLLM: model=NAME, SGLang: model=BASE:NAME
