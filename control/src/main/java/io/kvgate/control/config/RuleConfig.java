@@ -499,6 +499,13 @@ public record RuleConfig(
      */
     public enum Engine { VLLM, SGLANG, TRTLLM, LLAMACPP }
 
+    /**
+     * TensorRT-LLM's v1 block key ({@code BlockKeyHasher::hash}, Python {@code hash_v1_block_key}): the hash of the
+     * events drained from its {@code POST /kv_cache_events}. Not a digest algorithm of {@code index.hash.HashAlgo}:
+     * a 64-bit integer chain ({@code index.block.TrtllmV1BlockKey}).
+     */
+    public static final String TRTLLM_V1_BLOCK_KEY = "v1_block_key";
+
     public enum Policy { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING, SESSION, CHWBL, KV_EXACT, PD }
 
     public enum Fallback { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING }
@@ -696,12 +703,14 @@ public record RuleConfig(
         boolean trtllm = "trtllm".equals(engine);
         // TensorRT-LLM: v2_sha256_64 is the radix key its streaming ZeroMQ publisher sends; sha256_cbor and
         // xxhash_cbor stay accepted because configurations written before it named them (learned mode ignores them).
-        List<String> algos = sglang ? List.of("sha256_sglang") : trtllm ? List.of("v2_sha256_64", "sha256_cbor", "xxhash_cbor")
+        List<String> algos = sglang ? List.of("sha256_sglang")
+            : trtllm ? List.of("v2_sha256_64", TRTLLM_V1_BLOCK_KEY, "sha256_cbor", "xxhash_cbor")
             : List.of("sha256_cbor", "xxhash_cbor");
         if (!algos.contains(hashAlgo)) {
             n.problem("hash_algo", hashAlgo, "cannot match engine '" + engine + "' (" + engine
                 + " publishes " + String.join("|", algos) + (sglang ? "" : trtllm ? "; v2_sha256_64 is the key of its"
-                + " streaming KV-event publisher" : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
+                + " streaming KV-event publisher, v1_block_key the hash of its POST /kv_cache_events"
+                : "; start vLLM with --prefix-caching-hash-algo sha256_cbor") + ")");
         }
         String keyMode = RuleKeys.KV_KEY_MODE.read(n, trtllm ? "learned" : "exact");
         if (HASH_SEED_AUTO.equals(hashSeed) && "vllm".equals(engine) && "exact".equals(keyMode)
@@ -711,12 +720,12 @@ public record RuleConfig(
                 + " PYTHONHASHSEED and set hash_seed to it");
         }
         // TensorRT-LLM's streaming ZeroMQ publisher (PR #17023) sends the KV cache manager V2 radix key, which the
-        // gateway reproduces (v2_sha256_64); the events drained from POST /kv_cache_events carry the engine's
-        // configured event hash, which it does not, so those blocks are keyed by the gateway's hash of their tokens.
-        if (trtllm && "exact".equals(keyMode) && !"v2_sha256_64".equals(hashAlgo)) {
+        // gateway reproduces (v2_sha256_64); the events drained from POST /kv_cache_events carry its C++
+        // BlockKeyHasher's v1 block key (hash_algo v1_block_key, the default), which the gateway reproduces too.
+        if (trtllm && "exact".equals(keyMode) && !"v2_sha256_64".equals(hashAlgo) && !TRTLLM_V1_BLOCK_KEY.equals(hashAlgo)) {
             n.problem("kv_key_mode", keyMode, "cannot match engine 'trtllm' with hash_algo " + hashAlgo + ": exact keys"
-                + " need hash_algo v2_sha256_64 and kv_events tcp:// (TensorRT-LLM's streaming publisher, KV cache"
-                + " manager V2); the events of POST /kv_cache_events are keyed by their tokens (learned)");
+                + " need hash_algo v2_sha256_64 with kv_events tcp:// (TensorRT-LLM's streaming publisher, KV cache"
+                + " manager V2) or v1_block_key with kv_events http:// (POST /kv_cache_events)");
         }
         long capacity = RuleKeys.KV_CAPACITY_BLOCKS.read(n);
         boolean explain = RuleKeys.EXPLAIN.read(n);
@@ -836,11 +845,16 @@ public record RuleConfig(
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " is only valid"
                     + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP or ZeroMQ); engine 'llamacpp'"
                     + " publishes none");
-            } else if (trtllm && e.kvEventsOverHttp() && "exact".equals(keyMode)) {
+            } else if (trtllm && e.kvEventsOverHttp() && "exact".equals(keyMode) && !TRTLLM_V1_BLOCK_KEY.equals(hashAlgo)) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " cannot"
-                    + " serve kv_key_mode exact: the events of POST /kv_cache_events carry TensorRT-LLM's configured event"
-                    + " hash, not the radix key; subscribe to its streaming publisher (tcp://host:port) or use"
-                    + " kv_key_mode learned");
+                    + " serve kv_key_mode exact with hash_algo " + hashAlgo + ": the events of POST /kv_cache_events carry"
+                    + " TensorRT-LLM's v1 block key, not the radix key; set hash_algo: v1_block_key, subscribe to its"
+                    + " streaming publisher (tcp://host:port), or use kv_key_mode learned");
+            } else if (trtllm && !e.kvEventsOverHttp() && "exact".equals(keyMode) && TRTLLM_V1_BLOCK_KEY.equals(hashAlgo)) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " cannot"
+                    + " serve kv_key_mode exact with hash_algo v1_block_key: TensorRT-LLM's streaming publisher sends the"
+                    + " KV cache manager V2 radix key (hash_algo v2_sha256_64); v1 block keys are drained over"
+                    + " http://host:port/kv_cache_events");
             } else if (!trtllm && e.kvEventsOverHttp()) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
                     + " tcp://host:port for engine '" + engine + "' (it publishes over ZeroMQ; http:// is TensorRT-LLM's"

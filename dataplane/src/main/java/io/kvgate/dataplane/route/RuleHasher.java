@@ -1,7 +1,9 @@
 package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.Fmix64ChainedTokenHasher;
+import io.kvgate.index.block.TrtllmV1BlockKey;
 import io.kvgate.index.hash.BlockHashSpec;
 import io.kvgate.index.hash.BlockHasher;
 import io.kvgate.index.hash.HashAlgo;
@@ -19,7 +21,15 @@ import java.util.Map;
 public final class RuleHasher {
     private final BlockHasher hasher;
     private final PrefixHashCache prefixCache;
-    private final Fmix64ChainedTokenHasher learned;
+    /** A 64-bit integer chain: the gateway's learned hash, or TensorRT-LLM's v1 block key (exact); else null. */
+    private final ChainedTokenHasher learned;
+    /**
+     * TensorRT-LLM's v1 block key: a salted request gets no keys, since the engine's salt id is a digest of the salt
+     * whose function differs between its builds (BLAKE3 in the LLM API's get_cache_salt_id, SHA-256 in
+     * runtime/kv_cache_hash.py), and a LoRA request none (its key holds the adapter's task id, which the request
+     * does not carry to the gateway).
+     */
+    private final boolean trtllmV1;
     private final int blockSize;
     private final boolean unsignedKeys;
     /** vLLM keys of LoRA requests: one hasher per adapter name (the name is in every block's extra keys). */
@@ -41,6 +51,18 @@ public final class RuleHasher {
 
     public RuleHasher(RuleConfig rule, int prefixCacheEntries) {
         this.blockSize = rule.blockSize();
+        this.trtllmV1 = isTrtllmV1(rule);
+        if (trtllmV1) {
+            this.unsignedKeys = true; // size_t in its JSON events
+            this.algo = null;
+            this.seed = rule.hashSeed();
+            this.adapterHashers = null;
+            this.seedUnresolved = false;
+            this.learned = "learned".equals(rule.kvKeyMode()) ? Fmix64ChainedTokenHasher.INSTANCE : TrtllmV1BlockKey.PLAIN;
+            this.hasher = null;
+            this.prefixCache = null;
+            return;
+        }
         HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
         this.unsignedKeys = algo.isVllm();
         this.algo = algo;
@@ -68,6 +90,9 @@ public final class RuleHasher {
      * while a {@code hash_seed: auto} is not resolved (no keys yet).
      */
     public static BlockHashSpec spec(RuleConfig rule) {
+        if (isTrtllmV1(rule)) {
+            return null; // a 64-bit integer chain, no digest
+        }
         HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
         if ("learned".equals(rule.kvKeyMode()) || (algo.isVllm() && rule.hashSeedAuto())) {
             return null;
@@ -77,6 +102,11 @@ public final class RuleHasher {
             case V2_SHA256_64 -> BlockHashSpec.trtllmV2(rule.blockSize());
             default -> BlockHashSpec.vllm(algo, rule.blockSize(), rule.hashSeed(), null);
         };
+    }
+
+    /** Whether the rule names TensorRT-LLM's v1 block key, which is not a digest algorithm ({@link HashAlgo}). */
+    public static boolean isTrtllmV1(RuleConfig rule) {
+        return RuleConfig.TRTLLM_V1_BLOCK_KEY.equals(rule.hashAlgo());
     }
 
     /** Heap bytes of this hasher's prefix-hash memo (0 without one). */
@@ -111,8 +141,12 @@ public final class RuleHasher {
      *     task id, which the gateway does not know) — the request is then routed without KV scores
      */
     public int hash(int[] tokens, String cacheSalt, String lora, long[] keysOut, int maxBlocks) {
-        if (seedUnresolved || (lora != null && algo.isTrtllm() && learned == null)) {
+        if (seedUnresolved || (lora != null && algo != null && algo.isTrtllm() && learned == null)) {
             return 0;
+        }
+        boolean v1Exact = trtllmV1 && learned != Fmix64ChainedTokenHasher.INSTANCE;
+        if (v1Exact && (lora != null || cacheSalt != null)) {
+            return 0; // see trtllmV1: no keys rather than keys that cannot be checked
         }
         BlockHasher h = hasher;
         if (lora != null && adapterHashers != null) {
@@ -164,6 +198,7 @@ public final class RuleHasher {
 
     /** Keys as the engine's events carry them: vLLM unsigned decimal, SGLang and TensorRT-LLM signed. */
     public String format(long key) {
-        return unsignedKeys && learned == null ? Long.toUnsignedString(key) : Long.toString(key);
+        return unsignedKeys && (learned == null || learned instanceof TrtllmV1BlockKey) ? Long.toUnsignedString(key)
+            : Long.toString(key);
     }
 }

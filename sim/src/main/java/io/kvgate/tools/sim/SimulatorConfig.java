@@ -249,7 +249,7 @@ public final class SimulatorConfig {
         return hashAlgo != null ? hashAlgo : switch (dialect) {
             case VLLM -> "sha256_cbor";
             case SGLANG -> "sha256_sglang";
-            case TRTLLM -> trtllmStreaming() ? "v2_sha256_64" : "trtllm_internal";
+            case TRTLLM -> trtllmStreaming() ? "v2_sha256_64" : "v1_block_key";
             case LLAMACPP -> "none";
         };
     }
@@ -312,10 +312,10 @@ public final class SimulatorConfig {
             check(errors, dpRanks == 1, "dp-ranks=" + dpRanks + ": llama.cpp parallelism is --max-concurrency slots");
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for llamacpp");
         } else {
-            String expected = trtllmStreaming() ? "v2_sha256_64" : "trtllm_internal";
+            String expected = trtllmStreaming() ? "v2_sha256_64" : "v1_block_key";
             check(errors, algo.equals(expected), "hash-algo=" + algo + ": trtllm " + (trtllmStreaming()
                 ? "streams the KV cache manager V2 radix key with --kv-events (v2_sha256_64)"
-                : "block hashes drained from POST /kv_cache_events are internal to the engine (trtllm_internal)"));
+                : "block hashes drained from POST /kv_cache_events are its C++ BlockKeyHasher's (v1_block_key)"));
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for trtllm");
         }
         check(errors, loadMs >= 0 && loadMs <= 3_600_000, "load-ms=" + loadMs + ": must be in 0..3600000");
@@ -442,7 +442,7 @@ public final class SimulatorConfig {
           --chat-template FILE         the engine's --chat-template (vllm: any file; sglang: a .jinja file)
           --block-size B               KV block / page size (default vllm 16, sglang 1, trtllm 32)
           --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
-          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), trtllm_internal
+          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), v1_block_key
           --hash-seed S                vLLM PYTHONHASHSEED string (default "0"; "vllm-none-hash" is what a current
                                        vLLM with sha256_cbor and no PYTHONHASHSEED hashes)
           --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
