@@ -22,6 +22,8 @@ public final class BlockStoredEvent {
     long loraId;
     boolean hasLoraId;
     int medium;
+    /** {@link Medium#LOCALITY_UNSPECIFIED}, {@link Medium#LOCALITY_LOCAL} or {@link Medium#LOCALITY_REMOTE}. */
+    int locality;
     int groupIdx;
     int specKind;
 
@@ -40,6 +42,7 @@ public final class BlockStoredEvent {
         loraId = 0;
         hasLoraId = false;
         medium = Medium.NONE;
+        locality = Medium.LOCALITY_UNSPECIFIED;
         groupIdx = -1;
         specKind = SpecKind.NONE;
     }
@@ -104,5 +107,10 @@ public final class BlockStoredEvent {
     /** The group's {@code kv_cache_spec_kind} as a {@link SpecKind} code ({@link SpecKind#NONE} when absent). */
     public int specKind() {
         return specKind;
+    }
+
+    /** The block's {@code locality} (vLLM #48281): REMOTE storage is not the publishing engine's alone. */
+    public int locality() {
+        return locality;
     }
 }
