@@ -185,4 +185,16 @@ public final class SglangProfile implements EngineProfile {
         }
         return source.substring(from, to).replace("\\n", "\n");
     }
+
+    /** It serves one model per process: no router role. */
+    @Override
+    public boolean statesRouterRole(JsonNode body) {
+        return false;
+    }
+
+    /** Its cards carry no load state: a listed model is served. */
+    @Override
+    public boolean cardReady(JsonNode card) {
+        return true;
+    }
 }

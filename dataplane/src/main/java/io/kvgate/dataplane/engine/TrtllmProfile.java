@@ -144,4 +144,16 @@ public final class TrtllmProfile implements EngineProfile {
     public TemplateRules templates() {
         return TemplateRules.TOKENIZER_ONLY;
     }
+
+    /** It serves one model per process: no router role. */
+    @Override
+    public boolean statesRouterRole(JsonNode body) {
+        return false;
+    }
+
+    /** Its cards carry no load state: a listed model is served. */
+    @Override
+    public boolean cardReady(JsonNode card) {
+        return true;
+    }
 }

@@ -383,8 +383,9 @@ public final class EngineLoadScraper implements AutoCloseable {
         }
 
         private void send(Channel c, GatewayConfig.Load cfg) {
+            // A llama.cpp router serves each model's page at ?model= (and must not load one for a scrape).
             DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET,
-                cfg.pathFor(enginePath));
+                cfg.pathFor(enginePath) + ep.facts().routerQuery());
             req.headers().set("host", ep.hostHeader());
             req.headers().set("accept", "text/plain;version=0.0.4");
             req.headers().set("user-agent", "kvgate-load");

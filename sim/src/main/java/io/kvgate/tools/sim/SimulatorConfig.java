@@ -66,6 +66,12 @@ public final class SimulatorConfig {
     boolean legacyMetrics;
     /** llama.cpp: how long the model "loads" after start; /health and requests answer 503 until then. */
     long loadMs;
+    /**
+     * llama.cpp router mode (llama-server started without {@code -m}): {@code /props} without {@code ?model=} says
+     * {@code role: "router"}; {@code /props}, {@code /slots} and {@code /metrics} need {@code ?model=};
+     * {@code /v1/models} states each model's {@code status}; {@code /health} is the router's own (200 while loading).
+     */
+    boolean llamaRouter;
     /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
     int kvEventBufferSize = 1024;
     /**
@@ -194,6 +200,7 @@ public final class SimulatorConfig {
     public SimulatorConfig kvEventBuffer(int v) { kvEventBufferSize = v; return this; }
     public SimulatorConfig trtllmHashAlgo(String v) { trtllmHashAlgo = v; return this; }
     public SimulatorConfig loadMs(long v) { loadMs = v; return this; }
+    public SimulatorConfig llamaRouter(boolean v) { llamaRouter = v; return this; }
     public SimulatorConfig hybridGroup(String kind, int blockSize) { hybridGroupKind = kind; hybridBlockSize = blockSize; return this; }
     public SimulatorConfig serverInfoRoutes(String v) { serverInfoRoutes = v; return this; }
     public SimulatorConfig speculativeAlgorithm(String v) { speculativeAlgorithm = v; return this; }
@@ -320,6 +327,7 @@ public final class SimulatorConfig {
         }
         check(errors, loadMs >= 0 && loadMs <= 3_600_000, "load-ms=" + loadMs + ": must be in 0..3600000");
         check(errors, loadMs == 0 || dialect == Dialect.LLAMACPP, "load-ms=" + loadMs + ": only llamacpp models loading");
+        check(errors, !llamaRouter || dialect == Dialect.LLAMACPP, "router: only llama-server has a router mode");
         check(errors, TRTLLM_HASH_ALGOS.contains(trtllmHashAlgo), "trtllm-hash-algo=" + trtllmHashAlgo + ": must be one of "
             + TRTLLM_HASH_ALGOS);
         check(errors, "legacy".equals(trtllmHashAlgo) || dialect == Dialect.TRTLLM,
@@ -429,6 +437,8 @@ public final class SimulatorConfig {
           --health-generates           SGLang: /health runs the deep probe (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
           --health-timeout-ms T        SGLang: /health_generate answers 503 after T ms without progress (default 20000)
           --load-ms T                  llamacpp: /health and requests answer 503 "Loading model" for T ms after start
+          --router                     llamacpp: router mode (no -m): /props says role "router", /props, /slots and
+                                       /metrics take ?model=, /v1/models states status loading|loaded
           --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
                                        them (default 1024; older events are dropped, so event ids jump)
           --trtllm-hash-algo A         trtllm: legacy (integer hashes, default), v1_block_key (KV cache manager V2,
@@ -477,6 +487,10 @@ public final class SimulatorConfig {
             String flag = args[i];
             if (flag.equals("--enable-metrics")) {
                 c.enableMetrics = true;
+                continue;
+            }
+            if (flag.equals("--router")) {
+                c.llamaRouter = true;
                 continue;
             }
             if (flag.equals("--legacy-metrics")) {
