@@ -139,6 +139,15 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
      */
     boolean cardReady(JsonNode card);
 
+    // --- KV keys (route.RuleHasher) ---
+
+    /**
+     * Whether its KV events name each stored block's cache salt and LoRA adapter (TensorRT-LLM's drained events:
+     * {@code cache_salt}, {@code lora_id}), so learned keys are rooted in that namespace on both sides
+     * ({@code index.block.LearnedNamespace}).
+     */
+    boolean namesBlockNamespaces();
+
     // --- Load (load.EngineLoadScraper, load.MetricsPage) ---
 
     /** The Prometheus families its metrics page states its load in, or null: it serves no such page. */

@@ -165,4 +165,10 @@ public final class LlamaCppProfile implements EngineProfile {
         String value = status.isTextual() ? status.asText() : status.path("value").asText("");
         return value.equals("loaded") || value.equals("sleeping");
     }
+
+    /** It publishes no KV events. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return false;
+    }
 }

@@ -197,4 +197,10 @@ public final class SglangProfile implements EngineProfile {
     public boolean cardReady(JsonNode card) {
         return true;
     }
+
+    /** Its events name no adapter per block: learned keys stay the tokens' alone. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return false;
+    }
 }

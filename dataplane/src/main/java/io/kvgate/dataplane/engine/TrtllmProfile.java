@@ -156,4 +156,10 @@ public final class TrtllmProfile implements EngineProfile {
     public boolean cardReady(JsonNode card) {
         return true;
     }
+
+    /** Its drained stored blocks name {@code cache_salt} and {@code lora_id}. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return true;
+    }
 }

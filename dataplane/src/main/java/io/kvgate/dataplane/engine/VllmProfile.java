@@ -163,4 +163,10 @@ public final class VllmProfile implements EngineProfile {
     public boolean cardReady(JsonNode card) {
         return true;
     }
+
+    /** Its events carry the salt only inside extra_keys, which learned keys do not read. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return false;
+    }
 }

@@ -3,6 +3,7 @@ package io.kvgate.dataplane.route;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.Fmix64ChainedTokenHasher;
+import io.kvgate.index.block.LearnedNamespace;
 import io.kvgate.index.block.TrtllmV1BlockKey;
 import io.kvgate.index.hash.BlockHashSpec;
 import io.kvgate.index.hash.BlockHasher;
@@ -30,6 +31,13 @@ public final class RuleHasher {
      * does not carry to the gateway).
      */
     private final boolean trtllmV1;
+    /**
+     * TensorRT-LLM in learned-key mode: its drained events name each block's {@code cache_salt} and {@code lora_id}, and
+     * the ingest roots those sequences in their namespace ({@link LearnedNamespace}); a salted prompt is keyed in its
+     * salt's namespace, a LoRA prompt gets no keys (issue #36 item 10, review T5). Other engines' learned keys are the
+     * tokens' alone, as their events name neither.
+     */
+    private final boolean namespacedLearned;
     private final int blockSize;
     private final boolean unsignedKeys;
     /** vLLM keys of LoRA requests: one hasher per adapter name (the name is in every block's extra keys). */
@@ -52,6 +60,8 @@ public final class RuleHasher {
     public RuleHasher(RuleConfig rule, int prefixCacheEntries) {
         this.blockSize = rule.blockSize();
         this.trtllmV1 = isTrtllmV1(rule);
+        this.namespacedLearned = "learned".equals(rule.kvKeyMode())
+            && io.kvgate.dataplane.engine.EngineProfiles.of(rule).namesBlockNamespaces();
         if (trtllmV1) {
             this.unsignedKeys = true; // size_t in its JSON events
             this.algo = null;
@@ -133,7 +143,7 @@ public final class RuleHasher {
      * base model). vLLM puts the adapter name in every block's extra keys ({@code _gen_lora_extra_hash_keys} →
      * {@code [lora_request.lora_name]}, before the cache salt), so an adapter's blocks never share a key with the
      * base model's. SGLang's page hash has no LoRA input (its events carry the same key for both), and learned keys
-     * are token-only, so there the name does not change the keys.
+     * are token-only, so there the name does not change the keys — except on TensorRT-LLM ({@link #namespacedLearned}).
      *
      * @return the number of keys written; 0 when the adapter name cannot be hashed (over {@link #MAX_ADAPTERS}
      *     distinct names, or not a valid name), the seed is unresolved ({@link #seedUnresolved}), the cache salt
@@ -157,8 +167,17 @@ public final class RuleHasher {
         }
         int tokenCount = (int) Math.min(tokens.length, (long) maxBlocks * blockSize);
         if (learned != null) {
+            long namespace = LearnedNamespace.NONE;
+            if (namespacedLearned) {
+                if (lora != null) {
+                    return 0; // the adapter's blocks are namespaced by its engine id, which the request does not carry
+                }
+                if (cacheSalt != null) {
+                    namespace = LearnedNamespace.ofSalt(cacheSalt);
+                }
+            }
             int blocks = tokenCount / blockSize;
-            long parent = learned.rootKey();
+            long parent = LearnedNamespace.root(learned, namespace);
             for (int b = 0; b < blocks; b++) {
                 parent = learned.blockKey(parent, tokens, b * blockSize, blockSize);
                 keysOut[b] = parent;

@@ -132,8 +132,28 @@ class RuleHasherTest {
             assertEquals(0, keys(h, tokens, "tenant-a", null).length);
             assertEquals(0, keys(h, tokens, null, "adapter-a").length);
         }
-        RuleHasher learned = new RuleHasher(rule("trtllm", ""), 0);
-        assertArrayEquals(keys(learned, tokens, null, null), keys(learned, tokens, null, "adapter-a"));
+    }
+
+    /**
+     * TensorRT-LLM learned keys (review T5): its drained blocks name their cache_salt and lora_id and the ingest roots
+     * them in that namespace (LearnedNamespaceIngestTest), so a salted prompt is keyed from its salt's root, never
+     * the base model's, and a LoRA prompt gets none. Other engines' learned keys stay the tokens' alone.
+     */
+    @Test
+    void trtllmLearnedKeysAreNamespacedBySaltAndAdapter() {
+        int[] tokens = new int[64];
+        Arrays.setAll(tokens, i -> i + 1);
+        RuleHasher learned = new RuleHasher(rule("trtllm", "    block_size: 32\n"), 0);
+        var h = io.kvgate.index.block.Fmix64ChainedTokenHasher.INSTANCE;
+        long root = io.kvgate.index.block.LearnedNamespace.root(h, io.kvgate.index.block.LearnedNamespace.ofSalt("tenant-a"));
+        long first = h.blockKey(root, tokens, 0, 32);
+        assertArrayEquals(new long[] {first, h.blockKey(first, tokens, 32, 32)}, keys(learned, tokens, "tenant-a", null));
+        long plain = h.blockKey(h.rootKey(), tokens, 0, 32);
+        assertEquals(plain, keys(learned, tokens, null, null)[0]);
+        assertNotEquals(plain, first);
+        assertEquals(0, keys(learned, tokens, null, "adapter-a").length, "its engine id is not in the request");
+        RuleHasher vllmLearned = new RuleHasher(rule("vllm", "    kv_key_mode: learned\n    block_size: 32\n"), 0);
+        assertEquals(plain, keys(vllmLearned, tokens, "tenant-a", null)[0], "vLLM's events name no salt per block");
     }
 
     /**

@@ -22,6 +22,11 @@ public final class BlockStoredEvent {
     long loraId;
     boolean hasLoraId;
     int medium;
+    /**
+     * The learned-key namespace the engine keys this block's sequence in ({@code io.kvgate.index.block.LearnedNamespace}:
+     * TensorRT-LLM's per-block {@code cache_salt} and {@code lora_id}), 0 for none.
+     */
+    long namespace;
     /** {@link Medium#LOCALITY_UNSPECIFIED}, {@link Medium#LOCALITY_LOCAL} or {@link Medium#LOCALITY_REMOTE}. */
     int locality;
     int groupIdx;
@@ -42,6 +47,7 @@ public final class BlockStoredEvent {
         loraId = 0;
         hasLoraId = false;
         medium = Medium.NONE;
+        namespace = 0;
         locality = Medium.LOCALITY_UNSPECIFIED;
         groupIdx = -1;
         specKind = SpecKind.NONE;
@@ -112,5 +118,10 @@ public final class BlockStoredEvent {
     /** The block's {@code locality} (vLLM #48281): REMOTE storage is not the publishing engine's alone. */
     public int locality() {
         return locality;
+    }
+
+    /** The learned-key namespace of the block's sequence (its cache salt, its LoRA adapter), 0 for none. */
+    public long namespace() {
+        return namespace;
     }
 }

@@ -4,6 +4,7 @@ import io.kvgate.control.log.Log;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.LearnedKeyMap;
+import io.kvgate.index.block.LearnedNamespace;
 import io.kvgate.ingest.codec.BlockRemovedEvent;
 import io.kvgate.ingest.codec.BlockStoredEvent;
 import io.kvgate.ingest.codec.KvEventHandler;
@@ -29,7 +30,8 @@ import io.kvgate.index.block.Holders;
  *
  * <p>Learned-key mode: blocks are keyed by {@link ChainedTokenHasher} over the event's own token cells, chained
  * from the own key of {@code parent_block_hash} (looked up in the {@link LearnedKeyMap}) or from the root when
- * there is no parent. A stored event whose parent was never learned cannot be chained and is skipped (counted);
+ * there is no parent (the root of the block's namespace, {@link LearnedNamespace}, when its event names a cache salt or
+ * a LoRA adapter). A stored event whose parent was never learned cannot be chained and is skipped (counted);
  * a removal whose mapping is unknown cannot be applied (counted: size the map generously).
  *
  * <p><b>Threading contract:</b> ingest thread only (it is the index's single writer).
@@ -123,7 +125,8 @@ final class IndexEventSink implements KvEventHandler {
                 return;
             }
         } else {
-            parent = hasher.rootKey();
+            // A salted or adapter sequence (TensorRT-LLM names both per block) chains from its namespace's root.
+            parent = LearnedNamespace.root(hasher, e.namespace());
         }
         int cellInts = e.blockSize() * e.intsPerCell();
         for (int i = 0; i < n; i++) {
