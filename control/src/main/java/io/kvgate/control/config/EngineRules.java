@@ -15,7 +15,10 @@ import java.util.List;
  * @param hashAlgoHint       what the {@code hash_algo} error adds after the list (how to start the engine to match)
  * @param defaultKeyMode     {@code kv_key_mode} when the rule does not say ({@code learned} where the gateway cannot
  *                           reproduce every event's key)
- * @param exactKeysHashAlgo  the only {@code hash_algo} that gives exact keys, or null when any listed one does
+ * @param exactKeysHashAlgo  the only {@code hash_algo} that gives exact keys over ZeroMQ ({@code kv_events: tcp://}),
+ *                           or null when any listed one does
+ * @param httpExactKeysHashAlgo the only {@code hash_algo} that gives exact keys for events drained over HTTP
+ *                           ({@code kv_events: http://}), or null when drained events never give exact keys
  * @param findsHashSeed      {@code hash_seed: auto} is meaningful (vLLM's seed found from its events)
  * @param publishesKvEvents  the engine publishes KV-cache events ({@code kv_exact}, {@code kv_events})
  * @param drainsKvEventsOverHttp the engine's events may also be drained over HTTP ({@code kv_events: http://})
@@ -30,25 +33,28 @@ import java.util.List;
  * @param bootstrapPort      P/D prefill endpoints take a {@code bootstrap_port} (SGLang's rendezvous)
  */
 public record EngineRules(String name, int defaultBlockSize, List<String> hashAlgos, String hashAlgoHint,
-                          String defaultKeyMode, String exactKeysHashAlgo, boolean findsHashSeed, boolean publishesKvEvents,
+                          String defaultKeyMode, String exactKeysHashAlgo, String httpExactKeysHashAlgo, boolean findsHashSeed, boolean publishesKvEvents,
                           boolean drainsKvEventsOverHttp, boolean disaggregates, boolean decodeServesAlone,
                           boolean servesAdapters, boolean splitsModelAtColon, boolean reproducedTemplates,
                           boolean templateNeedsJinja, boolean readsDpRankHeader, boolean pinsSlots, boolean bootstrapPort) {
     public static final EngineRules VLLM = new EngineRules("vllm", 16, List.of("sha256_cbor", "xxhash_cbor"),
-        "; start vLLM with --prefix-caching-hash-algo sha256_cbor", "exact", null, true, true, false, true, true, true, false,
+        "; start vLLM with --prefix-caching-hash-algo sha256_cbor", "exact", null, null, true, true, false, true, true, true, false,
         true, false, true, false, false);
-    public static final EngineRules SGLANG = new EngineRules("sglang", 1, List.of("sha256_sglang"), "", "exact", null, false,
+    public static final EngineRules SGLANG = new EngineRules("sglang", 1, List.of("sha256_sglang"), "", "exact", null, null, false,
         true, false, true, false, true, true, true, true, true, false, true);
     /**
-     * TensorRT-LLM: {@code v2_sha256_64} is the radix key its streaming ZeroMQ publisher sends; {@code sha256_cbor}
-     * and {@code xxhash_cbor} stay accepted because configurations written before it named them (learned mode
-     * ignores them).
+     * TensorRT-LLM: {@code v2_sha256_64} is the radix key its streaming ZeroMQ publisher sends, {@code v1_block_key}
+     * the hash of the events drained from its {@code POST /kv_cache_events}; {@code sha256_cbor} and
+     * {@code xxhash_cbor} stay accepted because configurations written before them named them (learned mode ignores
+     * them).
      */
-    public static final EngineRules TRTLLM = new EngineRules("trtllm", 32, List.of("v2_sha256_64", "sha256_cbor", "xxhash_cbor"),
-        "; v2_sha256_64 is the key of its streaming KV-event publisher", "learned", "v2_sha256_64", false, true, true, true,
+    public static final EngineRules TRTLLM = new EngineRules("trtllm", 32,
+        List.of("v2_sha256_64", RuleConfig.TRTLLM_V1_BLOCK_KEY, "sha256_cbor", "xxhash_cbor"),
+        "; v2_sha256_64 is the key of its streaming KV-event publisher, v1_block_key the hash of its POST /kv_cache_events",
+        "learned", "v2_sha256_64", RuleConfig.TRTLLM_V1_BLOCK_KEY, false, true, true, true,
         true, false, false, false, false, false, false, false);
     public static final EngineRules LLAMACPP = new EngineRules("llamacpp", 16, List.of("sha256_cbor", "xxhash_cbor"),
-        "; start vLLM with --prefix-caching-hash-algo sha256_cbor", "exact", null, false, false, false, false, false, false,
+        "; start vLLM with --prefix-caching-hash-algo sha256_cbor", "exact", null, null, false, false, false, false, false, false,
         false, false, false, false, true, false);
 
     public static final List<EngineRules> ALL = List.of(VLLM, SGLANG, TRTLLM, LLAMACPP);

@@ -306,7 +306,9 @@ public record GatewayConfig(
      *                         own in-flight count (flagged in explain output and {@code kvgate_engine_load_stale})
      * @param timeoutMs        bound of one scrape, connect included
      * @param maxBodyBytes     largest metrics page read; a larger one fails the scrape ({@code result="too_large"})
-     * @param path             the metrics path on every endpoint
+     * @param path             the metrics path on every endpoint, or null: each engine's own ({@code /metrics};
+     *                           TensorRT-LLM's Prometheus page is {@code /prometheus/metrics}, its {@code /metrics}
+     *                           being JSON)
      * @param peerDecay        {@code lifetime}: the other gateways' part of a reading (the engine's count less this
      *                         gateway's requests then) reverts to its recent mean as the reading ages, over this
      *                         gateway's measured request lifetime on the endpoint; {@code none}: it counts in full
@@ -317,10 +319,15 @@ public record GatewayConfig(
         public static final String PEER_DECAY_LIFETIME = "lifetime";
         public static final String PEER_DECAY_NONE = "none";
         public static final java.util.List<String> PEER_DECAYS = java.util.List.of(PEER_DECAY_LIFETIME, PEER_DECAY_NONE);
-        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, "/metrics", PEER_DECAY_LIFETIME);
+        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, null, PEER_DECAY_LIFETIME);
 
         public Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path) {
             this(enabled, scrapeIntervalMs, staleMs, timeoutMs, maxBodyBytes, path, PEER_DECAY_LIFETIME);
+        }
+
+        /** The path to scrape on an endpoint whose engine serves its page at {@code enginePath}. */
+        public String pathFor(String enginePath) {
+            return path != null ? path : enginePath;
         }
 
         /** Whether the peers' part of a reading is predicted from its age ({@code peer_decay: lifetime}). */
@@ -520,7 +527,7 @@ public record GatewayConfig(
         ConfigNode ld = n.child(LoadKeys.SECTION.name());
         Load load = new Load(LoadKeys.ENABLED.read(ld), LoadKeys.SCRAPE_INTERVAL_MS.read(ld), LoadKeys.STALE_MS.read(ld),
             LoadKeys.TIMEOUT_MS.read(ld), LoadKeys.MAX_BODY_BYTES.read(ld), LoadKeys.PATH.read(ld), LoadKeys.PEER_DECAY.read(ld));
-        if (!load.path().startsWith("/")) {
+        if (load.path() != null && !load.path().startsWith("/")) {
             ld.problem("path", load.path(), "must start with '/'");
         }
         if (load.staleMs() < load.scrapeIntervalMs()) {

@@ -24,7 +24,8 @@ public final class LoadKeys {
     public static final ConfigKey<Load, Integer> MAX_BODY_BYTES = SECTION.intKey("max_body_bytes", D.maxBodyBytes(), 1024, 1 << 30)
         .doc("largest metrics page read; a larger one fails the scrape").readBack(Load::maxBodyBytes);
     public static final ConfigKey<Load, String> PATH = SECTION.stringKey("path", D.path())
-        .doc("the metrics path on every endpoint (must start with `/`)").readBack(Load::path);
+        .doc("the metrics path on every endpoint (must start with `/`); unset: each engine's own, `/metrics`"
+            + " (TensorRT-LLM: `/prometheus/metrics`, mounted with `return_perf_metrics`)").readBack(Load::path);
     public static final ConfigKey<Load, String> PEER_DECAY = SECTION.oneOfKey("peer_decay", D.peerDecay(), Load.PEER_DECAYS)
         .doc("how the other gateways' part of a reading ages: toward its recent mean over the request lifetime, or not at all")
         .readBack(Load::peerDecay);

@@ -498,6 +498,13 @@ public record RuleConfig(
      */
     public enum Engine { VLLM, SGLANG, TRTLLM, LLAMACPP }
 
+    /**
+     * TensorRT-LLM's v1 block key ({@code BlockKeyHasher::hash}, Python {@code hash_v1_block_key}): the hash of the
+     * events drained from its {@code POST /kv_cache_events}. Not a digest algorithm of {@code index.hash.HashAlgo}:
+     * a 64-bit integer chain ({@code index.block.TrtllmV1BlockKey}).
+     */
+    public static final String TRTLLM_V1_BLOCK_KEY = "v1_block_key";
+
     public enum Policy { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING, SESSION, CHWBL, KV_EXACT, PD }
 
     public enum Fallback { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING }
@@ -706,12 +713,14 @@ public record RuleConfig(
                 + " PYTHONHASHSEED and set hash_seed to it");
         }
         // TensorRT-LLM's streaming ZeroMQ publisher (PR #17023) sends the KV cache manager V2 radix key, which the
-        // gateway reproduces (v2_sha256_64); the events drained from POST /kv_cache_events carry the engine's
-        // configured event hash, which it does not, so those blocks are keyed by the gateway's hash of their tokens.
-        if (rules.exactKeysHashAlgo() != null && "exact".equals(keyMode) && !rules.exactKeysHashAlgo().equals(hashAlgo)) {
+        // gateway reproduces (v2_sha256_64); the events drained from POST /kv_cache_events carry its C++
+        // BlockKeyHasher's v1 block key (hash_algo v1_block_key), which the gateway reproduces too.
+        if (rules.exactKeysHashAlgo() != null && "exact".equals(keyMode) && !rules.exactKeysHashAlgo().equals(hashAlgo)
+            && !hashAlgo.equals(rules.httpExactKeysHashAlgo())) {
             n.problem("kv_key_mode", keyMode, "cannot match engine '" + engine + "' with hash_algo " + hashAlgo + ": exact keys"
-                + " need hash_algo " + rules.exactKeysHashAlgo() + " and kv_events tcp:// (TensorRT-LLM's streaming publisher, KV cache"
-                + " manager V2); the events of POST /kv_cache_events are keyed by their tokens (learned)");
+                + " need hash_algo " + rules.exactKeysHashAlgo() + " with kv_events tcp:// (TensorRT-LLM's streaming publisher,"
+                + " KV cache manager V2)" + (rules.httpExactKeysHashAlgo() == null ? ""
+                : " or " + rules.httpExactKeysHashAlgo() + " with kv_events http:// (POST /kv_cache_events)"));
         }
         long capacity = RuleKeys.KV_CAPACITY_BLOCKS.read(n);
         boolean explain = RuleKeys.EXPLAIN.read(n);
@@ -831,11 +840,18 @@ public record RuleConfig(
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " is only valid"
                     + " for engines that publish KV events (vllm, sglang over ZeroMQ; trtllm over HTTP or ZeroMQ); engine '"
                     + engine + "' publishes none");
-            } else if (rules.drainsKvEventsOverHttp() && e.kvEventsOverHttp() && "exact".equals(keyMode)) {
+            } else if (rules.drainsKvEventsOverHttp() && e.kvEventsOverHttp() && "exact".equals(keyMode)
+                && !hashAlgo.equals(rules.httpExactKeysHashAlgo())) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " cannot"
-                    + " serve kv_key_mode exact: the events of POST /kv_cache_events carry TensorRT-LLM's configured event"
-                    + " hash, not the radix key; subscribe to its streaming publisher (tcp://host:port) or use"
-                    + " kv_key_mode learned");
+                    + " serve kv_key_mode exact with hash_algo " + hashAlgo + ": the events of POST /kv_cache_events carry"
+                    + " TensorRT-LLM's v1 block key, not the radix key; set hash_algo: " + rules.httpExactKeysHashAlgo()
+                    + ", subscribe to its streaming publisher (tcp://host:port), or use kv_key_mode learned");
+            } else if (rules.drainsKvEventsOverHttp() && !e.kvEventsOverHttp() && "exact".equals(keyMode)
+                && hashAlgo.equals(rules.httpExactKeysHashAlgo())) {
+                n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " cannot"
+                    + " serve kv_key_mode exact with hash_algo " + hashAlgo + ": TensorRT-LLM's streaming publisher sends the"
+                    + " KV cache manager V2 radix key (hash_algo " + rules.exactKeysHashAlgo() + "); v1 block keys are drained"
+                    + " over http://host:port/kv_cache_events");
             } else if (!rules.drainsKvEventsOverHttp() && e.kvEventsOverHttp()) {
                 n.problems().add(n.where("endpoints") + " (url=" + e.url() + "): kv_events " + e.kvEvents() + " must be"
                     + " tcp://host:port for engine '" + engine + "' (it publishes over ZeroMQ; http:// is TensorRT-LLM's"

@@ -38,7 +38,8 @@ public final class RuleKeys {
     public static final ConfigKey<RuleConfig, String> HASH_ALGO = SECTION.stringKey("hash_algo", null)
         .defaultText("`sha256_cbor` (sglang: `sha256_sglang`, trtllm: `v2_sha256_64`)")
         .doc("block hash: `sha256_cbor` \\| `xxhash_cbor` (vllm, llamacpp), `sha256_sglang` (sglang), `v2_sha256_64`"
-            + " (trtllm's streaming KV-event publisher)")
+            + " (trtllm's streaming KV-event publisher), `v1_block_key` (trtllm's `POST /kv_cache_events`: with"
+            + " `kv_key_mode: exact`, salted and LoRA requests get no keys)")
         .readBack(RuleConfig::hashAlgo);
     public static final ConfigKey<RuleConfig, String> KV_KEY_MODE = SECTION.enumKey("kv_key_mode", "exact", RuleConfig.KeyMode.class)
         .defaultText("`exact` (trtllm: `learned`)")

@@ -85,15 +85,28 @@ class EngineConfigTest {
     void trtllmExactKeysNeedItsStreamingPublisher() throws Exception {
         String exact = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n    hash_algo: sha256_cbor\n"));
         assertTrue(exact.contains("rules[0] (name=r).kv_key_mode: value 'exact' cannot match engine 'trtllm' with hash_algo"
-            + " sha256_cbor: exact keys need hash_algo v2_sha256_64 and kv_events tcp://"), exact);
+            + " sha256_cbor: exact keys need hash_algo v2_sha256_64 with kv_events tcp://"), exact);
         String sglangAlgo = problems(rule("trtllm", "kv_exact", "    hash_algo: sha256_sglang\n"));
         assertTrue(sglangAlgo.contains("hash_algo: value 'sha256_sglang' cannot match engine 'trtllm' (trtllm publishes"
-            + " v2_sha256_64|sha256_cbor|xxhash_cbor"), sglangAlgo);
+            + " v2_sha256_64|v1_block_key|sha256_cbor|xxhash_cbor"), sglangAlgo);
         String drained = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n").replace(
             "      - url: http://127.0.0.1:9002\n",
             "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n"));
         assertTrue(drained.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events"
-            + " http://127.0.0.1:9002/kv_cache_events cannot serve kv_key_mode exact"), drained);
+            + " http://127.0.0.1:9002/kv_cache_events cannot serve kv_key_mode exact with hash_algo v2_sha256_64"), drained);
+        assertTrue(drained.contains("set hash_algo: v1_block_key"), drained);
+        // POST /kv_cache_events carries TensorRT-LLM's v1 block key, which the gateway reproduces.
+        RuleConfig v1 = GatewayConfig.parse(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n    hash_algo: v1_block_key\n")
+            .replace("      - url: http://127.0.0.1:9002\n",
+                "      - url: http://127.0.0.1:9002\n        kv_events: http://127.0.0.1:9002/kv_cache_events\n")).rules().get(0);
+        assertEquals("exact", v1.kvKeyMode());
+        assertEquals(RuleConfig.TRTLLM_V1_BLOCK_KEY, v1.hashAlgo());
+        String v1Streaming = problems(rule("trtllm", "kv_exact", "    kv_key_mode: exact\n    hash_algo: v1_block_key\n")
+            .replace("      - url: http://127.0.0.1:9002\n",
+                "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n"));
+        assertTrue(v1Streaming.contains("rules[0] (name=r).endpoints (url=http://127.0.0.1:9002): kv_events"
+            + " tcp://127.0.0.1:5557 cannot serve kv_key_mode exact with hash_algo v1_block_key: TensorRT-LLM's streaming"
+            + " publisher sends the KV cache manager V2 radix key"), v1Streaming);
         // TensorRT-LLM's streaming publisher (PR #17023): ZeroMQ events, exact or learned keys.
         String streaming = rule("trtllm", "kv_exact", "    kv_key_mode: exact\n").replace("      - url: http://127.0.0.1:9002\n",
             "      - url: http://127.0.0.1:9002\n        kv_events: tcp://127.0.0.1:5557\n        kv_replay: tcp://127.0.0.1:5600\n");

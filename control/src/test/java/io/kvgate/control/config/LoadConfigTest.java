@@ -1,6 +1,7 @@
 package io.kvgate.control.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -29,7 +30,8 @@ class LoadConfigTest {
         assertTrue(c.load().enabled(), "on by default: an engine without metrics just stays unknown");
         assertEquals(250, c.load().scrapeIntervalMs());
         assertEquals(2_000, c.load().staleMs());
-        assertEquals("/metrics", c.load().path());
+        assertNull(c.load().path(), "unset: each engine's own page");
+        assertEquals("/prometheus/metrics", c.load().pathFor("/prometheus/metrics"));
         assertEquals("lifetime", c.load().peerDecay(), "other gateways' part of a reading ages over the request lifetime");
         assertTrue(c.load().decaysPeers());
         assertEquals(0.001, c.rules().get(0).kvExact().prefillTokenWeight());

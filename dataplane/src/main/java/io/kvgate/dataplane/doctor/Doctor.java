@@ -34,7 +34,9 @@ import java.util.function.Supplier;
  *   <li>{@code bigram_keys}: SGLang EAGLE token-pair pages, which the gateway does not hash;</li>
  *   <li>{@code dp_ranks}: a publisher on every DP rank's port (port + r);</li>
  *   <li>{@code server_info.*}: SGLang's self-description (KV-event port, topic, block size, DP size, EAGLE);</li>
- *   <li>{@code metrics}: the engine's {@code /metrics} carries the load families the gateway reads;</li>
+ *   <li>{@code metrics}: the engine's metrics page ({@code /metrics}; TensorRT-LLM {@code /prometheus/metrics})
+ *       carries the load families the gateway reads;</li>
+ *   <li>{@code tokens_per_block}: the block size that page states (TensorRT-LLM) against the rule's;</li>
  *   <li>{@code context_length}: the engine states one (or the rule sets {@code max_model_len}) and they agree;</li>
  *   <li>{@code routes}: the engine mounts the completion routes its rule proxies.</li>
  * </ul>
@@ -196,18 +198,30 @@ public final class Doctor {
 
     private void metrics(List<Check> out, Rule r, EndpointState ep) {
         if (load == null || r.profile().loadMetrics() == null) {
-            return; // no Prometheus load page to scrape (TensorRT-LLM's /metrics is JSON iteration stats)
+            return; // no Prometheus load page to scrape
         }
         String key = ep.key();
+        String path = load.pathOf(key);
+        if (path == null) {
+            path = r.profile().loadMetrics().path();
+        }
         long ok = load.scrapes(key, EngineLoadScraper.Result.OK);
         long none = load.scrapes(key, EngineLoadScraper.Result.NO_METRICS) + load.scrapes(key, EngineLoadScraper.Result.NOT_FOUND);
         if (ok > 0) {
-            out.add(Check.ok(r, ep, "metrics", "/metrics carries the load families (" + ok + " scrapes)"));
+            out.add(Check.ok(r, ep, "metrics", path + " carries the load families (" + ok + " scrapes)"));
         } else if (none > 0) {
-            out.add(Check.mismatch(r, ep, "metrics", "/metrics has no load family (" + none + " scrapes)",
+            out.add(Check.mismatch(r, ep, "metrics", path + " has no load family (" + none + " scrapes)",
                 "the engine's running and waiting request gauges", r.profile().metricsFix()));
         } else {
-            out.add(Check.unknown(r, ep, "metrics", "not scraped yet (load.scrape_ms, or load scraping off)"));
+            out.add(Check.unknown(r, ep, "metrics", "not scraped yet (load.scrape_interval_ms, or load scraping off)"));
+        }
+        int stated = load.tokensPerBlock(key);
+        int want = r.config().blockSize();
+        if (stated > 0 && stated != want) {
+            out.add(Check.mismatch(r, ep, "tokens_per_block", path + " states " + stated + " tokens per KV-cache block",
+                "block_size " + want, "set the rule's block_size: " + stated));
+        } else if (stated > 0) {
+            out.add(Check.ok(r, ep, "tokens_per_block", path + " states " + stated + " tokens per KV-cache block"));
         }
     }
 

@@ -135,6 +135,27 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
     /** The context length in the answer from {@link #contextPath}, 0 when it states none. */
     int contextLength(JsonNode body);
 
+    /**
+     * Whether the answer from {@link #contextPath} says the server is a router in front of per-model instances
+     * (llama.cpp's router mode, {@code role: "router"}): its per-model routes then take {@code ?model=}.
+     */
+    boolean statesRouterRole(JsonNode body);
+
+    /**
+     * Whether one card of its {@code GET /v1/models} is a model it can serve now: true unless the card says the
+     * model is loading, unloaded or failed (llama.cpp's router lists every model with its {@code status}).
+     */
+    boolean cardReady(JsonNode card);
+
+    // --- KV keys (route.RuleHasher) ---
+
+    /**
+     * Whether its KV events name each stored block's cache salt and LoRA adapter (TensorRT-LLM's drained events:
+     * {@code cache_salt}, {@code lora_id}), so learned keys are rooted in that namespace on both sides
+     * ({@code index.block.LearnedNamespace}).
+     */
+    boolean namesBlockNamespaces();
+
     // --- Load (load.EngineLoadScraper, load.MetricsPage) ---
 
     /** The Prometheus families its metrics page states its load in, or null: it serves no such page. */

@@ -140,4 +140,35 @@ public final class LlamaCppProfile implements EngineProfile {
     public TemplateRules templates() {
         return TemplateRules.TOKENIZER_ONLY;
     }
+
+    /**
+     * Router mode (llama-server started without {@code -m}): {@code GET /props} without {@code ?model=} answers
+     * {@code role: "router"} and {@code n_ctx: 0} (tools/server/server-models.cpp {@code get_router_props}).
+     */
+    @Override
+    public boolean statesRouterRole(JsonNode body) {
+        return "router".equals(body.path("role").asText(null));
+    }
+
+    /**
+     * A router lists every model it knows with its {@code status}, an object whose {@code value} is
+     * {@code loaded}, {@code loading}, {@code unloaded} (or {@code sleeping}, {@code failed} in some builds): only a
+     * loaded (or sleeping: loaded, woken by a request) model is ready. A card without a status (a single-model
+     * server) is its loaded model.
+     */
+    @Override
+    public boolean cardReady(JsonNode card) {
+        JsonNode status = card.path("status");
+        if (status.isMissingNode() || status.isNull()) {
+            return true;
+        }
+        String value = status.isTextual() ? status.asText() : status.path("value").asText("");
+        return value.equals("loaded") || value.equals("sleeping");
+    }
+
+    /** It publishes no KV events. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return false;
+    }
 }

@@ -185,4 +185,22 @@ public final class SglangProfile implements EngineProfile {
         }
         return source.substring(from, to).replace("\\n", "\n");
     }
+
+    /** It serves one model per process: no router role. */
+    @Override
+    public boolean statesRouterRole(JsonNode body) {
+        return false;
+    }
+
+    /** Its cards carry no load state: a listed model is served. */
+    @Override
+    public boolean cardReady(JsonNode card) {
+        return true;
+    }
+
+    /** Its events name no adapter per block: learned keys stay the tokens' alone. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return false;
+    }
 }

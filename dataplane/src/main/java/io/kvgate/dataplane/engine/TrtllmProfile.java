@@ -2,10 +2,25 @@ package io.kvgate.dataplane.engine;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvgate.control.config.RuleConfig;
+import java.util.List;
 
-/** TensorRT-LLM ({@code trtllm-serve}): vLLM's request spellings, its own P/D protocol, no load page, no probes. */
+/**
+ * TensorRT-LLM ({@code trtllm-serve}): vLLM's request spellings, its own P/D protocol, a Prometheus load page at
+ * {@code /prometheus/metrics}, no probes.
+ */
 public final class TrtllmProfile implements EngineProfile {
     public static final TrtllmProfile INSTANCE = new TrtllmProfile();
+
+    /**
+     * trtllm-serve mounts {@code /prometheus/metrics} when {@code return_perf_metrics} is on; the gauges come from its
+     * iteration statistics ({@code enable_iter_perf_stats}), as tensorrt_llm/metrics/collector.py's
+     * {@code log_iteration_stats} sets them: {@code numActiveRequests}, {@code numQueuedRequests},
+     * {@code usedNumBlocks / maxNumBlocks} and {@code tokensPerBlock}. Every series carries {@code model_name} and
+     * {@code engine_type}, and {@code pid} (prometheus_client's multiprocess collector); no DP rank label.
+     */
+    private static final LoadMetrics LOAD = new LoadMetrics(List.of("trtllm_num_requests_running"),
+        List.of("trtllm_num_requests_waiting"), List.of("trtllm_kv_cache_utilization"), null, "/prometheus/metrics",
+        List.of("trtllm_kv_cache_tokens_per_block"));
 
     private TrtllmProfile() {}
 
@@ -47,7 +62,8 @@ public final class TrtllmProfile implements EngineProfile {
 
     @Override
     public String metricsFix() {
-        return "TensorRT-LLM serves no Prometheus load page: nothing to scrape";
+        return "start trtllm-serve with return_perf_metrics: true and enable_iter_perf_stats: true in"
+            + " --extra_llm_api_options (mounts /prometheus/metrics with the trtllm_num_requests_* gauges)";
     }
 
     @Override
@@ -117,15 +133,33 @@ public final class TrtllmProfile implements EngineProfile {
         return 0;
     }
 
-    /** trtllm-serve's {@code /metrics} is JSON iteration statistics, not Prometheus text: it is not scraped. */
+    /** Its {@code /metrics} is JSON iteration statistics; the Prometheus page is {@code /prometheus/metrics}. */
     @Override
     public LoadMetrics loadMetrics() {
-        return null;
+        return LOAD;
     }
 
     /** The tokenizer's templates: it takes no {@code --chat-template} file. */
     @Override
     public TemplateRules templates() {
         return TemplateRules.TOKENIZER_ONLY;
+    }
+
+    /** It serves one model per process: no router role. */
+    @Override
+    public boolean statesRouterRole(JsonNode body) {
+        return false;
+    }
+
+    /** Its cards carry no load state: a listed model is served. */
+    @Override
+    public boolean cardReady(JsonNode card) {
+        return true;
+    }
+
+    /** Its drained stored blocks name {@code cache_salt} and {@code lora_id}. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return true;
     }
 }

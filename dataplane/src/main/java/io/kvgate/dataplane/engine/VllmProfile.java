@@ -151,4 +151,22 @@ public final class VllmProfile implements EngineProfile {
     public TemplateRules templates() {
         return TEMPLATES;
     }
+
+    /** It serves one model per process: no router role. */
+    @Override
+    public boolean statesRouterRole(JsonNode body) {
+        return false;
+    }
+
+    /** Its cards carry no load state: a listed model is served. */
+    @Override
+    public boolean cardReady(JsonNode card) {
+        return true;
+    }
+
+    /** Its events carry the salt only inside extra_keys, which learned keys do not read. */
+    @Override
+    public boolean namesBlockNamespaces() {
+        return false;
+    }
 }

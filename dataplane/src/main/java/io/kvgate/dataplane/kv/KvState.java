@@ -80,10 +80,10 @@ public final class KvState implements AutoCloseable {
                         ep.key() + " (rule " + r.name() + ")");
                 }
                 if (e.kvEventsOverHttp()) {
-                    // TensorRT-LLM: drained over HTTP, always in learned-key mode (its block hashes are internal).
+                    // TensorRT-LLM: drained over HTTP; its hashes are the v1 block key, which exact rules reproduce.
                     Record prev = want.get(ep.id());
                     want.put(ep.id(), new HttpKvEventSource(ep.id(), e.kvEvents(), e.kvPollMs() * 1_000_000L, e.dpRanks(),
-                        prev == null ? r.name() : label(prev)));
+                        prev == null ? r.name() : label(prev), mode));
                     continue;
                 }
                 KvEventSource.Curve curve;

@@ -141,7 +141,8 @@ public final class ParityProbe {
 
     /** Whether the rule's keys depend on a seed (vLLM exact keys): only there are seed candidates worth trying. */
     private static boolean hashesWithSeed(io.kvgate.control.config.RuleConfig rc) {
-        return !"learned".equals(rc.kvKeyMode()) && HashAlgo.parse(rc.hashAlgo()).isVllm();
+        return !"learned".equals(rc.kvKeyMode()) && !io.kvgate.dataplane.route.RuleHasher.isTrtllmV1(rc)
+            && HashAlgo.parse(rc.hashAlgo()).isVllm();
     }
 
     /**

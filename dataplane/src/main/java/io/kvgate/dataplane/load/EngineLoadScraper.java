@@ -38,7 +38,8 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.Supplier;
 
 /**
- * Scrapes every endpoint's Prometheus page ({@code load.path}, default {@code /metrics}) every
+ * Scrapes every endpoint's Prometheus page ({@code load.path}, unset: the engine's own, {@code /metrics} or
+ * TensorRT-LLM's {@code /prometheus/metrics}) every
  * {@code load.scrape_interval_ms} and publishes what the engine says about its load ({@link MetricsPage}) to the
  * endpoint's state, where the routing stage takes it up at its next batch ({@link io.kvgate.dataplane.route.LoadEstimate#publishReading}: one
  * volatile write, no lock on the routing thread).
@@ -53,8 +54,9 @@ import java.util.function.Supplier;
  * outcome is counted ({@code kvgate_engine_load_scrapes_total{endpoint,result}}).
  *
  * <p>Which endpoints: every endpoint of the current rule set whose engine profile names load families
- * ({@link io.kvgate.dataplane.engine.EngineProfile#loadMetrics}): not TensorRT-LLM's (trtllm-serve's {@code /metrics}
- * is JSON iteration statistics, not Prometheus text). A reload that changes the rule set or the {@code load}
+ * ({@link io.kvgate.dataplane.engine.EngineProfile#loadMetrics}). A page that states the engine's block size
+ * (TensorRT-LLM's {@code trtllm_kv_cache_tokens_per_block}) is compared with the rule's {@code block_size}: a
+ * difference is logged once per endpoint and shown by {@code ctl doctor} (learned keys would never match). A reload that changes the rule set or the {@code load}
  * settings takes effect at the next round; {@code load.enabled: false} withdraws every reading.
  */
 public final class EngineLoadScraper implements AutoCloseable {
@@ -84,6 +86,8 @@ public final class EngineLoadScraper implements AutoCloseable {
     private final RoundTimer roundTimer;
     // Loop-confined.
     private final Map<String, Target> targets = new HashMap<>();
+    /** This round's rule of each wanted endpoint (the first rule naming it): its page path and block size. */
+    private Map<String, Rule> ruleOf = Map.of();
     /** Scrapes sent (or connecting) so far, over all targets. */
     private final AtomicLong started = new AtomicLong();
     /** The targets, for metrics readers on other threads. */
@@ -137,14 +141,18 @@ public final class EngineLoadScraper implements AutoCloseable {
                 retainOnly(Map.of());
             } else {
                 Map<String, EndpointState> wanted = new HashMap<>();
+                Map<String, Rule> ruleOf = new HashMap<>();
                 for (Rule r : rules.get()) {
                     if (r.profile().loadMetrics() == null) {
-                        continue; // it serves no Prometheus load page (TensorRT-LLM)
+                        continue; // it serves no Prometheus load page
                     }
                     for (EndpointState ep : r.endpoints()) {
-                        wanted.putIfAbsent(ep.key(), ep);
+                        if (wanted.putIfAbsent(ep.key(), ep) == null) {
+                            ruleOf.put(ep.key(), r);
+                        }
                     }
                 }
+                this.ruleOf = ruleOf;
                 retainOnly(wanted);
                 for (Target t : targets.values()) {
                     if (!t.inFlight) {
@@ -176,7 +184,7 @@ public final class EngineLoadScraper implements AutoCloseable {
         }
         for (Map.Entry<String, EndpointState> e : wanted.entrySet()) {
             if (!targets.containsKey(e.getKey())) {
-                targets.put(e.getKey(), new Target(e.getValue()));
+                targets.put(e.getKey(), new Target(e.getValue(), ruleOf.get(e.getKey())));
                 changed = true;
             }
         }
@@ -208,6 +216,29 @@ public final class EngineLoadScraper implements AutoCloseable {
             }
         }
         return 0;
+    }
+
+    /**
+     * The tokens per KV-cache block {@code endpointKey}'s last page stated (TensorRT-LLM's
+     * {@code trtllm_kv_cache_tokens_per_block}), 0 when none did.
+     */
+    public int tokensPerBlock(String endpointKey) {
+        for (Target t : view) {
+            if (t.ep.key().equals(endpointKey)) {
+                return t.tokensPerBlock;
+            }
+        }
+        return 0;
+    }
+
+    /** The path scraped on {@code endpointKey} under the current {@code load} settings, null for one not scraped. */
+    public String pathOf(String endpointKey) {
+        for (Target t : view) {
+            if (t.ep.key().equals(endpointKey)) {
+                return config.get().pathFor(t.enginePath);
+            }
+        }
+        return null;
     }
 
     /** Registers the families of the scrapes and the last readings. */
@@ -277,6 +308,14 @@ public final class EngineLoadScraper implements AutoCloseable {
     /** One endpoint's scrapes (loop-confined except the counters). */
     private final class Target {
         final EndpointState ep;
+        /** Where the endpoint's engine serves its page when {@code load.path} is unset. */
+        final String enginePath;
+        /** The rule's block size, which a block size the page states must equal. */
+        final int ruleBlockSize;
+        final String ruleName;
+        /** The page's block size (last scrape that stated one), 0: none; written on the loop, read by the doctor. */
+        volatile int tokensPerBlock;
+        private boolean warnedBlockSize;
         final AtomicLongArray results = new AtomicLongArray(Result.values().length);
         final AtomicLong malformed = new AtomicLong();
         private Channel ch;
@@ -289,8 +328,11 @@ public final class EngineLoadScraper implements AutoCloseable {
         private ScheduledFuture<?> timeout;
         private boolean stopped;
 
-        Target(EndpointState ep) {
+        Target(EndpointState ep, Rule rule) {
             this.ep = ep;
+            this.enginePath = rule.profile().loadMetrics().path();
+            this.ruleBlockSize = rule.config().blockSize();
+            this.ruleName = rule.name();
         }
 
         void scrape(GatewayConfig.Load cfg) {
@@ -341,7 +383,9 @@ public final class EngineLoadScraper implements AutoCloseable {
         }
 
         private void send(Channel c, GatewayConfig.Load cfg) {
-            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, cfg.path());
+            // A llama.cpp router serves each model's page at ?model= (and must not load one for a scrape).
+            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET,
+                cfg.pathFor(enginePath) + ep.facts().routerQuery());
             req.headers().set("host", ep.hostHeader());
             req.headers().set("accept", "text/plain;version=0.0.4");
             req.headers().set("user-agent", "kvgate-load");
@@ -371,11 +415,26 @@ public final class EngineLoadScraper implements AutoCloseable {
             if (page.malformed() > 0) {
                 malformed.addAndGet(page.malformed());
             }
+            checkBlockSize(page.tokensPerBlock());
             if (page.hasQueue()) {
                 ep.loadEstimate().publishReading(page.reading(sentAtNs, baseRouted, baseCompleted, baseRankRouted, baseRankCompleted));
                 finish(Result.OK, !keep);
             } else {
                 finish(Result.NO_METRICS, !keep);
+            }
+        }
+
+        /** Notes the page's block size; the first that differs from the rule's is logged (once per endpoint). */
+        private void checkBlockSize(int stated) {
+            if (stated <= 0) {
+                return;
+            }
+            tokensPerBlock = stated;
+            if (stated != ruleBlockSize && !warnedBlockSize) {
+                warnedBlockSize = true;
+                io.kvgate.control.log.Log.warn("endpoint " + ep.key() + " of rule " + ruleName + " states "
+                    + stated + " tokens per KV-cache block, the rule's block_size is " + ruleBlockSize
+                    + ": set the rule's block_size: " + stated + " (its learned keys cannot match otherwise)");
             }
         }
 

@@ -24,7 +24,10 @@ import java.util.TreeMap;
  *       collector adds the label when it has a DP rank), plus {@code tp_rank}, {@code pp_rank},
  *       {@code moe_ep_rank};</li>
  *   <li>llama.cpp: {@code llamacpp:requests_processing}, {@code llamacpp:requests_deferred},
- *       {@code llamacpp:kv_cache_usage_ratio} (older builds only), unlabelled.</li>
+ *       {@code llamacpp:kv_cache_usage_ratio} (older builds only), unlabelled;</li>
+ *   <li>TensorRT-LLM ({@code /prometheus/metrics}, {@code return_perf_metrics}): {@code trtllm_num_requests_running},
+ *       {@code trtllm_num_requests_waiting}, {@code trtllm_kv_cache_utilization}, labelled {@code model_name},
+ *       {@code engine_type} and {@code pid}; {@code trtllm_kv_cache_tokens_per_block} is its block size.</li>
  * </ul>
  * Within one DP rank, series that differ only in a replica label ({@code tp_rank}, {@code pp_rank},
  * {@code moe_ep_rank}: the same scheduler reported by several workers) count once (their maximum); series that
@@ -35,7 +38,7 @@ import java.util.TreeMap;
  * <p>One instance per scrape, on the load scraper's thread.
  */
 final class MetricsPage implements PrometheusText.Sink {
-    enum Kind { RUNNING, WAITING, USAGE }
+    enum Kind { RUNNING, WAITING, USAGE, BLOCK_SIZE }
 
     /** What a load family means, and the label its engine puts the DP rank in (null: none). */
     private record Family(Kind kind, String rankLabel) {}
@@ -51,14 +54,19 @@ final class MetricsPage implements PrometheusText.Sink {
                 names.running().forEach(n -> m.put(n, new Family(Kind.RUNNING, names.rankLabel())));
                 names.waiting().forEach(n -> m.put(n, new Family(Kind.WAITING, names.rankLabel())));
                 names.usage().forEach(n -> m.put(n, new Family(Kind.USAGE, names.rankLabel())));
+                names.blockSizeGauge().forEach(n -> m.put(n, new Family(Kind.BLOCK_SIZE, null)));
             }
         }
         return Map.copyOf(m);
     }
 
-    /** Labels that tell apart workers reporting the same scheduler's numbers. */
+    /**
+     * Labels that tell apart workers reporting the same scheduler's numbers; {@code pid}: prometheus_client's
+     * multiprocess collector (trtllm-serve) labels every gauge with the process that wrote it, and a restarted
+     * process's file may linger beside the live one's.
+     */
     private static final java.util.Set<String> REPLICA_LABELS = java.util.Set.of("tp_rank", "pp_rank", "moe_ep_rank",
-        "attn_tp_rank");
+        "attn_tp_rank", "pid");
 
     /** Per (kind, rank, group of non-replica labels): the group's maximum. */
     private final Map<GroupKey, Double> groups = new HashMap<>();
@@ -66,6 +74,8 @@ final class MetricsPage implements PrometheusText.Sink {
     private record GroupKey(Kind kind, int rank, String labels) {}
     private int invalid;
     private int highestRank = -1;
+    /** The engine's tokens per KV-cache block (its block-size gauge), 0 when the page states none. */
+    private int tokensPerBlock;
 
     /** Reads {@code text}; returns this reader (for {@link #reading}, {@link #malformed}). */
     static MetricsPage read(String text) {
@@ -94,6 +104,14 @@ final class MetricsPage implements PrometheusText.Sink {
         }
         if (Double.isInfinite(value) || value < 0) {
             invalid++;
+            return;
+        }
+        if (kind == Kind.BLOCK_SIZE) {
+            if (value < 1 || value > Integer.MAX_VALUE || value != Math.rint(value)) {
+                invalid++;
+            } else {
+                tokensPerBlock = (int) value;
+            }
             return;
         }
         String rankLabel = family.rankLabel();
@@ -127,10 +145,15 @@ final class MetricsPage implements PrometheusText.Sink {
         return v.charAt(0) - '0';
     }
 
+    /** The tokens per KV-cache block the page states (TensorRT-LLM's {@code trtllm_kv_cache_tokens_per_block}), or 0. */
+    int tokensPerBlock() {
+        return tokensPerBlock;
+    }
+
     /** Whether the page had requests running or waiting (the load estimate needs them). */
     boolean hasQueue() {
         for (GroupKey k : groups.keySet()) {
-            if (k.kind() != Kind.USAGE) {
+            if (k.kind() == Kind.RUNNING || k.kind() == Kind.WAITING) {
                 return true;
             }
         }

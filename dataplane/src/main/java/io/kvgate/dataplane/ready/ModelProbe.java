@@ -105,18 +105,18 @@ public final class ModelProbe implements AutoCloseable {
                 contexts.review(t.rules()); // a rule whose max_model_len changed is reported now
             }
             Map<String, EndpointState> distinct = new LinkedHashMap<>();
-            Map<String, EngineProfile> engines = new HashMap<>();
+            Map<String, Rule> rules = new HashMap<>();
             for (Rule r : t.rules()) {
                 for (EndpointState ep : r.endpoints()) {
                     distinct.put(ep.key(), ep);
-                    engines.putIfAbsent(ep.key(), r.profile());
+                    rules.putIfAbsent(ep.key(), r);
                 }
             }
             if (adapters != null) {
                 adapters.rebuild(t); // a reload may have changed the rules the listings belong to
             }
             for (EndpointState ep : distinct.values()) {
-                probe(ep, engines.get(ep.key()), h);
+                probe(ep, rules.get(ep.key()), h);
             }
         } finally {
             if (!timer.isShutdown()) {
@@ -125,7 +125,8 @@ public final class ModelProbe implements AutoCloseable {
         }
     }
 
-    private void probe(EndpointState ep, EngineProfile engine, GatewayConfig.Health h) {
+    private void probe(EndpointState ep, Rule rule, GatewayConfig.Health h) {
+        EngineProfile engine = rule.profile();
         HttpRequest req = HttpRequest.newBuilder(URI.create(ep.config().url() + "/v1/models"))
             .timeout(Duration.ofMillis(h.timeoutMs())).header("user-agent", "kvgate-ready").GET().build();
         client(ep).sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((r, e) -> {
@@ -143,17 +144,22 @@ public final class ModelProbe implements AutoCloseable {
                 try {
                     JsonNode list = JSON.readTree(r.body());
                     Set<String> ids = new HashSet<>();
+                    Set<String> listed = new HashSet<>();
                     Map<String, String> loras = new LinkedHashMap<>();
                     for (JsonNode m : list.path("data")) {
                         if (m.path("id").isTextual()) {
-                            ids.add(m.path("id").asText());
+                            listed.add(m.path("id").asText());
+                            // A llama.cpp router lists its unloaded and loading models too: not ready yet.
+                            if (engine.cardReady(m)) {
+                                ids.add(m.path("id").asText());
+                            }
                             if (m.path("parent").isTextual()) {
                                 loras.put(m.path("id").asText(), m.path("parent").asText());
                             }
                         }
                     }
                     readiness.recordModels(ep.key(), ids, null);
-                    context(ep, engine, ContextDiscovery.fromModels(list), h);
+                    context(ep, engine, routerModel(rule, listed), ContextDiscovery.fromModels(list), h);
                     routes(ep, engine, h);
                     if (adapters != null) {
                         adapters.observe(table.get(), ep.key(), loras);
@@ -165,8 +171,26 @@ public final class ModelProbe implements AutoCloseable {
         });
     }
 
-    /** Records what the model cards said; an engine that states its context elsewhere is asked there once. */
-    private void context(EndpointState ep, EngineProfile engine, int fromCards, GatewayConfig.Health h) {
+    /**
+     * The name a llama.cpp router would serve the rule under: the first of the rule's models the endpoint lists, else
+     * the rule's first model.
+     */
+    private static String routerModel(Rule rule, Set<String> listed) {
+        for (String m : rule.config().models()) {
+            if (listed.contains(m)) {
+                return m;
+            }
+        }
+        return rule.config().models().isEmpty() ? null : rule.config().models().get(0);
+    }
+
+    /**
+     * Records what the model cards said; an engine that states its context elsewhere is asked there once. A llama.cpp
+     * router (issue #36 item 10, review L2) states {@code role: "router"} and no context there: it is marked a router
+     * serving the rule's model ({@link io.kvgate.dataplane.route.EngineFacts#routerModel}), whose per-model routes
+     * take {@code ?model=}, and that model's own {@code /props} is read once it is loaded.
+     */
+    private void context(EndpointState ep, EngineProfile engine, String model, int fromCards, GatewayConfig.Health h) {
         String fallback = engine == null ? null : engine.contextPath();
         if (fromCards > 0 || fallback == null) {
             update(ep, fromCards);
@@ -178,6 +202,34 @@ public final class ModelProbe implements AutoCloseable {
         get(ep, fallback, h).whenComplete((r, e) -> {
             if (e != null || r.statusCode() != 200) {
                 fallbackRead.remove(ep.key()); // asked again next round
+                return;
+            }
+            try {
+                JsonNode body = JSON.readTree(r.body());
+                if (model != null && engine.statesRouterRole(body)) {
+                    routerContext(ep, engine, model, fallback, h);
+                    return;
+                }
+                if (ep.facts().routerModel() != null) {
+                    ep.facts().routerModel(null);
+                    Log.info("endpoint " + ep.key() + " is no longer a llama.cpp router");
+                }
+                update(ep, engine.contextLength(body));
+            } catch (java.io.IOException ex) {
+                update(ep, 0);
+            }
+        });
+    }
+
+    private void routerContext(EndpointState ep, EngineProfile engine, String model, String path, GatewayConfig.Health h) {
+        if (!model.equals(ep.facts().routerModel())) {
+            ep.facts().routerModel(model);
+            Log.info("endpoint " + ep.key() + " is a llama.cpp router: its model '" + model + "' is probed with ?model="
+                + " (GET " + path + ", /slots, the metrics page)");
+        }
+        get(ep, path + ep.facts().routerQuery(), h).whenComplete((r, e) -> {
+            if (e != null || r.statusCode() != 200) {
+                fallbackRead.remove(ep.key()); // not loaded yet (400 with autoload=false): asked again next round
                 return;
             }
             try {

@@ -34,6 +34,13 @@ public final class EngineFacts {
      */
     private volatile String statedToolCallParser;
 
+    /**
+     * llama.cpp router mode ({@code llama-server} started without a model, its {@code /props} saying
+     * {@code role: "router"}): the model name its per-model routes ({@code /props}, {@code /slots}, {@code /metrics})
+     * take as {@code ?model=}; null when the engine is no router (or not known to be one).
+     */
+    private volatile String routerModel;
+
     /** The bit of {@link #unmountedRoutes} for the chat or the text completions route. */
     public static int routeBit(boolean chat) {
         return chat ? ROUTE_CHAT : ROUTE_COMPLETIONS;
@@ -81,5 +88,26 @@ public final class EngineFacts {
     /** Model probe: what the engine's server info said ({@code null}: it does not say). */
     public void statedToolCallParser(String parser) {
         this.statedToolCallParser = parser;
+    }
+
+    /** The model a llama.cpp router serves this endpoint's rule under, null: no router. */
+    public String routerModel() {
+        return routerModel;
+    }
+
+    /** Model probe: the endpoint is a llama.cpp router serving the rule's model as {@code model} (null: it is not). */
+    public void routerModel(String model) {
+        this.routerModel = model;
+    }
+
+    /**
+     * The query a per-model route of this engine needs: "" for an engine that is no router, else
+     * {@code ?model=<name>&autoload=false} — the router proxies the route to that model's instance, and a probe must
+     * never make it load one ({@code autoload}, tools/server/server-models.cpp {@code is_autoload}).
+     */
+    public String routerQuery() {
+        String m = routerModel;
+        return m == null ? "" : "?model=" + java.net.URLEncoder.encode(m, java.nio.charset.StandardCharsets.UTF_8)
+            + "&autoload=false";
     }
 }

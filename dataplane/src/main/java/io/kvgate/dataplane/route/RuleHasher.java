@@ -1,7 +1,10 @@
 package io.kvgate.dataplane.route;
 
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.Fmix64ChainedTokenHasher;
+import io.kvgate.index.block.LearnedNamespace;
+import io.kvgate.index.block.TrtllmV1BlockKey;
 import io.kvgate.index.hash.BlockHashSpec;
 import io.kvgate.index.hash.BlockHasher;
 import io.kvgate.index.hash.HashAlgo;
@@ -19,7 +22,22 @@ import java.util.Map;
 public final class RuleHasher {
     private final BlockHasher hasher;
     private final PrefixHashCache prefixCache;
-    private final Fmix64ChainedTokenHasher learned;
+    /** A 64-bit integer chain: the gateway's learned hash, or TensorRT-LLM's v1 block key (exact); else null. */
+    private final ChainedTokenHasher learned;
+    /**
+     * TensorRT-LLM's v1 block key: a salted request gets no keys, since the engine's salt id is a digest of the salt
+     * whose function differs between its builds (BLAKE3 in the LLM API's get_cache_salt_id, SHA-256 in
+     * runtime/kv_cache_hash.py), and a LoRA request none (its key holds the adapter's task id, which the request
+     * does not carry to the gateway).
+     */
+    private final boolean trtllmV1;
+    /**
+     * TensorRT-LLM in learned-key mode: its drained events name each block's {@code cache_salt} and {@code lora_id}, and
+     * the ingest roots those sequences in their namespace ({@link LearnedNamespace}); a salted prompt is keyed in its
+     * salt's namespace, a LoRA prompt gets no keys (issue #36 item 10, review T5). Other engines' learned keys are the
+     * tokens' alone, as their events name neither.
+     */
+    private final boolean namespacedLearned;
     private final int blockSize;
     private final boolean unsignedKeys;
     /** vLLM keys of LoRA requests: one hasher per adapter name (the name is in every block's extra keys). */
@@ -41,6 +59,20 @@ public final class RuleHasher {
 
     public RuleHasher(RuleConfig rule, int prefixCacheEntries) {
         this.blockSize = rule.blockSize();
+        this.trtllmV1 = isTrtllmV1(rule);
+        this.namespacedLearned = "learned".equals(rule.kvKeyMode())
+            && io.kvgate.dataplane.engine.EngineProfiles.of(rule).namesBlockNamespaces();
+        if (trtllmV1) {
+            this.unsignedKeys = true; // size_t in its JSON events
+            this.algo = null;
+            this.seed = rule.hashSeed();
+            this.adapterHashers = null;
+            this.seedUnresolved = false;
+            this.learned = "learned".equals(rule.kvKeyMode()) ? Fmix64ChainedTokenHasher.INSTANCE : TrtllmV1BlockKey.PLAIN;
+            this.hasher = null;
+            this.prefixCache = null;
+            return;
+        }
         HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
         this.unsignedKeys = algo.isVllm();
         this.algo = algo;
@@ -68,6 +100,9 @@ public final class RuleHasher {
      * while a {@code hash_seed: auto} is not resolved (no keys yet).
      */
     public static BlockHashSpec spec(RuleConfig rule) {
+        if (isTrtllmV1(rule)) {
+            return null; // a 64-bit integer chain, no digest
+        }
         HashAlgo algo = HashAlgo.parse(rule.hashAlgo());
         if ("learned".equals(rule.kvKeyMode()) || (algo.isVllm() && rule.hashSeedAuto())) {
             return null;
@@ -77,6 +112,11 @@ public final class RuleHasher {
             case V2_SHA256_64 -> BlockHashSpec.trtllmV2(rule.blockSize());
             default -> BlockHashSpec.vllm(algo, rule.blockSize(), rule.hashSeed(), null);
         };
+    }
+
+    /** Whether the rule names TensorRT-LLM's v1 block key, which is not a digest algorithm ({@link HashAlgo}). */
+    public static boolean isTrtllmV1(RuleConfig rule) {
+        return RuleConfig.TRTLLM_V1_BLOCK_KEY.equals(rule.hashAlgo());
     }
 
     /** Heap bytes of this hasher's prefix-hash memo (0 without one). */
@@ -103,7 +143,7 @@ public final class RuleHasher {
      * base model). vLLM puts the adapter name in every block's extra keys ({@code _gen_lora_extra_hash_keys} →
      * {@code [lora_request.lora_name]}, before the cache salt), so an adapter's blocks never share a key with the
      * base model's. SGLang's page hash has no LoRA input (its events carry the same key for both), and learned keys
-     * are token-only, so there the name does not change the keys.
+     * are token-only, so there the name does not change the keys — except on TensorRT-LLM ({@link #namespacedLearned}).
      *
      * @return the number of keys written; 0 when the adapter name cannot be hashed (over {@link #MAX_ADAPTERS}
      *     distinct names, or not a valid name), the seed is unresolved ({@link #seedUnresolved}), the cache salt
@@ -111,8 +151,12 @@ public final class RuleHasher {
      *     task id, which the gateway does not know) — the request is then routed without KV scores
      */
     public int hash(int[] tokens, String cacheSalt, String lora, long[] keysOut, int maxBlocks) {
-        if (seedUnresolved || (lora != null && algo.isTrtllm() && learned == null)) {
+        if (seedUnresolved || (lora != null && algo != null && algo.isTrtllm() && learned == null)) {
             return 0;
+        }
+        boolean v1Exact = trtllmV1 && learned != Fmix64ChainedTokenHasher.INSTANCE;
+        if (v1Exact && (lora != null || cacheSalt != null)) {
+            return 0; // see trtllmV1: no keys rather than keys that cannot be checked
         }
         BlockHasher h = hasher;
         if (lora != null && adapterHashers != null) {
@@ -123,8 +167,17 @@ public final class RuleHasher {
         }
         int tokenCount = (int) Math.min(tokens.length, (long) maxBlocks * blockSize);
         if (learned != null) {
+            long namespace = LearnedNamespace.NONE;
+            if (namespacedLearned) {
+                if (lora != null) {
+                    return 0; // the adapter's blocks are namespaced by its engine id, which the request does not carry
+                }
+                if (cacheSalt != null) {
+                    namespace = LearnedNamespace.ofSalt(cacheSalt);
+                }
+            }
             int blocks = tokenCount / blockSize;
-            long parent = learned.rootKey();
+            long parent = LearnedNamespace.root(learned, namespace);
             for (int b = 0; b < blocks; b++) {
                 parent = learned.blockKey(parent, tokens, b * blockSize, blockSize);
                 keysOut[b] = parent;
@@ -164,6 +217,7 @@ public final class RuleHasher {
 
     /** Keys as the engine's events carry them: vLLM unsigned decimal, SGLang and TensorRT-LLM signed. */
     public String format(long key) {
-        return unsignedKeys && learned == null ? Long.toUnsignedString(key) : Long.toString(key);
+        return unsignedKeys && (learned == null || learned instanceof TrtllmV1BlockKey) ? Long.toUnsignedString(key)
+            : Long.toString(key);
     }
 }

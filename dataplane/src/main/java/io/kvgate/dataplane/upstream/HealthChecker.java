@@ -218,7 +218,8 @@ public final class HealthChecker implements AutoCloseable {
                 return;
             }
             Channel ch = ((io.netty.channel.ChannelFuture) f).channel();
-            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, "/slots");
+            DefaultFullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET,
+                "/slots" + ep.facts().routerQuery()); // a llama.cpp router proxies /slots?model= to the model
             req.headers().set("host", ep.config().host() + ":" + ep.config().port());
             req.headers().set("connection", "close");
             req.headers().set("user-agent", "kvgate-health");

@@ -40,7 +40,9 @@ class EngineProfilesTest {
                     assertTrue(!kind.isEmpty(), p.name());
                     for (String family : kind) {
                         assertTrue(seen.add(family), family + " twice");
-                        assertTrue(family.startsWith(p.name() + ":"), family + " is " + p.name() + "'s");
+                        // vLLM, SGLang, llama.cpp prefix "engine:"; TensorRT-LLM's collector "trtllm_"
+                        assertTrue(family.startsWith(p.name() + ":") || family.startsWith(p.name() + "_"),
+                            family + " is " + p.name() + "'s");
                     }
                 }
             }

@@ -54,4 +54,22 @@ class LlamaCppProfileTest {
         assertEquals(List.of("llamacpp:kv_cache_usage_ratio"), m.usage());
         assertNull(m.rankLabel());
     }
+
+    /** Router mode (tools/server/server-models.cpp): get_router_props and get_router_models' status objects. */
+    @Test
+    void recognisesARouterAndReadsEachModelsStatus() throws Exception {
+        assertTrue(llama.statesRouterRole(JSON.readTree("{\"role\":\"router\",\"max_instances\":4,"
+            + "\"default_generation_settings\":{\"params\":{},\"n_ctx\":0}}")));
+        assertFalse(llama.statesRouterRole(JSON.readTree("{\"default_generation_settings\":{\"n_ctx\":4096}}")),
+            "a single-model server's /props");
+        assertTrue(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"status\":{\"value\":\"loaded\",\"args\":[]}}")));
+        assertTrue(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"status\":{\"value\":\"sleeping\"}}")));
+        assertFalse(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"status\":{\"value\":\"loading\"}}")));
+        assertFalse(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"status\":{\"value\":\"unloaded\"}}")));
+        assertFalse(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"status\":{\"value\":\"unloaded\",\"failed\":true}}")));
+        assertFalse(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"status\":\"loading\"}")), "a bare string status");
+        assertTrue(llama.cardReady(JSON.readTree("{\"id\":\"m\",\"object\":\"model\"}")), "no status: the loaded model");
+        assertFalse(VllmProfile.INSTANCE.statesRouterRole(JSON.readTree("{\"role\":\"router\"}")));
+        assertTrue(VllmProfile.INSTANCE.cardReady(JSON.readTree("{\"status\":{\"value\":\"loading\"}}")));
+    }
 }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** TensorRT-LLM's facts as its profile states them. */
@@ -31,7 +32,7 @@ class TrtllmProfileTest {
     }
 
     @Test
-    void statesNothingTheGatewayProbesOrScrapes() throws Exception {
+    void statesNothingTheGatewayProbesAndServesItsLoadAtPrometheusMetrics() throws Exception {
         assertFalse(trtllm.statesContextOverflow("This model's maximum context length is 64 tokens"),
             "vLLM's wording is vLLM's (EngineErrors still maps it, from any engine)");
         assertFalse(trtllm.answers503WhileLoading());
@@ -41,7 +42,14 @@ class TrtllmProfileTest {
         assertNull(trtllm.toolCallParser(JSON.readTree("{\"tool_call_parser\":\"x\"}")));
         assertNull(trtllm.contextPath(), "rules set max_model_len");
         assertEquals(0, trtllm.contextLength(JSON.readTree("{\"context_length\":4096}")));
-        assertNull(trtllm.loadMetrics(), "its /metrics is JSON iteration statistics: not scraped");
+        LoadMetrics load = trtllm.loadMetrics();
+        assertEquals("/prometheus/metrics", load.path(), "its /metrics is JSON iteration statistics");
+        assertEquals(List.of("trtllm_num_requests_running"), load.running());
+        assertEquals(List.of("trtllm_num_requests_waiting"), load.waiting());
+        assertEquals(List.of("trtllm_kv_cache_utilization"), load.usage());
+        assertEquals(List.of("trtllm_kv_cache_tokens_per_block"), load.blockSizeGauge());
+        assertNull(load.rankLabel(), "collector.py labels model_name and engine_type only");
+        assertTrue(trtllm.metricsFix().contains("return_perf_metrics"), trtllm.metricsFix());
         assertSame(TemplateRules.TOKENIZER_ONLY, trtllm.templates());
     }
 }

@@ -60,6 +60,7 @@ class EngineLoadScraperSystemTest {
     private final ConcurrentHashMap<Integer, Integer> statuses = new ConcurrentHashMap<>();
     private final Set<Integer> clientPorts = ConcurrentHashMap.newKeySet();
     private final AtomicInteger served = new AtomicInteger();
+    private final Set<String> paths = ConcurrentHashMap.newKeySet();
     private HttpServer a;
     private HttpServer b;
     private EngineLoadScraper scraper;
@@ -68,8 +69,9 @@ class EngineLoadScraperSystemTest {
     private HttpServer engine() throws Exception {
         HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 16);
         int port = s.getAddress().getPort();
-        s.createContext("/metrics", ex -> {
+        com.sun.net.httpserver.HttpHandler page = ex -> {
             served.incrementAndGet();
+            paths.add(ex.getRequestURI().getPath());
             clientPorts.add(ex.getRemoteAddress().getPort());
             byte[] body = pages.getOrDefault(port, "").getBytes(StandardCharsets.UTF_8);
             ex.getResponseHeaders().set("content-type", "text/plain; version=0.0.4; charset=utf-8");
@@ -80,7 +82,9 @@ class EngineLoadScraperSystemTest {
                 }
             }
             ex.close();
-        });
+        };
+        s.createContext("/metrics", page);
+        s.createContext("/prometheus/metrics", page);
         s.start();
         return s;
     }
@@ -105,8 +109,13 @@ class EngineLoadScraperSystemTest {
     }
 
     private List<Rule> rules(int... ports) throws Exception {
+        return rules("", ports);
+    }
+
+    /** @param extra rule keys, each line indented as a rule's ("    engine: trtllm\n") */
+    private List<Rule> rules(String extra, int... ports) throws Exception {
         StringBuilder y = new StringBuilder("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nrules:\n  - name: r\n    models: [m]\n"
-            + "    policy: least_outstanding\n    endpoints:\n");
+            + extra + "    policy: least_outstanding\n    endpoints:\n");
         for (int p : ports) {
             y.append("      - url: http://127.0.0.1:").append(p).append('\n');
         }
@@ -189,6 +198,34 @@ class EngineLoadScraperSystemTest {
         assertTrue(text.contains("kvgate_engine_load_age_seconds{endpoint=\"" + eb.key() + "\"} "), text);
         assertTrue(text.contains("kvgate_engine_load_malformed_lines_total{endpoint=\"" + ea.key() + "\"} 0.0\n"), text);
         assertTrue(text.contains("kvgate_engine_load_scrapes_total{endpoint=\"" + ea.key() + "\",result=\"ok\"} "), text);
+    }
+
+    @Test
+    void trtllmIsScrapedAtPrometheusMetricsAndItsBlockSizeIsCheckedAgainstTheRules() throws Exception {
+        a = engine();
+        int pa = a.getAddress().getPort();
+        pages.put(pa, """
+            # TYPE trtllm_num_requests_running gauge
+            trtllm_num_requests_running{engine_type="undefined",model_name="undefined",pid="77"} 4.0
+            # TYPE trtllm_num_requests_waiting gauge
+            trtllm_num_requests_waiting{engine_type="undefined",model_name="undefined",pid="77"} 6.0
+            # TYPE trtllm_kv_cache_utilization gauge
+            trtllm_kv_cache_utilization{engine_type="undefined",model_name="undefined",pid="77"} 0.5
+            # TYPE trtllm_kv_cache_tokens_per_block gauge
+            trtllm_kv_cache_tokens_per_block{engine_type="undefined",model_name="undefined",pid="77"} 64.0
+            """);
+        List<Rule> rules = rules("    engine: trtllm\n    block_size: 32\n", pa);
+        EndpointState ea = rules.get(0).endpoints().get(0);
+        // load.path unset: each engine's own page
+        start(rules, new AtomicReference<>(new GatewayConfig.Load(true, 20, 2_000, 2_000, 1 << 20, null)));
+        await("a scrape", () -> scraper.scrapes(ea.key(), Result.OK) >= 1);
+        assertEquals(Set.of("/prometheus/metrics"), paths, "trtllm-serve's /metrics is JSON");
+        assertEquals("/prometheus/metrics", scraper.pathOf(ea.key()));
+        EngineReading r = ea.loadEstimate().lastReading();
+        assertEquals(4, r.running(0));
+        assertEquals(6, r.waiting(0));
+        assertEquals(0.5, r.kvUsage(0));
+        assertEquals(64, scraper.tokensPerBlock(ea.key()), "what ctl doctor compares with the rule's block_size 32");
     }
 
     @Test

@@ -168,4 +168,49 @@ class MetricsPageTest {
             """);
         assertEquals(1.0, r.kvUsage(0));
     }
+
+    @Test
+    void trtllmPrometheusPageWithItsMultiprocessPidLabel() {
+        // trtllm-serve's /prometheus/metrics (return_perf_metrics): tensorrt_llm/metrics/collector.py's gauges with the
+        // labels OpenAIServer gives them (model_name, engine_type "undefined") and prometheus_client's multiprocess
+        // collector's pid; a restarted server's file may still be read beside the live one's.
+        MetricsPage m = MetricsPage.read("""
+            # HELP trtllm_num_requests_running Multiprocess metric
+            # TYPE trtllm_num_requests_running gauge
+            trtllm_num_requests_running{engine_type="undefined",model_name="undefined",pid="4711"} 5.0
+            trtllm_num_requests_running{engine_type="undefined",model_name="undefined",pid="4690"} 2.0
+            # HELP trtllm_num_requests_waiting Multiprocess metric
+            # TYPE trtllm_num_requests_waiting gauge
+            trtllm_num_requests_waiting{engine_type="undefined",model_name="undefined",pid="4711"} 3.0
+            # HELP trtllm_kv_cache_utilization Multiprocess metric
+            # TYPE trtllm_kv_cache_utilization gauge
+            trtllm_kv_cache_utilization{engine_type="undefined",model_name="undefined",pid="4711"} 0.4
+            # HELP trtllm_kv_cache_tokens_per_block Multiprocess metric
+            # TYPE trtllm_kv_cache_tokens_per_block gauge
+            trtllm_kv_cache_tokens_per_block{engine_type="undefined",model_name="undefined",pid="4711"} 32.0
+            # HELP trtllm_request_success_total Multiprocess metric
+            # TYPE trtllm_request_success_total counter
+            trtllm_request_success_total{engine_type="undefined",finished_reason="stop",model_name="undefined"} 12.0
+            """);
+        assertEquals(0, m.malformed());
+        assertTrue(m.hasQueue());
+        EngineReading r = m.reading(0, 0, 0);
+        assertEquals(1, r.ranks(), "no DP rank label");
+        assertEquals(5, r.running(0), "pids are one server's processes: the maximum, not the sum");
+        assertEquals(3, r.waiting(0));
+        assertEquals(0.4, r.kvUsage(0));
+        assertEquals(32, m.tokensPerBlock());
+    }
+
+    @Test
+    void aBlockSizeThatCannotBeOneIsMalformedAndAPageWithoutOneStatesNone() {
+        MetricsPage bad = MetricsPage.read("trtllm_num_requests_running 1\ntrtllm_kv_cache_tokens_per_block 0.5\n");
+        assertEquals(1, bad.malformed());
+        assertEquals(0, bad.tokensPerBlock());
+        MetricsPage none = MetricsPage.read("vllm:num_requests_running 1\n");
+        assertEquals(0, none.tokensPerBlock());
+        MetricsPage only = MetricsPage.read("trtllm_kv_cache_tokens_per_block 64\n");
+        assertFalse(only.hasQueue(), "a block size alone is no load reading");
+        assertEquals(64, only.tokensPerBlock());
+    }
 }

@@ -132,7 +132,51 @@ class RuleHasherTest {
             assertEquals(0, keys(h, tokens, "tenant-a", null).length);
             assertEquals(0, keys(h, tokens, null, "adapter-a").length);
         }
-        RuleHasher learned = new RuleHasher(rule("trtllm", ""), 0);
-        assertArrayEquals(keys(learned, tokens, null, null), keys(learned, tokens, null, "adapter-a"));
+    }
+
+    /**
+     * TensorRT-LLM learned keys (review T5): its drained blocks name their cache_salt and lora_id and the ingest roots
+     * them in that namespace (LearnedNamespaceIngestTest), so a salted prompt is keyed from its salt's root, never
+     * the base model's, and a LoRA prompt gets none. Other engines' learned keys stay the tokens' alone.
+     */
+    @Test
+    void trtllmLearnedKeysAreNamespacedBySaltAndAdapter() {
+        int[] tokens = new int[64];
+        Arrays.setAll(tokens, i -> i + 1);
+        RuleHasher learned = new RuleHasher(rule("trtllm", "    block_size: 32\n"), 0);
+        var h = io.kvgate.index.block.Fmix64ChainedTokenHasher.INSTANCE;
+        long root = io.kvgate.index.block.LearnedNamespace.root(h, io.kvgate.index.block.LearnedNamespace.ofSalt("tenant-a"));
+        long first = h.blockKey(root, tokens, 0, 32);
+        assertArrayEquals(new long[] {first, h.blockKey(first, tokens, 32, 32)}, keys(learned, tokens, "tenant-a", null));
+        long plain = h.blockKey(h.rootKey(), tokens, 0, 32);
+        assertEquals(plain, keys(learned, tokens, null, null)[0]);
+        assertNotEquals(plain, first);
+        assertEquals(0, keys(learned, tokens, null, "adapter-a").length, "its engine id is not in the request");
+        RuleHasher vllmLearned = new RuleHasher(rule("vllm", "    kv_key_mode: learned\n    block_size: 32\n"), 0);
+        assertEquals(plain, keys(vllmLearned, tokens, "tenant-a", null)[0], "vLLM's events name no salt per block");
+    }
+
+    /**
+     * TensorRT-LLM's v1 block key (the hash of its POST /kv_cache_events): the first vector of
+     * testkit/src/test/python/trtllm_v1_block_key.py ({@code three_blocks_32}, the engine's hash_v1_block_key). A
+     * salted request gets no keys (the engine's salt id is a digest its builds do not agree on), nor does a LoRA
+     * request (its task id is not in the request the gateway reads).
+     */
+    @Test
+    void trtllmV1KeysAreTheEnginesHashOfItsDrainedEvents() {
+        String y = "  - name: r\n    models: [r]\n    engine: trtllm\n    policy: kv_exact\n    block_size: 32\n"
+            + "    kv_key_mode: exact\n    hash_algo: v1_block_key\n    endpoints:\n      - url: http://127.0.0.1:20000\n"
+            + "        kv_events: http://127.0.0.1:20000/kv_cache_events\n";
+        RuleConfig rc = config("", y).rules().get(0);
+        RuleHasher h = new RuleHasher(rc, 1 << 10);
+        assertEquals(null, RuleHasher.spec(rc), "a 64-bit chain, no digest");
+        int[] tokens = new int[96];
+        Arrays.setAll(tokens, i -> (i * 7919 + 13) % 151936);
+        long[] k = keys(h, tokens, null, null);
+        assertArrayEquals(new long[] {3862795136993660333L, -6936126416497205348L, 1527226618173287550L}, k);
+        assertEquals(Long.toUnsignedString(-6936126416497205348L), h.format(k[1]), "size_t, as its JSON events carry it");
+        assertEquals(0, keys(h, tokens, "tenant-a", null).length);
+        assertEquals(0, keys(h, tokens, "", null).length, "an empty salt is still a salt id");
+        assertEquals(0, keys(h, tokens, null, "adapter-a").length);
     }
 }

@@ -5,6 +5,8 @@ public final class BlockRemovedEvent {
     long[] blockKeys;
     int blockCount;
     int medium;
+    /** {@link Medium#LOCALITY_UNSPECIFIED}, {@link Medium#LOCALITY_LOCAL} or {@link Medium#LOCALITY_REMOTE}. */
+    int locality;
     int groupIdx;
 
     BlockRemovedEvent(long[] blockKeys) {
@@ -14,6 +16,7 @@ public final class BlockRemovedEvent {
     void reset() {
         blockCount = 0;
         medium = Medium.NONE;
+        locality = Medium.LOCALITY_UNSPECIFIED;
         groupIdx = -1;
     }
 
@@ -33,5 +36,10 @@ public final class BlockRemovedEvent {
     /** KV cache group index, -1 when absent. */
     public int groupIdx() {
         return groupIdx;
+    }
+
+    /** The block's {@code locality} (vLLM #48281): REMOTE storage is not the publishing engine's alone. */
+    public int locality() {
+        return locality;
     }
 }

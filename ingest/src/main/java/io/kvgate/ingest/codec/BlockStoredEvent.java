@@ -22,6 +22,13 @@ public final class BlockStoredEvent {
     long loraId;
     boolean hasLoraId;
     int medium;
+    /**
+     * The learned-key namespace the engine keys this block's sequence in ({@code io.kvgate.index.block.LearnedNamespace}:
+     * TensorRT-LLM's per-block {@code cache_salt} and {@code lora_id}), 0 for none.
+     */
+    long namespace;
+    /** {@link Medium#LOCALITY_UNSPECIFIED}, {@link Medium#LOCALITY_LOCAL} or {@link Medium#LOCALITY_REMOTE}. */
+    int locality;
     int groupIdx;
     int specKind;
 
@@ -40,6 +47,8 @@ public final class BlockStoredEvent {
         loraId = 0;
         hasLoraId = false;
         medium = Medium.NONE;
+        namespace = 0;
+        locality = Medium.LOCALITY_UNSPECIFIED;
         groupIdx = -1;
         specKind = SpecKind.NONE;
     }
@@ -104,5 +113,15 @@ public final class BlockStoredEvent {
     /** The group's {@code kv_cache_spec_kind} as a {@link SpecKind} code ({@link SpecKind#NONE} when absent). */
     public int specKind() {
         return specKind;
+    }
+
+    /** The block's {@code locality} (vLLM #48281): REMOTE storage is not the publishing engine's alone. */
+    public int locality() {
+        return locality;
+    }
+
+    /** The learned-key namespace of the block's sequence (its cache salt, its LoRA adapter), 0 for none. */
+    public long namespace() {
+        return namespace;
     }
 }

@@ -15,10 +15,11 @@ import java.nio.charset.StandardCharsets;
  *       fields, or as maps with a {@code "type"} key (in any position) decoded by name, unknown keys skipped;</li>
  *   <li>BlockStored: {@code block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil}, then
  *       optionally {@code medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind,
- *       kv_cache_spec_sliding_window} (positions 5-10 after the tag, vLLM's {@code BlockStored} declaration order;
- *       {@code group_idx} and the kind are read, see {@link SpecKind}); a field of an unexpected type after {@code lora_id} is skipped, which is
+ *       kv_cache_spec_sliding_window, locality} (positions 5-11 after the tag, vLLM's {@code BlockStored} declaration
+ *       order, {@code locality} appended by vLLM #48281; {@code group_idx}, the kind and the locality are read, see
+ *       {@link SpecKind}, {@link Medium}); a field of an unexpected type after {@code lora_id} is skipped, which is
  *       how SGLang's trailing {@code {"cache_salt": ...}} metadata map in the medium+1 slot is tolerated;</li>
- *   <li>BlockRemoved: {@code block_hashes}, then optionally {@code medium, group_idx};
+ *   <li>BlockRemoved: {@code block_hashes}, then optionally {@code medium, group_idx, locality};
  *       AllBlocksCleared: no fields; unknown tags are skipped and counted;</li>
  *   <li>hashes: any msgpack integer width, kept as the same 64-bit pattern; {@code bin} digests folded to their
  *       LAST 8 bytes big-endian (vLLM {@code VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0});</li>
@@ -52,6 +53,7 @@ public final class KvEventDecoder {
     static final byte[] K_BLOCK_SIZE = ascii("block_size");
     static final byte[] K_LORA_ID = ascii("lora_id");
     static final byte[] K_MEDIUM = ascii("medium");
+    static final byte[] K_LOCALITY = ascii("locality");
     static final byte[] K_GROUP_IDX = ascii("group_idx");
     static final byte[] K_SPEC_KIND = ascii("kv_cache_spec_kind");
     static final byte[] K_TS = ascii("ts");
@@ -279,6 +281,14 @@ public final class KvEventDecoder {
                     stored.specKind = readSpecKindLenient();
                     i++;
                 }
+                if (i < fields) {
+                    in.skipValue(); // kv_cache_spec_sliding_window
+                    i++;
+                }
+                if (i < fields) {
+                    stored.locality = readLocalityLenient();
+                    i++;
+                }
                 skip(fields - i);
                 deliverStored();
             }
@@ -296,6 +306,10 @@ public final class KvEventDecoder {
                 }
                 if (i < fields) {
                     removed.groupIdx = readIntLenient();
+                    i++;
+                }
+                if (i < fields) {
+                    removed.locality = readLocalityLenient();
                     i++;
                 }
                 skip(fields - i);
@@ -376,6 +390,13 @@ public final class KvEventDecoder {
                     stored.medium = m;
                 } else {
                     removed.medium = m;
+                }
+            } else if (matches(at, keyLen, K_LOCALITY)) {
+                int l = readLocalityLenient();
+                if (tag == TAG_STORED) {
+                    stored.locality = l;
+                } else {
+                    removed.locality = l;
                 }
             } else if (tag == TAG_STORED && matches(at, keyLen, K_SPEC_KIND)) {
                 stored.specKind = readSpecKindLenient();
@@ -592,11 +613,24 @@ public final class KvEventDecoder {
         int at = in.position();
         in.skipBytes(len);
         for (int code = 1; code < Medium.NAMES.length; code++) {
-            if (matches(at, len, Medium.NAMES[code])) {
+            if (Medium.NAMES[code] != null && matches(at, len, Medium.NAMES[code])) {
                 return code;
             }
         }
         return Medium.OTHER;
+    }
+
+    /** {@code locality}: LOCAL, REMOTE, or unspecified (nil, absent, another value). */
+    private int readLocalityLenient() {
+        if (!MsgpackReader.isString(in.peekFormat())) {
+            in.skipValue();
+            return Medium.LOCALITY_UNSPECIFIED;
+        }
+        int len = in.readStringHeader();
+        int at = in.position();
+        in.skipBytes(len);
+        return matches(at, len, Medium.REMOTE) ? Medium.LOCALITY_REMOTE
+            : matches(at, len, Medium.LOCAL) ? Medium.LOCALITY_LOCAL : Medium.LOCALITY_UNSPECIFIED;
     }
 
     /** {@code kv_cache_spec_kind}: a {@link SpecKind} code; nil or a non-string is {@link SpecKind#NONE}. */

@@ -18,7 +18,8 @@ import com.fasterxml.jackson.core.StreamReadConstraints;
  * {"event_id": N, "data": {...}, "window_size": W [, "attention_dp_rank": r]}
  * created: {"type":"created","num_blocks_per_cache_level":[primary, secondary]}
  * stored:  {"type":"stored","parent_hash": h|null,"blocks":[{"type":"stored_block","block_hash": h,
- *            "tokens":[{"type":"unique_token","token_id": t,"token_extra_id": x}, ...],"cache_level": c,"priority": p}]}
+ *            "tokens":[{"type":"unique_token","token_id": t,"token_extra_id": x}, ...],"cache_level": c,"priority": p
+ *            [, "cache_salt": s|null][, "lora_id": n|null]}]}
  * removed: {"type":"removed","block_hashes":[h, ...]}
  * updated: {"type":"updated","block_hash": h,"cache_level":{"type":"event_diff","new_value": n,"old_value": o},
  *           "priority":{"type":"event_diff", ...}}
@@ -104,6 +105,8 @@ public final class TrtllmEventDecoder {
     private int[] blockTokenEnd = new int[16];
     private int[] blockMedium = new int[16];
     private boolean[] blockExtra = new boolean[16];
+    /** Per block: the learned-key namespace of its {@code cache_salt} and {@code lora_id} (0: neither). */
+    private long[] blockNamespace = new long[16];
     private int blocks;
     private int[] tokens = new int[256];
     private int tokenCount;
@@ -456,10 +459,13 @@ public final class TrtllmEventDecoder {
                 blockTokenEnd = java.util.Arrays.copyOf(blockTokenEnd, n);
                 blockMedium = java.util.Arrays.copyOf(blockMedium, n);
                 blockExtra = java.util.Arrays.copyOf(blockExtra, n);
+                blockNamespace = java.util.Arrays.copyOf(blockNamespace, n);
             }
             boolean hasHash = false;
             boolean extra = false;
             int medium = Medium.GPU;
+            long saltNamespace = io.kvgate.index.block.LearnedNamespace.NONE;
+            long loraNamespace = io.kvgate.index.block.LearnedNamespace.NONE;
             while (p.nextToken() == JsonToken.FIELD_NAME) {
                 String name = p.currentName();
                 JsonToken v = p.nextToken();
@@ -482,6 +488,21 @@ public final class TrtllmEventDecoder {
                             medium = mediumOfCacheLevel(p.getLongValue());
                         }
                     }
+                    // Newer serializers name the block's salt and adapter (null: none); they key it apart.
+                    case "cache_salt" -> {
+                        if (v == JsonToken.VALUE_STRING) {
+                            saltNamespace = io.kvgate.index.block.LearnedNamespace.ofSalt(p.getText());
+                        } else if (v != JsonToken.VALUE_NULL) {
+                            badValue(p);
+                        }
+                    }
+                    case "lora_id" -> {
+                        if (v == JsonToken.VALUE_NUMBER_INT) {
+                            loraNamespace = io.kvgate.index.block.LearnedNamespace.ofLora(p.getLongValue());
+                        } else if (v != JsonToken.VALUE_NULL) {
+                            badValue(p);
+                        }
+                    }
                     default -> p.skipChildren();
                 }
             }
@@ -492,6 +513,7 @@ public final class TrtllmEventDecoder {
             blockTokenEnd[blocks] = tokenCount;
             blockMedium[blocks] = medium;
             blockExtra[blocks] = extra;
+            blockNamespace[blocks] = io.kvgate.index.block.LearnedNamespace.combine(saltNamespace, loraNamespace);
             blocks++;
         }
     }
@@ -631,6 +653,7 @@ public final class TrtllmEventDecoder {
             e.intsPerCell = 1;
             e.blockSize = to - from;
             e.medium = blockMedium[b];
+            e.namespace = blockNamespace[b];
             handler.onBlockStored(e);
             parent = true;
             parentKey = blockHashes[b];

@@ -5,17 +5,26 @@ import java.net.URISyntaxException;
 
 /**
  * One endpoint whose KV events are drained over HTTP (TensorRT-LLM's {@code POST /kv_cache_events}: each read
- * returns the events since the previous read and removes them). Its blocks are always keyed in learned-key mode:
- * TensorRT-LLM's block hashes are internal to the engine.
+ * returns the events since the previous read and removes them). Its blocks are keyed by the engine's own hashes
+ * ({@link KeyMode#ENGINE}: the rule hashes requests with TensorRT-LLM's v1 block key) or in learned-key mode.
  *
  * @param endpointId gateway-assigned id, {@code 0..maxEndpoints-1} of the index
  * @param url        {@code http://host:port/path} ({@code kv_events})
  * @param pollNs     time between the end of one poll and the start of the next ({@code kv_poll_ms})
  * @param dpRanks    attention-DP ranks whose events come through this endpoint (each event names its rank), 1..8
  * @param label      how metrics and the inventory name the source ({@code rule} label), "" when unnamed
+ * @param mode       whose keys index the blocks: the engine's hashes, or the gateway's learned keys of their tokens
  */
-public record HttpKvEventSource(int endpointId, String url, long pollNs, int dpRanks, String label) {
+public record HttpKvEventSource(int endpointId, String url, long pollNs, int dpRanks, String label, KeyMode mode) {
+    /** A source in learned-key mode (the rule's {@code kv_key_mode} default for TensorRT-LLM). */
+    public HttpKvEventSource(int endpointId, String url, long pollNs, int dpRanks, String label) {
+        this(endpointId, url, pollNs, dpRanks, label, KeyMode.LEARNED);
+    }
+
     public HttpKvEventSource {
+        if (mode == null) {
+            mode = KeyMode.LEARNED;
+        }
         if (label == null) {
             label = "";
         }

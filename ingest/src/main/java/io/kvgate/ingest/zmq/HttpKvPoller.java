@@ -696,7 +696,7 @@ final class HttpKvPoller implements AutoCloseable {
         e.add(rank, C_EVENTS, 1);
         e.dirty[rank] = true;
         ranksSeen |= 1 << rank;
-        sink.target(e.source.endpointId(), rank, KeyMode.LEARNED);
+        sink.target(e.source.endpointId(), rank, e.source.mode());
         currentRank = rank;
         return true;
     }
@@ -727,7 +727,7 @@ final class HttpKvPoller implements AutoCloseable {
         if (sink.clears() > 0) {
             current.add(currentRank, C_CLEARS, sink.clears());
         }
-        sink.target(current.source.endpointId(), currentRank, KeyMode.LEARNED); // zero its per-target counts
+        sink.target(current.source.endpointId(), currentRank, current.source.mode()); // zero its per-target counts
         currentRank = -1;
     }
 

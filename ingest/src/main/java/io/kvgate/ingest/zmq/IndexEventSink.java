@@ -4,6 +4,7 @@ import io.kvgate.control.log.Log;
 import io.kvgate.index.block.BlockIndex;
 import io.kvgate.index.block.ChainedTokenHasher;
 import io.kvgate.index.block.LearnedKeyMap;
+import io.kvgate.index.block.LearnedNamespace;
 import io.kvgate.ingest.codec.BlockRemovedEvent;
 import io.kvgate.ingest.codec.BlockStoredEvent;
 import io.kvgate.ingest.codec.KvEventHandler;
@@ -20,12 +21,17 @@ import io.kvgate.index.block.Holders;
  * stored on CPU, removed from GPU" leave the block held on the CPU tier. A removal without a medium (older engines)
  * removes from the fastest tier that holds the block.
  *
+ * <p>Storage events of {@code locality: REMOTE} (vLLM #48281: a shared file system or object store) are counted and
+ * not indexed: one endpoint's event does not make the block that endpoint's, and crediting it would pull traffic to
+ * whichever engine happened to publish it ({@link #remoteBlocks}).
+ *
  * <p>Hybrid models: blocks of KV-cache groups whose kind does not hold whole prefixes (sliding window, Mamba) are
  * counted and not indexed ({@link KvCacheGroups}); the full-attention group's blocks are.
  *
  * <p>Learned-key mode: blocks are keyed by {@link ChainedTokenHasher} over the event's own token cells, chained
  * from the own key of {@code parent_block_hash} (looked up in the {@link LearnedKeyMap}) or from the root when
- * there is no parent. A stored event whose parent was never learned cannot be chained and is skipped (counted);
+ * there is no parent (the root of the block's namespace, {@link LearnedNamespace}, when its event names a cache salt or
+ * a LoRA adapter). A stored event whose parent was never learned cannot be chained and is skipped (counted);
  * a removal whose mapping is unknown cannot be applied (counted: size the map generously).
  *
  * <p><b>Threading contract:</b> ingest thread only (it is the index's single writer).
@@ -45,6 +51,11 @@ final class IndexEventSink implements KvEventHandler {
     private long blockOps;
     private long clears;
 
+    /**
+     * Blocks of {@code locality: REMOTE} storage events (vLLM #48281) not indexed: storage that is not the publishing
+     * engine's own (shared by several engines, or elsewhere) says nothing about which endpoint holds the prefix.
+     */
+    long remoteBlocks;
     long learnedUnknownParents;
     long learnedUnmappedRemovals;
     long incompleteBlocks;
@@ -73,12 +84,15 @@ final class IndexEventSink implements KvEventHandler {
         return clears;
     }
 
-    /** The index tier of an event's {@code medium}: GPU (also absent), CPU_TIER (CPU, CPU_PINNED), DISK (the rest). */
+    /**
+     * The index tier of an event's {@code medium}: GPU (also absent), CPU_TIER (CPU, CPU_PINNED, SGLang's CPU_TIER1
+     * host tier), DISK (the rest, SGLang's CPU_TIER2 storage tier among them).
+     */
     static int tierOf(int medium) {
         return switch (medium) {
             case Medium.NONE, Medium.GPU -> Holders.TIER_GPU;
-            case Medium.CPU, Medium.CPU_PINNED -> Holders.TIER_CPU;
-            default -> Holders.TIER_DISK; // STORAGE, DISK, EXTERNAL, and names this gateway does not know
+            case Medium.CPU, Medium.CPU_PINNED, Medium.CPU_TIER1 -> Holders.TIER_CPU;
+            default -> Holders.TIER_DISK; // STORAGE, DISK, EXTERNAL, CPU_TIER2, and names this gateway does not know
         };
     }
 
@@ -87,6 +101,10 @@ final class IndexEventSink implements KvEventHandler {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
         int tier = tierOf(e.medium());
+        if (e.locality() == Medium.LOCALITY_REMOTE) {
+            remoteBlocks += n;
+            return;
+        }
         if (!groups.admit(endpointId, e.groupIdx(), e.specKind(), e.blockSize(), n)) {
             return; // a sliding-window or Mamba group: its blocks do not say the prefix is cached
         }
@@ -107,7 +125,8 @@ final class IndexEventSink implements KvEventHandler {
                 return;
             }
         } else {
-            parent = hasher.rootKey();
+            // A salted or adapter sequence (TensorRT-LLM names both per block) chains from its namespace's root.
+            parent = LearnedNamespace.root(hasher, e.namespace());
         }
         int cellInts = e.blockSize() * e.intsPerCell();
         for (int i = 0; i < n; i++) {
@@ -129,6 +148,9 @@ final class IndexEventSink implements KvEventHandler {
         long[] keys = e.blockKeys();
         int n = e.blockCount();
         int tier = e.medium() == Medium.NONE ? Holders.TIER_ANY : tierOf(e.medium());
+        if (e.locality() == Medium.LOCALITY_REMOTE) {
+            return; // never indexed (onBlockStored)
+        }
         if (!groups.admitRemoval(endpointId, e.groupIdx(), n)) {
             return; // the copy of a group that was never indexed
         }

@@ -507,6 +507,11 @@ public final class KvEventIngest implements AutoCloseable {
         return sink.learnedUnknownParents;
     }
 
+    /** Blocks of {@code locality: REMOTE} storage events, not indexed (see {@link IndexEventSink}). */
+    public long remoteBlocks() {
+        return sink.remoteBlocks;
+    }
+
     public long learnedUnmappedRemovals() {
         return sink.learnedUnmappedRemovals;
     }

@@ -51,7 +51,7 @@ interface BlockKeyer {
                     return true;
                 }
             };
-            case "trtllm_internal" -> new TrtllmInternal(new java.security.SecureRandom().nextLong());
+            case "v1_block_key" -> new TrtllmV1();
             case "v2_sha256_64" -> new TrtllmV2();
             default -> throw new IllegalArgumentException("hash-algo=" + algo + ": unknown");
         };
@@ -178,40 +178,57 @@ interface BlockKeyer {
     }
 
     /**
-     * TensorRT-LLM: the block hash in its KV events is the engine's internal radix-tree hash (a 64-bit
-     * {@code size_t} of the block's tokens chained on its parent), not reproducible outside the process — a gateway
-     * must key blocks by the events' tokens and map the engine's hashes to its own. Modelled as a chained SHA-256
-     * under a random per-process salt, so hashes differ between engines and across restarts, like the real ones.
+     * TensorRT-LLM's v1 block key, the hash its C++ {@code BlockKeyHasher::hash} (batch_manager/blockKey.cpp) gives
+     * every block and its {@code POST /kv_cache_events} carries (hash_algo {@code v1_block_key}, and the events of
+     * builds before KV cache manager V2 that name none): seed = token count ^ parent * 0xbf58476d1ce4e5b9 (parent 0
+     * at the root), the request's cache-salt id mixed into the first block with the 64-bit mix, each token id with
+     * the 32-bit mix. The salt id is the first 8 bytes of SHA-256 of the salt, little-endian, as
+     * tensorrt_llm/runtime/kv_cache_hash.py {@code get_cache_salt_id} derives it (991de58c; earlier LLM-API builds
+     * used BLAKE3, which is why the gateway computes no keys for salted requests). Unsigned on the wire.
      */
-    final class TrtllmInternal implements BlockKeyer {
-        private final MessageDigest sha;
-        private final byte[] salt = new byte[8];
-
-        TrtllmInternal(long processSalt) {
-            this.sha = sha256();
-            putLong(salt, 0, processSalt);
-        }
+    final class TrtllmV1 implements BlockKeyer {
+        private final MessageDigest sha = sha256();
 
         @Override
         public long[] blockKeys(int[] tokens, int blockSize, String cacheSalt, String loraName) {
-            int blocks = tokens.length / blockSize;
-            long[] keys = new long[blocks];
-            byte[] parent = salt;
-            byte[] le = new byte[4];
-            for (int b = 0; b < blocks; b++) {
-                sha.update(parent);
-                for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
-                    int t = tokens[i];
-                    le[0] = (byte) t;
-                    le[1] = (byte) (t >>> 8);
-                    le[2] = (byte) (t >>> 16);
-                    le[3] = (byte) (t >>> 24);
-                    sha.update(le);
+            boolean salted = cacheSalt != null && !cacheSalt.isEmpty();
+            long saltId = 0;
+            if (salted) {
+                byte[] d = sha.digest(cacheSalt.getBytes(StandardCharsets.UTF_8));
+                for (int i = 7; i >= 0; i--) {
+                    saltId = (saltId << 8) | (d[i] & 0xff);
                 }
-                parent = sha.digest();
-                keys[b] = lastEightBigEndian(parent);
+            }
+            long[] keys = new long[tokens.length / blockSize];
+            long parent = 0;
+            for (int b = 0; b < keys.length; b++) {
+                long seed = blockSize ^ (parent * 0xbf58476d1ce4e5b9L);
+                if (parent == 0 && salted) {
+                    seed = mix64(saltId, seed);
+                }
+                for (int i = b * blockSize; i < (b + 1) * blockSize; i++) {
+                    seed = mix32(Integer.toUnsignedLong(tokens[i]), seed);
+                }
+                keys[b] = seed;
+                parent = seed;
             }
             return keys;
+        }
+
+        /** {@code hash32Mix}: uint32_t arithmetic on the value, then the size_t combine. */
+        private static long mix32(long a, long seed) {
+            a = ((a >>> 16) ^ a) * 0x45d9f3bL & 0xFFFFFFFFL;
+            a = ((a >>> 16) ^ a) * 0x45d9f3bL & 0xFFFFFFFFL;
+            a = ((a >>> 16) ^ a) & 0xFFFFFFFFL;
+            return seed ^ (((a + 0x9e3779b9L) & 0xFFFFFFFFL) + (seed << 6) + (seed >>> 2));
+        }
+
+        /** {@code hash64Mix}. */
+        private static long mix64(long c, long seed) {
+            c = (c ^ (c >>> 30)) * 0xbf58476d1ce4e5b9L;
+            c = (c ^ (c >>> 27)) * 0x94d049bb133111ebL;
+            c = c ^ (c >>> 31);
+            return seed ^ (c + 0x9e3779b9L + (seed << 6) + (seed >>> 2));
         }
 
         @Override

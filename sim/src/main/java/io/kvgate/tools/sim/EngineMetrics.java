@@ -14,7 +14,15 @@ import java.util.Locale;
  *       {@code model_name};</li>
  *   <li>SGLang ({@code --enable-metrics}): {@code sglang:num_running_reqs}, {@code sglang:num_queue_reqs},
  *       {@code sglang:token_usage} (fraction 0..1), one series per scheduler labelled {@code model_name},
- *       {@code engine_type}, {@code tp_rank}, {@code pp_rank}, and {@code dp_rank} when data parallelism is on.</li>
+ *       {@code engine_type}, {@code tp_rank}, {@code pp_rank}, and {@code dp_rank} when data parallelism is on;</li>
+ *   <li>TensorRT-LLM ({@code /prometheus/metrics}, mounted with {@code return_perf_metrics}): the gauges
+ *       tensorrt_llm/metrics/collector.py's {@code log_iteration_stats} sets from the iteration statistics,
+ *       {@code trtllm_num_requests_running} (numActiveRequests), {@code trtllm_num_requests_waiting}
+ *       (numQueuedRequests), {@code trtllm_kv_cache_utilization} (usedNumBlocks / maxNumBlocks),
+ *       {@code trtllm_kv_cache_tokens_per_block}, {@code trtllm_kv_cache_max_blocks}, labelled as OpenAIServer creates
+ *       its collector ({@code model_name="undefined"}, {@code engine_type="undefined"}) plus the {@code pid} label
+ *       of prometheus_client's multiprocess collector, which serves the page. One series per server: the simulator
+ *       writes its totals over DP ranks (the fullest rank's usage).</li>
  * </ul>
  * Counters: prompt, generation and cached tokens; finished requests ({@code vllm:request_success_total} by
  * {@code finished_reason} stop|length|abort; {@code sglang:num_requests_total}), what a load generator reads to
@@ -86,6 +94,22 @@ final class EngineMetrics {
             counter(sb, "sglang:generation_tokens_total", plain, stats.get("completion_tokens"));
             counter(sb, "sglang:cached_tokens_total", plain, stats.get("cached_tokens"));
             counter(sb, "sglang:num_requests_total", plain, stats.get("generations_finished"));
+        } else if (config.dialect == Dialect.TRTLLM) {
+            String labels = "{engine_type=\"undefined\",model_name=\"undefined\",pid=\"" + ProcessHandle.current().pid()
+                + "\"}";
+            double usage = 0;
+            for (int r = 0; r < ranks; r++) {
+                usage = Math.max(usage, caches.usage(r));
+            }
+            trtllmGauge(sb, "trtllm_num_requests_running", labels, admission.totalRunning());
+            trtllmGauge(sb, "trtllm_num_requests_waiting", labels, admission.totalWaiting());
+            trtllmGauge(sb, "trtllm_kv_cache_utilization", labels, usage);
+            trtllmGauge(sb, "trtllm_kv_cache_tokens_per_block", labels, caches.blockSize());
+            trtllmGauge(sb, "trtllm_kv_cache_max_blocks", labels, config.cacheBlocks);
+            counter(sb, "trtllm_prompt_tokens_total", "{engine_type=\"undefined\",model_name=\"undefined\"}",
+                stats.get("prompt_tokens"));
+            counter(sb, "trtllm_generation_tokens_total", "{engine_type=\"undefined\",model_name=\"undefined\"}",
+                stats.get("completion_tokens"));
         }
         return sb.toString();
     }
@@ -112,6 +136,13 @@ final class EngineMetrics {
         sb.append("# HELP ").append(name).append(' ').append(help).append('\n');
         sb.append("# TYPE ").append(name).append(" gauge\n");
         sb.append(name).append(' ').append(value).append('\n');
+    }
+
+    /** prometheus_client's multiprocess collector writes "Multiprocess metric" as every family's help. */
+    private static void trtllmGauge(StringBuilder sb, String name, String labels, double value) {
+        sb.append("# HELP ").append(name).append(" Multiprocess metric\n");
+        sb.append("# TYPE ").append(name).append(" gauge\n");
+        sb.append(name).append(labels).append(' ').append(value).append('\n');
     }
 
     private static void counter(StringBuilder sb, String name, String label, long value) {

@@ -56,8 +56,11 @@ public final class EngineSimulator implements AutoCloseable {
     final Admission admission;
     /** llama.cpp's slot prompt cache (null for the other dialects, which cache blocks in {@link #caches}). */
     final LlamaSlots slots;
-    /** llama.cpp: System.nanoTime() when the model has "loaded" (/health and requests answer 503 before). */
-    private final long loadedAtNanos;
+    /**
+     * llama.cpp: System.nanoTime() when the model has "loaded" (/health and requests answer 503 before); moved to now
+     * by {@code POST /sim/loaded}.
+     */
+    private volatile long loadedAtNanos;
     final EngineMetrics metrics;
     private final Transport transport;
     private final EventLoopGroup group;
@@ -268,6 +271,11 @@ public final class EngineSimulator implements AutoCloseable {
     }
 
     // ------------------------------------------------------------------------------------------ generations
+
+    /** llama.cpp: the model finishes loading now ({@code POST /sim/loaded}: tests end a loading window when they choose). */
+    void finishLoading() {
+        loadedAtNanos = System.nanoTime();
+    }
 
     /** llama.cpp: still loading the model (503 "Loading model" on /health and every request). */
     boolean loading() {

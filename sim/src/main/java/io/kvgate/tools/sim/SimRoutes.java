@@ -76,7 +76,7 @@ final class SimRoutes {
             exact.put("/v1/chat/completions", new Route(POST, c -> engine.generate(c, true)));
             exact.put("/v1/completions", new Route(POST, c -> engine.generate(c, false)));
         }
-        exact.put("/v1/models", new Route(GET, this::models));
+        exact.put("/v1/models", new Route(GET, config.llamaRouter ? this::llamaRouterModels : this::models));
         exact.put("/health", new Route(GET, switch (dialect) {
             case VLLM -> this::vllmHealth;
             case SGLANG -> this::sglangHealth;
@@ -84,7 +84,12 @@ final class SimRoutes {
             case LLAMACPP -> this::llamaHealth;
         }));
         if (config.metricsMounted()) {
-            exact.put("/metrics", new Route(GET, dialect == Dialect.TRTLLM ? this::trtllmIterationStats : this::metrics));
+            exact.put("/metrics", new Route(GET, dialect == Dialect.TRTLLM ? this::trtllmIterationStats
+                : config.llamaRouter ? c -> metrics(routedToModel(c)) : this::metrics));
+        }
+        if (dialect == Dialect.TRTLLM && config.enableMetrics) {
+            // return_perf_metrics: OpenAIServer.mount_metrics serves prometheus_client's page here
+            exact.put("/prometheus/metrics", new Route(GET, this::metrics));
         }
         if (dialect == Dialect.LLAMACPP) {
             exact.put("/slots", new Route(GET, this::llamaSlots));
@@ -121,6 +126,10 @@ final class SimRoutes {
         }
         exact.put("/sim/stats", new Route(GET, c -> json(c, engine.statsJson())));
         exact.put("/sim/faults", new Route(POST, this::faults));
+        exact.put("/sim/loaded", new Route(POST, c -> {
+            engine.finishLoading();
+            return json(c, JSON.objectNode().put("loaded", true));
+        }));
         exact.put("/sim/restart", new Route(POST, c -> {
             engine.restartOnLoop();
             return json(c, JSON.objectNode().put("restarted", true));
@@ -506,7 +515,7 @@ final class SimRoutes {
      */
     private Generation llamaHealth(Call c) {
         engine.stats.inc("health_requests");
-        if (engine.loading()) {
+        if (engine.loading() && !config.llamaRouter) { // a router's /health is its own: up while a model loads
             replies.json(c.ctx(), HttpResponseStatus.SERVICE_UNAVAILABLE, SimReplies.llamaError(503, "Loading model"),
                 c.requestId(), c.keepAlive());
             return null;
@@ -521,6 +530,9 @@ final class SimRoutes {
 
     /** llama-server {@code GET /slots} ({@code ?fail_on_no_slot=1}: 503 when every slot is busy). */
     private Generation llamaSlots(Call c) {
+        if (config.llamaRouter) {
+            routedToModel(c);
+        }
         if (engine.loading()) {
             throw SimError.withBody(503, "Loading model", SimReplies.llamaError(503, "Loading model"));
         }
@@ -536,6 +548,12 @@ final class SimRoutes {
      * the model loads, as every route but {@code /health}.
      */
     private Generation llamaProps(Call c) {
+        if (config.llamaRouter) {
+            if (queryParam(c, "model") == null) {
+                return llamaRouterProps(c);
+            }
+            routedToModel(c);
+        }
         if (engine.loading()) {
             throw SimError.withBody(503, "Loading model", SimReplies.llamaError(503, "Loading model"));
         }
@@ -552,6 +570,72 @@ final class SimRoutes {
         o.put("model_path", config.model);
         o.put("build_info", "sim");
         return json(c, o);
+    }
+
+    /** A query parameter of the request, null when absent. */
+    private static String queryParam(Call c, String name) {
+        var values = new io.netty.handler.codec.http.QueryStringDecoder(c.req().uri()).parameters().get(name);
+        return values == null || values.isEmpty() ? null : values.get(0);
+    }
+
+    /**
+     * A router's per-model GET route ({@code proxy_get}, tools/server/server-models.cpp {@code router_validate_model}):
+     * the model must be named and known; with {@code autoload=false} it must be loaded. Returns the call for chaining.
+     */
+    private Call routedToModel(Call c) {
+        String model = queryParam(c, "model");
+        if (model == null || model.isEmpty()) {
+            throw SimError.withBody(400, "model name is missing from the request",
+                SimReplies.llamaError(400, "model name is missing from the request"));
+        }
+        if (!model.equals(config.model)) {
+            String m = "model '" + model + "' not found";
+            throw SimError.withBody(400, m, SimReplies.llamaError(400, m));
+        }
+        String autoload = queryParam(c, "autoload");
+        if (engine.loading() && autoload != null && !autoload.equals("true") && !autoload.equals("1")) {
+            throw SimError.withBody(400, "model is not loaded", SimReplies.llamaError(400, "model is not loaded"));
+        }
+        engine.stats.inc("router_model_requests");
+        return c;
+    }
+
+    /** A router's own {@code GET /props} ({@code get_router_props} without {@code ?model=}): no context of its own. */
+    private Generation llamaRouterProps(Call c) {
+        engine.stats.inc("router_props_requests");
+        ObjectNode o = JSON.objectNode();
+        o.put("role", "router");
+        o.put("max_instances", 4);
+        o.put("models_autoload", true);
+        o.put("model_alias", "llama-server");
+        o.put("model_path", "none");
+        ObjectNode settings = o.putObject("default_generation_settings");
+        settings.putObject("params");
+        settings.put("n_ctx", 0);
+        o.put("build_info", "sim");
+        return json(c, o);
+    }
+
+    /**
+     * A router's {@code GET /v1/models} ({@code get_router_models}): every model it knows, each with a
+     * {@code status} object whose {@code value} is {@code loading} or {@code loaded} here.
+     */
+    private Generation llamaRouterModels(Call c) {
+        engine.stats.inc("models_requests");
+        ObjectNode root = JSON.objectNode();
+        ArrayNode data = root.putArray("data");
+        ObjectNode m = data.addObject();
+        m.put("id", config.model);
+        m.putArray("aliases");
+        m.putArray("tags");
+        m.put("object", "model");
+        m.put("owned_by", "llamacpp");
+        m.put("created", config.epochSeconds.getAsLong());
+        ObjectNode status = m.putObject("status");
+        status.put("value", engine.loading() ? "loading" : "loaded");
+        status.putArray("args");
+        root.put("object", "list");
+        return json(c, root);
     }
 
     /** trtllm-serve {@code POST /kv_cache_events}: drains the event buffer (each event is returned once). */

@@ -53,7 +53,7 @@ public final class SimulatorConfig {
     int queueDepth = 256;
     int contextLen = 8192;
     ErrorShape errorShape;           // null = dialect default (vLLM openai, SGLang flat)
-    boolean enableMetrics;           // SGLang only: /metrics mounted with --enable-metrics (vLLM always)
+    boolean enableMetrics;           // SGLang, llama.cpp: /metrics mounted; trtllm: /prometheus/metrics (return_perf_metrics)
     int maxBodyBytes = 8 << 20;
     ContextCheck vllmContextCheck = ContextCheck.CLAMP;
     /** LoRA adapters served (vLLM --lora-modules, SGLang --lora-paths); empty = LoRA disabled. */
@@ -66,6 +66,12 @@ public final class SimulatorConfig {
     boolean legacyMetrics;
     /** llama.cpp: how long the model "loads" after start; /health and requests answer 503 until then. */
     long loadMs;
+    /**
+     * llama.cpp router mode (llama-server started without {@code -m}): {@code /props} without {@code ?model=} says
+     * {@code role: "router"}; {@code /props}, {@code /slots} and {@code /metrics} need {@code ?model=};
+     * {@code /v1/models} states each model's {@code status}; {@code /health} is the router's own (200 while loading).
+     */
+    boolean llamaRouter;
     /** TensorRT-LLM kv_cache_config.event_buffer_max_size (0 = no events). */
     int kvEventBufferSize = 1024;
     /**
@@ -194,6 +200,7 @@ public final class SimulatorConfig {
     public SimulatorConfig kvEventBuffer(int v) { kvEventBufferSize = v; return this; }
     public SimulatorConfig trtllmHashAlgo(String v) { trtllmHashAlgo = v; return this; }
     public SimulatorConfig loadMs(long v) { loadMs = v; return this; }
+    public SimulatorConfig llamaRouter(boolean v) { llamaRouter = v; return this; }
     public SimulatorConfig hybridGroup(String kind, int blockSize) { hybridGroupKind = kind; hybridBlockSize = blockSize; return this; }
     public SimulatorConfig serverInfoRoutes(String v) { serverInfoRoutes = v; return this; }
     public SimulatorConfig speculativeAlgorithm(String v) { speculativeAlgorithm = v; return this; }
@@ -249,7 +256,7 @@ public final class SimulatorConfig {
         return hashAlgo != null ? hashAlgo : switch (dialect) {
             case VLLM -> "sha256_cbor";
             case SGLANG -> "sha256_sglang";
-            case TRTLLM -> trtllmStreaming() ? "v2_sha256_64" : "trtllm_internal";
+            case TRTLLM -> trtllmStreaming() ? "v2_sha256_64" : "v1_block_key";
             case LLAMACPP -> "none";
         };
     }
@@ -312,14 +319,15 @@ public final class SimulatorConfig {
             check(errors, dpRanks == 1, "dp-ranks=" + dpRanks + ": llama.cpp parallelism is --max-concurrency slots");
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for llamacpp");
         } else {
-            String expected = trtllmStreaming() ? "v2_sha256_64" : "trtllm_internal";
+            String expected = trtllmStreaming() ? "v2_sha256_64" : "v1_block_key";
             check(errors, algo.equals(expected), "hash-algo=" + algo + ": trtllm " + (trtllmStreaming()
                 ? "streams the KV cache manager V2 radix key with --kv-events (v2_sha256_64)"
-                : "block hashes drained from POST /kv_cache_events are internal to the engine (trtllm_internal)"));
+                : "block hashes drained from POST /kv_cache_events are its C++ BlockKeyHasher's (v1_block_key)"));
             check(errors, loraAdapters.isEmpty(), "lora=" + loraAdapters + ": not modelled for trtllm");
         }
         check(errors, loadMs >= 0 && loadMs <= 3_600_000, "load-ms=" + loadMs + ": must be in 0..3600000");
         check(errors, loadMs == 0 || dialect == Dialect.LLAMACPP, "load-ms=" + loadMs + ": only llamacpp models loading");
+        check(errors, !llamaRouter || dialect == Dialect.LLAMACPP, "router: only llama-server has a router mode");
         check(errors, TRTLLM_HASH_ALGOS.contains(trtllmHashAlgo), "trtllm-hash-algo=" + trtllmHashAlgo + ": must be one of "
             + TRTLLM_HASH_ALGOS);
         check(errors, "legacy".equals(trtllmHashAlgo) || dialect == Dialect.TRTLLM,
@@ -420,7 +428,8 @@ public final class SimulatorConfig {
           --queue Q                    FIFO waiting requests per DP rank beyond C; more -> 503 (default 256)
           --context-len L              model context length (default 8192)
           --error-shape flat|openai    error body shape (default: vllm openai, sglang flat)
-          --enable-metrics             SGLang, llamacpp: mount /metrics (vLLM and trtllm always do)
+          --enable-metrics             SGLang, llamacpp: mount /metrics (vLLM always does); trtllm: mount
+                                       /prometheus/metrics (return_perf_metrics; its /metrics is JSON)
           --legacy-metrics             vLLM: export vllm:gpu_cache_usage_perc (older builds) instead of kv_cache_usage_perc
           --vllm-context-check M       clamp (default: max_tokens lowered to fit, 200) | reject (older builds: 400)
           --lora NAME                  serve a LoRA adapter NAME (repeatable); vLLM: model=NAME, SGLang: model=BASE:NAME
@@ -428,6 +437,8 @@ public final class SimulatorConfig {
           --health-generates           SGLang: /health runs the deep probe (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
           --health-timeout-ms T        SGLang: /health_generate answers 503 after T ms without progress (default 20000)
           --load-ms T                  llamacpp: /health and requests answer 503 "Loading model" for T ms after start
+          --router                     llamacpp: router mode (no -m): /props says role "router", /props, /slots and
+                                       /metrics take ?model=, /v1/models states status loading|loaded
           --kv-event-buffer N          trtllm: event_buffer_max_size, events kept until POST /kv_cache_events drains
                                        them (default 1024; older events are dropped, so event ids jump)
           --trtllm-hash-algo A         trtllm: legacy (integer hashes, default), v1_block_key (KV cache manager V2,
@@ -441,7 +452,7 @@ public final class SimulatorConfig {
           --chat-template FILE         the engine's --chat-template (vllm: any file; sglang: a .jinja file)
           --block-size B               KV block / page size (default vllm 16, sglang 1, trtllm 32)
           --cache-blocks N             prefix cache capacity per DP rank, in blocks (default 16384)
-          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), trtllm_internal
+          --hash-algo A                sha256_cbor|xxhash_cbor (vllm), sha256_sglang (sglang), v1_block_key
           --hash-seed S                vLLM PYTHONHASHSEED string (default "0"; "vllm-none-hash" is what a current
                                        vLLM with sha256_cbor and no PYTHONHASHSEED hashes)
           --dp-ranks N                 data-parallel ranks, 1..8 (default 1)
@@ -476,6 +487,10 @@ public final class SimulatorConfig {
             String flag = args[i];
             if (flag.equals("--enable-metrics")) {
                 c.enableMetrics = true;
+                continue;
+            }
+            if (flag.equals("--router")) {
+                c.llamaRouter = true;
                 continue;
             }
             if (flag.equals("--legacy-metrics")) {

@@ -132,6 +132,33 @@ class MetricsTest {
     }
 
     @Test
+    void trtllmServesItsPrometheusPageOnlyWithReturnPerfMetrics() throws Exception {
+        SimulatorConfig c = SimHttp.fast(Dialect.TRTLLM).enableMetrics(true).maxConcurrency(1).queueDepth(4).itlMs(40)
+            .cacheBlocks(100);
+        try (EngineSimulator sim = EngineSimulator.start(c)) {
+            String labels = "{engine_type=\"undefined\",model_name=\"undefined\",pid=\"" + ProcessHandle.current().pid() + "\"}";
+            List<CompletableFuture<HttpResponse<String>>> calls = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                calls.add(slowCompletion(sim, tokens(500 * (i + 1), 40), -1));
+            }
+            String busy = awaitMetric(sim, "trtllm_num_requests_waiting" + labels, "1.0", false);
+            assertEquals(1.0, value(busy, "trtllm_num_requests_running" + labels));
+            assertEquals(32.0, value(busy, "trtllm_kv_cache_tokens_per_block" + labels), "KvCacheConfig's default");
+            assertTrue(value(busy, "trtllm_kv_cache_utilization" + labels) > 0, busy);
+            HttpResponse<String> page = get(sim, "/prometheus/metrics");
+            assertEquals(200, page.statusCode());
+            assertTrue(page.body().contains("# TYPE trtllm_num_requests_running gauge"), page.body());
+            assertTrue(get(sim, "/metrics").body().startsWith("["), "/metrics stays JSON iteration statistics");
+            for (CompletableFuture<HttpResponse<String>> f : calls) {
+                assertEquals(200, f.get().statusCode());
+            }
+        }
+        try (EngineSimulator plain = EngineSimulator.start(SimHttp.fast(Dialect.TRTLLM))) {
+            assertEquals(404, get(plain, "/prometheus/metrics").statusCode(), "not mounted without return_perf_metrics");
+        }
+    }
+
+    @Test
     void finishedRequestsAreCountedInEachDialectsCounter() throws Exception {
         try (EngineSimulator sim = EngineSimulator.start(SimHttp.fast(Dialect.VLLM))) {
             for (int i = 0; i < 3; i++) {

@@ -79,6 +79,74 @@ class DoctorCommandSystemTest {
         assertTrue(o.err.contains("no rule named 'nope'"), o.err);
     }
 
+    /**
+     * TensorRT-LLM (issue #36 item 10, T9/T11): its /prometheus/metrics states its tokens per block; a rule keyed at
+     * another block size is reported with the fix, and an engine without return_perf_metrics with that fix.
+     */
+    @Test
+    void trtllmsBlockSizeIsCheckedOnItsPrometheusPageAndAMissingPageNamesTheFlag() throws Exception {
+        Outcome o = doctorTrtllm(new SimulatorConfig().enableMetrics(true).blockSize(64), 32);
+        assertEquals(1, o.status, o.text + o.err);
+        assertTrue(o.text.contains("fix: set the rule's block_size: 64"), o.text);
+        JsonNode report = JSON.readTree(o.json);
+        assertEquals(List.of("tokens_per_block"), checks(report, "mismatch"), o.json);
+        assertTrue(checks(report, "ok").contains("metrics"), o.json);
+        assertTrue(o.json.contains("/prometheus/metrics carries the load families"), o.json);
+
+        Outcome clean = doctorTrtllm(new SimulatorConfig().enableMetrics(true).blockSize(32), 32);
+        assertEquals(0, clean.status, clean.text + clean.err);
+        assertTrue(checks(JSON.readTree(clean.json), "ok").containsAll(List.of("metrics", "tokens_per_block")), clean.json);
+
+        Outcome bare = doctorTrtllm(new SimulatorConfig().blockSize(32), 32);
+        assertEquals(1, bare.status, bare.text + bare.err);
+        assertEquals(List.of("metrics"), checks(JSON.readTree(bare.json), "mismatch"), bare.json);
+        assertTrue(bare.text.contains("return_perf_metrics: true"), bare.text);
+    }
+
+    private Outcome doctorTrtllm(SimulatorConfig sim, int ruleBlockSize) throws Exception {
+        try (EngineSimulator engine = EngineSimulator.start(sim.dialect(SimulatorConfig.Dialect.TRTLLM).model("m").ttftMs(1)
+            .itlMs(1))) {
+            Path config = dir.resolve("kvgate.yaml");
+            Files.writeString(config, """
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                health: {interval_ms: 200}
+                load: {scrape_interval_ms: 50}
+                rules:
+                  - name: trt
+                    models: [m]
+                    engine: trtllm
+                    policy: least_outstanding
+                    block_size: %d
+                    max_model_len: 8192
+                    endpoints:
+                      - url: %s
+                """.formatted(ruleBlockSize, engine.baseUrl()));
+            Path socket = dir.resolve("ctl.sock");
+            Gateway gw = Gateway.start(new Gateway.Options(GatewayConfig.load(config), NanoClock.SYSTEM, config, socket));
+            try {
+                List<String> args = List.of("--socket", socket.toString(), "doctor", "--timeout-ms", "3000");
+                List<String> json = new ArrayList<>(args);
+                json.add("--json");
+                Outcome last = null;
+                for (long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30); ; ) {
+                    int status = run(args);
+                    String text = out.toString(StandardCharsets.UTF_8);
+                    String errText = err.toString(StandardCharsets.UTF_8);
+                    run(json);
+                    last = new Outcome(status, text, out.toString(StandardCharsets.UTF_8), errText);
+                    // until the page was scraped (the first scrape runs at start; a round every 50 ms)
+                    if (!last.json.contains("not scraped yet") || System.nanoTime() - deadline > 0) {
+                        return last;
+                    }
+                    TimeUnit.MILLISECONDS.sleep(50);
+                }
+            } finally {
+                gw.close(100);
+            }
+        }
+    }
+
     private record Outcome(int status, String text, String json, String err) {}
 
     private Outcome doctor(SimulatorConfig sim, int ruleBlockSize, String ruleSeed, String... extra) throws Exception {

@@ -74,8 +74,8 @@ class TrtllmKvExactSystemTest {
                 tokenizer: %s
                 block_size: 32
                 kv: {cold_readmit_every: 0, load_cap_factor: 100}
-                endpoints:
-            %s""".formatted(ADMIN_TOKEN, modelDir, eps)));
+            %s    endpoints:
+            %s""".formatted(ADMIN_TOKEN, modelDir, keySettings(), eps)));
         Await.until(WAIT, "every drain poll answered", () -> {
             JsonNode e = inventory().get("rules").get(0).get("endpoints");
             for (int i = 0; i < sims.size(); i++) {
@@ -87,6 +87,11 @@ class TrtllmKvExactSystemTest {
             }
             return true;
         }, () -> "inventory: " + inventory());
+    }
+
+    /** The rule's key settings, each line indented as a rule key (default: learned keys). */
+    protected String keySettings() {
+        return "";
     }
 
     @AfterAll
