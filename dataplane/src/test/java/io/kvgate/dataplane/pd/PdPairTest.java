@@ -3,13 +3,12 @@ package io.kvgate.dataplane.pd;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.dataplane.exchange.ExchangeKit;
 import io.kvgate.dataplane.pd.PdExchange.Phase;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.upstream.EmbeddedEngines;
 import io.kvgate.dataplane.upstream.EmbeddedEngines.Completion;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -20,12 +19,11 @@ import org.junit.jupiter.api.Test;
  * after the client left returns both endpoints.
  */
 class PdPairTest {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private static final String BODY = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":7}";
 
     private static PdExchange sglang(ExchangeKit k) throws Exception {
-        return new PdExchange(k.gw, new PdMetrics(), k.capture.ctx, k.owner, ExchangeKit.request(), (ObjectNode) JSON.readTree(BODY),
-            ExchangeKit.fields(), k.rule, "rid", false, 0, new RoutingInputs(null, null, null));
+        return new PdExchange(k.gw, new PdMetrics(), k.capture.ctx, k.owner, ExchangeKit.request(), EmbeddedEngines.bytes(BODY),
+            ExchangeKit.parsed(BODY), true, k.rule, "rid", false, 0, RoutingInputs.NONE);
     }
 
     @Test
