@@ -6,6 +6,7 @@ import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.quality.LossCause;
 import io.kvgate.dataplane.exchange.ActiveExchange;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
@@ -137,6 +138,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     /** The routing decision's tier and the prompt tokens found cached on its endpoint ({@link #decision}). */
     private String decisionTier;
     private int reachableTokens = -1;
+    private int predictedTokens = -1;
+    private int confirmedTokens = -1;
+    private LossCause routeLoss;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -147,7 +151,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
         this.relay = new Relay(ctx, request, requestId, gw::config, gw.metrics(), gw.clock(), gw.accessLog(),
-            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
+            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite).accountingTo(gw.quality());
         this.client = relay.client();
         this.model = fields.model;
         this.rule = rule;
@@ -318,9 +322,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
     }
 
     @Override
-    public void decision(String tier, int reachable) {
+    public void decision(String tier, int reachable, int predicted, int confirmed, LossCause passedOver) {
         this.decisionTier = tier;
         this.reachableTokens = reachable;
+        this.predictedTokens = predicted;
+        this.confirmedTokens = confirmed;
+        this.routeLoss = passedOver;
     }
 
     @Override
@@ -652,7 +659,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
 
     /** Records the answer (metrics, access log, trace outcome) with the routing decision it had. */
     private void record(int st) {
-        relay.record(st, endpointKey(), decisionTier, reachableTokens);
+        relay.record(st, endpointKey(), decisionTier, reachableTokens, predictedTokens, confirmedTokens, routeLoss);
     }
 
     private String endpointKey() {
@@ -764,7 +771,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteReq
         if (!routing) {
             record(499);
         } else {
-            relay.logAccess(499, endpointKey(), decisionTier, reachableTokens); // counted nowhere else, but a request the client sent all the same
+            relay.logAccess(499, endpointKey(), decisionTier, reachableTokens, predictedTokens, routeLoss); // counted nowhere else, but a request the client sent all the same
         }
         // While routing, run() returns the endpoint when the decision arrives.
         release();

@@ -127,11 +127,15 @@ public interface RouteRequest {
     default void dpRankChosen(int rank) {}
 
     /**
-     * The routing stage's decision, for the access log (routing thread, before the decision is posted to the
-     * request's event loop, which reads it after): the policy tier that chose ({@code kvgate_route_decisions_total}'s
-     * label) and the prompt tokens the KV index found cached on the chosen endpoint (-1: no lookup ran).
+     * The routing stage's decision, for the access log and routing-quality accounting (routing thread, before the
+     * decision is posted to the request's event loop, which reads it after): the policy tier that chose
+     * ({@code kvgate_route_decisions_total}'s label); the longest prompt prefix any endpoint the request may go to held
+     * ({@code reachableTokens}), what the chosen endpoint held ({@code predictedTokens}) and the part of that KV events
+     * confirmed ({@code confirmedTokens}), all -1 when no lookup ran; and why a holder was passed over when
+     * reachable exceeds predicted ({@code routeLoss}, else null).
      */
-    default void decision(String tier, int reachableTokens) {}
+    default void decision(String tier, int reachableTokens, int predictedTokens, int confirmedTokens,
+                          io.kvgate.dataplane.quality.LossCause routeLoss) {}
 
     /**
      * Admission control held the request from {@code queuedAtNs} to {@code admittedAtNs} (the routing stage's clock,

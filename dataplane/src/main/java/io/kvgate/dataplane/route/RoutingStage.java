@@ -782,6 +782,9 @@ public final class RoutingStage implements AutoCloseable {
         e.chosenRank = -1;
         e.tier = null;
         e.reachableTokens = -1;
+        e.predictedTokens = -1;
+        e.confirmedTokens = -1;
+        e.routeLoss = null;
         why.setLength(0);
         EndpointState ep = rule.policyFor(e.role).choose(rule.candidates(e.role), e, now, why);
         if (e.explain && e.serving != null) {
@@ -800,7 +803,8 @@ public final class RoutingStage implements AutoCloseable {
             ep.onRouted(now, charge, rank);
             routed.lazySet(routed.get() + 1);
             if (e.tier != null && e.request != null) {
-                e.request.decision(e.tier.label(), e.reachableTokens); // read on its event loop after the post below
+                // read on its event loop after the post below
+                e.request.decision(e.tier.label(), e.reachableTokens, e.predictedTokens, e.confirmedTokens, e.routeLoss);
             }
         }
         e.port.post(e.request, ep, rule, explanation, charge, rank);
