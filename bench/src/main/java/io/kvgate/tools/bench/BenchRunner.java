@@ -77,7 +77,12 @@ public final class BenchRunner {
                         }
                     }
                 }
-                GatewayAccounting accountedBefore = GatewayAccounting.snapshot(target);
+                GatewayAccounting accountedBefore = config.gatewayMetrics().isEmpty() ? null
+                    : GatewayAccounting.snapshot(config.gatewayMetrics());
+                if (!config.gatewayMetrics().isEmpty() && accountedBefore == null) {
+                    log.println("bench WARNING: --gateway-metrics: no kvgate_prompt_tokens_total on "
+                        + config.gatewayMetrics() + " (not a kvgate, or unreachable)");
+                }
                 try {
                     var done = driver.start();
                     if (before != null && config.warmupS() > 0) {
@@ -89,10 +94,11 @@ public final class BenchRunner {
                     }
                     if (accountedBefore != null && config.warmupS() > 0) {
                         java.util.concurrent.CompletableFuture.anyOf(driver.measureStarted(), done).get(boundS, TimeUnit.SECONDS);
-                        accountedBefore = GatewayAccounting.snapshot(target); // the window's start, as the engines'
+                        accountedBefore = GatewayAccounting.snapshot(config.gatewayMetrics()); // the window's start
                     }
                     results.add(done.get(boundS, TimeUnit.SECONDS));
-                    accounting.add(GatewayAccounting.between(accountedBefore, GatewayAccounting.snapshot(target)));
+                    accounting.add(accountedBefore == null ? null
+                        : GatewayAccounting.between(accountedBefore, GatewayAccounting.snapshot(config.gatewayMetrics())));
                     engines.add(before == null ? null
                         : EngineShares.between(config.engineMetrics(), before, EngineShares.settled(config.engineMetrics(), 2_000)));
                 } catch (InterruptedException e) {

@@ -12,12 +12,12 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * What a kvgate target's routing-quality accounting counted over a run (issue #35 item 1): its
- * {@code kvgate_prompt_tokens_total{kind}} and {@code kvgate_routing_loss_tokens_total{cause}}, summed over rules, read
- * from the target's own {@code /metrics} before and after the run (a kvgate serves it on its client listener too), so
- * the report shows beside the engine-reported usage the client saw how much of the prompt was reachable, predicted and
- * observed and why the rest was computed. A target that is not a kvgate (an engine) has no such families: nothing is
- * shown. Behind a balancer each read reaches one replica: read each replica's {@code ctl quality} instead.
+ * What kvgate's routing-quality accounting counted over a run ({@code --gateway-metrics}, issue #35 item 1): the
+ * {@code kvgate_prompt_tokens_total{kind}} and {@code kvgate_routing_loss_tokens_total{cause}} of every listed gateway
+ * (the replicas behind a balancer), summed over rules and gateways, read from their {@code /metrics} when the
+ * measured window starts and after the run, so the report shows beside the engine-reported usage the client saw how
+ * much of the prompt was reachable, predicted and observed and why the rest was computed. Opt-in: the load generator
+ * sends nothing to a target it was not asked to.
  *
  * <p>Read on the runner's thread (blocking HTTP, never the generator's event loop); instances are immutable.
  */
@@ -36,11 +36,27 @@ final class GatewayAccounting {
         this.causes = causes;
     }
 
-    /** The target's counters now, or null when they cannot be read or it has none (not a kvgate). */
-    static GatewayAccounting snapshot(BenchTarget target) {
+    /**
+     * The gateways' counters now, summed; null when one cannot be read or has none (not a kvgate): a sum missing a
+     * replica would be wrong, not partial.
+     */
+    static GatewayAccounting snapshot(java.util.List<String> baseUrls) {
+        GatewayAccounting sum = new GatewayAccounting(new TreeMap<>(), new TreeMap<>());
+        for (String url : baseUrls) {
+            GatewayAccounting one = read(url);
+            if (one == null) {
+                return null;
+            }
+            one.kinds.forEach((k, v) -> sum.kinds.merge(k, v, Long::sum));
+            one.causes.forEach((k, v) -> sum.causes.merge(k, v, Long::sum));
+        }
+        return sum;
+    }
+
+    private static GatewayAccounting read(String baseUrl) {
         try {
-            HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create("http://" + target.host() + ":"
-                + target.port() + "/metrics")).timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString());
+            HttpResponse<String> r = HTTP.send(HttpRequest.newBuilder(URI.create(baseUrl + "/metrics"))
+                .timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString());
             return r.statusCode() == 200 ? parse(r.body()) : null;
         } catch (IOException | IllegalArgumentException e) {
             return null;
