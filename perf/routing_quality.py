@@ -18,6 +18,12 @@ workload driven by closed-loop clients (a new TCP connection per request, as beh
   the engines largest first. It is a best-known bound, not a proven optimum, and it ignores time (requests in
   flight pin blocks in real engines; two requests of a new family arriving together both miss), which favours it.
 
+The gateways' own routing-quality accounting (issue #35 item 1) is read beside it: each gateway's
+kvgate_prompt_tokens_total{kind} and kvgate_routing_loss_tokens_total{cause} (deltas are the totals: fresh gateways),
+and its access log, one line per request with reachable_tokens, predicted_tokens and the engine-reported
+cached_tokens: the median |predicted - observed| per request (in tokens and blocks) says how well the index predicts
+what the engine serves, and the unknown share says how much of the computed prompt the accounting could not explain.
+
 Engines: `indie` (testkit/src/test/python/indie_engine.py, written apart from kvgate) or `sim` (./kvgate sim). Gateways:
 `./kvgate serve`; with --gateways N > 1, HAProxy `mode tcp` round robin in front. Everything on 127.0.0.1; every
 process started here is stopped here, by PID; every wait is bounded.
@@ -395,12 +401,54 @@ def pct(values, q):
 # One run
 # ---------------------------------------------------------------------------------------------------------------
 
-def gateway_yaml(port, admin, policy, endpoints, model):
+def gateway_yaml(port, admin, policy, endpoints, model, access_log):
     eps = "".join("      - url: http://127.0.0.1:%d\n        kv_events: tcp://127.0.0.1:%d\n" % (h, k)
                   for h, k in endpoints)
     return ("listen: 127.0.0.1:%d\nadmin_listen: 127.0.0.1:%d\ncontrol_socket: \"off\"\nhealth: {interval_ms: 1000}\n"
+            "logging: {access_log: %s}\n"
             "rules:\n  - name: quality\n    models: [%s]\n    engine: vllm\n    policy: %s\n    block_size: %d\n"
-            "    hash_seed: \"0\"\n    endpoints:\n%s") % (port, admin, model, policy, BLOCK, eps)
+            "    hash_seed: \"0\"\n    endpoints:\n%s") % (port, admin, json.dumps(access_log), model, policy, BLOCK, eps)
+
+
+def accounting(admin_urls, access_logs):
+    """The gateways' routing-quality accounting over a run: their counters summed, and per request from the access
+    logs the distance between what the index predicted on the chosen engine and what the engine reported serving."""
+    kinds, causes = collections.Counter(), collections.Counter()
+    for u in admin_urls:
+        with urllib.request.urlopen(u + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            m = re.match(r'(kvgate_prompt_tokens_total|kvgate_routing_loss_tokens_total)\{([^}]*)\}\s+(\S+)', line)
+            if not m:
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            if m.group(1) == "kvgate_prompt_tokens_total":
+                kinds[labels["kind"]] += float(m.group(3))
+            else:
+                causes[labels["cause"]] += float(m.group(3))
+    diffs, lines = [], 0
+    for path in access_logs:
+        try:
+            with open(path) as f:
+                for line in f:
+                    j = json.loads(line)
+                    lines += 1
+                    if j.get("status") == 200 and j.get("predicted_tokens") is not None and j.get("cached_tokens") is not None:
+                        diffs.append(abs(j["predicted_tokens"] - j["cached_tokens"]))
+        except OSError:
+            pass
+    computed = sum(causes.values())
+    explained = computed - causes["cold"]
+    prompt = kinds["prompt"]
+    return {"acc_prompt": prompt,
+            "acc_reachable": kinds["reachable"] / prompt if prompt else float("nan"),
+            "acc_predicted": kinds["predicted"] / prompt if prompt else float("nan"),
+            "acc_observed": kinds["observed"] / prompt if prompt else float("nan"),
+            "acc_median_abs_blocks": pct(diffs, 0.5) / BLOCK, "acc_p90_abs_blocks": pct(diffs, 0.9) / BLOCK,
+            "acc_per_request": len(diffs), "acc_log_lines": lines,
+            "acc_unknown_share": causes["unknown"] / computed if computed else float("nan"),
+            "acc_unknown_share_noncold": causes["unknown"] / explained if explained else float("nan"),
+            "acc_loss": {c: int(v) for c, v in sorted(causes.items(), key=lambda kv: -kv[1]) if v > 0}}
 
 
 def run_one(args, fleet, ports, kind, workload, gateways, policy):
@@ -427,13 +475,15 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
                                "--prefill-us-per-token", "20", "--itl-ms", "2", "--seed", str(e + 1)])
     for e, u in enumerate(urls):
         wait_http(u + "/health", "engine", fleet, "%s-engine%d" % (kind, e))
-    gw_ports = []
+    gw_ports, admin_urls, access_logs = [], [], []
     for g in range(gateways):
         port, admin = ports.take(), ports.take()
         gw_ports.append(port)
+        admin_urls.append("http://127.0.0.1:%d" % admin)
+        access_logs.append(os.path.join(fleet.work, "gw%dof%d-%s-%s-%s.access.jsonl" % (g, gateways, kind, workload, policy)))
         cfg = os.path.join(fleet.work, "gw%d.yaml" % g)
         with open(cfg, "w") as f:
-            f.write(gateway_yaml(port, admin, policy, endpoints, model))
+            f.write(gateway_yaml(port, admin, policy, endpoints, model, access_logs[-1]))
         fleet.start("gw%d" % g, [os.path.join(ROOT, "kvgate"), "serve", "--config", cfg])
     for g, port in enumerate(gw_ports):
         wait_http("http://127.0.0.1:%d/ready/engines" % port, "gateway", fleet, "gw%d" % g)
@@ -456,6 +506,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
     elapsed = time.time() - t0
     time.sleep(0.3)
     after = [scrape(u) for u in urls]
+    acc = accounting(admin_urls, access_logs)
     fleet.stop_all()
     hits = sum(a["vllm:prefix_cache_hits_total"] - b["vllm:prefix_cache_hits_total"] for a, b in zip(after, before))
     queries = sum(a["vllm:prefix_cache_queries_total"] - b["vllm:prefix_cache_queries_total"]
@@ -470,7 +521,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
             "observed": observed, "oracle": o_ratio,
             "fraction": observed / o_ratio if o_ratio > 0 else float("nan"),
             "busiest": busiest, "oracle_busiest": o_busiest_share * engines, "oracle_placement": o_name,
-            "ttft_p50_ms": pct(ttfts, 0.5) * 1e3, "ttft_p99_ms": pct(ttfts, 0.99) * 1e3, "seconds": elapsed}
+            "ttft_p50_ms": pct(ttfts, 0.5) * 1e3, "ttft_p99_ms": pct(ttfts, 0.99) * 1e3, "seconds": elapsed, **acc}
 
 
 class Ports:
@@ -517,6 +568,10 @@ def main():
                               "oracle %(oracle).3f %(oracle_placement)s (%(fraction).2fx) busiest %(busiest).2fx (oracle "
                               "%(oracle_busiest).2fx) ttft p50 %(ttft_p50_ms).0f p99 %(ttft_p99_ms).0f ms "
                               "n=%(requests)d fail=%(failures)d (%(failed_by)s)" % row, flush=True)
+                        print("      accounting: reachable %(acc_reachable).3f predicted %(acc_predicted).3f observed "
+                              "%(acc_observed).3f |predicted-observed| median %(acc_median_abs_blocks).2f blocks (p90 "
+                              "%(acc_p90_abs_blocks).2f, %(acc_per_request)d requests) unknown %(acc_unknown_share).3f "
+                              "loss %(acc_loss)s" % row, flush=True)
     finally:
         fleet.stop_all()
     if args.json:
@@ -557,6 +612,21 @@ def write_report(args, rows, load_start):
             f.write("| %(engine)s | %(workload)s | %(gateways)d | %(policy)s | %(requests)d | %(failures)d %(failed_by)s | "
                     "%(observed).3f | %(oracle).3f | %(fraction).2f | %(busiest).2f | %(oracle_busiest).2f | %(oracle_placement)s | "
                     "%(ttft_p50_ms).0f | %(ttft_p99_ms).0f |\n" % r)
+        f.write("\nThe gateways' routing-quality accounting over the same runs (issue #35 item 1; how to read it: "
+                "docs/routing.md, \"Reading the accounting\"). Reachable, predicted and observed are shares of the "
+                "accounted prompt tokens (kvgate_prompt_tokens_total); |pred-obs| is the per-request distance, in "
+                "blocks of %d tokens, between the tokens the index predicted on the chosen engine and the engine's "
+                "cached_tokens (access log); unknown = kvgate_routing_loss_tokens_total{cause=\"unknown\"} over all "
+                "computed prompt tokens (and over the non-cold ones); loss = computed prompt tokens by cause.\n\n"
+                % BLOCK)
+        f.write("| engine | workload | gateways | policy | reachable | predicted | observed | median pred-obs (blocks) | "
+                "p90 pred-obs | requests | unknown (of non-cold) | loss by cause (tokens) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            f.write("| %(engine)s | %(workload)s | %(gateways)d | %(policy)s | %(acc_reachable).3f | %(acc_predicted).3f | "
+                    "%(acc_observed).3f | %(acc_median_abs_blocks).2f | %(acc_p90_abs_blocks).2f | %(acc_per_request)d | "
+                    "%(acc_unknown_share).3f (%(acc_unknown_share_noncold).3f) | " % r
+                    + " ".join("%s %d" % kv for kv in r["acc_loss"].items()) + " |\n")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.FamilyRegistry;
+import io.kvgate.dataplane.quality.PromptLedger;
 import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.pd.PdHooks;
@@ -94,6 +95,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** The gateway's one metrics registry: every component registers the families of the state it owns here. */
     private final FamilyRegistry metricsRegistry = new FamilyRegistry();
     private final GatewayMetrics metrics = new GatewayMetrics(metricsRegistry);
+    /** Routing-quality accounting per rule: kvgate_prompt_tokens_total, kvgate_routing_loss_tokens_total, ctl quality. */
+    private final PromptLedger quality = new PromptLedger();
     private final ReloadMetrics reloads = new ReloadMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
     /** Everything opened so far, closed in reverse order by {@link #close} or when start-up fails half-way. */
@@ -193,7 +196,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             reloads.register(metricsRegistry);
             RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
-            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks).accessLog(accessLog);
+            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks).accessLog(accessLog)
+                .quality(quality);
+            quality.register(metricsRegistry);
+            admin.register("GET /control/v1/quality", r -> AdminApi.Reply.json(200, quality.report().toPrettyString()));
             accessLog.register(metricsRegistry);
             // Restart-only (tracing in RESTART_ONLY): built once; closed near last, so spans ended in the drain are exported.
             Tracing tracing = Tracing.start(cfg.tracing());

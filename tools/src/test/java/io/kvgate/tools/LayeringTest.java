@@ -100,7 +100,10 @@ class LayeringTest {
         new Rule("the admin API reads the gateway's state; the request path never calls into it", DP + ".exchange",
             dp("admin")),
         new Rule("the admin API reads the gateway's state; the request path never calls into it", DP + ".pd",
-            dp("admin", "http", "config")));
+            dp("admin", "http", "config")),
+        new Rule("quality accounts what the router and the relays report to it; it calls neither, nor anything above",
+            DP + ".quality", dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd",
+                "prompt", "proxy", "ready", "relay", "request", "route", "upstream", "wire", "openai", "tls", "trace")));
 
     private static List<String> notFloors() {
         return dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd", "prompt", "proxy",

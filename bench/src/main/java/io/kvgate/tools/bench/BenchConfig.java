@@ -38,6 +38,9 @@ import java.util.List;
  * @param engineMetrics    engine base URLs whose Prometheus {@code /metrics} counters (finished requests, prompt and
  *                         cached tokens) are read when the measured window starts and after the run: each
  *                         engine's share of the requests and its own cache hit ratio ({@link EngineShares})
+ * @param gatewayMetrics   kvgate base URLs (client or admin listener; each replica behind a balancer) whose
+ *                         routing-quality accounting counters are read when the measured window starts and after
+ *                         the run, summed ({@link GatewayAccounting})
  * @param tokenIds         prompts as token-id arrays (completions route only)
  * @param closedLoop       saturation mode: each connection sends its next request when the previous one finished
  * @param connections      closed loop: number of connections
@@ -57,7 +60,7 @@ public record BenchConfig(
     int turns, int conversations, int randomMinTokens, int randomMaxTokens, boolean tokenIds, boolean closedLoop,
     int connections, List<String[]> headers, String apiKey, double timeoutS, double drainS, double lagThresholdMs,
     int maxBacklog, boolean progress, Transport transport, Distribution randomDistribution, boolean conversationUser,
-    List<String> engineMetrics) {
+    List<String> engineMetrics, List<String> gatewayMetrics) {
 
     public enum Workload { FIXED, SHARED_PREFIX, MULTI_TURN, RANDOM }
 
@@ -118,6 +121,7 @@ public record BenchConfig(
         public Distribution randomDistribution = Distribution.UNIFORM;
         public boolean conversationUser;
         public final List<String> engineMetrics = new ArrayList<>();
+        public final List<String> gatewayMetrics = new ArrayList<>();
 
         public Builder target(String spec) {
             BenchTarget t = BenchTarget.parse(spec, "target");
@@ -155,6 +159,7 @@ public record BenchConfig(
         public Builder progress(boolean v) { progress = v; return this; }
         public Builder header(String name, String value) { headers.add(new String[] {name, value}); return this; }
         public Builder engineMetrics(String url) { engineMetrics.add(url); return this; }
+        public Builder gatewayMetrics(String url) { gatewayMetrics.add(url); return this; }
 
         public BenchConfig build() {
             if (targets.isEmpty()) {
@@ -223,11 +228,23 @@ public record BenchConfig(
             if (new java.util.HashSet<>(engines).size() != engines.size()) {
                 throw new IllegalArgumentException("--engine-metrics lists an engine twice: " + engines);
             }
+            List<String> gateways = new ArrayList<>();
+            for (String g : gatewayMetrics) {
+                try {
+                    gateways.add(EngineShares.checkUrl(g));
+                } catch (IllegalArgumentException e) { // the same URL rule, named by this flag
+                    throw new IllegalArgumentException(e.getMessage().replace("--engine-metrics", "--gateway-metrics")
+                        .replace("an engine's base URL", "a gateway's base URL"), e);
+                }
+            }
+            if (new java.util.HashSet<>(gateways).size() != gateways.size()) {
+                throw new IllegalArgumentException("--gateway-metrics lists a gateway twice: " + gateways);
+            }
             return new BenchConfig(List.copyOf(relabelled), model, workload, route, closedLoop ? 0 : ratePerS, durationS,
                 warmupS, arrival, stream, maxTokens, ignoreEos, concurrencyLimit, seed, out, payloadBytes, groups,
                 systemTokens, questionTokens, turns, conversations, randomMinTokens, randomMaxTokens, tokenIds,
                 closedLoop, connections, List.copyOf(headers), apiKey, timeoutS, drain, lagThresholdMs, maxBacklog,
-                progress, transport, randomDistribution, conversationUser, List.copyOf(engines));
+                progress, transport, randomDistribution, conversationUser, List.copyOf(engines), List.copyOf(gateways));
         }
 
         private static void positive(String flag, double v, double max) {

@@ -71,6 +71,10 @@ public final class BenchMain {
                                      sglang:num_requests_total), prompt and cached tokens. The report gets each
                                      engine's requests and share, the busiest engine's share / the mean share, and
                                      the engines' own cache hit ratio (engines section)
+          --gateway-metrics URL[,URL...]  kvgate base URLs (client or admin listener; every replica behind a
+                                     balancer); repeatable. Their routing-quality accounting is read at the start of
+                                     the measured window and after the run, summed: prompt tokens reachable /
+                                     predicted / observed and the computed ones by cause (gateway_accounting)
 
         output
           --out FILE.json            JSON report; FILE[.label].{latency,ttft,itl}.hgrm and FILE.svg beside it
@@ -198,6 +202,13 @@ public final class BenchMain {
                 for (String s : v.split(",")) {
                     if (!s.isBlank()) {
                         b.engineMetrics(s.trim());
+                    }
+                }
+            }
+            case "--gateway-metrics" -> {
+                for (String s : v.split(",")) {
+                    if (!s.isBlank()) {
+                        b.gatewayMetrics(s.trim());
                     }
                 }
             }

@@ -38,6 +38,8 @@ public final class BenchReport {
     /** Per target (same order), what the engines counted ({@code --engine-metrics}); null entries without it. */
     private final List<EngineShares> engines;
     private final Map<String, Map<String, String>> files = new LinkedHashMap<>();
+    /** Per target (same order), what a kvgate target's routing-quality accounting counted; null entries otherwise. */
+    private List<GatewayAccounting> accounting;
 
     BenchReport(BenchConfig config, List<TargetReport> targets) {
         this(config, targets, java.util.Collections.nCopies(targets.size(), null));
@@ -50,6 +52,16 @@ public final class BenchReport {
         this.config = config;
         this.targets = List.copyOf(targets);
         this.engines = java.util.Collections.unmodifiableList(new ArrayList<>(engines));
+        this.accounting = java.util.Collections.nCopies(targets.size(), null);
+    }
+
+    /** Adds each target's gateway accounting over its run (null entries: not a kvgate, or not readable). */
+    BenchReport withAccounting(List<GatewayAccounting> perTarget) {
+        if (perTarget.size() != targets.size()) {
+            throw new IllegalArgumentException(perTarget.size() + " accounting reports for " + targets.size() + " targets");
+        }
+        this.accounting = java.util.Collections.unmodifiableList(new ArrayList<>(perTarget));
+        return this;
     }
 
     /** What the engines counted during target {@code i}'s run, or null without {@code --engine-metrics}. */
@@ -87,6 +99,9 @@ public final class BenchReport {
                 if (engines.get(0) != null) {
                     engines.get(0).write(g);
                 }
+                if (accounting.get(0) != null) {
+                    accounting.get(0).write(g);
+                }
             }
             writeConfig(g);
             g.writeArrayFieldStart("targets");
@@ -96,6 +111,9 @@ public final class BenchReport {
                 t.writeFields(g, files.get(t.label));
                 if (engines.get(i) != null) {
                     engines.get(i).write(g);
+                }
+                if (accounting.get(i) != null) {
+                    accounting.get(i).write(g);
                 }
                 g.writeEndObject();
             }
@@ -296,6 +314,9 @@ public final class BenchReport {
             }
             if (engines.get(i) != null) {
                 sb.append(engines.get(i).summary());
+            }
+            if (accounting.get(i) != null) {
+                sb.append(accounting.get(i).summary());
             }
         }
         if (targets.size() > 1) {

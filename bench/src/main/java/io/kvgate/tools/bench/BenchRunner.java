@@ -61,6 +61,7 @@ public final class BenchRunner {
             }
             List<TargetReport> results = new ArrayList<>();
             List<EngineShares> engines = new ArrayList<>();
+            List<GatewayAccounting> accounting = new ArrayList<>();
             long boundS = (long) Math.ceil(config.warmupS() + config.durationS() + config.drainS()) + 30;
             for (BenchTarget target : config.targets()) {
                 EventLoop loop = group.next();
@@ -76,6 +77,12 @@ public final class BenchRunner {
                         }
                     }
                 }
+                GatewayAccounting accountedBefore = config.gatewayMetrics().isEmpty() ? null
+                    : GatewayAccounting.snapshot(config.gatewayMetrics());
+                if (!config.gatewayMetrics().isEmpty() && accountedBefore == null) {
+                    log.println("bench WARNING: --gateway-metrics: no kvgate_prompt_tokens_total on "
+                        + config.gatewayMetrics() + " (not a kvgate, or unreachable)");
+                }
                 try {
                     var done = driver.start();
                     if (before != null && config.warmupS() > 0) {
@@ -85,7 +92,13 @@ public final class BenchRunner {
                         java.util.concurrent.CompletableFuture.anyOf(driver.measureStarted(), done).get(boundS, TimeUnit.SECONDS);
                         before = EngineShares.snapshot(config.engineMetrics());
                     }
+                    if (accountedBefore != null && config.warmupS() > 0) {
+                        java.util.concurrent.CompletableFuture.anyOf(driver.measureStarted(), done).get(boundS, TimeUnit.SECONDS);
+                        accountedBefore = GatewayAccounting.snapshot(config.gatewayMetrics()); // the window's start
+                    }
                     results.add(done.get(boundS, TimeUnit.SECONDS));
+                    accounting.add(accountedBefore == null ? null
+                        : GatewayAccounting.between(accountedBefore, GatewayAccounting.snapshot(config.gatewayMetrics())));
                     engines.add(before == null ? null
                         : EngineShares.between(config.engineMetrics(), before, EngineShares.settled(config.engineMetrics(), 2_000)));
                 } catch (InterruptedException e) {
@@ -97,7 +110,7 @@ public final class BenchRunner {
                     throw new IllegalStateException("benchmark of " + target.url() + " did not end within " + boundS + " s", e);
                 }
             }
-            BenchReport report = new BenchReport(config, results, engines);
+            BenchReport report = new BenchReport(config, results, engines).withAccounting(accounting);
             if (config.out() != null) {
                 try {
                     report.write(config.out());

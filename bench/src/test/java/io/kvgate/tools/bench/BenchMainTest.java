@@ -67,6 +67,21 @@ class BenchMainTest {
     }
 
     @Test
+    void gatewayMetricsListEveryReplicaAndRefuseWhatIsNotABaseUrl() {
+        BenchConfig c = BenchMain.parse(args("--target http://h:1 --model m --rate 1"
+            + " --gateway-metrics http://127.0.0.1:8081/,http://127.0.0.1:8082 --gateway-metrics=http://127.0.0.1:8083"));
+        assertEquals(java.util.List.of("http://127.0.0.1:8081", "http://127.0.0.1:8082", "http://127.0.0.1:8083"), c.gatewayMetrics());
+        assertEquals(java.util.List.of(), BenchMain.parse(args("--target http://h:1 --model m --rate 1")).gatewayMetrics(),
+            "opt-in: nothing is read from a target unasked");
+        assertEquals("--gateway-metrics 'https://h:1' must be http://host:port (a gateway's base URL; /metrics is appended)",
+            assertThrows(IllegalArgumentException.class,
+                () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --gateway-metrics https://h:1"))).getMessage());
+        assertTrue(assertThrows(IllegalArgumentException.class,
+            () -> BenchMain.parse(args("--target http://h:1 --model m --rate 1 --gateway-metrics http://h:2,http://h:2/")))
+            .getMessage().contains("--gateway-metrics lists a gateway twice"));
+    }
+
+    @Test
     void engineMetricsMixedLengthsAndConversationUsers() {
         BenchConfig c = BenchMain.parse(args("--target http://h:1 --model m --rate 1 --workload random"
             + " --random-distribution log-uniform --random-min-tokens 50 --random-max-tokens 50000"

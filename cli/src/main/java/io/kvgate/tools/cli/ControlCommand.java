@@ -57,6 +57,9 @@ public final class ControlCommand {
           inventory            KV inventory: blocks per endpoint, subscriber state per DP rank
           lookup  [FILE|-]     cached prefix per endpoint for a chat/completions body
           explain [FILE|-]     the routing decision for a body, without sending it
+          quality              routing-quality accounting per rule: prompt tokens reachable (held by any endpoint),
+                               predicted (held by the chosen one) and observed (served from the engine's cache),
+                               and every computed prompt token by cause (cold, load_bound, index_stale, ...)
           parity [RULE]        probe each KV endpoint: do the engine's published block keys equal the gateway's?
           doctor [RULE] [--timeout-ms N]
                                check what the gateway assumes about each engine (seed and hash, block size, DP ranks,
@@ -73,7 +76,7 @@ public final class ControlCommand {
 
     /** The verbs, in USAGE's order: each a picocli subcommand taking free arguments, so completion knows them. */
     static final List<String> VERBS = List.of("status", "rules", "endpoints", "drain", "undrain", "weight", "patch",
-        "reload", "apply", "check", "diff", "config", "log-level", "inventory", "lookup", "explain", "parity", "doctor");
+        "reload", "apply", "check", "diff", "config", "log-level", "inventory", "lookup", "explain", "quality", "parity", "doctor");
 
     /**
      * The ctl command line as picocli sees it: the connection options and {@code --json} are inherited by every verb,
@@ -180,6 +183,7 @@ public final class ControlCommand {
                 case "parity" -> new Call("POST", "/admin/v1/parity" + (arg == null ? "" : "?rule=" + enc(arg)), "", null);
                 case "lookup" -> new Call("POST", "/admin/v1/lookup", body(arg), null);
                 case "explain" -> new Call("POST", "/admin/v1/explain", body(arg), null);
+                case "quality" -> new Call("GET", "/control/v1/quality", null, QualityCommand::print);
                 case "doctor" -> {
                     String path = DoctorCommand.path(rest, verb.matchedOptionValue("--timeout-ms", null), err);
                     yield path == null ? null : new Call("GET", path, null, DoctorCommand::print);

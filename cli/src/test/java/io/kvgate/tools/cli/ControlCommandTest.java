@@ -42,6 +42,18 @@ class ControlCommandTest {
             ex.sendResponseHeaders(200, -1);
             ex.close();
         });
+        // A completion reports 40 of its 100 prompt tokens served from the cache, unless the prompt asks it not to say.
+        engine.createContext("/v1/completions", ex -> {
+            String req = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+            String details = req.contains("unreported") ? "" : ",\"prompt_tokens_details\":{\"cached_tokens\":40}";
+            byte[] answer = ("{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"ok\","
+                + "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":1,\"total_tokens\":101"
+                + details + "}}").getBytes(StandardCharsets.UTF_8);
+            ex.getResponseHeaders().set("content-type", "application/json");
+            ex.sendResponseHeaders(200, answer.length);
+            ex.getResponseBody().write(answer);
+            ex.close();
+        });
         engine.start();
         config = dir.resolve("kvgate.yaml");
         Files.writeString(config, """
@@ -120,6 +132,37 @@ class ControlCommandTest {
         assertTrue(out().startsWith("unchanged: configuration version 3"), out());
         assertEquals(0, ctl("--json", "rules"));
         assertTrue(out().contains("\"config_version\" : 3"), out());
+    }
+
+    /**
+     * Routing-quality accounting end to end: the engine's usage through the relay into the ledger, out through the
+     * control route as the table and as JSON. The rule has no KV events, so no lookup ran: the computed tokens are
+     * "unknown", and an answer without cached_tokens is counted as unreported, not as a miss.
+     */
+    @Test
+    void qualityShowsTheAccountedTokensAndTheirCauses() throws Exception {
+        assertEquals(0, ctl("quality"), err());
+        assertTrue(out().startsWith("no accounted requests yet"), out());
+        java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        for (String prompt : new String[] {"hello", "hello again", "unreported"}) {
+            var resp = http.send(java.net.http.HttpRequest.newBuilder(
+                    java.net.URI.create("http://127.0.0.1:" + gw.port() + "/v1/completions"))
+                .header("content-type", "application/json")
+                .POST(java.net.http.HttpRequest.BodyPublishers.ofString(
+                    "{\"model\":\"qwen3\",\"prompt\":\"" + prompt + "\",\"max_tokens\":1}")).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+            assertEquals(200, resp.statusCode(), resp.body());
+        }
+        assertEquals(0, ctl("quality"), err());
+        assertTrue(out().startsWith("RULE  REQUESTS  UNREPORTED  PROMPT  REACHABLE  PREDICTED  OBSERVED"), out());
+        assertTrue(out().contains("chat  2         1           200     0 (0.0%)   0 (0.0%)   80 (40.0%)"), out());
+        assertTrue(out().contains("chat  unknown  120     100.0%"), out());
+        assertEquals(0, ctl("quality", "--json"), err());
+        JsonNode chat = new ObjectMapper().readTree(out()).path("rules").path("chat");
+        assertEquals(200, chat.path("tokens").path("prompt").asLong(), out());
+        assertEquals(80, chat.path("tokens").path("observed").asLong(), out());
+        assertEquals(120, chat.path("loss").path("unknown").asLong(), out());
+        assertEquals(1, chat.path("unreported_requests").asLong(), out());
     }
 
     @Test

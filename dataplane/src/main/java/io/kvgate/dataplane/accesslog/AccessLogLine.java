@@ -41,6 +41,8 @@ final class AccessLogLine {
         count(b, "prompt_tokens", r.promptTokens);
         count(b, "cached_tokens", r.cachedTokens);
         count(b, "reachable_tokens", r.reachableTokens);
+        count(b, "predicted_tokens", r.predictedTokens);
+        str(b, "route_loss", r.routeLoss);
         millis(b, "ttft_ms", r.ttftNs);
         millis(b, "duration_ms", r.durationNs);
         str(b, "tier", r.tier);

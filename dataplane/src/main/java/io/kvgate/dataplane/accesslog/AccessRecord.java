@@ -27,8 +27,15 @@ public final class AccessRecord {
     public long bytesOut;
     public long promptTokens = UNKNOWN;
     public long cachedTokens = UNKNOWN;
-    /** Prompt tokens the routing decision found cached on the chosen endpoint (kv_exact), or unknown. */
+    /**
+     * The longest prompt prefix, in tokens, any endpoint the request could go to held at decision time (kv_exact's
+     * index lookup), or unknown.
+     */
     public long reachableTokens = UNKNOWN;
+    /** Prompt tokens the routing decision found cached on the chosen endpoint (kv_exact), or unknown. */
+    public long predictedTokens = UNKNOWN;
+    /** Why the router passed over an endpoint holding more of the prompt ({@code LossCause} label), or null. */
+    public String routeLoss;
     public long ttftNs = UNKNOWN;
     public long durationNs;
     /** The routing policy tier that chose the endpoint ({@code kvgate_route_decisions_total}'s label), or null. */
@@ -52,6 +59,8 @@ public final class AccessRecord {
         promptTokens = UNKNOWN;
         cachedTokens = UNKNOWN;
         reachableTokens = UNKNOWN;
+        predictedTokens = UNKNOWN;
+        routeLoss = null;
         ttftNs = UNKNOWN;
         durationNs = 0;
         tier = null;
@@ -74,6 +83,8 @@ public final class AccessRecord {
         promptTokens = o.promptTokens;
         cachedTokens = o.cachedTokens;
         reachableTokens = o.reachableTokens;
+        predictedTokens = o.predictedTokens;
+        routeLoss = o.routeLoss;
         ttftNs = o.ttftNs;
         durationNs = o.durationNs;
         tier = o.tier;

@@ -5,6 +5,7 @@ import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.quality.PromptLedger;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.trace.Tracing;
 import io.kvgate.dataplane.upstream.UpstreamConnector;
@@ -34,6 +35,7 @@ public final class GatewayContext {
     private Tracing tracing = Tracing.OFF;
     /** Set once at start-up, before the listener accepts ({@link #accessLog(AccessLog)}). */
     private volatile AccessLog accessLog = AccessLog.OFF;
+    private volatile PromptLedger quality = new PromptLedger();
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
                           NanoClock clock, RequestHooks hooks) {
@@ -126,6 +128,20 @@ public final class GatewayContext {
     /** Sets the access log, at start-up. */
     public GatewayContext accessLog(AccessLog log) {
         this.accessLog = log;
+        return this;
+    }
+
+    /**
+     * Routing-quality accounting (reachable / predicted / observed prompt tokens per rule): the gateway's, registered
+     * in its metrics; a context built without one (tests) accounts into a ledger nobody reads.
+     */
+    public PromptLedger quality() {
+        return quality;
+    }
+
+    /** Sets the routing-quality ledger, at start-up. */
+    public GatewayContext quality(PromptLedger ledger) {
+        this.quality = ledger;
         return this;
     }
 

@@ -6,6 +6,7 @@ import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.metrics.StageTimers.Stage;
+import io.kvgate.dataplane.quality.LossCause;
 import io.kvgate.dataplane.exchange.ActiveExchange;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.request.RequestFields;
@@ -126,6 +127,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     /** The routing decision's tier and the prompt tokens found cached on its endpoint ({@link #decision}). */
     private String decisionTier;
     private int reachableTokens = -1;
+    private int predictedTokens = -1;
+    private int confirmedTokens = -1;
+    private LossCause routeLoss;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -136,7 +140,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         this.body = body;
         this.routing = gw.routing(ctx.channel().eventLoop());
         this.relay = new Relay(ctx, request, requestId, gw.configSupplier(), gw.metrics(), gw.clock(), gw.accessLog(),
-            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite);
+            owner.accessRecord(), rule.name(), fields.model, startNs, fields.answerRewrite).accountingTo(gw.quality());
         this.client = relay.client();
         this.model = fields.model;
         this.rule = rule;
@@ -239,6 +243,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         if (d.tier() != null) {
             this.decisionTier = d.tier();
             this.reachableTokens = d.reachableTokens();
+            this.predictedTokens = d.predictedTokens();
+            this.confirmedTokens = d.confirmedTokens();
+            this.routeLoss = d.routeLoss();
         }
         this.heldPrefillTokens = d.chargedPrefillTokens();
         this.heldDpRank = d.dpRank();
@@ -535,7 +542,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     /** Records the answer (metrics, access log, trace outcome) with the routing decision it had. */
     private void record(int st) {
-        relay.record(st, endpointKey(), decisionTier, reachableTokens);
+        relay.record(st, endpointKey(), decisionTier, reachableTokens, predictedTokens, confirmedTokens, routeLoss);
     }
 
     private String endpointKey() {
@@ -647,7 +654,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         if (!routing) {
             record(499);
         } else {
-            relay.logAccess(499, endpointKey(), decisionTier, reachableTokens); // counted nowhere else, but a request the client sent all the same
+            relay.logAccess(499, endpointKey(), decisionTier, reachableTokens, predictedTokens, routeLoss); // counted nowhere else, but a request the client sent all the same
         }
         // While routing, run() returns the endpoint when the decision arrives.
         release();

@@ -5,6 +5,8 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.dataplane.accesslog.AccessRecord;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
+import io.kvgate.dataplane.quality.LossCause;
+import io.kvgate.dataplane.quality.PromptLedger;
 import io.kvgate.dataplane.request.AnswerRewrite;
 import io.kvgate.dataplane.trace.RequestTrace;
 import io.kvgate.dataplane.upstream.LegFailure;
@@ -66,6 +68,8 @@ public final class Relay {
     private long lastOutputNs;
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
     private String errorCode;
+    /** Routing-quality accounting of the gateway ({@link #accountingTo}), or null: not accounted. */
+    private PromptLedger ledger;
 
     public Relay(ChannelHandlerContext ctx, HttpRequest request, String requestId, Supplier<GatewayConfig> config,
                  GatewayMetrics metrics, NanoClock clock, AccessLog accessLog, AccessRecord access, String ruleName,
@@ -88,6 +92,12 @@ public final class Relay {
     /** The answer goes out without {@code kv_transfer_params} (a P/D decode's: the client never sees them). */
     public Relay strippingTransferParams() {
         this.stripsTransferParams = true;
+        return this;
+    }
+
+    /** Successful answers are accounted in {@code ledger} (reachable / predicted / observed prompt tokens). */
+    public Relay accountingTo(PromptLedger l) {
+        this.ledger = l;
         return this;
     }
 
@@ -205,17 +215,27 @@ public final class Relay {
     /**
      * Records the answer; a stream that ended in an error event is {@code status="stream_error"}, not its 200. The
      * token usage the answer carried (as the client saw it, the usage chunk counted even when it was dropped) goes
-     * to {@code kvgate_tokens_total}. {@code endpoint}, {@code tier} and {@code reachableTokens} are the routing
-     * decision's, for the access log.
+     * to {@code kvgate_tokens_total}. {@code endpoint}, {@code tier} and the prompt token counts are the routing
+     * decision's ({@link io.kvgate.dataplane.route.Decision}), for the access log and, with what the
+     * engine reported it served from its cache, for routing-quality accounting.
      */
-    public void record(int st, String endpoint, String tier, int reachableTokens) {
+    public void record(int st, String endpoint, String tier, int reachableTokens, int predictedTokens,
+                       int confirmedTokens, LossCause routeLoss) {
         if (client.usageSeen()) {
             metrics.tokens(ruleName, model, client.promptTokens(), client.completionTokens(), client.cachedTokens());
+        }
+        if (ledger != null && tier != null && st < 300 && !client.streamFailed()) {
+            if (client.cachedReported()) {
+                ledger.record(ruleName, client.promptTokens(), client.cachedTokens(), reachableTokens, predictedTokens,
+                    confirmedTokens, routeLoss);
+            } else {
+                ledger.unreported(ruleName);
+            }
         }
         if (trace != null) {
             traceOutcome(st);
         }
-        logAccess(st, endpoint, tier, reachableTokens);
+        logAccess(st, endpoint, tier, reachableTokens, predictedTokens, routeLoss);
         if (client.streamFailed()) {
             metrics.request(ruleName, model, GatewayMetrics.STREAM_ERROR, clock.nanoTime() - startNs);
             return;
@@ -224,7 +244,8 @@ public final class Relay {
     }
 
     /** The request's access-log line: the status the client got, what the engine reported, when output started. */
-    public void logAccess(int st, String endpoint, String tier, int reachableTokens) {
+    public void logAccess(int st, String endpoint, String tier, int reachableTokens, int predictedTokens,
+                          LossCause routeLoss) {
         if (!accessLog.enabled()) {
             return;
         }
@@ -242,6 +263,8 @@ public final class Relay {
         a.ttftNs = ttftNs;
         a.tier = tier;
         a.reachableTokens = reachableTokens;
+        a.predictedTokens = predictedTokens;
+        a.routeLoss = routeLoss == null ? null : routeLoss.label;
         a.durationNs = clock.nanoTime() - startNs;
         a.errorCode = errorCode != null ? errorCode : client.streamFailed() ? GatewayMetrics.STREAM_ERROR : null;
         accessLog.log(a);

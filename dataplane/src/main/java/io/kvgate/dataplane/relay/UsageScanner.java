@@ -89,12 +89,14 @@ public class UsageScanner {
     private int skipDepth;
     private long readPrompt;
     private long readCompletion;
-    private long readCached;
+    /** -1 until the usage object being read names {@code cached_tokens}: absent and 0 are told apart. */
+    private long readCached = -1;
 
     private boolean usageSeen;
     private long promptTokens;
     private long completionTokens;
-    private long cachedTokens;
+    /** The last complete usage object's {@code cached_tokens}, -1 when it had none. */
+    private long cachedTokens = -1;
 
     /**
      * Feeds the readable bytes of {@code buf} (its indices are not moved). A heap buffer is scanned in its array; any
@@ -192,7 +194,7 @@ public class UsageScanner {
         int level = 1;
         long prompt = 0;
         long completion = 0;
-        long cached = 0;
+        long cached = -1;
         boolean afterValue = false;
         while (i < end) {
             byte c = b[i];
@@ -440,7 +442,16 @@ public class UsageScanner {
 
     /** {@code prompt_tokens_details.cached_tokens}, 0 when the engine did not report it. */
     public final long cachedTokens() {
-        return cachedTokens;
+        return Math.max(0, cachedTokens);
+    }
+
+    /**
+     * Whether the last usage object reported {@code prompt_tokens_details.cached_tokens} (vLLM only with
+     * {@code --enable-prompt-tokens-details}): routing-quality accounting counts only answers that say what the
+     * engine served from its cache, since a missing count is not a miss.
+     */
+    public final boolean cachedReported() {
+        return usageSeen && cachedTokens >= 0;
     }
 
     /**
@@ -465,7 +476,7 @@ public class UsageScanner {
                         depth = 1;
                         readPrompt = 0;
                         readCompletion = 0;
-                        readCached = 0;
+                        readCached = -1;
                         state = KEY_OR_END;
                     } else {
                         restart(b); // "usage": null (every SGLang chunk), or not an object

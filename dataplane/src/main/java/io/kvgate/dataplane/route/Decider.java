@@ -72,6 +72,9 @@ final class Decider {
             int rank = e.chosenRank;
             RuleStats.Tier tier = e.tier;
             int reachable = e.reachableTokens;
+            int predicted = e.predictedTokens;
+            int confirmed = e.confirmedTokens;
+            io.kvgate.dataplane.quality.LossCause routeLoss = e.routeLoss;
             int[] prompt = e.promptTokens;
             int tried = e.triedCount;
             Admission gate = e.gate;
@@ -83,6 +86,9 @@ final class Decider {
             e.chosenRank = -1;
             e.tier = null;
             e.reachableTokens = -1;
+            e.predictedTokens = -1;
+            e.confirmedTokens = -1;
+            e.routeLoss = null;
             if (e.explain) {
                 why.append(why.length() == mark ? "" : "; ").append("decode: ");
             }
@@ -98,6 +104,9 @@ final class Decider {
             e.chosenRank = rank;
             e.tier = tier;
             e.reachableTokens = reachable;
+            e.predictedTokens = predicted;
+            e.confirmedTokens = confirmed;
+            e.routeLoss = routeLoss;
         }
         d.explanation = e.explain ? why.toString() : null;
         if (prefill == null || decode == null) {
@@ -122,6 +131,9 @@ final class Decider {
         e.chosenRank = -1;
         e.tier = null;
         e.reachableTokens = -1;
+        e.predictedTokens = -1;
+        e.confirmedTokens = -1;
+        e.routeLoss = null;
     }
 
     /** Counts {@code ep} for the request (not for a dry run) and tells the decision what it charged. */
@@ -137,6 +149,9 @@ final class Decider {
         if (e.tier != null) {
             d.tier = e.tier.label();
             d.reachableTokens = e.reachableTokens;
+            d.predictedTokens = e.predictedTokens;
+            d.confirmedTokens = e.confirmedTokens;
+            d.routeLoss = e.routeLoss;
         }
         return true;
     }

@@ -29,6 +29,9 @@ public final class Decision {
     int dpRank = -1;
     String tier;
     int reachableTokens = -1;
+    int predictedTokens = -1;
+    int confirmedTokens = -1;
+    io.kvgate.dataplane.quality.LossCause routeLoss;
     boolean waitedForAdmission;
     long admissionQueuedAtNs;
     long admissionAdmittedAtNs;
@@ -80,6 +83,9 @@ public final class Decision {
         dpRank = -1;
         tier = null;
         reachableTokens = -1;
+        predictedTokens = -1;
+        confirmedTokens = -1;
+        routeLoss = null;
         waitedForAdmission = false;
         admissionQueuedAtNs = 0;
         admissionAdmittedAtNs = 0;
@@ -136,9 +142,27 @@ public final class Decision {
         return tier;
     }
 
-    /** The prompt tokens the KV index found cached on {@link #endpoint()}; -1 when no lookup ran. */
+    /**
+     * Routing-quality accounting ({@code io.kvgate.dataplane.quality}): the longest prompt prefix, in tokens, any
+     * endpoint the request may go to held at decision time; -1 when no lookup ran.
+     */
     public int reachableTokens() {
         return reachableTokens;
+    }
+
+    /** The prompt tokens the KV index (and the speculative overlay) found cached on {@link #endpoint()}; -1: no lookup. */
+    public int predictedTokens() {
+        return predictedTokens;
+    }
+
+    /** The part of {@link #predictedTokens()} KV events confirmed (not the speculative overlay alone); -1: no lookup. */
+    public int confirmedTokens() {
+        return confirmedTokens;
+    }
+
+    /** Why a holder of more of the prompt was passed over (reachable exceeds predicted), else null. */
+    public io.kvgate.dataplane.quality.LossCause routeLoss() {
+        return routeLoss;
     }
 
     /** Whether admission control held the request before this decision ({@link #admissionQueuedAtNs} then is set). */

@@ -11,6 +11,7 @@ import io.kvgate.index.hash.BlockHashSpec;
 import io.kvgate.index.hash.PrefixHashCache;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.dataplane.metrics.StageTimers;
+import io.kvgate.dataplane.quality.LossCause;
 import io.kvgate.dataplane.route.RuleStats.MissReason;
 import io.kvgate.dataplane.route.RuleStats.Tier;
 
@@ -181,10 +182,19 @@ final class KvExactPolicy implements RoutingPolicy {
         lookedUp = false;
         slotCount = 0;
         chosenSlot = -1;
+        cap = Double.POSITIVE_INFINITY;
+        missed = null;
         EndpointState ep = decide(c, r, nowNs, why);
         if (ep != null) {
             r.uncachedTokens = uncachedOn(r.promptTokens());
-            r.reachableTokens = lookedUp && chosenSlot >= 0 ? slotMatched[chosenSlot] * blockSize : 0;
+            account(c, r, ep, nowNs);
+            if (r.explain() && r.predictedTokens >= 0) {
+                why.append("; reachable_tokens=").append(r.reachableTokens).append("; predicted_tokens=")
+                    .append(r.predictedTokens).append(" (confirmed ").append(r.confirmedTokens).append(')');
+                if (r.routeLoss != null) {
+                    why.append("; passed_over=").append(r.routeLoss.label);
+                }
+            }
             if (r.chosenRank >= 0 && r.explain()) {
                 why.append("; dp_rank=").append(r.chosenRank);
             }
@@ -208,6 +218,86 @@ final class KvExactPolicy implements RoutingPolicy {
     private int lastBlocks;
     /** Whether the slots hold this decision's lookup. */
     private boolean lookedUp;
+    /** This decision's load bound (hard mode; +infinity before it is computed) and its fallback's reason, if any. */
+    private double cap;
+    private MissReason missed;
+
+    /**
+     * Routing-quality accounting ({@code io.kvgate.dataplane.quality}): writes the decision's reachable, predicted and
+     * confirmed prompt tokens into the event, and why the longest holder was passed over when it was. A prompt too
+     * short for one block has nothing any endpoint could hold: 0 reachable. Without a lookup all stay -1. The
+     * confirmed part costs a lookup of the chosen endpoint's ranks in the index alone, only when the speculative
+     * overlay is on and the endpoint matched something.
+     */
+    private void account(EndpointState[] c, RouteEvent r, EndpointState ep, long nowNs) {
+        if (!lookedUp) {
+            if (missed == MissReason.SHORT_PROMPT) {
+                r.reachableTokens = 0;
+                r.predictedTokens = 0;
+                r.confirmedTokens = 0;
+            }
+            return;
+        }
+        int holder = -1;
+        for (int s = 0; s < slotCount; s++) {
+            if (!r.serves(c[slotCand[s]])) {
+                continue;
+            }
+            if (holder < 0 || slotMatched[s] > slotMatched[holder]
+                || (slotMatched[s] == slotMatched[holder] && (s == chosenSlot || (slotEligible[s] && !slotEligible[holder] && holder != chosenSlot)))) {
+                holder = s;
+            }
+        }
+        int predicted = chosenSlot >= 0 ? slotMatched[chosenSlot] : 0;
+        int reachable = holder >= 0 ? Math.max(predicted, slotMatched[holder]) : predicted;
+        int confirmed = predicted;
+        if (overlay != null && predicted > 0) {
+            int ranks = Math.max(1, ep.ranks());
+            reader.rankDepths(keys, predicted, ep.id(), ranks, rankDepth);
+            confirmed = 0;
+            for (int rk = 0; rk < Math.min(ranks, rankDepth.length); rk++) {
+                if (r.chosenRank < 0 || rk == r.chosenRank) {
+                    confirmed = Math.max(confirmed, rankDepth[rk]);
+                }
+            }
+        }
+        r.reachableTokens = reachable * blockSize;
+        r.predictedTokens = predicted * blockSize;
+        r.confirmedTokens = Math.min(confirmed, predicted) * blockSize;
+        if (reachable > predicted) {
+            r.routeLoss = lossCause(c, r, holder, nowNs);
+        }
+    }
+
+    /** Why {@code holder}, which held more of the prompt than the chosen slot, did not get the request. */
+    private LossCause lossCause(EndpointState[] c, RouteEvent r, int holder, long nowNs) {
+        EndpointState h = c[slotCand[holder]];
+        if (!slotEligible[holder]) {
+            if (h.drained()) {
+                return LossCause.DRAINING;
+            }
+            if (!h.available(nowNs)) {
+                return LossCause.UNAVAILABLE;
+            }
+            if (r.alreadyTried(h)) {
+                return LossCause.RETRY;
+            }
+            return LossCause.ADMISSION;
+        }
+        if (chosenSlot >= 0 && slotCand[chosenSlot] == slotCand[holder]) {
+            return LossCause.DP_RANK;
+        }
+        if (r.tier == Tier.KV_COLD_READMIT) {
+            return LossCause.COLD_READMIT;
+        }
+        if (r.tier == Tier.KV_EXACT) {
+            return soft || slotLoad[holder] + 1 > cap ? LossCause.LOAD_BOUND : LossCause.TIER;
+        }
+        if (missed == MissReason.OVER_LOAD_BOUND) {
+            return LossCause.LOAD_BOUND;
+        }
+        return missed == MissReason.BELOW_MIN_MATCH ? LossCause.MIN_MATCH : LossCause.FALLBACK;
+    }
 
     /** The prompt tokens the chosen slot must prefill: all of them, less its matched blocks when the lookup ran. */
     private int uncachedOn(int[] tokens) {
@@ -352,7 +442,7 @@ final class KvExactPolicy implements RoutingPolicy {
             }
         } else {
             // Relative bound with an absolute slack: at low load one request in flight must not count as "hot".
-            double cap = Math.max(knobs.loadCapFactor() * mean, mean + knobs.loadSlack());
+            cap = Math.max(knobs.loadCapFactor() * mean, mean + knobs.loadSlack());
             for (int s = 0; s < slotCount; s++) {
                 if (!slotEligible[s] || slotLoad[s] + 1 > cap) {
                     continue;
@@ -412,6 +502,7 @@ final class KvExactPolicy implements RoutingPolicy {
     }
 
     private EndpointState fallback(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why, MissReason reason) {
+        missed = reason;
         stats.miss(reason);
         stats.tier(r.decidedBy(Tier.FALLBACK));
         EndpointState ep = fallback.choose(c, r, nowNs, why);

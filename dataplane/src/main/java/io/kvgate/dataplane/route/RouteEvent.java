@@ -73,12 +73,22 @@ public final class RouteEvent {
     int chosenRank = -1;
     /** Set by the policy that decided: the tier that made the decision, null for a policy without tiers. */
     RuleStats.Tier tier;
-    /** Set by kv_exact: the prompt tokens the index found cached on the chosen endpoint; -1 when no lookup ran. */
+    /**
+     * Set by kv_exact (routing-quality accounting, {@code io.kvgate.dataplane.quality}): the longest prompt prefix, in
+     * tokens, any endpoint the request may go to held at decision time (index + speculative overlay); -1 when no lookup
+     * ran. Reset by the routing stage before each decision, as the three below.
+     */
     int reachableTokens = -1;
     /** Set by admission control when it lets a waiting request go: when it queued and released it (0: never waited). */
     boolean waitedForAdmission;
     long admissionQueuedAtNs;
     long admissionAdmittedAtNs;
+    /** Set by kv_exact: the prompt tokens the index found cached on the chosen endpoint; -1 when no lookup ran. */
+    int predictedTokens = -1;
+    /** Set by kv_exact: the part of {@link #predictedTokens} KV events confirmed (not the speculative overlay alone). */
+    int confirmedTokens = -1;
+    /** Set by kv_exact when {@link #reachableTokens} exceeds {@link #predictedTokens}: why the holder was passed over. */
+    io.kvgate.dataplane.quality.LossCause routeLoss;
 
     /** The policy's tier for this decision (returned, for {@link RuleStats#tier}). */
     RuleStats.Tier decidedBy(RuleStats.Tier t) {

@@ -20,7 +20,7 @@ class AccessLogTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final List<String> FIELDS = List.of("time", "request_id", "trace_id", "key_id", "rule", "model",
         "endpoint", "status", "stream", "bytes_in", "bytes_out", "prompt_tokens", "cached_tokens", "reachable_tokens",
-        "ttft_ms", "duration_ms", "tier", "error_code");
+        "predicted_tokens", "route_loss", "ttft_ms", "duration_ms", "tier", "error_code");
 
     private static AccessRecord full() {
         AccessRecord r = new AccessRecord();
@@ -36,7 +36,9 @@ class AccessLogTest {
         r.bytesOut = 5120;
         r.promptTokens = 300;
         r.cachedTokens = 256;
-        r.reachableTokens = 272;
+        r.reachableTokens = 288;
+        r.predictedTokens = 272;
+        r.routeLoss = "load_bound";
         r.ttftNs = 12_345_678;
         r.durationNs = 1_500_000_001;
         r.tier = "kv_exact";
@@ -61,6 +63,9 @@ class AccessLogTest {
         assertEquals(200, n.get("status").asInt());
         assertTrue(n.get("stream").asBoolean());
         assertEquals(256, n.get("cached_tokens").asLong());
+        assertEquals(288, n.get("reachable_tokens").asLong());
+        assertEquals(272, n.get("predicted_tokens").asLong());
+        assertEquals("load_bound", n.get("route_loss").asText());
         assertEquals(12.345, n.get("ttft_ms").asDouble());
         assertEquals(1500.0, n.get("duration_ms").asDouble());
         assertTrue(n.get("error_code").isNull());
@@ -74,7 +79,7 @@ class AccessLogTest {
         r.durationNs = 42_000;
         JsonNode n = line(r);
         for (String f : List.of("request_id", "trace_id", "key_id", "rule", "model", "endpoint", "prompt_tokens",
-            "cached_tokens", "reachable_tokens", "ttft_ms", "tier")) {
+            "cached_tokens", "reachable_tokens", "predicted_tokens", "route_loss", "ttft_ms", "tier")) {
             assertTrue(n.get(f).isNull(), f);
         }
         assertEquals(0.042, n.get("duration_ms").asDouble());

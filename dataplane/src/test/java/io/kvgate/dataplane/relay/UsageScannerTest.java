@@ -19,9 +19,13 @@ import org.junit.jupiter.api.Test;
  * when it visits every byte, which is the scanner's definition.
  */
 class UsageScannerTest {
-    /** What a scanner read: "[prompt, completion, cached]", or null when it saw no complete usage object. */
+    /**
+     * What a scanner read: "[prompt, completion, cached]" ({@code cached} "-" when the usage object did not report
+     * it, which accounting must tell from a reported 0), or null when it saw no complete usage object.
+     */
     private static String read(UsageScanner s) {
-        return s.usageSeen() ? Arrays.toString(new long[] {s.promptTokens(), s.completionTokens(), s.cachedTokens()}) : null;
+        return s.usageSeen() ? "[" + s.promptTokens() + ", " + s.completionTokens() + ", "
+            + (s.cachedReported() ? String.valueOf(s.cachedTokens()) : "-") + "]" : null;
     }
 
     /** The reference: every byte through the state machine, one at a time (what the scanner did before it jumped). */
@@ -96,7 +100,7 @@ class UsageScannerTest {
             + "\"total_tokens\":17,\"completion_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":8}},\"kv_transfer_params\":null}";
         assertEquals("[12, 5, 8]", everySplit(vllm));
         String spaced = "{ \"usage\" : { \"completion_tokens\" : 3 , \"prompt_tokens\" :\n40, \"prompt_tokens_details\": null } }";
-        assertEquals("[40, 3, 0]", everySplit(spaced), "no details: no cached tokens");
+        assertEquals("[40, 3, -]", everySplit(spaced), "no details: no cached tokens");
     }
 
     @Test
@@ -107,7 +111,22 @@ class UsageScannerTest {
         assertEquals("[9, 2, 4]", everySplit(sglang));
         String continuous = "data: {\"choices\":[{\"index\":0}],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1}}\n\n"
             + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":6}}\n\n";
-        assertEquals("[9, 6, 0]", everySplit(continuous), "the final, cumulative one");
+        assertEquals("[9, 6, -]", everySplit(continuous), "the final, cumulative one");
+    }
+
+    /** Routing-quality accounting counts only answers that said what the engine served from its cache. */
+    @Test
+    void aReportedZeroIsToldFromAnAbsentCachedCount() {
+        assertEquals("[12, 5, 0]", everySplit("{\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":5,"
+            + "\"prompt_tokens_details\":{\"cached_tokens\":0}}}"), "vLLM with --enable-prompt-tokens-details, a miss");
+        assertEquals("[12, 5, -]", everySplit("{\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":5,"
+            + "\"prompt_tokens_details\":{\"cached_tokens\":null}}}"), "null is no count");
+        assertEquals("[12, 5, -]", everySplit("{\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":5,"
+            + "\"prompt_tokens_details\":null}}"), "vLLM without the flag");
+        String reportedThenNot = "data: {\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1,"
+            + "\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\n"
+            + "data: {\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\n";
+        assertEquals("[9, 2, -]", everySplit(reportedThenNot), "the last usage object decides, its count with it");
     }
 
     @Test
@@ -125,21 +144,21 @@ class UsageScannerTest {
             + "\"prompt_tokens_details\":{\"audio_tokens\":{\"cached_tokens\":77},\"cached_tokens\":2}}}";
         assertEquals("[3, 4, 2]", everySplit(odd));
         String badNumbers = "{\"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":2.5}}";
-        assertEquals("[0, 0, 0]", (everySplit(badNumbers)), "not counts: not counted");
+        assertEquals("[0, 0, -]", (everySplit(badNumbers)), "not counts: not counted");
     }
 
     @Test
     void countsOver2To40AreNotBelieved() {
-        assertEquals("[1099511627776, 0, 0]", everySplit("{\"usage\":{\"prompt_tokens\":1099511627776,"
+        assertEquals("[1099511627776, 0, -]", everySplit("{\"usage\":{\"prompt_tokens\":1099511627776,"
             + "\"completion_tokens\":1099511627777}}"), "2^40 is the largest count believed");
-        assertEquals("[0, 7, 0]", everySplit("{\"usage\":{\"prompt_tokens\":123456789012345678901234567890,"
+        assertEquals("[0, 7, -]", everySplit("{\"usage\":{\"prompt_tokens\":123456789012345678901234567890,"
             + "\"completion_tokens\":7}}"), "thirty digits neither overflow nor count");
     }
 
     @Test
     void brokenUsageIsAbandonedAndTheNextOneRead() {
         String s = "{\"usage\":{\"prompt_tokens\" 5}} {\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":1}}";
-        assertEquals("[6, 1, 0]", everySplit(s));
+        assertEquals("[6, 1, -]", everySplit(s));
         assertTrue(everySplit("{\"usage\":{}}") != null, "an empty usage object is a usage of nothing");
     }
 
@@ -150,10 +169,10 @@ class UsageScannerTest {
 
     @Test
     void anAnswerOfManyQuotesIsReadWhereverItIsSplit() {
-        assertEquals("[1, 1, 0]", everySplit(CHAT_COMPLETION));
+        assertEquals("[1, 1, -]", everySplit(CHAT_COMPLETION));
         String manyQuotes = "{\"a\":\"\",\"b\":[\"\",\"\",\"u\",\"us\",\"usag\",\"usagee\",\"Usage\",\"\\\"\"],"
             + "\"usag\":{\"prompt_tokens\":9},\"_usage\":{\"prompt_tokens\":8},\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}";
-        assertEquals("[3, 4, 0]", everySplit(manyQuotes), "near-needles are not the needle");
+        assertEquals("[3, 4, -]", everySplit(manyQuotes), "near-needles are not the needle");
     }
 
     @Test
@@ -166,8 +185,8 @@ class UsageScannerTest {
             int at = before.length() + pad;
             for (int k = -9; k <= 9; k++) {
                 for (Entry entry : Entry.values()) {
-                    assertEquals("[7, 2, 0]", scanned(b, entry, at + k), entry + " pad " + pad + " cut at needle " + k);
-                    assertEquals("[7, 2, 0]", scanned(b, entry, at + k - 3, at + k), entry + " pad " + pad + " short piece " + k);
+                    assertEquals("[7, 2, -]", scanned(b, entry, at + k), entry + " pad " + pad + " cut at needle " + k);
+                    assertEquals("[7, 2, -]", scanned(b, entry, at + k - 3, at + k), entry + " pad " + pad + " short piece " + k);
                 }
             }
         }
@@ -186,7 +205,7 @@ class UsageScannerTest {
             assertEquals("[11, 5, 4]", scanned(b, Entry.HEAP), "seam at needle " + k);
         }
         String twoPieces = "{\"usage\":{\"prompt_tokens\":" + " ".repeat(UsageScanner.SCRATCH_BYTES) + "12,\"completion_tokens\":1}}";
-        assertEquals("[12, 1, 0]", scanned(twoPieces.getBytes(StandardCharsets.UTF_8), Entry.DIRECT), "a usage object across the seam");
+        assertEquals("[12, 1, -]", scanned(twoPieces.getBytes(StandardCharsets.UTF_8), Entry.DIRECT), "a usage object across the seam");
     }
 
     @Test
@@ -195,11 +214,11 @@ class UsageScannerTest {
         String content = "{\"choices\":[{\"message\":{\"content\":\"\\\"usage\\\": {\\\"prompt_tokens\\\": 5, "
             + "\\\"completion_tokens\\\": 6}\"}}]";
         assertNull(everySplit(content + "}"));
-        assertEquals("[1, 2, 0]", everySplit(content + ",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}"));
+        assertEquals("[1, 2, -]", everySplit(content + ",\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}"));
         // a string value that is exactly usage is the needle, but a ',' or '}' follows it, not ':'
-        assertEquals("[3, 1, 0]", everySplit("{\"content\":\"usage\",\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}"));
+        assertEquals("[3, 1, -]", everySplit("{\"content\":\"usage\",\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}"));
         // what the scanner does not judge: a value "usage" followed by ':' is not JSON, and it reads it as a member
-        assertEquals("[2, 0, 0]", everySplit("[\"usage\":{\"prompt_tokens\":2}]"));
+        assertEquals("[2, 0, -]", everySplit("[\"usage\":{\"prompt_tokens\":2}]"));
     }
 
     @Test

@@ -5,6 +5,7 @@ import static io.kvgate.dataplane.route.RouteFixtures.decide;
 import static io.kvgate.dataplane.route.RouteFixtures.table;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -258,6 +259,77 @@ class KvExactPolicyTest {
         clock.advance(1001, TimeUnit.MILLISECONDS);
         decide(r, request(r, p), clock.nanoTime());
         assertEquals(2, r.stats().missCount(MissReason.NO_MATCH), "after the TTL only the index counts");
+    }
+
+    /**
+     * Routing-quality accounting (issue #35 item 1): the decision writes reachable (the longest holder's prefix),
+     * predicted (the chosen endpoint's) and, when they differ, why the holder was passed over.
+     */
+    @Test
+    void theDecisionAccountsReachableAndPredictedTokensAndWhyTheHolderWasPassedOver() {
+        Rule r = rule("mode: bounded, load_cap_factor: 1.5, load_slack: 2");
+        int[] p = prompt(8, 31);
+        cache(r, ep(r, 1), p, 6);
+        cache(r, ep(r, 2), p, 2);
+        RouteEvent best = request(r, p);
+        assertSame(ep(r, 1), decide(r, best, clock.nanoTime()));
+        assertEquals(6 * BLOCK, best.reachableTokens);
+        assertEquals(6 * BLOCK, best.predictedTokens);
+        assertEquals(6 * BLOCK, best.confirmedTokens, "no overlay: all of it from KV events");
+        assertNull(best.routeLoss, "nothing was passed over");
+        for (int i = 0; i < 10; i++) {
+            ep(r, 1).onRouted(clock.nanoTime());
+        }
+        RouteEvent bounded = request(r, p);
+        assertSame(ep(r, 2), decide(r, bounded, clock.nanoTime()));
+        assertEquals(6 * BLOCK, bounded.reachableTokens, "the holder over the bound still counts as reachable");
+        assertEquals(2 * BLOCK, bounded.predictedTokens);
+        assertSame(io.kvgate.dataplane.quality.LossCause.LOAD_BOUND, bounded.routeLoss);
+
+        ep(r, 1).drained(true);
+        RouteEvent drained = request(r, p);
+        assertSame(ep(r, 2), decide(r, drained, clock.nanoTime()));
+        assertSame(io.kvgate.dataplane.quality.LossCause.DRAINING, drained.routeLoss);
+        ep(r, 1).drained(false);
+
+        RouteEvent retried = request(r, p).tried(ep(r, 1));
+        decide(r, retried, clock.nanoTime());
+        assertSame(io.kvgate.dataplane.quality.LossCause.RETRY, retried.routeLoss);
+    }
+
+    @Test
+    void theAccountingSaysWhenNoLookupRanAndWhenNothingCouldBeHeld() {
+        Rule r = rule("mode: bounded, min_match_blocks: 3");
+        int[] p = prompt(4, 32);
+        cache(r, ep(r, 0), p, 2);
+        ep(r, 0).onRouted(clock.nanoTime()); // the fallback (least_outstanding) then goes elsewhere
+        RouteEvent below = request(r, p);
+        assertNotSame(ep(r, 0), decide(r, below, clock.nanoTime()));
+        assertEquals(2 * BLOCK, below.reachableTokens);
+        assertEquals(0, below.predictedTokens);
+        assertSame(io.kvgate.dataplane.quality.LossCause.MIN_MATCH, below.routeLoss);
+        RouteEvent noTokens = request(r, null);
+        decide(r, noTokens, clock.nanoTime());
+        assertEquals(-1, noTokens.reachableTokens, "no lookup: unknown");
+        assertEquals(-1, noTokens.predictedTokens);
+        RouteEvent tooShort = request(r, new int[BLOCK - 1]);
+        decide(r, tooShort, clock.nanoTime());
+        assertEquals(0, tooShort.reachableTokens, "less than a block: no endpoint can hold any of it");
+        assertEquals(0, tooShort.predictedTokens);
+    }
+
+    @Test
+    void blocksPredictedFromTheSpeculativeOverlayAloneAreNotConfirmed() {
+        Rule r = rule("mode: bounded, speculative_ttl_ms: 1000", 8192);
+        cache(r, ep(r, 0), prompt(2, 99), 2);
+        int[] p = prompt(8, 33);
+        EndpointState first = decide(r, request(r, p), clock.nanoTime());
+        cache(r, first, p, 3); // KV events for the first 3 blocks arrived; the rest only routed
+        RouteEvent again = request(r, p);
+        assertSame(first, decide(r, again, clock.nanoTime()));
+        assertEquals(8 * BLOCK, again.predictedTokens);
+        assertEquals(3 * BLOCK, again.confirmedTokens);
+        assertEquals(8 * BLOCK, again.reachableTokens);
     }
 
     /**

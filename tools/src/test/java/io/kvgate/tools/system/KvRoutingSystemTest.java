@@ -279,6 +279,66 @@ class KvRoutingSystemTest {
         assertTrue(explain.get("explanation").asText().contains("tier=kv_exact"), explain.toString());
     }
 
+    /**
+     * Routing-quality accounting against real engines (issue #35 item 1): for each request the tokens the index
+     * predicted on the chosen engine (its explanation) are what the engine reports serving from its cache, and the
+     * rule's counters (ctl quality's route) grow by exactly the prompt and cached tokens of the answers, every computed
+     * token attributed.
+     */
+    @Test
+    void theAccountingPredictsWhatTheEngineServes() throws Exception {
+        JsonNode before = admin("GET", "/control/v1/quality", null).path("rules").path("kv");
+        HttpResponse<String> first = post("/v1/chat/completions", chat("qwen3", "Which depot ships order 1?"), true);
+        assertEquals(200, first.statusCode(), first.body());
+        String firstRoute = first.headers().firstValue("x-kvgate-route").orElseThrow();
+        String chosen = firstRoute.substring("endpoint=".length(), firstRoute.indexOf(';'));
+        int owner = -1;
+        for (int i = 0; i < sims.size(); i++) {
+            if (sims.get(i).baseUrl().endsWith(chosen)) {
+                owner = i;
+            }
+        }
+        assertTrue(owner >= 0, firstRoute);
+        final int o = owner;
+        Await.until(WAIT, "the engine's BlockStored events indexed", () -> inventoryBlocks(o) == sims.get(o).cachedBlocks(0)
+            && inventoryBlocks(o) > 0, () -> "engine holds " + sims.get(o).cachedBlocks(0) + " blocks; inventory: " + inventory(gw));
+        JsonNode usage = JSON.readTree(first.body()).path("usage");
+        long prompt = usage.path("prompt_tokens").asLong();
+        long cached = usage.path("prompt_tokens_details").path("cached_tokens").asLong();
+        long predictedSum = 0;
+        for (int q = 2; q <= 4; q++) {
+            HttpResponse<String> r = post("/v1/chat/completions", chat("qwen3", "Which depot ships order " + q + "?"), true);
+            assertEquals(200, r.statusCode(), r.body());
+            String route = r.headers().firstValue("x-kvgate-route").orElseThrow();
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("predicted_tokens=(\\d+)").matcher(route);
+            assertTrue(m.find(), route);
+            long predicted = Long.parseLong(m.group(1));
+            usage = JSON.readTree(r.body()).path("usage");
+            long served = usage.path("prompt_tokens_details").path("cached_tokens").asLong();
+            assertTrue(predicted >= 8 * 16, "the shared system prompt is predicted: " + route);
+            assertEquals(served, predicted, "the index predicted what the engine served: " + route);
+            prompt += usage.path("prompt_tokens").asLong();
+            cached += served;
+            predictedSum += predicted;
+        }
+        JsonNode after = admin("GET", "/control/v1/quality", null).path("rules").path("kv");
+        assertEquals(4, after.path("requests").asLong() - before.path("requests").asLong(), after.toString());
+        assertEquals(prompt, delta(before, after, "tokens", "prompt"), after.toString());
+        assertEquals(cached, delta(before, after, "tokens", "observed"), after.toString());
+        assertTrue(delta(before, after, "tokens", "predicted") >= predictedSum, after.toString());
+        long lost = 0;
+        for (String cause : new String[] {"cold", "load_bound", "tier", "dp_rank", "min_match", "cold_readmit", "draining",
+            "unavailable", "admission", "retry", "fallback", "speculative", "index_stale", "unknown"}) {
+            lost += delta(before, after, "loss", cause);
+        }
+        assertEquals(prompt - cached, lost, "every computed prompt token has a cause: " + after);
+        assertEquals(0, delta(before, after, "loss", "unknown"), "every request was looked up: " + after);
+    }
+
+    private static long delta(JsonNode before, JsonNode after, String group, String key) {
+        return after.path(group).path(key).asLong() - before.path(group).path(key).asLong();
+    }
+
     @Test
     void parityProbeProvesAgreementAndCatchesAWrongSeed() throws Exception {
         JsonNode ok = admin("POST", "/admin/v1/parity?rule=kv", "");
