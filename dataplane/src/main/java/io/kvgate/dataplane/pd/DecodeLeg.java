@@ -67,6 +67,7 @@ final class DecodeLeg implements RouteCallback, LegListener {
     private int heldDpRank = -1;
     private String decisionTier;
     private int reachableTokens = -1;
+    private int predictedTokens = -1;
     private Span routeSpan;
     private Span legSpan;
 
@@ -120,6 +121,7 @@ final class DecodeLeg implements RouteCallback, LegListener {
         if (d.tier() != null) {
             decisionTier = d.tier();
             reachableTokens = d.reachableTokens();
+            predictedTokens = d.predictedTokens();
         }
         heldPrefillTokens = d.chargedPrefillTokens();
         heldDpRank = d.dpRank();
@@ -338,7 +340,8 @@ final class DecodeLeg implements RouteCallback, LegListener {
     }
 
     private void record(int status) {
-        relay.record(status, lastEndpoint == null ? null : lastEndpoint.key(), decisionTier, reachableTokens);
+        relay.record(status, lastEndpoint == null ? null : lastEndpoint.key(), decisionTier, reachableTokens, predictedTokens,
+            -1, null); // P/D legs are not in the routing-quality accounting (docs/routing.md)
     }
 
     private void release() {
@@ -390,7 +393,7 @@ final class DecodeLeg implements RouteCallback, LegListener {
         if (routed) {
             record(499);
         } else {
-            relay.logAccess(499, null, decisionTier, reachableTokens);
+            relay.logAccess(499, null, decisionTier, reachableTokens, predictedTokens, null);
         }
         release(); // while routing, connect() returns the endpoint when the decision arrives
     }
