@@ -21,6 +21,8 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
     private final Function<List<T>, List<DiscoveredEndpoint>> convert;
     private final Consumer<List<DiscoveredEndpoint>> report;
     private volatile boolean closed;
+    /** Set while list or watch fail (one warning per outage), cleared by the next successful list. */
+    private final java.util.concurrent.atomic.AtomicBoolean failing = new java.util.concurrent.atomic.AtomicBoolean();
 
     Informed(String what, SharedIndexInformer<T> informer, Function<List<T>, List<DiscoveredEndpoint>> convert,
              Consumer<List<DiscoveredEndpoint>> report) {
@@ -28,6 +30,14 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
         this.informer = informer;
         this.convert = convert;
         this.report = report;
+        // fabric8 gives up on an informer whose first list fails (an API server not reachable yet, a Role not yet
+        // bound): discovery keeps trying instead, with the informer's own back-off, until closed.
+        informer.exceptionHandler((started, failure) -> {
+            if (!closed && failing.compareAndSet(false, true)) {
+                Log.warn("discovery: " + what + ": " + failure.getMessage() + "; retrying");
+            }
+            return !closed;
+        });
         informer.addEventHandler(new ResourceEventHandler<T>() {
             @Override
             public void onAdd(T obj) {
@@ -49,11 +59,10 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
     /** Starts the informer without waiting for the API server: an unreachable one is retried by the informer. */
     void start() {
         informer.start().whenComplete((ok, failed) -> {
-            if (failed != null) {
-                Log.warn("discovery: " + what + ": cannot list (" + failed.getMessage() + "); retrying");
-            } else {
+            if (failed == null) {
                 changed(); // the first list is in: report it even when it is empty
             }
+            // a failure here is the informer being closed before its first list: nothing to report
         });
     }
 
@@ -71,6 +80,9 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
     void changed() {
         if (closed || !informer.hasSynced()) {
             return;
+        }
+        if (failing.compareAndSet(true, false)) {
+            Log.info("discovery: " + what + ": listing and watching again");
         }
         List<DiscoveredEndpoint> found = convert.apply(items());
         if (found != null) {

@@ -59,8 +59,20 @@ public final class KubeFixture implements AutoCloseable {
 
     /** Stops the API server and starts it again on the same port, its objects kept (what a control-plane restart does). */
     public void restartApiServer() {
-        int port = server.getPort();
+        stopApiServer();
+        startApiServer();
+    }
+
+    private int port;
+
+    /** Stops the API server (its objects kept): clients get connection errors until {@link #startApiServer}. */
+    public void stopApiServer() {
+        port = server.getPort();
         server.destroy();
+    }
+
+    /** Starts the API server again on the port it had. */
+    public void startApiServer() {
         server = newServer();
         server.init(java.net.InetAddress.getLoopbackAddress(), port);
     }

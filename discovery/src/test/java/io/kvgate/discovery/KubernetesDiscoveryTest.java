@@ -194,6 +194,15 @@ class KubernetesDiscoveryTest {
     }
 
     @Test
+    void anApiServerNotReachableAtStartIsRetriedUntilItIs() throws Exception {
+        kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000, "kv-events", 5557));
+        kube.stopApiServer();
+        discover(PODS); // the first list fails: fabric8 alone would give the informer up
+        kube.startApiServer();
+        await("http://10.0.0.1:8000 kv=tcp://10.0.0.1:5557");
+    }
+
+    @Test
     void aChangedDiscoveryRestartsTheSourceAndAStaticRuleStopsIt() throws Exception {
         discover(PODS);
         await();
