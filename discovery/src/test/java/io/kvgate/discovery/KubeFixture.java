@@ -71,6 +71,11 @@ public final class KubeFixture implements AutoCloseable {
         server.destroy();
     }
 
+    /** The API server's port (the same across restarts). */
+    public int port() {
+        return port > 0 ? port : server.getPort();
+    }
+
     /** Starts the API server again on the port it had. */
     public void startApiServer() {
         server = newServer();

@@ -197,7 +197,13 @@ class KubernetesDiscoveryTest {
     void anApiServerNotReachableAtStartIsRetriedUntilItIs() throws Exception {
         kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000, "kv-events", 5557));
         kube.stopApiServer();
-        discover(PODS); // the first list fails: fabric8 alone would give the informer up
+        // In the API server's place, a socket that drops the first connection: the first list certainly fails (fabric8
+        // alone would then give the informer up); the real server comes back after it.
+        try (java.net.ServerSocket broken = new java.net.ServerSocket(kube.port(), 50, java.net.InetAddress.getLoopbackAddress())) {
+            broken.setSoTimeout((int) AWAIT_MS);
+            discover(PODS);
+            broken.accept().close();
+        }
         kube.startApiServer();
         await("http://10.0.0.1:8000 kv=tcp://10.0.0.1:5557");
     }
