@@ -29,8 +29,33 @@ public final class KubeFixture implements AutoCloseable {
         .withGroup("inference.networking.k8s.io").withVersion("v1").withKind("InferencePool").withPlural("inferencepools")
         .withScope("Namespaced").build();
 
+    /** Watch requests still to be answered 410 Gone (see {@link #expireNextWatches}), and how many were. */
+    private final java.util.concurrent.atomic.AtomicInteger watchesToExpire = new java.util.concurrent.atomic.AtomicInteger();
+    private final java.util.concurrent.atomic.AtomicInteger watchesExpired = new java.util.concurrent.atomic.AtomicInteger();
     /** The API server's store: it outlives a restart of the server, as etcd outlives the API server's. */
-    private final KubernetesCrudDispatcher store = new KubernetesCrudDispatcher(List.of(INFERENCE_POOLS));
+    private final KubernetesCrudDispatcher store = new KubernetesCrudDispatcher(List.of(INFERENCE_POOLS)) {
+        @Override
+        public io.fabric8.mockwebserver.http.MockResponse handleWatch(String path) {
+            if (watchesToExpire.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                watchesExpired.incrementAndGet();
+                // What an API server answers a watch from a resource version it no longer keeps (compacted).
+                return new io.fabric8.mockwebserver.http.MockResponse().setResponseCode(410).setBody("{\"kind\":\"Status\","
+                    + "\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"too old resource version\","
+                    + "\"reason\":\"Expired\",\"code\":410}");
+            }
+            return super.handleWatch(path);
+        }
+    };
+
+    /** The next {@code n} watch requests are answered 410 Gone (the resource version they resume from expired). */
+    public void expireNextWatches(int n) {
+        watchesToExpire.set(n);
+    }
+
+    /** How many watch requests were answered 410 Gone. */
+    public int watchesExpired() {
+        return watchesExpired.get();
+    }
     private KubernetesMockServer server;
     private final NamespacedKubernetesClient client;
 

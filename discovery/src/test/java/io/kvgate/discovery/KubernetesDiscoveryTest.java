@@ -194,6 +194,23 @@ class KubernetesDiscoveryTest {
     }
 
     @Test
+    void anExpiredWatch410GoneIsFollowedByAFreshListThatSeesWhatChangedMeanwhile() throws Exception {
+        discover(PODS);
+        await();
+        kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000, "kv-events", 5557));
+        await("http://10.0.0.1:8000 kv=tcp://10.0.0.1:5557");
+        // The watch breaks (API server restart) and, while it is away, its resource version expires: resuming it is
+        // answered 410 Gone, and only a new list sees the pod that changed meanwhile.
+        kube.stopApiServer();
+        kube.expireNextWatches(1);
+        kube.startApiServer();
+        kube.create(KubeFixture.pod("b", "10.0.0.2", true, Map.of("app", "vllm"), "http", 8000, "kv-events", 5557));
+        kube.ready("a", false);
+        await("http://10.0.0.2:8000 kv=tcp://10.0.0.2:5557");
+        assertEquals(1, kube.watchesExpired(), "the informer's resumed watch was answered 410 Gone");
+    }
+
+    @Test
     void anApiServerNotReachableAtStartIsRetriedUntilItIs() throws Exception {
         kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000, "kv-events", 5557));
         kube.stopApiServer();
