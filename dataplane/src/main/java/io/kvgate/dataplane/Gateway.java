@@ -723,10 +723,17 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         if (applied.config().rules().stream().noneMatch(r -> r.name().equals(rule) && !r.discovery().isStatic())) {
             return; // the rule was removed or turned static meanwhile
         }
-        discovered.put(rule, found);
+        List<io.kvgate.discovery.DiscoveredEndpoint> before = discovered.put(rule, found);
         try {
             reload(applied.config());
-        } catch (ConfigException | RestartRequiredException e) {
+        } catch (ConfigException | RestartRequiredException | RuntimeException e) {
+            // The set in effect stays, and so does what later reloads put in place: a set that cannot be applied must
+            // not make every reload of the file fail after it.
+            if (before == null) {
+                discovered.remove(rule);
+            } else {
+                discovered.put(rule, before);
+            }
             Log.warn("discovery: rule '" + rule + "': the endpoints found could not be applied: " + e.getMessage());
             return;
         }
