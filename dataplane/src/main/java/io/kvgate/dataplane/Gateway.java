@@ -80,10 +80,23 @@ import java.util.concurrent.TimeUnit;
  * nothing. Keys listed in {@link GatewayConfig#RESTART_ONLY} are refused (409) when they change.
  */
 public final class Gateway implements AutoCloseable, ControlPlane {
-    /** How the gateway is started: its configuration and where it came from. */
-    public record Options(GatewayConfig config, NanoClock clock, Path configFile, Path controlSocket) {
+    /**
+     * How the gateway is started: its configuration and where it came from, and where discovery finds Kubernetes and
+     * DNS (the in-cluster client and the host's name servers unless a test injects others).
+     */
+    public record Options(GatewayConfig config, NanoClock clock, Path configFile, Path controlSocket,
+                          io.kvgate.discovery.Discovery.Clients discovery) {
+        public Options(GatewayConfig config, NanoClock clock, Path configFile, Path controlSocket) {
+            this(config, clock, configFile, controlSocket, io.kvgate.discovery.Discovery.Clients.defaults());
+        }
+
         public static Options of(GatewayConfig config) {
             return new Options(config, NanoClock.SYSTEM, null, null);
+        }
+
+        /** The same options, discovery through {@code clients}. */
+        public Options withDiscovery(io.kvgate.discovery.Discovery.Clients clients) {
+            return new Options(config, clock, configFile, controlSocket, clients);
         }
     }
 
@@ -136,6 +149,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final TokenizerCache tokenizers = new TokenizerCache();
     /** Exchanges in progress: at the drain deadline streams end with an error frame + [DONE], the rest with 503. */
     private io.kvgate.dataplane.exchange.LiveExchanges liveExchanges;
+    /** Finds the endpoints of rules with {@code discovery} (DNS, Kubernetes); each set it reports is applied as a reload. */
+    private io.kvgate.discovery.Discovery discovery;
+    /** The last endpoint set discovery reported per rule: every reload puts it in place of the rule's (empty) endpoints. */
+    private final java.util.Map<String, List<io.kvgate.discovery.DiscoveredEndpoint>> discovered = new java.util.concurrent.ConcurrentHashMap<>();
+    /** Endpoints discovery drained because they were terminating (by key): undrained when they come back serving. */
+    private final java.util.Set<String> drainedByDiscovery = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** Told after each discovered set is applied (tests await it instead of sleeping). */
+    private volatile java.util.function.BiConsumer<String, List<io.kvgate.discovery.DiscoveredEndpoint>> discoveryListener = (r, e) -> {};
 
     private Gateway(Options o) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config(), tokenizers);
@@ -264,6 +285,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             modelProbe.start();
             startupParityProbe(kvRoutes.parityProbe());
             seedResolver.start();
+            // Last: what discovery finds is applied as a reload, which needs every part above.
+            this.discovery = new io.kvgate.discovery.Discovery(this::applyDiscovered, o.discovery());
+            opened.push(discovery);
+            discovery.sync(cfg);
             started = true;
         } catch (Exception | Error e) {
             closeOpened();
@@ -576,7 +601,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     }
 
     private ReloadOutcome applyChange(GatewayConfig next) throws ConfigException, RestartRequiredException {
-        next = withResolvedSeeds(next);
+        next = withDiscoveredEndpoints(withResolvedSeeds(next));
         ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
         List<String> restartOnly = cur.config().restartOnlyChanges(next);
@@ -590,9 +615,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         UpstreamTls.Prepared engineTls = upstreamTls.prepare(next.tls().upstream());
         boolean tlsChanged = listenerTls != serverTls.current() || !upstreamTls.inEffect(engineTls);
         if (ConfigTree.sameEffective(cur.config(), next) && pipelineChanges.isEmpty() && !tlsChanged) {
+            syncDiscovery(next);
             return new ReloadOutcome(false, cur.version(), cur.digest(), List.of());
         }
         List<String> changes = new java.util.ArrayList<>(ConfigTree.diff(cur.config(), next));
+        changes.addAll(discoveredChanges(cur.config(), next));
         changes.addAll(pipelineChanges);
         // Build phase: nothing live changes. A new index is opened only when the first KV endpoint appears.
         KvState newKv = kv == null && next.needsKvIndex() ? new KvState(next.kvIndexCapacityBlocks(), clock, next.ingest()) : null;
@@ -632,7 +659,120 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "
             + String.join("; ", changes));
         seedResolver.poke();
+        syncDiscovery(next);
         return new ReloadOutcome(true, now.version(), now.digest(), changes);
+    }
+
+    /** Discovery follows the applied configuration: new or changed discovered rules get a source, others lose theirs. */
+    private void syncDiscovery(GatewayConfig next) {
+        if (discovery != null) {
+            discovery.sync(next);
+            // A rule no longer discovered forgets its set: were it discovered again, its new source reports afresh.
+            discovered.keySet().removeIf(rule -> !discovery.discovers(rule));
+        }
+    }
+
+    /**
+     * {@code next} with each discovered rule's endpoints set to what its discovery last reported (none before its
+     * first report): the configuration never lists them, so a reload of the file, a patch or a resolved seed keeps
+     * what was found.
+     */
+    private GatewayConfig withDiscoveredEndpoints(GatewayConfig next) {
+        List<RuleConfig> rules = new java.util.ArrayList<>(next.rules());
+        boolean changed = false;
+        for (int i = 0; i < rules.size(); i++) {
+            RuleConfig rc = rules.get(i);
+            if (rc.discovery().isStatic()) {
+                continue;
+            }
+            List<io.kvgate.discovery.DiscoveredEndpoint> found = discovered.getOrDefault(rc.name(), List.of());
+            List<io.kvgate.control.config.EndpointConfig> eps = found.stream().map(io.kvgate.discovery.DiscoveredEndpoint::config).toList();
+            if (!eps.equals(rc.endpoints())) {
+                rules.set(i, rc.withDiscoveredEndpoints(eps));
+                changed = true;
+            }
+        }
+        return changed ? next.withRules(rules) : next;
+    }
+
+    /** What a reload changes in discovered rules' endpoints (the configuration diff does not show them: they are not written). */
+    private static List<String> discoveredChanges(GatewayConfig cur, GatewayConfig next) {
+        List<String> out = new java.util.ArrayList<>();
+        for (RuleConfig rc : next.rules()) {
+            if (rc.discovery().isStatic()) {
+                continue;
+            }
+            java.util.Set<String> before = new java.util.TreeSet<>();
+            cur.rules().stream().filter(r -> r.name().equals(rc.name())).findFirst()
+                .ifPresent(r -> r.endpoints().forEach(e -> before.add(e.key())));
+            java.util.Set<String> after = new java.util.TreeSet<>();
+            rc.endpoints().forEach(e -> after.add(e.key()));
+            if (!before.equals(after)) {
+                java.util.Set<String> added = new java.util.TreeSet<>(after);
+                added.removeAll(before);
+                java.util.Set<String> removed = new java.util.TreeSet<>(before);
+                removed.removeAll(after);
+                out.add("rules[name=" + rc.name() + "].endpoints: discovered " + after.size() + (added.isEmpty() ? "" : ", +" + added)
+                    + (removed.isEmpty() ? "" : ", -" + removed));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * A rule's endpoint set as discovery found it (the discovery's report thread): applied as a reload of the
+     * configuration in effect — subscribers opened and closed, endpoint state carried over, as for a file reload —
+     * then every terminating endpoint is drained (no new request; those in flight finish) and every endpoint that
+     * discovery had drained and that serves again is undrained.
+     */
+    private synchronized void applyDiscovered(String rule, List<io.kvgate.discovery.DiscoveredEndpoint> found) {
+        if (applied.config().rules().stream().noneMatch(r -> r.name().equals(rule) && !r.discovery().isStatic())) {
+            return; // the rule was removed or turned static meanwhile
+        }
+        List<io.kvgate.discovery.DiscoveredEndpoint> before = discovered.put(rule, found);
+        try {
+            reload(applied.config());
+        } catch (ConfigException | RestartRequiredException | RuntimeException e) {
+            // The set in effect stays, and so does what later reloads put in place: a set that cannot be applied must
+            // not make every reload of the file fail after it.
+            if (before == null) {
+                discovered.remove(rule);
+            } else {
+                discovered.put(rule, before);
+            }
+            Log.warn("discovery: rule '" + rule + "': the endpoints found could not be applied: " + e.getMessage());
+            return;
+        }
+        for (io.kvgate.discovery.DiscoveredEndpoint d : found) {
+            String key = d.config().key();
+            boolean was = drainedByDiscovery.contains(key);
+            if (d.terminating() == was) {
+                continue;
+            }
+            io.kvgate.dataplane.route.EndpointState ep = registry.get(key);
+            if (ep == null) {
+                continue;
+            }
+            if (router.drain(ep, d.terminating())) {
+                if (d.terminating()) {
+                    drainedByDiscovery.add(key);
+                    Log.info("discovery: rule '" + rule + "': " + key + " is terminating: drained (no new requests; "
+                        + ep.outstanding() + " in flight finish)");
+                } else {
+                    drainedByDiscovery.remove(key);
+                    Log.info("discovery: rule '" + rule + "': " + key + " serves again: undrained");
+                }
+            } else {
+                Log.warn("discovery: rule '" + rule + "': the routing stage did not apply the drain of " + key
+                    + " within 5 s; it is retried with the next change");
+            }
+        }
+        discoveryListener.accept(rule, found);
+    }
+
+    /** Called after each discovered endpoint set is applied (tests await the event instead of sleeping). */
+    public void onDiscoveryApplied(java.util.function.BiConsumer<String, List<io.kvgate.discovery.DiscoveredEndpoint>> listener) {
+        this.discoveryListener = listener == null ? (r, e) -> {} : listener;
     }
 
     /**

@@ -57,6 +57,8 @@ class LayeringTest {
     private static final List<Rule> RULES = List.of(
         // Modules, by package (Maven enforces declared dependencies; these keep a transitive one from creeping in).
         new Rule("control is the shared contract: it names no other module", "io.kvgate.control",
+            List.of("io.kvgate.index", "io.kvgate.ingest", "io.kvgate.net", "io.kvgate.discovery", DP, "io.kvgate.tools")),
+        new Rule("discovery finds endpoints and hands them over as configuration; the gateway applies them", "io.kvgate.discovery",
             List.of("io.kvgate.index", "io.kvgate.ingest", "io.kvgate.net", DP, "io.kvgate.tools")),
         new Rule("index sits on control only", "io.kvgate.index",
             List.of("io.kvgate.ingest", "io.kvgate.net", DP, "io.kvgate.tools")),

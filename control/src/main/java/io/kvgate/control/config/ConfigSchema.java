@@ -34,7 +34,8 @@ public final class ConfigSchema {
         PdKeys.SECTION,
         AdmissionKeys.SECTION,
         RuleHealthKeys.SECTION,
-        EndpointKeys.SECTION);
+        EndpointKeys.SECTION,
+        DiscoveryKeys.SECTION);
 
     /** Every declared key, in document order. */
     public static List<ConfigKey<?, ?>> keys() {

@@ -8,7 +8,9 @@ public final class EndpointKeys {
     private EndpointKeys() {}
 
     public static final ConfigSection<EndpointConfig> SECTION = ConfigSection.listOf(RuleKeys.SECTION, "endpoints",
-        "the rule's engines (at least one)", RuleConfig::endpoints);
+        "the rule's engines (at least one, unless `discovery` finds them)",
+        // Discovered endpoints are run-time state, not configuration: they are written nowhere a reload would read back.
+        r -> r.discovery().isStatic() ? r.endpoints() : java.util.List.of());
 
     public static final ConfigKey<EndpointConfig, Object> URL = SECTION.customKey("url", "`http://host:port`, required")
         .defaultText("required").doc("base URL of the engine's HTTP server (no path)").readBack(EndpointConfig::url);

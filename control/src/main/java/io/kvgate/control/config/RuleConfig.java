@@ -38,7 +38,8 @@ public record RuleConfig(
     GreedyN greedyN,
     boolean speculative,
     int maxLogitBias,
-    String toolCallParser) {
+    String toolCallParser,
+    DiscoveryConfig discovery) {
 
     /**
      * {@code max_logit_bias} default: OpenAI's cap on the entries of one request's {@code logit_bias} (it answers 400
@@ -81,14 +82,39 @@ public record RuleConfig(
     public RuleConfig withBlockSize(int size) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, size, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
     }
 
     /** The same rule hashing with {@code seed} (a resolved {@code auto}, applied through a reload). */
     public RuleConfig withHashSeed(String seed) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, seed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
+    }
+
+    /** The shape before {@code discovery} existed: the rule's own endpoints. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, DiscoveryConfig.STATIC);
+    }
+
+    /**
+     * The same rule with {@code found} as its endpoints: what discovery reported, applied through a reload. Only a
+     * rule whose endpoints are discovered takes them; a static rule keeps its own.
+     */
+    public RuleConfig withDiscoveredEndpoints(List<EndpointConfig> found) {
+        if (discovery.isStatic()) {
+            throw new IllegalStateException("rule '" + name + "' lists its own endpoints (discovery.type static)");
+        }
+        return new RuleConfig(name, modelEntries, engine, policy, fallback, List.copyOf(found), tokenizer, blockSize, hashSeed,
+            hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
     }
 
     /** The shape before {@code tool_call_parser} existed: not declared. */
@@ -179,7 +205,7 @@ public record RuleConfig(
     RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -680,8 +706,15 @@ public record RuleConfig(
         for (ConfigNode e : n.children(EndpointKeys.SECTION.name())) {
             endpoints.add(EndpointConfig.read(e, rules.bootstrapPort()));
         }
-        if (endpoints.isEmpty()) {
-            n.problems().add(n.where("endpoints") + ": must list at least one endpoint");
+        DiscoveryConfig discovery = n.has(DiscoveryKeys.SECTION.name())
+            ? DiscoveryConfig.read(n.child(DiscoveryKeys.SECTION.name()), policy, engine) : DiscoveryConfig.STATIC;
+        if (endpoints.isEmpty() && discovery.isStatic()) {
+            n.problems().add(n.where("endpoints") + ": must list at least one endpoint (or set discovery: dns, kubernetes"
+                + " or inference_pool)");
+        }
+        if (!endpoints.isEmpty() && !discovery.isStatic()) {
+            n.problems().add(n.where("endpoints") + ": must be absent with discovery.type " + discovery.type()
+                + ": the rule's endpoints are discovered");
         }
         String tokenizer = RuleKeys.TOKENIZER.read(n);
         ChatTemplateFile chatTemplate = chatTemplate(n, rules, tokenizer);
@@ -817,7 +850,7 @@ public record RuleConfig(
         // Cross-field rules.
         long prefills = endpoints.stream().filter(e -> "prefill".equals(e.role())).count();
         long decodes = endpoints.stream().filter(e -> "decode".equals(e.role())).count();
-        if ("pd".equals(policy)) {
+        if ("pd".equals(policy) && discovery.isStatic()) {
             if (prefills == 0) {
                 n.problems().add(n.where("endpoints") + ": policy 'pd' needs at least one endpoint with role: prefill");
             }
@@ -885,6 +918,6 @@ public record RuleConfig(
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser);
+            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
     }
 }

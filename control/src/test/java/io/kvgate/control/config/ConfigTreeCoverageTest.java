@@ -138,6 +138,28 @@ class ConfigTreeCoverageTest {
                 session: {pin_slot: true, slots: 8}
                 endpoints:
                   - {url: "http://127.0.0.1:9301"}
+              - name: dns
+                models: [m6]
+                discovery: {type: dns, name: vllm.llm.svc.cluster.local, record: a, ports: [8000, 8001], scheme: https,
+                            interval_ms: 999, kv_events_port: 5557, kv_topic: kv, dp_ranks: 2}
+              - name: srv
+                models: [m12]
+                discovery: {type: dns, name: _http._tcp.vllm.llm.svc.cluster.local, record: srv}
+              - name: k8s-pd
+                models: [m7]
+                engine: sglang
+                policy: pd
+                discovery: {type: kubernetes, namespace: llm, prefill_selector: {role: prefill}, decode_selector: {role: decode},
+                            ports: [http], kv_events_port: kv-events, bootstrap_port: 9998}
+              - name: k8s-svc
+                models: [m8]
+                discovery: {type: kubernetes, service: vllm}
+              - name: k8s-pods
+                models: [m10]
+                discovery: {type: kubernetes, selector: {app: vllm}}
+              - name: pool
+                models: [m11]
+                discovery: {type: inference_pool, pool: vllm-pool, namespace: llm}
             """.formatted("ab".repeat(32), "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret);
     }
 

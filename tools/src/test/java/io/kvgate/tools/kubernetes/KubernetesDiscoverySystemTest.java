@@ -1,0 +1,304 @@
+package io.kvgate.tools.kubernetes;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.dataplane.Gateway;
+import io.kvgate.discovery.DiscoveredEndpoint;
+import io.kvgate.discovery.Discovery;
+import io.kvgate.discovery.KubeFixture;
+import io.kvgate.tools.sim.EngineSimulator;
+import io.kvgate.tools.sim.SimulatorConfig;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A gateway whose rule discovers its engines from Kubernetes pods (fabric8's mock API server in CRUD mode) routes real
+ * requests to simulated engines as their pods appear, turn ready, terminate and leave: nothing before the first
+ * pod (503, an OpenAI error), each ready pod routed to once the gateway applied its event, a terminating pod no new
+ * request after its event, a deleted one gone. Every step awaits the gateway's "applied" hook, never a sleep.
+ */
+@Timeout(120)
+@Tag("system")
+class KubernetesDiscoverySystemTest {
+    private static final String CHAT = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}";
+    private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+        .connectTimeout(Duration.ofSeconds(5)).build();
+    private final BlockingQueue<List<DiscoveredEndpoint>> applied = new LinkedBlockingQueue<>();
+
+    private int chat(int port) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/chat/completions"))
+            .timeout(Duration.ofSeconds(20)).header("content-type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(CHAT)).build(), HttpResponse.BodyHandlers.ofString()).statusCode();
+    }
+
+    /** Waits until the gateway applied a set equal to {@code expected} ("port" or "port terminating"). Returns ms waited. */
+    private long awaitApplied(String... expected) throws InterruptedException {
+        long t0 = System.nanoTime();
+        long deadline = t0 + TimeUnit.SECONDS.toNanos(30);
+        List<String> last = null;
+        while (System.nanoTime() < deadline) {
+            List<DiscoveredEndpoint> set = applied.poll(deadline - System.nanoTime(), TimeUnit.NANOSECONDS);
+            if (set == null) {
+                break;
+            }
+            last = set.stream().map(e -> e.config().port() + (e.terminating() ? " terminating" : "")).sorted().toList();
+            if (last.equals(java.util.Arrays.stream(expected).sorted().toList())) {
+                return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            }
+        }
+        throw new AssertionError("the gateway did not apply " + List.of(expected) + " within 30 s; last applied: " + last);
+    }
+
+    @Test
+    void podsAreRoutedToAsTheyBecomeReadyAndATerminatingPodGetsNoNewRequest() throws Exception {
+        SimulatorConfig sim = new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("m").ttftMs(1).itlMs(1)
+            .prefillUsPerToken(0);
+        try (KubeFixture kube = new KubeFixture(); EngineSimulator a = EngineSimulator.start(sim);
+             EngineSimulator b = EngineSimulator.start(sim)) {
+            GatewayConfig cfg = GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                control_socket: off
+                rules:
+                  - name: chat
+                    models: [m]
+                    policy: round_robin
+                    discovery: {type: kubernetes, namespace: llm, selector: {app: engine}}
+                """);
+            try (Gateway gw = Gateway.start(Gateway.Options.of(cfg).withDiscovery(new Discovery.Clients(kube::newClient, null)))) {
+                gw.onDiscoveryApplied((rule, set) -> applied.add(set));
+                assertEquals(503, chat(gw.port()), "no endpoint discovered yet: 503, not a hang or a 404");
+
+                kube.create(KubeFixture.pod("a", "127.0.0.1", false, Map.of("app", "engine"), "http", a.port()));
+                kube.ready("a", true);
+                long readyToApplied = awaitApplied(String.valueOf(a.port()));
+                long before = a.stats().get("chat_requests");
+                assertEquals(200, chat(gw.port()), "the ready pod serves");
+                assertEquals(before + 1, a.stats().get("chat_requests"));
+
+                kube.create(KubeFixture.pod("b", "127.0.0.1", true, Map.of("app", "engine"), "http", b.port()));
+                awaitApplied(String.valueOf(a.port()), String.valueOf(b.port()));
+                for (int i = 0; i < 6; i++) {
+                    assertEquals(200, chat(gw.port()));
+                }
+                assertTrue(b.stats().get("chat_requests") >= 1, "the second pod takes requests");
+
+                kube.terminating("a");
+                awaitApplied(a.port() + " terminating", String.valueOf(b.port()));
+                long aBefore = a.stats().get("chat_requests");
+                long bBefore = b.stats().get("chat_requests");
+                for (int i = 0; i < 10; i++) {
+                    assertEquals(200, chat(gw.port()), "the terminating pod's peer serves everything");
+                }
+                assertEquals(aBefore, a.stats().get("chat_requests"), "a terminating pod gets no new request after its event");
+                assertEquals(bBefore + 10, b.stats().get("chat_requests"));
+
+                kube.delete("a");
+                awaitApplied(String.valueOf(b.port()));
+                assertEquals(200, chat(gw.port()));
+                String endpoints = gw.config().rules().get(0).endpoints().stream().map(e -> e.key())
+                    .collect(Collectors.joining(","));
+                assertEquals("127.0.0.1:" + b.port(), endpoints, "the applied configuration carries the discovered endpoint");
+                System.out.println("discovery: pod ready -> applied by the gateway in " + readyToApplied + " ms");
+            }
+        }
+    }
+
+    private HttpResponse<String> chatTo(int port, String model) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/chat/completions"))
+            .timeout(Duration.ofSeconds(20)).header("content-type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(CHAT.replace("\"m\"", "\"" + model + "\""))).build(),
+            HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** Every policy routes a discovered rule that has found nothing yet: 503 no_healthy_endpoint, an OpenAI error. */
+    @Test
+    void everyPolicyAnswers503WhileItsDiscoveredRuleHasNoEndpoint() throws Exception {
+        try (KubeFixture kube = new KubeFixture()) {
+            StringBuilder rules = new StringBuilder();
+            List<String> policies = List.of("round_robin", "least_outstanding", "weighted", "kv_exact", "chwbl", "session");
+            for (String p : policies) {
+                rules.append("  - name: ").append(p).append("\n    models: [").append(p).append("]\n    policy: ").append(p)
+                    .append("\n    discovery: {type: kubernetes, namespace: llm, selector: {app: none}}\n");
+            }
+            rules.append("""
+                  - name: pd
+                    models: [pd]
+                    policy: pd
+                    discovery: {type: kubernetes, namespace: llm, prefill_selector: {role: p}, decode_selector: {role: d}}
+                """);
+            GatewayConfig cfg = GatewayConfig.parse("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ncontrol_socket: off\nrules:\n"
+                + rules);
+            try (Gateway gw = Gateway.start(Gateway.Options.of(cfg).withDiscovery(new Discovery.Clients(kube::newClient, null)))) {
+                for (String model : new java.util.ArrayList<String>(policies) {{ add("pd"); }}) {
+                    HttpResponse<String> r = chatTo(gw.port(), model);
+                    assertEquals(503, r.statusCode(), model + ": " + r.body());
+                    assertTrue(r.body().contains("\"error\""), model + " answers an OpenAI error object: " + r.body());
+                }
+            }
+        }
+    }
+
+    /**
+     * 2 of 4 engine pods roll under load (each old pod terminates, its replacement turns ready, the old one is deleted
+     * and its engine stopped): no request fails, no terminating pod gets a request after its event, and each new pod
+     * is routed to soon after it turns ready (printed: the issue's figure is 1 s).
+     */
+    @Test
+    void twoOfFourEnginePodsRollUnderLoadAndNoRequestFails() throws Exception {
+        SimulatorConfig sim = new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM).model("m").ttftMs(2).itlMs(1)
+            .prefillUsPerToken(0);
+        List<EngineSimulator> sims = new java.util.ArrayList<>();
+        try (KubeFixture kube = new KubeFixture()) {
+            for (int i = 0; i < 6; i++) {
+                sims.add(EngineSimulator.start(sim));
+            }
+            GatewayConfig cfg = GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                control_socket: off
+                rules:
+                  - name: chat
+                    models: [m]
+                    policy: least_outstanding
+                    discovery: {type: kubernetes, namespace: llm, selector: {app: engine}}
+                """);
+            try (Gateway gw = Gateway.start(Gateway.Options.of(cfg).withDiscovery(new Discovery.Clients(kube::newClient, null)))) {
+                gw.onDiscoveryApplied((rule, set) -> applied.add(set));
+                for (int i = 0; i < 4; i++) {
+                    kube.create(KubeFixture.pod("e" + i, "127.0.0.1", true, Map.of("app", "engine"), "http", sims.get(i).port()));
+                }
+                awaitApplied(ports(sims, 0, 1, 2, 3));
+                int threads = 4;
+                java.util.concurrent.atomic.AtomicLongArray done = new java.util.concurrent.atomic.AtomicLongArray(threads);
+                java.util.concurrent.atomic.AtomicInteger failed = new java.util.concurrent.atomic.AtomicInteger();
+                java.util.concurrent.ConcurrentLinkedQueue<String> failures = new java.util.concurrent.ConcurrentLinkedQueue<>();
+                java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+                List<Thread> clients = new java.util.ArrayList<>();
+                for (int t = 0; t < threads; t++) {
+                    int id = t;
+                    clients.add(Thread.ofPlatform().name("client-" + t).start(() -> {
+                        // Bounded: at most 20,000 requests per thread, whatever happens to the roll.
+                        for (int n = 0; n < 20_000 && !stop.get(); n++) {
+                            try {
+                                int status = chat(gw.port());
+                                if (status != 200) {
+                                    failed.incrementAndGet();
+                                    failures.add("status " + status);
+                                }
+                            } catch (Exception e) {
+                                failed.incrementAndGet();
+                                failures.add(e.toString());
+                            }
+                            done.incrementAndGet(id);
+                        }
+                    }));
+                }
+                List<Long> readyToRouted = new java.util.ArrayList<>();
+                for (int k = 0; k < 2; k++) {
+                    EngineSimulator old = sims.get(k);
+                    EngineSimulator next = sims.get(4 + k);
+                    kube.terminating("e" + k);
+                    awaitAppliedContaining(old.port() + " terminating");
+                    long oldServed = old.stats().get("chat_requests");
+                    long[] mark = snapshot(done);
+                    awaitEveryThreadPast(done, mark); // every request in flight at the drain has ended
+                    long oldAfterInFlight = old.stats().get("chat_requests");
+                    kube.create(KubeFixture.pod("n" + k, "127.0.0.1", false, Map.of("app", "engine"), "http", next.port()));
+                    long t0 = System.nanoTime();
+                    kube.ready("n" + k, true);
+                    long served = next.stats().get("chat_requests");
+                    long deadline = t0 + TimeUnit.SECONDS.toNanos(30);
+                    while (next.stats().get("chat_requests") == served && System.nanoTime() < deadline) {
+                        Thread.onSpinWait(); // the clients' requests are the event awaited: the first one the new pod serves
+                    }
+                    readyToRouted.add(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
+                    assertTrue(next.stats().get("chat_requests") > served, "the new pod n" + k + " is routed to");
+                    kube.delete("e" + k);
+                    awaitAppliedWithout(old.port());
+                    assertEquals(oldAfterInFlight, old.stats().get("chat_requests"),
+                        "the terminating pod e" + k + " got no new request after its event (in flight at the event: "
+                            + (oldAfterInFlight - oldServed) + ")");
+                    old.close(); // the old engine exits once its pod is gone
+                }
+                stop.set(true);
+                for (Thread c : clients) {
+                    c.join(30_000);
+                }
+                long total = 0;
+                for (int t = 0; t < threads; t++) {
+                    total += done.get(t);
+                }
+                System.out.println("discovery roll: " + total + " requests, " + failed.get() + " failed; pod ready -> first"
+                    + " request served by it: " + readyToRouted + " ms");
+                assertEquals(0, failed.get(), "no request fails while 2 of 4 engine pods roll: " + failures);
+                assertTrue(readyToRouted.stream().allMatch(ms -> ms < 10_000), "new pods routed to within 10 s: " + readyToRouted);
+            }
+        } finally {
+            sims.forEach(EngineSimulator::close);
+        }
+    }
+
+    private static String[] ports(List<EngineSimulator> sims, int... idx) {
+        return java.util.Arrays.stream(idx).mapToObj(i -> String.valueOf(sims.get(i).port())).toArray(String[]::new);
+    }
+
+    private static long[] snapshot(java.util.concurrent.atomic.AtomicLongArray a) {
+        long[] out = new long[a.length()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = a.get(i);
+        }
+        return out;
+    }
+
+    /** Each client thread is sequential: once each completed one more request, none of those in flight at the mark remains. */
+    private static void awaitEveryThreadPast(java.util.concurrent.atomic.AtomicLongArray done, long[] mark) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        for (int i = 0; i < mark.length; i++) {
+            while (done.get(i) <= mark[i]) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("client " + i + " completed no request within 30 s");
+                }
+                Thread.onSpinWait();
+            }
+        }
+    }
+
+    private void awaitAppliedContaining(String entry) throws InterruptedException {
+        awaitAppliedMatching(set -> set.contains(entry), "a set with " + entry);
+    }
+
+    private void awaitAppliedWithout(int port) throws InterruptedException {
+        awaitAppliedMatching(set -> set.stream().noneMatch(e -> e.startsWith(port + "")), "a set without " + port);
+    }
+
+    private void awaitAppliedMatching(java.util.function.Predicate<List<String>> ok, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        List<String> last = null;
+        while (System.nanoTime() < deadline) {
+            List<DiscoveredEndpoint> set = applied.poll(deadline - System.nanoTime(), TimeUnit.NANOSECONDS);
+            if (set == null) {
+                break;
+            }
+            last = set.stream().map(e -> e.config().port() + (e.terminating() ? " terminating" : "")).sorted().toList();
+            if (ok.test(last)) {
+                return;
+            }
+        }
+        throw new AssertionError("the gateway did not apply " + what + " within 30 s; last applied: " + last);
+    }
+}
