@@ -395,12 +395,24 @@ def pct(values, q):
 # One run
 # ---------------------------------------------------------------------------------------------------------------
 
-def gateway_yaml(port, admin, policy, endpoints, model):
+def rule_settings(settings):
+    """--set SECTION.KEY=VALUE (a rule's kv.*, chwbl.*, ...) as the rule's YAML lines, grouped by section."""
+    sections = collections.OrderedDict()
+    for s in settings:
+        key, _, value = s.partition("=")
+        section, _, name = key.partition(".")
+        if not name or not value:
+            raise SystemExit("--set %r: expected SECTION.KEY=VALUE, e.g. kv.load_slack=1" % s)
+        sections.setdefault(section, []).append((name, value))
+    return "".join("    %s:\n%s" % (sec, "".join("      %s: %s\n" % kv for kv in keys)) for sec, keys in sections.items())
+
+
+def gateway_yaml(port, admin, policy, endpoints, model, settings=()):
     eps = "".join("      - url: http://127.0.0.1:%d\n        kv_events: tcp://127.0.0.1:%d\n" % (h, k)
                   for h, k in endpoints)
     return ("listen: 127.0.0.1:%d\nadmin_listen: 127.0.0.1:%d\ncontrol_socket: \"off\"\nhealth: {interval_ms: 1000}\n"
             "rules:\n  - name: quality\n    models: [%s]\n    engine: vllm\n    policy: %s\n    block_size: %d\n"
-            "    hash_seed: \"0\"\n    endpoints:\n%s") % (port, admin, model, policy, BLOCK, eps)
+            "    hash_seed: \"0\"\n%s    endpoints:\n%s") % (port, admin, model, policy, BLOCK, rule_settings(settings), eps)
 
 
 def run_one(args, fleet, ports, kind, workload, gateways, policy):
@@ -433,7 +445,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         gw_ports.append(port)
         cfg = os.path.join(fleet.work, "gw%d.yaml" % g)
         with open(cfg, "w") as f:
-            f.write(gateway_yaml(port, admin, policy, endpoints, model))
+            f.write(gateway_yaml(port, admin, policy, endpoints, model, args.set))
         fleet.start("gw%d" % g, [os.path.join(ROOT, "kvgate"), "serve", "--config", cfg])
     for g, port in enumerate(gw_ports):
         wait_http("http://127.0.0.1:%d/ready/engines" % port, "gateway", fleet, "gw%d" % g)
@@ -498,6 +510,8 @@ def main():
     p.add_argument("--deadline", type=float, default=240, help="seconds a run may drive load (bounded)")
     p.add_argument("--out", default="")
     p.add_argument("--json", default="", help="also write the rows as JSON here")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="a rule setting for every gateway, e.g. kv.load_slack=1 or chwbl.prefix_blocks=8 (repeatable)")
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="kvgate-quality.")
     fleet = Fleet(work)
