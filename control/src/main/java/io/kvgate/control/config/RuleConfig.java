@@ -405,10 +405,16 @@ public record RuleConfig(
     }
 
     /** Consistent hashing with bounded loads on a prompt-prefix key. */
-    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars) {
+    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars,
+                              boolean skipCommonPrefix) {
         /** The shape before {@code chwbl.prefix_chars} existed: the default text prefix. */
         public ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {
             this(prefixTokens, prefixBlocks, virtualNodes, loadFactor, DEFAULT_PREFIX_CHARS);
+        }
+
+        /** The shape before {@code chwbl.skip_common_prefix} existed: the prefix every request shares is skipped. */
+        public ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars) {
+            this(prefixTokens, prefixBlocks, virtualNodes, loadFactor, prefixChars, true);
         }
     }
 
@@ -426,7 +432,24 @@ public record RuleConfig(
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
                                 boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights,
-                                double prefillTokenWeight, boolean dpRankHint) {
+                                double prefillTokenWeight, boolean dpRankHint, double minMatchFraction) {
+
+        /** The shape before {@code kv.min_match_fraction} existed: its default. */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights, double prefillTokenWeight,
+                             boolean dpRankHint) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, tierWeights, prefillTokenWeight, dpRankHint,
+                DEFAULT_MIN_MATCH_FRACTION);
+        }
+
+        /**
+         * Default {@code kv.min_match_fraction}: SGLang's router routes by cache only when the best match covers more
+         * than its {@code cache_threshold} (0.5) of the prompt, and by load otherwise (chosen over the routing-quality
+         * matrix, perf/results/routing-quality-2026-12-07-b.md).
+         */
+        public static final double DEFAULT_MIN_MATCH_FRACTION = 0.5;
 
         /** The shape before {@code kv.dp_rank_hint} existed: hints where the engine accepts them (vLLM, SGLang). */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -777,7 +800,8 @@ public record RuleConfig(
 
         ConfigNode c = n.child(ChwblKeys.SECTION.name());
         ChwblConfig chwbl = new ChwblConfig(ChwblKeys.PREFIX_TOKENS.read(c), ChwblKeys.PREFIX_BLOCKS.read(c),
-            ChwblKeys.VIRTUAL_NODES.read(c), ChwblKeys.LOAD_FACTOR.read(c), ChwblKeys.PREFIX_CHARS.read(c));
+            ChwblKeys.VIRTUAL_NODES.read(c), ChwblKeys.LOAD_FACTOR.read(c), ChwblKeys.PREFIX_CHARS.read(c),
+            ChwblKeys.SKIP_COMMON_PREFIX.read(c));
         c.finish();
 
         ConfigNode k = n.child(KvKeys.SECTION.name());
@@ -794,7 +818,7 @@ public record RuleConfig(
             KvKeys.LAMBDA.read(k), KvKeys.MIN_MATCH_BLOCKS.read(k), KvKeys.COLD_READMIT_EVERY.read(k),
             KvKeys.SPECULATIVE_TTL_MS.read(k), KvKeys.WATCHDOG_ZERO_HIT_STREAK.read(k), KvKeys.PARITY_PROBE_AT_STARTUP.read(k),
             KvKeys.WARMUP_MS.read(k), tierWeights(k.child(TierWeightKeys.SECTION.name())), KvKeys.PREFILL_TOKEN_WEIGHT.read(k),
-            dpRankHint);
+            dpRankHint, KvKeys.MIN_MATCH_FRACTION.read(k));
         k.finish();
 
         ConfigNode p = n.child(PdKeys.SECTION.name());
