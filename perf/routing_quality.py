@@ -512,7 +512,21 @@ def main():
     p.add_argument("--json", default="", help="also write the rows as JSON here")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="a rule setting for every gateway, e.g. kv.load_slack=1 or chwbl.prefix_blocks=8 (repeatable)")
+    p.add_argument("--merge", nargs="+", default=[], metavar="JSON[=NOTE]",
+                   help="write the report (--out) from the rows of earlier runs' --json files instead of running; "
+                        "NOTE is appended to their policy column (e.g. a --set they ran with)")
     args = p.parse_args()
+    if args.merge:
+        rows = []
+        for m in args.merge:
+            path, _, note = m.partition("=")
+            with open(path) as f:
+                for r in json.load(f):
+                    if note:
+                        r["policy"] = "%s (%s)" % (r["policy"], note)
+                    rows.append(r)
+        write_report(args, rows, os.environ.get("LOAD_START", "unknown").split())
+        return
     work = tempfile.mkdtemp(prefix="kvgate-quality.")
     fleet = Fleet(work)
     ports = Ports(int(os.environ.get("PORT_BASE", 21000 + random.randrange(0, 150) * 60)))
