@@ -91,7 +91,7 @@ class KvExactPolicyTest {
      */
     @Test
     void adapterRequestsMatchAdapterBlocksAndBaseRequestsNeverDo() {
-        Rule r = rule("mode: bounded");
+        Rule r = rule("mode: bounded, min_match_fraction: 0"); // the base request's 3 of 8 blocks must count
         int[] p = prompt(8, 21);
         long[] adapterKeys = new long[8];
         new RuleHasher(r.config(), 0).hash(p, null, "sql-lora", adapterKeys, 8);
