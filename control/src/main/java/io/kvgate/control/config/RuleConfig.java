@@ -447,7 +447,8 @@ public record RuleConfig(
         /**
          * Default {@code kv.min_match_fraction}: SGLang's router routes by cache only when the best match covers more
          * than its {@code cache_threshold} (0.5) of the prompt, and by load otherwise (chosen over the routing-quality
-         * matrix, perf/results/routing-quality-2026-12-07-b.md).
+         * matrix, perf/results/routing-quality-2026-12-07-b.md: multi-turn through 3 gateways, busiest engine 2.42x
+         * the mean with 0, 1.50x with 0.5).
          */
         public static final double DEFAULT_MIN_MATCH_FRACTION = 0.5;
 
@@ -460,13 +461,14 @@ public record RuleConfig(
         }
 
         /**
-         * Default {@code kv.prefill_token_weight}: one request's worth of load per 1,000 uncached prompt tokens still
-         * in prefill. A typical chat request prefills on the order of 1,000 uncached tokens, so a request in prefill
-         * counts about twice (its slot plus its prefill) and a 50,000-token uncached prompt counts as ~50 requests
-         * until its first byte comes back, which is roughly the engine time it takes ahead of everything queued
-         * behind it (prefill cost grows with the tokens, a request count does not).
+         * Default {@code kv.prefill_token_weight}: 0, request counts alone. Charging in-flight uncached prefill tokens
+         * (0.001: a 20,000-token prompt counts as 20 requests until its first byte) pushed each prompt family's next
+         * request off its holder while a long prompt prefilled there, and did not win the routing-quality matrix
+         * (issue #35; perf/results/routing-quality-2026-12-07-b.md: mixed lengths on the independent engine 0.61x the
+         * oracle with 0.001, 0.87x with 0; elsewhere within 2 points either way). The knob stays for fleets whose
+         * prefills dominate.
          */
-        public static final double DEFAULT_PREFILL_TOKEN_WEIGHT = 0.001;
+        public static final double DEFAULT_PREFILL_TOKEN_WEIGHT = 0.0;
 
         /** The shape before {@code kv.prefill_token_weight} existed: the default weight. */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
