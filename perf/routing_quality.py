@@ -401,13 +401,27 @@ def pct(values, q):
 # One run
 # ---------------------------------------------------------------------------------------------------------------
 
-def gateway_yaml(port, admin, policy, endpoints, model, access_log):
+def rule_settings(settings):
+    """--set SECTION.KEY=VALUE (a rule's kv.*, chwbl.*, ...) as the rule's YAML lines, grouped by section."""
+    sections = collections.OrderedDict()
+    for s in settings:
+        key, _, value = s.partition("=")
+        section, _, name = key.partition(".")
+        if not name or not value:
+            raise SystemExit("--set %r: expected SECTION.KEY=VALUE, e.g. kv.load_slack=1" % s)
+        sections.setdefault(section, []).append((name, value))
+    return "".join("    %s:\n%s" % (sec, "".join("      %s: %s\n" % kv for kv in keys)) for sec, keys in sections.items())
+
+
+def gateway_yaml(port, admin, policy, endpoints, model, access_log, settings=()):
     eps = "".join("      - url: http://127.0.0.1:%d\n        kv_events: tcp://127.0.0.1:%d\n" % (h, k)
                   for h, k in endpoints)
     return ("listen: 127.0.0.1:%d\nadmin_listen: 127.0.0.1:%d\ncontrol_socket: \"off\"\nhealth: {interval_ms: 1000}\n"
             "logging: {access_log: %s}\n"
             "rules:\n  - name: quality\n    models: [%s]\n    engine: vllm\n    policy: %s\n    block_size: %d\n"
-            "    hash_seed: \"0\"\n    endpoints:\n%s") % (port, admin, json.dumps(access_log), model, policy, BLOCK, eps)
+            "    hash_seed: \"0\"\n%s    endpoints:\n%s") % (port, admin, json.dumps(access_log), model, policy, BLOCK,
+                                                      rule_settings(settings), eps)
+
 
 
 def accounting(admin_urls, access_logs):
@@ -483,7 +497,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         access_logs.append(os.path.join(fleet.work, "gw%dof%d-%s-%s-%s.access.jsonl" % (g, gateways, kind, workload, policy)))
         cfg = os.path.join(fleet.work, "gw%d.yaml" % g)
         with open(cfg, "w") as f:
-            f.write(gateway_yaml(port, admin, policy, endpoints, model, access_logs[-1]))
+            f.write(gateway_yaml(port, admin, policy, endpoints, model, access_logs[-1], args.set))
         fleet.start("gw%d" % g, [os.path.join(ROOT, "kvgate"), "serve", "--config", cfg])
     for g, port in enumerate(gw_ports):
         wait_http("http://127.0.0.1:%d/ready/engines" % port, "gateway", fleet, "gw%d" % g)
@@ -549,7 +563,23 @@ def main():
     p.add_argument("--deadline", type=float, default=240, help="seconds a run may drive load (bounded)")
     p.add_argument("--out", default="")
     p.add_argument("--json", default="", help="also write the rows as JSON here")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="a rule setting for every gateway, e.g. kv.load_slack=1 or chwbl.prefix_blocks=8 (repeatable)")
+    p.add_argument("--merge", nargs="+", default=[], metavar="JSON[=NOTE]",
+                   help="write the report (--out) from the rows of earlier runs' --json files instead of running; "
+                        "NOTE is appended to their policy column (e.g. a --set they ran with)")
     args = p.parse_args()
+    if args.merge:
+        rows = []
+        for m in args.merge:
+            path, _, note = m.partition("=")
+            with open(path) as f:
+                for r in json.load(f):
+                    if note:
+                        r["policy"] = "%s (%s)" % (r["policy"], note)
+                    rows.append(r)
+        write_report(args, rows, os.environ.get("LOAD_START", "unknown").split())
+        return
     work = tempfile.mkdtemp(prefix="kvgate-quality.")
     fleet = Fleet(work)
     ports = Ports(int(os.environ.get("PORT_BASE", 21000 + random.randrange(0, 150) * 60)))

@@ -17,7 +17,8 @@ import org.junit.jupiter.api.Test;
  * Keeps the test tiers honest as tests are added. The unit tier ({@code ./kvgate test --unit}) runs without sockets,
  * engines or subprocesses; a test class that starts a gateway, a simulator, a fake engine, a ZeroMQ context, a server
  * socket, an HTTP client or a process is a system test and carries {@code @Tag("system")} (or {@code @Tag("soak")}
- * for slow stress runs, excluded by default) on the class or on the methods that do. The unit tier runs its classes in
+ * for slow stress runs, excluded by default, or {@code @Tag("quality")} for the routing-quality runs, which failsafe
+ * runs with the system tier) on the class or on the methods that do. The unit tier runs its classes in
  * parallel (the parent pom), so a unit test that changes what every thread of the JVM sees (System.out/err, a system
  * property, the default locale or time zone, the log configuration) declares it with {@code @Isolated} or a
  * {@code @ResourceLock}, and JUnit keeps the others off that state meanwhile.
@@ -28,7 +29,7 @@ class TestTiersTest {
         "EngineSimulator\\.start|Gateway\\.start|new ZContext|new ServerSocket|new Socket\\("
             + "|HttpClient\\.new|TestLlmServer\\(|ScriptedEngine\\.start|new FakeEngine|new PdFakeEngine"
             + "|new TestEngine|ProcessBuilder|TestPorts\\.|HttpServer\\.create|ControlSocket\\.");
-    static final Pattern TAGGED = Pattern.compile("@Tag\\(\"(system|soak)\"\\)");
+    static final Pattern TAGGED = Pattern.compile("@Tag\\(\"(system|soak|quality)\"\\)");
     /** What every thread of the JVM sees, changed. */
     static final Pattern SWAPS_PROCESS_STATE = Pattern.compile(
         "System\\.set(Out|Err|In|Property|Properties)\\(|System\\.clearProperty\\(|Locale\\.setDefault\\("
@@ -68,6 +69,7 @@ class TestTiersTest {
 
     @Test
     void theGuardsSeeWhatTheyLookFor() {
+        assertTrue(TAGGED.matcher("@Tag(\"quality\")").find());
         assertTrue(SWAPS_PROCESS_STATE.matcher("System.setErr(new PrintStream(bytes))").find());
         assertTrue(SWAPS_PROCESS_STATE.matcher("System.setProperty(\"fuzz.seed\", \"1\")").find());
         assertTrue(SWAPS_PROCESS_STATE.matcher("LogSetup.configure(LogSetup.Format.JSON, level)").find());

@@ -44,4 +44,9 @@ public final class KvKeys {
         .defaultText("`true` (vllm, sglang); `false` (refused true) for trtllm, llamacpp")
         .doc("score each DP rank on its own and pin the request with `X-data-parallel-rank`").live()
         .readBack(KvExactConfig::dpRankHint);
+    public static final ConfigKey<KvExactConfig, Double> MIN_MATCH_FRACTION = SECTION.doubleKey("min_match_fraction",
+            KvExactConfig.DEFAULT_MIN_MATCH_FRACTION, 0.0, 1.0)
+        .doc("a best match below this fraction of the prompt's blocks does not pin the request: it goes to the least"
+            + " loaded endpoint, ties to the longer match (0: any match pins)").live()
+        .readBack(KvExactConfig::minMatchFraction);
 }

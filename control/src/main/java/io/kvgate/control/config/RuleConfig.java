@@ -430,10 +430,16 @@ public record RuleConfig(
     }
 
     /** Consistent hashing with bounded loads on a prompt-prefix key. */
-    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars) {
+    public record ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars,
+                              boolean skipCommonPrefix) {
         /** The shape before {@code chwbl.prefix_chars} existed: the default text prefix. */
         public ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor) {
             this(prefixTokens, prefixBlocks, virtualNodes, loadFactor, DEFAULT_PREFIX_CHARS);
+        }
+
+        /** The shape before {@code chwbl.skip_common_prefix} existed: the prefix every request shares is skipped. */
+        public ChwblConfig(int prefixTokens, int prefixBlocks, int virtualNodes, double loadFactor, int prefixChars) {
+            this(prefixTokens, prefixBlocks, virtualNodes, loadFactor, prefixChars, true);
         }
     }
 
@@ -451,7 +457,25 @@ public record RuleConfig(
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
                                 boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights,
-                                double prefillTokenWeight, boolean dpRankHint) {
+                                double prefillTokenWeight, boolean dpRankHint, double minMatchFraction) {
+
+        /** The shape before {@code kv.min_match_fraction} existed: its default. */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights, double prefillTokenWeight,
+                             boolean dpRankHint) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, tierWeights, prefillTokenWeight, dpRankHint,
+                DEFAULT_MIN_MATCH_FRACTION);
+        }
+
+        /**
+         * Default {@code kv.min_match_fraction}: SGLang's router routes by cache only when the best match covers more
+         * than its {@code cache_threshold} (0.5) of the prompt, and by load otherwise (chosen over the routing-quality
+         * matrix, perf/results/routing-quality-2026-12-07-b.md: multi-turn through 3 gateways, busiest engine 2.42x
+         * the mean with 0, 1.50x with 0.5).
+         */
+        public static final double DEFAULT_MIN_MATCH_FRACTION = 0.5;
 
         /** The shape before {@code kv.dp_rank_hint} existed: hints where the engine accepts them (vLLM, SGLang). */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -462,13 +486,14 @@ public record RuleConfig(
         }
 
         /**
-         * Default {@code kv.prefill_token_weight}: one request's worth of load per 1,000 uncached prompt tokens still
-         * in prefill. A typical chat request prefills on the order of 1,000 uncached tokens, so a request in prefill
-         * counts about twice (its slot plus its prefill) and a 50,000-token uncached prompt counts as ~50 requests
-         * until its first byte comes back, which is roughly the engine time it takes ahead of everything queued
-         * behind it (prefill cost grows with the tokens, a request count does not).
+         * Default {@code kv.prefill_token_weight}: 0, request counts alone. Charging in-flight uncached prefill tokens
+         * (0.001: a 20,000-token prompt counts as 20 requests until its first byte) pushed each prompt family's next
+         * request off its holder while a long prompt prefilled there, and did not win the routing-quality matrix
+         * (issue #35; perf/results/routing-quality-2026-12-07-b.md: mixed lengths on the independent engine 0.61x the
+         * oracle with 0.001, 0.87x with 0; elsewhere within 2 points either way). The knob stays for fleets whose
+         * prefills dominate.
          */
-        public static final double DEFAULT_PREFILL_TOKEN_WEIGHT = 0.001;
+        public static final double DEFAULT_PREFILL_TOKEN_WEIGHT = 0.0;
 
         /** The shape before {@code kv.prefill_token_weight} existed: the default weight. */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -814,7 +839,8 @@ public record RuleConfig(
 
         ConfigNode c = n.child(ChwblKeys.SECTION.name());
         ChwblConfig chwbl = new ChwblConfig(ChwblKeys.PREFIX_TOKENS.read(c), ChwblKeys.PREFIX_BLOCKS.read(c),
-            ChwblKeys.VIRTUAL_NODES.read(c), ChwblKeys.LOAD_FACTOR.read(c), ChwblKeys.PREFIX_CHARS.read(c));
+            ChwblKeys.VIRTUAL_NODES.read(c), ChwblKeys.LOAD_FACTOR.read(c), ChwblKeys.PREFIX_CHARS.read(c),
+            ChwblKeys.SKIP_COMMON_PREFIX.read(c));
         c.finish();
 
         ConfigNode k = n.child(KvKeys.SECTION.name());
@@ -831,7 +857,7 @@ public record RuleConfig(
             KvKeys.LAMBDA.read(k), KvKeys.MIN_MATCH_BLOCKS.read(k), KvKeys.COLD_READMIT_EVERY.read(k),
             KvKeys.SPECULATIVE_TTL_MS.read(k), KvKeys.WATCHDOG_ZERO_HIT_STREAK.read(k), KvKeys.PARITY_PROBE_AT_STARTUP.read(k),
             KvKeys.WARMUP_MS.read(k), tierWeights(k.child(TierWeightKeys.SECTION.name())), KvKeys.PREFILL_TOKEN_WEIGHT.read(k),
-            dpRankHint);
+            dpRankHint, KvKeys.MIN_MATCH_FRACTION.read(k));
         k.finish();
 
         ConfigNode p = n.child(PdKeys.SECTION.name());

@@ -34,15 +34,15 @@ class LoadConfigTest {
         assertEquals("/prometheus/metrics", c.load().pathFor("/prometheus/metrics"));
         assertEquals("lifetime", c.load().peerDecay(), "other gateways' part of a reading ages over the request lifetime");
         assertTrue(c.load().decaysPeers());
-        assertEquals(0.001, c.rules().get(0).kvExact().prefillTokenWeight());
+        assertEquals(0.0, c.rules().get(0).kvExact().prefillTokenWeight());
     }
 
     @Test
     void settingsAndRefusalsNameTheKey() throws Exception {
         GatewayConfig c = GatewayConfig.parse("load: {enabled: false, scrape_interval_ms: 100, stale_ms: 500, timeout_ms: 50,"
-            + " max_body_bytes: 65536, path: /stats}\n" + RULES.replace("policy: kv_exact", "policy: kv_exact\n    kv: {prefill_token_weight: 0}"));
+            + " max_body_bytes: 65536, path: /stats}\n" + RULES.replace("policy: kv_exact", "policy: kv_exact\n    kv: {prefill_token_weight: 0.002}"));
         assertEquals(new GatewayConfig.Load(false, 100, 500, 50, 65536, "/stats"), c.load());
-        assertEquals(0.0, c.rules().get(0).kvExact().prefillTokenWeight());
+        assertEquals(0.002, c.rules().get(0).kvExact().prefillTokenWeight());
 
         String p = problems("load: {scrape_interval_ms: 5, stale_ms: 1000, path: metrics, max_body_bytes: 10, colour: red}\n" + RULES);
         assertTrue(p.contains("load.scrape_interval_ms: value 5 must be in [10, 600000]"), p);

@@ -8,8 +8,9 @@ import java.util.Arrays;
 /**
  * Consistent hashing with bounded loads on a prompt-prefix key: a prompt family (same system prompt, same few-shot
  * block) lands on the same engine, so its prefix stays warm there, without any KV events. Each endpoint owns
- * {@code virtual_nodes × weight} points on a 64-bit ring; the key is the hash of the first {@code prefix_tokens}
- * tokens (or {@code prefix_blocks} blocks) of the rendered or token-id prompt, or, when the rule has no tokenizer and
+ * {@code virtual_nodes × weight} points on a 64-bit ring; the key is the hash of {@code prefix_tokens} tokens (or
+ * {@code prefix_blocks} blocks) of the rendered or token-id prompt, from the first block after the prefix every prompt
+ * of the rule has shared so far ({@code skip_common_prefix}, see {@link #keyOf}), or, when the rule has no tokenizer and
  * the prompt is text, the hash of its first {@code prefix_chars} characters (computed by the prompt stage from the
  * text the body stage captured). The owner takes the request unless it
  * is over the bound {@code (1+ε)·mean load}; then the walk goes clockwise to the next endpoint under it — the bound is
@@ -27,12 +28,21 @@ final class ChwblPolicy implements RoutingPolicy {
     private final RuleStats stats;
     private final long[] points;
     private final int[] owners;
+    private final int blockSize;
+    /**
+     * {@code skip_common_prefix}: the chained hash of each full block of the first prompt seen, and how many of them
+     * every prompt since has shared ({@code -1} before the first). Routing stage only.
+     */
+    private final long[] commonChain;
+    private int commonBlocks = -1;
 
     ChwblPolicy(RuleConfig rule, EndpointState[] endpoints, RoutingPolicy fallback, RuleStats stats) {
         this.knobs = rule.chwbl();
         this.prefixTokens = knobs.prefixTokens() > 0 ? knobs.prefixTokens() : Math.max(1, knobs.prefixBlocks()) * rule.blockSize();
         this.fallback = fallback;
         this.stats = stats;
+        this.blockSize = Math.max(1, rule.blockSize());
+        this.commonChain = knobs.skipCommonPrefix() ? new long[MAX_COMMON_BLOCKS] : null;
         int total = 0;
         for (int i = 0; i < endpoints.length; i++) {
             total += knobs.virtualNodes() * rule.endpoints().get(i).weight();
@@ -69,14 +79,55 @@ final class ChwblPolicy implements RoutingPolicy {
         return z ^ (z >>> 33);
     }
 
-    /** The ring key of a prompt: its first {@code prefixTokens} tokens (all of them if shorter). */
+    /** The longest common prefix {@code skip_common_prefix} tracks, in blocks (16,384 tokens at block size 16). */
+    static final int MAX_COMMON_BLOCKS = 1024;
+
+    /**
+     * The ring key of a prompt: {@code prefixTokens} tokens (all of them if shorter), from the first block boundary
+     * after the prefix every prompt of the rule has shared so far ({@code skip_common_prefix}), else from the start.
+     * A key over a prefix all requests share would send them all to one owner (issue #35: a 64-token key that is
+     * just the common system prompt gave every conversation the same engine).
+     */
     long keyOf(int[] tokens) {
-        int n = Math.min(prefixTokens, tokens.length);
+        int start = commonChain == null ? 0 : skipCommon(tokens);
+        int n = Math.min(prefixTokens, tokens.length - start);
         long h = 0x243F6A8885A308D3L ^ n;
-        for (int i = 0; i < n; i++) {
+        for (int i = start; i < start + n; i++) {
             h = mix(h ^ (tokens[i] & 0xFFFFFFFFL));
         }
         return h;
+    }
+
+    /**
+     * Updates the common prefix with {@code tokens} and returns where its key starts: after the common blocks, or at
+     * 0 when the prompt has nothing beyond them (it is the common prefix itself, or a prefix of it). The common
+     * prefix only shrinks: one prompt that starts differently takes it back to 0 blocks, the head key as before.
+     */
+    private int skipCommon(int[] tokens) {
+        int full = Math.min(MAX_COMMON_BLOCKS, tokens.length / blockSize);
+        long h = 0x452821E638D01377L;
+        int shared = 0;
+        boolean first = commonBlocks < 0;
+        int limit = first ? full : Math.min(full, commonBlocks);
+        for (int b = 0; b < limit; b++) {
+            for (int i = b * blockSize, end = i + blockSize; i < end; i++) {
+                h = mix(h ^ (tokens[i] & 0xFFFFFFFFL));
+            }
+            if (first) {
+                commonChain[b] = h;
+            } else if (commonChain[b] != h) {
+                break;
+            }
+            shared++;
+        }
+        commonBlocks = first ? full : shared;
+        int start = commonBlocks * blockSize;
+        return start < tokens.length ? start : 0;
+    }
+
+    /** Blocks every prompt has shared so far, -1 before the first ({@code skip_common_prefix}; tests). */
+    int commonBlocks() {
+        return commonBlocks;
     }
 
     @Override

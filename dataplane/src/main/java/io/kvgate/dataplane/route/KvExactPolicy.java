@@ -79,6 +79,8 @@ final class KvExactPolicy implements RoutingPolicy {
     private final long[] specUntil;
     private final long specTtlNs;
     private long decisions;
+    /** State of the draw among equal candidates: per process, so replicas of one configuration draw differently. */
+    private long tieState = ChwblPolicy.mix(System.nanoTime() ^ ProcessHandle.current().pid() * 0x9E3779B97F4A7C15L) | 1;
     private final NanoClock clock;
     private final StageTimers stages;
 
@@ -427,7 +429,22 @@ final class KvExactPolicy implements RoutingPolicy {
         if (bestMatched < Math.max(1, knobs.minMatchBlocks())) {
             return fallback(c, r, nowNs, why, bestMatched == 0 ? MissReason.NO_MATCH : MissReason.BELOW_MIN_MATCH);
         }
+        if (bestMatched < knobs.minMatchFraction() * n) {
+            // A match this short saves little prefill, and where it pins a request its follow-ups stay: a conversation's
+            // first turn that matches only the shared system prompt would take its whole conversation to whichever
+            // engine first cached that prompt (replicas herd there together). It goes where the load is lowest.
+            int s = leastLoadedSlot();
+            stats.miss(MissReason.WEAK_MATCH);
+            stats.tier(r.decidedBy(Tier.FALLBACK));
+            if (r.explain()) {
+                why.append("tier=fallback(").append(MissReason.WEAK_MATCH.label).append("); best match ").append(bestMatched)
+                    .append('/').append(n).append(" blocks < min_match_fraction ").append(knobs.minMatchFraction());
+                appendScores(why, c);
+            }
+            return take(c, r, s);
+        }
         int best = -1;
+        int ties = 0;
         if (soft) {
             double bestCost = Double.MAX_VALUE;
             for (int s = 0; s < slotCount; s++) {
@@ -449,6 +466,9 @@ final class KvExactPolicy implements RoutingPolicy {
                 }
                 if (best < 0 || weighted(s) > weighted(best) || (weighted(s) == weighted(best) && slotLoad[s] < slotLoad[best])) {
                     best = s;
+                    ties = 1;
+                } else if (weighted(s) == weighted(best) && slotLoad[s] == slotLoad[best] && tieWins(++ties)) {
+                    best = s;
                 }
             }
             if (best >= 0 && slotMatched[best] < Math.max(1, knobs.minMatchBlocks())) {
@@ -466,6 +486,47 @@ final class KvExactPolicy implements RoutingPolicy {
                 + Holders.tierName(slotTier[best]) + ", weight " + knobs.tierWeights().of(slotTier[best]) + ")");
         }
         return take(c, r, best);
+    }
+
+    /**
+     * The eligible slot with the lowest load, then the longest weighted match; exact ties drawn at random (see
+     * {@link #tieWins}).
+     */
+    private int leastLoadedSlot() {
+        int best = -1;
+        int ties = 0;
+        for (int s = 0; s < slotCount; s++) {
+            if (!slotEligible[s]) {
+                continue;
+            }
+            if (best < 0 || slotLoad[s] < slotLoad[best] || (slotLoad[s] == slotLoad[best] && weighted(s) > weighted(best))) {
+                best = s;
+                ties = 1;
+            } else if (slotLoad[s] == slotLoad[best] && weighted(s) == weighted(best) && tieWins(++ties)) {
+                best = s;
+            }
+        }
+        return best;
+    }
+
+    /**
+     * Whether the {@code k}-th of {@code k} exactly equal candidates replaces the one kept so far (reservoir sampling:
+     * each of them is kept with probability 1/k). Equal candidates are drawn at random rather than taken in the order
+     * of the rule's endpoints: replicas of the gateway see the same index and nearly the same loads, and a fixed order
+     * sends all of them to the same engine at once. Xorshift on a per-process seed ({@link #seedTies} in tests).
+     */
+    private boolean tieWins(int k) {
+        long x = tieState;
+        x ^= x << 13;
+        x ^= x >>> 7;
+        x ^= x << 17;
+        tieState = x;
+        return Long.remainderUnsigned(x, k) == 0;
+    }
+
+    /** Seeds the draw among equal candidates (tests: decisions repeatable under a seed). */
+    void seedTies(long seed) {
+        tieState = seed == 0 ? 0x9E3779B97F4A7C15L : seed;
     }
 
     /** The decision is slot {@code s}: its endpoint, pinned to its rank when it is one. */

@@ -35,7 +35,9 @@ public final class RuleStats {
     public enum MissReason {
         NO_KV_EVENTS, NO_TOKENS, SHORT_PROMPT, NO_MATCH, BELOW_MIN_MATCH, OVER_LOAD_BOUND, NO_SESSION_KEY, ALL_OVER_BOUND,
         /** {@code hash_seed: auto} not resolved yet by the parity probe: no keys to look up. */
-        SEED_UNRESOLVED;
+        SEED_UNRESOLVED,
+        /** kv_exact: the best match covers less than {@code kv.min_match_fraction} of the prompt: routed by load. */
+        WEAK_MATCH;
 
         final String label = name().toLowerCase(Locale.ROOT);
     }

@@ -22,10 +22,75 @@ import org.junit.jupiter.api.Test;
 class ChwblPolicyTest {
     private final ManualClock clock = new ManualClock();
 
+    /** The ring on the head of the prompt (the tests below that skip the common prefix say so). */
     private Rule rule(double loadFactor) {
+        return rule("prefix_blocks: 1, virtual_nodes: 64, skip_common_prefix: false, load_factor: " + loadFactor);
+    }
+
+    private Rule rule(String knobs) {
         return table(config("", RouteFixtures.rule("c", "    policy: chwbl\n    fallback: round_robin\n    block_size: 16\n"
-            + "    chwbl: {prefix_blocks: 1, virtual_nodes: 64, load_factor: " + loadFactor + "}\n", endpoints(4))), null, clock)
-            .ruleByName("c");
+            + "    chwbl: {" + knobs + "}\n", endpoints(4))), null, clock).ruleByName("c");
+    }
+
+    /** 64 tokens of the system prompt every request shares, 4 of a conversation's own, then {@code tail} of its turns. */
+    private static int[] conversation(int c, int tail) {
+        int[] t = new int[64 + 64 + 16 * tail];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = i < 64 ? 7 + i : c * 100_000 + i;
+        }
+        return t;
+    }
+
+    @Test
+    void theKeySkipsThePrefixEveryPromptSharesSoConversationsSpread() {
+        Rule r = rule("prefix_blocks: 4, virtual_nodes: 64, load_factor: 10");
+        ChwblPolicy p = (ChwblPolicy) r.policy();
+        Set<EndpointState> owners = new HashSet<>();
+        EndpointState[] first = new EndpointState[32];
+        for (int c = 0; c < 32; c++) {
+            first[c] = decide(r, request(r, conversation(c, 0)), clock.nanoTime());
+            first[c].onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+            owners.add(first[c]);
+        }
+        assertEquals(4, p.commonBlocks(), "the 64-token system prompt is the common prefix");
+        assertEquals(4, owners.size(), "32 conversations over 4 endpoints reach every endpoint");
+        for (int c = 2; c < 32; c++) { // the first two were keyed before the common prefix was known
+            for (int turn = 1; turn < 4; turn++) {
+                EndpointState ep = decide(r, request(r, conversation(c, turn)), clock.nanoTime());
+                assertSame(first[c], ep, "conversation " + c + " turn " + turn + " stays with its first turn");
+                ep.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+            }
+        }
+
+        Rule head = rule("prefix_blocks: 4, virtual_nodes: 64, load_factor: 10, skip_common_prefix: false");
+        Set<EndpointState> headOwners = new HashSet<>();
+        for (int c = 0; c < 32; c++) {
+            EndpointState ep = decide(head, request(head, conversation(c, 0)), clock.nanoTime());
+            ep.onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+            headOwners.add(ep);
+        }
+        assertEquals(1, headOwners.size(), "keyed on the shared system prompt alone, every conversation has one owner");
+    }
+
+    @Test
+    void aPromptThatStartsDifferentlyEndsTheCommonPrefix() {
+        Rule r = rule("prefix_blocks: 4, virtual_nodes: 64");
+        ChwblPolicy p = (ChwblPolicy) r.policy();
+        assertEquals(-1, p.commonBlocks());
+        p.keyOf(conversation(1, 0));
+        assertEquals(8, p.commonBlocks(), "one prompt: all its full blocks");
+        p.keyOf(conversation(2, 2));
+        assertEquals(4, p.commonBlocks());
+        p.keyOf(java.util.Arrays.copyOf(conversation(3, 0), 40)); // 2 full blocks of the system prompt
+        assertEquals(2, p.commonBlocks(), "a shorter prompt shares only its own full blocks");
+        long shortKey = p.keyOf(java.util.Arrays.copyOf(conversation(3, 0), 32));
+        assertEquals(shortKey, p.keyOf(java.util.Arrays.copyOf(conversation(4, 0), 32)),
+            "a prompt inside the common prefix is keyed from its start");
+        int[] other = conversation(5, 0);
+        other[0] = 99;
+        p.keyOf(other);
+        assertEquals(0, p.commonBlocks(), "a different first block: nothing is common, the key is the head's again");
+        assertEquals(p.keyOf(conversation(6, 0)), p.keyOf(conversation(7, 1)), "the same first 4 blocks, the same key");
     }
 
     private static RouteEvent request(Rule r, int[] tokens) {

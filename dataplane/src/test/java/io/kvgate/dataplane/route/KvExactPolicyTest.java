@@ -92,7 +92,7 @@ class KvExactPolicyTest {
      */
     @Test
     void adapterRequestsMatchAdapterBlocksAndBaseRequestsNeverDo() {
-        Rule r = rule("mode: bounded");
+        Rule r = rule("mode: bounded, min_match_fraction: 0"); // the base request's 3 of 8 blocks must count
         int[] p = prompt(8, 21);
         long[] adapterKeys = new long[8];
         new RuleHasher(r.config(), 0).hash(p, null, "sql-lora", adapterKeys, 8);
@@ -189,6 +189,62 @@ class KvExactPolicyTest {
     }
 
     @Test
+    void aMatchBelowMinMatchFractionDoesNotPinTheRequest() {
+        Rule r = rule("mode: bounded, min_match_fraction: 0.5");
+        int[] p = prompt(10, 11);
+        cache(r, ep(r, 0), p, 4); // the shared system prompt of a conversation's first turn: 4 of 10 blocks
+        ep(r, 0).onRouted(clock.nanoTime());
+        ep(r, 1).onRouted(clock.nanoTime());
+        StringBuilder why = new StringBuilder();
+        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, p, null, SessionKeys.NONE, true, false);
+        assertSame(ep(r, 2), r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, clock.nanoTime(), why),
+            "4/10 < 0.5: the least loaded endpoint, not the holder");
+        assertEquals(1, r.stats().missCount(MissReason.WEAK_MATCH));
+        assertTrue(why.toString().startsWith("tier=fallback(weak_match); best match 4/10 blocks"), why.toString());
+
+        cache(r, ep(r, 0), p, 5); // 5/10: pins again
+        assertSame(ep(r, 0), decide(r, request(r, p), clock.nanoTime()));
+        assertEquals(1, r.stats().tierCount(Tier.KV_EXACT));
+    }
+
+    @Test
+    void aWeakMatchTakesTheHolderAmongTheLeastLoaded() {
+        Rule r = rule("mode: bounded, min_match_fraction: 0.5");
+        int[] p = prompt(10, 12);
+        cache(r, ep(r, 1), p, 4);
+        assertSame(ep(r, 1), decide(r, request(r, p), clock.nanoTime()), "all idle: the 4 blocks still count");
+    }
+
+    @Test
+    void equalCandidatesAreDrawnAtRandomAndRepeatablyUnderASeed() {
+        int[] p = prompt(8, 13);
+        int[][] picks = new int[2][60];
+        for (int run = 0; run < 2; run++) {
+            Rule r = rule("mode: bounded, load_cap_factor: 100");
+            ((KvExactPolicy) r.policy()).seedTies(35);
+            for (int i = 0; i < 3; i++) {
+                cache(r, ep(r, i), p, 8);
+            }
+            for (int d = 0; d < picks[run].length; d++) {
+                EndpointState chosen = decide(r, request(r, p), clock.nanoTime());
+                picks[run][d] = r.endpoints().indexOf(chosen);
+                chosen.onCompleted(1, 0, 0, 5, 1, clock.nanoTime()); // loads stay equal
+            }
+            index.close();
+        }
+        index = null;
+        assertTrue(java.util.Arrays.equals(picks[0], picks[1]), "the same seed draws the same endpoints");
+        int[] counts = new int[3];
+        for (int x : picks[0]) {
+            counts[x]++;
+        }
+        // Each endpoint is drawn with probability 1/3: 60 draws put fewer than 8 on one with probability < 0.1 %.
+        for (int c : counts) {
+            assertTrue(c >= 8, "an endpoint drawn " + c + " of 60 times: " + java.util.Arrays.toString(counts));
+        }
+    }
+
+    @Test
     void fallbacksAreCountedByReason() {
         Rule r = rule("mode: bounded, min_match_blocks: 3");
         cache(r, ep(r, 0), prompt(4, 9), 4); // a non-empty inventory
@@ -221,8 +277,10 @@ class KvExactPolicyTest {
         cache(r, ep(r, 0), p, 8);
         cache(r, ep(r, 1), p, 8);
         // ep2 holds nothing: cold
-        assertSame(ep(r, 0), decide(r, request(r, p), clock.nanoTime()));
-        assertSame(ep(r, 1), decide(r, request(r, p), clock.nanoTime()), "equal prefixes: the less loaded");
+        EndpointState first = decide(r, request(r, p), clock.nanoTime());
+        assertTrue(first == ep(r, 0) || first == ep(r, 1), "an equal prefix on ep0 and ep1, equal loads: either");
+        assertSame(first == ep(r, 0) ? ep(r, 1) : ep(r, 0), decide(r, request(r, p), clock.nanoTime()),
+            "equal prefixes: the less loaded");
         assertSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()), "the third decision re-admits the cold endpoint");
         assertEquals(1, r.stats().tierCount(Tier.KV_COLD_READMIT));
         assertNotSame(ep(r, 2), decide(r, request(r, p), clock.nanoTime()));
