@@ -1,4 +1,4 @@
-package io.kvgate.epp;
+package io.kvgate.epp.picker;
 
 import io.grpc.Status;
 import io.grpc.health.v1.HealthCheckRequest;

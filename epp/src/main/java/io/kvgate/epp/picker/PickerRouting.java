@@ -1,4 +1,4 @@
-package io.kvgate.epp;
+package io.kvgate.epp.picker;
 
 import io.kvgate.dataplane.exchange.ExchangeRouting;
 import io.kvgate.dataplane.request.RoutingInputs;

@@ -1,4 +1,4 @@
-package io.kvgate.epp;
+package io.kvgate.epp.picker;
 
 import com.google.protobuf.ByteString;
 import io.envoyproxy.envoy.config.core.v3.HeaderValue;

@@ -1,4 +1,4 @@
-package io.kvgate.epp;
+package io.kvgate.epp.picker;
 
 import io.envoyproxy.envoy.service.ext_proc.v3.ExternalProcessorGrpc;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingRequest;

@@ -1,4 +1,4 @@
-package io.kvgate.epp;
+package io.kvgate.epp.picker;
 
 import io.grpc.Server;
 import io.grpc.netty.NettyServerBuilder;
