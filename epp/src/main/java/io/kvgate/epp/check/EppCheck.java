@@ -47,15 +47,24 @@ public final class EppCheck {
         String path = "/v1/chat/completions";
         long timeoutMs = 10_000;
         Map<String, String> headers = new LinkedHashMap<>();
+        boolean load = false;
+        List<String> loadArgs = new ArrayList<>();
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String v = i + 1 < args.length ? args[i + 1] : null;
+            if (a.equals("--load")) {
+                load = true;
+                continue;
+            }
             switch (a) {
                 case "--help", "-h" -> {
                     out.println("usage: kvgate epp-check --target HOST:PORT --model MODEL [--path /v1/chat/completions]"
                         + " [--header 'Name: value']... [--timeout-ms 10000]\n"
                         + "  drives an endpoint picker (Envoy ext_proc, Gateway API Inference Extension protocol 004) as Envoy"
-                        + " does\n  and prints PASS/FAIL per protocol requirement; exit 1 on any FAIL");
+                        + " does\n  and prints PASS/FAIL per protocol requirement; exit 1 on any FAIL\n"
+                        + "  --load [--rate 100] [--seconds 10] [--prompt-bytes 100000] [--connections 4] [--max-in-flight 4096]\n"
+                        + "       instead: open-loop load through the picker (distinct prompts, scripted engine answers); prints"
+                        + " JSON\n       with the picker's request-phase (decision + body echo) and response-phase latencies in us");
                     return 0;
                 }
                 case "--target" -> target = v;
@@ -68,6 +77,10 @@ public final class EppCheck {
                         err.println("kvgate epp-check: --timeout-ms needs a number of milliseconds (got " + v + ")");
                         return 2;
                     }
+                }
+                case "--rate", "--seconds", "--prompt-bytes", "--connections", "--max-in-flight" -> {
+                    loadArgs.add(a);
+                    loadArgs.add(v == null ? "" : v);
                 }
                 case "--header" -> {
                     int colon = v == null ? -1 : v.indexOf(':');
@@ -96,7 +109,20 @@ public final class EppCheck {
             err.println("kvgate epp-check: --target must be HOST:PORT (got " + target + ")");
             return 2;
         }
-        List<Result> results = check(new Target(target.substring(0, Math.max(0, colon)), port, model, path, headers, timeoutMs));
+        Target t = new Target(target.substring(0, Math.max(0, colon)), port, model, path, headers, timeoutMs);
+        if (load) {
+            try {
+                return EppLoad.main(t, loadArgs.toArray(String[]::new), out, err);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return 1;
+            }
+        }
+        if (!loadArgs.isEmpty()) {
+            err.println("kvgate epp-check: " + loadArgs.getFirst() + " needs --load");
+            return 2;
+        }
+        List<Result> results = check(t);
         results.forEach(out::println);
         long failed = results.stream().filter(r -> !r.passed()).count();
         out.println(failed == 0 ? "all " + results.size() + " requirements pass"

@@ -129,11 +129,22 @@ final class PickerRouting implements RouteRequest {
 
     @Override
     public void onShed(Rule decidedBy, String message) {
-        decided.shed(message);
+        if (!released) {
+            decided.shed(message);
+        }
     }
 
     @Override
     public void onRouted(EndpointState endpoint, Rule decidedBy, String why) {
+        if (released) {
+            // The stream ended while this decision was on its way: its endpoint gets its load back at once.
+            if (endpoint != null) {
+                routing.prefillDone(endpoint, pendingCharge);
+                routing.complete(endpoint, Outcome.RELEASED);
+            }
+            pendingCharge = 0;
+            return;
+        }
         if (endpoint != null) {
             if (role == Role.PREFILL) {
                 routedPrefill = endpoint;
@@ -161,7 +172,8 @@ final class PickerRouting implements RouteRequest {
 
     /**
      * How the request ended: {@code outcome} for the endpoint it was routed to (and the prefill pod of a P/D pick),
-     * once. A request that never reached an engine is {@link Outcome#RELEASED}.
+     * once. A request that never reached an engine is {@link Outcome#RELEASED}; a decision still on its way is
+     * released when it arrives.
      */
     void end(Outcome outcome) {
         if (released) {

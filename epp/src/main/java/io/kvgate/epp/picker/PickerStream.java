@@ -302,10 +302,6 @@ final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRou
 
     @Override
     public void routed(Role role, EndpointState endpoint, String why) {
-        if (phase != Phase.DECIDING) {
-            routing.end(Outcome.RELEASED); // Envoy gave up while the request waited
-            return;
-        }
         if (endpoint == null) {
             picker.metrics().shed("no_endpoint");
             immediate(HttpResponseStatus.SERVICE_UNAVAILABLE, "no_endpoint", why == null
