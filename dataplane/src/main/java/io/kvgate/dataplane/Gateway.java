@@ -126,6 +126,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final Channel listener;
     private final Channel adminListener;
     private final ControlSocket controlSocket;
+    /** Front doors of other modules the configuration asks for (the endpoint picker), opened after the listeners. */
+    private final List<FrontDoor.Open> extraDoors;
     private final Readiness readiness;
     private final ModelProbe modelProbe;
     private volatile AppliedConfig applied;
@@ -280,6 +282,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             if (controlSocket != null) {
                 opened.push(controlSocket);
             }
+            this.extraDoors = openFrontDoors(cfg, gw);
             health.start();
             loadScraper.start();
             modelProbe.start();
@@ -294,6 +297,32 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             closeOpened();
             throw e;
         }
+    }
+
+    /**
+     * Opens every {@link FrontDoor} on the class path that {@code cfg} asks for, on this gateway's I/O threads; a key
+     * asking for one this build lacks ({@code epp_listen} without the epp module) stops the start naming it.
+     */
+    private List<FrontDoor.Open> openFrontDoors(GatewayConfig cfg, GatewayContext gw) throws Exception {
+        List<FrontDoor.Open> doors = new java.util.ArrayList<>();
+        for (FrontDoor door : java.util.ServiceLoader.load(FrontDoor.class, Gateway.class.getClassLoader())) {
+            if (door.configured(cfg)) {
+                FrontDoor.Open open = door.open(new FrontDoor.Wiring(cfg, gw, drain, readiness::evaluate, boss, workers,
+                    transport.serverChannel(), metricsRegistry));
+                opened.push(open);
+                doors.add(open);
+            }
+        }
+        if (cfg.eppListen() != null && doors.isEmpty()) {
+            throw new ConfigException(List.of("epp_listen: value " + cfg.eppListen() + " needs the endpoint picker (module"
+                + " kvgate-epp), which is not on this gateway's class path"));
+        }
+        return List.copyOf(doors);
+    }
+
+    /** The endpoint picker's bound port ({@code epp_listen}), or -1 when none is open. */
+    public int eppPort() {
+        return extraDoors == null || extraDoors.isEmpty() ? -1 : extraDoors.getFirst().port();
     }
 
     /**
@@ -1095,6 +1124,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 public void stopAccepting() {
                     drain.start();
                     listener.close().syncUninterruptibly();
+                    extraDoors.forEach(FrontDoor.Open::stopAccepting);
                     Log.info("stopped accepting; draining " + inFlight() + " request(s) in flight");
                 }
 

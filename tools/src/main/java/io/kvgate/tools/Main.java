@@ -2,6 +2,7 @@ package io.kvgate.tools;
 
 import io.kvgate.control.BuildInfo;
 import io.kvgate.dataplane.GatewayMain;
+import io.kvgate.epp.check.EppCheck;
 import io.kvgate.tools.bench.BenchMain;
 import io.kvgate.tools.cli.ControlCommand;
 import io.kvgate.tools.cli.HashCommand;
@@ -54,6 +55,8 @@ public final class Main {
             "render a chat request from stdin: render --model-dir DIR"));
         COMMANDS.put("ctl", new Command(ControlCommand::run,
             "talk to a running gateway's admin API: ctl inventory|lookup|explain|... (see ctl --help)"));
+        COMMANDS.put("epp-check", new Command(EppCheck::run,
+            "check an endpoint picker against the Inference Extension protocol: epp-check --target HOST:PORT --model M"));
     }
 
     /** Commands answered outside the table: version and completion here, test/build/dist/jmh by the launcher script. */

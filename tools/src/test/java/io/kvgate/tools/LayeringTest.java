@@ -73,6 +73,16 @@ class LayeringTest {
             List.of(DP, "io.kvgate.tools.bench", "io.kvgate.tools.cli", "io.kvgate.tools.demo")),
         new Rule("the CLI talks to a gateway through its control socket, it does not link one", "io.kvgate.tools.cli",
             List.of(DP, "io.kvgate.tools.sim", "io.kvgate.tools.bench", "io.kvgate.tools.demo")),
+        // The endpoint picker is a second front door over the data plane: nothing below it names it, and it names no tool.
+        new Rule("the endpoint picker sits on the data plane; the gateway finds it on the class path, never by name",
+            "io.kvgate.control", List.of("io.kvgate.epp")),
+        new Rule("the endpoint picker sits on the data plane; the gateway finds it on the class path, never by name", DP,
+            List.of("io.kvgate.epp")),
+        new Rule("the endpoint picker names no tool", "io.kvgate.epp", List.of("io.kvgate.tools")),
+        new Rule("epp-check and the protocol's names hold for any picker: they must not link kvgate's", "io.kvgate.epp.check",
+            List.of(DP, "io.kvgate.index", "io.kvgate.ingest", "io.kvgate.net", "io.kvgate.epp.picker", "io.kvgate.tools")),
+        new Rule("epp-check and the protocol's names hold for any picker: they must not link kvgate's", "io.kvgate.epp.protocol",
+            List.of(DP, "io.kvgate.index", "io.kvgate.ingest", "io.kvgate.net", "io.kvgate.control", "io.kvgate.tools")),
         // The data plane's packages.
         new Rule("wire, metrics, openai, tls and trace are floors: they import no other data-plane package",
             DP + ".wire", notFloors()),

@@ -47,7 +47,19 @@ public record GatewayConfig(
     TlsConfig tls,
     TracingConfig tracing,
     LoggingConfig logging,
-    ShutdownConfig shutdown) {
+    ShutdownConfig shutdown,
+    HostPort eppListen) {
+
+    /** The shape before {@code epp_listen} existed: no endpoint picker. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load, TlsConfig tls,
+                         TracingConfig tracing, LoggingConfig logging, ShutdownConfig shutdown) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, tls, tracing, logging,
+            shutdown, null);
+    }
 
     /** The shape before the TLS, tracing, logging and shutdown sections existed: their defaults. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
@@ -81,7 +93,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load, tls, tracing, logging, shutdown);
+            load, tls, tracing, logging, shutdown, eppListen);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -413,6 +425,12 @@ public record GatewayConfig(
     static GatewayConfig read(ConfigNode n, Path baseDir) {
         HostPort listen = hostPort(n, GatewayKeys.LISTEN);
         HostPort admin = hostPort(n, GatewayKeys.ADMIN_LISTEN);
+        // Off unless set: the endpoint picker is a second front door a Gateway API gateway (Envoy) talks to.
+        HostPort eppListen = GatewayKeys.EPP_LISTEN.read(n) == null ? null : hostPort(n, GatewayKeys.EPP_LISTEN);
+        if (eppListen != null && eppListen.port() != 0 && (eppListen.equals(listen) || eppListen.equals(admin))) {
+            n.problem("epp_listen", eppListen.toString(), "must differ from " + (eppListen.equals(listen) ? "listen" : "admin_listen")
+                + " (the picker speaks gRPC on a port of its own)");
+        }
         String adminTokenFile = GatewayKeys.ADMIN_TOKEN_FILE.read(n);
         String adminToken = GatewayKeys.ADMIN_TOKEN.read(n);
         if (adminTokenFile != null) {
@@ -582,7 +600,7 @@ public record GatewayConfig(
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load, tls, tracing, logging, shutdown);
+            ingest, load, tls, tracing, logging, shutdown, eppListen);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

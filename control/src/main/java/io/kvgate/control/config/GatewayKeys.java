@@ -14,6 +14,11 @@ public final class GatewayKeys {
     public static final ConfigKey<GatewayConfig, String> ADMIN_LISTEN = SECTION.stringKey("admin_listen", "127.0.0.1:8081")
         .typeText("host:port").doc("admin API; a non-loopback address requires `admin_token` (at least 16 characters)")
         .restartOnly().readBack(c -> c.adminListen().toString());
+    public static final ConfigKey<GatewayConfig, String> EPP_LISTEN = SECTION.stringKey("epp_listen", null)
+        .typeText("host:port").defaultText("off")
+        .doc("also serve as a Gateway API Inference Extension endpoint picker (Envoy ext_proc over gRPC, protocol 004, with"
+            + " gRPC health on the same port) over the same rules; see [kubernetes](kubernetes.md)")
+        .restartOnly().readBack(c -> c.eppListen() == null ? null : c.eppListen().toString());
     public static final ConfigKey<GatewayConfig, String> ADMIN_TOKEN_FILE = SECTION.stringKey("admin_token_file", null)
         .doc("file holding the admin token (relative to the config file; re-read on every reload); not with `admin_token`")
         .readBack(GatewayConfig::adminTokenFile);

@@ -48,6 +48,7 @@ class ConfigTreeCoverageTest {
         return """
             listen: 127.0.0.1:18080
             admin_listen: 127.0.0.1:18081
+            epp_listen: 127.0.0.1:18082
             admin_token: admin-token-0123456789
             transport: nio
             io_threads: 3
