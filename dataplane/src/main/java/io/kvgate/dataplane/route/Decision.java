@@ -47,6 +47,13 @@ public final class Decision {
         return d;
     }
 
+    /** A routed decision that charged its endpoint {@code prefillTokens} uncached prompt tokens (tests). */
+    public static Decision charged(EndpointState endpoint, Rule rule, String explanation, int prefillTokens) {
+        Decision d = routed(endpoint, rule, explanation);
+        d.chargedPrefillTokens = prefillTokens;
+        return d;
+    }
+
     /** A pair decision outside a routing stage (tests scripting SGLang's prefill and decode in one decision). */
     public static Decision pair(EndpointState prefill, EndpointState decode, Rule rule, String explanation) {
         Decision d = routed(prefill, rule, explanation);

@@ -196,8 +196,8 @@ class KvExactPolicyTest {
         ep(r, 0).onRouted(clock.nanoTime());
         ep(r, 1).onRouted(clock.nanoTime());
         StringBuilder why = new StringBuilder();
-        RouteEvent e = RouteEvent.of(r, RouteRequest.Role.ANY, p, null, SessionKeys.NONE, true, false);
-        assertSame(ep(r, 2), r.policy().choose(r.candidates(RouteRequest.Role.ANY), e, clock.nanoTime(), why),
+        RouteEvent e = RouteEvent.of(r, Role.ANY, p, null, SessionKeys.NONE, true, false);
+        assertSame(ep(r, 2), r.policy().choose(r.candidates(Role.ANY), e, clock.nanoTime(), why),
             "4/10 < 0.5: the least loaded endpoint, not the holder");
         assertEquals(1, r.stats().missCount(MissReason.WEAK_MATCH));
         assertTrue(why.toString().startsWith("tier=fallback(weak_match); best match 4/10 blocks"), why.toString());

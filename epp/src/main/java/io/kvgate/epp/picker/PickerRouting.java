@@ -5,7 +5,10 @@ import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.PriorityClass;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.SessionKeys;
 
@@ -15,11 +18,9 @@ import io.kvgate.dataplane.route.SessionKeys;
  * of how the request ended on the endpoints it was charged to. All of it on the stream's event loop: decisions come
  * back on the loop that published them ({@link io.kvgate.dataplane.route.RouterPort}'s contract), through the same
  * per-loop port the HTTP front door uses, so the picker adds no thread hand-off of its own.
- *
- * <p>The routing seam is being reshaped on main (a decision value instead of {@link RouteRequest}'s callbacks): this
- * class is the only place the picker touches it.
+ * This class is the only place the picker touches the routing seam ({@link RouteInputs} in, one {@link Decision} back).
  */
-final class PickerRouting implements RouteRequest {
+final class PickerRouting implements RouteCallback {
     /** Where a decision goes (the stream): on the event loop. */
     interface Decided {
         void routed(Role role, EndpointState endpoint, String why);
@@ -39,7 +40,6 @@ final class PickerRouting implements RouteRequest {
     private final long tenant;
     private final Decided decided;
     private Role role = Role.ANY;
-    private int pendingCharge;
     /** Prefill tokens charged per role's endpoint, handed back once ({@link #firstBytes}). */
     private int chargedAny;
     private int chargedPrefill;
@@ -63,99 +63,56 @@ final class PickerRouting implements RouteRequest {
     /** Asks for {@code r}'s endpoint; false when the ring or the loop's inbox is full (the request is shed). */
     boolean route(Role r) {
         this.role = r;
-        return routing.tryRoute(this);
+        RouteInputs in = routing.inputs()
+            .rule(rule)
+            .role(r)
+            .promptTokens(inputs.promptTokens())
+            .cacheSalt(inputs.cacheSalt())
+            .lora(lora)
+            .servingEndpoints(r == Role.PREFILL ? servingPrefill : serving)
+            .textPrefixKey(inputs.textPrefixKey())
+            .sessionKeyHash(SessionKeys.hash(inputs.sessionKey()))
+            .priority(priority)
+            .tenant(tenant)
+            // The picker sees the engine's first response bytes (response headers) and hands the charge back then.
+            .tracksPrefill(true);
+        return routing.tryRoute(in, this);
     }
 
-    @Override
-    public Role role() {
-        return role;
-    }
-
-    @Override
-    public Rule rule() {
-        return rule;
-    }
-
-    @Override
-    public int[] promptTokens() {
-        return inputs.promptTokens();
-    }
-
-    @Override
-    public String cacheSalt() {
-        return inputs.cacheSalt();
-    }
-
-    @Override
-    public String lora() {
-        return lora;
-    }
-
-    @Override
-    public int[] servingEndpoints() {
+    /** The endpoints the current role's decision may take (null: every endpoint of the rule). */
+    int[] servingEndpoints() {
         return role == Role.PREFILL ? servingPrefill : serving;
     }
 
+    /** The routing stage's decision for the current role, on the stream's event loop. */
     @Override
-    public long textPrefixKey() {
-        return inputs.textPrefixKey();
-    }
-
-    @Override
-    public long sessionKeyHash() {
-        return SessionKeys.hash(inputs.sessionKey());
-    }
-
-    @Override
-    public PriorityClass priority() {
-        return priority;
-    }
-
-    @Override
-    public long tenant() {
-        return tenant;
-    }
-
-    /** The picker sees the engine's first response bytes (response headers) and hands the charge back then. */
-    @Override
-    public boolean tracksPrefill() {
-        return true;
-    }
-
-    @Override
-    public void prefillCharged(int tokens) {
-        this.pendingCharge = tokens;
-    }
-
-    @Override
-    public void onShed(Rule decidedBy, String message) {
-        if (!released) {
-            decided.shed(message);
+    public void onDecision(Decision d) {
+        if (d.shed()) {
+            if (!released) {
+                decided.shed(d.explanation());
+            }
+            return;
         }
-    }
-
-    @Override
-    public void onRouted(EndpointState endpoint, Rule decidedBy, String why) {
+        EndpointState endpoint = d.endpoint();
+        int charge = d.chargedPrefillTokens();
         if (released) {
             // The stream ended while this decision was on its way: its endpoint gets its load back at once.
             if (endpoint != null) {
-                routing.prefillDone(endpoint, pendingCharge);
+                routing.prefillDone(endpoint, charge);
                 routing.complete(endpoint, Outcome.RELEASED);
             }
-            pendingCharge = 0;
             return;
         }
         if (endpoint != null) {
             if (role == Role.PREFILL) {
                 routedPrefill = endpoint;
-                chargedPrefill = pendingCharge;
+                chargedPrefill = charge;
             } else {
                 routedAny = endpoint;
-                chargedAny = pendingCharge;
+                chargedAny = charge;
             }
         }
-        pendingCharge = 0;
-        decided.routed(role, endpoint, why);
+        decided.routed(role, endpoint, d.explanation());
     }
 
     /** The engine's first response bytes: the prefill charged for this request is done. */

@@ -23,7 +23,7 @@ import io.kvgate.dataplane.route.Admission;
 import io.kvgate.dataplane.route.Breaker;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
-import io.kvgate.dataplane.route.RouteRequest.Role;
+import io.kvgate.dataplane.route.Role;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.epp.protocol.EppProtocol;
 import io.netty.buffer.Unpooled;

@@ -8,7 +8,10 @@ import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
 import io.kvgate.dataplane.route.PriorityClass;
-import io.kvgate.dataplane.route.RouteRequest;
+import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.Role;
+import io.kvgate.dataplane.route.RouteCallback;
+import io.kvgate.dataplane.route.RouteInputs;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -29,10 +32,22 @@ class PickerRoutingTest {
     private static final class Recorded implements ExchangeRouting {
         final List<String> calls = new ArrayList<>();
 
+        private final RouteInputs inputs = new RouteInputs();
+
         @Override
-        public boolean tryRoute(RouteRequest request) {
-            calls.add("route " + request.role());
+        public RouteInputs inputs() {
+            return inputs.clear();
+        }
+
+        @Override
+        public boolean tryRoute(RouteInputs in, RouteCallback callback) {
+            calls.add("route " + in.role());
             return true;
+        }
+
+        @Override
+        public boolean tryRoutePair(RouteInputs in, RouteCallback callback) {
+            throw new AssertionError("the picker routes its P/D roles one by one");
         }
 
         @Override
@@ -50,7 +65,7 @@ class PickerRoutingTest {
         final List<String> seen = new ArrayList<>();
 
         @Override
-        public void routed(RouteRequest.Role role, EndpointState endpoint, String why) {
+        public void routed(Role role, EndpointState endpoint, String why) {
             seen.add(role + " " + (endpoint == null ? "none" : endpoint.id()));
         }
 
@@ -69,9 +84,8 @@ class PickerRoutingTest {
         Recorded r = new Recorded();
         Decisions d = new Decisions();
         PickerRouting p = routing(r, d);
-        p.route(RouteRequest.Role.ANY);
-        p.prefillCharged(300);
-        p.onRouted(endpoint(3), null, "why");
+        p.route(Role.ANY);
+        p.onDecision(Decision.charged(endpoint(3), null, "why", 300));
         p.firstBytes();
         p.end(Outcome.SUCCESS);
         p.end(Outcome.FAILURE);
@@ -84,11 +98,10 @@ class PickerRoutingTest {
         Recorded r = new Recorded();
         Decisions d = new Decisions();
         PickerRouting p = routing(r, d);
-        p.route(RouteRequest.Role.ANY);
+        p.route(Role.ANY);
         p.end(Outcome.RELEASED); // Envoy reset the stream while the request waited for its decision
-        p.prefillCharged(50);
-        p.onRouted(endpoint(1), null, "why");
-        p.onShed(null, "late");
+        p.onDecision(Decision.charged(endpoint(1), null, "why", 50));
+        p.onDecision(Decision.shed(null, "late"));
         assertEquals(List.of(), d.seen, "nothing reaches a finished stream");
         assertEquals(List.of("route ANY", "prefill 1 50", "complete 1 RELEASED"), r.calls);
     }
@@ -98,10 +111,10 @@ class PickerRoutingTest {
         Recorded r = new Recorded();
         Decisions d = new Decisions();
         PickerRouting p = routing(r, d);
-        p.route(RouteRequest.Role.PREFILL);
-        p.onRouted(endpoint(0), null, "prefill");
-        p.route(RouteRequest.Role.DECODE);
-        p.onRouted(endpoint(1), null, "decode");
+        p.route(Role.PREFILL);
+        p.onDecision(Decision.routed(endpoint(0), null, "prefill"));
+        p.route(Role.DECODE);
+        p.onDecision(Decision.routed(endpoint(1), null, "decode"));
         p.end(Outcome.FAILURE);
         assertEquals(List.of("PREFILL 0", "DECODE 1"), d.seen);
         assertEquals(List.of("route PREFILL", "route DECODE", "prefill 1 0", "prefill 0 0", "complete 1 FAILURE",
