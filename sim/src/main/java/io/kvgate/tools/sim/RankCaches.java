@@ -76,7 +76,7 @@ final class RankCaches implements AutoCloseable {
                                      int bs) {
                     stats.add("blocks_stored", to - from);
                     if (trtllmEvents != null) {
-                        trtllmEvents.stored(rank, keys, from, to, hasParent, parent, tokens, bs, storingSalt);
+                        trtllmEvents.stored(rank, keys, from, to, hasParent, parent, tokens, bs);
                         return;
                     }
                     long[] published = keys;

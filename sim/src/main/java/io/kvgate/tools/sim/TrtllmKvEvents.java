@@ -65,12 +65,7 @@ final class TrtllmKvEvents {
         }
     }
 
-    /**
-     * @param cacheSalt the request's {@code cache_salt}, or null: each block names it ({@code "cache_salt"}, null when
-     *                  unsalted), as newer serializers write it, with {@code lora_id} null (adapters are not modelled)
-     */
-    void stored(int rank, long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens, int blockSize,
-                String cacheSalt) {
+    void stored(int rank, long[] keys, int from, int to, boolean hasParent, long parent, int[] tokens, int blockSize) {
         ObjectNode data = JSON.objectNode();
         data.put("type", "stored");
         if (hasParent) {
@@ -89,12 +84,6 @@ final class TrtllmKvEvents {
             }
             block.put("cache_level", 0);
             block.put("priority", DEFAULT_PRIORITY);
-            if (cacheSalt != null) {
-                block.put("cache_salt", cacheSalt);
-            } else {
-                block.putNull("cache_salt");
-            }
-            block.putNull("lora_id");
         }
         add(rank, data);
     }

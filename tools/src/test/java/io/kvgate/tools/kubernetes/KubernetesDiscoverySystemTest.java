@@ -113,7 +113,8 @@ class KubernetesDiscoverySystemTest {
                 String endpoints = gw.config().rules().get(0).endpoints().stream().map(e -> e.key())
                     .collect(Collectors.joining(","));
                 assertEquals("127.0.0.1:" + b.port(), endpoints, "the applied configuration carries the discovered endpoint");
-                System.out.println("discovery: pod ready -> applied by the gateway in " + readyToApplied + " ms");
+                System.out.println("discovery: after the API server took the ready update, the gateway's applied event came "
+                    + readyToApplied + " ms later (0 = it was in already)");
             }
         }
     }
