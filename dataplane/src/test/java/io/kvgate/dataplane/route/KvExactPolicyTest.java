@@ -325,7 +325,7 @@ class KvExactPolicyTest {
      */
     @Test
     void theDecisionAccountsReachableAndPredictedTokensAndWhyTheHolderWasPassedOver() {
-        Rule r = rule("mode: bounded, load_cap_factor: 1.5, load_slack: 2");
+        Rule r = rule("mode: bounded, load_cap_factor: 1.5, load_slack: 2, min_match_fraction: 0"); // ep2's 2 of 8 blocks must pin
         int[] p = prompt(8, 31);
         cache(r, ep(r, 1), p, 6);
         cache(r, ep(r, 2), p, 2);
