@@ -68,6 +68,14 @@ class EppCheckSystemTest {
             assertEquals(0, exit, printed);
             assertTrue(printed.contains("PASS  subset.empty") && printed.contains("requirements pass"), printed);
             assertEquals(0, a.stats().get("requests") + b.stats().get("requests"), "the check never reaches an engine");
+
+            ByteArrayOutputStream load = new ByteArrayOutputStream();
+            int loadExit = EppCheck.run(new String[] {"--target", "127.0.0.1:" + g.eppPort(), "--model", "m", "--header",
+                "Authorization: Bearer epp-key", "--load", "--rate", "20", "--seconds", "1", "--prompt-bytes", "2000"},
+                new PrintStream(load, true, StandardCharsets.UTF_8), System.err);
+            String report = load.toString(StandardCharsets.UTF_8);
+            assertEquals(0, loadExit, report);
+            assertTrue(report.startsWith("{\"started\":20,\"ok\":20,\"failed\":0,\"missed\":0,"), "a bounded load run: " + report);
         }
     }
 
