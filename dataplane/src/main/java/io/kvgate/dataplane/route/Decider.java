@@ -82,13 +82,7 @@ final class Decider {
             e.promptTokens = null;
             e.triedCount = 0;
             e.gate = null;
-            e.uncachedTokens = 0;
-            e.chosenRank = -1;
-            e.tier = null;
-            e.reachableTokens = -1;
-            e.predictedTokens = -1;
-            e.confirmedTokens = -1;
-            e.routeLoss = null;
+            clearPolicyOutputs(e);
             if (e.explain) {
                 why.append(why.length() == mark ? "" : "; ").append("decode: ");
             }
@@ -127,6 +121,11 @@ final class Decider {
 
     private static void resetPolicyOutputs(RouteEvent e, Rule rule) {
         e.gate = e.needsAdmission ? rule.admission : null;
+        clearPolicyOutputs(e);
+    }
+
+    /** What a policy writes into the event: cleared before it is asked. */
+    private static void clearPolicyOutputs(RouteEvent e) {
         e.uncachedTokens = 0;
         e.chosenRank = -1;
         e.tier = null;
