@@ -47,7 +47,19 @@ public record GatewayConfig(
     TlsConfig tls,
     TracingConfig tracing,
     LoggingConfig logging,
-    ShutdownConfig shutdown) {
+    ShutdownConfig shutdown,
+    TenancyConfig tenancy) {
+
+    /** The shape before the tenancy keys existed: no tenants beyond the flat {@code api_keys}. */
+    public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
+                         Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
+                         List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
+                         List<Integer> controlAllowedUids, AdminLimits adminLimits, Ingest ingest, Load load, TlsConfig tls,
+                         TracingConfig tracing, LoggingConfig logging, ShutdownConfig shutdown) {
+        this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
+            apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, tls, tracing, logging,
+            shutdown, TenancyConfig.NONE);
+    }
 
     /** The shape before the TLS, tracing, logging and shutdown sections existed: their defaults. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
@@ -81,7 +93,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load, tls, tracing, logging, shutdown);
+            load, tls, tracing, logging, shutdown, tenancy);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -572,10 +584,11 @@ public record GatewayConfig(
         TracingConfig tracing = TracingConfig.read(n);
         LoggingConfig logging = LoggingConfig.read(n, baseDir);
         ShutdownConfig shutdown = ShutdownConfig.read(n);
+        TenancyConfig tenancy = TenancyConfig.read(n, baseDir, apiKeys);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load, tls, tracing, logging, shutdown);
+            ingest, load, tls, tracing, logging, shutdown, tenancy);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {
