@@ -93,6 +93,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final EndpointRegistry registry = new EndpointRegistry();
     /** The gateway's one metrics registry: every component registers the families of the state it owns here. */
     private final FamilyRegistry metricsRegistry = new FamilyRegistry();
+    /** Tenants' usage against their limits (the data path's, through its context): what {@code ctl tenants} reads. */
+    private io.kvgate.dataplane.tenant.Tenants tenants;
     private final GatewayMetrics metrics = new GatewayMetrics(metricsRegistry);
     private final ReloadMetrics reloads = new ReloadMetrics();
     private final PdMetrics pdMetrics = new PdMetrics();
@@ -195,6 +197,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             // The data path reads the applied configuration through this context: a reload reaches the next request.
             GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks).accessLog(accessLog);
             accessLog.register(metricsRegistry);
+            gw.tenants().register(metricsRegistry);
+            this.tenants = gw.tenants();
             // Restart-only (tracing in RESTART_ONLY): built once; closed near last, so spans ended in the drain are exported.
             Tracing tracing = Tracing.start(cfg.tracing());
             opened.push(tracing);
@@ -873,6 +877,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     public AdminApi admin() {
         return admin;
+    }
+
+    /** Tenants' usage against their limits and the tenant counters. */
+    public io.kvgate.dataplane.tenant.Tenants tenants() {
+        return tenants;
     }
 
     public EndpointRegistry registry() {

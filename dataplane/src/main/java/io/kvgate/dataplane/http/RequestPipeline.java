@@ -19,6 +19,7 @@ import io.netty.handler.codec.http.HttpContent;
  *       checks;</li>
  *   <li>{@link PromptStage prompt}: the rule's routing inputs (tokens, salt, session key) and its context bound;</li>
  *   <li>{@link ForwardBody forward body}: the body in the engine's dialect;</li>
+ *   <li>{@link TenantStage limits}: a limited tenant's reservation, or its 429;</li>
  *   <li>the exchange: {@link ClientConnection} hands {@link RequestContext#handOff()} to the exchange layer.</li>
  * </ol>
  * The connection drives the first two as the head and the body's pieces arrive, then {@link #routable} runs the
@@ -31,6 +32,7 @@ public final class RequestPipeline {
     private final ForwardBody forward;
     private final GatewayMetrics metrics;
     private final NanoClock clock;
+    private final io.kvgate.dataplane.tenant.Tenants tenants;
 
     public RequestPipeline(GatewayContext gw, DrainState drain) {
         this.head = new HeadStage(drain, gw::tracing);
@@ -38,6 +40,7 @@ public final class RequestPipeline {
         this.forward = new ForwardBody(gw.metrics());
         this.metrics = gw.metrics();
         this.clock = gw.clock();
+        this.tenants = gw.tenants();
     }
 
     /** A complete head, in a context {@link RequestContext#begin begun} with it: null reads the body. */
@@ -59,7 +62,8 @@ public final class RequestPipeline {
     public Refusal routable(RequestContext rc, ByteBufAllocator alloc) {
         Refusal r;
         if ((r = validate.rule(rc)) != null) return r;
-        return forwardable(rc, alloc);
+        if ((r = forwardable(rc, alloc)) != null) return r;
+        return TenantStage.reserve(rc, tenants); // last: nothing after it refuses, so a grant is always handed off
     }
 
     /** A request whose rule is validated ({@link #renderable}) that goes to an engine: the rest of the stages. */

@@ -211,6 +211,9 @@ public final class Relay {
     public void record(int st, String endpoint, String tier, int reachableTokens) {
         if (client.usageSeen()) {
             metrics.tokens(ruleName, model, client.promptTokens(), client.completionTokens(), client.cachedTokens());
+            // Whether or not the access log is on: the front door settles the tenant's reservation from these.
+            access.promptTokens = client.promptTokens();
+            access.completionTokens = client.completionTokens();
         }
         if (trace != null) {
             traceOutcome(st);
