@@ -199,6 +199,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             accessLog.register(metricsRegistry);
             gw.tenants().register(metricsRegistry);
             this.tenants = gw.tenants();
+            // ctl tenants: each tenant's usage on this replica against its limits and its share of them.
+            admin.register("GET /control/v1/tenants", req -> tenantsReply());
+            admin.register("GET /admin/v1/tenants", req -> tenantsReply());
             // Restart-only (tracing in RESTART_ONLY): built once; closed near last, so spans ended in the drain are exported.
             Tracing tracing = Tracing.start(cfg.tracing());
             opened.push(tracing);
@@ -877,6 +880,16 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     public AdminApi admin() {
         return admin;
+    }
+
+    private AdminApi.Reply tenantsReply() {
+        try {
+            var body = new com.fasterxml.jackson.databind.ObjectMapper().writerWithDefaultPrettyPrinter()
+                .writeValueAsString(java.util.Map.of("tenants", tenants.usage(config())));
+            return AdminApi.Reply.json(200, body);
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new IllegalStateException("tenant usage is maps of strings and numbers", e);
+        }
     }
 
     /** Tenants' usage against their limits and the tenant counters. */
