@@ -185,4 +185,9 @@ public final class SglangProfile implements EngineProfile {
         }
         return source.substring(from, to).replace("\\n", "\n");
     }
+
+    @Override
+    public boolean takesCacheSalt() {
+        return true;
+    }
 }

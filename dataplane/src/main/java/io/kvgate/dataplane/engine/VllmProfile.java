@@ -151,4 +151,9 @@ public final class VllmProfile implements EngineProfile {
     public TemplateRules templates() {
         return TEMPLATES;
     }
+
+    @Override
+    public boolean takesCacheSalt() {
+        return true;
+    }
 }

@@ -18,6 +18,7 @@ import io.netty.handler.codec.http.HttpContent;
  *   <li>{@link ValidateStage validate}: one in-place scan into typed fields, the rule of the model, the contract's
  *       checks;</li>
  *   <li>{@link PromptStage prompt}: the rule's routing inputs (tokens, salt, session key) and its context bound;</li>
+ *   <li>{@link TenantStage#salt cache salt}: the tenant's gateway-owned salt in the body and the routing inputs;</li>
  *   <li>{@link ForwardBody forward body}: the body in the engine's dialect;</li>
  *   <li>{@link TenantStage limits}: a limited tenant's reservation, or its 429;</li>
  *   <li>the exchange: {@link ClientConnection} hands {@link RequestContext#handOff()} to the exchange layer.</li>
@@ -72,6 +73,7 @@ public final class RequestPipeline {
         if ((r = validate.generation(rc)) != null) return r;
         forward.stripEngineFields(rc); // before the prompt stage reads the body: engines' fields are not the prompt's
         if ((r = PromptStage.run(rc, metrics, clock)) != null) return r;
+        if ((r = TenantStage.salt(rc)) != null) return r; // after the prompt stage read the client's salt
         forward.run(rc, alloc); // after the prompt stage: a clamped budget was written at the scan's offsets
         return null;
     }

@@ -2,6 +2,9 @@ package io.kvgate.dataplane.http;
 
 import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.request.ContextBudget;
+import io.kvgate.dataplane.request.Problem;
+import io.kvgate.dataplane.request.RequestEdits;
+import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.tenant.Reservation;
@@ -26,6 +29,31 @@ final class TenantStage {
     static final int BYTES_PER_TOKEN = 4;
 
     private TenantStage() {}
+
+    /**
+     * The tenant's gateway-owned cache salt, on a rule whose engine takes one ({@code cache_salt} configured): written
+     * into the body the engine gets (the client's own salt replaced, or refused where the tenant may not set one) and
+     * into the routing inputs, so the gateway hashes the blocks the engine will cache. Runs after the prompt stage
+     * (which read the client's salt) and before the body is forwarded (which applies the edit).
+     */
+    static Refusal salt(RequestContext rc) {
+        Tenant tenant = rc.tenant();
+        if (tenant == null || tenant.cacheSalt() == null || !rc.rule().profile().takesCacheSalt()) {
+            return null;
+        }
+        RequestFields f = rc.fields();
+        if (tenant.refusesClientSalt() && f.has(RequestFields.Member.CACHE_SALT)) {
+            return Refusal.of(Problem.field("cache_salt", "cache_salt_not_allowed", "cache_salt is set by the gateway for"
+                + " tenant '" + tenant.name() + "' (its prefix cache is its own); remove it from the request."));
+        }
+        rc.edits().set(RequestFields.Member.CACHE_SALT, RequestEdits.jsonString(tenant.cacheSalt()));
+        f.cacheSalt = tenant.cacheSalt();
+        RoutingInputs in = rc.inputs();
+        if (in != RoutingInputs.NONE) {
+            rc.inputs(new RoutingInputs(in.promptTokens(), tenant.cacheSalt(), in.sessionKey(), in.textPrefixKey()));
+        }
+        return null;
+    }
 
     static Refusal reserve(RequestContext rc, Tenants tenants) {
         Tenant tenant = rc.tenant();

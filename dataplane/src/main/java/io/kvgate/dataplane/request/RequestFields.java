@@ -25,7 +25,8 @@ public final class RequestFields {
     public enum Member {
         MODEL("model"), N("n"), STREAM_OPTIONS("stream_options"), TEMPERATURE("temperature"), MAX_TOKENS("max_tokens"),
         MAX_COMPLETION_TOKENS("max_completion_tokens"), INCLUDE_STOP_STR_IN_OUTPUT("include_stop_str_in_output"),
-        NO_STOP_TRIM("no_stop_trim"), LOGIT_BIAS("logit_bias");
+        NO_STOP_TRIM("no_stop_trim"), LOGIT_BIAS("logit_bias"),
+        CACHE_SALT("cache_salt");
 
         /** The member's JSON name. */
         public final String jsonName;
@@ -47,6 +48,7 @@ public final class RequestFields {
                 case "include_stop_str_in_output" -> INCLUDE_STOP_STR_IN_OUTPUT;
                 case "no_stop_trim" -> NO_STOP_TRIM;
                 case "logit_bias" -> LOGIT_BIAS;
+                case "cache_salt" -> CACHE_SALT;
                 default -> null;
             };
         }

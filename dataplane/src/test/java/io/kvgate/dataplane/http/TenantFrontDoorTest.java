@@ -285,4 +285,36 @@ class TenantFrontDoorTest {
         assertFalse(out.toLowerCase().contains("x-ratelimit"), out);
         ch.finishAndReleaseAll();
     }
+
+    @org.junit.jupiter.api.io.TempDir
+    java.nio.file.Path dir;
+
+    @Test
+    void theTenantsSaltReplacesTheClientsOrRefusesItAndTheAnonymousTenantHasItsOwn() throws Exception {
+        java.nio.file.Path secret = dir.resolve("salt.secret");
+        java.nio.file.Files.writeString(secret, "a-salt-secret-of-some-length");
+        h = new FrontDoorHarness(yaml("    client_cache_salt: refuse").replace("tenants:", "cache_salt: {secret_file: " + secret
+            + "}\ntenants:"));
+        io.kvgate.dataplane.tenant.TenantDirectory d = io.kvgate.dataplane.tenant.TenantDirectory.of(h.applied.get());
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(post(BETA_KEY, BODY.replace("{\"model\"", "{\"cache_salt\":\"mine\",\"model\""))));
+        assertEquals(1, h.started.size());
+        String beta = h.bodies.get(0);
+        assertTrue(beta.contains("\"cache_salt\":\"" + d.tenant("beta").cacheSalt() + "\""), beta);
+        assertFalse(beta.contains("mine"), "the client's own salt is dropped: " + beta);
+        answer(0, 200, 1, 1);
+        output(ch);
+        ch.writeInbound(ascii(post(ACME_KEY, BODY.replace("{\"model\"", "{\"cache_salt\":\"mine\",\"model\""))));
+        String out = output(ch);
+        assertEquals("HTTP/1.1 400 Bad Request", statusLine(out));
+        assertTrue(out.contains("\"param\":\"cache_salt\"") && out.contains("cache_salt is set by the gateway for tenant 'acme'"), out);
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        assertTrue(h.bodies.get(1).endsWith(",\"cache_salt\":\"" + d.tenant("acme").cacheSalt() + "\"}"), h.bodies.get(1));
+        answer(1, 200, 1, 1);
+        output(ch);
+        ch.writeInbound(ascii(post("k1", BODY)));
+        assertTrue(h.bodies.get(2).contains("\"cache_salt\":\"" + d.anonymous().cacheSalt() + "\""), h.bodies.get(2));
+        assertEquals(3, java.util.Set.of(d.anonymous().cacheSalt(), d.tenant("acme").cacheSalt(), d.tenant("beta").cacheSalt()).size());
+        ch.finishAndReleaseAll();
+    }
 }
