@@ -27,7 +27,6 @@ public final class ConfigSchema {
         ShutdownKeys.SECTION,
         TenancyKeys.TENANTS,
         TenancyKeys.LIMITS,
-        TenancyKeys.STORE,
         TenancyKeys.SALT,
         RuleKeys.SECTION,
         ModelKeys.SECTION,

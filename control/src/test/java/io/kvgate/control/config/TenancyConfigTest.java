@@ -2,7 +2,6 @@ package io.kvgate.control.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -40,7 +39,7 @@ class TenancyConfigTest {
         GatewayConfig c = parse("");
         assertEquals(TenancyConfig.NONE, c.tenancy());
         var tree = ConfigTree.toTree(c, false);
-        for (String k : List.of("tenants", "rate_limit_store", "cache_salt", "replicas")) {
+        for (String k : List.of("tenants", "cache_salt", "replicas")) {
             assertTrue(!tree.containsKey(k) || tree.get(k) instanceof List<?> l && l.isEmpty(), k + " written: " + tree.get(k));
         }
     }
@@ -66,7 +65,6 @@ class TenancyConfigTest {
         assertEquals(new TenancyConfig.Limits(60, 1000, 0, 0), t.tenants().get(0).limits());
         assertEquals(List.of(TenancyConfig.sha256Hex("b1")), t.tenants().get(1).apiKeySha256(), "lower-cased, comments skipped");
         assertFalse(t.tenants().get(1).limits().any());
-        assertNull(t.rateLimitStore());
         assertTrue(t.anyLimits());
     }
 
@@ -100,17 +98,12 @@ class TenancyConfigTest {
     }
 
     @Test
-    void storeAndSaltAreChecked() throws Exception {
+    void theSaltSecretIsChecked() throws Exception {
         Files.writeString(dir.resolve("short.secret"), "tooshort\n");
-        String p = problems("""
-            rate_limit_store: {url: "http://127.0.0.1:6379", on_failure: maybe}
-            cache_salt: {secret_file: short.secret}
-            """);
-        assertTrue(p.contains("rate_limit_store.url: value 'http://127.0.0.1:6379' must be redis://host:port[/db]"), p);
-        assertTrue(p.contains("rate_limit_store.on_failure: value 'maybe' must be one of local|deny|allow"), p);
+        String p = problems("cache_salt: {secret_file: short.secret}\n");
         assertTrue(p.contains("cache_salt.secret_file: value 'short.secret' holds 8 characters: a salt secret needs at least 16"), p);
         assertTrue(problems("cache_salt: {secret_file: missing.secret}\n").contains("cache_salt.secret_file: value '"), "unreadable");
-        assertTrue(problems("rate_limit_store: {}\n").contains("rate_limit_store.url: is required"));
+        assertTrue(problems("cache_salt: {}\n").contains("cache_salt.secret_file: is required"));
     }
 
     @Test

@@ -137,15 +137,19 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         @Override
         public void write(ChannelHandlerContext ctx, Object msg, io.netty.channel.ChannelPromise promise) {
             if (msg instanceof io.netty.handler.codec.http.HttpResponse r && r.status().code() >= 200) {
-                onAnswerHead(r);
+                onAnswerHead(r.status().code());
+                RateLimitHeaders.write(rc.reservation(), r.headers());
+            } else if (msg instanceof io.kvgate.dataplane.wire.RelayHead h && h.status() >= 200) {
+                // An engine's head relayed as bytes: the headers go in as lines, before the codec's blank line.
+                onAnswerHead(h.status());
+                RateLimitHeaders.writeLines(rc.reservation(), h.content());
             }
             ctx.write(msg, promise);
         }
     }
 
-    private void onAnswerHead(io.netty.handler.codec.http.HttpResponse r) {
-        answeredStatus = r.status().code();
-        RateLimitHeaders.write(rc.reservation(), r.headers());
+    private void onAnswerHead(int status) {
+        answeredStatus = status;
         Tenant t = rc.tenant();
         if (t != null) {
             gw.tenants().countRequest(t.name(), answeredStatus);

@@ -2,14 +2,13 @@ package io.kvgate.dataplane.tenant;
 
 /**
  * The limits a request can meet, named as configured ({@code tenants[].limits.*}); the label of
- * {@code kvgate_tenant_limited_total{limit}}. {@link #STORE_UNAVAILABLE} is {@code rate_limit_store.on_failure: deny}.
+ * {@code kvgate_tenant_limited_total{limit}}.
  */
 public enum LimitKind {
     MAX_CONCURRENT("max_concurrent"),
     REQUESTS_PER_MINUTE("requests_per_minute"),
     TOKENS_PER_MINUTE("tokens_per_minute"),
-    TOKENS_PER_DAY("tokens_per_day"),
-    STORE_UNAVAILABLE("store_unavailable");
+    TOKENS_PER_DAY("tokens_per_day");
 
     public final String label;
 

@@ -29,6 +29,32 @@ public final class RateLimitHeaders {
         }
     }
 
+    /**
+     * The same headers as lines ({@code name: value\r\n}) appended to {@code lines}: the header block of a response
+     * head relayed as bytes ({@code RelayHead}), whose blank line the codec writes after it.
+     */
+    public static void writeLines(Reservation r, io.netty.buffer.ByteBuf lines) {
+        if (r == null || !r.hasRequestLimit() && !r.hasTokenLimit()) {
+            return;
+        }
+        StringBuilder sb = new StringBuilder(192);
+        if (r.hasRequestLimit()) {
+            line(sb, "x-ratelimit-limit-requests", Long.toString(r.limitRequests()));
+            line(sb, "x-ratelimit-remaining-requests", Long.toString(r.remainingRequests()));
+            line(sb, "x-ratelimit-reset-requests", duration(r.resetRequestsNs()));
+        }
+        if (r.hasTokenLimit()) {
+            line(sb, "x-ratelimit-limit-tokens", Long.toString(r.limitTokens()));
+            line(sb, "x-ratelimit-remaining-tokens", Long.toString(r.remainingTokens()));
+            line(sb, "x-ratelimit-reset-tokens", duration(r.resetTokensNs()));
+        }
+        lines.writeCharSequence(sb, java.nio.charset.StandardCharsets.US_ASCII);
+    }
+
+    private static void line(StringBuilder sb, String name, String value) {
+        sb.append(name).append(": ").append(value).append("\r\n");
+    }
+
     /** A duration as OpenAI writes it: {@code 0s}, {@code 250ms}, {@code 12s}, {@code 6m0s}, {@code 1h2m3s}. */
     static String duration(long ns) {
         if (ns <= 0) {

@@ -65,12 +65,17 @@ final class TenantUsage {
         } else {
             r.deniedBy = denied;
             r.retryAfterNs = wait < 0 ? 0 : wait;
-            r.message = "Rate limit reached for tenant '" + tenant + "' on " + denied.label + ": limit " + limit + ", used "
-                + used + ", requested " + asked + (wait < 0
-                    ? ". This request alone asks for more than the limit allows: lower max_tokens (or max_completion_tokens)."
-                    : ". Retry after " + r.retryAfterSeconds() + " s.");
+            r.message = denial(r, denied, limit, used, asked, wait < 0);
         }
         headers(r, limits, nowNs);
+    }
+
+    /** The 429's message: the tenant, the limit, what it allows, what is used, what was asked, when to retry. */
+    static String denial(Reservation r, LimitKind denied, long limit, long used, long asked, boolean never) {
+        return "Rate limit reached for tenant '" + r.tenant + "' on " + denied.label + ": limit " + limit + ", used "
+            + used + ", requested " + asked + (never
+                ? ". This request alone asks for more than the limit allows: lower max_tokens (or max_completion_tokens)."
+                : ". Retry after " + r.retryAfterSeconds() + " s.");
     }
 
     /** Replaces the reserved tokens by {@code usedTokens} (negative: the reservation is released) and ends the request. */

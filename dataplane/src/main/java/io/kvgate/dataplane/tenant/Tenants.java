@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.LongAdder;
  * tenant metrics count. The request path asks it to {@link #reserve} before dispatch and to {@link #settle} at the
  * end; the admin API reads {@link #usage}; the metrics read it on scrape.
  *
- * <p><b>Replicas.</b> Without {@code rate_limit_store} every replica enforces {@code floor(limit / replicas)} (at least
+ * <p><b>Replicas.</b> Every replica enforces {@code floor(limit / replicas)} (at least
  * 1) of each limit, so the fleet never admits more than the limit, and admits less when the balancer spreads a tenant
  * unevenly. {@code max_concurrent} is divided the same way.
  *
@@ -53,13 +53,10 @@ public final class Tenants {
         return TenantDirectory.of(config);
     }
 
-    /**
-     * This replica's share of {@code limits}: the limits themselves with a store (or one replica), else each divided
-     * by {@code replicas}, rounded down, at least 1 where set.
-     */
+    /** This replica's share of {@code limits}: each divided by {@code replicas}, rounded down, at least 1 where set. */
     public static Limits share(Limits limits, TenancyConfig tenancy) {
         int replicas = tenancy.replicas();
-        if (replicas <= 1 || tenancy.rateLimitStore() != null) {
+        if (replicas <= 1) {
             return limits;
         }
         return new Limits(part(limits.requestsPerMinute(), replicas), part(limits.tokensPerMinute(), replicas),
@@ -136,7 +133,7 @@ public final class Tenants {
             })).register(registry);
         CounterWithCallback.builder().name("kvgate_tenant_limited_total")
             .help("Requests answered 429 because their tenant was over a limit, by tenant and limit (max_concurrent,"
-                + " requests_per_minute, tokens_per_minute, tokens_per_day, store_unavailable).").labelNames("tenant", "limit")
+                + " requests_per_minute, tokens_per_minute, tokens_per_day).").labelNames("tenant", "limit")
             .callback(cb -> stats.forEach((t, s) -> {
                 for (LimitKind k : LimitKind.values()) {
                     long v = s.limited[k.ordinal()].sum();

@@ -317,4 +317,31 @@ class TenantFrontDoorTest {
         assertEquals(3, java.util.Set.of(d.anonymous().cacheSalt(), d.tenant("acme").cacheSalt(), d.tenant("beta").cacheSalt()).size());
         ch.finishAndReleaseAll();
     }
+
+    /** The exchange relays an engine's head as bytes ({@code RelayHead}): the headers go in there too, and it counts. */
+    @Test
+    void aRelayedEngineHeadCarriesTheHeadersAndCountsUnderTheTenant() throws Exception {
+        start("    limits: {requests_per_minute: 7}");
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        var ctx = h.contexts.get(0);
+        EmbeddedChannel engine = new EmbeddedChannel(new io.kvgate.dataplane.wire.EngineResponseDecoder(4096, 8192));
+        engine.writeInbound(ascii("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            + "9\r\ndata: a\n\n\r\n0\r\n\r\n"));
+        io.kvgate.dataplane.wire.ResponseHead head = engine.readInbound();
+        ctx.write(io.kvgate.dataplane.wire.RelayHead.relay(ctx.alloc(), head, "rid", null, false, false));
+        head.release();
+        ctx.write(engine.readInbound());
+        ctx.writeAndFlush(engine.readInbound());
+        engine.finishAndReleaseAll();
+        h.owners.get(0).onExchangeDone(true);
+        String out = output(ch);
+        assertEquals("HTTP/1.1 200 OK", statusLine(out));
+        assertEquals("7", header(out, "x-ratelimit-limit-requests"), out);
+        assertEquals("6", header(out, "x-ratelimit-remaining-requests"), out);
+        assertTrue(out.contains("\r\n\r\n9\r\ndata: a"), "the head still ends before the body: " + out);
+        var acme = h.gw.tenants().usage(h.applied.get()).stream().filter(r -> r.get("tenant").equals("acme")).findFirst().orElseThrow();
+        assertEquals(java.util.Map.of("200", 1L), acme.get("requests"));
+        ch.finishAndReleaseAll();
+    }
 }

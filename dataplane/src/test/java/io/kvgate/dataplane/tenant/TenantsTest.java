@@ -36,16 +36,14 @@ class TenantsTest {
         return new Tenant("acme", java.util.Set.of(), null, false, l, null, false);
     }
 
-    private static TenancyConfig tenancy(int replicas, boolean store) {
-        return new TenancyConfig(List.of(), store ? new TenancyConfig.RateLimitStore("redis://127.0.0.1:1", "local", 50) : null,
-            null, replicas);
+    private static TenancyConfig tenancy(int replicas, boolean unused) {
+        return new TenancyConfig(List.of(), null, replicas);
     }
 
     @Test
-    void withoutAStoreEachReplicaEnforcesItsShareRoundedDown() {
+    void eachReplicaEnforcesItsShareRoundedDown() {
         Limits l = new Limits(100, 1000, 2, 0);
         assertEquals(new Limits(33, 333, 1, 0), Tenants.share(l, tenancy(3, false)));
-        assertEquals(l, Tenants.share(l, tenancy(3, true)), "with a store the counters are the fleet's");
         assertEquals(l, Tenants.share(l, tenancy(1, false)));
     }
 
