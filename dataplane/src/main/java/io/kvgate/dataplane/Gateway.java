@@ -107,6 +107,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private final EndpointRegistry registry = new EndpointRegistry();
     /** The gateway's one metrics registry: every component registers the families of the state it owns here. */
     private final FamilyRegistry metricsRegistry = new FamilyRegistry();
+    /** Tenants' usage against their limits (the data path's, through its context): what {@code ctl tenants} reads. */
+    private io.kvgate.dataplane.tenant.Tenants tenants;
     private final GatewayMetrics metrics = new GatewayMetrics(metricsRegistry);
     /** Routing-quality accounting per rule: kvgate_prompt_tokens_total, kvgate_routing_loss_tokens_total, ctl quality. */
     private final PromptLedger quality = new PromptLedger();
@@ -224,6 +226,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             quality.register(metricsRegistry);
             admin.register("GET /control/v1/quality", r -> AdminApi.Reply.json(200, quality.report().toPrettyString()));
             accessLog.register(metricsRegistry);
+            gw.tenants().register(metricsRegistry);
+            this.tenants = gw.tenants();
+            // ctl tenants: each tenant's usage on this replica against its limits and its share of them.
+            admin.register("GET /control/v1/tenants", req -> tenantsReply());
+            admin.register("GET /admin/v1/tenants", req -> tenantsReply());
             // Restart-only (tracing in RESTART_ONLY): built once; closed near last, so spans ended in the drain are exported.
             Tracing tracing = Tracing.start(cfg.tracing());
             opened.push(tracing);
@@ -1048,6 +1055,21 @@ public final class Gateway implements AutoCloseable, ControlPlane {
 
     public AdminApi admin() {
         return admin;
+    }
+
+    private AdminApi.Reply tenantsReply() {
+        try {
+            var body = new com.fasterxml.jackson.databind.ObjectMapper().writerWithDefaultPrettyPrinter()
+                .writeValueAsString(java.util.Map.of("tenants", tenants.usage(config())));
+            return AdminApi.Reply.json(200, body);
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new IllegalStateException("tenant usage is maps of strings and numbers", e);
+        }
+    }
+
+    /** Tenants' usage against their limits and the tenant counters. */
+    public io.kvgate.dataplane.tenant.Tenants tenants() {
+        return tenants;
     }
 
     public EndpointRegistry registry() {

@@ -43,6 +43,7 @@ public final class ControlCommand {
           status               configuration version and digest, drain state, what readiness waits for
           rules                each rule's effective settings: engine, policy, topology, hash, tokenizer, KV subscribers
           endpoints            health, drain, breaker, load and counters of every endpoint
+          tenants              each tenant's usage on this replica against its limits (and this replica's share)
           drain [ENDPOINT]     ENDPOINT (id, host:port or url): no new requests, in-flight ones finish;
                                without ENDPOINT: the whole gateway refuses new requests (503) until undrain
           undrain [ENDPOINT]   undo drain
@@ -75,7 +76,7 @@ public final class ControlCommand {
     }
 
     /** The verbs, in USAGE's order: each a picocli subcommand taking free arguments, so completion knows them. */
-    static final List<String> VERBS = List.of("status", "rules", "endpoints", "drain", "undrain", "weight", "patch",
+    static final List<String> VERBS = List.of("status", "rules", "endpoints", "tenants", "drain", "undrain", "weight", "patch",
         "reload", "apply", "check", "diff", "config", "log-level", "inventory", "lookup", "explain", "quality", "parity", "doctor");
 
     /**
@@ -145,6 +146,7 @@ public final class ControlCommand {
                 case "status" -> new Call("GET", "/control/v1/status", null, ControlCommand::printStatus);
                 case "rules" -> new Call("GET", "/control/v1/rules", null, ControlCommand::printRules);
                 case "endpoints" -> new Call("GET", "/admin/v1/endpoints", null, ControlCommand::printEndpoints);
+                case "tenants" -> new Call("GET", "/control/v1/tenants", null, ControlCommand::printTenants);
                 case "drain", "undrain" -> arg == null
                     ? new Call("POST", "/control/v1/" + cmd, "", ControlCommand::printDrain)
                     : new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/" + cmd, "", ControlCommand::printDrain);
@@ -418,6 +420,42 @@ public final class ControlCommand {
             }
         }
         printTable(out, rows);
+    }
+
+    /**
+     * One row per tenant: each limit as {@code used/share} of this replica (the fleet-wide limit in parentheses when
+     * the replica enforces a share), requests in flight, answers and 429s so far.
+     */
+    private static void printTenants(PrintStream out, String body) throws IOException {
+        JsonNode n = JSON.readTree(body);
+        List<String[]> rows = new ArrayList<>();
+        rows.add(new String[] {"TENANT", "REQ/MIN", "TOKENS/MIN", "TOKENS/DAY", "IN FLIGHT", "ANSWERED", "LIMITED"});
+        for (JsonNode t : n.path("tenants")) {
+            JsonNode used = t.path("used");
+            long answered = 0;
+            for (JsonNode c : t.path("requests")) {
+                answered += c.asLong();
+            }
+            long limited = 0;
+            for (JsonNode c : t.path("limited")) {
+                limited += c.asLong();
+            }
+            rows.add(new String[] {t.path("tenant").asText(),
+                usedOf(used.path("requests_last_minute"), t, "requests_per_minute"),
+                usedOf(used.path("tokens_last_minute"), t, "tokens_per_minute"),
+                usedOf(used.path("tokens_last_day"), t, "tokens_per_day"),
+                usedOf(used.path("in_flight"), t, "max_concurrent"), Long.toString(answered), Long.toString(limited)});
+        }
+        printTable(out, rows);
+    }
+
+    private static String usedOf(JsonNode used, JsonNode tenant, String limit) {
+        JsonNode share = tenant.path("replica_share").path(limit);
+        JsonNode whole = tenant.path("limits").path(limit);
+        if (share.isMissingNode()) {
+            return used.asText("0");
+        }
+        return used.asText("0") + "/" + share.asText() + (share.asLong() == whole.asLong() ? "" : " (" + whole.asText() + ")");
     }
 
     static void printTable(PrintStream out, List<String[]> rows) {

@@ -166,6 +166,26 @@ class ControlCommandTest {
     }
 
     @Test
+    void tenantsShowsEachTenantsUsageAgainstItsShareOfTheLimits() throws Exception {
+        Files.writeString(config, Files.readString(config).replace("rules:", """
+            replicas: 3
+            tenants:
+              - name: acme
+                api_key_sha256: [%s]
+                limits: {requests_per_minute: 60, tokens_per_minute: 9000, max_concurrent: 4}
+            rules:""".formatted(io.kvgate.control.config.TenancyConfig.sha256Hex("acme-key"))));
+        assertEquals(0, ctl("reload"), err());
+        assertEquals(0, ctl("tenants"), err());
+        String[] lines = out().split("\n");
+        assertTrue(lines[0].startsWith("TENANT     REQ/MIN    TOKENS/MIN     TOKENS/DAY  IN FLIGHT  ANSWERED  LIMITED"), out());
+        assertTrue(lines[1].startsWith("anonymous  0          0              0           0          0         0"), out());
+        assertTrue(lines[2].startsWith("acme       0/20 (60)  0/3000 (9000)  0           0/1 (4)    0         0"), out());
+        assertEquals(0, ctl("--json", "tenants"), err());
+        JsonNode acme = new ObjectMapper().readTree(out()).path("tenants").get(1);
+        assertEquals(20, acme.path("replica_share").path("requests_per_minute").asLong(), out());
+    }
+
+    @Test
     void refusalsExitNonZeroAndSayWhy() throws Exception {
         assertEquals(1, ctl("patch", "chat", "kv.load_cap_facter=1.2"));
         assertTrue(err().contains("refused (400)") && err().contains("kv.load_cap_facter: is not a rule key"), err());

@@ -48,9 +48,10 @@ public record GatewayConfig(
     TracingConfig tracing,
     LoggingConfig logging,
     ShutdownConfig shutdown,
-    HostPort eppListen) {
+    HostPort eppListen,
+    TenancyConfig tenancy) {
 
-    /** The shape before {@code epp_listen} existed: no endpoint picker. */
+    /** The shape before {@code epp_listen} and the tenancy keys existed: no endpoint picker, no tenants beyond {@code api_keys}. */
     public GatewayConfig(HostPort listen, HostPort adminListen, String adminToken, String transport, int ioThreads,
                          Limits limits, Upstream upstream, Health health, Router router, List<String> apiKeys,
                          List<RuleConfig> rules, String apiKeysFile, String adminTokenFile, String controlSocket,
@@ -58,7 +59,7 @@ public record GatewayConfig(
                          TracingConfig tracing, LoggingConfig logging, ShutdownConfig shutdown) {
         this(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router, apiKeys, rules,
             apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest, load, tls, tracing, logging,
-            shutdown, null);
+            shutdown, null, TenancyConfig.NONE);
     }
 
     /** The shape before the TLS, tracing, logging and shutdown sections existed: their defaults. */
@@ -93,7 +94,7 @@ public record GatewayConfig(
     public GatewayConfig withRules(List<RuleConfig> rules) {
         return new GatewayConfig(listen, adminListen, adminToken, transport, ioThreads, limits, upstream, health, router,
             apiKeys, List.copyOf(rules), apiKeysFile, adminTokenFile, controlSocket, controlAllowedUids, adminLimits, ingest,
-            load, tls, tracing, logging, shutdown, eppListen);
+            load, tls, tracing, logging, shutdown, eppListen, tenancy);
     }
 
     public static final List<String> TRANSPORTS = List.of("epoll", "io_uring", "nio");
@@ -597,10 +598,11 @@ public record GatewayConfig(
         TracingConfig tracing = TracingConfig.read(n);
         LoggingConfig logging = LoggingConfig.read(n, baseDir);
         ShutdownConfig shutdown = ShutdownConfig.read(n);
+        TenancyConfig tenancy = TenancyConfig.read(n, baseDir, apiKeys);
         n.finish();
         return new GatewayConfig(listen, admin, adminToken, transport, ioThreads, limits, upstream, health, router,
             List.copyOf(apiKeys), List.copyOf(resolved), apiKeysFile, adminTokenFile, controlSocket, allowedUids, adminLimits,
-            ingest, load, tls, tracing, logging, shutdown, eppListen);
+            ingest, load, tls, tracing, logging, shutdown, eppListen, tenancy);
     }
 
     private static String readSecretFile(ConfigNode n, String key, String file, Path baseDir) {

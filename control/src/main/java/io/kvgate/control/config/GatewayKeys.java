@@ -49,4 +49,7 @@ public final class GatewayKeys {
         .doc("every client connection starts with a PROXY protocol v1 or v2 header (HAProxy, an L4 balancer); its client"
             + " address is the one limits and logs use (new connections follow a reload)")
         .readBack(c -> c.tls().proxyProtocol() ? Boolean.TRUE : null);
+    public static final ConfigKey<GatewayConfig, Integer> REPLICAS = SECTION.intKey("replicas", 1, 1, 1024)
+        .doc("gateway replicas sharing the fleet: each enforces `limit / replicas` of every tenant limit (see [tenants](tenants.md))")
+        .readBack(c -> c.tenancy().replicas() > 1 ? c.tenancy().replicas() : null);
 }

@@ -23,8 +23,9 @@ class ConfigTreeCoverageTest {
     private static final Map<String, String> RENAMED = Map.of("RuleConfig.kvExact", "kv", "RuleConfig.modelEntries", "models", "TierWeights.gpu", "GPU",
         "TierWeights.cpu", "CPU_TIER", "TierWeights.disk", "DISK", "TlsConfig.listener", "tls", "TlsConfig.upstream", "upstream_tls");
     /** Components whose record is written into its parent's mapping (TlsConfig: tls, proxy_protocol, upstream_tls at the top). */
-    private static final Set<String> FLATTENED = Set.of("GatewayConfig.tls");
-    private static final Set<String> DERIVED = Set.of("EndpointConfig.host", "EndpointConfig.port");
+    private static final Set<String> FLATTENED = Set.of("GatewayConfig.tls", "GatewayConfig.tenancy");
+    private static final Set<String> DERIVED = Set.of("EndpointConfig.host", "EndpointConfig.port",
+        "CacheSalt.secret"); // read from cache_salt.secret_file, never written
 
     @TempDir
     Path dir;
@@ -41,6 +42,8 @@ class ConfigTreeCoverageTest {
         Path secret = dir.resolve("curve.secret");
         Files.writeString(secret, "0".repeat(40));
         Files.writeString(dir.resolve("keys"), "k1\nk2\n");
+        Files.writeString(dir.resolve("tenant-keys"), "# beta\n" + "cd".repeat(32) + "\n");
+        Files.writeString(dir.resolve("salt.secret"), "s".repeat(32));
         Files.writeString(dir.resolve("tmpl.jinja"), "{{ messages[0].content }}");
         for (String pem : new String[] {"c.pem", "k.pem", "ca.pem"}) {
             Files.writeString(dir.resolve(pem), "pem"); // only readability is checked by the parser
@@ -74,6 +77,19 @@ class ConfigTreeCoverageTest {
             tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem, client_auth: require, client_identities: [a],
                   provider: jdk, watch_interval_ms: 9}
             proxy_protocol: true
+            replicas: 3
+            tenants:
+              - name: acme
+                api_key_sha256: ["%4$s"]
+                models: [m1]
+                priority: interactive
+                priority_header: true
+                shared_prefix_salt: true
+                client_cache_salt: refuse
+                limits: {requests_per_minute: 9, tokens_per_minute: 99, max_concurrent: 3, tokens_per_day: 999}
+              - name: beta
+                api_keys_file: tenant-keys
+            cache_salt: {secret_file: salt.secret}
             upstream_tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}
             rules:
               - name: r
@@ -163,7 +179,7 @@ class ConfigTreeCoverageTest {
               - name: pool
                 models: [m11]
                 discovery: {type: inference_pool, pool: vllm-pool, namespace: llm}
-            """.formatted("ab".repeat(32), "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret);
+            """.formatted("ab".repeat(32), "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", secret, "ef".repeat(32));
     }
 
     @Test

@@ -47,6 +47,7 @@ final class AccessLogLine {
         millis(b, "duration_ms", r.durationNs);
         str(b, "tier", r.tier);
         str(b, "error_code", r.errorCode);
+        str(b, "tenant", r.tenant);
         b.append("}\n");
         return b;
     }

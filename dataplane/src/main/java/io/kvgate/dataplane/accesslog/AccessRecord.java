@@ -17,6 +17,8 @@ public final class AccessRecord {
     /** The 32-hex trace id (W3C {@code traceparent}), or null. The one place a request's trace id is kept. */
     public String traceId;
     public String keyId;
+    /** The caller's tenant ({@code tenants[].name}, or {@code anonymous}), or null before the key was checked. */
+    public String tenant;
     public String rule;
     public String model;
     /** The engine endpoint that answered ({@code host:port}), or null when none did. */
@@ -27,6 +29,8 @@ public final class AccessRecord {
     public long bytesOut;
     public long promptTokens = UNKNOWN;
     public long cachedTokens = UNKNOWN;
+    /** Completion tokens the engine reported (usage), or unknown; with {@link #promptTokens}, what a reservation settles. */
+    public long completionTokens = UNKNOWN;
     /**
      * The longest prompt prefix, in tokens, any endpoint the request could go to held at decision time (kv_exact's
      * index lookup), or unknown.
@@ -50,6 +54,7 @@ public final class AccessRecord {
         requestId = null;
         traceId = null;
         keyId = null;
+        tenant = null;
         rule = null;
         model = null;
         endpoint = null;
@@ -58,6 +63,7 @@ public final class AccessRecord {
         bytesOut = 0;
         promptTokens = UNKNOWN;
         cachedTokens = UNKNOWN;
+        completionTokens = UNKNOWN;
         reachableTokens = UNKNOWN;
         predictedTokens = UNKNOWN;
         routeLoss = null;
@@ -74,6 +80,7 @@ public final class AccessRecord {
         requestId = o.requestId;
         traceId = o.traceId;
         keyId = o.keyId;
+        tenant = o.tenant;
         rule = o.rule;
         model = o.model;
         endpoint = o.endpoint;
@@ -82,6 +89,7 @@ public final class AccessRecord {
         bytesOut = o.bytesOut;
         promptTokens = o.promptTokens;
         cachedTokens = o.cachedTokens;
+        completionTokens = o.completionTokens;
         reachableTokens = o.reachableTokens;
         predictedTokens = o.predictedTokens;
         routeLoss = o.routeLoss;

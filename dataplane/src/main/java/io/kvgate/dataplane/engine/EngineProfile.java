@@ -165,4 +165,13 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
 
     /** How it chooses the chat template it renders with. */
     TemplateRules templates();
+
+    /**
+     * Whether the engine keys its prefix cache by a request's {@code cache_salt} (vLLM: the first block's extra keys;
+     * SGLang: the first page's hash), so a gateway-owned per-tenant salt separates tenants' caches. Engines without
+     * it get no salt (it would be an unknown field, or ignored).
+     */
+    default boolean takesCacheSalt() {
+        return false;
+    }
 }

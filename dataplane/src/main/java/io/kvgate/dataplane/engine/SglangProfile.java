@@ -203,4 +203,9 @@ public final class SglangProfile implements EngineProfile {
     public boolean namesBlockNamespaces() {
         return false;
     }
+
+    @Override
+    public boolean takesCacheSalt() {
+        return true;
+    }
 }

@@ -169,4 +169,9 @@ public final class VllmProfile implements EngineProfile {
     public boolean namesBlockNamespaces() {
         return false;
     }
+
+    @Override
+    public boolean takesCacheSalt() {
+        return true;
+    }
 }

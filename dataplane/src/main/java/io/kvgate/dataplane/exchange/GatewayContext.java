@@ -31,6 +31,8 @@ public final class GatewayContext {
     private final UpstreamConnector connector;
     private final LiveExchanges live;
     private final Function<EventLoop, ExchangeRouting> routing;
+    /** Tenants' usage against their limits and the tenant metrics (gateway-wide: survives reloads). */
+    private final io.kvgate.dataplane.tenant.Tenants tenants;
     /** Set once at start-up, before the listener binds (so before any I/O thread reads it). */
     private Tracing tracing = Tracing.OFF;
     /** Set once at start-up, before the listener accepts ({@link #accessLog(AccessLog)}). */
@@ -59,6 +61,7 @@ public final class GatewayContext {
         this.connector = connector;
         this.live = live;
         this.routing = routing;
+        this.tenants = new io.kvgate.dataplane.tenant.Tenants(clock);
     }
 
     /** A context over a fixed configuration (tests and tools that never reload). */
@@ -143,6 +146,11 @@ public final class GatewayContext {
     public GatewayContext quality(PromptLedger ledger) {
         this.quality = ledger;
         return this;
+    }
+
+    /** The tenants' limits and counters (who a key names is the applied configuration's: {@link #config()}). */
+    public io.kvgate.dataplane.tenant.Tenants tenants() {
+        return tenants;
     }
 
     /** The routing stage as seen from {@code loop}: decisions for requests published here come back on it. */

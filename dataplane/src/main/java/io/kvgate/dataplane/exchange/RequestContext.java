@@ -53,6 +53,12 @@ public final class RequestContext {
     private boolean explain;
     private String warning;
     private RequestTrace trace;
+    /** The caller's tenant, once the head's key was checked (null before, and for routes without a key). */
+    private io.kvgate.dataplane.tenant.Tenant tenant;
+    /** The request's hold on its tenant's limits, or null (no limits, or not reserved yet). Kept past the hand-off. */
+    private io.kvgate.dataplane.tenant.Reservation reservation;
+    /** Prompt tokens the prompt stage counted exactly (the rule's tokenizer or token ids), or -1. */
+    private int promptTokenCount = -1;
 
     /**
      * A request head arrived: forgets the last request's fields and captures the configuration generation this
@@ -77,6 +83,9 @@ public final class RequestContext {
         inputs = RoutingInputs.NONE;
         explain = false;
         warning = null;
+        tenant = null;
+        reservation = null;
+        promptTokenCount = -1;
     }
 
     /**
@@ -117,6 +126,38 @@ public final class RequestContext {
             access.requestId = RequestIds.keepOrGenerate(head == null ? null : head.headers().get("x-request-id"));
         }
         return access.requestId;
+    }
+
+    /** The caller's tenant (set by the head stage with the key check), or null. */
+    public io.kvgate.dataplane.tenant.Tenant tenant() {
+        return tenant;
+    }
+
+    public void tenant(io.kvgate.dataplane.tenant.Tenant t) {
+        this.tenant = t;
+        access.tenant = t == null ? null : t.name();
+    }
+
+    /**
+     * The request's reservation on its tenant's limits (granted or denied), or null: it stays here after the hand-off
+     * until the next request's head, so the connection settles it when the exchange ends and its answer carries the
+     * rate-limit headers.
+     */
+    public io.kvgate.dataplane.tenant.Reservation reservation() {
+        return reservation;
+    }
+
+    public void reservation(io.kvgate.dataplane.tenant.Reservation r) {
+        this.reservation = r;
+    }
+
+    /** The prompt's exact token count, or -1 when the gateway did not count it. */
+    public int promptTokenCount() {
+        return promptTokenCount;
+    }
+
+    public void promptTokenCount(int n) {
+        this.promptTokenCount = n;
     }
 
     /** The configuration applied when the head arrived. */

@@ -124,6 +124,7 @@ public final class ClientChannelInitializer extends ChannelInitializer<Channel> 
         ClientConnection frontDoor = new ClientConnection(gw, local, starter, drain);
         p.addLast("codec", new ClientHttpCodec(limits.maxInitialLineBytes(), limits.maxHeaderBytes(), 64 << 10,
             frontDoor.requestBytesListener(), drain::closesConnections));
+        p.addLast("answer-headers", frontDoor.answerHeaders());
         p.addLast("front-door", frontDoor);
         return frontDoor;
     }

@@ -11,6 +11,9 @@ import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.request.ParsedRequest;
 import io.kvgate.dataplane.request.Refusal;
+import io.kvgate.dataplane.tenant.RateLimitHeaders;
+import io.kvgate.dataplane.tenant.Reservation;
+import io.kvgate.dataplane.tenant.Tenant;
 import io.kvgate.dataplane.trace.RequestTrace;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -86,6 +89,10 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     private long wakeupAtNs;
     private final Runnable onWakeup = this::onWakeup; // one per connection, not one per request
     private final Runnable onBytesReceived = this::onBytesReceived;
+    /** Stamps the answers this connection writes (its own and its exchanges'): see {@link #answerHeaders()}. */
+    private final AnswerHeaders answerHeaders = new AnswerHeaders();
+    /** The status of the current request's answer once its head went out, else 0. */
+    private int answeredStatus;
 
     // ---- the request being answered ----
     private ActiveExchange exchange;
@@ -116,6 +123,61 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         return onBytesReceived;
     }
 
+    /**
+     * The outbound handler that goes between the codec and this handler: every answer head of the connection passes
+     * it, whoever writes it (a refusal, a local route, an exchange relaying an engine), so a limited tenant's answers
+     * all carry the {@code x-ratelimit-*} headers, and each request is counted under its tenant with the status the
+     * client got.
+     */
+    public io.netty.channel.ChannelOutboundHandler answerHeaders() {
+        return answerHeaders;
+    }
+
+    private final class AnswerHeaders extends io.netty.channel.ChannelOutboundHandlerAdapter {
+        @Override
+        public void write(ChannelHandlerContext ctx, Object msg, io.netty.channel.ChannelPromise promise) {
+            if (msg instanceof io.netty.handler.codec.http.HttpResponse r && r.status().code() >= 200) {
+                onAnswerHead(r.status().code());
+                RateLimitHeaders.write(rc.reservation(), r.headers());
+            } else if (msg instanceof io.kvgate.dataplane.wire.RelayHead h && h.status() >= 200) {
+                // An engine's head relayed as bytes: the headers go in as lines, before the codec's blank line.
+                onAnswerHead(h.status());
+                RateLimitHeaders.writeLines(rc.reservation(), h.content());
+            }
+            ctx.write(msg, promise);
+        }
+    }
+
+    private void onAnswerHead(int status) {
+        answeredStatus = status;
+        Tenant t = rc.tenant();
+        if (t != null) {
+            gw.tenants().countRequest(t.name(), answeredStatus);
+        }
+    }
+
+    /**
+     * The request's end for its tenant: the engine's usage counted, and the reservation settled from it; without
+     * usage, kept whole for an answer that succeeded (the engine did the work) and released otherwise (an error, a
+     * client gone first, a timeout).
+     */
+    private void settleTenant() {
+        Tenant t = rc.tenant();
+        if (t == null) {
+            return;
+        }
+        AccessRecord a = rc.access();
+        boolean usage = a.promptTokens >= 0 && a.completionTokens >= 0;
+        if (usage) {
+            gw.tenants().countTokens(t.name(), a.promptTokens, a.completionTokens);
+        }
+        Reservation r = rc.reservation();
+        if (r != null) {
+            gw.tenants().settle(r, usage ? a.promptTokens + a.completionTokens
+                : answeredStatus > 0 && answeredStatus < 400 ? r.tokens() : -1);
+        }
+    }
+
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
         this.ctx = ctx;
@@ -136,6 +198,10 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         if (exchange != null) {
             exchange.onClientGone();
             exchange = null;
+            if (answeredStatus == 0 && rc.tenant() != null) {
+                gw.tenants().countRequest(rc.tenant().name(), 499); // the client left before any answer
+            }
+            settleTenant();
         }
         endTrace(499);
         resetRequest();
@@ -326,6 +392,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     private void onRequestHead(HttpRequest req) {
         long startNs = gw.clock().nanoTime();
         onBytesReceived(); // a pipelined head read while busy starts its clock now
+        answeredStatus = 0;
         // The configuration and rule set this request is judged by, captured once (a reload reaches the next request).
         rc.begin(req, gw.config(), gw.router().table(), startNs,
             ctx.channel().attr(io.kvgate.dataplane.tls.ServerTls.CLIENT_IDENTITY).get());
@@ -551,6 +618,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     @Override
     public void onExchangeDone(boolean keepAlive) {
         exchange = null;
+        settleTenant();
         endTrace(0);
         busy = false;
         onWritable = null;

@@ -7,10 +7,14 @@ import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.request.FrontRoute;
 import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.request.RequestFieldExtractor;
+import io.kvgate.dataplane.route.PriorityClass;
+import io.kvgate.dataplane.tenant.Tenant;
+import io.kvgate.dataplane.tenant.TenantDirectory;
 import io.kvgate.dataplane.trace.RequestTrace;
 import io.kvgate.dataplane.trace.Tracing;
 import io.netty.handler.codec.TooLongFrameException;
 import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaders;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
@@ -105,23 +109,56 @@ final class HeadStage {
     }
 
     /**
-     * Whether the caller may use {@code /v1/*}: a valid API key, or a verified client certificate whose subject CN is
-     * one of {@code tls.client_identities}. The access log names the caller by key id or {@code cn:NAME}, never a key.
+     * Whether the caller may use {@code /v1/*}: a key of a tenant ({@code tenants[].api_key_sha256}), a flat
+     * {@code api_keys} key, or a verified client certificate whose subject CN is one of {@code tls.client_identities};
+     * or any caller when no key of either kind is configured. The context gets the caller's tenant (the flat keys,
+     * certificates and key-less gateways name the anonymous one); the access log names the caller by key id or
+     * {@code cn:NAME}, never a key. The directory is the configuration captured at the head, so a reload that revokes
+     * a key refuses it from the next request on.
      */
     private static boolean authorized(RequestContext rc) {
         GatewayConfig cfg = rc.config();
+        TenantDirectory tenants = TenantDirectory.of(cfg);
+        HttpHeaders headers = rc.head().headers();
+        TenantDirectory.Resolved byKey = tenants.byKey(headers);
+        if (byKey != null) {
+            rc.access().keyId = byKey.keyId();
+            caller(rc, byKey.tenant());
+            return true;
+        }
         java.util.List<String> keys = cfg.apiKeys();
-        int key = ApiKeyAuth.matchedKey(keys, rc.head().headers());
+        int key = ApiKeyAuth.matchedKey(keys, headers);
         rc.access().keyId = ApiKeyAuth.keyId(keys, key);
-        if (key != ApiKeyAuth.REFUSED) {
+        if (key >= 0 || key == ApiKeyAuth.NO_KEYS && !tenants.hasKeys()) {
+            caller(rc, tenants.anonymous());
             return true;
         }
         var tls = cfg.tls().listener();
         String identity = rc.clientIdentity();
         if (tls != null && ApiKeyAuth.identityAuthorized(tls.clientIdentities(), identity)) {
             rc.access().keyId = "cn:" + identity;
+            caller(rc, tenants.anonymous());
             return true;
         }
         return false;
+    }
+
+    /**
+     * Records the caller's tenant and makes its admission class the trusted one: a tenant's class replaces whatever
+     * {@code X-Kvgate-Priority} the client sent unless the tenant lets its clients choose ({@code priority_header});
+     * the anonymous tenant keeps the header (the behaviour before tenants). Admission reads the header downstream,
+     * so rewriting it here is the one place the class is decided.
+     */
+    private static void caller(RequestContext rc, Tenant tenant) {
+        rc.tenant(tenant);
+        HttpHeaders headers = rc.head().headers();
+        if (!tenant.priorityHeader()) {
+            headers.remove(PriorityClass.HEADER);
+            if (tenant.priority() != null) {
+                headers.set(PriorityClass.HEADER, tenant.priority().label);
+            }
+        } else if (tenant.priority() != null && !headers.contains(PriorityClass.HEADER)) {
+            headers.set(PriorityClass.HEADER, tenant.priority().label);
+        }
     }
 }

@@ -18,7 +18,9 @@ import io.netty.handler.codec.http.HttpContent;
  *   <li>{@link ValidateStage validate}: one in-place scan into typed fields, the rule of the model, the contract's
  *       checks;</li>
  *   <li>{@link PromptStage prompt}: the rule's routing inputs (tokens, salt, session key) and its context bound;</li>
+ *   <li>{@link TenantStage#salt cache salt}: the tenant's gateway-owned salt in the body and the routing inputs;</li>
  *   <li>{@link ForwardBody forward body}: the body in the engine's dialect;</li>
+ *   <li>{@link TenantStage limits}: a limited tenant's reservation, or its 429;</li>
  *   <li>the exchange: {@link ClientConnection} hands {@link RequestContext#handOff()} to the exchange layer.</li>
  * </ol>
  * The connection drives the first two as the head and the body's pieces arrive, then {@link #routable} runs the
@@ -31,6 +33,7 @@ public final class RequestPipeline {
     private final ForwardBody forward;
     private final GatewayMetrics metrics;
     private final NanoClock clock;
+    private final io.kvgate.dataplane.tenant.Tenants tenants;
 
     public RequestPipeline(GatewayContext gw, DrainState drain) {
         this.head = new HeadStage(drain, gw::tracing);
@@ -38,6 +41,7 @@ public final class RequestPipeline {
         this.forward = new ForwardBody(gw.metrics());
         this.metrics = gw.metrics();
         this.clock = gw.clock();
+        this.tenants = gw.tenants();
     }
 
     /** A complete head, in a context {@link RequestContext#begin begun} with it: null reads the body. */
@@ -59,7 +63,8 @@ public final class RequestPipeline {
     public Refusal routable(RequestContext rc, ByteBufAllocator alloc) {
         Refusal r;
         if ((r = validate.rule(rc)) != null) return r;
-        return forwardable(rc, alloc);
+        if ((r = forwardable(rc, alloc)) != null) return r;
+        return TenantStage.reserve(rc, tenants); // last: nothing after it refuses, so a grant is always handed off
     }
 
     /** A request whose rule is validated ({@link #renderable}) that goes to an engine: the rest of the stages. */
@@ -68,6 +73,7 @@ public final class RequestPipeline {
         if ((r = validate.generation(rc)) != null) return r;
         forward.stripEngineFields(rc); // before the prompt stage reads the body: engines' fields are not the prompt's
         if ((r = PromptStage.run(rc, metrics, clock)) != null) return r;
+        if ((r = TenantStage.salt(rc)) != null) return r; // after the prompt stage read the client's salt
         forward.run(rc, alloc); // after the prompt stage: a clamped budget was written at the scan's offsets
         return null;
     }

@@ -64,7 +64,9 @@ final class ValidateStage {
             discovered = adapters.lookup(table, fields.model);
             rule = discovered == null ? null : discovered.rule();
         }
-        if (rule == null) {
+        if (rule == null || rc.tenant() != null && !rc.tenant().allows(fields.model)) {
+            // A model outside the tenant's allow-list gets the answer of a model that does not exist: whether it does
+            // is none of the tenant's business.
             return Refusal.model("model_not_found", "The model `" + fields.model + "` does not exist.", "model_not_found");
         }
         rc.rule(rule, discovered);

@@ -140,6 +140,9 @@ public final class PromptStage {
                 "more than " + maxTokens + " tokens", rule.name(), maxTokens);
         }
         rc.inputs(new RoutingInputs(routingPrefix(tokens, routedOn), salt, session));
+        if (tokens != null && (chat || fields.promptCount <= 1)) {
+            rc.promptTokenCount(tokens.length); // a tenant's reservation holds exactly this (one prompt: the whole count)
+        }
         if (trace != null && tokens != null) {
             trace.promptTokens(tokens.length);
         }

@@ -223,6 +223,9 @@ public final class Relay {
                        int confirmedTokens, LossCause routeLoss) {
         if (client.usageSeen()) {
             metrics.tokens(ruleName, model, client.promptTokens(), client.completionTokens(), client.cachedTokens());
+            // Whether or not the access log is on: the front door settles the tenant's reservation from these.
+            access.promptTokens = client.promptTokens();
+            access.completionTokens = client.completionTokens();
         }
         if (ledger != null && tier != null && st < 300 && !client.streamFailed()) {
             if (client.cachedReported()) {

@@ -89,6 +89,16 @@ public final class Refusal {
             allowed);
     }
 
+    /**
+     * A tenant over one of its limits: OpenAI's 429 ({@code rate_limit_error}, code {@code rate_limit_exceeded}) with
+     * {@code Retry-After} in whole seconds, at least 1. The {@code x-ratelimit-*} headers are added by the front door
+     * to every answer of a limited tenant.
+     */
+    public static Refusal rateLimited(String message, long retryAfterSeconds) {
+        return new Refusal(HttpResponseStatus.TOO_MANY_REQUESTS, "rate_limit_exceeded", message, null, "rate_limit_exceeded",
+            false, false, HttpHeaderNames.RETRY_AFTER, Math.max(1, retryAfterSeconds));
+    }
+
     /** The answer the client gets: the OpenAI error object, plus the extra header when there is one. */
     public FullHttpResponse response(ByteBufAllocator alloc) {
         FullHttpResponse r = OpenAiErrors.response(alloc, status, message, param, code);

@@ -26,7 +26,8 @@ public final class RequestFields {
         MODEL("model"), N("n"), STREAM_OPTIONS("stream_options"), TEMPERATURE("temperature"), MAX_TOKENS("max_tokens"),
         MAX_COMPLETION_TOKENS("max_completion_tokens"), INCLUDE_STOP_STR_IN_OUTPUT("include_stop_str_in_output"),
         NO_STOP_TRIM("no_stop_trim"), LOGIT_BIAS("logit_bias"), STREAM("stream"), MIN_TOKENS("min_tokens"),
-        MIN_COMPLETION_TOKENS("min_completion_tokens"), PROMPT("prompt"), PROMPT_TOKEN_IDS("prompt_token_ids");
+        MIN_COMPLETION_TOKENS("min_completion_tokens"), PROMPT("prompt"), PROMPT_TOKEN_IDS("prompt_token_ids"),
+        CACHE_SALT("cache_salt");
 
         /** The member's JSON name. */
         public final String jsonName;
@@ -53,6 +54,7 @@ public final class RequestFields {
                 case "min_completion_tokens" -> MIN_COMPLETION_TOKENS;
                 case "prompt" -> PROMPT;
                 case "prompt_token_ids" -> PROMPT_TOKEN_IDS;
+                case "cache_salt" -> CACHE_SALT;
                 default -> null;
             };
         }

@@ -1,0 +1,196 @@
+package io.kvgate.dataplane.tenant;
+
+import io.kvgate.control.clock.NanoClock;
+import io.kvgate.control.config.GatewayConfig;
+import io.kvgate.control.config.TenancyConfig;
+import io.kvgate.control.config.TenancyConfig.Limits;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The gateway's tenancy state: each tenant's usage against its limits (kept by name across reloads), and what the
+ * tenant metrics count. The request path asks it to {@link #reserve} before dispatch and to {@link #settle} at the
+ * end; the admin API reads {@link #usage}; the metrics read it on scrape.
+ *
+ * <p><b>Replicas.</b> Every replica enforces {@code floor(limit / replicas)} (at least
+ * 1) of each limit, so the fleet never admits more than the limit, and admits less when the balancer spreads a tenant
+ * unevenly. {@code max_concurrent} is divided the same way.
+ *
+ * <p>Thread-safe: usage objects are created once per tenant name and locked per tenant; counters are adders.
+ * Tenants without limits are never reserved, so they cost nothing here but their counters.
+ */
+public final class Tenants {
+    private final NanoClock clock;
+    private final ConcurrentHashMap<String, TenantUsage> usage = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, Stats> stats = new ConcurrentHashMap<>();
+
+    /** The tenant metrics of one tenant. */
+    private static final class Stats {
+        final ConcurrentHashMap<String, LongAdder> byStatus = new ConcurrentHashMap<>();
+        final LongAdder prompt = new LongAdder();
+        final LongAdder completion = new LongAdder();
+        final LongAdder[] limited = new LongAdder[LimitKind.values().length];
+
+        Stats() {
+            for (int i = 0; i < limited.length; i++) {
+                limited[i] = new LongAdder();
+            }
+        }
+    }
+
+    public Tenants(NanoClock clock) {
+        this.clock = clock;
+    }
+
+    /** Who a request's key names under {@code config} ({@link TenantDirectory#of}). */
+    public TenantDirectory directory(GatewayConfig config) {
+        return TenantDirectory.of(config);
+    }
+
+    /** This replica's share of {@code limits}: each divided by {@code replicas}, rounded down, at least 1 where set. */
+    public static Limits share(Limits limits, TenancyConfig tenancy) {
+        int replicas = tenancy.replicas();
+        if (replicas <= 1) {
+            return limits;
+        }
+        return new Limits(part(limits.requestsPerMinute(), replicas), part(limits.tokensPerMinute(), replicas),
+            part(limits.maxConcurrent(), replicas), part(limits.tokensPerDay(), replicas));
+    }
+
+    private static long part(long limit, int replicas) {
+        return limit <= 0 ? limit : Math.max(1, limit / replicas);
+    }
+
+    /**
+     * Reserves a request of {@code tenant} holding {@code tokens} (prompt plus completion budget) against its limits,
+     * or denies it (counted under {@code kvgate_tenant_limited_total}). Null for a tenant without limits: nothing is
+     * held and its answers carry no rate-limit headers.
+     */
+    public Reservation reserve(Tenant tenant, TenancyConfig tenancy, long tokens, boolean estimated) {
+        if (!tenant.limited()) {
+            return null;
+        }
+        TenantUsage u = usage.computeIfAbsent(tenant.name(), TenantUsage::new);
+        Reservation r = new Reservation(u, tenant.name(), tokens, estimated);
+        u.reserve(r, share(tenant.limits(), tenancy), clock.nanoTime());
+        if (!r.granted) {
+            stats(tenant.name()).limited[r.deniedBy.ordinal()].increment();
+        }
+        return r;
+    }
+
+    /**
+     * Ends a granted reservation: its tokens become {@code usedTokens} (the engine's usage: prompt plus completion), or
+     * are released when {@code usedTokens < 0} (an error, a client gone before usage, a timeout). Once per
+     * reservation; a denied or settled one is left alone.
+     */
+    public void settle(Reservation r, long usedTokens) {
+        if (r == null || !r.granted || r.settled) {
+            return;
+        }
+        r.settled = true;
+        r.usage.settle(r, usedTokens, clock.nanoTime());
+    }
+
+    /** Counts an answered request of {@code tenant} with HTTP {@code status} ({@code kvgate_tenant_requests_total}). */
+    public void countRequest(String tenant, int status) {
+        stats(tenant).byStatus.computeIfAbsent(Integer.toString(status), s -> new LongAdder()).increment();
+    }
+
+    /** Counts the engine-reported tokens of an answer of {@code tenant} ({@code kvgate_tenant_tokens_total}). */
+    public void countTokens(String tenant, long prompt, long completion) {
+        Stats s = stats(tenant);
+        if (prompt > 0) {
+            s.prompt.add(prompt);
+        }
+        if (completion > 0) {
+            s.completion.add(completion);
+        }
+    }
+
+    private Stats stats(String tenant) {
+        Stats s = stats.get(tenant);
+        return s != null ? s : stats.computeIfAbsent(tenant, t -> new Stats());
+    }
+
+    /** Registers the tenant families; labels are tenant names from configuration and fixed vocabularies. */
+    public void register(PrometheusRegistry registry) {
+        CounterWithCallback.builder().name("kvgate_tenant_requests_total")
+            .help("Client requests answered, by tenant and HTTP status (tenant 'anonymous': the flat api_keys, client"
+                + " certificates, or no key).").labelNames("tenant", "status")
+            .callback(cb -> stats.forEach((t, s) -> s.byStatus.forEach((st, a) -> cb.call(a.sum(), t, st)))).register(registry);
+        CounterWithCallback.builder().name("kvgate_tenant_tokens_total")
+            .help("Tokens the engines reported (usage) for a tenant's answers, by tenant and kind: prompt, completion.")
+            .labelNames("tenant", "kind").callback(cb -> stats.forEach((t, s) -> {
+                cb.call(s.prompt.sum(), t, "prompt");
+                cb.call(s.completion.sum(), t, "completion");
+            })).register(registry);
+        CounterWithCallback.builder().name("kvgate_tenant_limited_total")
+            .help("Requests answered 429 because their tenant was over a limit, by tenant and limit (max_concurrent,"
+                + " requests_per_minute, tokens_per_minute, tokens_per_day).").labelNames("tenant", "limit")
+            .callback(cb -> stats.forEach((t, s) -> {
+                for (LimitKind k : LimitKind.values()) {
+                    long v = s.limited[k.ordinal()].sum();
+                    if (v > 0) {
+                        cb.call(v, t, k.label);
+                    }
+                }
+            })).register(registry);
+    }
+
+    /**
+     * What {@code ctl tenants} shows for each tenant of {@code config}: its limits (fleet-wide and this replica's
+     * share), its usage on this replica (requests and tokens in the last minute, tokens in the last day, in flight)
+     * and its answers so far.
+     */
+    public List<Map<String, Object>> usage(GatewayConfig config) {
+        List<Map<String, Object>> rows = new ArrayList<>();
+        TenancyConfig tenancy = config.tenancy();
+        long now = clock.nanoTime();
+        for (Tenant t : directory(config).tenants().values()) {
+            Map<String, Object> row = new LinkedHashMap<>();
+            row.put("tenant", t.name());
+            row.put("limits", limitsMap(t.limits()));
+            row.put("replica_share", limitsMap(share(t.limits(), tenancy)));
+            TenantUsage u = usage.get(t.name());
+            long[] s = u == null ? new long[4] : u.snapshot(now);
+            Map<String, Object> used = new LinkedHashMap<>();
+            used.put("requests_last_minute", s[0]);
+            used.put("tokens_last_minute", s[1]);
+            used.put("tokens_last_day", s[2]);
+            used.put("in_flight", s[3]);
+            row.put("used", used);
+            Stats st = stats.get(t.name());
+            Map<String, Object> answered = new LinkedHashMap<>();
+            Map<String, Object> limited = new LinkedHashMap<>();
+            if (st != null) {
+                st.byStatus.forEach((code, a) -> answered.put(code, a.sum()));
+                for (LimitKind k : LimitKind.values()) {
+                    if (st.limited[k.ordinal()].sum() > 0) {
+                        limited.put(k.label, st.limited[k.ordinal()].sum());
+                    }
+                }
+                row.put("tokens", Map.of("prompt", st.prompt.sum(), "completion", st.completion.sum()));
+            }
+            row.put("requests", answered);
+            row.put("limited", limited);
+            rows.add(row);
+        }
+        return rows;
+    }
+
+    private static Map<String, Object> limitsMap(Limits l) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        if (l.requestsPerMinute() > 0) m.put("requests_per_minute", l.requestsPerMinute());
+        if (l.tokensPerMinute() > 0) m.put("tokens_per_minute", l.tokensPerMinute());
+        if (l.maxConcurrent() > 0) m.put("max_concurrent", l.maxConcurrent());
+        if (l.tokensPerDay() > 0) m.put("tokens_per_day", l.tokensPerDay());
+        return m;
+    }
+}
