@@ -397,6 +397,18 @@ def pct(values, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def strict_json(v):
+    """NaN (a ratio with nothing to divide, e.g. no request a chwbl rule predicted) as null: JSON has no NaN, and
+    strict readers (the quality tier's Jackson) refuse Python's."""
+    if isinstance(v, float) and v != v:
+        return None
+    if isinstance(v, dict):
+        return {k: strict_json(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [strict_json(x) for x in v]
+    return v
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # One run
 # ---------------------------------------------------------------------------------------------------------------
@@ -575,6 +587,7 @@ def main():
             path, _, note = m.partition("=")
             with open(path) as f:
                 for r in json.load(f):
+                    r = {k: float("nan") if v is None else v for k, v in r.items()}  # null: a ratio of nothing
                     if note:
                         r["policy"] = "%s (%s)" % (r["policy"], note)
                     rows.append(r)
@@ -606,7 +619,7 @@ def main():
         fleet.stop_all()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(strict_json(rows), f, indent=1)
     if args.out:
         write_report(args, rows, load_start)
     if not os.environ.get("KEEP_WORK"):
