@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
  * engines or subprocesses; a test class that starts a gateway, a simulator, a fake engine, a ZeroMQ context, a server
  * socket, an HTTP client or a process is a system test and carries {@code @Tag("system")} (or {@code @Tag("soak")}
  * for slow stress runs, excluded by default, or {@code @Tag("quality")} for the routing-quality runs, which failsafe
- * runs with the system tier) on the class or on the methods that do. The unit tier runs its classes in
+ * runs when asked for: {@code ./kvgate test --quality}) on the class or on the methods that do. The unit tier runs its classes in
  * parallel (the parent pom), so a unit test that changes what every thread of the JVM sees (System.out/err, a system
  * property, the default locale or time zone, the log configuration) declares it with {@code @Isolated} or a
  * {@code @ResourceLock}, and JUnit keeps the others off that state meanwhile.
