@@ -295,7 +295,7 @@ class Fleet:
             return ""
 
 
-def wait_http(url, what, fleet, name, timeout=90):
+def wait_http(url, what, fleet, name, timeout=240):
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -320,7 +320,7 @@ def wait_listening(port, name, fleet, timeout=30):
 
 
 def scrape(url):
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+    with urllib.request.urlopen(url + "/metrics", timeout=15) as r:
         text = r.read().decode()
     sums = collections.Counter()
     for line in text.splitlines():
@@ -390,6 +390,197 @@ async def drive(port, model, chains, clients, deadline_s, timeout=60):
     return trace, ttfts, failures
 
 
+class KvWire:
+    """The harness's own subscriber to every engine's KV-event PUB socket, counting events per engine the way a
+    gateway counts them (kvgate_kv_events_total: the events of each batch). The lockstep barrier's target for an
+    engine that does not say how many events it published (the simulator)."""
+
+    def __init__(self, kv_ports):
+        import threading
+        import zmq
+        self.counts = [0] * len(kv_ports)
+        self.lock = threading.Lock()
+        self.ctx = zmq.Context()
+        self.socks = []
+        for port in kv_ports:
+            s = self.ctx.socket(zmq.SUB)
+            s.setsockopt(zmq.SUBSCRIBE, b"")
+            s.setsockopt(zmq.RCVTIMEO, 200)
+            s.connect("tcp://127.0.0.1:%d" % port)
+            self.socks.append(s)
+        self.running = True
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        import msgpack
+        import zmq
+        poller = zmq.Poller()
+        for s in self.socks:
+            poller.register(s, zmq.POLLIN)
+        while self.running:
+            for s, _ in poller.poll(100):
+                frames = s.recv_multipart()
+                batch = msgpack.unpackb(frames[-1], raw=False, strict_map_key=False)
+                with self.lock:
+                    self.counts[self.socks.index(s)] += len(batch[1])
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.counts)
+
+    def close(self):
+        self.running = False
+        self.thread.join(2)
+        for s in self.socks:
+            s.close(0)
+        self.ctx.term()
+
+
+def samples(url, names):
+    """The samples of the named families on a Prometheus page: [(name, labels, value)]."""
+    with urllib.request.urlopen(url + "/metrics", timeout=15) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)", line)
+        if m and m.group(1) in names:
+            out.append((m.group(1), dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")), float(m.group(3))))
+    return out
+
+
+class Lockstep:
+    """What makes a run's verdict independent of the host's speed (the quality tier, issue #35 item 4): no decision
+    is taken while anything it depends on is still on its way. Requests enter the fleet one at a time in a fixed
+    order; after each, the barrier waits until the engines received it (so it was routed) and every gateway has
+    ingested every KV event the engines published (the engines' own count, or this harness's subscriber's for the
+    simulator), polling with a hard timeout instead of sleeping a guessed time. With --hold engines (the indie
+    engine) a wave of requests stays in flight, stopped after prefill, until all were routed, so the load bound sees
+    exactly the wave's requests; then the engines release them, and the next wave starts once every gateway is idle
+    and has ingested the wave's last events. Without --hold (the simulator) a wave is one request."""
+
+    def __init__(self, kind, engine_urls, http_ports, wire, admin_urls, timeout=120.0):
+        self.kind = kind
+        self.engine_urls = engine_urls
+        self.http_ports = http_ports
+        self.admin_urls = admin_urls
+        self.timeout = timeout
+        self.wire = wire
+        self.polls = 0
+
+    def close(self):
+        if self.wire:
+            self.wire.close()
+
+    def engine_index(self, endpoint_label):
+        for i, port in enumerate(self.http_ports):
+            if endpoint_label.endswith(":%d" % port) or (":%d/" % port) in endpoint_label:
+                return i
+        return None
+
+    def state(self):
+        """(requests the engines received, events each engine published, per gateway: events ingested per engine
+        and requests in flight)."""
+        received, published = 0, []
+        if self.kind == "indie":
+            for u in self.engine_urls:
+                got = {n: v for n, _, v in samples(u, ("indie:requests_received_total", "indie:kv_events_published_total"))}
+                received += got.get("indie:requests_received_total", 0)
+                published.append(got.get("indie:kv_events_published_total", 0))
+        else:
+            published = self.wire.snapshot()
+        gateways = []
+        for a in self.admin_urls:
+            ingested, outstanding = [0.0] * len(self.engine_urls), 0.0
+            for name, labels, v in samples(a, ("kvgate_kv_events_total", "kvgate_endpoint_outstanding")):
+                if name == "kvgate_endpoint_outstanding":
+                    outstanding += v
+                else:
+                    i = self.engine_index(labels.get("endpoint", ""))
+                    if i is not None:
+                        ingested[i] += v
+            gateways.append((ingested, outstanding))
+        return received, published, gateways
+
+    def barrier(self, sent, idle):
+        """Waits until the engines received {sent} requests (indie), every gateway ingested every published event,
+        and (idle) no gateway has a request in flight. A bound, not a guess: SystemExit with the state at timeout.
+        Polls back off from 5 to 100 ms (a gateway's metrics page is not free on a busy host)."""
+        deadline = time.monotonic() + self.timeout
+        pause = 0.005
+        received, published, gateways = None, None, None
+        while True:
+            self.polls += 1
+            try:
+                received, published, gateways = self.state()
+            except OSError:            # a page that did not come in time (a loaded host): poll again
+                gateways = None
+            ok = gateways is not None and (self.kind != "indie" or received == sent) and all(
+                [int(x) for x in ingested] == [int(x) for x in published] and (not idle or outstanding == 0)
+                for ingested, outstanding in gateways)
+            if ok:
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit("lockstep barrier not reached in %.0f s after request %d (idle=%s): engines received "
+                                 "%d, published events %s, gateways (ingested, in flight) %s"
+                                 % (self.timeout, sent, idle, received, published, gateways))
+            time.sleep(pause)
+            pause = min(0.1, pause * 2)
+
+    def release(self):
+        if self.kind != "indie":
+            return
+        for u in self.engine_urls:
+            req = urllib.request.Request(u + "/indie/release", data=b"", method="POST")
+            with urllib.request.urlopen(req, timeout=15) as r:
+                r.read()
+
+
+async def drive_lockstep(port, model, chains, clients, deadline_s, lock, timeout=60):
+    """Closed-loop clients in lockstep: each wave takes the next step of up to {clients} chains in a fixed order
+    (a chain's next step waits for the wave its last step was in); see Lockstep."""
+    pending = collections.deque(chains)
+    active = []                        # [chain, next step index]
+    trace, ttfts, failures = [], [], collections.Counter()
+    end = time.monotonic() + deadline_s
+    wave_size = clients if lock.kind == "indie" else 1
+    sent = 0
+
+    async def request(step):
+        try:
+            code, ttft = await one_request(port, model, step, timeout)
+        except asyncio.TimeoutError:
+            code, ttft = "timeout", None
+        except OSError as e:
+            code, ttft = type(e).__name__, None
+        if code != "200":
+            failures[code] += 1
+        elif ttft is not None:
+            ttfts.append(ttft)
+
+    while (pending or active) and time.monotonic() < end:
+        tasks = []
+        while pending and len(active) < wave_size:
+            active.append([pending.popleft(), 0])
+        for entry in active[:wave_size]:
+            step = entry[0][entry[1]]
+            trace.append(step.tokens)
+            tasks.append(asyncio.ensure_future(request(step)))
+            sent += 1
+            if lock.kind == "indie":
+                await asyncio.to_thread(lock.barrier, sent, False)
+            else:
+                await tasks[-1]
+                await asyncio.to_thread(lock.barrier, sent, True)
+        await asyncio.to_thread(lock.release)
+        await asyncio.gather(*tasks)
+        await asyncio.to_thread(lock.barrier, sent, True)
+        for entry in active:
+            entry[1] += 1
+        active = [e for e in active if e[1] < len(e[0])]
+    return trace, ttfts, failures
+
+
 def pct(values, q):
     if not values:
         return float("nan")
@@ -425,13 +616,18 @@ def rule_settings(settings):
     return "".join("    %s:\n%s" % (sec, "".join("      %s: %s\n" % kv for kv in keys)) for sec, keys in sections.items())
 
 
-def gateway_yaml(port, admin, policy, endpoints, model, access_log, settings=()):
+def gateway_yaml(port, admin, policy, endpoints, model, access_log, settings=(), lockstep=False):
     eps = "".join("      - url: http://127.0.0.1:%d\n        kv_events: tcp://127.0.0.1:%d\n" % (h, k)
                   for h, k in endpoints)
     return ("listen: 127.0.0.1:%d\nadmin_listen: 127.0.0.1:%d\ncontrol_socket: \"off\"\nhealth: {interval_ms: 1000}\n"
-            "logging: {access_log: %s}\n"
+            "logging: {access_log: %s}\n%s"
             "rules:\n  - name: quality\n    models: [%s]\n    engine: vllm\n    policy: %s\n    block_size: %d\n"
-            "    hash_seed: \"0\"\n%s    endpoints:\n%s") % (port, admin, json.dumps(access_log), model, policy, BLOCK,
+            "    hash_seed: \"0\"\n%s    endpoints:\n%s") % (port, admin, json.dumps(access_log),
+                                                      # lockstep: the engines' scraped load is a sample taken on a
+                                                      # timer (and its peers' part ages on the wall clock); what a
+                                                      # gateway knows of the others is their KV events only.
+                                                      "load: {enabled: false}\n" if lockstep else "",
+                                                      model, policy, BLOCK,
                                                       rule_settings(settings), eps)
 
 
@@ -441,7 +637,7 @@ def accounting(admin_urls, access_logs):
     logs the distance between what the index predicted on the chosen engine and what the engine reported serving."""
     kinds, causes = collections.Counter(), collections.Counter()
     for u in admin_urls:
-        with urllib.request.urlopen(u + "/metrics", timeout=5) as r:
+        with urllib.request.urlopen(u + "/metrics", timeout=15) as r:
             text = r.read().decode()
         for line in text.splitlines():
             m = re.match(r'(kvgate_prompt_tokens_total|kvgate_routing_loss_tokens_total)\{([^}]*)\}\s+(\S+)', line)
@@ -483,6 +679,12 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
     engines, blocks, slots, clients = shape["engines"], shape["blocks"], shape["slots"], shape["clients"]
     model = "quality"
     endpoints, urls = [], []
+    settings = list(args.set)
+    if args.lockstep and policy == "kv_exact":
+        # A routed request's blocks count for its engine until the engine's events confirm them; with requests held
+        # in a queue that can take longer than the default 2 s on a slow host, and an expiry on the wall clock would
+        # decide placements. Beyond the run's length, only events retire them.
+        settings.append("kv.speculative_ttl_ms=600000")
     for e in range(engines):
         http, kv = ports.take(), ports.take()
         endpoints.append((http, kv))
@@ -491,8 +693,9 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         if kind == "indie":
             fleet.start(name, ["/usr/bin/python3", os.path.join(ROOT, "testkit/src/test/python/indie_engine.py"),
                                "--port", str(http), "--kv-endpoint", "tcp://127.0.0.1:%d" % kv, "--model", model,
-                               "--blocks", str(blocks), "--slots", str(slots), "--prefill-us-per-token", "20",
-                               "--decode-ms-per-token", "2"])
+                               "--blocks", str(blocks), "--slots", str(slots)]
+                    + (["--hold", "--prefill-us-per-token", "0", "--decode-ms-per-token", "0"] if args.lockstep
+                       else ["--prefill-us-per-token", "20", "--decode-ms-per-token", "2"]))
         else:
             fleet.start(name, [os.path.join(ROOT, "kvgate"), "sim", "--dialect", "vllm", "--port", str(http),
                                "--model", model, "--kv-events", "tcp://127.0.0.1:%d" % kv, "--kv-events-mode", "bind",
@@ -501,6 +704,8 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
                                "--prefill-us-per-token", "20", "--itl-ms", "2", "--seed", str(e + 1)])
     for e, u in enumerate(urls):
         wait_http(u + "/health", "engine", fleet, "%s-engine%d" % (kind, e))
+    # Lockstep on the simulator counts its events on a subscriber of its own, connected before any gateway starts.
+    wire = KvWire([k for _, k in endpoints]) if args.lockstep and kind != "indie" else None
     gw_ports, admin_urls, access_logs = [], [], []
     for g in range(gateways):
         port, admin = ports.take(), ports.take()
@@ -509,7 +714,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         access_logs.append(os.path.join(fleet.work, "gw%dof%d-%s-%s-%s.access.jsonl" % (g, gateways, kind, workload, policy)))
         cfg = os.path.join(fleet.work, "gw%d.yaml" % g)
         with open(cfg, "w") as f:
-            f.write(gateway_yaml(port, admin, policy, endpoints, model, access_logs[-1], args.set))
+            f.write(gateway_yaml(port, admin, policy, endpoints, model, access_logs[-1], settings, args.lockstep))
         fleet.start("gw%d" % g, [os.path.join(ROOT, "kvgate"), "serve", "--config", cfg])
     for g, port in enumerate(gw_ports):
         wait_http("http://127.0.0.1:%d/ready/engines" % port, "gateway", fleet, "gw%d" % g)
@@ -526,11 +731,23 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
         fleet.start("haproxy", [haproxy, "-db", "-f", cfg])
         wait_listening(front, "haproxy", fleet)
+    lock = None
+    if args.lockstep:
+        lock = Lockstep(kind, urls, [h for h, _ in endpoints], wire, admin_urls)
+        lock.barrier(0, True)   # every gateway subscribed and idle (the harness's subscriber connected meanwhile)
     before = [scrape(u) for u in urls]
     t0 = time.time()
-    trace, ttfts, failures = asyncio.run(drive(front, model, chains, clients, args.deadline))
+    try:
+        if lock:
+            trace, ttfts, failures = asyncio.run(drive_lockstep(front, model, chains, clients, args.deadline, lock))
+        else:
+            trace, ttfts, failures = asyncio.run(drive(front, model, chains, clients, args.deadline))
+    finally:
+        if lock:
+            lock.close()
     elapsed = time.time() - t0
-    time.sleep(0.3)
+    if not lock:
+        time.sleep(0.3)     # the engines' counters after the last answers (lockstep: the barrier waited for them)
     after = [scrape(u) for u in urls]
     acc = accounting(admin_urls, access_logs)
     fleet.stop_all()
@@ -542,6 +759,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
     busiest = max(served) / max(1.0, sum(served)) * engines
     o_ratio, o_busiest_share, o_name = oracle(trace, engines, blocks)
     return {"engine": kind, "workload": workload, "gateways": gateways, "policy": policy, "requests": len(trace),
+            "planned": sum(len(c) for c in chains), "lockstep": bool(lock),
             "failures": sum(failures.values()),
             "failed_by": " ".join("%s:%d" % kv for kv in sorted(failures.items())) or "-",
             "observed": observed, "oracle": o_ratio,
@@ -555,8 +773,16 @@ class Ports:
         self.next = base
 
     def take(self):
-        self.next += 1
-        return self.next
+        """The next port nobody on this host listens on (other test runs share the range); the engines and
+        gateways bind it a moment later, so a collision is still possible, only far less likely."""
+        while True:
+            self.next += 1
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", self.next))
+                    return self.next
+                except OSError:
+                    continue
 
 
 def machine():
@@ -572,6 +798,10 @@ def main():
     p.add_argument("--gateways", default="1,3")
     p.add_argument("--seed", type=int, default=35)
     p.add_argument("--quick", action="store_true", help="smaller workloads (the quality test tier's size)")
+    p.add_argument("--lockstep", action="store_true",
+                   help="drive in lockstep (the quality tier): one request enters at a time, each decision after "
+                        "the previous ones' KV events are ingested; indie engines hold a wave in flight; no scraped "
+                        "load (see Lockstep)")
     p.add_argument("--deadline", type=float, default=240, help="seconds a run may drive load (bounded)")
     p.add_argument("--out", default="")
     p.add_argument("--json", default="", help="also write the rows as JSON here")

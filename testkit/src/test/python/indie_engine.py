@@ -17,6 +17,9 @@ publisher, as described in ../shared/docs/engine-contracts.md and vLLM's sources
   events as maps with "type" (current vLLM) or tag-first arrays (--event-form array); a ROUTER replay socket;
 * --slots requests run at once, the rest wait FIFO; prefill costs --prefill-us-per-token per uncached token,
   decode --decode-ms-per-token per token;
+* --hold (for a lockstep test driver, not an engine behaviour): a request stops after its prefill, holding its slot
+  and blocks, until POST /indie/release releases every request received so far; with zero prefill and decode costs
+  the engine is then a pure function of the order requests arrive in, whatever the host's speed;
 * OpenAI /v1/completions (token-id or text prompts, stream or not) with usage.prompt_tokens_details.cached_tokens,
   /v1/models, /health, and /metrics with vLLM's metric names.
 
@@ -207,6 +210,7 @@ class Publisher:
         self.block_size = block_size
         self.rank = rank
         self.seq = 0
+        self.events_sent = 0                      # events (not batches) published, for a driver's ingest barrier
         self.buffer = collections.deque(maxlen=buffer_steps)
 
     def encode(self, event):
@@ -246,6 +250,7 @@ class Publisher:
             x = self.encode(e)
             encoded.extend(x if isinstance(x, list) and x and not isinstance(x[0], str) else [x])
         payload = msgpack.packb([time.time(), encoded, self.rank], use_bin_type=True)
+        self.events_sent += len(encoded)
         seq = struct.pack(">q", self.seq)
         self.buffer.append((self.seq, payload))
         self.seq += 1
@@ -289,6 +294,16 @@ class Engine:
         self.running = 0
         self.counters = collections.Counter()
         self.started = time.time()
+        # --hold: requests numbered on arrival stop after prefill until /indie/release raises released past them.
+        self.arrivals = 0
+        self.released = 0
+        self.release_event = asyncio.Event()
+
+    def release(self):
+        """Lets every request received so far run to its end (--hold); later ones stop again."""
+        self.released = self.arrivals
+        self.release_event.set()
+        self.release_event = asyncio.Event()
 
     def schedule(self):
         while self.waiting and self.running < self.args.slots:
@@ -301,6 +316,8 @@ class Engine:
 
     async def run(self, prompt, max_tokens):
         req = Request(prompt, max_tokens, self.cache.digests(prompt))
+        self.arrivals += 1
+        number = self.arrivals
         self.waiting.append(req)
         self.counters["requests_received"] += 1
         self.schedule()
@@ -308,6 +325,8 @@ class Engine:
         try:
             uncached = len(prompt) - req.cached_tokens
             await asyncio.sleep(uncached * self.args.prefill_us_per_token / 1e6)
+            while self.args.hold and number > self.released:
+                await self.release_event.wait()
             rnd = random.Random(zlib.crc32(struct.pack(">%di" % min(len(prompt), 64), *prompt[-64:])))
             output = [rnd.randrange(1000, 30000) for _ in range(max_tokens)]
             for i, token in enumerate(output):
@@ -341,6 +360,11 @@ class Engine:
                self.counters["generation_tokens"])
         family("vllm:request_success_total", "counter", "Successfully processed requests.",
                self.counters["requests_finished"])
+        # Not vLLM's: what a lockstep driver waits on (every request arrived; every event a gateway could ingest).
+        family("indie:requests_received_total", "counter", "Requests received.", self.counters["requests_received"])
+        family("indie:kv_events_published_total", "counter", "KV events published.", self.publisher.events_sent)
+        family("indie:requests_held", "gauge", "Requests stopped after prefill until /indie/release (--hold).",
+               self.arrivals - self.released if self.args.hold else 0)
         family("vllm:cache_config_info", "gauge", "Cache configuration.", 1)
         lines[-1] = 'vllm:cache_config_info{block_size="%d",num_gpu_blocks="%d",prefix_caching_hash_algo=' \
                     '"sha256_cbor",enable_prefix_caching="True"} 1' % (self.args.block_size, self.args.blocks)
@@ -412,6 +436,9 @@ class Http:
                                                     "requests": self.engine.counters["requests_finished"],
                                                     "cached_blocks": len(c.cached), "running": self.engine.running,
                                                     "waiting": len(self.engine.waiting)})
+        if method == "POST" and path == "/indie/release":
+            self.engine.release()
+            return await self.respond(writer, 200, {"released": self.engine.released})
         if method == "POST" and path == "/v1/completions":
             return await self.completions(body, writer)
         return await self.respond(writer, *error_body(404, "no route %s %s" % (method, path), "NotFoundError"))
@@ -486,6 +513,8 @@ async def main(argv):
     p.add_argument("--prefill-us-per-token", type=float, default=20.0)
     p.add_argument("--decode-ms-per-token", type=float, default=2.0)
     p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--hold", action="store_true",
+                   help="stop each request after its prefill until POST /indie/release (lockstep test drivers)")
     args = p.parse_args(argv)
     publisher = Publisher(zmq.Context(), zmq.asyncio.Context(), args.kv_endpoint, args.replay_endpoint, args.topic, args.event_form,
                           args.block_size, args.rank)
