@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
  * engines or subprocesses; a test class that starts a gateway, a simulator, a fake engine, a ZeroMQ context, a server
  * socket, an HTTP client or a process is a system test and carries {@code @Tag("system")} (or {@code @Tag("soak")}
  * for slow stress runs, excluded by default, or {@code @Tag("quality")} for the routing-quality runs, which failsafe
- * runs when asked for: {@code ./kvgate test --quality}) on the class or on the methods that do. The unit tier runs its classes in
+ * runs beside the system tier, and alone with {@code ./kvgate test --quality}) on the class or on the methods that do. The unit tier runs its classes in
  * parallel (the parent pom), so a unit test that changes what every thread of the JVM sees (System.out/err, a system
  * property, the default locale or time zone, the log configuration) declares it with {@code @Isolated} or a
  * {@code @ResourceLock}, and JUnit keeps the others off that state meanwhile.
@@ -65,6 +65,32 @@ class TestTiersTest {
         assertEquals(List.of(), undeclared, "these unit tests change System.out/err, a system property, a default or "
             + "the log configuration without @Isolated or @ResourceLock, so a class running beside them in the parallel "
             + "unit tier sees the change");
+    }
+
+    /**
+     * The quality tier is part of {@code ./kvgate test} (issue #35 item 4: a change that costs hits fails CI): failsafe
+     * runs it by default beside the system tier, the unit tier never does, and {@code ./kvgate test --quality} still
+     * runs it alone.
+     */
+    @Test
+    void theQualityTierRunsInTheDefaultBuildAndAloneWhenAskedFor() throws IOException {
+        Path root = repoRoot();
+        String pom = Files.readString(root.resolve("pom.xml"));
+        List<String> failsafe = groups(pom, "failsafe.groups");
+        assertTrue(failsafe.contains("system") && failsafe.contains("quality"),
+            "pom.xml <failsafe.groups> must run the system and quality tiers by default: " + failsafe);
+        assertTrue(groups(pom, "surefire.excludedGroups").contains("quality"),
+            "pom.xml <surefire.excludedGroups> must keep the quality tier out of the unit tier");
+        assertFalse(groups(pom, "failsafe.excludedGroups").contains("quality"), "pom.xml <failsafe.excludedGroups> excludes quality");
+        String launcher = Files.readString(root.resolve("kvgate"));
+        assertTrue(launcher.contains("--quality) shift; ensure_test_prerequisites; exec ./mvnw -B verify -Dfailsafe.groups=quality"),
+            "./kvgate test --quality must run the quality tier alone (-Dfailsafe.groups=quality)");
+    }
+
+    private static List<String> groups(String pom, String property) {
+        java.util.regex.Matcher m = Pattern.compile("<" + Pattern.quote(property) + ">([^<]*)</").matcher(pom);
+        assertTrue(m.find(), "pom.xml has no <" + property + ">");
+        return List.of(m.group(1).trim().split("\\s*,\\s*"));
     }
 
     @Test
