@@ -25,7 +25,7 @@ cached_tokens: the median |predicted - observed| per request (in tokens and bloc
 what the engine serves, and the unknown share says how much of the computed prompt the accounting could not explain.
 
 Engines: `indie` (testkit/src/test/python/indie_engine.py, written apart from kvgate) or `sim` (./kvgate sim). Gateways:
-`./kvgate serve`; with --gateways N > 1, HAProxy `mode tcp` round robin in front. Everything on 127.0.0.1; every
+`./kvgate serve`; with --gateways N > 1, HAProxy `mode tcp` round robin in front. Everything on loopback (127.0.0.0/8); every
 process started here is stopped here, by PID; every wait is bounded.
 
   perf/routing-quality.sh                       # the matrix, results to perf/results/routing-quality-<date>.md
@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "testkit", "src", "test", "python"))
@@ -617,8 +618,8 @@ def rule_settings(settings):
 
 
 def gateway_yaml(port, admin, policy, endpoints, model, access_log, settings=(), lockstep=False):
-    eps = "".join("      - url: http://127.0.0.1:%d\n        kv_events: tcp://127.0.0.1:%d\n" % (h, k)
-                  for h, k in endpoints)
+    eps = "".join("      - url: http://%s:%d\n        kv_events: tcp://%s:%d\n" % (a, h, a, k)
+                  for a, h, k in endpoints)
     return ("listen: 127.0.0.1:%d\nadmin_listen: 127.0.0.1:%d\ncontrol_socket: \"off\"\nhealth: {interval_ms: 1000}\n"
             "logging: {access_log: %s}\n%s"
             "rules:\n  - name: quality\n    models: [%s]\n    engine: vllm\n    policy: %s\n    block_size: %d\n"
@@ -686,13 +687,16 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         # decide placements. Beyond the run's length, only events retire them.
         settings.append("kv.speculative_ttl_ms=600000")
     for e in range(engines):
-        http, kv = ports.take(), ports.take()
-        endpoints.append((http, kv))
-        urls.append("http://127.0.0.1:%d" % http)
+        addr = stable_address(kind, workload, gateways, policy, e) if args.lockstep and kind == "indie" else None
+        addr = addr or ("127.0.0.1", ports.take(), ports.take())
+        host, http, kv = addr
+        endpoints.append(addr)
+        urls.append("http://%s:%d" % (host, http))
         name = "%s-engine%d" % (kind, e)
         if kind == "indie":
             fleet.start(name, ["/usr/bin/python3", os.path.join(ROOT, "testkit/src/test/python/indie_engine.py"),
-                               "--port", str(http), "--kv-endpoint", "tcp://127.0.0.1:%d" % kv, "--model", model,
+                               "--host", host, "--port", str(http), "--kv-endpoint", "tcp://%s:%d" % (host, kv),
+                               "--model", model,
                                "--blocks", str(blocks), "--slots", str(slots)]
                     + (["--hold", "--prefill-us-per-token", "0", "--decode-ms-per-token", "0"] if args.lockstep
                        else ["--prefill-us-per-token", "20", "--decode-ms-per-token", "2"]))
@@ -705,7 +709,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
     for e, u in enumerate(urls):
         wait_http(u + "/health", "engine", fleet, "%s-engine%d" % (kind, e))
     # Lockstep on the simulator counts its events on a subscriber of its own, connected before any gateway starts.
-    wire = KvWire([k for _, k in endpoints]) if args.lockstep and kind != "indie" else None
+    wire = KvWire([k for _, _, k in endpoints]) if args.lockstep and kind != "indie" else None
     gw_ports, admin_urls, access_logs = [], [], []
     for g in range(gateways):
         port, admin = ports.take(), ports.take()
@@ -733,7 +737,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
         wait_listening(front, "haproxy", fleet)
     lock = None
     if args.lockstep:
-        lock = Lockstep(kind, urls, [h for h, _ in endpoints], wire, admin_urls)
+        lock = Lockstep(kind, urls, [h for _, h, _ in endpoints], wire, admin_urls)
         lock.barrier(0, True)   # every gateway subscribed and idle (the harness's subscriber connected meanwhile)
     before = [scrape(u) for u in urls]
     t0 = time.time()
@@ -766,6 +770,23 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
             "fraction": observed / o_ratio if o_ratio > 0 else float("nan"),
             "busiest": busiest, "oracle_busiest": o_busiest_share * engines, "oracle_placement": o_name,
             "ttft_p50_ms": pct(ttfts, 0.5) * 1e3, "ttft_p99_ms": pct(ttfts, 0.99) * 1e3, "seconds": elapsed, **acc}
+
+
+def stable_address(kind, workload, gateways, policy, e):
+    """Lockstep: engine e of this run at the same address in every run, so that what hashes endpoint keys
+    (host:port: chwbl's ring) places alike; a loopback address of the run's own (127.35.<run>.<engine>, ports below
+    the kernel's ephemeral range), so that the tier's runs started together do not collide. None when taken (a second
+    tier on this host): the caller falls back to a free port on 127.0.0.1, and chwbl's ring is then another one."""
+    run = zlib.crc32(("%s/%s/%d/%s" % (kind, workload, gateways, policy)).encode()) % 200 + 20
+    host = "127.35.%d.%d" % (run, e + 1)
+    http, kv = 21100 + e, 21200 + e
+    for port in (http, kv):
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return None
+    return host, http, kv
 
 
 class Ports:
