@@ -32,11 +32,10 @@ import org.junit.jupiter.api.Timeout;
  * requests after prefill until all of them were routed, with zero prefill and decode costs, so the load bound sees
  * exactly that wave; the gateways route on their KV index and their own requests in flight (no scraped load, which
  * is a sample on a timer). What a decision sees no longer follows the host's speed (perf/results/quality-tier-2026-12-07.md:
- * nine runs at load 40-104, hit ratios within 0.011 of each other). What is left to chance is kv_exact's draw among
- * equal candidates (a per-process seed) and, as we read it, the order in which a released wave's requests finish on
- * one indie engine (it follows the sockets' writes) and so which freed block is evicted first; the thresholds keep
- * margin for both, and worse policies fail them (round_robin, kv_exact with {@code kv.min_match_fraction} 1 or 0: the
- * same results file). The four runs start at once (their verdicts do not depend on timing, so sharing the CPU does
+ * five runs in a row at load 50-92: the same figures but for the three-gateway run's 0.797-0.803). What is left to
+ * chance is kv_exact's draw among equal candidates (a per-process seed, by design: replicas must draw differently);
+ * the thresholds keep margin for it, and worse policies fail them (round_robin, kv_exact with
+ * {@code kv.min_match_fraction} 1 or 0: the same results file). The four runs start at once (their verdicts do not depend on timing, so sharing the CPU does
  * not change them); the tier's wall time is the slowest run's.
  *
  * <p>Needs Debian's {@code python3-msgpack python3-zmq python3-cbor2} for /usr/bin/python3 and HAProxy (the
