@@ -475,4 +475,27 @@ class TenantFrontDoorTest {
         assertEquals(java.util.Map.of("200", 1L), acme.get("requests"), "the 408 is not acme's");
         ch.finishAndReleaseAll();
     }
+
+    /** Logs and metrics name a tenant and a key id, never a key nor its whole digest (issue #40 item 1). */
+    @Test
+    void theMetricsAndTheAccessRecordNameTheTenantAndKeyIdNeverTheSecret() throws Exception {
+        start("    limits: {requests_per_minute: 1}");
+        h.gw.tenants().register(h.metrics.registry()); // as Gateway.start does
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        var access = h.owners.get(0).accessRecord();
+        answer(0, 200, 3, 4);
+        output(ch);
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        assertEquals("HTTP/1.1 429 Too Many Requests", statusLine(output(ch)));
+        String digest = TenancyConfig.sha256Hex(ACME_KEY);
+        String scrape = new String(io.kvgate.dataplane.metrics.MetricsExposition.scrape(h.metrics.registry(), null).body(),
+            StandardCharsets.UTF_8);
+        assertTrue(scrape.contains("kvgate_tenant_limited_total{limit=\"requests_per_minute\",tenant=\"acme\"} 1"), scrape);
+        assertTrue(scrape.contains("kvgate_tenant_requests_total{status=\"429\",tenant=\"acme\"} 1"), scrape);
+        assertFalse(scrape.contains(ACME_KEY) || scrape.contains(digest), "no key nor digest in the metrics");
+        assertEquals("sha256:" + digest.substring(0, 12), access.keyId);
+        assertEquals("acme", access.tenant);
+        ch.finishAndReleaseAll();
+    }
 }
