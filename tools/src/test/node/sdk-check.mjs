@@ -5,6 +5,7 @@
 // its behaviour (plain answer, flat-shape error, death in the middle of a stream).
 //
 // Usage: node sdk-check.mjs <gateway base URL, e.g. http://127.0.0.1:8080/v1> [model] [alias]
+// Environment: KVGATE_SDK_TENANT_KEY, the key of a tenant with requests_per_minute 2 (scenario tenant_rate_limit).
 // Exit codes: 0 every scenario ran (whatever it observed); 1 a scenario hit an exception it was not written to
 // observe (a bug in this script, or the SDK could not even talk to the gateway); 2 bad arguments; 3 overall deadline.
 
@@ -15,6 +16,9 @@ const OVERALL_DEADLINE_MS = 45_000;
 const REQUEST_TIMEOUT_MS = 15_000;
 
 const baseURL = process.argv[2];
+// The key of a tenant limited to 2 requests per minute (OpenAiNodeSdkSystemTest configures it); without it the
+// tenant scenario is skipped (the control run straight at the engine has no tenants).
+const tenantKey = process.env.KVGATE_SDK_TENANT_KEY ?? null;
 const model = process.argv[3] ?? 'qwen3';
 // A client name the gateway's rule serves as `model` (served_as): requests for it reach the engine as `model`.
 const alias = process.argv[4] ?? 'gpt-4o-mini';
@@ -77,6 +81,18 @@ async function drainStream(stream) {
   } catch (e) {
     return { threw: true, chunks, deltas, joined: deltas.join(''), finish_reason: finishReason, error: describeError(e) };
   }
+}
+
+const RATE_LIMIT_HEADERS = [
+  'x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests',
+  'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens', 'retry-after',
+];
+
+/** The rate-limit headers (and Retry-After) of a fetch Headers object, absent ones as null. */
+function rateLimitHeaders(headers) {
+  const out = {};
+  for (const name of RATE_LIMIT_HEADERS) out[name] = headers?.get?.(name) ?? null;
+  return out;
 }
 
 const scenarios = {
@@ -232,6 +248,35 @@ const scenarios = {
     await client.chat.completions.create({ model, messages: user('scenario:release') });
     const first = await drainStream(held);
     return { second, first_threw: first.threw, first_joined: first.joined };
+  },
+
+  // A tenant with requests_per_minute 2: a streamed call (its headers through .withResponse()), a plain one, then a
+  // third that the gateway refuses with 429; the SDK must raise RateLimitError carrying the headers.
+  async tenant_rate_limit() {
+    if (!tenantKey) return { skipped: true };
+    const tenant = new OpenAI({ baseURL, apiKey: tenantKey, maxRetries: 0, timeout: REQUEST_TIMEOUT_MS });
+    const first = await tenant.chat.completions.create({ model, messages: user('scenario:ok'), stream: true }).withResponse();
+    const streamed = await drainStream(first.data);
+    if (streamed.threw) throw Object.assign(new Error(`stream failed: ${streamed.error.message}`), { observed: streamed });
+    const second = await tenant.chat.completions.create({ model, messages: user('scenario:ok') }).withResponse();
+    let third;
+    try {
+      const value = await tenant.chat.completions.create({ model, messages: user('scenario:ok') });
+      third = { threw: false, value };
+    } catch (e) {
+      third = {
+        threw: true,
+        error: describeError(e),
+        is_rate_limit_error: e instanceof OpenAI.RateLimitError,
+        headers: rateLimitHeaders(e?.headers),
+      };
+    }
+    return {
+      skipped: false,
+      stream: { status: first.response.status, joined: streamed.joined, headers: rateLimitHeaders(first.response.headers) },
+      second: { status: second.response.status, headers: rateLimitHeaders(second.response.headers) },
+      third,
+    };
   },
 
   // The engine dies in the middle of an SSE frame (after two complete ones).

@@ -138,14 +138,29 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         public void write(ChannelHandlerContext ctx, Object msg, io.netty.channel.ChannelPromise promise) {
             if (msg instanceof io.netty.handler.codec.http.HttpResponse r && r.status().code() >= 200) {
                 onAnswerHead(r.status().code());
-                RateLimitHeaders.write(rc.reservation(), r.headers());
+                RateLimitHeaders.write(rateLimitState(), r.headers());
             } else if (msg instanceof io.kvgate.dataplane.wire.RelayHead h && h.status() >= 200) {
                 // An engine's head relayed as bytes: the headers go in as lines, before the codec's blank line.
                 onAnswerHead(h.status());
-                RateLimitHeaders.writeLines(rc.reservation(), h.content());
+                RateLimitHeaders.writeLines(rateLimitState(), h.content());
             }
             ctx.write(msg, promise);
         }
+    }
+
+    /**
+     * What the answer's rate-limit headers say: the request's reservation (granted or denied) when it reached the
+     * limits check, else, for a limited tenant's request answered before it (a 400 of the body, a 404 model, a
+     * context-length refusal, a local route), the tenant's windows as they are now. Null (no headers) for a tenant
+     * without limits and for an answer given before the caller was known (a 401, a malformed head).
+     */
+    private Reservation rateLimitState() {
+        Reservation r = rc.reservation();
+        if (r != null) {
+            return r;
+        }
+        Tenant t = rc.tenant();
+        return t == null || !t.limited() ? null : gw.tenants().current(t, rc.config().tenancy());
     }
 
     private void onAnswerHead(int status) {
@@ -362,6 +377,11 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
                 scheduleWakeup(readDueNs, now); // left by an earlier deadline: this request is not due yet
                 return;
             }
+            if (rc.head() == null) {
+                // A head still trickling in: the caller is unknown, whatever the last request's was.
+                rc.tenant(null);
+                rc.reservation(null);
+            }
             refuse(Refusal.closing(HttpResponseStatus.REQUEST_TIMEOUT, "request_read_timeout",
                 "The request was not received within " + readTimeoutMs + " ms."), false);
             return;
@@ -428,7 +448,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     /** The whole request is read: a local route answers it here, the others go on through the pipeline. */
     private void onRequestRead() {
         switch (rc.route()) {
-            case HEALTH, READY, READY_ENGINES, METRICS, MODELS, MODEL -> respond(local.handle(ctx, rc.head(), rc.route()), true);
+            case HEALTH, READY, READY_ENGINES, METRICS, MODELS, MODEL -> respond(local.handle(ctx, rc.head(), rc.route(), rc.tenant()), true);
             case CHAT_RENDER, COMPLETIONS_RENDER, KVGATE_CHAT_RENDER, KVGATE_COMPLETIONS_RENDER -> onRender();
             case CHAT, COMPLETIONS -> onRoutable();
             default -> throw new IllegalStateException("no dispatch for " + rc.route());

@@ -19,6 +19,7 @@ import io.kvgate.dataplane.ready.Readiness;
 import io.kvgate.control.config.ModelEntry;
 import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.route.AdapterDirectory;
+import io.kvgate.dataplane.tenant.Tenant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -56,7 +57,12 @@ public final class LocalRoutes {
         this.engineReadiness = engineReadiness;
     }
 
-    FullHttpResponse handle(ChannelHandlerContext ctx, HttpRequest req, FrontRoute route) {
+    /**
+     * Answers a local route for a caller of {@code tenant} (null: a route without a key check): {@code /v1/models} and
+     * {@code /v1/models/{id}} show only the models the tenant may use ({@link Tenant#allows}), so a tenant's listing
+     * names exactly what it can call, and a model outside its allow-list is the same 404 as one that does not exist.
+     */
+    FullHttpResponse handle(ChannelHandlerContext ctx, HttpRequest req, FrontRoute route, Tenant tenant) {
         return switch (route) {
             case HEALTH -> {
                 // A balancer that checks /health (as this route advised before /ready existed) also moves away during
@@ -85,8 +91,8 @@ public final class LocalRoutes {
                 r.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, page.body().length);
                 yield r;
             }
-            case MODELS -> OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, modelsJson());
-            case MODEL -> retrieveModel(ctx, req);
+            case MODELS -> OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, modelsJson(tenant));
+            case MODEL -> retrieveModel(ctx, req, tenant);
             default -> throw new IllegalArgumentException("not a local route: " + route);
         };
     }
@@ -104,9 +110,10 @@ public final class LocalRoutes {
 
     /**
      * {@code GET /v1/models/{id}}: the model object when a rule serves {@code id} (percent-decoded, so the SDKs'
-     * encoded {@code org%2Fname} and a raw {@code org/name} both work), else OpenAI's 404 {@code model_not_found}.
+     * encoded {@code org%2Fname} and a raw {@code org/name} both work) and {@code tenant} may use it, else OpenAI's 404
+     * {@code model_not_found} (a model outside the allow-list is not told apart from one that does not exist).
      */
-    private FullHttpResponse retrieveModel(ChannelHandlerContext ctx, HttpRequest req) {
+    private FullHttpResponse retrieveModel(ChannelHandlerContext ctx, HttpRequest req, Tenant tenant) {
         String uri = req.uri();
         int q = uri.indexOf('?');
         String raw = (q < 0 ? uri : uri.substring(0, q)).substring(FrontRoute.MODEL_PREFIX.length());
@@ -115,6 +122,10 @@ public final class LocalRoutes {
             gw.metrics().badRequest("invalid_model_id");
             return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, "The model id in the path is not "
                 + "valid percent-encoded UTF-8: " + raw, "model", "invalid_value");
+        }
+        if (tenant != null && !tenant.allows(id)) {
+            gw.metrics().badRequest("model_not_found");
+            return modelNotFound(ctx, id);
         }
         Rule rule = gw.router().table().ruleForModel(id);
         String parent = null;
@@ -206,9 +217,10 @@ public final class LocalRoutes {
     /**
      * {@code GET /v1/models}: every client name of every rule in configuration order — the rule's models, then its
      * configured adapters (with {@code parent}) — then the adapters discovered on the endpoints (sorted), so the
-     * list names everything {@code GET /v1/models/{id}} answers. A name given out twice is listed once.
+     * list names everything {@code GET /v1/models/{id}} answers. A name given out twice is listed once. For a tenant
+     * with a {@code models} allow-list, only the names it may use (the same test the generation routes apply).
      */
-    String modelsJson() {
+    String modelsJson(Tenant tenant) {
         Map<String, String> models = new LinkedHashMap<>(); // name -> parent (null: a base model)
         for (Rule r : gw.router().table().rules()) {
             for (ModelEntry e : r.config().modelEntries()) {
@@ -228,6 +240,9 @@ public final class LocalRoutes {
         StringBuilder sb = new StringBuilder("{\"object\":\"list\",\"data\":[");
         boolean first = true;
         for (Map.Entry<String, String> m : models.entrySet()) {
+            if (tenant != null && !tenant.allows(m.getKey())) {
+                continue;
+            }
             if (!first) {
                 sb.append(',');
             }

@@ -1,6 +1,8 @@
 package io.kvgate.dataplane.tenant;
 
+import io.netty.buffer.ByteBuf;
 import io.netty.handler.codec.http.HttpHeaders;
+import java.nio.charset.StandardCharsets;
 
 /**
  * OpenAI's rate-limit headers, written on every answer to a limited tenant (200s, errors and 429s alike):
@@ -31,28 +33,90 @@ public final class RateLimitHeaders {
 
     /**
      * The same headers as lines ({@code name: value\r\n}) appended to {@code lines}: the header block of a response
-     * head relayed as bytes ({@code RelayHead}), whose blank line the codec writes after it.
+     * head relayed as bytes ({@code RelayHead}), whose blank line the codec writes after it. This is the path of every
+     * proxied answer, so it writes digits straight into the buffer and allocates nothing.
      */
-    public static void writeLines(Reservation r, io.netty.buffer.ByteBuf lines) {
-        if (r == null || !r.hasRequestLimit() && !r.hasTokenLimit()) {
+    public static void writeLines(Reservation r, ByteBuf lines) {
+        if (r == null) {
             return;
         }
-        StringBuilder sb = new StringBuilder(192);
         if (r.hasRequestLimit()) {
-            line(sb, "x-ratelimit-limit-requests", Long.toString(r.limitRequests()));
-            line(sb, "x-ratelimit-remaining-requests", Long.toString(r.remainingRequests()));
-            line(sb, "x-ratelimit-reset-requests", duration(r.resetRequestsNs()));
+            number(lines, LIMIT_REQUESTS, r.limitRequests());
+            number(lines, REMAINING_REQUESTS, r.remainingRequests());
+            lines.writeBytes(RESET_REQUESTS);
+            writeDuration(lines, r.resetRequestsNs());
+            lines.writeShort(CRLF);
         }
         if (r.hasTokenLimit()) {
-            line(sb, "x-ratelimit-limit-tokens", Long.toString(r.limitTokens()));
-            line(sb, "x-ratelimit-remaining-tokens", Long.toString(r.remainingTokens()));
-            line(sb, "x-ratelimit-reset-tokens", duration(r.resetTokensNs()));
+            number(lines, LIMIT_TOKENS, r.limitTokens());
+            number(lines, REMAINING_TOKENS, r.remainingTokens());
+            lines.writeBytes(RESET_TOKENS);
+            writeDuration(lines, r.resetTokensNs());
+            lines.writeShort(CRLF);
         }
-        lines.writeCharSequence(sb, java.nio.charset.StandardCharsets.US_ASCII);
     }
 
-    private static void line(StringBuilder sb, String name, String value) {
-        sb.append(name).append(": ").append(value).append("\r\n");
+    private static final byte[] LIMIT_REQUESTS = prefix("x-ratelimit-limit-requests");
+    private static final byte[] REMAINING_REQUESTS = prefix("x-ratelimit-remaining-requests");
+    private static final byte[] RESET_REQUESTS = prefix("x-ratelimit-reset-requests");
+    private static final byte[] LIMIT_TOKENS = prefix("x-ratelimit-limit-tokens");
+    private static final byte[] REMAINING_TOKENS = prefix("x-ratelimit-remaining-tokens");
+    private static final byte[] RESET_TOKENS = prefix("x-ratelimit-reset-tokens");
+    private static final int CRLF = ('\r' << 8) | '\n';
+
+    private static byte[] prefix(String name) {
+        return (name + ": ").getBytes(StandardCharsets.US_ASCII);
+    }
+
+    private static void number(ByteBuf out, byte[] prefix, long value) {
+        out.writeBytes(prefix);
+        writeDecimal(out, value);
+        out.writeShort(CRLF);
+    }
+
+    /** {@code v} (at least 0) in decimal ASCII. */
+    static void writeDecimal(ByteBuf out, long v) {
+        if (v <= 0) {
+            out.writeByte('0');
+            return;
+        }
+        int digits = 0;
+        for (long x = v; x > 0; x /= 10) {
+            digits++;
+        }
+        int at = out.writerIndex();
+        out.ensureWritable(digits);
+        for (int i = at + digits - 1; i >= at; i--) {
+            out.setByte(i, (int) ('0' + v % 10));
+            v /= 10;
+        }
+        out.writerIndex(at + digits);
+    }
+
+    /** {@link #duration} written into {@code out} without a String. */
+    static void writeDuration(ByteBuf out, long ns) {
+        if (ns <= 0) {
+            out.writeByte('0').writeByte('s');
+            return;
+        }
+        if (ns < 1_000_000_000L) {
+            writeDecimal(out, Math.max(1, ns / 1_000_000L));
+            out.writeByte('m').writeByte('s');
+            return;
+        }
+        long s = (ns + 999_999_999L) / 1_000_000_000L;
+        long h = s / 3600;
+        long m = (s % 3600) / 60;
+        if (h > 0) {
+            writeDecimal(out, h);
+            out.writeByte('h');
+        }
+        if (h > 0 || m > 0) {
+            writeDecimal(out, m);
+            out.writeByte('m');
+        }
+        writeDecimal(out, s % 60);
+        out.writeByte('s');
     }
 
     /** A duration as OpenAI writes it: {@code 0s}, {@code 250ms}, {@code 12s}, {@code 6m0s}, {@code 1h2m3s}. */

@@ -87,6 +87,15 @@ final class TenantUsage {
         concurrent--;
     }
 
+    /**
+     * Fills {@code r}'s header values with the windows as they are now, reserving nothing: the rate-limit headers of
+     * an answer refused before the limits check (a 400 of the body, a 404 model) or of a local route.
+     */
+    synchronized void peek(Reservation r, Limits limits, long nowNs) {
+        advance(nowNs);
+        headers(r, limits, nowNs);
+    }
+
     private void headers(Reservation r, Limits limits, long nowNs) {
         if (limits.requestsPerMinute() > 0) {
             r.limitRequests = limits.requestsPerMinute();

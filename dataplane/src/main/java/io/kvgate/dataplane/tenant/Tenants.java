@@ -86,6 +86,22 @@ public final class Tenants {
     }
 
     /**
+     * What the rate-limit headers of an answer to {@code tenant} say when its request reserved nothing (it was
+     * refused before the limits check, or is a local route such as {@code /v1/models}): the tenant's windows now,
+     * unchanged. A reservation neither granted nor denied, so settling it does nothing. Null for a tenant without
+     * limits (no headers). Allocates one small object: off the hot path, which reuses its request's reservation.
+     */
+    public Reservation current(Tenant tenant, TenancyConfig tenancy) {
+        if (!tenant.limited()) {
+            return null;
+        }
+        TenantUsage u = usage.computeIfAbsent(tenant.name(), TenantUsage::new);
+        Reservation r = new Reservation(u, tenant.name(), 0, false);
+        u.peek(r, share(tenant.limits(), tenancy), clock.nanoTime());
+        return r;
+    }
+
+    /**
      * Ends a granted reservation: its tokens become {@code usedTokens} (the engine's usage: prompt plus completion), or
      * are released when {@code usedTokens < 0} (an error, a client gone before usage, a timeout). Once per
      * reservation; a denied or settled one is left alone.

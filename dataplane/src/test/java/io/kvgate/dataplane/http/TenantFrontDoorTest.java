@@ -344,4 +344,158 @@ class TenantFrontDoorTest {
         assertEquals(java.util.Map.of("200", 1L), acme.get("requests"));
         ch.finishAndReleaseAll();
     }
+
+    private static String get(String key, String path) {
+        return "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n\r\n";
+    }
+
+    private static String completionsPost(String key, String body) {
+        return chatPost(body, "Authorization: Bearer " + key).replace("POST /v1/chat/completions", "POST /v1/completions");
+    }
+
+    private static java.util.List<String> listedIds(String out) throws Exception {
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(out.substring(out.indexOf("\r\n\r\n") + 4));
+        java.util.List<String> ids = new java.util.ArrayList<>();
+        json.path("data").forEach(m -> ids.add(m.path("id").asText()));
+        return ids;
+    }
+
+    @Test
+    void modelsListAndRetrieveShowOnlyTheTenantsAllowList() throws Exception {
+        start("");
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(get(ACME_KEY, "/v1/models")));
+        String acme = output(ch);
+        assertEquals("HTTP/1.1 200 OK", statusLine(acme));
+        assertEquals(java.util.List.of("m"), listedIds(acme), "acme may use m only: " + acme);
+        ch.writeInbound(ascii(get(BETA_KEY, "/v1/models")));
+        assertEquals(java.util.List.of("m", "small"), listedIds(output(ch)), "beta has no allow-list");
+        ch.writeInbound(ascii(get("k1", "/v1/models")));
+        assertEquals(java.util.List.of("m", "small"), listedIds(output(ch)), "the anonymous tenant sees every model");
+
+        ch.writeInbound(ascii(get(ACME_KEY, "/v1/models/small")));
+        String hidden = output(ch);
+        assertEquals("HTTP/1.1 404 Not Found", statusLine(hidden));
+        ch.writeInbound(ascii(get(ACME_KEY, "/v1/models/no-such-model")));
+        String missing = output(ch);
+        assertEquals(missing.substring(missing.indexOf("\r\n\r\n")).replace("no-such-model", "small"),
+            hidden.substring(hidden.indexOf("\r\n\r\n")), "a model outside the allow-list reads as one that does not exist");
+        assertTrue(hidden.contains("\"message\":\"The model `small` does not exist.\""), hidden);
+        assertTrue(hidden.contains("\"type\":\"invalid_request_error\""), hidden);
+        assertTrue(hidden.contains("\"param\":\"model\""), hidden);
+        assertTrue(hidden.contains("\"code\":\"model_not_found\""), hidden);
+        ch.writeInbound(ascii(get(ACME_KEY, "/v1/models/m")));
+        String allowed = output(ch);
+        assertEquals("HTTP/1.1 200 OK", statusLine(allowed));
+        assertTrue(allowed.contains("\"id\":\"m\""), allowed);
+        ch.writeInbound(ascii(get(BETA_KEY, "/v1/models/small")));
+        assertEquals("HTTP/1.1 200 OK", statusLine(output(ch)), "beta may retrieve small");
+        assertEquals(0, h.started.size(), "local routes: no engine");
+        ch.finishAndReleaseAll();
+    }
+
+    /**
+     * OpenAI sends the rate-limit headers on every answer: a limited tenant's refusals before the limits check (a 400
+     * of the body, a 404 model, a context-length 400) and its local routes carry them too, with the windows as they
+     * are (a refusal reserves nothing); an unknown key and a tenant without limits get none.
+     */
+    @Test
+    void everyAnswerOfALimitedTenantCarriesTheHeadersRefusalsAndLocalRoutesIncluded() throws Exception {
+        h = new FrontDoorHarness(yaml("    limits: {requests_per_minute: 5, tokens_per_minute: 100000}")
+            .replace("  - name: chat\n    models: [m]\n", "  - name: chat\n    models: [m]\n    max_model_len: 64\n"));
+        EmbeddedChannel ch = h.channel();
+        String small = BODY.replace(",\"max_tokens\":100", ",\"max_tokens\":10");
+        ch.writeInbound(ascii(post(ACME_KEY, small)));
+        assertEquals(1, h.started.size());
+        answer(0, 200, 5, 5);
+        String ok = output(ch);
+        assertEquals("4", header(ok, "x-ratelimit-remaining-requests"), ok);
+        assertEquals(Long.toString(100_000 - ((small.length() + 3) / 4 + 10)), header(ok, "x-ratelimit-remaining-tokens"),
+            "the head goes out while the reservation holds: " + ok);
+        h.clock.advance(15, TimeUnit.SECONDS);
+
+        java.util.Map<String, String> refusals = new java.util.LinkedHashMap<>();
+        refusals.put("HTTP/1.1 400 Bad Request", post(ACME_KEY, "{\"model\":\"m\"}"));
+        refusals.put("HTTP/1.1 404 Not Found", post(ACME_KEY, BODY.replace("\"m\"", "\"small\"")));
+        StringBuilder ids = new StringBuilder("[");
+        for (int i = 0; i < 60; i++) {
+            ids.append(i == 0 ? "" : ",").append(7);
+        }
+        String overflow = "{\"model\":\"m\",\"prompt\":" + ids + "],\"max_tokens\":100}";
+        refusals.put("HTTP/1.1 400 Bad Request ", completionsPost(ACME_KEY, overflow));
+        for (var e : refusals.entrySet()) {
+            ch.writeInbound(ascii(e.getValue()));
+            String out = output(ch);
+            assertEquals(e.getKey().strip(), statusLine(out), out);
+            assertEquals("5", header(out, "x-ratelimit-limit-requests"), out);
+            assertEquals("4", header(out, "x-ratelimit-remaining-requests"), "a refusal reserves nothing: " + out);
+            assertEquals("45s", header(out, "x-ratelimit-reset-requests"), out);
+            assertEquals("100000", header(out, "x-ratelimit-limit-tokens"), out);
+            assertEquals("99990", header(out, "x-ratelimit-remaining-tokens"), "settled to the usage (10) since: " + out);
+            assertEquals("45s", header(out, "x-ratelimit-reset-tokens"), out);
+            assertNull(header(out, "retry-after"), "only a 429 says when to retry: " + out);
+        }
+        assertTrue(output(ch).isEmpty());
+        ch.writeInbound(ascii(completionsPost(ACME_KEY, overflow)));
+        assertTrue(output(ch).contains("\"code\":\"context_length_exceeded\""), "the third refusal is the context bound");
+        ch.writeInbound(ascii(get(ACME_KEY, "/v1/models")));
+        String models = output(ch);
+        assertEquals("HTTP/1.1 200 OK", statusLine(models));
+        assertEquals("4", header(models, "x-ratelimit-remaining-requests"), models);
+        assertEquals(1, h.started.size(), "no refusal reached an exchange");
+
+        ch.writeInbound(ascii(post(BETA_KEY, "{\"model\":\"m\"}")));
+        String beta = output(ch);
+        assertEquals("HTTP/1.1 400 Bad Request", statusLine(beta));
+        assertFalse(beta.toLowerCase().contains("x-ratelimit"), "beta has no limits: " + beta);
+        ch.finishAndReleaseAll();
+        EmbeddedChannel stranger = h.channel();
+        stranger.writeInbound(ascii(get("nobody", "/v1/models")));
+        String unauthorized = output(stranger);
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(unauthorized));
+        assertFalse(unauthorized.toLowerCase().contains("x-ratelimit"), "no caller, no tenant's headers: " + unauthorized);
+        stranger.finishAndReleaseAll();
+    }
+
+    /** A read timeout of a head that never completed is nobody's: not the last request's tenant's. */
+    @Test
+    void aTimedOutHeadCarriesNeitherTheLastTenantsHeadersNorItsCount() throws Exception {
+        start("    limits: {requests_per_minute: 5}");
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        answer(0, 200, 1, 1);
+        assertEquals("4", header(output(ch), "x-ratelimit-remaining-requests"));
+        ch.writeInbound(ascii("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+        ch.advanceTimeBy(1500, TimeUnit.MILLISECONDS);
+        ch.runScheduledPendingTasks();
+        String timedOut = output(ch);
+        assertEquals("HTTP/1.1 408 Request Timeout", statusLine(timedOut));
+        assertFalse(timedOut.toLowerCase().contains("x-ratelimit"), timedOut);
+        var acme = h.gw.tenants().usage(h.applied.get()).stream().filter(r -> r.get("tenant").equals("acme")).findFirst().orElseThrow();
+        assertEquals(java.util.Map.of("200", 1L), acme.get("requests"), "the 408 is not acme's");
+        ch.finishAndReleaseAll();
+    }
+
+    /** Logs and metrics name a tenant and a key id, never a key nor its whole digest (issue #40 item 1). */
+    @Test
+    void theMetricsAndTheAccessRecordNameTheTenantAndKeyIdNeverTheSecret() throws Exception {
+        start("    limits: {requests_per_minute: 1}");
+        h.gw.tenants().register(h.metrics.registry()); // as Gateway.start does
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        var access = h.owners.get(0).accessRecord();
+        answer(0, 200, 3, 4);
+        output(ch);
+        ch.writeInbound(ascii(post(ACME_KEY, BODY)));
+        assertEquals("HTTP/1.1 429 Too Many Requests", statusLine(output(ch)));
+        String digest = TenancyConfig.sha256Hex(ACME_KEY);
+        String scrape = new String(io.kvgate.dataplane.metrics.MetricsExposition.scrape(h.metrics.registry(), null).body(),
+            StandardCharsets.UTF_8);
+        assertTrue(scrape.contains("kvgate_tenant_limited_total{limit=\"requests_per_minute\",tenant=\"acme\"} 1"), scrape);
+        assertTrue(scrape.contains("kvgate_tenant_requests_total{status=\"429\",tenant=\"acme\"} 1"), scrape);
+        assertFalse(scrape.contains(ACME_KEY) || scrape.contains(digest), "no key nor digest in the metrics");
+        assertEquals("sha256:" + digest.substring(0, 12), access.keyId);
+        assertEquals("acme", access.tenant);
+        ch.finishAndReleaseAll();
+    }
 }

@@ -78,6 +78,17 @@ public class FrontDoorBench {
     @Param({"1024", "16384"})
     int bodyBytes;
 
+    /**
+     * Who sends the requests: {@code flat_key} (an {@code api_keys} key: the anonymous tenant), {@code tenant} (a
+     * tenant's key, no limits) or {@code limited_tenant} (limits too high to refuse anything, so every request is
+     * reserved, answered with the x-ratelimit-* headers and settled). Compare them side by side with
+     * {@code -p caller=flat_key,tenant,limited_tenant -prof gc}: a tenant without limits must pay nothing.
+     */
+    @Param({"flat_key"})
+    String caller;
+
+    private static final String TENANT_KEY = "bench-tenant-key-0123456789";
+
     private static final byte[] OK = "{}".getBytes(StandardCharsets.US_ASCII);
     /** What the benchmark origin (perf/frontdoor/nginx-origin.conf.in) answers, head and body. */
     static final String ORIGIN_BODY = "{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion\",\"created\":1764460800,"
@@ -110,12 +121,17 @@ public class FrontDoorBench {
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             api_keys: [bench-key-0123456789]
+            tenants:
+              - name: bench
+                api_key_sha256: [%s]
+            %s
             rules:
               - name: chat
                 models: [m]
                 endpoints:
                   - url: http://127.0.0.1:1
-            """);
+            """.formatted(io.kvgate.control.config.TenancyConfig.sha256Hex(TENANT_KEY), caller.equals("limited_tenant")
+            ? "    limits: {requests_per_minute: 1000000000000, tokens_per_minute: 1000000000000000}" : ""));
         RouteTable table = RouteTable.build(cfg, new EndpointRegistry(), c -> RulePolicies.create(c, null, NanoClock.SYSTEM));
         router = new RoutingStage(cfg.router(), table, NanoClock.SYSTEM);
         GatewayMetrics metrics = new GatewayMetrics();
@@ -148,7 +164,8 @@ public class FrontDoorBench {
             content.append("the quick brown fox ");
         }
         String body = head + content.substring(0, bodyBytes - head.length() - tail.length()) + tail;
-        String req = "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer bench-key-0123456789\r\n"
+        String req = "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer "
+            + (caller.equals("flat_key") ? "bench-key-0123456789" : TENANT_KEY) + "\r\n"
             + "Content-Type: application/json\r\nAccept: text/event-stream\r\nUser-Agent: bench\r\nContent-Length: "
             + body.length() + "\r\n\r\n" + body;
         request = Unpooled.unreleasableBuffer(Unpooled.directBuffer(req.length()).writeBytes(req.getBytes(StandardCharsets.US_ASCII)));

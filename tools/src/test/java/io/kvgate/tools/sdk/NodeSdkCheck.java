@@ -20,6 +20,8 @@ import java.util.concurrent.TimeUnit;
  */
 final class NodeSdkCheck {
     static final String SKIP_PROPERTY = "kvgate.skipNodeSdk";
+    /** The environment variable that hands the script a limited tenant's key. */
+    static final String TENANT_KEY_ENV = "KVGATE_SDK_TENANT_KEY";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final long NODE_VERSION_TIMEOUT_MS = 10_000;
     private static final int MIN_NODE_MAJOR = 20;
@@ -111,6 +113,14 @@ final class NodeSdkCheck {
      * whatever it printed so far.
      */
     Result run(String baseUrl, long timeoutMs) throws IOException, InterruptedException {
+        return run(baseUrl, null, timeoutMs);
+    }
+
+    /**
+     * As {@link #run(String, long)}, with the key of a tenant limited to 2 requests per minute for the script's
+     * {@code tenant_rate_limit} scenario ({@code KVGATE_SDK_TENANT_KEY}; null: the scenario is skipped).
+     */
+    Result run(String baseUrl, String tenantKey, long timeoutMs) throws IOException, InterruptedException {
         Path out = Files.createTempFile("kvgate-sdk-check", ".out");
         Path err = Files.createTempFile("kvgate-sdk-check", ".err");
         try {
@@ -119,6 +129,10 @@ final class NodeSdkCheck {
                 .redirectOutput(out.toFile())
                 .redirectError(err.toFile());
             SCRUBBED_ENV.forEach(pb.environment()::remove);
+            pb.environment().remove(TENANT_KEY_ENV);
+            if (tenantKey != null) {
+                pb.environment().put(TENANT_KEY_ENV, tenantKey);
+            }
             Process p = pb.start();
             boolean finished = p.waitFor(timeoutMs, TimeUnit.MILLISECONDS);
             if (!finished) {

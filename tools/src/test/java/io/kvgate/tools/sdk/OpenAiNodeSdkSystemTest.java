@@ -46,6 +46,8 @@ class OpenAiNodeSdkSystemTest {
     private static final String GATEWAY_MID_STREAM_MESSAGE = "failed in the middle of the response";
     /** The key the script's client sends (sdk-check.mjs); the gateway requires it. */
     private static final String API_KEY = "sk-kvgate-sdk-check";
+    /** The key of tenant {@code sdk-limited} (requests_per_minute 2): the script's tenant_rate_limit scenario. */
+    private static final String TENANT_KEY = "sk-kvgate-sdk-limited-tenant";
     /** A LoRA adapter configured under {@link #MODEL}: GET /v1/models lists it with its parent. */
     private static final String ADAPTER = "qwen3-sql-lora";
     /** A port where connections are refused: the engine of rule "unreachable". */
@@ -70,6 +72,10 @@ class OpenAiNodeSdkSystemTest {
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
             api_keys: [%s]
+            tenants:
+              - name: sdk-limited
+                api_key_sha256: [%s]
+                limits: {requests_per_minute: 2, tokens_per_minute: 1000000}
             upstream: {first_byte_timeout_ms: 5000}
             health: {interval_ms: 60000}
             rules:
@@ -91,8 +97,8 @@ class OpenAiNodeSdkSystemTest {
                 admission: {max_outstanding: 1, max_queue: 0}
                 endpoints:
                   - url: %s
-            """.formatted(API_KEY, MODEL, ADAPTER, ALIAS, MODEL, engine.url(), down.url(), MODEL, engine.url())));
-        viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", NODE_RUN_TIMEOUT_MS);
+            """.formatted(API_KEY, io.kvgate.control.config.TenancyConfig.sha256Hex(TENANT_KEY), MODEL, ADAPTER, ALIAS, MODEL, engine.url(), down.url(), MODEL, engine.url())));
+        viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", TENANT_KEY, NODE_RUN_TIMEOUT_MS);
         allViaGateway = engine.requests();
         engineSawViaGateway = chatRequests(allViaGateway);
         direct = sdk.run(engine.url() + "/v1", NODE_RUN_TIMEOUT_MS);
@@ -120,7 +126,7 @@ class OpenAiNodeSdkSystemTest {
         for (String s : List.of("non_stream", "stream", "unknown_model", "invalid_request", "malformed_json",
             "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure",
             "context_length_exceeded", "alias_non_stream", "alias_stream", "models_retrieve_alias", "models_list",
-            "authentication_error", "engine_unreachable", "rate_limited")) {
+            "authentication_error", "engine_unreachable", "rate_limited", "tenant_rate_limit")) {
             assertFalse(viaGateway.scenario(s).path("unexpected").asBoolean(true), s + ": " + viaGateway.scenario(s));
         }
     }
@@ -364,6 +370,52 @@ class OpenAiNodeSdkSystemTest {
         assertEquals("rate_limit_exceeded", e.path("code").asText(), e.toString());
         assertFalse(r.path("first_threw").asBoolean(true), r.toString());
         assertEquals(ScriptedEngine.CONTENT, r.path("first_joined").asText(), r.toString());
+    }
+
+    /**
+     * Issue #40's "done when": a tenant over its requests_per_minute gets the SDK's RateLimitError with OpenAI's
+     * x-ratelimit-* headers and Retry-After; its successful calls, streamed included, carry the headers too. The
+     * gateway's clock is the real one, but the window is a minute and the three calls take well under it (a call
+     * crossing a bucket boundary changes no count the test asserts, only the reset).
+     */
+    @Test
+    void aTenantOverItsRequestsPerMinuteGetsRateLimitErrorWithTheHeaders() {
+        JsonNode r = viaGateway.scenario("tenant_rate_limit");
+        assertFalse(r.path("unexpected").asBoolean(true), r.toString());
+        assertFalse(r.path("skipped").asBoolean(true), r.toString());
+
+        JsonNode stream = r.path("stream");
+        assertEquals(200, stream.path("status").asInt(), r.toString());
+        assertEquals(ScriptedEngine.CONTENT, stream.path("joined").asText(), "the streamed call succeeded: " + r);
+        assertRateLimitHeaders(stream.path("headers"), 1, r);
+        assertTrue(stream.path("headers").path("retry-after").isNull(), "only a 429 says when to retry: " + r);
+        JsonNode second = r.path("second");
+        assertEquals(200, second.path("status").asInt(), r.toString());
+        assertRateLimitHeaders(second.path("headers"), 0, r);
+
+        JsonNode third = r.path("third");
+        JsonNode e = thrown(third);
+        assertTrue(third.path("is_rate_limit_error").asBoolean(false), "instanceof OpenAI.RateLimitError: " + r);
+        assertEquals("RateLimitError", e.path("class").asText(), e.toString());
+        assertEquals(429, e.path("status").asInt(), e.toString());
+        assertEquals("rate_limit_exceeded", e.path("code").asText(), e.toString());
+        assertEquals("rate_limit_error", e.path("type").asText(), e.toString());
+        assertTrue(e.path("error_message").asText().startsWith(
+            "Rate limit reached for tenant 'sdk-limited' on requests_per_minute: limit 2, used 2, requested 1."), e.toString());
+        JsonNode h = third.path("headers");
+        assertRateLimitHeaders(h, 0, r);
+        long retryAfter = Long.parseLong(h.path("retry-after").asText("-1"));
+        assertTrue(retryAfter >= 1 && retryAfter <= 60, "Retry-After within the minute's window: " + r);
+    }
+
+    private static void assertRateLimitHeaders(JsonNode h, int remainingRequests, JsonNode r) {
+        assertEquals("2", h.path("x-ratelimit-limit-requests").asText(null), r.toString());
+        assertEquals(Integer.toString(remainingRequests), h.path("x-ratelimit-remaining-requests").asText(null), r.toString());
+        assertTrue(h.path("x-ratelimit-reset-requests").asText("").matches("(\\d+m)?\\d+s|\\d+ms"), r.toString());
+        assertEquals("1000000", h.path("x-ratelimit-limit-tokens").asText(null), r.toString());
+        long remainingTokens = Long.parseLong(h.path("x-ratelimit-remaining-tokens").asText("-1"));
+        assertTrue(remainingTokens > 0 && remainingTokens < 1_000_000, "tokens held by the calls so far: " + r);
+        assertTrue(h.path("x-ratelimit-reset-tokens").asText("").matches("(\\d+m)?\\d+s|\\d+ms"), r.toString());
     }
 
     // ---- helpers ---------------------------------------------------------------------------------------------
