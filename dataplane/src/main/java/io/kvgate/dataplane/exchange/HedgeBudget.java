@@ -49,7 +49,7 @@ public final class HedgeBudget {
         long extraSum = 0;
         long current = Math.floorDiv(nowNs, bucketNs);
         for (int i = 0; i < BUCKETS; i++) {
-            if (current - round[i] < BUCKETS) {
+            if (round[i] != Long.MIN_VALUE && current - round[i] < BUCKETS) {
                 promptSum += prompt[i];
                 extraSum += extra[i];
             }
