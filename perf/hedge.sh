@@ -40,7 +40,7 @@ cleanup() {
     if kill -0 "$p" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
     wait "$p" 2>/dev/null || true
   done
-  rm -rf "$WORK"
+  if [ -z "${KEEP_WORK:-}" ]; then rm -rf "$WORK"; else echo "kept $WORK" >&2; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -94,7 +94,7 @@ wait_http gw-off "$P_OFF"; wait_http gw-on "$P_ON"
 bench() { # bench NAME ARGS... : JSON into $WORK/NAME.json (bounded by timeout)
   local name="$1"; shift
   echo "bench $name: $*" >&2
-  timeout 180 "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" -Dkvgate.home="$ROOT" \
+  timeout 600 "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" -Dkvgate.home="$ROOT" \
     -cp "$ROOT/tools/target/kvgate-tools.jar:$ROOT/tools/target/lib/*" io.kvgate.tools.Main bench "$@" \
     --model m --workload fixed --payload-bytes 512 --stream --max-tokens 20 --timeout 20 --drain 5 --quiet \
     --header X-Kvgate-Priority:interactive --closed-loop --connections "$CONNS" --duration "$DURATION" --warmup "$WARMUP" \
@@ -155,9 +155,13 @@ L.append("|---|---|---|---|---|---|---|---|---|")
 L.append(row("off (no hedging)", off))
 L.append(row("on (hedge after %s ms)" % after, on))
 L.append("")
-r99 = off["ttft_ms"]["p99"] / on["ttft_ms"]["p99"]
-r50 = off["ttft_ms"]["p50"] / on["ttft_ms"]["p50"]
-L.append(f"- **TTFT p99 without / with hedging: {r99:.2f}x** (goal >= 2x: {'met' if r99 >= 2 else 'NOT met'}); p50: {r50:.2f}x.")
+if off.get("ttft_ms") and on.get("ttft_ms"):
+    r99 = off["ttft_ms"]["p99"] / on["ttft_ms"]["p99"]
+    r50 = off["ttft_ms"]["p50"] / on["ttft_ms"]["p50"]
+    L.append(f"- **TTFT p99 without / with hedging: {r99:.2f}x** (goal >= 2x: {'met' if r99 >= 2 else 'NOT met'}); p50: {r50:.2f}x.")
+else:
+    L.append("- **No TTFT ratio**: a run produced no successful streamed request (errors by class: off "
+             + json.dumps(off["errors_by_class"]) + ", on " + json.dumps(on["errors_by_class"]) + ").")
 share = legs / reqs if reqs else float("nan")
 L.append(f"- **Extra prefill**: {legs:.0f} hedge legs for {reqs:.0f} requests (warm-up included) = {100*share:.1f} % of the "
          f"requests; every request has the same prompt, so that is the extra prefill tokens' share (goal <= 10 %: "
