@@ -39,7 +39,8 @@ public record RuleConfig(
     boolean speculative,
     int maxLogitBias,
     String toolCallParser,
-    DiscoveryConfig discovery) {
+    DiscoveryConfig discovery,
+    HedgeConfig hedge) {
 
     /**
      * {@code max_logit_bias} default: OpenAI's cap on the entries of one request's {@code logit_bias} (it answers 400
@@ -82,14 +83,26 @@ public record RuleConfig(
     public RuleConfig withBlockSize(int size) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, size, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
     }
 
     /** The same rule hashing with {@code seed} (a resolved {@code auto}, applied through a reload). */
     public RuleConfig withHashSeed(String seed) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, seed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
+    }
+
+    /** The shape before {@code hedge} existed: no hedged first tokens. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, HedgeConfig.OFF);
     }
 
     /** The shape before {@code discovery} existed: the rule's own endpoints. */
@@ -114,7 +127,7 @@ public record RuleConfig(
         }
         return new RuleConfig(name, modelEntries, engine, policy, fallback, List.copyOf(found), tokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
     }
 
     /** The shape before {@code tool_call_parser} existed: not declared. */
@@ -205,7 +218,7 @@ public record RuleConfig(
     RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
+            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -677,6 +690,34 @@ public record RuleConfig(
     }
 
     /**
+     * Hedged first token (issue #41 item 3, docs/hedging.md): an {@code interactive} request whose first token has not
+     * arrived {@code afterMs} after it was sent goes to the next-best endpoint too; the first leg with a token wins.
+     * The hedge legs' prompt tokens are capped at {@code maxExtraRatio} of the rule's interactive prompt tokens over
+     * the last {@code windowMs}. {@code afterMs} 0: off.
+     */
+    public record HedgeConfig(long afterMs, double maxExtraRatio, long windowMs) {
+        public static final double DEFAULT_MAX_EXTRA_RATIO = 0.1;
+        public static final long DEFAULT_WINDOW_MS = 60_000;
+        public static final HedgeConfig OFF = new HedgeConfig(0, DEFAULT_MAX_EXTRA_RATIO, DEFAULT_WINDOW_MS);
+
+        public boolean enabled() {
+            return afterMs > 0;
+        }
+    }
+
+    private static HedgeConfig hedge(ConfigNode h) {
+        int afterMs = HedgeKeys.AFTER_MS.readIfSet(h, 0);
+        double ratio = HedgeKeys.MAX_EXTRA_RATIO.read(h);
+        long windowMs = HedgeKeys.WINDOW_MS.read(h);
+        if (afterMs == 0 && (h.has("max_extra_ratio") || h.has("window_ms"))) {
+            h.problems().add(h.where("after_ms") + ": hedge settings without after_ms do nothing; set after_ms (the"
+                + " wait for a first token before the request also goes to the next-best endpoint)");
+        }
+        h.finish();
+        return new HedgeConfig(afterMs, ratio, windowMs);
+    }
+
+    /**
      * Prefill/decode disaggregation knobs.
      *
      * @param minUncachedTokens conditional P/D: a request whose prompt the chosen decode endpoint already holds, or
@@ -872,6 +913,7 @@ public record RuleConfig(
         p.finish();
 
         AdmissionConfig admission = admission(n.child(AdmissionKeys.SECTION.name()));
+        HedgeConfig hedge = hedge(n.child(HedgeKeys.SECTION.name()));
 
         // Cross-field rules.
         long prefills = endpoints.stream().filter(e -> "prefill".equals(e.role())).count();
@@ -944,6 +986,6 @@ public record RuleConfig(
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery);
+            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
     }
 }

@@ -34,6 +34,9 @@ final class AccessLogLine {
         str(b, "rule", r.rule);
         str(b, "model", r.model);
         str(b, "endpoint", r.endpoint);
+        if (r.hedgeEndpoint != null) {
+            str(b, "hedge_endpoint", r.hedgeEndpoint);
+        }
         b.append(",\"status\":").append(r.status);
         b.append(",\"stream\":").append(r.stream);
         b.append(",\"bytes_in\":").append(r.bytesIn);

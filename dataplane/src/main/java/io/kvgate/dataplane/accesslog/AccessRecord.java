@@ -23,6 +23,8 @@ public final class AccessRecord {
     public String model;
     /** The engine endpoint that answered ({@code host:port}), or null when none did. */
     public String endpoint;
+    /** The endpoint a hedge leg went to (rules[].hedge, docs/hedging.md), or null when the request was not hedged. */
+    public String hedgeEndpoint;
     /** The HTTP status the client got (499: the client left first). */
     public int status;
     public long bytesIn;
@@ -58,6 +60,7 @@ public final class AccessRecord {
         rule = null;
         model = null;
         endpoint = null;
+        hedgeEndpoint = null;
         status = 0;
         bytesIn = 0;
         bytesOut = 0;
@@ -84,6 +87,7 @@ public final class AccessRecord {
         rule = o.rule;
         model = o.model;
         endpoint = o.endpoint;
+        hedgeEndpoint = o.hedgeEndpoint;
         status = o.status;
         bytesIn = o.bytesIn;
         bytesOut = o.bytesOut;

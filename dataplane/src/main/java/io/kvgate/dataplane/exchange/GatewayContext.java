@@ -38,6 +38,8 @@ public final class GatewayContext {
     /** Set once at start-up, before the listener accepts ({@link #accessLog(AccessLog)}). */
     private volatile AccessLog accessLog = AccessLog.OFF;
     private volatile PromptLedger quality = new PromptLedger();
+    /** Per rule, the hedge legs' extra prefill against {@code hedge.max_extra_ratio} (gateway-wide: survives reloads). */
+    private final HedgeBudgets hedgeBudgets = new HedgeBudgets();
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
                           NanoClock clock, RequestHooks hooks) {
@@ -62,6 +64,10 @@ public final class GatewayContext {
         this.live = live;
         this.routing = routing;
         this.tenants = new io.kvgate.dataplane.tenant.Tenants(clock);
+    }
+
+    public HedgeBudgets hedgeBudgets() {
+        return hedgeBudgets;
     }
 
     /** A context over a fixed configuration (tests and tools that never reload). */

@@ -62,7 +62,8 @@ import java.util.List;
  * <p>Threading: event-loop only; the routing decision arrives on the event loop too ({@link #onDecision(Decision)}, delivered in
  * a batch by the loop's router port).
  */
-public final class PlainExchange extends LiveExchanges.Entry implements RouteCallback, LegListener, ActiveExchange {
+public final class PlainExchange extends LiveExchanges.Entry implements RouteCallback, LegListener, ActiveExchange,
+    HedgedFirstToken.Host {
     /** vLLM's and SGLang's DP rank pin (vLLM OpenAIServing._get_data_parallel_rank; SGLang reads it before the body). */
     static final String DP_RANK_HEADER = "x-data-parallel-rank";
 
@@ -130,6 +131,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     private int predictedTokens = -1;
     private int confirmedTokens = -1;
     private LossCause routeLoss;
+    /** The hedged-first-token race of the first leg (rules[].hedge, interactive requests), or null: not hedged. */
+    private HedgedFirstToken hedging;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -311,7 +314,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             tried.add(ep);
             lastEndpoint = ep;
             phase = Phase.UPSTREAM;
-            var limits = gw.config().limits();
             // A chosen DP rank goes to the engine as its header, replacing a client's own pin, if any.
             EngineRequest engineRequest = heldDpRank < 0
                 ? new EngineRequest(request.method(), request.uri(), request.headers(), upstreamRequestId)
@@ -321,17 +323,69 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                 legSpan = trace.leg("kvgate.upstream", gw.clock().nanoTime(), ep.key(), tried.size());
                 engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(legSpan)); // the engine's parent: this leg
             }
-            leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
-                UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
-                this).answers503WhileLoading(rule.profile().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
-                .dpRank(heldDpRank);
+            hedging = tried.size() == 1 ? hedgingFor() : null;
+            leg = newLeg(ep, engineRequest, heldPrefillTokens, heldDpRank, hedging != null ? hedging : this);
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
             heldPrefillTokens = 0;
             heldDpRank = -1;
-            leg.start();
+            if (hedging != null) {
+                hedging.start(leg);
+            } else {
+                leg.start();
+            }
         } catch (Throwable t) {
             abort(t);
         }
+    }
+
+    private UpstreamLeg newLeg(EndpointState ep, EngineRequest engineRequest, int prefillTokens, int dpRank, LegListener listener) {
+        var limits = gw.config().limits();
+        return new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
+            UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
+            listener).answers503WhileLoading(rule.profile().answers503WhileLoading()).prefillTokens(prefillTokens)
+            .dpRank(dpRank);
+    }
+
+    // ---- hedged first token (docs/hedging.md; the race itself is HedgedFirstToken's) ---------------------------
+
+    /** The race for this request's first leg when its rule hedges and it is interactive, else null. */
+    private HedgedFirstToken hedgingFor() {
+        RuleConfig.HedgeConfig h = rule.config().hedge();
+        if (!h.enabled() || priority != PriorityClass.INTERACTIVE) {
+            return null;
+        }
+        int[] prompt = inputs.promptTokens();
+        // A rule that does not tokenize prompts: about four bytes of request body per token.
+        int promptTokens = prompt != null ? prompt.length : body.readableBytes() / 4;
+        return new HedgedFirstToken(this, ctx.channel().eventLoop(), routing, gw.metrics(), ruleName,
+            gw.hedgeBudgets().forRule(ruleName, h.windowMs()), h.maxExtraRatio(), promptTokens, h.afterMs());
+    }
+
+    @Override
+    public boolean awaitingFirstToken() {
+        return phase == Phase.UPSTREAM;
+    }
+
+    @Override
+    public RouteInputs hedgeRouteInputs() {
+        return routeInputs();
+    }
+
+    @Override
+    public UpstreamLeg hedgeLeg(EndpointState ep, int prefillTokens, int dpRank, LegListener listener) {
+        tried.add(ep);
+        // Its own engine request id (two legs of one request on two engines), without the primary's trace context.
+        EngineRequest engineRequest = dpRank < 0
+            ? new EngineRequest(request.method(), request.uri(), request.headers(), RequestIds.generate())
+            : new EngineRequest(request.method(), request.uri(), request.headers(), RequestIds.generate(), DP_RANK_HEADER,
+                Integer.toString(dpRank));
+        return newLeg(ep, engineRequest, prefillTokens, dpRank, listener);
+    }
+
+    @Override
+    public void adoptLeg(UpstreamLeg l) {
+        leg = l;
+        lastEndpoint = l.endpoint();
     }
 
     private void returnHeldEndpoint() {
@@ -383,8 +437,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         if (!explain) {
             return null;
         }
+        String hedged = hedging == null ? null : hedging.describe();
         return "endpoint=" + (lastEndpoint == null ? "none" : lastEndpoint.key()) + "; rule=" + ruleName
-            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size();
+            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size() + (hedged == null ? "" : "; " + hedged);
     }
 
     @Override
@@ -542,6 +597,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     /** Records the answer (metrics, access log, trace outcome) with the routing decision it had. */
     private void record(int st) {
+        if (hedging != null && hedging.hedgeEndpoint() != null) {
+            owner.accessRecord().hedgeEndpoint = hedging.hedgeEndpoint().key();
+        }
         relay.record(st, endpointKey(), decisionTier, reachableTokens, predictedTokens, confirmedTokens, routeLoss);
     }
 
@@ -550,6 +608,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     }
 
     private void release() {
+        if (hedging != null) {
+            hedging.close(); // a leg still racing is cancelled
+        }
         if (trace != null) {
             long now = gw.clock().nanoTime();
             if (legSpan != null) {
@@ -666,6 +727,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         UpstreamLeg l = leg;
         if (l != null && l.endpoint() == ep && (phase == Phase.UPSTREAM || phase == Phase.RELAYING)) {
             l.failFromListener(LegFailure.ENDPOINT_DOWN);
+        }
+        if (hedging != null && phase == Phase.UPSTREAM) {
+            hedging.onEndpointDown(ep);
         }
     }
 

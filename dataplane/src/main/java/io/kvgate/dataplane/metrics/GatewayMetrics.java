@@ -123,6 +123,8 @@ public final class GatewayMetrics {
     private final ConcurrentHashMap<String, LongAdder> incomplete = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> contextClamped = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<LogitBiasKey, LongAdder> logitBias = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<HedgeKey, LongAdder> hedges = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, LongAdder> hedgeExtraPromptTokens = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
     public final LongAdder clientConnectionsTotal = new LongAdder();
     public final LongAdder clientDisconnectsMidRequest = new LongAdder();
@@ -298,6 +300,34 @@ public final class GatewayMetrics {
 
     private record LogitBiasKey(String rule, String outcome) {}
 
+    private record HedgeKey(String rule, String result) {}
+
+    /**
+     * A hedged request of {@code rule} (docs/hedging.md) whose first-token wait ran out, by {@code result}:
+     * {@code won_primary} / {@code won_hedge} (a hedge leg went out; which leg produced the first token),
+     * {@code skipped_budget} (over {@code hedge.max_extra_ratio}), {@code no_candidate} (no other endpoint).
+     */
+    public void hedge(String rule, String result) {
+        hedges.computeIfAbsent(new HedgeKey(rule, result), k -> new LongAdder()).increment();
+    }
+
+    /** {@code kvgate_hedges_total{rule,result}} now (tests and tools). */
+    public long hedges(String rule, String result) {
+        LongAdder a = hedges.get(new HedgeKey(rule, result));
+        return a == null ? 0 : a.sum();
+    }
+
+    /** {@code kvgate_hedge_extra_prompt_tokens_total{rule}} now (tests and tools). */
+    public long hedgeExtraPromptTokens(String rule) {
+        LongAdder a = hedgeExtraPromptTokens.get(rule);
+        return a == null ? 0 : a.sum();
+    }
+
+    /** Prompt tokens a hedge leg of {@code rule} sent to a second endpoint (the extra prefill hedging costs). */
+    public void hedgeExtraPromptTokens(String rule, int tokens) {
+        hedgeExtraPromptTokens.computeIfAbsent(rule, k -> new LongAdder()).add(tokens);
+    }
+
     /**
      * A request of {@code rule} with a non-empty {@code logit_bias}, by {@code outcome}: {@code accepted} (past the
      * rule's {@code max_logit_bias} / {@code speculative} checks, on its way to an engine) or {@code refused}.
@@ -381,6 +411,12 @@ public final class GatewayMetrics {
         keyedCounter("kvgate_logit_bias_requests_total", "Requests with a non-empty logit_bias, by rule and outcome:"
             + " accepted (sent on to an engine) or refused (the rule's max_logit_bias or speculative).",
             logitBias, List.of("rule", "outcome"), k -> new String[] {k.rule(), k.outcome()});
+        keyedCounter("kvgate_hedges_total", "Interactive requests whose first token was late (rules[].hedge.after_ms), by"
+            + " rule and result: won_primary / won_hedge (a hedge leg went to a second endpoint; which leg produced the"
+            + " first token), skipped_budget (over hedge.max_extra_ratio), no_candidate (no other endpoint).",
+            hedges, List.of("rule", "result"), k -> new String[] {k.rule(), k.result()});
+        keyedCounter("kvgate_hedge_extra_prompt_tokens_total", "Prompt tokens sent to a second endpoint by hedge legs,"
+            + " by rule (the extra prefill hedging costs).", hedgeExtraPromptTokens, List.of("rule"), k -> new String[] {k});
         GaugeWithCallback.builder().name("kvgate_open_connections").help("Open client connections.")
             .callback(cb -> cb.call(openClientConnections.get())).register(registry);
         counter("kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal);

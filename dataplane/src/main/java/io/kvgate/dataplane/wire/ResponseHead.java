@@ -153,6 +153,22 @@ public final class ResponseHead extends DefaultByteBufHolder {
         return null;
     }
 
+    /**
+     * The same head over {@code raw} (same facts, offsets relative to its first readable byte): with {@link #copy()},
+     * how a head is kept past {@code LegListener.onHead} (a hedged request holds its legs' heads until one of them
+     * produces a token, docs/hedging.md). The caller owns, and releases, the copy.
+     */
+    @Override
+    public ResponseHead replace(ByteBuf raw) {
+        return new ResponseHead(raw, status, http11, framing, contentLength, keepAlive, eventStream, json, contentEncoded,
+            statusLineEnd, contentLengthStart, contentLengthEnd, dropped, droppedCount);
+    }
+
+    @Override
+    public ResponseHead copy() {
+        return replace(content().copy());
+    }
+
     @Override
     public ResponseHead retain() {
         super.retain();
