@@ -49,4 +49,16 @@ public final class KvKeys {
         .doc("a best match below this fraction of the prompt's blocks does not pin the request: it goes to the least"
             + " loaded endpoint, ties to the longer match (0: any match pins)").live()
         .readBack(KvExactConfig::minMatchFraction);
+    public static final ConfigKey<KvExactConfig, String> SPREAD = SECTION.enumKey("spread", KvExactConfig.DEFAULT_SPREAD,
+            RuleConfig.Spread.class)
+        .doc("where a request no cached prefix pins goes (no match, or below min_match_fraction): `least_loaded` (the"
+            + " fallback policy; the least loaded endpoint for a weak match); `two_choices` (the less loaded of two"
+            + " endpoints drawn at random: replicas acting on the same stale loads do not all pick the same one);"
+            + " `recent_work` (among endpoints within one request of the least load, the one that stored the fewest new"
+            + " KV blocks in the last second, every gateway's requests alike, seen through the engines' KV events)")
+        .live().readBack(KvExactConfig::spread);
+    public static final ConfigKey<KvExactConfig, Long> RECENT_WORK_WINDOW_MS = SECTION.longKey("recent_work_window_ms",
+            KvExactConfig.DEFAULT_RECENT_WORK_WINDOW_MS, 1, 600_000)
+        .doc("spread recent_work: the decay time of an endpoint's recently stored blocks").live()
+        .readBack(KvExactConfig::recentWorkWindowMs);
 }

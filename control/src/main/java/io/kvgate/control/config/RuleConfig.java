@@ -470,7 +470,42 @@ public record RuleConfig(
     public record KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
                                 int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
                                 boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights,
-                                double prefillTokenWeight, boolean dpRankHint, double minMatchFraction) {
+                                double prefillTokenWeight, boolean dpRankHint, double minMatchFraction, String spread,
+                                long recentWorkWindowMs) {
+
+        /** The shape before {@code kv.recent_work_window_ms} existed: its default. */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights, double prefillTokenWeight,
+                             boolean dpRankHint, double minMatchFraction, String spread) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, tierWeights, prefillTokenWeight, dpRankHint,
+                minMatchFraction, spread, DEFAULT_RECENT_WORK_WINDOW_MS);
+        }
+
+        /** Default {@code kv.recent_work_window_ms}: see {@code KvKeys.RECENT_WORK_WINDOW_MS}. */
+        public static final long DEFAULT_RECENT_WORK_WINDOW_MS = 1_000;
+
+        /** The shape before {@code kv.spread} existed: its default. */
+        public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
+                             int coldReadmitEvery, long speculativeTtlMs, int watchdogZeroHitStreak,
+                             boolean parityProbeAtStartup, long warmupMs, TierWeights tierWeights, double prefillTokenWeight,
+                             boolean dpRankHint, double minMatchFraction) {
+            this(mode, loadCapFactor, loadSlack, lambda, minMatchBlocks, coldReadmitEvery, speculativeTtlMs,
+                watchdogZeroHitStreak, parityProbeAtStartup, warmupMs, tierWeights, prefillTokenWeight, dpRankHint,
+                minMatchFraction, DEFAULT_SPREAD, DEFAULT_RECENT_WORK_WINDOW_MS);
+        }
+
+        /**
+         * Default {@code kv.spread}: how a request no cached prefix pins (no match, or below {@code min_match_fraction})
+         * picks its endpoint. {@code least_loaded}: the rule's fallback policy (no match) or the least loaded endpoint
+         * (a weak match), as before.
+         */
+        public static final String DEFAULT_SPREAD = "least_loaded";
+
+        public Spread spreadKind() {
+            return Spread.valueOf(spread.toUpperCase(Locale.ROOT));
+        }
 
         /** The shape before {@code kv.min_match_fraction} existed: its default. */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -574,6 +609,9 @@ public record RuleConfig(
     public enum Fallback { ROUND_ROBIN, WEIGHTED, LEAST_OUTSTANDING }
 
     public enum KvMode { BOUNDED, SOFT }
+
+    /** {@code kv.spread}: how kv_exact places a request no cached prefix pins (see {@code KvKeys.SPREAD}). */
+    public enum Spread { LEAST_LOADED, TWO_CHOICES, RECENT_WORK }
 
     public enum KeyMode { EXACT, LEARNED }
 
@@ -898,7 +936,8 @@ public record RuleConfig(
             KvKeys.LAMBDA.read(k), KvKeys.MIN_MATCH_BLOCKS.read(k), KvKeys.COLD_READMIT_EVERY.read(k),
             KvKeys.SPECULATIVE_TTL_MS.read(k), KvKeys.WATCHDOG_ZERO_HIT_STREAK.read(k), KvKeys.PARITY_PROBE_AT_STARTUP.read(k),
             KvKeys.WARMUP_MS.read(k), tierWeights(k.child(TierWeightKeys.SECTION.name())), KvKeys.PREFILL_TOKEN_WEIGHT.read(k),
-            dpRankHint, KvKeys.MIN_MATCH_FRACTION.read(k));
+            dpRankHint, KvKeys.MIN_MATCH_FRACTION.read(k), KvKeys.SPREAD.read(k),
+            KvKeys.RECENT_WORK_WINDOW_MS.read(k));
         k.finish();
 
         ConfigNode p = n.child(PdKeys.SECTION.name());

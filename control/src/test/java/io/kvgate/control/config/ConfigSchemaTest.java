@@ -195,7 +195,7 @@ class ConfigSchemaTest {
             "chwbl.skip_common_prefix", "kv.mode",
             "kv.load_cap_factor", "kv.load_slack", "kv.lambda", "kv.min_match_blocks", "kv.cold_readmit_every",
             "kv.speculative_ttl_ms", "kv.watchdog_zero_hit_streak", "kv.warmup_ms", "kv.prefill_token_weight",
-            "kv.dp_rank_hint", "kv.min_match_fraction", "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK",
+            "kv.dp_rank_hint", "kv.min_match_fraction", "kv.spread", "kv.recent_work_window_ms", "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK",
             "pd.prefill_timeout_ms", "pd.decode_timeout_ms"), ConfigTree.RULE_TUNABLES);
         assertEquals(List.of("listen", "admin_listen", "epp_listen", "transport", "io_threads", "control_socket", "router.ring_size",
             "router.wait_strategy", "router.thread", "ingest", "tracing", "logging", "rules[*].kv_capacity_blocks (the index is sized at start-up)"),

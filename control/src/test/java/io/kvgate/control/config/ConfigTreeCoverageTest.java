@@ -120,7 +120,7 @@ class ConfigTreeCoverageTest {
                 kv: {mode: soft, load_cap_factor: 2.5, load_slack: 3.5, lambda: 4.5, min_match_blocks: 9, cold_readmit_every: 9,
                      speculative_ttl_ms: 9, watchdog_zero_hit_streak: 9, parity_probe_at_startup: true, warmup_ms: 9,
                      tier_weights: {GPU: 0.9, CPU_TIER: 0.7, DISK: 0.3}, prefill_token_weight: 0.01, dp_rank_hint: false,
-                     min_match_fraction: 0.3}
+                     min_match_fraction: 0.3, spread: recent_work, recent_work_window_ms: 3000}
                 pd: {prefill_timeout_ms: 9, decode_timeout_ms: 9, prefill_policy: least_outstanding, session_affinity: true,
                      min_uncached_tokens: 99}
                 admission: {max_queue: 9, max_wait_ms: 999, max_waiting: 9, max_kv_usage: 0.9, max_outstanding: 9,

@@ -83,6 +83,10 @@ final class KvExactPolicy implements RoutingPolicy {
     private long tieState = ChwblPolicy.mix(System.nanoTime() ^ ProcessHandle.current().pid() * 0x9E3779B97F4A7C15L) | 1;
     private final NanoClock clock;
     private final StageTimers stages;
+    /** {@code kv.spread}: how a request no cached prefix pins is placed. */
+    private final RuleConfig.Spread spread;
+    /** Recent new blocks per endpoint ({@code kv.spread: recent_work}), null otherwise. */
+    private final RecentWork recentWork;
 
     KvExactPolicy(RuleConfig rule, BlockIndex index, RoutingPolicy fallback, RuleStats stats, NanoClock clock, StageTimers stages) {
         this.clock = clock;
@@ -113,6 +117,9 @@ final class KvExactPolicy implements RoutingPolicy {
         this.specHolder = new int[spec ? SPEC_SLOTS : 0];
         this.specUntil = new long[spec ? SPEC_SLOTS : 0];
         this.specTtlNs = knobs.speculativeTtlMs() * 1_000_000L;
+        this.spread = knobs.spreadKind();
+        this.recentWork = index != null && spread == RuleConfig.Spread.RECENT_WORK
+            ? new RecentWork(index.config().maxEndpoints(), knobs.recentWorkWindowMs() * 1_000_000L) : null;
     }
 
     private static final int SPEC_SLOTS = 4096;
@@ -145,6 +152,9 @@ final class KvExactPolicy implements RoutingPolicy {
                 bytes += SPEC_SLOTS * (2L * Long.BYTES + Integer.BYTES);
             }
         }
+        if (rule.kvExact().spreadKind() == RuleConfig.Spread.RECENT_WORK) {
+            bytes += RecentWork.heapBytesFor(index.maxEndpoints());
+        }
         return bytes;
     }
 
@@ -152,7 +162,8 @@ final class KvExactPolicy implements RoutingPolicy {
     long heapBytes() {
         return (long) keys.length * Long.BYTES + (reader == null ? 0 : reader.heapBytes()) + hasher.cacheHeapBytes()
             + (long) (specKey.length + specUntil.length) * Long.BYTES + (long) specHolder.length * Integer.BYTES
-            + (overlay == null ? 0 : overlay.heapBytes());
+            + (overlay == null ? 0 : overlay.heapBytes())
+            + (recentWork == null ? 0 : RecentWork.heapBytesFor(index.config().maxEndpoints()));
     }
 
     /** Computes the keys of the prompt's first full blocks (at most the lookup limit) into {@link #keys}. */
@@ -427,21 +438,18 @@ final class KvExactPolicy implements RoutingPolicy {
             stats.zeroHitStreak = 0;
         }
         if (bestMatched < Math.max(1, knobs.minMatchBlocks())) {
-            return fallback(c, r, nowNs, why, bestMatched == 0 ? MissReason.NO_MATCH : MissReason.BELOW_MIN_MATCH);
+            MissReason reason = bestMatched == 0 ? MissReason.NO_MATCH : MissReason.BELOW_MIN_MATCH;
+            if (spread != RuleConfig.Spread.LEAST_LOADED) {
+                // Nothing pins it: placed as a weak match is (kv.spread), not by the rule's fallback policy.
+                return spreadByLoad(c, r, nowNs, why, reason, n, bestMatched);
+            }
+            return fallback(c, r, nowNs, why, reason);
         }
         if (bestMatched < knobs.minMatchFraction() * n) {
             // A match this short saves little prefill, and where it pins a request its follow-ups stay: a conversation's
             // first turn that matches only the shared system prompt would take its whole conversation to whichever
             // engine first cached that prompt (replicas herd there together). It goes where the load is lowest.
-            int s = leastLoadedSlot();
-            stats.miss(MissReason.WEAK_MATCH);
-            stats.tier(r.decidedBy(Tier.FALLBACK));
-            if (r.explain()) {
-                why.append("tier=fallback(").append(MissReason.WEAK_MATCH.label).append("); best match ").append(bestMatched)
-                    .append('/').append(n).append(" blocks < min_match_fraction ").append(knobs.minMatchFraction());
-                appendScores(why, c);
-            }
-            return take(c, r, s);
+            return spreadByLoad(c, r, nowNs, why, MissReason.WEAK_MATCH, n, bestMatched);
         }
         int best = -1;
         int ties = 0;
@@ -489,6 +497,122 @@ final class KvExactPolicy implements RoutingPolicy {
     }
 
     /**
+     * A request no cached prefix pins (a weak match; with {@code kv.spread} other than least_loaded also no match):
+     * the slot {@code kv.spread} picks, counted as a fallback with {@code reason}.
+     */
+    private EndpointState spreadByLoad(EndpointState[] c, RouteEvent r, long nowNs, StringBuilder why, MissReason reason,
+                                       int n, int bestMatched) {
+        int s = switch (spread) {
+            case LEAST_LOADED -> leastLoadedSlot();
+            case TWO_CHOICES -> twoChoicesSlot();
+            case RECENT_WORK -> leastRecentWorkSlot(c, nowNs);
+        };
+        if (recentWork != null && s >= 0) {
+            recentWork.routed(c[slotCand[s]].id(), n - slotMatched[s]);
+        }
+        missed = reason;
+        stats.miss(reason);
+        stats.tier(r.decidedBy(Tier.FALLBACK));
+        if (r.explain()) {
+            why.append("tier=fallback(").append(reason.label).append("); best match ").append(bestMatched)
+                .append('/').append(n).append(" blocks");
+            if (reason == MissReason.WEAK_MATCH) {
+                why.append(" < min_match_fraction ").append(knobs.minMatchFraction());
+            }
+            why.append("; spread=").append(knobs.spread());
+            appendScores(why, c);
+            if (recentWork != null) {
+                why.append("; recent_blocks=");
+                for (int k = 0; k < slotCount; k++) {
+                    slotName(why.append(k == 0 ? "" : ","), c, k).append(':').append(Math.round(slotRecent[k]));
+                }
+            }
+        }
+        return take(c, r, s);
+    }
+
+    /**
+     * Power of two choices: two distinct eligible slots drawn at random, the less loaded one (then the longer weighted
+     * match, then the first drawn). Replicas that all read the same stale loads would all take the same least loaded
+     * endpoint; two random candidates de-correlate them, and the known result for stale load information
+     * (Mitzenmacher, "How useful is old information?") is that the least loaded choice herds where two choices do not.
+     */
+    private int twoChoicesSlot() {
+        int eligible = 0;
+        for (int s = 0; s < slotCount; s++) {
+            if (slotEligible[s]) {
+                eligible++;
+            }
+        }
+        if (eligible <= 2) {
+            return leastLoadedSlot();
+        }
+        int i = (int) Long.remainderUnsigned(nextRandom(), eligible);
+        int j = (int) Long.remainderUnsigned(nextRandom(), eligible - 1);
+        if (j >= i) {
+            j++;
+        }
+        int a = eligibleSlot(i);
+        int b = eligibleSlot(j);
+        if (slotLoad[b] < slotLoad[a] || (slotLoad[b] == slotLoad[a] && weighted(b) > weighted(a))) {
+            return b;
+        }
+        return a;
+    }
+
+    /** The {@code ordinal}-th eligible slot (0-based). */
+    private int eligibleSlot(int ordinal) {
+        for (int s = 0; s < slotCount; s++) {
+            if (slotEligible[s] && ordinal-- == 0) {
+                return s;
+            }
+        }
+        throw new IllegalStateException("fewer eligible slots than counted");
+    }
+
+    /** Recent new blocks of each slot's endpoint in the last recent_work decision (explain output). */
+    private double[] slotRecent = new double[16];
+
+    /**
+     * Among the eligible slots at most one request above the least load, the one whose endpoint stored the fewest
+     * blocks lately ({@link RecentWork}: every gateway's placements, through the engines' KV events, and this
+     * gateway's own from the moment it sends them); then the lower load, the longer weighted match, and exact ties
+     * drawn at random. The load is only a coarse gate: requests here live shorter than a scrape, so the in-flight
+     * count at one instant says little about how many conversations an engine is home to, and the blocks it stored
+     * in the last window say more (an engine whose conversation just ended stores less, whatever it runs right now).
+     */
+    private int leastRecentWorkSlot(EndpointState[] c, long nowNs) {
+        if (slotRecent.length < slotCount) {
+            slotRecent = new double[slotCand.length];
+        }
+        double min = Double.MAX_VALUE;
+        for (int s = 0; s < slotCount; s++) {
+            int id = c[slotCand[s]].id();
+            slotRecent[s] = recentWork.update(id, index.blocksAdded(id), nowNs);
+            if (slotEligible[s]) {
+                min = Math.min(min, slotLoad[s]);
+            }
+        }
+        int best = -1;
+        int ties = 0;
+        for (int s = 0; s < slotCount; s++) {
+            if (!slotEligible[s] || slotLoad[s] > min + 1) {
+                continue;
+            }
+            if (best < 0 || slotRecent[s] < slotRecent[best]
+                || (slotRecent[s] == slotRecent[best] && (slotLoad[s] < slotLoad[best]
+                    || (slotLoad[s] == slotLoad[best] && weighted(s) > weighted(best))))) {
+                best = s;
+                ties = 1;
+            } else if (slotRecent[s] == slotRecent[best] && slotLoad[s] == slotLoad[best] && weighted(s) == weighted(best)
+                && tieWins(++ties)) {
+                best = s;
+            }
+        }
+        return best;
+    }
+
+    /**
      * The eligible slot with the lowest load, then the longest weighted match; exact ties drawn at random (see
      * {@link #tieWins}).
      */
@@ -516,12 +640,17 @@ final class KvExactPolicy implements RoutingPolicy {
      * sends all of them to the same engine at once. Xorshift on a per-process seed ({@link #seedTies} in tests).
      */
     private boolean tieWins(int k) {
+        return Long.remainderUnsigned(nextRandom(), k) == 0;
+    }
+
+    /** The next draw of the per-process xorshift (equal candidates, {@code kv.spread: two_choices}). */
+    private long nextRandom() {
         long x = tieState;
         x ^= x << 13;
         x ^= x >>> 7;
         x ^= x << 17;
         tieState = x;
-        return Long.remainderUnsigned(x, k) == 0;
+        return x;
     }
 
     /** Seeds the draw among equal candidates (tests: decisions repeatable under a seed). */

@@ -130,6 +130,12 @@ class DecisionAllocationTest {
         }
         assertEquals(0, bytesPerRun(bounded, miss, 10_000), "a miss: the token-aware least_outstanding fallback");
         assertTrue(bounded.stats().missCount(RuleStats.MissReason.NO_MATCH) > 0);
+        for (String spread : new String[] {"two_choices", "recent_work"}) {
+            Rule r = rule("    policy: kv_exact\n    fallback: least_outstanding\n    kv: {mode: bounded, speculative_ttl_ms: 0, spread: "
+                + spread + "}\n", true);
+            assertEquals(0, bytesPerRun(r, miss, 10_000), "a miss placed by kv.spread: " + spread);
+            assertTrue(r.stats().missCount(RuleStats.MissReason.NO_MATCH) > 0);
+        }
     }
 
     @Test

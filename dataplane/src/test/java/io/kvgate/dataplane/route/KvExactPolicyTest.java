@@ -407,4 +407,97 @@ class KvExactPolicyTest {
         assertEquals(64, r.stats().matchedBlocks());
         assertTrue(r.stats().tierCount(Tier.KV_EXACT) == 1);
     }
+
+    /**
+     * kv.spread: recent_work. A request no cached prefix pins goes, among the endpoints less than one request above
+     * the least load, to the one that came to hold the fewest blocks lately: blocks stored by other gateways'
+     * requests (here: published straight into the index) count, and they decay on the injected clock.
+     */
+    @Test
+    void recentWorkPlacesAnUnpinnedRequestWhereTheFewestBlocksLandedLately() {
+        Rule r = rule("mode: bounded, spread: recent_work");
+        decide(r, request(r, prompt(4, 40)), clock.nanoTime()).onCompleted(1, 0, 0, 5, 1, clock.nanoTime()); // watch starts
+        clock.advance(1000, TimeUnit.SECONDS); // what that request sent has faded
+        cache(r, ep(r, 0), prompt(6, 41), 6); // other replicas' conversations landed on ep0 and ep1
+        cache(r, ep(r, 1), prompt(3, 42), 3);
+        clock.advance(10, TimeUnit.MILLISECONDS);
+        StringBuilder why = new StringBuilder();
+        RouteEvent e = RouteEvent.of(r, Role.ANY, prompt(8, 43), null, SessionKeys.NONE, true, false);
+        EndpointState first = r.policy().choose(r.candidates(Role.ANY), e, clock.nanoTime(), why);
+        assertSame(ep(r, 2), first, why.toString());
+        assertEquals(2, r.stats().missCount(MissReason.NO_MATCH), "the first request and this one");
+        assertTrue(why.toString().startsWith("tier=fallback(no_match)"), why.toString());
+        assertTrue(why.toString().contains("; spread=recent_work"), why.toString());
+        assertTrue(why.toString().contains("recent_blocks=127.0.0.1:20000:6,127.0.0.1:20001:3,127.0.0.1:20002:0"),
+            why.toString());
+        first.onRouted(clock.nanoTime());
+        // ep2's 8 blocks count from the moment they were sent (before its KV events): the next one goes to ep1 (3).
+        assertSame(ep(r, 1), decide(r, request(r, prompt(8, 44)), clock.nanoTime()));
+
+        // A weak match (the shared system prompt: 4 of 10 blocks) is placed the same way.
+        ep(r, 1).onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        int[] turn = prompt(10, 45);
+        cache(r, ep(r, 1), turn, 4); // confirms 4 of the 8 sent to ep1: 3 + 8 there, ep0 6, ep2 8
+        assertSame(ep(r, 0), decide(r, request(r, turn), clock.nanoTime()));
+        assertEquals(1, r.stats().missCount(MissReason.WEAK_MATCH));
+    }
+
+    @Test
+    void recentWorkFadesWithinSecondsAndThenTheLoadDecides() {
+        Rule r = rule("mode: bounded, spread: recent_work");
+        ((KvExactPolicy) r.policy()).seedTies(7);
+        decide(r, request(r, prompt(4, 50)), clock.nanoTime()).onCompleted(1, 0, 0, 5, 1, clock.nanoTime());
+        clock.advance(1000, TimeUnit.SECONDS); // what the first request sent has faded
+        cache(r, ep(r, 1), prompt(40, 51), 40);
+        clock.advance(1, TimeUnit.MILLISECONDS);
+        ep(r, 0).onRouted(clock.nanoTime());
+        ep(r, 0).onRouted(clock.nanoTime());
+        assertSame(ep(r, 2), decide(r, request(r, prompt(8, 52)), clock.nanoTime()),
+            "ep0 two requests above the least load, ep1 busy lately");
+        clock.advance(1000, TimeUnit.SECONDS); // every recent block has faded: the lower load decides (ep1 0, ep2 1)
+        assertSame(ep(r, 1), decide(r, request(r, prompt(8, 53)), clock.nanoTime()));
+    }
+
+    /**
+     * kv.spread: two_choices. Two distinct endpoints drawn at random, the less loaded taken: the most loaded of three
+     * is never taken, the other two are, and a seed repeats the draws.
+     */
+    @Test
+    void twoChoicesNeverTakesTheMostLoadedAndRepeatsUnderASeed() {
+        int[][] picks = new int[2][60];
+        for (int run = 0; run < 2; run++) {
+            Rule r = rule("mode: bounded, spread: two_choices");
+            ((KvExactPolicy) r.policy()).seedTies(35);
+            ep(r, 1).onRouted(clock.nanoTime());
+            ep(r, 2).onRouted(clock.nanoTime());
+            ep(r, 2).onRouted(clock.nanoTime());
+            for (int d = 0; d < picks[run].length; d++) {
+                StringBuilder why = new StringBuilder();
+                RouteEvent e = RouteEvent.of(r, Role.ANY, prompt(8, 60 + d), null, SessionKeys.NONE, true, false);
+                EndpointState chosen = r.policy().choose(r.candidates(Role.ANY), e, clock.nanoTime(), why);
+                assertTrue(why.toString().contains("; spread=two_choices"), why.toString());
+                picks[run][d] = r.endpoints().indexOf(chosen);
+            }
+            index.close();
+        }
+        index = null;
+        assertTrue(java.util.Arrays.equals(picks[0], picks[1]), "the same seed draws the same endpoints");
+        int[] counts = new int[3];
+        for (int x : picks[0]) {
+            counts[x]++;
+        }
+        assertEquals(0, counts[2], java.util.Arrays.toString(counts));
+        // ep1 wins only when the draw is {ep1, ep2}: a third of the time; fewer than 8 of 60 has probability < 1 %.
+        assertTrue(counts[1] >= 8 && counts[0] >= 30, java.util.Arrays.toString(counts));
+    }
+
+    @Test
+    void leastLoadedSpreadLeavesAnUnmatchedRequestToTheFallbackPolicy() {
+        Rule r = rule("mode: bounded");
+        StringBuilder why = new StringBuilder();
+        RouteEvent e = RouteEvent.of(r, Role.ANY, prompt(8, 70), null, SessionKeys.NONE, true, false);
+        r.policy().choose(r.candidates(Role.ANY), e, clock.nanoTime(), why);
+        assertTrue(why.toString().contains("tier=fallback(no_match)"), why.toString());
+        assertTrue(!why.toString().contains("spread="), why.toString());
+    }
 }

@@ -70,6 +70,12 @@ public final class BlockIndex implements AutoCloseable {
 
     // Published counters: written only by the writer (release), read from anywhere (acquire).
     private final AtomicLongArray blocksPerEndpoint;
+    /**
+     * Per endpoint: blocks it came to hold since start (never decreases; removals and clears do not count). Its recent
+     * growth is the new prefill work that landed on the engine, from every gateway in front of it (the router's view
+     * of the other replicas' placements, {@code kv.spread: recent_work}).
+     */
+    private final AtomicLongArray addedPerEndpoint;
     private final AtomicLong size = new AtomicLong();
     private final AtomicLong memberships = new AtomicLong();
     private final AtomicLong evictions = new AtomicLong();
@@ -116,6 +122,7 @@ public final class BlockIndex implements AutoCloseable {
         this.words = new long[maxWords];
         this.valueStore = BytesStore.wrap(new byte[maxWords * Holders.WORD_BYTES]);
         this.blocksPerEndpoint = new AtomicLongArray(config.maxEndpoints());
+        this.addedPerEndpoint = new AtomicLongArray(config.maxEndpoints());
         this.generations = new AtomicIntegerArray(config.maxEndpoints() * Holders.MAX_RANKS);
         for (int h = 0; h < generations.length(); h++) {
             generations.setPlain(h, 1);
@@ -425,6 +432,7 @@ public final class BlockIndex implements AutoCloseable {
         if (oldSet == 0) {
             memberships.setRelease(memberships.getPlain() + 1);
             blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) + 1);
+            addedPerEndpoint.setRelease(endpointId, addedPerEndpoint.getPlain(endpointId) + 1);
         } else if (newSet == 0) {
             memberships.setRelease(memberships.getPlain() - 1);
             blocksPerEndpoint.setRelease(endpointId, blocksPerEndpoint.getPlain(endpointId) - 1);
@@ -638,6 +646,11 @@ public final class BlockIndex implements AutoCloseable {
     /** Distinct blocks held by any rank of {@code endpointId}: exact. */
     public long blocks(int endpointId) {
         return blocksPerEndpoint.getAcquire(endpointId);
+    }
+
+    /** Blocks {@code endpointId} came to hold since start (monotonic; any thread): see {@code addedPerEndpoint}. */
+    public long blocksAdded(int endpointId) {
+        return addedPerEndpoint.getAcquire(endpointId);
     }
 
     /** Entries in the map: blocks, including blocks whose holders were all cleared and await reclaim. */
