@@ -22,6 +22,7 @@ final class LocalLimitStore implements LimitStore {
     /** Decides {@code r} against this replica's share of {@code limits}. */
     void reserve(Reservation r, Limits limits, TenancyConfig tenancy) {
         TenantUsage u = usage.computeIfAbsent(r.tenant, TenantUsage::new);
+        r.store = this; // settled here too, also when a shared store's on_failure: local sent it here
         r.usage = u;
         u.reserve(r, Tenants.share(limits, tenancy), clock.nanoTime());
     }

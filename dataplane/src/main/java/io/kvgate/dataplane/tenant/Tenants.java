@@ -134,7 +134,6 @@ public final class Tenants {
             return null;
         }
         Reservation r = new Reservation(tenant.name(), tokens, estimated);
-        r.store = local;
         local.reserve(r, tenant.limits(), tenancy);
         counted(r);
         return r;
