@@ -33,7 +33,12 @@ final class LettuceScripts implements RedisScripts {
     private volatile boolean closed;
 
     LettuceScripts(String url, long timeoutMs) {
-        this.resources = DefaultClientResources.builder().ioThreadPoolSize(1).computationThreadPoolSize(1).build();
+        // One I/O thread: a single connection; reconnects from 50 ms backing off to at most 1 s, so a returning server
+        // is used again within about a second (Lettuce's default backs off to 30 s).
+        this.resources = DefaultClientResources.builder().ioThreadPoolSize(1).computationThreadPoolSize(1)
+            .reconnectDelay(io.lettuce.core.resource.Delay.exponential(Duration.ofMillis(50), Duration.ofSeconds(1), 2,
+                TimeUnit.MILLISECONDS))
+            .build();
         this.uri = RedisURI.create(url);
         this.uri.setTimeout(Duration.ofMillis(Math.max(1_000, timeoutMs * 4)));
         this.client = RedisClient.create(resources, uri);
