@@ -18,8 +18,9 @@ import java.util.concurrent.atomic.LongAdder;
  * tenant metrics count. The request path asks it to {@link #reserve} before dispatch and to {@link #settle} at the
  * end; the admin API reads {@link #usage}; the metrics read it on scrape.
  *
- * <p><b>Replicas.</b> Every replica enforces {@code floor(limit / replicas)} (at least
- * 1) of each limit, so the fleet never admits more than the limit, and admits less when the balancer spreads a tenant
+ * <p><b>Replicas.</b> With {@code rate_limit_store} the counters live in Redis ({@link RedisLimitStore}) and every
+ * replica enforces the whole limit. Without it ({@link LocalLimitStore}) every replica enforces
+ * {@code floor(limit / replicas)} (at least 1) of each limit, so the fleet never admits more than the limit, and admits less when the balancer spreads a tenant
  * unevenly. {@code max_concurrent} is divided the same way.
  *
  * <p>Thread-safe: usage objects are created once per tenant name and locked per tenant; counters are adders.
