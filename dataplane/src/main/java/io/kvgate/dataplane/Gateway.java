@@ -228,6 +228,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             accessLog.register(metricsRegistry);
             gw.tenants().register(metricsRegistry);
             this.tenants = gw.tenants();
+            // rate_limit_store: connect before the first request needs it; closed with the rest (after the drain).
+            tenants.open(cfg.tenancy());
+            opened.push(tenants::close);
             // ctl tenants: each tenant's usage on this replica against its limits and its share of them.
             admin.register("GET /control/v1/tenants", req -> tenantsReply());
             admin.register("GET /admin/v1/tenants", req -> tenantsReply());
@@ -690,6 +693,9 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         changes.addAll(upstreamTls.install(engineTls));
         AppliedConfig now = cur.next(next);
         applied = now;
+        if (tenants != null) {
+            tenants.open(next.tenancy()); // a changed rate_limit_store connects now, not on a request
+        }
         tokenizers.retainOnly(next.rules().stream().map(RuleConfig::tokenizer).toList());
         metrics.modelLabels(modelNames(next));
         Log.info("configuration version " + now.version() + " applied (" + changes.size() + " change(s)): "

@@ -27,6 +27,7 @@ public final class ConfigSchema {
         ShutdownKeys.SECTION,
         TenancyKeys.TENANTS,
         TenancyKeys.LIMITS,
+        TenancyKeys.STORE,
         TenancyKeys.SALT,
         RuleKeys.SECTION,
         ModelKeys.SECTION,

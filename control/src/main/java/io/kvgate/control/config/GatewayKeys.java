@@ -50,6 +50,7 @@ public final class GatewayKeys {
             + " address is the one limits and logs use (new connections follow a reload)")
         .readBack(c -> c.tls().proxyProtocol() ? Boolean.TRUE : null);
     public static final ConfigKey<GatewayConfig, Integer> REPLICAS = SECTION.intKey("replicas", 1, 1, 1024)
-        .doc("gateway replicas sharing the fleet: each enforces `limit / replicas` of every tenant limit (see [tenants](tenants.md))")
+        .doc("gateway replicas sharing the fleet: without `rate_limit_store` (or when it fails with `on_failure: local`) each"
+            + " enforces `limit / replicas` of every tenant limit (see [tenants](tenants.md))")
         .readBack(c -> c.tenancy().replicas() > 1 ? c.tenancy().replicas() : null);
 }

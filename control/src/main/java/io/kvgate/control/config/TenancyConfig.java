@@ -14,18 +14,26 @@ import java.util.Set;
 import java.util.regex.Pattern;
 
 /**
- * Tenancy (top-level keys {@code tenants}, {@code cache_salt} and {@code replicas}): who the callers are, what each may
- * use, how many replicas share their limits and the secret their cache salts derive from (see
+ * Tenancy (top-level keys {@code tenants}, {@code rate_limit_store}, {@code cache_salt} and {@code replicas}): who the
+ * callers are, what each may use, where their counters live, how many replicas share their limits and the secret their
+ * cache salts derive from (see
  * [tenants](tenants.md)). Immutable; files are read when parsed (a reload reads them again, so a changed key file or
  * secret takes effect with the reload that swaps the tenants).
  *
  * @param tenants        the configured tenants, in document order; the flat {@code api_keys}, if any, are one more,
  *                       anonymous tenant without limits beside them
+ * @param rateLimitStore where the limits' counters live when they must hold across replicas, or null (each replica
+ *                       then enforces {@code limit / replicas}, as it does when the store fails with {@code local})
  * @param cacheSalt      the secret per-tenant cache salts derive from, or null (no gateway-owned salts)
- * @param replicas       gateway replicas sharing the fleet: each enforces its share of every limit
+ * @param replicas       gateway replicas sharing the fleet: without a store each enforces its share of every limit
  */
-public record TenancyConfig(List<Tenant> tenants, CacheSalt cacheSalt, int replicas) {
-    public static final TenancyConfig NONE = new TenancyConfig(List.of(), null, 1);
+public record TenancyConfig(List<Tenant> tenants, RateLimitStore rateLimitStore, CacheSalt cacheSalt, int replicas) {
+    public static final TenancyConfig NONE = new TenancyConfig(List.of(), null, null, 1);
+
+    /** {@code rate_limit_store.on_failure}: what a request meets when the store does not answer in time. */
+    public static final List<String> ON_FAILURE = List.of("local", "deny", "allow");
+    /** {@code redis://host:port[/db]}: the host a name or IPv4 address, or an IPv6 address in brackets. */
+    private static final Pattern REDIS_URL = Pattern.compile("redis://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\]):(\\d{1,5})(/\\d{1,2})?");
 
     /** {@code tenants[].client_cache_salt}: what a client's own {@code cache_salt} meets. */
     public static final List<String> CLIENT_SALT = List.of("drop", "refuse");
@@ -57,6 +65,13 @@ public record TenancyConfig(List<Tenant> tenants, CacheSalt cacheSalt, int repli
             return requestsPerMinute > 0 || tokensPerMinute > 0 || maxConcurrent > 0 || tokensPerDay > 0;
         }
     }
+
+    /**
+     * @param url       {@code redis://host:port[/db]}
+     * @param onFailure {@code local} (this replica's share, as without a store), {@code deny} (503) or {@code allow}
+     * @param timeoutMs how long a request waits for the store (the gateway's own timer) before {@code on_failure} decides
+     */
+    public record RateLimitStore(String url, String onFailure, long timeoutMs) {}
 
     /**
      * @param secretFile the file holding the secret (absolute path)
@@ -104,6 +119,23 @@ public record TenancyConfig(List<Tenant> tenants, CacheSalt cacheSalt, int repli
                 root.problem("api_keys", null, "holds a key that is also a key of tenant '" + owner + "' (a key names one caller)");
             }
         }
+        RateLimitStore store = null;
+        if (root.has(TenancyKeys.STORE.name())) {
+            ConfigNode s = root.child(TenancyKeys.STORE.name());
+            String url = TenancyKeys.STORE_URL.read(s);
+            if (url == null) {
+                s.problem("url", null, "is required (redis://host:port[/db], the Redis server the replicas share)");
+            } else {
+                java.util.regex.Matcher m = REDIS_URL.matcher(url);
+                if (!m.matches()) {
+                    s.problem("url", url, "must be redis://host:port[/db] (no password in the URL; TLS is not supported)");
+                } else if (Integer.parseInt(m.group(2)) < 1 || Integer.parseInt(m.group(2)) > 65535) {
+                    s.problem("url", url, "has port " + m.group(2) + ", outside 1-65535");
+                }
+            }
+            store = new RateLimitStore(url, TenancyKeys.STORE_ON_FAILURE.read(s), TenancyKeys.STORE_TIMEOUT_MS.read(s));
+            s.finish();
+        }
         CacheSalt salt = null;
         if (root.has(TenancyKeys.SALT.name())) {
             ConfigNode s = root.child(TenancyKeys.SALT.name());
@@ -122,7 +154,7 @@ public record TenancyConfig(List<Tenant> tenants, CacheSalt cacheSalt, int repli
             s.finish();
         }
         int replicas = TenancyKeys.REPLICAS.read(root);
-        return new TenancyConfig(List.copyOf(tenants), salt, replicas);
+        return new TenancyConfig(List.copyOf(tenants), store, salt, replicas);
     }
 
     private static Tenant readTenant(ConfigNode t, Path baseDir) {

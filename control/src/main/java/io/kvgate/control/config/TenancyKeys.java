@@ -2,12 +2,13 @@ package io.kvgate.control.config;
 
 import io.kvgate.control.config.TenancyConfig.CacheSalt;
 import io.kvgate.control.config.TenancyConfig.Limits;
+import io.kvgate.control.config.TenancyConfig.RateLimitStore;
 import io.kvgate.control.config.TenancyConfig.Tenant;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Sections {@code tenants[]}, {@code tenants[].limits} and {@code cache_salt}: read by
+ * Sections {@code tenants[]}, {@code tenants[].limits}, {@code rate_limit_store} and {@code cache_salt}: read by
  * {@link TenancyConfig#read} (the top-level {@code replicas} is {@link GatewayKeys#REPLICAS}).
  */
 public final class TenancyKeys {
@@ -51,7 +52,8 @@ public final class TenancyKeys {
         .readBack(t -> t.clientCacheSalt().equals("drop") ? null : t.clientCacheSalt());
 
     public static final ConfigSection<Limits> LIMITS = ConfigSection.optionalMapping(TENANTS, "limits",
-        "the tenant's limits across all replicas, each enforcing `limit / replicas` (0 or absent: none)", Tenant::limits, Limits::any);
+        "the tenant's limits across all replicas: held in `rate_limit_store`, else each replica enforces `limit / replicas`"
+            + " (0 or absent: none)", Tenant::limits, Limits::any);
 
     public static final ConfigKey<Limits, Long> REQUESTS_PER_MINUTE = LIMITS.longKey("requests_per_minute", 0, 0, MAX_LIMIT)
         .doc("requests in any 60 s (sliding, 1 s buckets)").readBack(l -> l.requestsPerMinute() > 0 ? l.requestsPerMinute() : null);
@@ -63,6 +65,21 @@ public final class TenancyKeys {
     public static final ConfigKey<Limits, Long> TOKENS_PER_DAY = LIMITS.longKey("tokens_per_day", 0, 0, MAX_LIMIT)
         .doc("prompt + completion tokens in any 24 h (sliding, 1 min buckets)")
         .readBack(l -> l.tokensPerDay() > 0 ? l.tokensPerDay() : null);
+
+    public static final ConfigSection<RateLimitStore> STORE = ConfigSection.optionalMapping(GatewayKeys.SECTION,
+        "rate_limit_store", "where the limits' counters live so they hold across replicas (Redis, see [tenants](tenants.md));"
+            + " absent = each replica enforces `limit / replicas`", (GatewayConfig c) -> c.tenancy().rateLimitStore(), s -> true);
+
+    public static final ConfigKey<RateLimitStore, String> STORE_URL = STORE.stringKey("url", null).typeText("redis://host:port[/db]")
+        .defaultText("required").doc("the Redis server the replicas share").readBack(RateLimitStore::url);
+    public static final ConfigKey<RateLimitStore, String> STORE_ON_FAILURE = STORE.oneOfKey("on_failure", "local",
+            TenancyConfig.ON_FAILURE)
+        .doc("when the store does not answer in time or is down: `local` enforces this replica's share (`limit / replicas`),"
+            + " `deny` answers 503, `allow` admits unchecked; each decision is counted")
+        .readBack(RateLimitStore::onFailure);
+    public static final ConfigKey<RateLimitStore, Long> STORE_TIMEOUT_MS = STORE.longKey("timeout_ms", 50, 1, 10_000)
+        .doc("how long a request waits for the store (the gateway's own timer) before `on_failure` decides")
+        .readBack(RateLimitStore::timeoutMs);
 
     public static final ConfigSection<CacheSalt> SALT = ConfigSection.optionalMapping(GatewayKeys.SECTION, "cache_salt",
         "gateway-owned per-tenant cache salts for vllm and sglang rules: `HMAC-SHA256(secret, tenant)`",

@@ -89,6 +89,7 @@ class ConfigTreeCoverageTest {
                 limits: {requests_per_minute: 9, tokens_per_minute: 99, max_concurrent: 3, tokens_per_day: 999}
               - name: beta
                 api_keys_file: tenant-keys
+            rate_limit_store: {url: "redis://127.0.0.1:6379", on_failure: deny, timeout_ms: 9}
             cache_salt: {secret_file: salt.secret}
             upstream_tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}
             rules:

@@ -2,6 +2,7 @@ package io.kvgate.control.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -39,7 +40,7 @@ class TenancyConfigTest {
         GatewayConfig c = parse("");
         assertEquals(TenancyConfig.NONE, c.tenancy());
         var tree = ConfigTree.toTree(c, false);
-        for (String k : List.of("tenants", "cache_salt", "replicas")) {
+        for (String k : List.of("tenants", "rate_limit_store", "cache_salt", "replicas")) {
             assertTrue(!tree.containsKey(k) || tree.get(k) instanceof List<?> l && l.isEmpty(), k + " written: " + tree.get(k));
         }
     }
@@ -65,6 +66,7 @@ class TenancyConfigTest {
         assertEquals(new TenancyConfig.Limits(60, 1000, 0, 0), t.tenants().get(0).limits());
         assertEquals(List.of(TenancyConfig.sha256Hex("b1")), t.tenants().get(1).apiKeySha256(), "lower-cased, comments skipped");
         assertFalse(t.tenants().get(1).limits().any());
+        assertNull(t.rateLimitStore());
         assertTrue(t.anyLimits());
     }
 
@@ -95,6 +97,22 @@ class TenancyConfigTest {
         assertTrue(p.contains("(name=no spaces).name: value 'no spaces' must be 1-64 letters"), p);
         assertTrue(p.contains("(name=nokey).api_key_sha256: is required (or api_keys_file)"), p);
         assertTrue(p.contains("api_keys: holds a key that is also a key of tenant 'acme'"), p);
+    }
+
+    @Test
+    void theRateLimitStoreIsReadAndChecked() throws Exception {
+        TenancyConfig t = parse("rate_limit_store: {url: \"redis://127.0.0.1:6379/2\", on_failure: deny, timeout_ms: 20}\n").tenancy();
+        assertEquals(new TenancyConfig.RateLimitStore("redis://127.0.0.1:6379/2", "deny", 20), t.rateLimitStore());
+        assertEquals(new TenancyConfig.RateLimitStore("redis://redis.internal:6379", "local", 50),
+            parse("rate_limit_store: {url: \"redis://redis.internal:6379\"}\n").tenancy().rateLimitStore(), "defaults");
+        String p = problems("rate_limit_store: {url: \"http://127.0.0.1:6379\", on_failure: maybe, timeout_ms: 0}\n");
+        assertTrue(p.contains("rate_limit_store.url: value 'http://127.0.0.1:6379' must be redis://host:port[/db]"), p);
+        assertTrue(p.contains("rate_limit_store.on_failure: value 'maybe' must be one of local|deny|allow"), p);
+        assertTrue(p.contains("rate_limit_store.timeout_ms: value 0 must be in [1, 10000]"), p);
+        assertTrue(problems("rate_limit_store: {}\n").contains("rate_limit_store.url: is required"));
+        assertTrue(problems("rate_limit_store: {url: \"redis://h:99999\"}\n").contains("rate_limit_store.url: value 'redis://h:99999' has port 99999, outside 1-65535"));
+        assertTrue(problems("rate_limit_store: {url: \"redis://:pw@h:6379\"}\n").contains("no password in the URL"));
+        assertTrue(problems("rate_limit_store: {url: \"redis://h:6379\", pool: 3}\n").contains("rate_limit_store.pool"), "unknown key");
     }
 
     @Test

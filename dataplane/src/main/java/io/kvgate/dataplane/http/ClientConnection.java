@@ -97,6 +97,11 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     // ---- the request being answered ----
     private ActiveExchange exchange;
     private boolean busy;
+    /** The request waits for its reservation (the shared store's answer); {@link #reservations} numbers them. */
+    private boolean reserving;
+    private int reservations;
+    /** This connection's event loop, as the limit store sees it. */
+    private io.kvgate.dataplane.tenant.Loop loop;
     private Runnable onWritable;
     private final ArrayDeque<Object> pipelined = new ArrayDeque<>();
     private int pipelinedRequests;
@@ -196,6 +201,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     @Override
     public void handlerAdded(ChannelHandlerContext ctx) {
         this.ctx = ctx;
+        this.loop = io.kvgate.dataplane.tenant.Loop.of(ctx.executor());
     }
 
     @Override
@@ -210,6 +216,12 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         gw.metrics().openClientConnections.decrementAndGet();
+        if (reserving) {
+            reserving = false; // its answer, when it comes, releases what it holds (onReserved)
+            if (rc.tenant() != null) {
+                gw.tenants().countRequest(rc.tenant().name(), 499);
+            }
+        }
         if (exchange != null) {
             exchange.onClientGone();
             exchange = null;
@@ -474,8 +486,32 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         respond(resp, true);
     }
 
+    /**
+     * A generation request: the stages, then its tenant's reservation, which may wait for the shared rate-limit store
+     * (never blocking the loop: the answer comes back on it). Meanwhile the connection is {@link #busy} (pipelined
+     * requests queue) and {@link #reserving}; a client gone before the answer finds the grant released.
+     */
     private void onRoutable() {
-        startExchange(pipeline.routable(rc, ctx.alloc()));
+        Refusal r = pipeline.beforeLimits(rc, ctx.alloc());
+        if (r != null) {
+            refuse(r, false);
+            return;
+        }
+        busy = true;
+        reserving = true;
+        int generation = ++reservations;
+        pipeline.reserve(rc, loop, res -> onReserved(generation, res));
+    }
+
+    private void onReserved(int generation, Reservation res) {
+        if (generation != reservations || !reserving) {
+            gw.tenants().settle(res, -1); // the connection closed while the store answered: give the hold back
+            return;
+        }
+        reserving = false;
+        busy = false;
+        rc.reservation(res);
+        startExchange(TenantStage.refusal(res));
     }
 
     /** Refuses, or hands the request the pipeline made ready to its exchange. */

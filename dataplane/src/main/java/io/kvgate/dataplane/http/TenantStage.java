@@ -7,9 +7,11 @@ import io.kvgate.dataplane.request.RequestEdits;
 import io.kvgate.dataplane.request.RoutingInputs;
 import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.tenant.Loop;
 import io.kvgate.dataplane.tenant.Reservation;
 import io.kvgate.dataplane.tenant.Tenant;
 import io.kvgate.dataplane.tenant.Tenants;
+import java.util.function.Consumer;
 
 /**
  * The limits stage, last before the exchange: a request of a limited tenant reserves what it can cost, or is refused
@@ -55,11 +57,46 @@ final class TenantStage {
         return null;
     }
 
+    /** The reservation, decided at once in this replica's memory (a front door that cannot wait: the picker's). */
     static Refusal reserve(RequestContext rc, Tenants tenants) {
         Tenant tenant = rc.tenant();
         if (tenant == null || !tenant.limited()) {
             return null;
         }
+        long[] held = held(rc);
+        Reservation r = tenants.reserve(tenant, rc.config().tenancy(), held[0], held[1] != 0);
+        rc.reservation(r);
+        return refusal(r);
+    }
+
+    /**
+     * The reservation in the store the configuration names, answered through {@code then} on {@code loop} (at once
+     * without a shared store or for a tenant without limits, which gets null and asks no store). The caller sets it on
+     * the request ({@link RequestContext#reservation}) if the request is still there when the answer comes.
+     */
+    static void reserve(RequestContext rc, Tenants tenants, Loop loop, Consumer<Reservation> then) {
+        Tenant tenant = rc.tenant();
+        if (tenant == null || !tenant.limited()) {
+            then.accept(null);
+            return;
+        }
+        long[] held = held(rc);
+        tenants.reserve(tenant, rc.config().tenancy(), held[0], held[1] != 0, loop, then);
+    }
+
+    /** What a decided reservation answers: null to go on, a 429 over a limit, a 503 when the store could not decide. */
+    static Refusal refusal(Reservation r) {
+        if (r == null || r.granted()) {
+            return null;
+        }
+        if (r.storeUnavailable() != null) {
+            return Refusal.storeUnavailable(r.storeUnavailable());
+        }
+        return Refusal.rateLimited(r.message(), r.retryAfterSeconds());
+    }
+
+    /** The tokens the request holds and whether the count is an estimate (1) or exact (0). */
+    private static long[] held(RequestContext rc) {
         RequestFields f = rc.fields();
         boolean chat = rc.chat();
         long prompt = rc.promptTokenCount();
@@ -83,11 +120,6 @@ final class TenantStage {
             estimated |= chat;
         }
         long copies = (long) Math.max(1, f.n) * (chat ? 1 : Math.max(1, f.promptCount));
-        Reservation r = tenants.reserve(tenant, rc.config().tenancy(), prompt + completion * copies, estimated);
-        rc.reservation(r);
-        if (r != null && !r.granted()) {
-            return Refusal.rateLimited(r.message(), r.retryAfterSeconds());
-        }
-        return null;
+        return new long[] {prompt + completion * copies, estimated ? 1 : 0};
     }
 }

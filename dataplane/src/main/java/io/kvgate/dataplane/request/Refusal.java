@@ -99,6 +99,16 @@ public final class Refusal {
             false, false, HttpHeaderNames.RETRY_AFTER, Math.max(1, retryAfterSeconds));
     }
 
+    /**
+     * The 503 of a limited tenant's request whose limits could not be checked: the shared rate-limit store did not
+     * answer and {@code rate_limit_store.on_failure} is {@code deny}. Counted as shed (the gateway's state, not the
+     * client's), {@code Retry-After: 1}.
+     */
+    public static Refusal storeUnavailable(String message) {
+        return new Refusal(HttpResponseStatus.SERVICE_UNAVAILABLE, "rate_limit_store_unavailable", message, null,
+            "rate_limit_store_unavailable", false, true, HttpHeaderNames.RETRY_AFTER, 1L);
+    }
+
     /** The answer the client gets: the OpenAI error object, plus the extra header when there is one. */
     public FullHttpResponse response(ByteBufAllocator alloc) {
         FullHttpResponse r = OpenAiErrors.response(alloc, status, message, param, code);

@@ -7,7 +7,17 @@ package io.kvgate.dataplane.tenant;
  * (event-loop only); settling is idempotent.
  */
 public final class Reservation {
-    final TenantUsage usage;
+    /** The store that holds it and settles it (set by the store that decided it); null until decided. */
+    LimitStore store;
+    /** The local store's counters of the tenant, for a reservation held on this replica. */
+    TenantUsage usage;
+    /** In a shared store: the reservation's id (its in-flight slot) and the tenant's fleet-wide limits it was held under. */
+    String id;
+    io.kvgate.control.config.TenancyConfig.Limits fleetLimits;
+    /** Admitted unchecked ({@code on_failure: allow}): nothing is held, nothing to settle, no headers. */
+    boolean unchecked;
+    /** Refused because the shared store did not answer ({@code on_failure: deny}): the 503's message, else null. */
+    String storeUnavailable;
     final String tenant;
     /** Tokens held: the prompt (exact or estimated) plus the completion budget times {@code n}. */
     final long tokens;
@@ -28,8 +38,7 @@ public final class Reservation {
     long remainingTokens;
     long resetTokensNs;
 
-    Reservation(TenantUsage usage, String tenant, long tokens, boolean estimated) {
-        this.usage = usage;
+    Reservation(String tenant, long tokens, boolean estimated) {
         this.tenant = tenant;
         this.tokens = tokens;
         this.estimated = estimated;
@@ -42,6 +51,14 @@ public final class Reservation {
     /** The limit a denied request met, or null. */
     public LimitKind deniedBy() {
         return deniedBy;
+    }
+
+    /**
+     * The 503's message when the request was refused because the shared rate-limit store did not answer in time and
+     * {@code rate_limit_store.on_failure} is {@code deny}; null otherwise.
+     */
+    public String storeUnavailable() {
+        return storeUnavailable;
     }
 
     /** The 429's message (names the tenant, the limit, what it allows and what was asked), or null when granted. */

@@ -18,8 +18,9 @@ import java.util.concurrent.atomic.LongAdder;
  * tenant metrics count. The request path asks it to {@link #reserve} before dispatch and to {@link #settle} at the
  * end; the admin API reads {@link #usage}; the metrics read it on scrape.
  *
- * <p><b>Replicas.</b> Every replica enforces {@code floor(limit / replicas)} (at least
- * 1) of each limit, so the fleet never admits more than the limit, and admits less when the balancer spreads a tenant
+ * <p><b>Replicas.</b> With {@code rate_limit_store} the counters live in Redis ({@link RedisLimitStore}) and every
+ * replica enforces the whole limit. Without it ({@link LocalLimitStore}) every replica enforces
+ * {@code floor(limit / replicas)} (at least 1) of each limit, so the fleet never admits more than the limit, and admits less when the balancer spreads a tenant
  * unevenly. {@code max_concurrent} is divided the same way.
  *
  * <p>Thread-safe: usage objects are created once per tenant name and locked per tenant; counters are adders.
@@ -27,7 +28,12 @@ import java.util.concurrent.atomic.LongAdder;
  */
 public final class Tenants {
     private final NanoClock clock;
-    private final ConcurrentHashMap<String, TenantUsage> usage = new ConcurrentHashMap<>();
+    private final LocalLimitStore local;
+    /** The shared store of the configuration's {@code rate_limit_store}, or null: replaced when a reload changes it. */
+    private volatile RedisLimitStore shared;
+    private final StoreFailures storeFailures = new StoreFailures();
+    /** Opens the shared store's connection (a test gives a fake). */
+    private final java.util.function.Function<TenancyConfig.RateLimitStore, RedisScripts> connector;
     private final ConcurrentHashMap<String, Stats> stats = new ConcurrentHashMap<>();
 
     /** The tenant metrics of one tenant. */
@@ -45,7 +51,59 @@ public final class Tenants {
     }
 
     public Tenants(NanoClock clock) {
+        this(clock, spec -> new LettuceScripts(spec.url(), spec.timeoutMs()));
+    }
+
+    Tenants(NanoClock clock, java.util.function.Function<TenancyConfig.RateLimitStore, RedisScripts> connector) {
         this.clock = clock;
+        this.local = new LocalLimitStore(clock);
+        this.connector = connector;
+    }
+
+    /**
+     * The store {@code tenancy} names: the shared one of its {@code rate_limit_store} (opened on first use and when a
+     * reload changes it; the one it replaces is closed, so its reservations' settlements are lost, see
+     * {@link StoreFailures}), or the local one.
+     */
+    LimitStore store(TenancyConfig tenancy) {
+        TenancyConfig.RateLimitStore spec = tenancy.rateLimitStore();
+        RedisLimitStore s = shared;
+        if (spec == null) {
+            return local;
+        }
+        if (s != null && s.spec.equals(spec)) {
+            return s;
+        }
+        synchronized (this) {
+            s = shared;
+            if (s == null || !s.spec.equals(spec)) {
+                RedisLimitStore old = s;
+                s = new RedisLimitStore(spec, connector.apply(spec), local, storeFailures);
+                shared = s;
+                if (old != null) {
+                    old.close();
+                }
+            }
+            return s;
+        }
+    }
+
+    /** Connects the configuration's shared store now (at start and after a reload), before a request needs it. */
+    public void open(TenancyConfig tenancy) {
+        store(tenancy);
+    }
+
+    /** Closes the shared store's connection (the gateway's shutdown). */
+    public synchronized void close() {
+        RedisLimitStore s = shared;
+        shared = null;
+        if (s != null) {
+            s.close();
+        }
+    }
+
+    StoreFailures storeFailures() {
+        return storeFailures;
     }
 
     /** Who a request's key names under {@code config} ({@link TenantDirectory#of}). */
@@ -76,12 +134,9 @@ public final class Tenants {
         if (!tenant.limited()) {
             return null;
         }
-        TenantUsage u = usage.computeIfAbsent(tenant.name(), TenantUsage::new);
-        Reservation r = new Reservation(u, tenant.name(), tokens, estimated);
-        u.reserve(r, share(tenant.limits(), tenancy), clock.nanoTime());
-        if (!r.granted) {
-            stats(tenant.name()).limited[r.deniedBy.ordinal()].increment();
-        }
+        Reservation r = new Reservation(tenant.name(), tokens, estimated);
+        local.reserve(r, tenant.limits(), tenancy);
+        counted(r);
         return r;
     }
 
@@ -89,16 +144,42 @@ public final class Tenants {
      * What the rate-limit headers of an answer to {@code tenant} say when its request reserved nothing (it was
      * refused before the limits check, or is a local route such as {@code /v1/models}): the tenant's windows now,
      * unchanged. A reservation neither granted nor denied, so settling it does nothing. Null for a tenant without
-     * limits (no headers). Allocates one small object: off the hot path, which reuses its request's reservation.
+     * limits (no headers), and under a shared {@code rate_limit_store}: this replica's windows are not the tenant's
+     * there, and asking Redis for a refusal's headers would add a round trip to a path that has none. Allocates one
+     * small object: off the hot path, which reuses its request's reservation.
      */
     public Reservation current(Tenant tenant, TenancyConfig tenancy) {
-        if (!tenant.limited()) {
+        if (!tenant.limited() || tenancy.rateLimitStore() != null) {
             return null;
         }
-        TenantUsage u = usage.computeIfAbsent(tenant.name(), TenantUsage::new);
-        Reservation r = new Reservation(u, tenant.name(), 0, false);
-        u.peek(r, share(tenant.limits(), tenancy), clock.nanoTime());
+        Reservation r = new Reservation(tenant.name(), 0, false);
+        local.peek(r, tenant.limits(), tenancy);
         return r;
+    }
+
+    /**
+     * The front door's reservation: as {@link #reserve(Tenant, TenancyConfig, long, boolean)}, in the store
+     * {@code tenancy} names, answered through {@code then} on {@code loop} (at once without a shared store; when Redis
+     * answers, or {@code on_failure} decided, with one). A tenant without limits gets null at once, and no store is
+     * asked.
+     */
+    public void reserve(Tenant tenant, TenancyConfig tenancy, long tokens, boolean estimated, Loop loop,
+                        java.util.function.Consumer<Reservation> then) {
+        if (!tenant.limited()) {
+            then.accept(null);
+            return;
+        }
+        Reservation r = new Reservation(tenant.name(), tokens, estimated);
+        store(tenancy).reserve(r, tenant.limits(), tenancy, loop, done -> {
+            counted(done);
+            then.accept(done);
+        });
+    }
+
+    private void counted(Reservation r) {
+        if (!r.granted && r.deniedBy != null) {
+            stats(r.tenant).limited[r.deniedBy.ordinal()].increment();
+        }
     }
 
     /**
@@ -107,11 +188,11 @@ public final class Tenants {
      * reservation; a denied or settled one is left alone.
      */
     public void settle(Reservation r, long usedTokens) {
-        if (r == null || !r.granted || r.settled) {
+        if (r == null || !r.granted || r.settled || r.unchecked) {
             return;
         }
         r.settled = true;
-        r.usage.settle(r, usedTokens, clock.nanoTime());
+        r.store.settle(r, usedTokens);
     }
 
     /** Counts an answered request of {@code tenant} with HTTP {@code status} ({@code kvgate_tenant_requests_total}). */
@@ -137,6 +218,7 @@ public final class Tenants {
 
     /** Registers the tenant families; labels are tenant names from configuration and fixed vocabularies. */
     public void register(PrometheusRegistry registry) {
+        storeFailures.register(registry);
         CounterWithCallback.builder().name("kvgate_tenant_requests_total")
             .help("Client requests answered, by tenant and HTTP status (tenant 'anonymous': the flat api_keys, client"
                 + " certificates, or no key).").labelNames("tenant", "status")
@@ -174,7 +256,7 @@ public final class Tenants {
             row.put("tenant", t.name());
             row.put("limits", limitsMap(t.limits()));
             row.put("replica_share", limitsMap(share(t.limits(), tenancy)));
-            TenantUsage u = usage.get(t.name());
+            TenantUsage u = local.usage(t.name());
             long[] s = u == null ? new long[4] : u.snapshot(now);
             Map<String, Object> used = new LinkedHashMap<>();
             used.put("requests_last_minute", s[0]);

@@ -37,7 +37,7 @@ class TenantsTest {
     }
 
     private static TenancyConfig tenancy(int replicas, boolean unused) {
-        return new TenancyConfig(List.of(), null, replicas);
+        return new TenancyConfig(List.of(), null, null, replicas);
     }
 
     @Test
