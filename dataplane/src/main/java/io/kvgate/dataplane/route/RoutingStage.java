@@ -79,8 +79,10 @@ public final class RoutingStage implements AutoCloseable {
     private final RingBuffer<RouteEvent> ring;
     /** The single writer of everything routing: decisions, load, health, breakers, admission. */
     private final RouterAgent agent;
-    /** Dedicated mode: the routing thread (null in io mode). */
+    /** Dedicated mode: the routing thread's runner (null in io mode). */
     private final AgentRunner runner;
+    /** Dedicated mode: the thread the runner was started on (null in io mode). */
+    private final Thread routingThread;
     /** Dedicated mode with {@code wait_strategy: blocking}: what the stage wakes once per loop turn (else null). */
     private final RouterIdleStrategy sleepingIdle;
     /** io mode: the event loop that invokes the agent, its only runner (null: a dedicated thread runs it). */
@@ -117,6 +119,7 @@ public final class RoutingStage implements AutoCloseable {
         this.agent = new RouterAgent(ring, initial, clock, NanoClock.SYSTEM, stages, loop != null, () -> ports);
         if (loop != null) {
             this.runner = null;
+            this.routingThread = null;
             this.sleepingIdle = null;
             this.loopRunner = new EventLoopRunner(loop, agent);
             return;
@@ -129,7 +132,7 @@ public final class RoutingStage implements AutoCloseable {
         };
         this.sleepingIdle = idle instanceof RouterIdleStrategy r ? r : null;
         this.runner = new AgentRunner(idle, agent::countHandlerError, null, agent);
-        AgentRunner.startOnThread(runner, r -> {
+        this.routingThread = AgentRunner.startOnThread(runner, r -> {
             Thread t = new Thread(r); // named by the agent's roleName
             t.setDaemon(true);
             return t;
@@ -141,9 +144,9 @@ public final class RoutingStage implements AutoCloseable {
         return loopRunner != null;
     }
 
-    /** Dedicated mode: the AgentRunner's thread (tests; null in io mode or before the runner started it). */
+    /** Dedicated mode: the AgentRunner's thread (tests; null in io mode). */
     Thread routingThread() {
-        return runner == null ? null : runner.thread();
+        return routingThread;
     }
 
     // ---- any thread ---------------------------------------------------------------------------------------------

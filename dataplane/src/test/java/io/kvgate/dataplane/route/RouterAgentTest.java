@@ -209,14 +209,15 @@ class RouterAgentTest {
     }
 
     @Test
-    void theDedicatedRunnerIsAnAgentRunnerThreadNamedByTheAgentAndEndsOnClose() {
+    void theDedicatedRunnerIsAnAgentRunnerThreadNamedByTheAgentAndEndsOnClose() throws InterruptedException {
         GatewayConfig cfg = config("", RouteFixtures.rule("r", "    policy: round_robin\n", endpoints(1)));
         RoutingStage stage = new RoutingStage(cfg.router(), RouteTable.build(cfg, new EndpointRegistry(), ctx -> Policies.create("round_robin")), clock);
         Thread t = stage.routingThread();
         assertNotNull(t);
         assertEquals(RouterAgent.ROLE_NAME, t.getName());
         assertTrue(t.isDaemon());
-        stage.close();
-        assertFalse(t.isAlive(), "close returns once the runner thread ended");
+        stage.close(); // the runner's loop has ended when this returns; the thread itself exits right after
+        t.join(10_000);
+        assertFalse(t.isAlive(), "the runner thread ends on close");
     }
 }
