@@ -5,6 +5,7 @@
 # Per run: the proxy's CPU us/request (/proc, all threads and workers), syscalls, epoll_ctl and context switches per
 # request (perf stat tracepoints); then heap bytes per request of each gateway (JFR thread allocation statistics).
 # A second checkout for A: `git archive <commit> | tar -x -C DIR && (cd DIR && ./mvnw -o -q -B -DskipTests package -pl tools -am)`.
+# Latency: wrk --latency, its 99th percentile per run (p99_ms).
 # usage: perf/frontdoor-ab.sh ROOT_A ROOT_B     env: ROUNDS=3 D=5 PL="1k 16k" OUT=DIR PORT_BASE=24600 ALLOC=1
 #        ALLOC_PL=1k (the payload of the allocation run)
 #        PL may also name kv / rr: 1 KiB token-id completions on the kv_exact / round-robin rule (nginx: the origin)
@@ -40,9 +41,11 @@ ticks() { local s=0 p; for p in $1 $(pgrep -P $1 || true); do s=$((s + $(sed 's/
 # User-space ticks only: the kernel's share of a loopback proxy's CPU moves between processes (softirq work runs in
 # whichever task is on the core), so the user part is the steadier measure of a change to the proxy's own code.
 uticks() { local s=0 p; for p in $1 $(pgrep -P $1 || true); do s=$((s + $(sed 's/.*) //' /proc/$p/stat | awk '{print $12}'))); done; echo $s; }
-wrkrun() { BODY_FILE=$RUN/body-$2.json URI_PATH=$(uri_of $2) taskset -c 0 wrk -t1 -c32 -d$3s -s $HERE/post.lua http://127.0.0.1:${PORT[$1]} > $4 2>&1; }
+wrkrun() { BODY_FILE=$RUN/body-$2.json URI_PATH=$(uri_of $2) taskset -c 0 wrk -t1 -c32 -d$3s --latency -s $HERE/post.lua http://127.0.0.1:${PORT[$1]} > $4 2>&1; }
 for x in a b n; do wrkrun $x 1k 8 /dev/null; for pl in $PL; do wrkrun $x $pl 4 /dev/null; done; done   # warm-up
-echo -e "round\tgw\tpayload\treq/s\tcpu_us/req\tuser_us/req\tsyscalls/req\tepoll_ctl/req\tcs/req" > $OUT/res.tsv
+# wrk's 99th percentile latency in ms (its --latency table prints 12.34us / 1.23ms / 1.02s).
+p99ms() { awk '$1 == "99%" {v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); m = (u == "us") ? 0.001 : (u == "s") ? 1000 : 1; printf "%.2f", v * m}' $1; }
+echo -e "round\tgw\tpayload\treq/s\tcpu_us/req\tuser_us/req\tsyscalls/req\tepoll_ctl/req\tcs/req\tp99_ms" > $OUT/res.tsv
 for r in $(seq $ROUNDS); do for pl in $PL; do for x in n a b; do
   f=$OUT/wrk-$r-$x-$pl.txt
   c0=$(ticks ${PID[$x]}); u0=$(uticks ${PID[$x]})
@@ -53,8 +56,8 @@ for r in $(seq $ROUNDS); do for pl in $PL; do for x in n a b; do
   c1=$(ticks ${PID[$x]}); u1=$(uticks ${PID[$x]})
   n=$(awk '/requests in/ {print $1}' $f); rps=$(awk '/^Requests\/sec:/ {print $2}' $f)
   awk -F, -v n=$n -v r=$r -v x=$x -v pl=$pl -v rps=$rps -v cu=$(awk -v a=$c0 -v b=$c1 -v hz=$HZ -v n=$n 'BEGIN{printf "%.1f",(b-a)*1e6/hz/n}') \
-    -v uu=$(awk -v a=$u0 -v b=$u1 -v hz=$HZ -v n=$n 'BEGIN{printf "%.1f",(b-a)*1e6/hz/n}') \
-    '$3 ~ /sys_enter$/ {s=$1} $3 ~ /epoll_ctl/ {e=$1} $3 ~ /context-switches/ {c=$1} END {printf "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.3f\t%.3f\n", r, x, pl, rps, cu, uu, s/n, e/n, c/n}' $OUT/stat-$r-$x-$pl.csv >> $OUT/res.tsv
+    -v p99=$(p99ms $f) -v uu=$(awk -v a=$u0 -v b=$u1 -v hz=$HZ -v n=$n 'BEGIN{printf "%.1f",(b-a)*1e6/hz/n}') \
+    '$3 ~ /sys_enter$/ {s=$1} $3 ~ /epoll_ctl/ {e=$1} $3 ~ /context-switches/ {c=$1} END {printf "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.3f\t%.3f\t%s\n", r, x, pl, rps, cu, uu, s/n, e/n, c/n, p99}' $OUT/stat-$r-$x-$pl.csv >> $OUT/res.tsv
 done; done; done
 if [ "${ALLOC:-1}" = 1 ]; then
   JDK=$(dirname $(readlink -f /proc/$PID_A/exe))
@@ -70,8 +73,8 @@ if [ "${ALLOC:-1}" = 1 ]; then
 fi
 column -t $OUT/res.tsv
 echo "mean over the rounds:"
-awk -F'\t' 'NR > 1 {k = $2 "\t" $3; n[k]++; r[k] += $4; c[k] += $5; u[k] += $6}
-  END {printf "gw\tpayload\treq/s\tcpu_us/req\tuser_us/req\n"; for (k in n) printf "%s\t%.0f\t%.1f\t%.1f\n", k, r[k] / n[k], c[k] / n[k], u[k] / n[k]}' \
+awk -F'\t' 'NR > 1 {k = $2 "\t" $3; n[k]++; r[k] += $4; c[k] += $5; u[k] += $6; p[k] += $10}
+  END {printf "gw\tpayload\treq/s\tcpu_us/req\tuser_us/req\tp99_ms\n"; for (k in n) printf "%s\t%.0f\t%.1f\t%.1f\t%.2f\n", k, r[k] / n[k], c[k] / n[k], u[k] / n[k], p[k] / n[k]}' \
   $OUT/res.tsv | sort | column -t
 echo "(gw: n = nginx, a = $ROOT_A, b = $ROOT_B; raw output in $OUT)"
 uptime

@@ -471,7 +471,7 @@ public record GatewayConfig(
             HealthKeys.HEALTHY_THRESHOLD.read(h), HealthKeys.UNHEALTHY_THRESHOLD.read(h),
             HealthKeys.BREAKER_FAILURE_THRESHOLD.read(h), HealthKeys.BREAKER_OPEN_MS.read(h),
             HealthKeys.RETRY_AFTER_SECONDS.read(h));
-        if (!health.path().startsWith("/")) {
+        if (health.path() != null && !health.path().startsWith("/")) {
             h.problem("path", health.path(), "must start with '/'");
         }
         h.finish();

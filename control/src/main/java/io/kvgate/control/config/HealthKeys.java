@@ -9,8 +9,10 @@ public final class HealthKeys {
     public static final ConfigSection<Health> SECTION = ConfigSection.mapping(GatewayKeys.SECTION, "health",
         "active probes and the per-endpoint circuit breaker", GatewayConfig::health);
 
-    public static final ConfigKey<Health, String> PATH = SECTION.stringKey("path", "/health")
-        .doc("probe path (must start with `/`)").readBack(Health::path);
+    /** Unset: each rule's engine profile names it (data plane; {@code /health} on every engine supported today). */
+    public static final ConfigKey<Health, String> PATH = SECTION.stringKey("path", null)
+        .defaultText("the engine's (`/health`)")
+        .doc("probe path (must start with `/`) of every rule's endpoints; unset, each engine's own health route").readBack(Health::path);
     public static final ConfigKey<Health, Long> INTERVAL_MS = SECTION.longKey("interval_ms", 2_000, 10, 3_600_000)
         .doc("time between probes of one endpoint").readBack(Health::intervalMs);
     public static final ConfigKey<Health, Long> TIMEOUT_MS = SECTION.longKey("timeout_ms", 1_000, 1, 600_000)

@@ -107,6 +107,12 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
     // --- Health and loading ---
 
     /**
+     * The path its health is probed at unless configuration says otherwise ({@code rules[].health.path}, then
+     * {@code health.path}): upstream.HealthChecker. A cheap route that answers 200 while the engine serves.
+     */
+    String healthPath();
+
+    /**
      * Whether it answers 503 on its health path and on requests while its model loads (llama-server): a state, not a
      * fault (upstream.HealthChecker, the exchanges' connect retry).
      */

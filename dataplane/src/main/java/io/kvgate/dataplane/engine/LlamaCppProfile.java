@@ -93,6 +93,12 @@ public final class LlamaCppProfile implements EngineProfile {
         return message.contains("exceeds the available context size");
     }
 
+    /** {@code /health}: llama-server's route: 503 while the model loads, 200 once it is ready. */
+    @Override
+    public String healthPath() {
+        return "/health";
+    }
+
     /** llama-server answers 503 on {@code /health} and on requests while its model loads. */
     @Override
     public boolean answers503WhileLoading() {

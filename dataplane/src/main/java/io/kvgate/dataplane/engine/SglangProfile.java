@@ -106,6 +106,15 @@ public final class SglangProfile implements EngineProfile {
             || (message.startsWith("max_completion_tokens is too large") && message.contains("completion tokens"));
     }
 
+    /**
+     * {@code /health}: its light route; {@code /health_generate} runs a real one-token request and is the deep probe
+     * a rule may opt into ({@code rules[].health.path}).
+     */
+    @Override
+    public String healthPath() {
+        return "/health";
+    }
+
     @Override
     public boolean answers503WhileLoading() {
         return false;

@@ -97,6 +97,12 @@ public final class TrtllmProfile implements EngineProfile {
         return false;
     }
 
+    /** {@code /health}: trtllm-serve's route beside {@code /metrics} and {@code /version}. */
+    @Override
+    public String healthPath() {
+        return "/health";
+    }
+
     @Override
     public boolean answers503WhileLoading() {
         return false;

@@ -100,6 +100,12 @@ public final class VllmProfile implements EngineProfile {
         return message.contains("maximum context length") || message.contains("longer than the maximum model length");
     }
 
+    /** {@code /health}: its liveness route (200, or 503 once the engine core died). */
+    @Override
+    public String healthPath() {
+        return "/health";
+    }
+
     @Override
     public boolean answers503WhileLoading() {
         return false;

@@ -2,6 +2,7 @@ package io.kvgate.dataplane.upstream;
 
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.RuleConfig;
+import io.kvgate.dataplane.engine.EngineProfile;
 import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
@@ -101,7 +102,8 @@ public final class HealthChecker implements AutoCloseable {
             for (EndpointState ep : r.endpoints()) {
                 if (seen.add(ep)) {
                     // An endpoint listed by several rules is probed once, with the first rule's health override.
-                    probe(ep, r.profile().answers503WhileLoading(), r.config().health());
+                    probe(ep, r.profile().answers503WhileLoading(), probePath(r.config().health(), cfg, r.profile()),
+                        r.config().health());
                     if (r.config().session().pinSlot() && ep.facts().engineSlots() == 0) {
                         readSlotCount(ep);
                     }
@@ -111,9 +113,16 @@ public final class HealthChecker implements AutoCloseable {
         streaks.keySet().retainAll(seen);
     }
 
-    private void probe(EndpointState ep, boolean loading503, RuleConfig.HealthOverride ruleHealth) {
+    /**
+     * Where a rule's endpoints are probed: the rule's {@code health.path}, else the global {@code health.path}, else
+     * the engine profile's health route.
+     */
+    static String probePath(RuleConfig.HealthOverride ruleHealth, GatewayConfig.Health global, EngineProfile profile) {
+        return ruleHealth.pathOr(global.path() != null ? global.path() : profile.healthPath());
+    }
+
+    private void probe(EndpointState ep, boolean loading503, String path, RuleConfig.HealthOverride ruleHealth) {
         GatewayConfig.Health cfg = this.cfg;
-        String path = ruleHealth.pathOr(cfg.path());
         long timeoutMs = ruleHealth.timeoutMsOr(cfg.timeoutMs());
         Bootstrap b = new Bootstrap().group(loop).channel(channelClass)
             .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, (int) timeoutMs)

@@ -161,13 +161,13 @@ class IoRunnerTest {
 
     /** One duty period passes on the loop (its clock only): the scheduled duty cycle runs if a request waits. */
     private static void dutyPeriod(EmbeddedChannel ch) {
-        ch.advanceTimeBy(RoutingStage.DUTY_PERIOD_MS, TimeUnit.MILLISECONDS);
+        ch.advanceTimeBy(RouterAgent.DUTY_PERIOD_MS, TimeUnit.MILLISECONDS);
         ch.runScheduledPendingTasks();
     }
 
     /** The rest of the idle duty period passes on the loop: the scheduled duty cycle runs when nothing waits. */
     private static void restOfIdleDutyPeriod(EmbeddedChannel ch) {
-        ch.advanceTimeBy(RoutingStage.IDLE_DUTY_PERIOD_MS - RoutingStage.DUTY_PERIOD_MS, TimeUnit.MILLISECONDS);
+        ch.advanceTimeBy(RouterAgent.IDLE_DUTY_PERIOD_MS - RouterAgent.DUTY_PERIOD_MS, TimeUnit.MILLISECONDS);
         ch.runScheduledPendingTasks();
     }
 
@@ -359,7 +359,7 @@ class IoRunnerTest {
         ch.checkException(); // nothing escaped into the event loop
         assertEquals(1, bad.answers.get());
         assertNull(bad.endpoint);
-        assertEquals(RoutingStage.ROUTING_ERROR, bad.explanation);
+        assertEquals(RouterAgent.ROUTING_ERROR, bad.explanation);
         assertNotNull(good.endpoint, "the request behind it in the same batch is decided");
         assertEquals(1, stage.handlerErrors());
         Req after = new Req(r, null);

@@ -282,7 +282,7 @@ class RoutingStageTest {
         assertTrue(route(port, good));
         deliver(loop, port, 2);
         assertNull(bad.endpoint);
-        assertEquals(RoutingStage.ROUTING_ERROR, bad.explanation);
+        assertEquals(RouterAgent.ROUTING_ERROR, bad.explanation);
         assertNotNull(good.endpoint);
         assertEquals(1, stage.handlerErrors());
     }
@@ -477,6 +477,6 @@ class RoutingStageTest {
         route(port, orphan);
         deliver(loop, port, 5);
         assertNull(orphan.endpoint);
-        assertEquals(RoutingStage.RULE_REMOVED, orphan.explanation);
+        assertEquals(RouterAgent.RULE_REMOVED, orphan.explanation);
     }
 }
