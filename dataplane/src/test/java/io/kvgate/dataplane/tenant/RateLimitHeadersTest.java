@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 class RateLimitHeadersTest {
     private final ManualClock clock = new ManualClock(0);
     private final Tenants tenants = new Tenants(clock);
-    private static final TenancyConfig ONE_REPLICA = new TenancyConfig(List.of(), null, 1);
+    private static final TenancyConfig ONE_REPLICA = new TenancyConfig(List.of(), null, null, 1);
 
     private static Tenant tenant(Limits l) {
         return new Tenant("acme", java.util.Set.of(), null, false, l, null, false);
