@@ -59,12 +59,15 @@ public final class TlsKeys {
 
     public static final ConfigKey<TlsConfig.Picker, String> EPP_CERT_FILE = PICKER.stringKey("cert_file", null)
         .typeText("path").defaultText("required").doc("PEM certificate chain, leaf first (read at start)")
+        .restartOnly()
         .readBack(TlsConfig.Picker::certFile);
     public static final ConfigKey<TlsConfig.Picker, String> EPP_KEY_FILE = PICKER.stringKey("key_file", null)
         .typeText("path").defaultText("required").doc("PEM PKCS#8 private key (RSA or EC) of the leaf certificate")
+        .restartOnly()
         .readBack(TlsConfig.Picker::keyFile);
     public static final ConfigKey<TlsConfig.Picker, String> EPP_CLIENT_CA_FILE = PICKER.stringKey("client_ca_file", null)
         .typeText("path").defaultText("no client certificate asked for")
         .doc("PEM CA certificates the gateway's (Envoy's) client certificate must chain to: set, a client without one is refused (mTLS)")
+        .restartOnly()
         .readBack(TlsConfig.Picker::clientCaFile);
 }
