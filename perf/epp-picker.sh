@@ -60,6 +60,9 @@ $EPS
 YAML
 }
 
+# GW_JAVA_OPTS: JVM options for the gateway alone (e.g. a JFR recording: -XX:StartFlightRecording=...).
+gw_kv() { KVGATE_JAVA_OPTS="${GW_JAVA_OPTS:-} ${KVGATE_JAVA_OPTS:-}" kv "$@"; }
+
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 load() { # load LABEL SECONDS : epp-check --load, JSON in $WORK/LABEL.json
@@ -73,7 +76,7 @@ load() { # load LABEL SECONDS : epp-check --load, JSON in $WORK/LABEL.json
 HZ="$(getconf CLK_TCK)"
 for policy in kv_exact round_robin; do
   gateway_yaml "$policy" >"$WORK/$policy.yaml"
-  start "gw-$policy" kv serve --config "$WORK/$policy.yaml"
+  start "gw-$policy" gw_kv serve --config "$WORK/$policy.yaml"
   wait_http "gw-$policy" "$P_GW" /ready/engines
   var="PID_gw_${policy}"; pid="${!var}"
   load "warmup-$policy" "$WARMUP"

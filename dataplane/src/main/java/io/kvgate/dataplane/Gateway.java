@@ -299,7 +299,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             startupParityProbe(kvRoutes.parityProbe());
             seedResolver.start();
             // Last: what discovery finds is applied as a reload, which needs every part above.
-            this.discovery = new io.kvgate.discovery.Discovery(this::applyDiscovered, o.discovery());
+            this.discovery = new io.kvgate.discovery.Discovery(this::applyDiscovered, o.discovery(),
+                new io.kvgate.discovery.DiscoveryMetrics(metrics.registry()), clock);
             opened.push(discovery);
             discovery.sync(cfg);
             started = true;

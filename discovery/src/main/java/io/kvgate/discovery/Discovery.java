@@ -61,9 +61,24 @@ public final class Discovery implements AutoCloseable {
     private ScheduledExecutorService dnsTimer;
     private boolean closed;
 
+    private final DiscoveryMetrics metrics;
+    private final io.kvgate.control.clock.NanoClock clock;
+
     public Discovery(EndpointSink sink, Clients clients) {
+        this(sink, clients, DiscoveryMetrics.unregistered(), System::nanoTime);
+    }
+
+    /** With its metrics and the clock the apply time is read on (tests inject one). */
+    public Discovery(EndpointSink sink, Clients clients, DiscoveryMetrics metrics, io.kvgate.control.clock.NanoClock clock) {
         this.sink = Objects.requireNonNull(sink);
         this.clients = Objects.requireNonNull(clients);
+        this.metrics = Objects.requireNonNull(metrics);
+        this.clock = Objects.requireNonNull(clock);
+    }
+
+    /** The discovery's metric families. */
+    public DiscoveryMetrics metrics() {
+        return metrics;
     }
 
     /** Starts, restarts or stops sources so that exactly the discovered rules of {@code config} have one. */
@@ -83,6 +98,7 @@ public final class Discovery implements AutoCloseable {
                 running.remove(rule);
                 lastReported.remove(rule);
                 r.source().close();
+                metrics.forget(rule, sourceLabel(r.spec().discovery()));
                 Log.info("discovery: rule '" + rule + "' stopped watching " + describe(r.spec().discovery()));
             }
         }
@@ -104,7 +120,23 @@ public final class Discovery implements AutoCloseable {
     private EndpointSource newSource(RuleConfig r) {
         String rule = r.name();
         EndpointFactory f = new EndpointFactory(r);
-        java.util.function.Consumer<List<DiscoveredEndpoint>> report = found -> report(rule, found);
+        String source = sourceLabel(r.discovery());
+        SourceReport report = new SourceReport() {
+            @Override
+            public void accept(List<DiscoveredEndpoint> found) {
+                report(rule, source, found);
+            }
+
+            @Override
+            public void event(String kind) {
+                metrics.event(rule, source, kind);
+            }
+
+            @Override
+            public void error() {
+                metrics.error(rule, source);
+            }
+        };
         return switch (r.discovery().typeKind()) {
             case DNS -> new DnsSource(rule, r.discovery(), f, dnsLoop(), dnsTimer(), clients.dnsServers(), report);
             case KUBERNETES -> r.discovery().service() != null
@@ -157,8 +189,17 @@ public final class Discovery implements AutoCloseable {
         return dnsTimer;
     }
 
-    /** A source's complete set (any thread): applied on the report thread if the source still runs and it changed. */
-    private void report(String rule, List<DiscoveredEndpoint> found) {
+    /** {@code source} of the discovery metrics: the rule's {@code discovery.type}. */
+    static String sourceLabel(DiscoveryConfig d) {
+        return d.typeKind().name().toLowerCase(java.util.Locale.ROOT);
+    }
+
+    /**
+     * A source's complete set (any thread, right after the event that produced it): applied on the report thread if
+     * the source still runs and it changed; the time from here to the sink's return is the apply time.
+     */
+    private void report(String rule, String source, List<DiscoveredEndpoint> found) {
+        long eventNs = clock.nanoTime();
         List<DiscoveredEndpoint> sorted = new ArrayList<>(found);
         sorted.sort(Comparator.comparing((DiscoveredEndpoint e) -> e.config().key()));
         List<DiscoveredEndpoint> set = List.copyOf(sorted);
@@ -172,6 +213,7 @@ public final class Discovery implements AutoCloseable {
                 }
                 try {
                     sink.endpoints(rule, set);
+                    metrics.applied(rule, source, set, clock.nanoTime() - eventNs);
                 } catch (RuntimeException e) {
                     Log.warn("discovery: rule '" + rule + "': the endpoints found could not be applied: " + e);
                 }

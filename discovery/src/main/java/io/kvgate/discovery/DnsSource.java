@@ -25,7 +25,6 @@ import java.util.List;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
 
 /**
  * {@code discovery.type dns}: the A and AAAA records of a name (a headless Service's: one record per ready pod), each
@@ -47,14 +46,14 @@ final class DnsSource implements EndpointSource {
     private final DiscoveryConfig discovery;
     private final EndpointFactory factory;
     private final ScheduledExecutorService timer;
-    private final Consumer<List<DiscoveredEndpoint>> report;
+    private final SourceReport report;
     private final DnsNameResolver resolver;
     private volatile boolean closed;
     private ScheduledFuture<?> next;
     private boolean failing;
 
     DnsSource(String rule, DiscoveryConfig discovery, EndpointFactory factory, EventLoopGroup loop, ScheduledExecutorService timer,
-              DnsServerAddressStreamProvider servers, Consumer<List<DiscoveredEndpoint>> report) {
+              DnsServerAddressStreamProvider servers, SourceReport report) {
         this.rule = rule;
         this.discovery = discovery;
         this.factory = factory;
@@ -85,9 +84,11 @@ final class DnsSource implements EndpointSource {
                 Log.info("discovery: rule '" + rule + "': " + discovery.name() + " resolves again");
                 failing = false;
             }
+            report.event("resolve");
             report.accept(a.endpoints());
             ttlMs = a.ttlSeconds() * 1000L;
         } catch (Exception e) {
+            report.error();
             if (!failing) {
                 Log.warn("discovery: rule '" + rule + "': cannot resolve " + discovery.name() + " (" + e.getMessage()
                     + "); the last endpoints found stay, retrying every " + discovery.intervalMs() + " ms");

@@ -5,7 +5,6 @@ import io.fabric8.kubernetes.client.informers.ResourceEventHandler;
 import io.fabric8.kubernetes.client.informers.SharedIndexInformer;
 import io.kvgate.control.log.Log;
 import java.util.List;
-import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
@@ -19,13 +18,13 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
     private final String what;
     private final SharedIndexInformer<T> informer;
     private final Function<List<T>, List<DiscoveredEndpoint>> convert;
-    private final Consumer<List<DiscoveredEndpoint>> report;
+    private final SourceReport report;
     private volatile boolean closed;
     /** Set while list or watch fail (one warning per outage), cleared by the next successful list. */
     private final java.util.concurrent.atomic.AtomicBoolean failing = new java.util.concurrent.atomic.AtomicBoolean();
 
     Informed(String what, SharedIndexInformer<T> informer, Function<List<T>, List<DiscoveredEndpoint>> convert,
-             Consumer<List<DiscoveredEndpoint>> report) {
+             SourceReport report) {
         this.what = what;
         this.informer = informer;
         this.convert = convert;
@@ -33,6 +32,9 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
         // fabric8 gives up on an informer whose first list fails (an API server not reachable yet, a Role not yet
         // bound): discovery keeps trying instead, with the informer's own back-off, until closed.
         informer.exceptionHandler((started, failure) -> {
+            if (!closed) {
+                report.error();
+            }
             if (!closed && failing.compareAndSet(false, true)) {
                 Log.warn("discovery: " + what + ": " + failure.getMessage() + "; retrying");
             }
@@ -41,16 +43,19 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
         informer.addEventHandler(new ResourceEventHandler<T>() {
             @Override
             public void onAdd(T obj) {
+                report.event("add");
                 changed();
             }
 
             @Override
             public void onUpdate(T oldObj, T newObj) {
+                report.event("update");
                 changed();
             }
 
             @Override
             public void onDelete(T obj, boolean deletedFinalStateUnknown) {
+                report.event("delete");
                 changed();
             }
         });
@@ -60,6 +65,7 @@ final class Informed<T extends HasMetadata> implements AutoCloseable {
     void start() {
         informer.start().whenComplete((ok, failed) -> {
             if (failed == null) {
+                report.event("list");
                 changed(); // the first list is in: report it even when it is empty
             }
             // a failure here is the informer being closed before its first list: nothing to report

@@ -6,7 +6,6 @@ import io.kvgate.control.config.DiscoveryConfig;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 
 /**
  * {@code discovery.type kubernetes} with {@code selector} (or, under policy pd, {@code prefill_selector} and
@@ -21,7 +20,7 @@ final class PodSource implements EndpointSource {
      * @param ports the HTTP ports, numbers or container port names (empty: the first container port)
      */
     PodSource(String rule, KubernetesClient client, String namespace, Map<String, Map<String, String>> roles, List<String> ports,
-              DiscoveryConfig discovery, EndpointFactory factory, Consumer<List<DiscoveredEndpoint>> report) {
+              DiscoveryConfig discovery, EndpointFactory factory, SourceReport report) {
         PodEndpoints pods = new PodEndpoints(rule, discovery, factory);
         roles.forEach((role, selector) -> {
             this.roles.add(role);

@@ -9,7 +9,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 
 /**
  * {@code discovery.type inference_pool}: the pods an {@code inference.networking.k8s.io/v1} InferencePool selects
@@ -30,14 +29,14 @@ final class PoolSource implements EndpointSource {
     private final String namespace;
     private final DiscoveryConfig discovery;
     private final EndpointFactory factory;
-    private final Consumer<List<DiscoveredEndpoint>> report;
+    private final SourceReport report;
     private final Informed<GenericKubernetesResource> pool;
     private Selection selection;
     private PodSource pods;
     private boolean closed;
 
     PoolSource(String rule, KubernetesClient client, String namespace, DiscoveryConfig discovery, EndpointFactory factory,
-               Consumer<List<DiscoveredEndpoint>> report) {
+               SourceReport report) {
         this.rule = rule;
         this.client = client;
         this.namespace = namespace;

@@ -13,7 +13,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.function.Consumer;
 
 /**
  * {@code discovery.type kubernetes} with {@code service}: the endpoints of the Service's EndpointSlices
@@ -33,7 +32,7 @@ final class SliceSource implements EndpointSource {
     private final Set<String> warned = ConcurrentHashMap.newKeySet();
 
     SliceSource(String rule, KubernetesClient client, String namespace, DiscoveryConfig discovery, EndpointFactory factory,
-                Consumer<List<DiscoveredEndpoint>> report) {
+                SourceReport report) {
         this.rule = rule;
         this.discovery = discovery;
         this.factory = factory;

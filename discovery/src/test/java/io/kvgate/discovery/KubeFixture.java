@@ -56,6 +56,33 @@ public final class KubeFixture implements AutoCloseable {
     public int watchesExpired() {
         return watchesExpired.get();
     }
+    /**
+     * Every watch open now is detached from the store (it hears of no further change, as a watch whose events were
+     * compacted away) and then sent an {@code ERROR} event whose object is a 410 Gone Status, inside the open watch:
+     * what an API server sends when the watch's resource version expires while it streams. Returns the watches that
+     * got it. fabric8's mock keeps its listeners private: reached by reflection (test only).
+     */
+    public List<Object> detachOpenWatches() throws ReflectiveOperationException {
+        var field = KubernetesCrudDispatcher.class.getDeclaredField("watchEventListeners");
+        field.setAccessible(true);
+        java.util.Set<?> listeners = (java.util.Set<?>) field.get(store);
+        List<Object> detached = new java.util.ArrayList<>(listeners);
+        listeners.clear();
+        return detached;
+    }
+
+    /** Sends each of {@code watches} ({@link #detachOpenWatches}) an ERROR event with a 410 Gone Status. */
+    public void expireInsideWatches(List<Object> watches) throws ReflectiveOperationException {
+        String gone = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+            + "\"message\":\"too old resource version: 5 (9)\",\"reason\":\"Expired\",\"code\":410}";
+        for (Object w : watches) {
+            var send = w.getClass().getDeclaredMethod("sendWebSocketResponse", String.class,
+                io.fabric8.kubernetes.client.Watcher.Action.class);
+            send.setAccessible(true);
+            send.invoke(w, gone, io.fabric8.kubernetes.client.Watcher.Action.ERROR);
+        }
+    }
+
     private KubernetesMockServer server;
     private final NamespacedKubernetesClient client;
 

@@ -1,6 +1,7 @@
 package io.kvgate.discovery;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.kvgate.control.config.GatewayConfig;
@@ -96,6 +97,73 @@ class KubernetesDiscoveryTest {
         await("http://10.0.0.2:8000 kv=tcp://10.0.0.2:5557");
         kube.ready("b", false);
         await();
+    }
+
+    @Test
+    void a410GoneErrorEventInsideAnOpenWatchIsFollowedByAFreshListThatConverges() throws Exception {
+        discover(PODS);
+        await();
+        kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000));
+        await("http://10.0.0.1:8000");
+        // The open watch stops hearing of changes (its events compacted away), pod b appears meanwhile, then the
+        // watch gets an ERROR event with a 410 Gone Status: only a fresh list can see b.
+        List<Object> watches = kube.detachOpenWatches();
+        assertTrue(!watches.isEmpty(), "the informer's watch is open");
+        kube.create(KubeFixture.pod("b", "10.0.0.2", true, Map.of("app", "vllm"), "http", 8000));
+        kube.expireInsideWatches(watches);
+        await("http://10.0.0.1:8000", "http://10.0.0.2:8000");
+        // And the new watch follows what changes after it.
+        kube.delete("a");
+        await("http://10.0.0.2:8000");
+        assertEquals(0.0, discovery.metrics().errorCount("chat", "kubernetes"), "a 410 is followed by a list, not an error");
+    }
+
+    @Test
+    void theMetricsFollowEventsEndpointsAndApplies() throws Exception {
+        discover(PODS);
+        await();
+        DiscoveryMetrics m = discovery.metrics();
+        kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000));
+        kube.create(KubeFixture.pod("b", "10.0.0.2", true, Map.of("app", "vllm"), "http", 8000));
+        await("http://10.0.0.1:8000", "http://10.0.0.2:8000");
+        kube.terminating("a");
+        await("http://10.0.0.1:8000 (terminating)", "http://10.0.0.2:8000");
+        awaitMetric(() -> m.endpointCount("chat", "kubernetes", "terminating") == 1.0, "one terminating");
+        assertEquals(1.0, m.endpointCount("chat", "kubernetes", "ready"));
+        assertEquals(2.0, m.endpointCount("chat", "kubernetes", "serving"));
+        assertEquals(1.0, m.eventCount("chat", "kubernetes", "list"), "the first list");
+        assertTrue(m.eventCount("chat", "kubernetes", "add") >= 2, "two pods added");
+        assertTrue(m.eventCount("chat", "kubernetes", "update") >= 1, "a pod turned terminating");
+        assertTrue(m.applyCount("chat", "kubernetes") >= 3, "the empty set, two pods, one terminating");
+        assertEquals(0.0, m.errorCount("chat", "kubernetes"));
+    }
+
+    @Test
+    void theApplyTimeRunsFromTheSourcesReportToTheAppliedSetOnTheInjectedClock() throws Exception {
+        // The clock moves only inside the sink (as a reload takes time): every apply is timed at exactly 7 ms.
+        java.util.concurrent.atomic.AtomicLong now = new java.util.concurrent.atomic.AtomicLong(1_000_000);
+        discovery = new Discovery((r, found) -> {
+            now.addAndGet(7_000_000);
+            reports.add(found);
+        }, new Discovery.Clients(kube::newClient, null), DiscoveryMetrics.unregistered(), now::get);
+        discovery.sync(GatewayConfig.parse(PODS));
+        await();
+        kube.create(KubeFixture.pod("a", "10.0.0.1", true, Map.of("app", "vllm"), "http", 8000));
+        await("http://10.0.0.1:8000");
+        DiscoveryMetrics m = discovery.metrics();
+        awaitMetric(() -> m.applyCount("chat", "kubernetes") == 2, "two applies timed");
+        assertEquals(0.014, m.applySumSeconds("chat", "kubernetes"), 1e-9);
+    }
+
+    /** The metrics are set on the report thread after the sink's report: wait for them (bounded). */
+    private static void awaitMetric(java.util.function.BooleanSupplier ok, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(AWAIT_MS);
+        while (!ok.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                fail("not within " + AWAIT_MS + " ms: " + what);
+            }
+            Thread.sleep(10);
+        }
     }
 
     @Test

@@ -22,6 +22,7 @@ public final class ConfigSchema {
         LoadKeys.SECTION,
         TlsKeys.LISTENER,
         TlsKeys.UPSTREAM,
+        TlsKeys.PICKER,
         TracingKeys.SECTION,
         LoggingKeys.SECTION,
         ShutdownKeys.SECTION,

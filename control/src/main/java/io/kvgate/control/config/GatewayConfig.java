@@ -595,6 +595,9 @@ public record GatewayConfig(
         }
         checkKvEventsAgree(resolved, n.problems());
         TlsConfig tls = TlsConfig.read(n, baseDir);
+        if (tls.picker() != null && eppListen == null) {
+            n.problem("epp_tls", "(a mapping)", "applies only with epp_listen (TLS on the endpoint picker's port)");
+        }
         TracingConfig tracing = TracingConfig.read(n);
         LoggingConfig logging = LoggingConfig.read(n, baseDir);
         ShutdownConfig shutdown = ShutdownConfig.read(n);

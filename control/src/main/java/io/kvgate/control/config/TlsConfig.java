@@ -20,9 +20,24 @@ import java.util.Locale;
  * @param upstream      {@code upstream_tls}: trust and client certificate for {@code https://} engines, or null
  *                      (https engines are then verified against the JDK's default trust store, no client certificate)
  */
-public record TlsConfig(Listener listener, boolean proxyProtocol, Upstream upstream) {
+public record TlsConfig(Listener listener, boolean proxyProtocol, Upstream upstream, Picker picker) {
     /** No TLS, no PROXY protocol: the configuration before this section existed. */
-    public static final TlsConfig NONE = new TlsConfig(null, false, null);
+    public static final TlsConfig NONE = new TlsConfig(null, false, null, null);
+
+    /** The shape before {@code epp_tls} existed: the endpoint picker in cleartext. */
+    public TlsConfig(Listener listener, boolean proxyProtocol, Upstream upstream) {
+        this(listener, proxyProtocol, upstream, null);
+    }
+
+    /**
+     * {@code epp_tls}: TLS on the endpoint picker's gRPC port ({@code epp_listen}), ALPN {@code h2}. Its context is
+     * built once at start (the picker's port is restart-only), from the same PEM rules as the client listener's.
+     *
+     * @param certFile     PEM certificate chain, leaf first (absolute path)
+     * @param keyFile      PEM PKCS#8 private key (RSA or EC) of the leaf (absolute path)
+     * @param clientCaFile PEM CA certificates Envoy's client certificate must chain to (then required: mTLS), or null
+     */
+    public record Picker(String certFile, String keyFile, String clientCaFile) {}
 
     public static final List<String> CLIENT_AUTH_MODES = List.of("none", "optional", "require");
     public static final List<String> PROVIDERS = List.of("openssl", "jdk");
@@ -93,6 +108,15 @@ public record TlsConfig(Listener listener, boolean proxyProtocol, Upstream upstr
             t.finish();
             listener = new Listener(cert, key, ca, auth, provider, List.copyOf(identities), watch);
         }
+        Picker picker = null;
+        if (root.has("epp_tls")) {
+            ConfigNode e = root.child("epp_tls");
+            String cert = file(e, TlsKeys.EPP_CERT_FILE, true, baseDir);
+            String key = file(e, TlsKeys.EPP_KEY_FILE, true, baseDir);
+            String ca = file(e, TlsKeys.EPP_CLIENT_CA_FILE, false, baseDir);
+            e.finish();
+            picker = new Picker(cert, key, ca);
+        }
         boolean proxyProtocol = GatewayKeys.PROXY_PROTOCOL.read(root);
         Upstream upstream = null;
         if (root.has("upstream_tls")) {
@@ -108,7 +132,8 @@ public record TlsConfig(Listener listener, boolean proxyProtocol, Upstream upstr
             u.finish();
             upstream = new Upstream(ca, cert, key);
         }
-        return listener == null && !proxyProtocol && upstream == null ? NONE : new TlsConfig(listener, proxyProtocol, upstream);
+        return listener == null && !proxyProtocol && upstream == null && picker == null ? NONE
+            : new TlsConfig(listener, proxyProtocol, upstream, picker);
     }
 
     /** A file key: absent (null, or a problem when required), or its absolute path, which must be readable now. */

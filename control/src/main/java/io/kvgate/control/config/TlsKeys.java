@@ -52,4 +52,22 @@ public final class TlsKeys {
     public static final ConfigKey<TlsConfig.Upstream, String> UPSTREAM_KEY_FILE = UPSTREAM.stringKey("key_file", null)
         .typeText("path").doc("PEM PKCS#8 key of that client certificate (with `cert_file`)")
         .readBack(TlsConfig.Upstream::keyFile);
+
+    public static final ConfigSection<TlsConfig.Picker> PICKER = ConfigSection.optionalMapping(GatewayKeys.SECTION,
+        "epp_tls", "TLS (ALPN h2) on the endpoint picker's gRPC port `epp_listen` (see [kubernetes](kubernetes.md));"
+            + " absent = cleartext HTTP/2", (GatewayConfig c) -> c.tls().picker(), p -> true).restartAsWhole();
+
+    public static final ConfigKey<TlsConfig.Picker, String> EPP_CERT_FILE = PICKER.stringKey("cert_file", null)
+        .typeText("path").defaultText("required").doc("PEM certificate chain, leaf first (read at start)")
+        .restartOnly()
+        .readBack(TlsConfig.Picker::certFile);
+    public static final ConfigKey<TlsConfig.Picker, String> EPP_KEY_FILE = PICKER.stringKey("key_file", null)
+        .typeText("path").defaultText("required").doc("PEM PKCS#8 private key (RSA or EC) of the leaf certificate")
+        .restartOnly()
+        .readBack(TlsConfig.Picker::keyFile);
+    public static final ConfigKey<TlsConfig.Picker, String> EPP_CLIENT_CA_FILE = PICKER.stringKey("client_ca_file", null)
+        .typeText("path").defaultText("no client certificate asked for")
+        .doc("PEM CA certificates the gateway's (Envoy's) client certificate must chain to: set, a client without one is refused (mTLS)")
+        .restartOnly()
+        .readBack(TlsConfig.Picker::clientCaFile);
 }

@@ -21,7 +21,8 @@ import org.junit.jupiter.api.io.TempDir;
 class ConfigTreeCoverageTest {
     /** Components written under another name, or not at all (derived from another key). */
     private static final Map<String, String> RENAMED = Map.of("RuleConfig.kvExact", "kv", "RuleConfig.modelEntries", "models", "TierWeights.gpu", "GPU",
-        "TierWeights.cpu", "CPU_TIER", "TierWeights.disk", "DISK", "TlsConfig.listener", "tls", "TlsConfig.upstream", "upstream_tls");
+        "TierWeights.cpu", "CPU_TIER", "TierWeights.disk", "DISK", "TlsConfig.listener", "tls", "TlsConfig.upstream", "upstream_tls",
+        "TlsConfig.picker", "epp_tls");
     /** Components whose record is written into its parent's mapping (TlsConfig: tls, proxy_protocol, upstream_tls at the top). */
     private static final Set<String> FLATTENED = Set.of("GatewayConfig.tls", "GatewayConfig.tenancy");
     private static final Set<String> DERIVED = Set.of("EndpointConfig.host", "EndpointConfig.port",
@@ -92,6 +93,7 @@ class ConfigTreeCoverageTest {
             rate_limit_store: {url: "redis://127.0.0.1:6379", on_failure: deny, timeout_ms: 9}
             cache_salt: {secret_file: salt.secret}
             upstream_tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}
+            epp_tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}
             rules:
               - name: r
                 models: [m1, {name: m2, served_as: m2, adapters: [m2-lora]}, {name: m9, served_as: m1}]

@@ -198,7 +198,11 @@ public final class PromptStage {
         try {
             JsonNode tree = PromptPipeline.parse(rc.body());
             if (chat) {
-                int[] tokens = pipeline.chatTokens(pipeline.renderChatText(tree), bound);
+                String text = pipeline.renderChatText(tree);
+                if (fitsByLength(rc, pipeline, text, contextLen, bound)) {
+                    return null; // it fits however it tokenizes: no count needed (#42: 100 KB prompts cost ms each)
+                }
+                int[] tokens = pipeline.chatTokens(text, bound);
                 longest = tokens == null ? -1 : tokens == PromptPipeline.TOO_LONG ? PromptPipeline.OVER : tokens.length;
             } else {
                 longest = pipeline.longestCompletionPrompt(tree, 0, bound);
@@ -223,6 +227,28 @@ public final class PromptStage {
         }
         return budget(rc, contextLen, longest == PromptPipeline.OVER ? bound : longest, longest != PromptPipeline.OVER,
             metrics);
+    }
+
+    /**
+     * Whether a rendered chat prompt passes the context check whatever its exact count: its UTF-8 length bounds its
+     * ids from above ({@link io.kvgate.index.tokenize.HfTokenizer#maxTokens}), that bound is within the rule's own
+     * bound and leaves room, and the verdict at the bound sends the request unchanged. The verdict only gets harsher
+     * as the prompt grows (a refusal or a lowered budget needs more tokens, never fewer), so the real, smaller count
+     * would pass too. A rule that does not route on the prompt then never tokenizes an ordinary one.
+     */
+    static boolean fitsByLength(RequestContext rc, PromptPipeline pipeline, String text, int contextLen, int bound) {
+        if (text == null) {
+            return false;
+        }
+        long most = pipeline.tokenizer().maxTokens(text);
+        if (most < 0 || most > bound || most + 2 > contextLen) {
+            return false; // nothing proved; or the bound is where a refusal or SGLang's one-free-token rule starts
+        }
+        Rule rule = rc.rule();
+        ContextBudget.Verdict v = ContextBudget.decide(contextLen, (int) most, true,
+            ContextBudget.requested(rc.fields(), true), true, rule.profile().refusesExactContextFill(),
+            rule.config().clampsContextOverflow());
+        return v.passes();
     }
 
     /**

@@ -48,7 +48,7 @@ public final class PemFiles {
     }
 
     /** The file's bytes; an unreadable file is a {@link BadFile}. */
-    static byte[] read(String key, String file) throws BadFile {
+    public static byte[] read(String key, String file) throws BadFile {
         try {
             return Files.readAllBytes(Path.of(file));
         } catch (IOException e) {
@@ -57,7 +57,7 @@ public final class PemFiles {
     }
 
     /** Every certificate of a PEM file, in file order (a chain: leaf first); none is a {@link BadFile}. */
-    static List<X509Certificate> certificates(String key, String file, byte[] pem) throws BadFile {
+    public static List<X509Certificate> certificates(String key, String file, byte[] pem) throws BadFile {
         try {
             List<X509Certificate> out = new ArrayList<>();
             for (Certificate c : CertificateFactory.getInstance("X.509").generateCertificates(new ByteArrayInputStream(pem))) {
@@ -76,7 +76,7 @@ public final class PemFiles {
     private static final String PKCS8_END = "-----END PRIVATE KEY-----";
 
     /** The unencrypted PKCS#8 private key (RSA or EC) of a PEM file. */
-    static PrivateKey privateKey(String key, String file, byte[] pem) throws BadFile {
+    public static PrivateKey privateKey(String key, String file, byte[] pem) throws BadFile {
         String text = new String(pem, StandardCharsets.US_ASCII);
         int begin = text.indexOf(PKCS8_BEGIN);
         int end = text.indexOf(PKCS8_END);
@@ -104,7 +104,7 @@ public final class PemFiles {
     }
 
     /** Whether {@code key} is the private half of {@code cert}'s public key: a signature made with one verifies. */
-    static boolean matches(PrivateKey key, X509Certificate cert) {
+    public static boolean matches(PrivateKey key, X509Certificate cert) {
         try {
             String alg = key.getAlgorithm().equals("EC") ? "SHA256withECDSA" : "SHA256withRSA";
             byte[] probe = "kvgate key check".getBytes(StandardCharsets.US_ASCII);

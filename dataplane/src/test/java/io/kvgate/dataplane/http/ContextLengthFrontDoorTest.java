@@ -57,6 +57,14 @@ class ContextLengthFrontDoorTest {
                 on_context_overflow: clamp
                 endpoints:
                   - url: http://127.0.0.1:2
+              - name: roomy
+                models: [roomy]
+                engine: sglang
+                tokenizer: %1$s
+                max_model_len: 4096
+                on_context_overflow: clamp
+                endpoints:
+                  - url: http://127.0.0.1:7
               - name: kv
                 models: [kv]
                 policy: kv_exact
@@ -155,6 +163,22 @@ class ContextLengthFrontDoorTest {
         assertEquals(lastBody(), body.replace("4096", Integer.toString(64 - prompt - 1))
             .replace("4000", Integer.toString(64 - prompt - 1)), "only the digits changed, duplicates included");
         assertTrue(h.metrics.render().contains("kvgate_context_clamped_total{rule=\"tokclamp\"}"));
+    }
+
+    @Test
+    void aPromptWhoseLengthProvesItFitsGoesUnchangedAndOneNearTheEdgeIsStillCountedExactly() throws Exception {
+        // 1,000 bytes of text and a 100-token budget in a 4,096-token context: at most ~1,030 ids, so it fits
+        // whatever it tokenizes to (the stage does not tokenize it) and goes as sent.
+        String fits = chat("roomy", "word ".repeat(200), ",\"max_tokens\":100");
+        assertEquals("", send("/v1/chat/completions", fits));
+        assertEquals(fits, lastBody(), "unchanged");
+        // The same text with a budget the length bound cannot clear: counted exactly, and the budget lowered to the
+        // exact room (SGLang: one token free), as without the shortcut.
+        String near = chat("roomy", "word ".repeat(200), ",\"max_tokens\":3900");
+        int prompt = chatTokens(near);
+        assertTrue(prompt < 1000, "short words tokenize to fewer ids than bytes: " + prompt);
+        assertEquals("", send("/v1/chat/completions", near));
+        assertEquals(4096 - prompt - 1, JSON.readTree(lastBody()).get("max_tokens").asInt());
     }
 
     @Test

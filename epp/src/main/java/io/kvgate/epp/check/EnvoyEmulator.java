@@ -42,7 +42,35 @@ public final class EnvoyEmulator implements AutoCloseable {
     private final long timeoutMs;
 
     public EnvoyEmulator(String host, int port, long timeoutMs) {
-        this.channel = NettyChannelBuilder.forAddress(host, port).usePlaintext().maxInboundMessageSize(64 << 20).build();
+        this(host, port, timeoutMs, null);
+    }
+
+    /**
+     * TLS to a picker (Envoy's {@code UpstreamTlsContext} on the ext_proc cluster): trust {@code caFile}'s CAs, or the
+     * JDK's without one, verify the host name, and present {@code certFile}/{@code keyFile} when given (mTLS).
+     */
+    public record ClientTls(String caFile, String certFile, String keyFile) {}
+
+    /** Over TLS when {@code tls} is not null, else cleartext HTTP/2 (prior knowledge), as Envoy's ext_proc cluster does. */
+    public EnvoyEmulator(String host, int port, long timeoutMs, ClientTls tls) {
+        NettyChannelBuilder b = NettyChannelBuilder.forAddress(host, port).maxInboundMessageSize(64 << 20);
+        if (tls == null) {
+            b.usePlaintext();
+        } else {
+            try {
+                var ssl = io.grpc.netty.GrpcSslContexts.forClient();
+                if (tls.caFile() != null) {
+                    ssl.trustManager(new java.io.File(tls.caFile()));
+                }
+                if (tls.certFile() != null) {
+                    ssl.keyManager(new java.io.File(tls.certFile()), new java.io.File(tls.keyFile()));
+                }
+                b.useTransportSecurity().sslContext(ssl.build());
+            } catch (javax.net.ssl.SSLException | IllegalArgumentException e) {
+                throw new IllegalArgumentException("epp-check --tls: cannot use the certificate files (" + e.getMessage() + ")", e);
+            }
+        }
+        this.channel = b.build();
         this.stub = ExternalProcessorGrpc.newStub(channel);
         this.timeoutMs = timeoutMs;
     }

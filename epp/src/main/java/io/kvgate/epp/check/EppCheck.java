@@ -35,7 +35,18 @@ public final class EppCheck {
     }
 
     /** What to send: the target, the model its rules serve, the path, extra headers (an API key). */
-    public record Target(String host, int port, String model, String path, Map<String, String> headers, long timeoutMs) {}
+    public record Target(String host, int port, String model, String path, Map<String, String> headers, long timeoutMs,
+                         EnvoyEmulator.ClientTls tls) {
+        /** A cleartext (HTTP/2 prior knowledge) target: the shape before {@code --tls} existed. */
+        public Target(String host, int port, String model, String path, Map<String, String> headers, long timeoutMs) {
+            this(host, port, model, path, headers, timeoutMs, null);
+        }
+
+        /** The Envoy emulator that talks to this target (TLS or cleartext as the target says). */
+        EnvoyEmulator envoy() {
+            return new EnvoyEmulator(host, port, timeoutMs, tls);
+        }
+    }
 
     public static int run(String[] args) {
         return run(args, System.out, System.err);
@@ -49,6 +60,10 @@ public final class EppCheck {
         Map<String, String> headers = new LinkedHashMap<>();
         boolean load = false;
         List<String> loadArgs = new ArrayList<>();
+        boolean tls = false;
+        String caFile = null;
+        String certFile = null;
+        String keyFile = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String v = i + 1 < args.length ? args[i + 1] : null;
@@ -56,10 +71,16 @@ public final class EppCheck {
                 load = true;
                 continue;
             }
+            if (a.equals("--tls")) {
+                tls = true;
+                continue;
+            }
             switch (a) {
                 case "--help", "-h" -> {
                     out.println("usage: kvgate epp-check --target HOST:PORT --model MODEL [--path /v1/chat/completions]"
                         + " [--header 'Name: value']... [--timeout-ms 10000]\n"
+                        + "  [--tls [--ca FILE] [--cert FILE --key FILE]]  TLS (ALPN h2) to a picker with epp_tls: trust FILE's"
+                        + " CAs\n       (default: the JDK's), present a client certificate (PEM, PKCS#8 key) for mTLS\n"
                         + "  drives an endpoint picker (Envoy ext_proc, Gateway API Inference Extension protocol 004) as Envoy"
                         + " does\n  and prints PASS/FAIL per protocol requirement; exit 1 on any FAIL\n"
                         + "  --load [--rate 100] [--seconds 10] [--prompt-bytes 100000] [--connections 4] [--max-in-flight 4096]\n"
@@ -69,6 +90,9 @@ public final class EppCheck {
                 }
                 case "--target" -> target = v;
                 case "--model" -> model = v;
+                case "--ca" -> caFile = v;
+                case "--cert" -> certFile = v;
+                case "--key" -> keyFile = v;
                 case "--path" -> path = v;
                 case "--timeout-ms" -> {
                     try {
@@ -109,7 +133,22 @@ public final class EppCheck {
             err.println("kvgate epp-check: --target must be HOST:PORT (got " + target + ")");
             return 2;
         }
-        Target t = new Target(target.substring(0, Math.max(0, colon)), port, model, path, headers, timeoutMs);
+        if (!tls && (caFile != null || certFile != null || keyFile != null)) {
+            err.println("kvgate epp-check: --ca, --cert and --key need --tls");
+            return 2;
+        }
+        if ((certFile == null) != (keyFile == null)) {
+            err.println("kvgate epp-check: --cert and --key go together (a client certificate needs its key)");
+            return 2;
+        }
+        for (String f : new String[] {caFile, certFile, keyFile}) {
+            if (f != null && !java.nio.file.Files.isReadable(java.nio.file.Path.of(f))) {
+                err.println("kvgate epp-check: " + f + " is not a readable file");
+                return 2;
+            }
+        }
+        Target t = new Target(target.substring(0, Math.max(0, colon)), port, model, path, headers, timeoutMs,
+            tls ? new EnvoyEmulator.ClientTls(caFile, certFile, keyFile) : null);
         if (load) {
             try {
                 return EppLoad.main(t, loadArgs.toArray(String[]::new), out, err);
@@ -133,7 +172,7 @@ public final class EppCheck {
     /** Runs every check against {@code t}. */
     public static List<Result> check(Target t) {
         List<Result> results = new ArrayList<>();
-        try (EnvoyEmulator envoy = new EnvoyEmulator(t.host(), t.port(), t.timeoutMs())) {
+        try (EnvoyEmulator envoy = t.envoy()) {
             health(envoy, t, results);
             picks(envoy, t, results);
         }

@@ -54,7 +54,7 @@ public final class EppLoad {
             throws InterruptedException {
         List<EnvoyEmulator> envoys = new ArrayList<>();
         for (int i = 0; i < connections; i++) {
-            envoys.add(new EnvoyEmulator(t.host(), t.port(), t.timeoutMs()));
+            envoys.add(t.envoy());
         }
         byte[] base = EppCheck.body(t, promptBytes);
         String text = new String(base, StandardCharsets.UTF_8);

@@ -9,7 +9,8 @@ import java.net.InetSocketAddress;
 import java.util.concurrent.TimeUnit;
 
 /**
- * {@code epp_listen}: kvgate as a Gateway API Inference Extension endpoint picker. One gRPC server (HTTP/2 cleartext)
+ * {@code epp_listen}: kvgate as a Gateway API Inference Extension endpoint picker. One gRPC server (HTTP/2 cleartext,
+ * or TLS with ALPN h2 under {@code epp_tls}: {@link EppTls})
  * on the gateway's own accept and I/O event loops, with a direct executor: each ext_proc stream runs on its
  * connection's loop, the same threads and routing-stage ports as the HTTP front door. It serves
  * {@code envoy.service.ext_proc.v3.ExternalProcessor} ({@link Picker}) and {@code grpc.health.v1.Health}
@@ -30,7 +31,12 @@ public final class EppFrontDoor implements FrontDoor {
     public Open open(Wiring w) throws Exception {
         GatewayConfig.HostPort at = w.config().eppListen();
         int maxMessage = Math.max(MIN_INBOUND_MESSAGE_BYTES, w.config().limits().maxBodyBytes() + (64 << 10));
-        Server server = NettyServerBuilder.forAddress(new InetSocketAddress(at.host(), at.port()))
+        var tls = w.config().tls().picker();
+        NettyServerBuilder builder = NettyServerBuilder.forAddress(new InetSocketAddress(at.host(), at.port()));
+        if (tls != null) {
+            builder.sslContext(EppTls.context(tls));
+        }
+        Server server = builder
             .bossEventLoopGroup(w.boss())
             .workerEventLoopGroup(w.workers())
             .channelType(w.serverChannel())
@@ -40,7 +46,9 @@ public final class EppFrontDoor implements FrontDoor {
             .addService(new PickerHealth(w.readiness(), w.workers()))
             .build()
             .start();
-        Log.info("endpoint picker (Envoy ext_proc, protocol 004, gRPC health) on " + at.host() + ":" + server.getPort());
+        Log.info("endpoint picker (Envoy ext_proc, protocol 004, gRPC health" + (tls == null ? ", cleartext HTTP/2" : ", TLS"
+            + (tls.clientCaFile() == null ? "" : " with required client certificates")) + ") on " + at.host() + ":"
+            + server.getPort());
         return new Open() {
             @Override
             public int port() {

@@ -487,6 +487,21 @@ public final class HfTokenizer {
     }
 
     /**
+     * An upper bound of the ids {@code encode(text, false)} returns, read from the text's UTF-8 length alone: every id
+     * spells at least one byte of the text (the same argument as {@link #minTokens}: an added token is its own,
+     * non-empty text, and the words between them are spelled by model tokens of at least one byte each), so there
+     * are never more ids than bytes. -1, proving nothing, where {@link #minTokens} proves nothing either (a normalizer
+     * that may change the text, an added token that strips white space). What lets a caller that only needs to know a
+     * prompt fits (a context check) skip tokenizing it.
+     */
+    public long maxTokens(CharSequence text) {
+        if (maxBytesPerId == 0 || (normalizer != null && normalizer.mayChange(text, 0, text.length()))) {
+            return -1;
+        }
+        return utf8Length(text, 0, text.length());
+    }
+
+    /**
      * Whether {@code text} certainly encodes to more than {@code maxTokens} ids ({@link #minTokens} above it), in
      * O(1) for a text too short to prove it (a UTF-16 unit is at most 3 UTF-8 bytes), so a prompt of ordinary
      * length pays no scan.

@@ -74,12 +74,17 @@ class TokenLowerBoundTest {
             HfTokenizer t = TokenizerTestSupport.ours(model);
             assertEquals(128, t.maxTokenBytes(), model + ": the longest token (a run of spaces)");
             int nonZero = 0;
+            int provedMax = 0;
             for (String text : texts) {
                 int[] ids = t.encode(text, false);
                 long min = t.minTokens(text);
                 assertTrue(min <= ids.length, model + ": bound " + min + " > count " + ids.length + " for "
                     + JsonTree.describe(text));
                 nonZero += min > 0 ? 1 : 0;
+                long max = t.maxTokens(text);
+                assertTrue(max == -1 || max >= ids.length, model + ": upper bound " + max + " < count " + ids.length
+                    + " for " + JsonTree.describe(text));
+                provedMax += max >= 0 ? 1 : 0;
                 assertFalse(t.certainlyMoreThan(text, ids.length), model);
                 if (ids.length > 0) {
                     assertEquals(min > ids.length - 1, t.certainlyMoreThan(text, ids.length - 1), model);
@@ -90,6 +95,7 @@ class TokenLowerBoundTest {
                 }
             }
             assertTrue(nonZero > texts.size() / 2, model + ": the bound proves something for most texts: " + nonZero);
+            assertTrue(provedMax > texts.size() / 2, model + ": the upper bound too: " + provedMax);
         }
     }
 
