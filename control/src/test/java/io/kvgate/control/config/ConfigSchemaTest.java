@@ -198,7 +198,7 @@ class ConfigSchemaTest {
             "kv.dp_rank_hint", "kv.min_match_fraction", "kv.spread", "kv.recent_work_window_ms", "kv.tier_weights.GPU", "kv.tier_weights.CPU_TIER", "kv.tier_weights.DISK",
             "pd.prefill_timeout_ms", "pd.decode_timeout_ms"), ConfigTree.RULE_TUNABLES);
         assertEquals(List.of("listen", "admin_listen", "epp_listen", "transport", "io_threads", "control_socket", "router.ring_size",
-            "router.wait_strategy", "router.thread", "ingest", "tracing", "logging", "rules[*].kv_capacity_blocks (the index is sized at start-up)"),
+            "router.wait_strategy", "router.thread", "ingest", "epp_tls", "tracing", "logging", "rules[*].kv_capacity_blocks (the index is sized at start-up)"),
             GatewayConfig.RESTART_ONLY);
         // Vocabularies declared by enum are the lists the rest of the gateway validates and switches on.
         assertEquals(GatewayConfig.TRANSPORTS, GatewayKeys.TRANSPORT.values());
