@@ -480,7 +480,7 @@ class TenantFrontDoorTest {
     @Test
     void theMetricsAndTheAccessRecordNameTheTenantAndKeyIdNeverTheSecret() throws Exception {
         start("    limits: {requests_per_minute: 1}");
-        h.gw.tenants().register(h.metrics.registry()); // as Gateway.start does
+        h.gw.tenants().register(h.metrics.registry()); // as the gateway does when it starts
         EmbeddedChannel ch = h.channel();
         ch.writeInbound(ascii(post(ACME_KEY, BODY)));
         var access = h.owners.get(0).accessRecord();
