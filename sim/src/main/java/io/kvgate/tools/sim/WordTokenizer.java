@@ -33,7 +33,13 @@ final class WordTokenizer implements PromptTokenizer {
 
     static String renderChatMl(JsonNode request) {
         StringBuilder sb = new StringBuilder();
-        for (JsonNode m : request.path("messages")) {
+        JsonNode messages = request.path("messages");
+        // vLLM's continue_final_message (HF apply_chat_template): the last (assistant) message is left open, its
+        // content the prefix the model continues, and no generation prompt follows.
+        boolean continueFinal = request.path("continue_final_message").asBoolean(false);
+        int i = 0;
+        for (JsonNode m : messages) {
+            boolean open = continueFinal && ++i == messages.size();
             sb.append(IM_START_TEXT).append(m.path("role").asText("user")).append('\n');
             JsonNode content = m.path("content");
             if (content.isArray()) {
@@ -45,10 +51,99 @@ final class WordTokenizer implements PromptTokenizer {
             } else if (content.isTextual()) {
                 sb.append(content.asText());
             }
+            if (open) {
+                return sb.toString();
+            }
             sb.append(IM_END_TEXT).append('\n');
         }
         sb.append(IM_START_TEXT).append("assistant\n");
         return sb.toString();
+    }
+
+    /**
+     * A word's key in the greedy context ({@link TextGenerator}): the id of the token without the whitespace before
+     * it, so {@code "the"}, {@code " the"} and {@code "\nthe"} are the same word wherever the tokenizer split them.
+     */
+    static int wordKey(String tokenText) {
+        int i = 0;
+        while (i < tokenText.length() && Character.isWhitespace(tokenText.charAt(i))) {
+            i++;
+        }
+        return id(tokenText, i, tokenText.length());
+    }
+
+    /** Generated-word token ids (with or without the blank before them) to their word key; see {@link #greedyContext(int[], long)}. */
+    private static final java.util.Map<Integer, Integer> WORD_KEYS_BY_ID = wordKeysById();
+
+    private static java.util.Map<Integer, Integer> wordKeysById() {
+        java.util.Map<Integer, Integer> m = new java.util.HashMap<>();
+        for (String w : TextGenerator.WORDS) {
+            int key = wordKey(w);
+            for (String form : new String[] {w, " " + w, "\n" + w}) {
+                m.put(id(form, 0, form.length()), key);
+            }
+        }
+        return m;
+    }
+
+    /** The id of one generated token's text (what a vLLM engine reports under {@code return_token_ids}). */
+    static int tokenId(String tokenText) {
+        return id(tokenText, 0, tokenText.length());
+    }
+
+    /**
+     * The greedy context after a text (a completions prompt, a rendered chat): its tokens' word keys in order,
+     * whitespace-only tokens skipped, so appending generated words to the text continues the same context.
+     */
+    static long greedyContext(String text, long start) {
+        long ctx = start;
+        int i = 0;
+        int len = text.length();
+        while (i < len) {
+            if (text.startsWith(IM_START_TEXT, i)) {
+                ctx = TextGenerator.greedyNext(ctx, IM_START);
+                i += IM_START_TEXT.length();
+                continue;
+            }
+            if (text.startsWith(IM_END_TEXT, i)) {
+                ctx = TextGenerator.greedyNext(ctx, IM_END);
+                i += IM_END_TEXT.length();
+                continue;
+            }
+            while (i < len && Character.isWhitespace(text.charAt(i))) {
+                i++;
+            }
+            if (i == len || text.startsWith(IM_START_TEXT, i) || text.startsWith(IM_END_TEXT, i)) {
+                continue;
+            }
+            int start0 = i;
+            if (Character.isLetterOrDigit(text.codePointAt(i))) {
+                while (i < len && Character.isLetterOrDigit(text.codePointAt(i))) {
+                    i += Character.charCount(text.codePointAt(i));
+                }
+            } else {
+                i += Character.charCount(text.codePointAt(i));
+            }
+            ctx = TextGenerator.greedyNext(ctx, id(text, start0, i));
+        }
+        return ctx;
+    }
+
+    /**
+     * The greedy context after a token-id prompt: generated-word ids (in any of their forms) count as their word, any
+     * other id as itself, so a prompt of (ids + the generated ids the engine reported) continues the same context.
+     */
+    static long greedyContext(int[] ids, long start) {
+        long ctx = start;
+        for (int t : ids) {
+            ctx = TextGenerator.greedyNext(ctx, WORD_KEYS_BY_ID.getOrDefault(t, t));
+        }
+        return ctx;
+    }
+
+    /** Whether a token-id prompt ends in a generated word (a continuation: its first new token takes a blank). */
+    static boolean endsInGeneratedWord(int[] ids) {
+        return ids.length > 0 && WORD_KEYS_BY_ID.containsKey(ids[ids.length - 1]);
     }
 
     @Override
