@@ -36,6 +36,7 @@ public final class ConfigSchema {
         TierWeightKeys.SECTION,
         PdKeys.SECTION,
         AdmissionKeys.SECTION,
+        FailoverKeys.SECTION,
         RuleHealthKeys.SECTION,
         EndpointKeys.SECTION,
         DiscoveryKeys.SECTION);

@@ -2,6 +2,10 @@ package io.kvgate.dataplane.exchange;
 
 import io.kvgate.dataplane.relay.ClientResponse;
 import io.kvgate.dataplane.relay.Relay;
+import io.kvgate.dataplane.relay.StreamStitch;
+import io.kvgate.dataplane.failover.FailoverRequest;
+import io.kvgate.dataplane.failover.MigrationCause;
+import io.kvgate.control.config.FailoverConfig;
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
@@ -130,6 +134,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     private int predictedTokens = -1;
     private int confirmedTokens = -1;
     private LossCause routeLoss;
+    /**
+     * Mid-stream failover (issue #41; {@code rules[].failover}): the rule's settings, the request's side of it (null:
+     * the rule has none), the stream's stitch (null: none), the migrations so far, the cause of the one in progress
+     * (null: none: set from the failure until the next engine's head arrives) and the endpoints left, in order.
+     */
+    private final FailoverConfig failoverConfig;
+    private FailoverRequest failover;
+    private StreamStitch stitch;
+    private int migrations;
+    private MigrationCause migrating;
+    private StringBuilder migratedFrom;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -152,6 +167,27 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
         // Two clients may send the same X-Request-Id: the engine gets a gateway-unique one, the client its own back.
         this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
+        this.failoverConfig = rule.config().failover();
+    }
+
+    /**
+     * Mid-stream failover: reads the request once (only on a rule that has it) and, unless the request can never be
+     * continued, stitches its stream so a failed engine's generation can go on elsewhere.
+     */
+    private void setUpFailover() {
+        if (failoverConfig == null || !failoverConfig.enabled() || body == null) {
+            return;
+        }
+        byte[] bytes = new byte[body.readableBytes()];
+        body.getBytes(body.readerIndex(), bytes);
+        String engine = rule.config().engine();
+        boolean chat = request.uri().startsWith("/v1/chat/");
+        failover = FailoverRequest.of(bytes, chat, request.headers().get(FailoverRequest.OPT_OUT_HEADER),
+            "vllm".equals(engine) || "sglang".equals(engine));
+        if (failover.refusal() == null) {
+            stitch = new StreamStitch(chat);
+            client.stitch(stitch);
+        }
     }
 
     /** The request's trace (null: not sampled): route, leg and connect spans; the engine gets the leg's context. */
@@ -206,7 +242,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         RouteInputs in = routing.inputs()
             .rule(rule)
             .role(Role.ANY)
-            .promptTokens(inputs.promptTokens())
+            .promptTokens(routedPromptTokens())
             .cacheSalt(inputs.cacheSalt())
             .lora(lora)
             .servingEndpoints(servingEndpoints)
@@ -224,6 +260,22 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             in.tried(tried.get(i));
         }
         return in;
+    }
+
+    /**
+     * The prompt tokens the policy routes on: the request's, and for a continuation (mid-stream failover) the request's
+     * followed by the generated tokens' ids when the engine reported them, so kv_exact prefers the endpoint holding
+     * most of prompt + generated; without ids the prompt's blocks alone route it.
+     */
+    private int[] routedPromptTokens() {
+        int[] p = inputs.promptTokens();
+        int[] generated = stitch == null || migrations == 0 ? null : stitch.generatedIds();
+        if (p == null || p.length == 0 || generated == null) {
+            return p;
+        }
+        int[] all = java.util.Arrays.copyOf(p, p.length + generated.length);
+        System.arraycopy(generated, 0, all, p.length, generated.length);
+        return all;
     }
 
     /**
@@ -277,6 +329,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     public void start() {
         try {
             listed = true;
+            setUpFailover();
             gw.live().add(ctx.channel().eventLoop(), this);
             routedAtNs = gw.clock().nanoTime();
             dispatchNs = routedAtNs;
@@ -298,6 +351,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             if (phase == Phase.DONE) {
                 returnHeldEndpoint(); // the client left (or the exchange ended) while routing
                 return;
+            }
+            if (ep == null && migrating != null) {
+                gw.metrics().streamMigration(ruleName, migrating.label, "failed");
+                migrating = null;
             }
             if (ep == null) {
                 gw.metrics().shed("no_healthy_endpoint");
@@ -321,8 +378,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                 legSpan = trace.leg("kvgate.upstream", gw.clock().nanoTime(), ep.key(), tried.size());
                 engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(legSpan)); // the engine's parent: this leg
             }
+            long idleMs = gw.config().upstream().idleTimeoutMs();
+            if (stitch != null && failoverConfig.stallMs() > 0) {
+                idleMs = Math.min(idleMs, failoverConfig.stallMs()); // failover.stall_ms: a silent engine is left sooner
+            }
             leg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
-                UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
+                UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, idleMs, limits.clientStallTimeoutMs()),
                 this).answers503WhileLoading(rule.profile().answers503WhileLoading()).prefillTokens(heldPrefillTokens)
                 .dpRank(heldDpRank);
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
@@ -367,8 +428,16 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     @Override
     public void onHead(UpstreamLeg l, ResponseHead head) {
-        if (phase != Phase.UPSTREAM) {
+        if (phase != Phase.UPSTREAM || l != leg) {
             return;
+        }
+        if (migrating != null && relay.relaying()) {
+            onContinuationHead(l, head);
+            return;
+        }
+        if (migrating != null) {
+            gw.metrics().streamMigration(ruleName, migrating.label, "ok"); // a non-streamed request retried whole
+            migrating = null;
         }
         long now = gw.clock().nanoTime();
         gw.metrics().timeToFirstByte(ruleName, now - startNs);
@@ -378,22 +447,57 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
     }
 
+    /**
+     * The head of the engine that continues a started stream: a stream goes on (no second head reaches the client);
+     * anything else (the engine refused the continuation) ends the client's stream with an error frame.
+     */
+    private void onContinuationHead(UpstreamLeg l, ResponseHead head) {
+        MigrationCause cause = migrating;
+        migrating = null;
+        if (head.status() < 300 && head.eventStream()) {
+            gw.metrics().streamMigration(ruleName, cause.label, "ok");
+            phase = Phase.RELAYING;
+            return;
+        }
+        gw.metrics().streamMigration(ruleName, cause.label, "failed");
+        leg = null;
+        l.cancel();
+        finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, "The stream's engine failed and the engine that"
+            + " was to continue it answered " + head.status()));
+    }
+
     /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
     private String explanation() {
         if (!explain) {
             return null;
         }
         return "endpoint=" + (lastEndpoint == null ? "none" : lastEndpoint.key()) + "; rule=" + ruleName
-            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size();
+            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size()
+            + (migratedFrom == null ? "" : "; migrated_from=" + migratedFrom);
     }
 
     @Override
     public void onContent(UpstreamLeg l, HttpContent content, boolean last) {
-        if (phase != Phase.RELAYING) {
+        if (phase != Phase.RELAYING || l != leg) {
             content.release();
             return;
         }
-        if (relay.onContent(l, content, last)) {
+        boolean complete = relay.onContent(l, content, last);
+        if (stitch != null && stitch.wantsContinuation()) {
+            // The engine sent an error event or ended the stream before it finished: held back from the client.
+            MigrationCause cause = stitch.engineError() ? MigrationCause.ENGINE_ERROR : MigrationCause.RESET;
+            String why = stitch.engineError() ? "The engine failed in the middle of the response: " + stitch.engineErrorText()
+                : "The engine ended the stream before it finished";
+            leg = null;
+            if (!complete) {
+                l.cancel(); // its [DONE] and anything after the error are not wanted
+            }
+            if (!tryMigrate(cause, l.endpoint())) {
+                finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, why));
+            }
+            return;
+        }
+        if (complete) {
             finish(relay.status(), client.keepAlive());
         }
     }
@@ -401,6 +505,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     /** Read-after-write: flush what this batch wrote and read the next upstream batch once the client took it. */
     @Override
     public void onReadComplete(UpstreamLeg l) {
+        if (l != leg) {
+            return;
+        }
         if (phase != Phase.RELAYING) {
             l.read();
             return;
@@ -428,6 +535,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             legSpan = null;
         }
         boolean started = phase == Phase.RELAYING;
+        MigrationCause moveCause = failover == null ? null : causeOf(failure, started);
+        if (moveCause != null && tryMigrate(moveCause, l.endpoint())) {
+            return;
+        }
         switch (failure) {
             case CONNECT, ENGINE_LOADING -> retryElsewhere(failure, cause);
             case ENDPOINT_DOWN -> {
@@ -473,6 +584,74 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     }
 
     /**
+     * Which failures mid-stream failover acts on, by whether this leg's head had arrived: an engine that closed or
+     * timed out before answering (the request goes again whole, or the continuation goes on elsewhere), a connection
+     * lost or an endpoint found down mid-answer, and silence ({@code stall_ms}, or the idle timeout). Connect
+     * failures are the connect retries' (the engine saw nothing).
+     */
+    private static MigrationCause causeOf(LegFailure failure, boolean headArrived) {
+        return switch (failure) {
+            case EARLY_CLOSE, FIRST_BYTE_TIMEOUT -> MigrationCause.CONNECT_FAILED;
+            case MID_BODY -> MigrationCause.RESET;
+            case ENDPOINT_DOWN -> headArrived ? MigrationCause.RESET : null;
+            case IDLE_TIMEOUT, NO_PROGRESS -> MigrationCause.STALL;
+            default -> null;
+        };
+    }
+
+    /**
+     * Mid-stream failover: continues the request on another endpoint chosen by the rule's policy (the failed one
+     * excluded) — a started stream with the original prompt plus what was generated and the remaining budget
+     * ({@link FailoverRequest#continuation}), a request that has not answered yet whole. Returns false when it cannot
+     * (refused, budget used, no continuation form): the caller ends the request as it would without failover. Every
+     * decision is counted in {@code kvgate_stream_migrations_total}.
+     */
+    private boolean tryMigrate(MigrationCause cause, EndpointState failed) {
+        boolean midStream = relay.relaying();
+        String refusal = failover.refusal();
+        if (refusal == null && midStream) {
+            refusal = !client.sse() ? "not_a_stream" : stitch.toolCallOpen() ? "tool_call" : stitch.finished() ? "finished" : null;
+        }
+        if (refusal != null) {
+            gw.metrics().streamMigration(ruleName, cause.label, "refused");
+            return false;
+        }
+        if (migrations >= failoverConfig.maxMigrations()) {
+            gw.metrics().streamMigration(ruleName, cause.label, "exhausted");
+            return false;
+        }
+        if (midStream) {
+            byte[] next = failover.continuation(stitch.generatedText(), stitch.promptIds(), stitch.generatedIds(),
+                stitch.generatedTokens());
+            if (next == null) {
+                gw.metrics().streamMigration(ruleName, cause.label, "refused");
+                return false;
+            }
+            client.continueOnNextLeg();
+            if (body != null && body.refCnt() > 0) {
+                body.release();
+            }
+            body = io.netty.buffer.Unpooled.wrappedBuffer(next);
+        }
+        migrations++;
+        migratedFrom = (migratedFrom == null ? new StringBuilder() : migratedFrom.append(',')).append(failed.key());
+        owner.accessRecord().migratedFrom = migratedFrom.toString();
+        migrating = cause;
+        tried.clear();
+        tried.add(failed); // the policy chooses again, without the endpoint that failed
+        phase = Phase.ROUTING;
+        routedAtNs = gw.clock().nanoTime();
+        startRouteSpan();
+        if (!routing.tryRoute(routeInputs(), this)) {
+            gw.metrics().streamMigration(ruleName, cause.label, "failed");
+            migrating = null;
+            gw.metrics().shed("router_ring_full");
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+        }
+        return true;
+    }
+
+    /**
      * The endpoint processed nothing the client has seen (refused, loading, or found down before the response
      * started): the request goes to another endpoint while {@code upstream.max_connect_attempts} allows, else the
      * client gets a retryable error naming why.
@@ -512,7 +691,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     }
 
     private void failMidStream(LegFailure failure, String message) {
-        if (phase != Phase.RELAYING) {
+        if (!relay.relaying()) {
             finishWithError(failure.clientStatus(), message, failure.code(), false);
             return;
         }
@@ -530,6 +709,14 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     private void finishWithError(HttpResponseStatus st, String message, String code, boolean retryAfter) {
         if (phase == Phase.DONE) {
+            return;
+        }
+        if (relay.relaying()) {
+            // A continuation found no engine: the client's stream is open, it ends with an error frame.
+            if (trace != null) {
+                trace.error(code);
+            }
+            finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, message));
             return;
         }
         if (trace != null) {
@@ -605,7 +792,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         if (phase == Phase.DONE) {
             return;
         }
-        Phase was = phase;
         phase = Phase.DONE;
         Log.error("exchange failed inside the gateway (answered 500, connection closed): " + t);
         relay.errorCode(LegFailure.INTERNAL.code());
@@ -616,7 +802,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             }
             returnHeldEndpoint();
             if (!clientGone) {
-                if (was != Phase.RELAYING) {
+                if (!relay.relaying()) {
                     client.answerErrorAndClose(HttpResponseStatus.INTERNAL_SERVER_ERROR,
                         "The gateway failed while handling this request.", LegFailure.INTERNAL.code());
                 } else {
@@ -681,7 +867,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
         String msg = "The gateway is shutting down; retry the request.";
         relay.errorCode("shutting_down");
-        if (phase == Phase.RELAYING) {
+        if (relay.relaying()) {
             gw.metrics().responseIncomplete(GatewayMetrics.INCOMPLETE_SHUTTING_DOWN);
             client.endStreamWithError(msg, "shutting_down");
             finish(relay.status(), false);
