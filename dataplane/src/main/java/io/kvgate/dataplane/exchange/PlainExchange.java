@@ -855,6 +855,60 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
     }
 
+    /**
+     * {@code ctl drain ENDPOINT --migrate}: a stream on {@code ep} that mid-stream failover can continue moves now
+     * (cause {@code drain}); one that cannot finishes normally until {@code withinMs}, then ends with an error event.
+     */
+    @Override
+    protected void onMigrateOff(EndpointState ep, long withinMs) {
+        UpstreamLeg l = leg;
+        if (l == null || l.endpoint() != ep || phase != Phase.RELAYING) {
+            return;
+        }
+        if (failover != null && migrationRefusal() == null) {
+            leg = null;
+            l.cancel();
+            if (!tryMigrate(MigrationCause.DRAIN, ep)) {
+                finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, "The endpoint was drained and the stream could"
+                    + " not move"));
+            }
+            return;
+        }
+        if (failover != null) {
+            gw.metrics().streamMigration(ruleName, MigrationCause.DRAIN.label, migrations >= failoverConfig.maxMigrations()
+                ? "exhausted" : "refused");
+        }
+        ctx.executor().schedule(() -> {
+            if (leg == l && phase == Phase.RELAYING) {
+                leg = null;
+                l.cancel();
+                finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, "The endpoint was drained and the stream did"
+                    + " not finish within " + withinMs + " ms"));
+            }
+        }, withinMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+    }
+
+    /** Why a started stream cannot move now (null: it can), without counting anything. */
+    private String migrationRefusal() {
+        if (failover.refusal() != null) {
+            return failover.refusal();
+        }
+        if (!client.sse() || stitch == null) {
+            return "not_a_stream";
+        }
+        if (stitch.toolCallOpen()) {
+            return "tool_call";
+        }
+        if (stitch.finished()) {
+            return "finished";
+        }
+        if (migrations >= failoverConfig.maxMigrations()) {
+            return "exhausted";
+        }
+        return failover.continuation(stitch.generatedText(), stitch.promptIds(), stitch.generatedIds(),
+            stitch.generatedTokens()) == null ? "no_form" : null;
+    }
+
     /** The drain deadline passed: a live stream gets an error frame and {@code [DONE]}; anything earlier a 503. */
     @Override
     protected void endForDrain() {

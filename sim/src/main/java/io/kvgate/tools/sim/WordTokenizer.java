@@ -92,53 +92,49 @@ final class WordTokenizer implements PromptTokenizer {
     }
 
     /**
-     * The greedy context after a text (a completions prompt, a rendered chat): its tokens' word keys in order,
-     * whitespace-only tokens skipped, so appending generated words to the text continues the same context.
+     * The greedy context after a text (a completions prompt, a rendered chat): the context of its tokens
+     * ({@link #greedyContext(int[], long)}), so a text prompt and the same prompt as the ids this tokenizer gives it
+     * continue alike, and appending generated words to the text continues the same context.
      */
     static long greedyContext(String text, long start) {
-        long ctx = start;
-        int i = 0;
-        int len = text.length();
-        while (i < len) {
-            if (text.startsWith(IM_START_TEXT, i)) {
-                ctx = TextGenerator.greedyNext(ctx, IM_START);
-                i += IM_START_TEXT.length();
-                continue;
-            }
-            if (text.startsWith(IM_END_TEXT, i)) {
-                ctx = TextGenerator.greedyNext(ctx, IM_END);
-                i += IM_END_TEXT.length();
-                continue;
-            }
-            while (i < len && Character.isWhitespace(text.charAt(i))) {
-                i++;
-            }
-            if (i == len || text.startsWith(IM_START_TEXT, i) || text.startsWith(IM_END_TEXT, i)) {
-                continue;
-            }
-            int start0 = i;
-            if (Character.isLetterOrDigit(text.codePointAt(i))) {
-                while (i < len && Character.isLetterOrDigit(text.codePointAt(i))) {
-                    i += Character.charCount(text.codePointAt(i));
-                }
-            } else {
-                i += Character.charCount(text.codePointAt(i));
-            }
-            ctx = TextGenerator.greedyNext(ctx, id(text, start0, i));
-        }
-        return ctx;
+        return greedyContext(new WordTokenizer().encodeText(text), start);
     }
 
     /**
-     * The greedy context after a token-id prompt: generated-word ids (in any of their forms) count as their word, any
-     * other id as itself, so a prompt of (ids + the generated ids the engine reported) continues the same context.
+     * The greedy context after a token-id prompt: generated-word ids (in any of their forms: a word with or without a
+     * blank or newline before it) count as their word, whitespace-only tokens not at all, any other id as itself; so
+     * a prompt of (ids + the generated ids the engine reported), a text prompt with the generated text appended, and a
+     * chat turn continued as an assistant prefix ("assistant\n" + "the" is one token "\nthe") continue the same context.
      */
     static long greedyContext(int[] ids, long start) {
         long ctx = start;
         for (int t : ids) {
+            if (WHITESPACE_IDS.contains(t)) {
+                continue;
+            }
             ctx = TextGenerator.greedyNext(ctx, WORD_KEYS_BY_ID.getOrDefault(t, t));
         }
         return ctx;
+    }
+
+    /** Ids of whitespace-only tokens (up to 4 blanks, tabs, newlines): not words, skipped by the greedy context. */
+    private static final java.util.Set<Integer> WHITESPACE_IDS = whitespaceIds();
+
+    private static java.util.Set<Integer> whitespaceIds() {
+        java.util.Set<Integer> out = new java.util.HashSet<>();
+        java.util.List<String> level = java.util.List.of("");
+        for (int len = 1; len <= 4; len++) {
+            java.util.List<String> next = new java.util.ArrayList<>();
+            for (String p : level) {
+                for (char c : new char[] {' ', '\n', '\t', '\r'}) {
+                    String w = p + c;
+                    next.add(w);
+                    out.add(id(w, 0, w.length()));
+                }
+            }
+            level = next;
+        }
+        return out;
     }
 
     /** Whether a token-id prompt ends in a generated word (a continuation: its first new token takes a blank). */
