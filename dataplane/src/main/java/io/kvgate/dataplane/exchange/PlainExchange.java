@@ -180,10 +180,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
         byte[] bytes = new byte[body.readableBytes()];
         body.getBytes(body.readerIndex(), bytes);
-        String engine = rule.config().engine();
         boolean chat = request.uri().startsWith("/v1/chat/");
         failover = FailoverRequest.of(bytes, chat, request.headers().get(FailoverRequest.OPT_OUT_HEADER),
-            "vllm".equals(engine) || "sglang".equals(engine));
+            rule.profile().continuesAssistantMessage());
         if (failover.refusal() == null) {
             stitch = new StreamStitch(chat);
             client.stitch(stitch);
