@@ -1117,6 +1117,13 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     }
 
     @Override
+    public void migrateStreams(EndpointState ep, long withinMs) {
+        if (liveExchanges != null) {
+            liveExchanges.migrateOff(ep, withinMs);
+        }
+    }
+
+    @Override
     public void drain(boolean on) {
         if (drain.draining() != on) {
             Log.info(on ? "draining: new requests are refused (503), requests in flight finish" : "drain undone: accepting requests");

@@ -44,7 +44,9 @@ public final class ControlCommand {
           rules                each rule's effective settings: engine, policy, topology, hash, tokenizer, KV subscribers
           endpoints            health, drain, breaker, load and counters of every endpoint
           tenants              each tenant's usage on this replica against its limits (and this replica's share)
-          drain [ENDPOINT]     ENDPOINT (id, host:port or url): no new requests, in-flight ones finish;
+          drain [ENDPOINT]     ENDPOINT (id, host:port or url): no new requests, in-flight ones finish
+                               (--migrate [--within MS]: its live streams move to other endpoints, those that
+                               cannot finish within MS, default 2000, then end);
                                without ENDPOINT: the whole gateway refuses new requests (503) until undrain
           undrain [ENDPOINT]   undo drain
           weight ENDPOINT N    change an endpoint's weight live (a new configuration version)
@@ -97,6 +99,12 @@ public final class ControlCommand {
             CommandSpec v = CommandSpec.create().name(verb);
             v.addPositional(PositionalParamSpec.builder().paramLabel("ARG").arity("0..*").type(List.class)
                 .auxiliaryTypes(String.class).build());
+            if (verb.equals("drain")) {
+                v.addOption(OptionSpec.builder("--migrate").arity("0").type(boolean.class)
+                    .description("ENDPOINT's live streams move to other endpoints (mid-stream failover)").build());
+                v.addOption(OptionSpec.builder("--within").paramLabel("MS").type(String.class)
+                    .description("with --migrate: streams that cannot move may finish this long (default 2000)").build());
+            }
             if (verb.equals("doctor")) {
                 v.addOption(OptionSpec.builder("--timeout-ms").paramLabel("N").type(String.class)
                     .description("how long the parity probe waits for the engines' events").build());
@@ -147,9 +155,20 @@ public final class ControlCommand {
                 case "rules" -> new Call("GET", "/control/v1/rules", null, ControlCommand::printRules);
                 case "endpoints" -> new Call("GET", "/admin/v1/endpoints", null, ControlCommand::printEndpoints);
                 case "tenants" -> new Call("GET", "/control/v1/tenants", null, ControlCommand::printTenants);
-                case "drain", "undrain" -> arg == null
-                    ? new Call("POST", "/control/v1/" + cmd, "", ControlCommand::printDrain)
-                    : new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/" + cmd, "", ControlCommand::printDrain);
+                case "drain", "undrain" -> {
+                    boolean migrate = verb.hasMatchedOption("--migrate");
+                    String within = verb.hasMatchedOption("--within") ? verb.matchedOptionValue("--within", "") : null;
+                    if ((migrate || within != null) && arg == null) {
+                        yield usage(err, "ctl drain ENDPOINT --migrate [--within MS] (an endpoint's streams move; the gateway's cannot)");
+                    }
+                    if (within != null && !migrate) {
+                        yield usage(err, "ctl drain ENDPOINT --migrate --within MS (--within comes with --migrate)");
+                    }
+                    String query = migrate ? "?migrate=true" + (within == null ? "" : "&within=" + enc(within)) : "";
+                    yield arg == null
+                        ? new Call("POST", "/control/v1/" + cmd, "", ControlCommand::printDrain)
+                        : new Call("POST", "/control/v1/endpoints/" + enc(arg) + "/" + cmd + query, "", ControlCommand::printDrain);
+                }
                 case "weight" -> {
                     if (rest.size() != 2) {
                         yield usage(err, "ctl weight ENDPOINT N");
@@ -333,7 +352,9 @@ public final class ControlCommand {
         JsonNode n = JSON.readTree(body);
         if (n.has("endpoint")) {
             out.println("endpoint " + n.path("endpoint").asText() + (n.path("drained").asBoolean()
-                ? " drained: no new requests, " + n.path("outstanding").asInt() + " in flight finish" : " undrained: takes requests again"));
+                ? " drained: no new requests, " + n.path("outstanding").asInt() + " in flight "
+                    + (n.path("migrate").asBoolean() ? "move to other endpoints (those that cannot finish within "
+                        + n.path("within_ms").asLong() + " ms)" : "finish") : " undrained: takes requests again"));
         } else {
             out.println(n.path("draining").asBoolean() ? "gateway draining: new requests are refused (503); undo with ctl undrain"
                 : "gateway accepting requests");

@@ -108,6 +108,12 @@ class ControlCommandTest {
         assertEquals(0, ctl("drain", ep), err());
         assertTrue(gw.registry().get(ep).drained());
         assertEquals(0, ctl("undrain", ep), err());
+        // --migrate: the endpoint's live streams move (none here); --within bounds the ones that cannot
+        assertEquals(0, ctl("drain", ep, "--migrate", "--within", "1500"), err());
+        assertTrue(out().contains("in flight move to other endpoints (those that cannot finish within 1500 ms)"), out());
+        assertEquals(2, ctl("drain", "--migrate"), "the gateway's own drain has no streams to move");
+        assertEquals(2, ctl("drain", ep, "--within", "5"), "--within comes with --migrate");
+        assertEquals(0, ctl("undrain", ep), err());
         assertEquals(0, ctl("patch", "chat", "kv.load_cap_factor=1.2"), err());
         assertEquals("applied: configuration version 2\n  rules[name=chat].kv.load_cap_factor: 1.5 -> 1.2\n", out());
         assertEquals(0, ctl("status"), err());

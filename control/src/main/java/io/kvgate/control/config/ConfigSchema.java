@@ -39,6 +39,7 @@ public final class ConfigSchema {
         PdKeys.SECTION,
         AdmissionKeys.SECTION,
         HedgeKeys.SECTION,
+        FailoverKeys.SECTION,
         RuleHealthKeys.SECTION,
         EndpointKeys.SECTION,
         DiscoveryKeys.SECTION);

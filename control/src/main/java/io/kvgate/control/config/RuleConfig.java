@@ -40,7 +40,49 @@ public record RuleConfig(
     int maxLogitBias,
     String toolCallParser,
     DiscoveryConfig discovery,
-    HedgeConfig hedge) {
+    HedgeConfig hedge,
+    FailoverConfig failover) {
+
+    /** The shape before {@code hedge} and {@code failover} existed: no hedged first tokens, mid-stream failover off. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, HedgeConfig.OFF,
+            FailoverConfig.OFF);
+    }
+
+    /** A rule with hedging and no mid-stream failover. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery,
+                      HedgeConfig hedge) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge,
+            FailoverConfig.OFF);
+    }
+
+    /** A rule with mid-stream failover and no hedging. */
+    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
+                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
+                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
+                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
+                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
+                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery,
+                      FailoverConfig failover) {
+        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
+            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
+            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, HedgeConfig.OFF,
+            failover);
+    }
 
     /**
      * {@code max_logit_bias} default: OpenAI's cap on the entries of one request's {@code logit_bias} (it answers 400
@@ -83,26 +125,14 @@ public record RuleConfig(
     public RuleConfig withBlockSize(int size) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, size, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge, failover);
     }
 
     /** The same rule hashing with {@code seed} (a resolved {@code auto}, applied through a reload). */
     public RuleConfig withHashSeed(String seed) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, seed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
-    }
-
-    /** The shape before {@code hedge} existed: no hedged first tokens. */
-    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
-                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
-                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
-                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
-                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
-                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery) {
-        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
-            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
-            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, HedgeConfig.OFF);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge, failover);
     }
 
     /** The shape before {@code discovery} existed: the rule's own endpoints. */
@@ -127,7 +157,7 @@ public record RuleConfig(
         }
         return new RuleConfig(name, modelEntries, engine, policy, fallback, List.copyOf(found), tokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
+            health, maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge, failover);
     }
 
     /** The shape before {@code tool_call_parser} existed: not declared. */
@@ -218,7 +248,7 @@ public record RuleConfig(
     RuleConfig withPaths(String resolvedTokenizer, ChatTemplateFile resolvedTemplate) {
         return new RuleConfig(name, modelEntries, engine, policy, fallback, endpoints, resolvedTokenizer, blockSize, hashSeed,
             hashAlgo, kvKeyMode, kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission,
-            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
+            health, maxModelLen, onContextOverflow, resolvedTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge, failover);
     }
 
     /** The shape before {@code max_model_len} / {@code on_context_overflow} existed: discovered, reject. */
@@ -1022,9 +1052,10 @@ public record RuleConfig(
                 + " (--tool-call-parser, e.g. hermes, llama3_json) or none (launched without one)");
             toolCallParser = null;
         }
+        FailoverConfig failover = FailoverConfig.read(n.child(FailoverKeys.SECTION.name()), policy);
         n.finish();
         return new RuleConfig(name, List.copyOf(models), engine, policy, fallback, List.copyOf(endpoints), tokenizer, blockSize,
             hashSeed, hashAlgo, keyMode, capacity, explain, session, chwbl, kv, pd, maxN, maxPromptTokens, admission, health,
-            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge);
+            maxModelLen, onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge, failover);
     }
 }

@@ -129,6 +129,7 @@ class ConfigTreeCoverageTest {
                 admission: {max_queue: 9, max_wait_ms: 999, max_waiting: 9, max_kv_usage: 0.9, max_outstanding: 9,
                             interactive_reserve: 2, api_key_priorities: {%s: batch}}
                 hedge: {after_ms: 99, max_extra_ratio: 0.2, window_ms: 9999}
+                failover: {mid_stream: true, max_migrations: 9, stall_ms: 99}
                 endpoints:
                   - url: http://127.0.0.1:9001
                     weight: 9

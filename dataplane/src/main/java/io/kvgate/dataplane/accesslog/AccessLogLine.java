@@ -51,6 +51,7 @@ final class AccessLogLine {
         str(b, "tier", r.tier);
         str(b, "error_code", r.errorCode);
         str(b, "tenant", r.tenant);
+        str(b, "migrated_from", r.migratedFrom);
         b.append("}\n");
         return b;
     }

@@ -49,6 +49,11 @@ public final class AccessRecord {
     /** Why the request failed (the OpenAI error's code or the refusal's reason), or null on success. */
     public String errorCode;
     public boolean stream;
+    /**
+     * Mid-stream failover: the endpoints the request left, in order, joined with {@code ,} (the last one answered:
+     * {@link #endpoint}), or null when it never moved.
+     */
+    public String migratedFrom;
 
     /** Forgets the previous request: every field back to "not known". */
     public void reset() {
@@ -75,6 +80,7 @@ public final class AccessRecord {
         tier = null;
         errorCode = null;
         stream = false;
+        migratedFrom = null;
     }
 
     /** Makes this a copy of {@code o} (the queue's slot taking the request's record). */
@@ -102,5 +108,6 @@ public final class AccessRecord {
         tier = o.tier;
         errorCode = o.errorCode;
         stream = o.stream;
+        migratedFrom = o.migratedFrom;
     }
 }

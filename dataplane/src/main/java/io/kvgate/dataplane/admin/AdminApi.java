@@ -366,12 +366,33 @@ public final class AdminApi {
         switch (action) {
             case "drain", "undrain" -> {
                 boolean on = action.equals("drain");
+                // ctl drain ENDPOINT --migrate [--within MS]: its live streams move too (mid-stream failover)
+                boolean migrate = on && queryValue(query, "migrate") != null && !"false".equals(queryValue(query, "migrate"));
+                long within = DEFAULT_MIGRATE_WITHIN_MS;
+                String w = queryValue(query, "within");
+                if (w != null) {
+                    try {
+                        within = Long.parseLong(w);
+                    } catch (NumberFormatException e) {
+                        within = -1;
+                    }
+                    if (!migrate || within < 1 || within > 600_000) {
+                        return Reply.json(400, OpenAiErrors.json("within=" + w + ": must be an integer in [1, 600000] ms and"
+                            + " comes with migrate=true (ctl drain ENDPOINT --migrate --within MS)", "invalid_request_error",
+                            "within", null));
+                    }
+                }
                 if (!router.drain(ep, on)) {
                     return Reply.json(503, OpenAiErrors.json("the routing stage did not apply the " + action + " of '" + ep.key()
                         + "' within 5 s (its ring is full or it is stalled); retry: draining is idempotent", "server_error", null, null));
                 }
-                Log.info("endpoint " + ep.key() + (on ? " drained: no new requests; " + ep.outstanding() + " in flight finish" : " undrained"));
-                return Reply.json(200, "{\"endpoint\":\"" + ep.key() + "\",\"drained\":" + on + ",\"outstanding\":" + ep.outstanding() + "}");
+                if (migrate) {
+                    control.migrateStreams(ep, within);
+                }
+                Log.info("endpoint " + ep.key() + (on ? " drained: no new requests; " + ep.outstanding() + " in flight "
+                    + (migrate ? "move or finish within " + within + " ms" : "finish") : " undrained"));
+                return Reply.json(200, "{\"endpoint\":\"" + ep.key() + "\",\"drained\":" + on + ",\"outstanding\":" + ep.outstanding()
+                    + (migrate ? ",\"migrate\":true,\"within_ms\":" + within : "") + "}");
             }
             case "weight" -> {
                 Integer w = weightOf(query, body);
@@ -393,6 +414,21 @@ public final class AdminApi {
                 return notFound(method, "/control/v1/endpoints/" + rest);
             }
         }
+    }
+
+    /** {@code ctl drain ENDPOINT --migrate} without {@code --within}: how long streams that cannot move may finish. */
+    static final long DEFAULT_MIGRATE_WITHIN_MS = 2_000;
+
+    /** The value of {@code name} in a query string, or null when absent ({@code ""} for a bare name). */
+    private static String queryValue(String query, String name) {
+        for (String kv : query.split("&")) {
+            int eq = kv.indexOf('=');
+            String k = eq < 0 ? kv : kv.substring(0, eq);
+            if (k.equals(name)) {
+                return eq < 0 ? "" : java.net.URLDecoder.decode(kv.substring(eq + 1), StandardCharsets.UTF_8);
+            }
+        }
+        return null;
     }
 
     private static Integer weightOf(String query, String body) {

@@ -27,5 +27,12 @@ public interface ControlPlane {
     /** Gateway drain: new client requests are refused (503), requests in flight finish; undone by {@code drain(false)}. */
     void drain(boolean on);
 
+    /**
+     * {@code ctl drain ENDPOINT --migrate}: the live streams on {@code ep} move to other endpoints (mid-stream
+     * failover, cause {@code drain}); those that cannot finish until {@code withinMs}, then end with an error event.
+     * Does not wait. A control plane without live exchanges does nothing.
+     */
+    default void migrateStreams(io.kvgate.dataplane.route.EndpointState ep, long withinMs) {}
+
     boolean draining();
 }

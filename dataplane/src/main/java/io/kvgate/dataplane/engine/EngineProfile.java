@@ -96,6 +96,15 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
      */
     boolean decodeServesAlone();
 
+    /**
+     * Whether the engine continues a chat's final assistant message ({@code continue_final_message: true},
+     * {@code add_generation_prompt: false}): vLLM and SGLang; mid-stream failover continues a chat stream that way
+     * and refuses chat on engines without it.
+     */
+    default boolean continuesAssistantMessage() {
+        return false;
+    }
+
     // --- Errors ---
 
     /**

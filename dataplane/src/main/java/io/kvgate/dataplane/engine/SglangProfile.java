@@ -89,6 +89,11 @@ public final class SglangProfile implements EngineProfile {
 
     /** A decode server cannot prefill without its prefill's bootstrap rendezvous. */
     @Override
+    public boolean continuesAssistantMessage() {
+        return true;
+    }
+
+    @Override
     public boolean decodeServesAlone() {
         return false;
     }

@@ -86,6 +86,11 @@ public final class VllmProfile implements EngineProfile {
     }
 
     @Override
+    public boolean continuesAssistantMessage() {
+        return true;
+    }
+
+    @Override
     public boolean decodeServesAlone() {
         return true;
     }

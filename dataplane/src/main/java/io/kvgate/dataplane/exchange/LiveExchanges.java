@@ -30,6 +30,12 @@ public final class LiveExchanges {
          * stopped with SIGTERM keeps its open connections silent). On the entry's loop; the default ignores it.
          */
         protected void onEndpointDown(EndpointState ep) {}
+
+        /**
+         * {@code ctl drain ENDPOINT --migrate}: a live stream on {@code ep} moves to another endpoint now if it can
+         * (mid-stream failover), else it may finish until {@code withinMs} and is then ended with an error event.
+         */
+        protected void onMigrateOff(EndpointState ep, long withinMs) {}
     }
 
     private static final class PerLoop {
@@ -129,6 +135,22 @@ public final class LiveExchanges {
                     e.onEndpointDown(ep);
                 } catch (RuntimeException ex) {
                     Log.error("failing an exchange over from a down endpoint failed: " + ex);
+                }
+                e = next;
+            }
+        }, () -> {});
+    }
+
+    /** {@code ctl drain ENDPOINT --migrate}: every listed exchange on {@code ep} moves off it (see {@link Entry#onMigrateOff}). */
+    public void migrateOff(EndpointState ep, long withinMs) {
+        onEveryLoop(p -> {
+            Entry e = p.head;
+            while (e != null) {
+                Entry next = e.next;
+                try {
+                    e.onMigrateOff(ep, withinMs);
+                } catch (RuntimeException ex) {
+                    Log.error("moving an exchange off a drained endpoint failed: " + ex);
                 }
                 e = next;
             }

@@ -2,6 +2,10 @@ package io.kvgate.dataplane.exchange;
 
 import io.kvgate.dataplane.relay.ClientResponse;
 import io.kvgate.dataplane.relay.Relay;
+import io.kvgate.dataplane.relay.StreamStitch;
+import io.kvgate.dataplane.failover.FailoverRequest;
+import io.kvgate.dataplane.failover.MigrationCause;
+import io.kvgate.control.config.FailoverConfig;
 import io.kvgate.control.log.Log;
 import io.kvgate.dataplane.request.RequestIds;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
@@ -133,6 +137,17 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     private LossCause routeLoss;
     /** The hedged-first-token race of the first leg (rules[].hedge, interactive requests), or null: not hedged. */
     private HedgedFirstToken hedging;
+    /**
+     * Mid-stream failover (issue #41; {@code rules[].failover}): the rule's settings, the request's side of it (null:
+     * the rule has none), the stream's stitch (null: none), the migrations so far, the cause of the one in progress
+     * (null: none: set from the failure until the next engine's head arrives) and the endpoints left, in order.
+     */
+    private final FailoverConfig failoverConfig;
+    private FailoverRequest failover;
+    private StreamStitch stitch;
+    private int migrations;
+    private MigrationCause migrating;
+    private StringBuilder migratedFrom;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -155,6 +170,26 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         this.firstByteTimeoutMs = gw.config().upstream().firstByteTimeoutMs();
         // Two clients may send the same X-Request-Id: the engine gets a gateway-unique one, the client its own back.
         this.upstreamRequestId = requestId.equals(request.headers().get("x-request-id")) ? RequestIds.generate() : requestId;
+        this.failoverConfig = rule.config().failover();
+    }
+
+    /**
+     * Mid-stream failover: reads the request once (only on a rule that has it) and, unless the request can never be
+     * continued, stitches its stream so a failed engine's generation can go on elsewhere.
+     */
+    private void setUpFailover() {
+        if (failoverConfig == null || !failoverConfig.enabled() || body == null) {
+            return;
+        }
+        byte[] bytes = new byte[body.readableBytes()];
+        body.getBytes(body.readerIndex(), bytes);
+        boolean chat = request.uri().startsWith("/v1/chat/");
+        failover = FailoverRequest.of(bytes, chat, request.headers().get(FailoverRequest.OPT_OUT_HEADER),
+            rule.profile().continuesAssistantMessage());
+        if (failover.refusal() == null) {
+            stitch = new StreamStitch(chat);
+            client.stitch(stitch);
+        }
     }
 
     /** The request's trace (null: not sampled): route, leg and connect spans; the engine gets the leg's context. */
@@ -209,7 +244,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         RouteInputs in = routing.inputs()
             .rule(rule)
             .role(Role.ANY)
-            .promptTokens(inputs.promptTokens())
+            .promptTokens(routedPromptTokens())
             .cacheSalt(inputs.cacheSalt())
             .lora(lora)
             .servingEndpoints(servingEndpoints)
@@ -227,6 +262,22 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             in.tried(tried.get(i));
         }
         return in;
+    }
+
+    /**
+     * The prompt tokens the policy routes on: the request's, and for a continuation (mid-stream failover) the request's
+     * followed by the generated tokens' ids when the engine reported them, so kv_exact prefers the endpoint holding
+     * most of prompt + generated; without ids the prompt's blocks alone route it.
+     */
+    private int[] routedPromptTokens() {
+        int[] p = inputs.promptTokens();
+        int[] generated = stitch == null || migrations == 0 ? null : stitch.generatedIds();
+        if (p == null || p.length == 0 || generated == null) {
+            return p;
+        }
+        int[] all = java.util.Arrays.copyOf(p, p.length + generated.length);
+        System.arraycopy(generated, 0, all, p.length, generated.length);
+        return all;
     }
 
     /**
@@ -280,6 +331,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     public void start() {
         try {
             listed = true;
+            setUpFailover();
             gw.live().add(ctx.channel().eventLoop(), this);
             routedAtNs = gw.clock().nanoTime();
             dispatchNs = routedAtNs;
@@ -302,6 +354,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                 returnHeldEndpoint(); // the client left (or the exchange ended) while routing
                 return;
             }
+            if (ep == null && migrating != null) {
+                gw.metrics().streamMigration(ruleName, migrating.label, "failed");
+                migrating = null;
+            }
             if (ep == null) {
                 gw.metrics().shed("no_healthy_endpoint");
                 String msg = tried.isEmpty()
@@ -323,7 +379,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                 legSpan = trace.leg("kvgate.upstream", gw.clock().nanoTime(), ep.key(), tried.size());
                 engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(legSpan)); // the engine's parent: this leg
             }
-            hedging = tried.size() == 1 ? hedgingFor() : null;
+            // a leg that continues a migrated stream is not hedged: its first token is not the answer's
+            hedging = tried.size() == 1 && migrations == 0 ? hedgingFor() : null;
             leg = newLeg(ep, engineRequest, heldPrefillTokens, heldDpRank, hedging != null ? hedging : this);
             heldEndpoint = null; // the leg reports the endpoint's outcome from here on
             heldPrefillTokens = 0;
@@ -340,8 +397,12 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     private UpstreamLeg newLeg(EndpointState ep, EngineRequest engineRequest, int prefillTokens, int dpRank, LegListener listener) {
         var limits = gw.config().limits();
+        long idleMs = gw.config().upstream().idleTimeoutMs();
+        if (stitch != null && failoverConfig.stallMs() > 0) {
+            idleMs = Math.min(idleMs, failoverConfig.stallMs()); // failover.stall_ms: a silent engine is left sooner
+        }
         return new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), ep, routing, gw.metrics(), engineRequest, legBody(),
-            UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, gw.config().upstream().idleTimeoutMs(), limits.clientStallTimeoutMs()),
+            UpstreamLeg.Timeouts.ofMillis(firstByteTimeoutMs, idleMs, limits.clientStallTimeoutMs()),
             listener).answers503WhileLoading(rule.profile().answers503WhileLoading()).prefillTokens(prefillTokens)
             .dpRank(dpRank);
     }
@@ -421,8 +482,16 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     @Override
     public void onHead(UpstreamLeg l, ResponseHead head) {
-        if (phase != Phase.UPSTREAM) {
+        if (phase != Phase.UPSTREAM || l != leg) {
             return;
+        }
+        if (migrating != null && relay.relaying()) {
+            onContinuationHead(l, head);
+            return;
+        }
+        if (migrating != null) {
+            gw.metrics().streamMigration(ruleName, migrating.label, "ok"); // a non-streamed request retried whole
+            migrating = null;
         }
         long now = gw.clock().nanoTime();
         gw.metrics().timeToFirstByte(ruleName, now - startNs);
@@ -432,6 +501,25 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
     }
 
+    /**
+     * The head of the engine that continues a started stream: a stream goes on (no second head reaches the client);
+     * anything else (the engine refused the continuation) ends the client's stream with an error frame.
+     */
+    private void onContinuationHead(UpstreamLeg l, ResponseHead head) {
+        MigrationCause cause = migrating;
+        migrating = null;
+        if (head.status() < 300 && head.eventStream()) {
+            gw.metrics().streamMigration(ruleName, cause.label, "ok");
+            phase = Phase.RELAYING;
+            return;
+        }
+        gw.metrics().streamMigration(ruleName, cause.label, "failed");
+        leg = null;
+        l.cancel();
+        finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, "The stream's engine failed and the engine that"
+            + " was to continue it answered " + head.status()));
+    }
+
     /** The {@code X-Kvgate-Route} value, or null when the request did not ask for it. */
     private String explanation() {
         if (!explain) {
@@ -439,16 +527,32 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
         String hedged = hedging == null ? null : hedging.describe();
         return "endpoint=" + (lastEndpoint == null ? "none" : lastEndpoint.key()) + "; rule=" + ruleName
-            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size() + (hedged == null ? "" : "; " + hedged);
+            + (routedWhy == null ? "" : "; " + routedWhy) + "; attempts=" + tried.size() + (hedged == null ? "" : "; " + hedged)
+            + (migratedFrom == null ? "" : "; migrated_from=" + migratedFrom);
     }
 
     @Override
     public void onContent(UpstreamLeg l, HttpContent content, boolean last) {
-        if (phase != Phase.RELAYING) {
+        if (phase != Phase.RELAYING || l != leg) {
             content.release();
             return;
         }
-        if (relay.onContent(l, content, last)) {
+        boolean complete = relay.onContent(l, content, last);
+        if (stitch != null && stitch.wantsContinuation()) {
+            // The engine sent an error event or ended the stream before it finished: held back from the client.
+            MigrationCause cause = stitch.engineError() ? MigrationCause.ENGINE_ERROR : MigrationCause.RESET;
+            String why = stitch.engineError() ? "The engine failed in the middle of the response: " + stitch.engineErrorText()
+                : "The engine ended the stream before it finished";
+            leg = null;
+            if (!complete) {
+                l.cancel(); // its [DONE] and anything after the error are not wanted
+            }
+            if (!tryMigrate(cause, l.endpoint())) {
+                finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, why));
+            }
+            return;
+        }
+        if (complete) {
             finish(relay.status(), client.keepAlive());
         }
     }
@@ -456,6 +560,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     /** Read-after-write: flush what this batch wrote and read the next upstream batch once the client took it. */
     @Override
     public void onReadComplete(UpstreamLeg l) {
+        if (l != leg) {
+            return;
+        }
         if (phase != Phase.RELAYING) {
             l.read();
             return;
@@ -483,6 +590,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             legSpan = null;
         }
         boolean started = phase == Phase.RELAYING;
+        MigrationCause moveCause = failover == null ? null : causeOf(failure, started);
+        if (moveCause != null && tryMigrate(moveCause, l.endpoint())) {
+            return;
+        }
         switch (failure) {
             case CONNECT, ENGINE_LOADING -> retryElsewhere(failure, cause);
             case ENDPOINT_DOWN -> {
@@ -528,6 +639,74 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     }
 
     /**
+     * Which failures mid-stream failover acts on, by whether this leg's head had arrived: an engine that closed or
+     * timed out before answering (the request goes again whole, or the continuation goes on elsewhere), a connection
+     * lost or an endpoint found down mid-answer, and silence ({@code stall_ms}, or the idle timeout). Connect
+     * failures are the connect retries' (the engine saw nothing).
+     */
+    private static MigrationCause causeOf(LegFailure failure, boolean headArrived) {
+        return switch (failure) {
+            case EARLY_CLOSE, FIRST_BYTE_TIMEOUT -> MigrationCause.CONNECT_FAILED;
+            case MID_BODY -> MigrationCause.RESET;
+            case ENDPOINT_DOWN -> headArrived ? MigrationCause.RESET : null;
+            case IDLE_TIMEOUT, NO_PROGRESS -> MigrationCause.STALL;
+            default -> null;
+        };
+    }
+
+    /**
+     * Mid-stream failover: continues the request on another endpoint chosen by the rule's policy (the failed one
+     * excluded) — a started stream with the original prompt plus what was generated and the remaining budget
+     * ({@link FailoverRequest#continuation}), a request that has not answered yet whole. Returns false when it cannot
+     * (refused, budget used, no continuation form): the caller ends the request as it would without failover. Every
+     * decision is counted in {@code kvgate_stream_migrations_total}.
+     */
+    private boolean tryMigrate(MigrationCause cause, EndpointState failed) {
+        boolean midStream = relay.relaying();
+        String refusal = failover.refusal();
+        if (refusal == null && midStream) {
+            refusal = !client.sse() ? "not_a_stream" : stitch.toolCallOpen() ? "tool_call" : stitch.finished() ? "finished" : null;
+        }
+        if (refusal != null) {
+            gw.metrics().streamMigration(ruleName, cause.label, "refused");
+            return false;
+        }
+        if (migrations >= failoverConfig.maxMigrations()) {
+            gw.metrics().streamMigration(ruleName, cause.label, "exhausted");
+            return false;
+        }
+        if (midStream) {
+            byte[] next = failover.continuation(stitch.generatedText(), stitch.promptIds(), stitch.generatedIds(),
+                stitch.generatedTokens());
+            if (next == null) {
+                gw.metrics().streamMigration(ruleName, cause.label, "refused");
+                return false;
+            }
+            client.continueOnNextLeg();
+            if (body != null && body.refCnt() > 0) {
+                body.release();
+            }
+            body = io.netty.buffer.Unpooled.wrappedBuffer(next);
+        }
+        migrations++;
+        migratedFrom = (migratedFrom == null ? new StringBuilder() : migratedFrom.append(',')).append(failed.key());
+        owner.accessRecord().migratedFrom = migratedFrom.toString();
+        migrating = cause;
+        tried.clear();
+        tried.add(failed); // the policy chooses again, without the endpoint that failed
+        phase = Phase.ROUTING;
+        routedAtNs = gw.clock().nanoTime();
+        startRouteSpan();
+        if (!routing.tryRoute(routeInputs(), this)) {
+            gw.metrics().streamMigration(ruleName, cause.label, "failed");
+            migrating = null;
+            gw.metrics().shed("router_ring_full");
+            finishWithError(HttpResponseStatus.SERVICE_UNAVAILABLE, "The gateway is overloaded; retry shortly.", "overloaded", true);
+        }
+        return true;
+    }
+
+    /**
      * The endpoint processed nothing the client has seen (refused, loading, or found down before the response
      * started): the request goes to another endpoint while {@code upstream.max_connect_attempts} allows, else the
      * client gets a retryable error naming why.
@@ -567,7 +746,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     }
 
     private void failMidStream(LegFailure failure, String message) {
-        if (phase != Phase.RELAYING) {
+        if (!relay.relaying()) {
             finishWithError(failure.clientStatus(), message, failure.code(), false);
             return;
         }
@@ -585,6 +764,14 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
 
     private void finishWithError(HttpResponseStatus st, String message, String code, boolean retryAfter) {
         if (phase == Phase.DONE) {
+            return;
+        }
+        if (relay.relaying()) {
+            // A continuation found no engine: the client's stream is open, it ends with an error frame.
+            if (trace != null) {
+                trace.error(code);
+            }
+            finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, message));
             return;
         }
         if (trace != null) {
@@ -666,7 +853,6 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         if (phase == Phase.DONE) {
             return;
         }
-        Phase was = phase;
         phase = Phase.DONE;
         Log.error("exchange failed inside the gateway (answered 500, connection closed): " + t);
         relay.errorCode(LegFailure.INTERNAL.code());
@@ -677,7 +863,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             }
             returnHeldEndpoint();
             if (!clientGone) {
-                if (was != Phase.RELAYING) {
+                if (!relay.relaying()) {
                     client.answerErrorAndClose(HttpResponseStatus.INTERNAL_SERVER_ERROR,
                         "The gateway failed while handling this request.", LegFailure.INTERNAL.code());
                 } else {
@@ -733,6 +919,60 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
     }
 
+    /**
+     * {@code ctl drain ENDPOINT --migrate}: a stream on {@code ep} that mid-stream failover can continue moves now
+     * (cause {@code drain}); one that cannot finishes normally until {@code withinMs}, then ends with an error event.
+     */
+    @Override
+    protected void onMigrateOff(EndpointState ep, long withinMs) {
+        UpstreamLeg l = leg;
+        if (l == null || l.endpoint() != ep || phase != Phase.RELAYING) {
+            return;
+        }
+        if (failover != null && migrationRefusal() == null) {
+            leg = null;
+            l.cancel();
+            if (!tryMigrate(MigrationCause.DRAIN, ep)) {
+                finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, "The endpoint was drained and the stream could"
+                    + " not move"));
+            }
+            return;
+        }
+        if (failover != null) {
+            gw.metrics().streamMigration(ruleName, MigrationCause.DRAIN.label, migrations >= failoverConfig.maxMigrations()
+                ? "exhausted" : "refused");
+        }
+        ctx.executor().schedule(() -> {
+            if (leg == l && phase == Phase.RELAYING) {
+                leg = null;
+                l.cancel();
+                finish(relay.status(), relay.failMidStream(LegFailure.MID_BODY, "The endpoint was drained and the stream did"
+                    + " not finish within " + withinMs + " ms"));
+            }
+        }, withinMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+    }
+
+    /** Why a started stream cannot move now (null: it can), without counting anything. */
+    private String migrationRefusal() {
+        if (failover.refusal() != null) {
+            return failover.refusal();
+        }
+        if (!client.sse() || stitch == null) {
+            return "not_a_stream";
+        }
+        if (stitch.toolCallOpen()) {
+            return "tool_call";
+        }
+        if (stitch.finished()) {
+            return "finished";
+        }
+        if (migrations >= failoverConfig.maxMigrations()) {
+            return "exhausted";
+        }
+        return failover.continuation(stitch.generatedText(), stitch.promptIds(), stitch.generatedIds(),
+            stitch.generatedTokens()) == null ? "no_form" : null;
+    }
+
     /** The drain deadline passed: a live stream gets an error frame and {@code [DONE]}; anything earlier a 503. */
     @Override
     protected void endForDrain() {
@@ -745,7 +985,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         }
         String msg = "The gateway is shutting down; retry the request.";
         relay.errorCode("shutting_down");
-        if (phase == Phase.RELAYING) {
+        if (relay.relaying()) {
             gw.metrics().responseIncomplete(GatewayMetrics.INCOMPLETE_SHUTTING_DOWN);
             client.endStreamWithError(msg, "shutting_down");
             finish(relay.status(), false);

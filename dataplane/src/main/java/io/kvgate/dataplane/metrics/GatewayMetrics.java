@@ -125,6 +125,7 @@ public final class GatewayMetrics {
     private final ConcurrentHashMap<LogitBiasKey, LongAdder> logitBias = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<HedgeKey, LongAdder> hedges = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, LongAdder> hedgeExtraPromptTokens = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<MigrationKey, LongAdder> streamMigrations = new ConcurrentHashMap<>();
     public final AtomicLong openClientConnections = new AtomicLong();
     public final LongAdder clientConnectionsTotal = new LongAdder();
     public final LongAdder clientDisconnectsMidRequest = new LongAdder();
@@ -328,6 +329,17 @@ public final class GatewayMetrics {
         hedgeExtraPromptTokens.computeIfAbsent(rule, k -> new LongAdder()).add(tokens);
     }
 
+    private record MigrationKey(String rule, String cause, String result) {}
+
+    /**
+     * One mid-stream failover decision of {@code rule} (issue #41): {@code cause} connect_failed|reset|stall|
+     * engine_error|drain, {@code result} ok (continued on another endpoint) | refused (the request cannot be
+     * continued) | exhausted (its max_migrations were used) | failed (no endpoint took the continuation).
+     */
+    public void streamMigration(String rule, String cause, String result) {
+        streamMigrations.computeIfAbsent(new MigrationKey(rule, cause, result), k -> new LongAdder()).increment();
+    }
+
     /**
      * A request of {@code rule} with a non-empty {@code logit_bias}, by {@code outcome}: {@code accepted} (past the
      * rule's {@code max_logit_bias} / {@code speculative} checks, on its way to an engine) or {@code refused}.
@@ -417,6 +429,9 @@ public final class GatewayMetrics {
             hedges, List.of("rule", "result"), k -> new String[] {k.rule(), k.result()});
         keyedCounter("kvgate_hedge_extra_prompt_tokens_total", "Prompt tokens sent to a second endpoint by hedge legs,"
             + " by rule (the extra prefill hedging costs).", hedgeExtraPromptTokens, List.of("rule"), k -> new String[] {k});
+        keyedCounter("kvgate_stream_migrations_total", "Mid-stream failover decisions, by rule, cause (connect_failed,"
+            + " reset, stall, engine_error, drain) and result (ok, refused, exhausted, failed).", streamMigrations,
+            List.of("rule", "cause", "result"), k -> new String[] {k.rule(), k.cause(), k.result()});
         GaugeWithCallback.builder().name("kvgate_open_connections").help("Open client connections.")
             .callback(cb -> cb.call(openClientConnections.get())).register(registry);
         counter("kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal);

@@ -59,6 +59,8 @@ public final class ClientResponse extends UsageScanner {
     private int outputEvents;
     /** Body bytes sent to the client (the access log's {@code bytes_out}). */
     private long bytesOut;
+    /** Mid-stream failover's view of the stream ({@link #stitch}), or null: the rule has none or the request is refused. */
+    private StreamStitch stitch;
 
     public ClientResponse(ChannelHandlerContext ctx, HttpRequest request, String requestId) {
         this.ctx = ctx;
@@ -74,6 +76,25 @@ public final class ClientResponse extends UsageScanner {
     /** Whether a relayed response head went out (the status can no longer change). */
     boolean streaming() {
         return streaming;
+    }
+
+    /**
+     * Mid-stream failover (issue #41): a successful stream's complete events go through {@code s} first, which holds
+     * back an engine's error event and the end of a stream cut short, so the exchange can continue it elsewhere.
+     */
+    public void stitch(StreamStitch s) {
+        this.stitch = s;
+    }
+
+    /**
+     * The stream continues on another engine: the partial event of the engine that failed is dropped (the client
+     * never saw it) and the next engine's events are stitched on; no new response head goes out.
+     */
+    public void continueOnNextLeg() {
+        if (framer != null) {
+            framer.discard();
+        }
+        stitch.nextLeg();
     }
 
     /** Whether the relayed response is a server-sent-event stream. */
@@ -137,6 +158,19 @@ public final class ClientResponse extends UsageScanner {
         if (framer != null) {
             ByteBuf chunk = content.content().retain();
             content.release();
+            if (last && stitching()) {
+                ByteBuf rest = stitch.onEvents(ctx.alloc(), framer.finish(ctx.alloc(), chunk));
+                stitch.onLegEnd();
+                if (stitch.wantsContinuation()) {
+                    // Cut short: what came before the cut goes out, the response stays open for the next engine.
+                    progressedTo(rest);
+                    return true;
+                }
+                ByteBuf end = endOfStream(rest);
+                bytesOut += end.readableBytes();
+                ctx.writeAndFlush(new DefaultLastHttpContent(end, EmptyHttpHeaders.INSTANCE), noFuture());
+                return true;
+            }
             if (last) {
                 ByteBuf end = endOfStream(framer.finish(ctx.alloc(), chunk));
                 bytesOut += end.readableBytes();
@@ -145,6 +179,9 @@ public final class ClientResponse extends UsageScanner {
             }
             ByteBuf out = framer.next(ctx.alloc(), chunk);
             boolean progressed = out.isReadable();
+            if (stitching()) {
+                out = stitch.onEvents(ctx.alloc(), out);
+            }
             countOutput(out);
             if (streamCheck != null) {
                 out = streamCheck.check(ctx.alloc(), out);
@@ -170,6 +207,24 @@ public final class ClientResponse extends UsageScanner {
             lastWrite = ctx.write(content);
         }
         return progressed;
+    }
+
+    private boolean stitching() {
+        return stitch != null && streamCheck != null;
+    }
+
+    /** Checked, counted and written, not ending the response (a leg cut short: the next one goes on). */
+    private void progressedTo(ByteBuf events) {
+        countOutput(events);
+        ByteBuf out = streamCheck.check(ctx.alloc(), events);
+        out = rewriteOrCount(out);
+        bytesOut += out.readableBytes();
+        if (out.isReadable()) {
+            lastWrite = ctx.write(new DefaultHttpContent(out));
+        } else {
+            out.release();
+        }
+        ctx.flush();
     }
 
     /** Counts the events with output among the engine's complete events {@code events} (before any rewrite). */

@@ -20,7 +20,7 @@ class AccessLogTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final List<String> FIELDS = List.of("time", "request_id", "trace_id", "key_id", "rule", "model",
         "endpoint", "status", "stream", "bytes_in", "bytes_out", "prompt_tokens", "cached_tokens", "reachable_tokens",
-        "predicted_tokens", "route_loss", "ttft_ms", "duration_ms", "tier", "error_code", "tenant");
+        "predicted_tokens", "route_loss", "ttft_ms", "duration_ms", "tier", "error_code", "tenant", "migrated_from");
 
     private static AccessRecord full() {
         AccessRecord r = new AccessRecord();
@@ -43,6 +43,7 @@ class AccessLogTest {
         r.durationNs = 1_500_000_001;
         r.tier = "kv_exact";
         r.tenant = "acme";
+        r.migratedFrom = "127.0.0.1:9002,127.0.0.1:9003";
         return r;
     }
 
@@ -80,7 +81,7 @@ class AccessLogTest {
         r.durationNs = 42_000;
         JsonNode n = line(r);
         for (String f : List.of("request_id", "trace_id", "key_id", "rule", "model", "endpoint", "prompt_tokens",
-            "cached_tokens", "reachable_tokens", "predicted_tokens", "route_loss", "ttft_ms", "tier", "tenant")) {
+            "cached_tokens", "reachable_tokens", "predicted_tokens", "route_loss", "ttft_ms", "tier", "tenant", "migrated_from")) {
             assertTrue(n.get(f).isNull(), f);
         }
         assertEquals(0.042, n.get("duration_ms").asDouble());

@@ -55,6 +55,14 @@ final class CompletionRequest {
     int[] maxTokens;
     /** Per prompt: context room left after the prompt (a natural-length answer is cut there, "length"). */
     int[] contextRoom;
+    /** Per prompt, greedy only: the greedy context after the prompt ({@link TextGenerator}). */
+    long[] greedyContext;
+    /** Per prompt, greedy only: the first generated token takes a leading blank (the prompt ends in a word). */
+    boolean[] blankFirst;
+    /** vLLM {@code return_token_ids}: choices carry {@code token_ids}, the answer the prompt's ids. */
+    final boolean returnTokenIds;
+    /** Chat: the last (assistant) message is continued, not answered ({@code continue_final_message}). */
+    final boolean continueFinalMessage;
 
     private CompletionRequest(boolean chat, ObjectNode body, Dialect dialect) {
         this.chat = chat;
@@ -154,6 +162,21 @@ final class CompletionRequest {
                 && (rf.get("json_schema") == null || rf.get("json_schema").isNull())) {
                 throw SimError.badRequest("When response_format type is 'json_schema', the 'json_schema' field must be"
                     + " provided.", "response_format");
+            }
+        }
+        this.returnTokenIds = dialect == Dialect.VLLM && bool(body, "return_token_ids", false);
+        this.continueFinalMessage = chat && dialect != Dialect.TRTLLM && bool(body, "continue_final_message", false);
+        if (continueFinalMessage) {
+            // vLLM ChatCompletionRequest.check_generation_prompt; SGLang applies the template the same way.
+            if (bool(body, "add_generation_prompt", true)) {
+                throw requestValidation("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+                    "continue_final_message");
+            }
+            JsonNode msgs = body.get("messages");
+            if (!"assistant".equals(msgs.get(msgs.size() - 1).path("role").asText())) {
+                throw SimError.badRequest("continue_final_message: the final message must be the assistant's (its "
+                    + "content is the prefix to continue), got role '" + msgs.get(msgs.size() - 1).path("role").asText()
+                    + "'", "continue_final_message");
             }
         }
         this.stop = parseStop(body.get("stop"));
@@ -364,6 +387,9 @@ final class CompletionRequest {
                 throw SimError.badRequest("prompt: must be a string, a token id array, or a list of them", "prompt");
             }
         }
+        if (greedy) {
+            greedyContexts(config);
+        }
         maxTokens = new int[prompts.size()];
         contextRoom = new int[prompts.size()];
         int ctx = config.contextLen;
@@ -386,6 +412,38 @@ final class CompletionRequest {
         if (dialect.vllmLike() && n > 1 && greedy) {
             // SamplingParams._verify_greedy_sampling, after the context rule
             throw SimError.badRequest("n must be 1 when using greedy sampling, got " + n + ".", "n");
+        }
+    }
+
+    /**
+     * Greedy decoding continues its context (see {@link TextGenerator}): the context is read from the prompt's text
+     * where there is one (a string prompt, the chat rendered ChatML style whatever tokenizer counts the tokens), else
+     * from its token ids.
+     */
+    private void greedyContexts(SimulatorConfig config) {
+        long start = TextGenerator.greedyStart(config.seed);
+        greedyContext = new long[prompts.size()];
+        blankFirst = new boolean[prompts.size()];
+        List<JsonNode> sources = new ArrayList<>();
+        JsonNode p = body.get("prompt");
+        if (chat) {
+            sources.add(null);
+        } else if (p.isTextual() || (p.isArray() && !p.isEmpty() && p.get(0).isIntegralNumber())) {
+            sources.add(p);
+        } else {
+            p.forEach(sources::add);
+        }
+        for (int i = 0; i < prompts.size(); i++) {
+            JsonNode src = i < sources.size() ? sources.get(i) : null;
+            String text = chat ? (body.path("prompt_token_ids").isArray() && dialect == Dialect.TRTLLM ? null
+                : WordTokenizer.renderChatMl(body)) : src != null && src.isTextual() ? src.asText() : null;
+            if (text != null) {
+                greedyContext[i] = WordTokenizer.greedyContext(text, start);
+                blankFirst[i] = !text.isEmpty() && !Character.isWhitespace(text.charAt(text.length() - 1));
+            } else {
+                greedyContext[i] = WordTokenizer.greedyContext(prompts.get(i), start);
+                blankFirst[i] = WordTokenizer.endsInGeneratedWord(prompts.get(i));
+            }
         }
     }
 

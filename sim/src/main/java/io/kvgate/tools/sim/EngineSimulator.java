@@ -130,6 +130,14 @@ public final class EngineSimulator implements AutoCloseable {
             throw e;
         }
         this.routes = new SimRoutes(this);
+        for (String f : config.startFaults) {
+            try {
+                injectFaults(f); // --fault: armed before the first request is read
+            } catch (RuntimeException e) {
+                close();
+                throw new IllegalArgumentException("--fault " + f + ": " + e.getMessage(), e);
+            }
+        }
         if (config.dialect == Dialect.SGLANG) {
             // SGLang announces an empty cache when it starts.
             onLoop(() -> {
@@ -334,6 +342,21 @@ public final class EngineSimulator implements AutoCloseable {
         } else if (faults.noDoneCount > 0 && cr.stream) {
             faults.noDoneCount--;
             g.endWithoutDone = true;
+        }
+        // Token faults (issue #41): count -1 arms every request until cleared.
+        if (faults.dieTokensCount != 0) {
+            faults.dieTokensCount -= faults.dieTokensCount > 0 ? 1 : 0;
+            g.dieAfterTokens = faults.dieAfterTokens;
+        } else if (faults.stallTokensCount != 0) {
+            faults.stallTokensCount -= faults.stallTokensCount > 0 ? 1 : 0;
+            g.stallAfterTokens = faults.stallAfterTokens;
+        } else if (faults.errorTokensCount != 0) {
+            faults.errorTokensCount -= faults.errorTokensCount > 0 ? 1 : 0;
+            g.errorAfterTokens = faults.errorAfterTokens;
+        }
+        if (faults.slowFirstCount != 0) {
+            faults.slowFirstCount -= faults.slowFirstCount > 0 ? 1 : 0;
+            g.slowFirstTokenNs = TimeUnit.MILLISECONDS.toNanos(faults.slowFirstTokenMs);
         }
         boolean now;
         try {

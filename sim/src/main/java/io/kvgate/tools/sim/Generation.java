@@ -48,6 +48,16 @@ final class Generation {
         boolean finishSent;
         /** TensorRT-LLM context server: cut at the first token for a KV hand-off (its answer says not_finished). */
         boolean handoff;
+        /** Greedy: the context so far (prompt + generated words, {@link TextGenerator}); 0 unused when sampled. */
+        boolean greedy;
+        long context;
+        boolean blankFirst;
+        /** Greedy without max_tokens: EOS comes from the context ({@link TextGenerator#greedyEos}). */
+        boolean greedyEos;
+        /** The ids of the generated tokens ({@code return_token_ids}), and how many went out in chunks. */
+        final java.util.ArrayList<Integer> ids = new java.util.ArrayList<>();
+        int idsSent;
+        boolean promptIdsSent;
 
         Seq(int index, int promptIndex, long seed, int limit, boolean natural) {
             this.index = index;
@@ -73,6 +83,12 @@ final class Generation {
     long plannedTtftNs;
     int dieAfterChunks = -1;
     int errorAfterChunks = -1;
+    /** Token faults (issue #41): close, go silent, or send the error frame once this many tokens were generated. */
+    int dieAfterTokens = -1;
+    int stallAfterTokens = -1;
+    int errorAfterTokens = -1;
+    /** Fault: added to the first token's delay. */
+    long slowFirstTokenNs;
     /** Fault: the stream ends cleanly (chunked terminator) without {@code data: [DONE]}. */
     boolean endWithoutDone;
     /** Extra top-level field for the non-streaming body (vLLM prefill: kv_transfer_params). */
@@ -137,6 +153,18 @@ final class Generation {
                     natural = false;
                 }
                 Seq seq = new Seq(p * req.n + i, p, seed, limit, natural);
+                if (req.greedy) {
+                    seq.greedy = true;
+                    seq.context = req.greedyContext[p];
+                    seq.blankFirst = req.blankFirst[p];
+                    if (max < 0) {
+                        // The context decides EOS, so a continued run ends where the uninterrupted one did; the
+                        // context end still cuts it ("length").
+                        seq.limit = req.contextRoom[p];
+                        seq.natural = false;
+                        seq.greedyEos = true;
+                    }
+                }
                 if (limit == 0) {
                     // SGLang accepts max_tokens 0: the prompt is processed, nothing is generated.
                     seq.finished = true;
@@ -191,6 +219,7 @@ final class Generation {
 
     /** Admitted: send stream headers at once (the engines start the response before the first token). */
     void start(long firstTokenDelayNs) {
+        firstTokenDelayNs += slowFirstTokenNs;
         plannedTtftNs = firstTokenDelayNs;
         if (!ctx.channel().isActive()) {
             end();
@@ -218,6 +247,9 @@ final class Generation {
             end();
             return;
         }
+        if (tokenFault()) {
+            return;
+        }
         boolean allDone = true;
         for (Seq s : seqs) {
             if (!s.finished) {
@@ -240,9 +272,47 @@ final class Generation {
         timer = ctx.executor().schedule(this::step, engine.latency.interTokenDelayNs(), TimeUnit.NANOSECONDS);
     }
 
+    /**
+     * The token faults, checked before each step: once the first sequence generated the fault's token count, the
+     * connection is closed (die), nothing more is sent while it stays open (stall: the generation holds its slot
+     * until the client leaves), or the dialect's in-stream error frame ends the stream. True when the step must not run.
+     */
+    private boolean tokenFault() {
+        int done = seqs.length == 0 ? 0 : seqs[0].tokens;
+        if (dieAfterTokens >= 0 && done >= dieAfterTokens) {
+            engine.stats.inc("faults_died_after_tokens");
+            ctx.channel().close();
+            end();
+            return true;
+        }
+        if (stallAfterTokens >= 0 && done >= stallAfterTokens) {
+            engine.stats.inc("faults_stalled_after_tokens");
+            ctx.flush();
+            return true; // no timer: silent until the client closes (SimHttpHandler ends the generation then)
+        }
+        if (errorAfterTokens >= 0 && done >= errorAfterTokens && req.stream) {
+            errorAfterChunks = 0;
+            engine.stats.inc("faults_error_after_tokens");
+            writeEvent(null); // the mid-stream error frame path
+            return true;
+        }
+        return false;
+    }
+
     private void advance(Seq s) {
         int before = s.text.length();
-        s.text.append(TextGenerator.token(s.seed, s.tokens));
+        String token;
+        if (s.greedy) {
+            String word = TextGenerator.greedyWord(s.context);
+            token = s.tokens == 0 && !s.blankFirst ? word : " " + word;
+            s.context = TextGenerator.greedyNext(s.context, WordTokenizer.wordKey(word));
+        } else {
+            token = TextGenerator.token(s.seed, s.tokens);
+        }
+        s.text.append(token);
+        if (req.returnTokenIds) {
+            s.ids.add(WordTokenizer.tokenId(token));
+        }
         s.tokens++;
         if (maxStopLen > 0) {
             int from = Math.max(0, before - maxStopLen + 1);
@@ -267,6 +337,10 @@ final class Generation {
         if (s.tokens >= s.limit) {
             s.finished = true;
             s.finishReason = s.handoff ? "not_finished" : s.natural ? "stop" : "length";
+        } else if (s.greedyEos && TextGenerator.greedyEos(s.context,
+            (engine.config.naturalMinTokens + engine.config.naturalMaxTokens + 1) / 2)) {
+            s.finished = true;
+            s.finishReason = "stop";
         }
     }
 
@@ -291,7 +365,11 @@ final class Generation {
         if (req.chat && !roleSent) {
             roleSent = true;
             for (Seq s : seqs) {
-                if (!writeEvent(chunk(s, "", true, null))) {
+                ObjectNode roleChunk = chunk(s, "", true, null);
+                if (req.returnTokenIds) {
+                    roleChunk.set("prompt_token_ids", idArray(req.prompts.get(s.promptIndex))); // vLLM: the first chunk ever
+                }
+                if (!writeEvent(roleChunk)) {
                     return false;
                 }
             }
@@ -344,6 +422,14 @@ final class Generation {
         t.put("predicted_per_token_ms", predicted == 0 ? 0.0 : predictedMs / predicted);
         t.put("predicted_per_second", predictedMs == 0 ? 0.0 : 1000.0 * predicted / predictedMs);
         return t;
+    }
+
+    private static ArrayNode idArray(int[] ids) {
+        ArrayNode a = JSON.arrayNode(ids.length);
+        for (int t : ids) {
+            a.add(t);
+        }
+        return a;
     }
 
     /** Writes one SSE event; applies the mid-stream faults. Returns false when the generation ended. */
@@ -442,6 +528,13 @@ final class Generation {
             c.putNull("logprobs");
             c.put("finish_reason", s.finishReason);
             putStopReason(c, s);
+            if (req.returnTokenIds) {
+                ArrayNode ids = c.putArray("token_ids");
+                s.ids.forEach(ids::add);
+                if (!req.chat) {
+                    c.set("prompt_token_ids", idArray(req.prompts.get(s.promptIndex)));
+                }
+            }
             if (dialect == Dialect.VLLM && !req.chat) {
                 c.putNull("prompt_logprobs");
             }
@@ -450,6 +543,9 @@ final class Generation {
             }
         }
         body.set("usage", usage());
+        if (req.returnTokenIds && req.chat) {
+            body.set("prompt_token_ids", idArray(req.prompts.get(0)));
+        }
         if (trtllmContext) {
             var ids = body.putArray("prompt_token_ids");
             for (int t : req.prompts.get(0)) {
@@ -515,6 +611,18 @@ final class Generation {
             c.put("text", delta);
         }
         c.putNull("logprobs");
+        if (req.returnTokenIds && !role) {
+            // vLLM: each choice chunk carries the ids of the tokens it adds; completions' first one the prompt's too
+            if (!req.chat && s.idsSent == 0 && !s.promptIdsSent) {
+                s.promptIdsSent = true;
+                c.set("prompt_token_ids", idArray(req.prompts.get(s.promptIndex)));
+            }
+            ArrayNode ids = c.putArray("token_ids");
+            for (int i = s.idsSent; i < s.ids.size(); i++) {
+                ids.add(s.ids.get(i));
+            }
+            s.idsSent = s.ids.size();
+        }
         if (finishReason != null) {
             c.put("finish_reason", finishReason);
         } else {

@@ -86,6 +86,8 @@ public final class SimulatorConfig {
      * one, so vLLM refuses {@code tool_choice: "auto"} and SGLang answers tool calls as plain content.
      */
     String toolCallParser;
+    /** Fault commands applied when the engine starts ({@code --fault JSON}, the JSON of {@code POST /sim/faults}). */
+    final java.util.List<String> startFaults = new java.util.ArrayList<>();
     /**
      * A pooling (embedding) model: vLLM ({@code --runner pooling}) mounts the pooling routes instead of the generation
      * ones; SGLang ({@code --is-embedding}) mounts every route and says {@code is_embedding} in its server info.
@@ -164,6 +166,8 @@ public final class SimulatorConfig {
     public SimulatorConfig enableMetrics(boolean v) { enableMetrics = v; return this; }
     public SimulatorConfig maxBodyBytes(int v) { maxBodyBytes = v; return this; }
     public SimulatorConfig toolCallParser(String v) { toolCallParser = v; return this; }
+    /** A fault armed from the start (same JSON as {@code POST /sim/faults}; count -1 = every request). */
+    public SimulatorConfig fault(String json) { startFaults.add(json); return this; }
     public SimulatorConfig pooling(boolean v) { pooling = v; return this; }
     public SimulatorConfig modelDir(Path v) { modelDir = v; return this; }
     public SimulatorConfig chatTemplate(Path v) { chatTemplate = v; return this; }
@@ -420,6 +424,9 @@ public final class SimulatorConfig {
     static final String USAGE = """
         usage: ./kvgate sim --dialect vllm|sglang|trtllm|llamacpp --port P --model NAME [options]
           --host H                     bind address (default 127.0.0.1)
+          --fault JSON                 a fault armed at start, the JSON of POST /sim/faults (repeatable), e.g.
+                                       '{"die_after_tokens":5,"count":-1}' (stall_after_tokens, error_after_tokens,
+                                       slow_first_token_ms likewise; count -1 = every request)
           --seed N                     generated-text seed (default 0)
           --ttft-ms T                  base time to first token (default 20)
           --itl-ms I                   inter-token latency (default 10)
@@ -553,6 +560,7 @@ public final class SimulatorConfig {
                 case "--trtllm-hash-algo" -> c.trtllmHashAlgo = v;
                 case "--load-ms" -> c.loadMs = longValue(flag, v);
                 case "--tool-call-parser" -> c.toolCallParser = v;
+                case "--fault" -> c.startFaults.add(v);
                 default -> throw new IllegalArgumentException(flag + ": unknown flag");
             }
         }

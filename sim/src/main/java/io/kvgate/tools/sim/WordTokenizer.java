@@ -33,7 +33,13 @@ final class WordTokenizer implements PromptTokenizer {
 
     static String renderChatMl(JsonNode request) {
         StringBuilder sb = new StringBuilder();
-        for (JsonNode m : request.path("messages")) {
+        JsonNode messages = request.path("messages");
+        // vLLM's continue_final_message (HF apply_chat_template): the last (assistant) message is left open, its
+        // content the prefix the model continues, and no generation prompt follows.
+        boolean continueFinal = request.path("continue_final_message").asBoolean(false);
+        int i = 0;
+        for (JsonNode m : messages) {
+            boolean open = continueFinal && ++i == messages.size();
             sb.append(IM_START_TEXT).append(m.path("role").asText("user")).append('\n');
             JsonNode content = m.path("content");
             if (content.isArray()) {
@@ -45,10 +51,95 @@ final class WordTokenizer implements PromptTokenizer {
             } else if (content.isTextual()) {
                 sb.append(content.asText());
             }
+            if (open) {
+                return sb.toString();
+            }
             sb.append(IM_END_TEXT).append('\n');
         }
         sb.append(IM_START_TEXT).append("assistant\n");
         return sb.toString();
+    }
+
+    /**
+     * A word's key in the greedy context ({@link TextGenerator}): the id of the token without the whitespace before
+     * it, so {@code "the"}, {@code " the"} and {@code "\nthe"} are the same word wherever the tokenizer split them.
+     */
+    static int wordKey(String tokenText) {
+        int i = 0;
+        while (i < tokenText.length() && Character.isWhitespace(tokenText.charAt(i))) {
+            i++;
+        }
+        return id(tokenText, i, tokenText.length());
+    }
+
+    /** Generated-word token ids (with or without the blank before them) to their word key; see {@link #greedyContext(int[], long)}. */
+    private static final java.util.Map<Integer, Integer> WORD_KEYS_BY_ID = wordKeysById();
+
+    private static java.util.Map<Integer, Integer> wordKeysById() {
+        java.util.Map<Integer, Integer> m = new java.util.HashMap<>();
+        for (String w : TextGenerator.WORDS) {
+            int key = wordKey(w);
+            for (String form : new String[] {w, " " + w, "\n" + w}) {
+                m.put(id(form, 0, form.length()), key);
+            }
+        }
+        return m;
+    }
+
+    /** The id of one generated token's text (what a vLLM engine reports under {@code return_token_ids}). */
+    static int tokenId(String tokenText) {
+        return id(tokenText, 0, tokenText.length());
+    }
+
+    /**
+     * The greedy context after a text (a completions prompt, a rendered chat): the context of its tokens
+     * ({@link #greedyContext(int[], long)}), so a text prompt and the same prompt as the ids this tokenizer gives it
+     * continue alike, and appending generated words to the text continues the same context.
+     */
+    static long greedyContext(String text, long start) {
+        return greedyContext(new WordTokenizer().encodeText(text), start);
+    }
+
+    /**
+     * The greedy context after a token-id prompt: generated-word ids (in any of their forms: a word with or without a
+     * blank or newline before it) count as their word, whitespace-only tokens not at all, any other id as itself; so
+     * a prompt of (ids + the generated ids the engine reported), a text prompt with the generated text appended, and a
+     * chat turn continued as an assistant prefix ("assistant\n" + "the" is one token "\nthe") continue the same context.
+     */
+    static long greedyContext(int[] ids, long start) {
+        long ctx = start;
+        for (int t : ids) {
+            if (WHITESPACE_IDS.contains(t)) {
+                continue;
+            }
+            ctx = TextGenerator.greedyNext(ctx, WORD_KEYS_BY_ID.getOrDefault(t, t));
+        }
+        return ctx;
+    }
+
+    /** Ids of whitespace-only tokens (up to 4 blanks, tabs, newlines): not words, skipped by the greedy context. */
+    private static final java.util.Set<Integer> WHITESPACE_IDS = whitespaceIds();
+
+    private static java.util.Set<Integer> whitespaceIds() {
+        java.util.Set<Integer> out = new java.util.HashSet<>();
+        java.util.List<String> level = java.util.List.of("");
+        for (int len = 1; len <= 4; len++) {
+            java.util.List<String> next = new java.util.ArrayList<>();
+            for (String p : level) {
+                for (char c : new char[] {' ', '\n', '\t', '\r'}) {
+                    String w = p + c;
+                    next.add(w);
+                    out.add(id(w, 0, w.length()));
+                }
+            }
+            level = next;
+        }
+        return out;
+    }
+
+    /** Whether a token-id prompt ends in a generated word (a continuation: its first new token takes a blank). */
+    static boolean endsInGeneratedWord(int[] ids) {
+        return ids.length > 0 && WORD_KEYS_BY_ID.containsKey(ids[ids.length - 1]);
     }
 
     @Override
