@@ -68,16 +68,42 @@ public final class TenantDirectory {
         }
     }
 
-    private static volatile TenantDirectory last;
+    /**
+     * The directories of the last few generations, looked up by identity (a configuration's {@code equals} is deep).
+     * More than one slot because one JVM may hold several gateways (tests run them side by side; the picker and the
+     * HTTP front door share one): with a single slot they would evict each other's directory on every request.
+     */
+    private static final int RECENT = 8;
+    /** Newest first; replaced whole (copy on write), so a lookup reads it without a lock. */
+    private static volatile TenantDirectory[] recent = new TenantDirectory[0];
 
     /** The directory of {@code config}: built on the first request of a generation, then shared by every thread. */
     public static TenantDirectory of(GatewayConfig config) {
-        TenantDirectory d = last;
-        if (d == null || d.config != config) {
-            d = new TenantDirectory(config);
-            last = d; // two threads racing on a new generation each build one: the same contents, no harm
+        TenantDirectory found = find(recent, config);
+        if (found != null) {
+            return found;
         }
-        return d;
+        synchronized (TenantDirectory.class) {
+            TenantDirectory[] now = recent;
+            found = find(now, config);
+            if (found == null) {
+                found = new TenantDirectory(config);
+                TenantDirectory[] next = new TenantDirectory[Math.min(RECENT, now.length + 1)];
+                next[0] = found;
+                System.arraycopy(now, 0, next, 1, next.length - 1);
+                recent = next;
+            }
+            return found;
+        }
+    }
+
+    private static TenantDirectory find(TenantDirectory[] dirs, GatewayConfig config) {
+        for (TenantDirectory d : dirs) {
+            if (d.config == config) {
+                return d;
+            }
+        }
+        return null;
     }
 
     /** The tenants of this generation by name, the anonymous one first. */
