@@ -56,34 +56,6 @@ public record RuleConfig(
             FailoverConfig.OFF);
     }
 
-    /** A rule with hedging and no mid-stream failover. */
-    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
-                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
-                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
-                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
-                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
-                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery,
-                      HedgeConfig hedge) {
-        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
-            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
-            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, hedge,
-            FailoverConfig.OFF);
-    }
-
-    /** A rule with mid-stream failover and no hedging. */
-    public RuleConfig(String name, List<ModelEntry> modelEntries, String engine, String policy, String fallback,
-                      List<EndpointConfig> endpoints, String tokenizer, int blockSize, String hashSeed, String hashAlgo,
-                      String kvKeyMode, long kvCapacityBlocks, boolean explain, SessionConfig session, ChwblConfig chwbl,
-                      KvExactConfig kvExact, PdConfig pd, int maxN, int maxPromptTokens, AdmissionConfig admission,
-                      HealthOverride health, int maxModelLen, String onContextOverflow, ChatTemplateFile chatTemplate,
-                      GreedyN greedyN, boolean speculative, int maxLogitBias, String toolCallParser, DiscoveryConfig discovery,
-                      FailoverConfig failover) {
-        this(name, modelEntries, engine, policy, fallback, endpoints, tokenizer, blockSize, hashSeed, hashAlgo, kvKeyMode,
-            kvCapacityBlocks, explain, session, chwbl, kvExact, pd, maxN, maxPromptTokens, admission, health, maxModelLen,
-            onContextOverflow, chatTemplate, greedyN, speculative, maxLogitBias, toolCallParser, discovery, HedgeConfig.OFF,
-            failover);
-    }
-
     /**
      * {@code max_logit_bias} default: OpenAI's cap on the entries of one request's {@code logit_bias} (it answers 400
      * above 300). The field's cost differs by engine (review row 13): vLLM keeps the biased entries in flat lists,
