@@ -6,7 +6,7 @@
 #   engines: 4 x `./kvgate sim --dialect vllm --itl-ms 5 --prefill-us-per-token 0`, three with --ttft-ms FAST_TTFT,
 #            one straggler with --ttft-ms 10x FAST_TTFT
 #   gateway "off": least_outstanding, no hedge block
-#   gateway "on":  the same rule with hedge: {after_ms: AFTER_MS, max_extra_ratio: 0.1}
+#   gateway "on":  the same rule with hedge: {after_ms: AFTER_MS, max_extra_ratio: MAX_EXTRA (0.1)}
 #   load: `./kvgate bench`, closed loop, CONNS connections, streaming chat, fixed 512-byte body, max_tokens 20, every
 #         request X-Kvgate-Priority: interactive; first against "off", then the same against "on" (same engines)
 # Writes perf/results/hedge-<date>.md (machine, load average, command, TTFT p50/p99 both ways, the hedge counters).
@@ -23,6 +23,7 @@ CONNS="${CONNS:-8}"
 FAST_TTFT="${FAST_TTFT:-50}"
 SLOW_TTFT="${SLOW_TTFT:-$((FAST_TTFT * 10))}"
 AFTER_MS="${AFTER_MS:-$((FAST_TTFT * 2))}"
+export MAX_EXTRA="${MAX_EXTRA:-0.1}"
 PORT_BASE="${PORT_BASE:-$((23000 + (RANDOM % 200) * 20))}"
 JAVA_HOME="${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}"
 P_OFF=$((PORT_BASE + 11)); P_OFF_ADMIN=$((PORT_BASE + 12))
@@ -84,7 +85,7 @@ $EPS
 YAML
 }
 gateway_yaml "$P_OFF" "$P_OFF_ADMIN" "" >"$WORK/off.yaml"
-gateway_yaml "$P_ON" "$P_ON_ADMIN" "    hedge: {after_ms: $AFTER_MS, max_extra_ratio: 0.1}
+gateway_yaml "$P_ON" "$P_ON_ADMIN" "    hedge: {after_ms: $AFTER_MS, max_extra_ratio: $MAX_EXTRA}
 " >"$WORK/on.yaml"
 start gw-off kv serve --config "$WORK/off.yaml"
 start gw-on kv serve --config "$WORK/on.yaml"
@@ -129,7 +130,8 @@ m_on, m_off = metrics("metrics-on.txt"), metrics("metrics-off.txt")
 def pick(m, prefix):
     return sum(v for k, v in m.items() if k.startswith(prefix))
 def hedges(result):
-    return pick(m_on, 'kvgate_hedges_total{rule="chat",result="%s"' % result)
+    # label order is the exposition's (alphabetical: result before rule), so match the label, not a prefix
+    return sum(v for k, v in m_on.items() if k.startswith("kvgate_hedges_total{") and 'result="%s"' % result in k)
 legs = hedges("won_hedge") + hedges("won_primary")
 reqs = pick(m_on, 'kvgate_requests_total{')
 prompt = pick(m_on, 'kvgate_tokens_total{') and sum(v for k, v in m_on.items() if k.startswith("kvgate_tokens_total") and 'kind="prompt"' in k)
@@ -147,7 +149,7 @@ L.append(f"Machine: {machine}. Load average (1/5/15 min) at start {load_start}, 
 L.append(f"Command: `perf/hedge.sh` (DURATION={duration} s measured after {warmup} s warm-up per run). Fleet: 4 "
          f"`./kvgate sim --dialect vllm --itl-ms 5 --prefill-us-per-token 0`, three with `--ttft-ms {fast}`, one straggler "
          f"with `--ttft-ms {slow}` (10x). Gateways: `least_outstanding`; \"off\" without a hedge block, \"on\" with "
-         f"`hedge: {{after_ms: {after}, max_extra_ratio: 0.1}}`. Load: `./kvgate bench --closed-loop --connections {conns}`, "
+         f"`hedge: {{after_ms: {after}, max_extra_ratio: {os.environ.get('MAX_EXTRA', '0.1')}}}`. Load: `./kvgate bench --closed-loop --connections {conns}`, "
          "streaming chat, fixed 512-byte body, max_tokens 20, every request `X-Kvgate-Priority: interactive`; first "
          "against \"off\", then against \"on\" (the same engines).\n")
 L.append("| gateway | requests | ok | errors | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | TTFT max ms | goodput rps |")
