@@ -24,43 +24,10 @@ FAST_TTFT="${FAST_TTFT:-50}"
 SLOW_TTFT="${SLOW_TTFT:-$((FAST_TTFT * 10))}"
 AFTER_MS="${AFTER_MS:-$((FAST_TTFT * 2))}"
 export MAX_EXTRA="${MAX_EXTRA:-0.1}"
-PORT_BASE="${PORT_BASE:-$((23000 + (RANDOM % 200) * 20))}"
-JAVA_HOME="${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}"
+NAME=hedge
+. "$ROOT/perf/fleet-common.sh" # ports, work directory, start/kv/wait_http, and the processes stopped by PID on exit
 P_OFF=$((PORT_BASE + 11)); P_OFF_ADMIN=$((PORT_BASE + 12))
 P_ON=$((PORT_BASE + 13)); P_ON_ADMIN=$((PORT_BASE + 14))
-
-WORK="$(mktemp -d /tmp/kvgate-hedge.XXXXXX)"
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do
-    if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; fi
-  done
-  for p in "${PIDS[@]}"; do
-    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$p" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
-    wait "$p" 2>/dev/null || true
-  done
-  if [ -z "${KEEP_WORK:-}" ]; then rm -rf "$WORK"; else echo "kept $WORK" >&2; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-kv() { exec "$JAVA_HOME/bin/java" @"$ROOT/deploy/jvm.options" -Dkvgate.home="$ROOT" \
-  -cp "$ROOT/tools/target/kvgate-tools.jar:$ROOT/tools/target/lib/*" io.kvgate.tools.Main "$@"; }
-start() { # start NAME CMD... : background, PID recorded (exec: the PID is the JVM itself), log in $WORK/NAME.log
-  local name="$1"; shift
-  ( "$@" >"$WORK/$name.log" 2>&1 ) &
-  PIDS+=("$!")
-}
-wait_http() {
-  local name="$1" port="$2"
-  for _ in $(seq 1 300); do
-    if curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null | grep -q 200; then return 0; fi
-    sleep 0.2
-  done
-  echo "$name (port $port) did not become healthy; log:" >&2; tail -20 "$WORK/$name.log" >&2; exit 1
-}
 [ -f "$ROOT/tools/target/kvgate-tools.jar" ] || { echo "build first: ./mvnw -o -q -B -DskipTests package -pl tools -am" >&2; exit 1; }
 
 EPS=""
