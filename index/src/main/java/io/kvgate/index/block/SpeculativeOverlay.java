@@ -11,7 +11,11 @@ import io.kvgate.control.clock.NanoClock;
  * <p>On-heap open addressing over three parallel arrays (key, endpoint, expiry), linear probing, at most half
  * full. Expired entries are reused in place; when the table reaches half full it is compacted (expired entries
  * dropped) into a second pre-allocated table; if it is still half full the new keys are dropped and counted in
- * {@link #dropped()}. Bounded, no allocation after construction.
+ * {@link #dropped()}. A compaction that freed little is not repeated until an eighth of the table's entries can
+ * have expired (a histogram of the live entries' expiries, taken during the compaction, says when): under a key
+ * rate the table cannot hold for the TTL (#42: 100 KB prompts, ~1,500 new blocks each, 500 req/s), every routed
+ * request used to rescan the whole table because one entry had expired since the last compaction. Bounded, no
+ * allocation after construction.
  *
  * <p><b>Threading contract:</b> owned by the routing thread; every method is for that thread only.
  */
@@ -21,6 +25,10 @@ public final class SpeculativeOverlay {
     public static final int DEFAULT_RULE_ENTRIES = 1 << 17;
     /** Bytes per slot over the live and the spare table: key, endpoint, expiry, twice. */
     private static final int SLOT_BYTES = 2 * (Long.BYTES + Integer.BYTES + Long.BYTES);
+    /** The resolution of the "when can a compaction free enough" estimate: 1/64 of the TTL. */
+    private static final int EXPIRY_BUCKETS = 64;
+    /** A compaction is worth its full scan once it can free this fraction (1/n) of the table's entries. */
+    private static final int WORTHWHILE_FRACTION = 8;
 
     private final NanoClock clock;
     private final long ttlNs;
@@ -38,6 +46,8 @@ public final class SpeculativeOverlay {
     private long compactions;
     private long noCompactionBeforeNs;
     private boolean compactedBefore;
+    /** Live entries by expiry during a compaction: bucket b holds those expiring in (now + b * ttl / n, now + (b + 1) * ttl / n]. */
+    private final int[] expiryBuckets = new int[EXPIRY_BUCKETS];
 
     /**
      * @param capacityEntries (block, endpoint) entries kept at most; the table has 2x that many slots
@@ -146,6 +156,7 @@ public final class SpeculativeOverlay {
         compactions++;
         int live = 0;
         long earliest = now + ttlNs;
+        java.util.Arrays.fill(expiryBuckets, 0);
         for (int s = 0; s <= mask; s++) {
             if (endpoints[s] == EMPTY || expiresNs[s] - now <= 0) {
                 continue;
@@ -153,6 +164,7 @@ public final class SpeculativeOverlay {
             if (expiresNs[s] - earliest < 0) {
                 earliest = expiresNs[s];
             }
+            expiryBuckets[bucketOf(expiresNs[s] - now)]++;
             int t = slot(keys[s]);
             while (spareEndpoints[t] != EMPTY) {
                 t = (t + 1) & mask;
@@ -173,10 +185,34 @@ public final class SpeculativeOverlay {
         spareEndpoints = e;
         spareExpiresNs = x;
         used = live;
-        // Until the earliest live entry expires, another compaction cannot free a slot (a full table then drops
-        // new keys, counted, instead of rescanning every slot on every insert).
-        noCompactionBeforeNs = earliest;
+        int wanted = maxUsed / WORTHWHILE_FRACTION - (maxUsed - live);
+        // With room for an eighth of the table, the next compaction is due once anything can have expired (a full
+        // table then drops new keys, counted, instead of rescanning every slot on every insert); with less, once an
+        // eighth can have.
+        noCompactionBeforeNs = wanted <= 0 ? earliest : now + worthwhileAfterNs(wanted);
         compactedBefore = true;
+    }
+
+    /** The bucket of an entry expiring {@code remainingNs} (in 1..ttl) from now. */
+    private int bucketOf(long remainingNs) {
+        return (int) Math.min(EXPIRY_BUCKETS - 1, (remainingNs - 1) * EXPIRY_BUCKETS / ttlNs);
+    }
+
+    /**
+     * How long after a compaction the next one waits for {@code wanted} more live entries to expire: to the end of
+     * the histogram bucket where the expiries, summed from the soonest, reach it (so at least that many have
+     * expired by then), or until every live entry has.
+     */
+    private long worthwhileAfterNs(int wanted) {
+        int freed = 0;
+        int b = 0;
+        for (; b < EXPIRY_BUCKETS - 1; b++) {
+            freed += expiryBuckets[b];
+            if (freed >= wanted) {
+                break;
+            }
+        }
+        return (b + 1) * ttlNs / EXPIRY_BUCKETS + 1;
     }
 
     /**

@@ -87,4 +87,55 @@ class SpeculativeOverlayTest {
         assertFalse(overlay.contains(0, chain[0]));
         assertTrue(overlay.usedSlots() <= 64);
     }
+    /**
+     * More new keys per TTL than the table holds (#42: every 100 KB prompt routed adds ~1,500 blocks): a compaction
+     * that freed only what expired since the last one is not repeated on the next request, but once an eighth of the
+     * table can have expired, so compactions stay a small fraction of the requests while new keys keep being
+     * recorded.
+     */
+    @Test
+    void aTableOverflowingEveryTtlCompactsOncePerEighthOfItsEntriesNotOncePerRequest() {
+        ManualClock clock = new ManualClock();
+        long ttlNs = TimeUnit.SECONDS.toNanos(2);
+        SpeculativeOverlay overlay = new SpeculativeOverlay(4096, ttlNs, clock);
+        long[] keys = new long[64];
+        long next = 1;
+        int requests = 2_000;
+        for (int r = 0; r < requests; r++) {
+            for (int i = 0; i < keys.length; i++) {
+                keys[i] = next++ * 0x9E3779B97F4A7C15L;
+            }
+            overlay.recordRouted(r % 4, keys, keys.length);
+            clock.advanceNs(ttlNs / 200); // 12,800 keys per TTL into a table of 4,096 entries
+        }
+        long inserted = (long) requests * keys.length;
+        assertTrue(overlay.compactions() <= inserted / (4096 / 8) + 1,
+            "at most one compaction per eighth of the table inserted: " + overlay.compactions() + " for " + requests
+                + " requests");
+        assertTrue(overlay.compactions() >= requests / 200, "a full table still makes room as entries expire: "
+            + overlay.compactions());
+        assertTrue(overlay.contains(3, keys[keys.length - 1]) || overlay.dropped() > 0);
+        long recorded = inserted - overlay.dropped();
+        assertTrue(recorded >= inserted / 8, "new keys keep being recorded: " + recorded + " of " + inserted);
+    }
+
+    @Test
+    void aCompactionThatFreedNothingWaitsUntilAnEighthOfTheTableCanHaveExpired() {
+        ManualClock clock = new ManualClock();
+        SpeculativeOverlay overlay = new SpeculativeOverlay(64, 1_000, clock);
+        overlay.recordRouted(0, BlockIndexTest.chain(3, 16), 16); // expire at 1,000
+        clock.advanceNs(900);
+        overlay.recordRouted(1, BlockIndexTest.chain(5, 64), 64); // 48 fit; then a compaction that frees nothing
+        long compactions = overlay.compactions();
+        assertEquals(1, compactions);
+        long[] later = BlockIndexTest.chain(4, 8);
+        clock.advanceNs(100); // the 16 (a quarter) have expired, but within the histogram's bucket (1/64 of the TTL)
+        overlay.recordRouted(2, later, 8);
+        assertEquals(compactions, overlay.compactions(), "no rescan before the end of the bucket where an eighth expires");
+        clock.advanceNs(10); // 900 + the end of bucket 6 (7 x 1,000 / 64 + 1 = 110)
+        overlay.recordRouted(2, later, 8);
+        for (long k : later) {
+            assertTrue(overlay.contains(2, k), "the expired quarter made room");
+        }
+    }
 }
