@@ -59,7 +59,7 @@ class KubernetesDiscoverySystemTest {
             if (set == null) {
                 break;
             }
-            last = set.stream().map(e -> e.config().port() + (e.terminating() ? " terminating" : "")).sorted().toList();
+            last = labels(set);
             if (last.equals(java.util.Arrays.stream(expected).sorted().toList())) {
                 return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
             }
@@ -73,16 +73,7 @@ class KubernetesDiscoverySystemTest {
             .prefillUsPerToken(0);
         try (KubeFixture kube = new KubeFixture(); EngineSimulator a = EngineSimulator.start(sim);
              EngineSimulator b = EngineSimulator.start(sim)) {
-            GatewayConfig cfg = GatewayConfig.parse("""
-                listen: 127.0.0.1:0
-                admin_listen: 127.0.0.1:0
-                control_socket: off
-                rules:
-                  - name: chat
-                    models: [m]
-                    policy: round_robin
-                    discovery: {type: kubernetes, namespace: llm, selector: {app: engine}}
-                """);
+            GatewayConfig cfg = chatRuleOverPods("round_robin");
             try (Gateway gw = Gateway.start(Gateway.Options.of(cfg).withDiscovery(new Discovery.Clients(kube::newClient, null)))) {
                 gw.onDiscoveryApplied((rule, set) -> applied.add(set));
                 assertEquals(503, chat(gw.port()), "no endpoint discovered yet: 503, not a hang or a 404");
@@ -172,16 +163,7 @@ class KubernetesDiscoverySystemTest {
             for (int i = 0; i < 6; i++) {
                 sims.add(EngineSimulator.start(sim));
             }
-            GatewayConfig cfg = GatewayConfig.parse("""
-                listen: 127.0.0.1:0
-                admin_listen: 127.0.0.1:0
-                control_socket: off
-                rules:
-                  - name: chat
-                    models: [m]
-                    policy: least_outstanding
-                    discovery: {type: kubernetes, namespace: llm, selector: {app: engine}}
-                """);
+            GatewayConfig cfg = chatRuleOverPods("least_outstanding");
             try (Gateway gw = Gateway.start(Gateway.Options.of(cfg).withDiscovery(new Discovery.Clients(kube::newClient, null)))) {
                 gw.onDiscoveryApplied((rule, set) -> applied.add(set));
                 for (int i = 0; i < 4; i++) {
@@ -279,20 +261,10 @@ class KubernetesDiscoverySystemTest {
             for (int i = 0; i <= READY_SAMPLES; i++) {
                 sims.add(EngineSimulator.start(sim));
             }
-            GatewayConfig cfg = GatewayConfig.parse("""
-                listen: 127.0.0.1:0
-                admin_listen: 127.0.0.1:0
-                control_socket: off
-                rules:
-                  - name: chat
-                    models: [m]
-                    policy: round_robin
-                    discovery: {type: kubernetes, namespace: llm, selector: {app: engine}}
-                """);
+            GatewayConfig cfg = chatRuleOverPods("round_robin");
             try (Gateway gw = Gateway.start(Gateway.Options.of(cfg).withDiscovery(new Discovery.Clients(kube::newClient, null)))) {
                 gw.onDiscoveryApplied((rule, set) -> {
-                    appliedAt.add(new Applied(System.nanoTime(), set.stream()
-                        .map(e -> e.config().port() + (e.terminating() ? " terminating" : "")).sorted().toList()));
+                    appliedAt.add(new Applied(System.nanoTime(), labels(set)));
                     applied.add(set);
                 });
                 kube.create(KubeFixture.pod("base", "127.0.0.1", true, Map.of("app", "engine"), "http", sims.get(0).port()));
@@ -370,6 +342,25 @@ class KubernetesDiscoverySystemTest {
         throw new AssertionError("no applied set " + want + " recorded after the ready event");
     }
 
+    /** A gateway whose one rule ({@code chat}, model {@code m}) discovers pods labelled {@code app: engine} in {@code llm}. */
+    private static GatewayConfig chatRuleOverPods(String policy) throws io.kvgate.control.config.ConfigException {
+        return GatewayConfig.parse("""
+            listen: 127.0.0.1:0
+            admin_listen: 127.0.0.1:0
+            control_socket: off
+            rules:
+              - name: chat
+                models: [m]
+                policy: %s
+                discovery: {type: kubernetes, namespace: llm, selector: {app: engine}}
+            """.formatted(policy));
+    }
+
+    /** An applied set as the assertions name it: each endpoint's port, with " terminating" when it is, sorted. */
+    private static List<String> labels(List<DiscoveredEndpoint> set) {
+        return set.stream().map(e -> e.config().port() + (e.terminating() ? " terminating" : "")).sorted().toList();
+    }
+
     private static String[] ports(List<EngineSimulator> sims, int... idx) {
         return java.util.Arrays.stream(idx).mapToObj(i -> String.valueOf(sims.get(i).port())).toArray(String[]::new);
     }
@@ -411,7 +402,7 @@ class KubernetesDiscoverySystemTest {
             if (set == null) {
                 break;
             }
-            last = set.stream().map(e -> e.config().port() + (e.terminating() ? " terminating" : "")).sorted().toList();
+            last = labels(set);
             if (ok.test(last)) {
                 return;
             }
