@@ -63,6 +63,11 @@ public final class FailoverRequest {
         return new FailoverRequest(o, chat, refusalOf(o, chat, engineContinuesChat));
     }
 
+    /** Whether the client asked for a stream ({@code "stream": true}); false when the body was not read. */
+    public boolean streamed() {
+        return body != null && body.path("stream").asBoolean(false);
+    }
+
     private static String refusalOf(ObjectNode o, boolean chat, boolean engineContinuesChat) {
         if (o.path("n").asInt(1) > 1 || o.path("best_of").asInt(1) > 1) {
             return "n_gt_1";

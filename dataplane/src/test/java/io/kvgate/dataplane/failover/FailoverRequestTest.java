@@ -30,6 +30,16 @@ class FailoverRequestTest {
         assertEquals(true, next.get("stream").asBoolean(), "everything else as the client sent it");
     }
 
+    /** Drain with --migrate moves a stream the engine has not answered at once, a non-streamed request at --within. */
+    @Test
+    void streamedIsTheClientsStreamFlag() {
+        assertEquals(true, of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":true}", false).streamed());
+        assertEquals(false, of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":false}", false).streamed());
+        assertEquals(false, of("{\"model\":\"m\",\"prompt\":\"x\"}", false).streamed());
+        assertEquals(false, FailoverRequest.of("{\"stream\":true}".getBytes(StandardCharsets.UTF_8), false, "off", true)
+            .streamed(), "an opted-out request's body is not read");
+    }
+
     @Test
     void completionsWithReportedIdsContinueAsTokenIds() throws Exception {
         FailoverRequest r = of("{\"model\":\"m\",\"prompt\":[1,2,3],\"max_tokens\":5,\"return_token_ids\":true}", false);
