@@ -972,8 +972,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
      * {@code ctl drain ENDPOINT --migrate} for a request the engine has not answered yet (queued or in prefill): nothing
      * reached the client, so it goes whole to another endpoint (cause {@code drain}) — a stream at once (its engine
      * has not started the answer), a non-streamed request if it has not finished by {@code withinMs} (it may be nearly
-     * done). Without failover on the rule, a hedged first leg (the race owns its legs) or the client's opt-out, it
-     * stays and finishes as under a plain drain.
+     * done). Without failover on the rule, for a hedged first leg (the race owns its legs), a request failover
+     * refuses (the opt-out included) or one whose moves are used up, it stays and finishes as under a plain drain.
      */
     private void resendBeforeItsAnswer(EndpointState ep, UpstreamLeg l, long withinMs) {
         if (failover == null || hedging != null) {

@@ -108,9 +108,13 @@ public final class FailoverRequest {
      * The body that continues the generation after {@code generatedText} ({@code generatedIds} the ids of the same
      * tokens, null when the engine did not report them all; {@code promptIds} the prompt's, null when not reported),
      * {@code generatedTokens} tokens of the budget used. Null when this request has no form that can carry it (a
-     * token-id prompt without the generated ids); the caller then refuses.
+     * token-id prompt without the generated ids); the caller then refuses. Nothing generated yet (the engine failed
+     * after its response head, before its first token): the request as the client sent it.
      */
     public byte[] continuation(String generatedText, int[] promptIds, int[] generatedIds, int generatedTokens) {
+        if (generatedTokens == 0 && generatedText.isEmpty()) {
+            return bytes(body);
+        }
         ObjectNode next = body.deepCopy();
         if (!lowerBudget(next, generatedTokens)) {
             return null;
@@ -145,8 +149,12 @@ public final class FailoverRequest {
                 return null; // token ids without the generated ids: text cannot be appended to them
             }
         }
+        return bytes(next);
+    }
+
+    private static byte[] bytes(ObjectNode request) {
         try {
-            return JSON.writeValueAsString(next).getBytes(StandardCharsets.UTF_8);
+            return JSON.writeValueAsString(request).getBytes(StandardCharsets.UTF_8);
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }

@@ -216,6 +216,23 @@ class MidStreamFailoverSystemTest {
         assertEquals(ref.usage(), got.usage(), "the prompt's ids give its exact size");
     }
 
+    /**
+     * An engine that dies after its response head, before its first token, with a token-id prompt: nothing was
+     * generated, so the request goes again as sent (perf/failover.sh found such streams refused: no ids to append).
+     */
+    @Test
+    void aTokenIdStreamThatDiesBeforeItsFirstTokenIsSentAgain() throws Exception {
+        String body = completion(",\"return_token_ids\":true").replace("\"Tell me about the river\"", "[11,22,33,44,55]");
+        Seen ref = Seen.of(post("/v1/completions", body), false);
+        long ok = migrations("reset", "ok");
+        arm("{\"die_after_tokens\":0,\"count\":1}");
+        Seen got = Seen.of(post("/v1/completions", body), false);
+        assertEquals(ref.content(), got.content());
+        assertEquals(ref.tokenIds(), got.tokenIds());
+        assertEquals(ref.usage(), got.usage());
+        assertEquals(2, migrations("reset", "ok") - ok);
+    }
+
     @Test
     void stalledEngineIsLeftAfterStallMs() throws Exception {
         Seen ref = Seen.of(post("/v1/completions", completion("")), false);
