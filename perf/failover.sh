@@ -4,7 +4,8 @@
 # deadline, the kill loop by the client's life and MAX_S).
 #
 #   engines: 4 x `./kvgate sim --dialect vllm --seed 1` (the same seed: greedy answers are the same on any of them),
-#            TTFT TTFT_MS + PREFILL_US per uncached prompt token, ITL ITL_MS, KV events over ZeroMQ
+#            TTFT TTFT_MS + PREFILL_US per uncached prompt token, ITL ITL_MS, ENGINE_CONC running slots (64; drain: 6,
+#            so some requests wait in the drained engine's queue), KV events over ZeroMQ
 #   gateway: one rule, kv_exact on the KV events, failover: {mid_stream: true, max_migrations: 2, stall_ms: STALL_MS},
 #            access log (migrated_from per request)
 #   client:  perf/failover_client.py: REQUESTS streams, CONC at a time, a third each chat / completions text /
@@ -20,7 +21,7 @@
 #
 #   perf/failover.sh                          # 1,000 streams, a kill every 5 s (about 2 x 1 minute)
 #   REQUESTS=100 perf/failover.sh             # a short check of the script
-#   MODE=drain REQUESTS=300 perf/failover.sh
+#   MODE=drain perf/failover.sh               # drain under load (about 2 x 1 minute with the defaults)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODE="${MODE:-kill}"
@@ -41,6 +42,9 @@ KILL_EVERY="${KILL_EVERY:-5}"
 DRAIN_AT="${DRAIN_AT:-5}"
 WITHIN_MS="${WITHIN_MS:-}" # empty: ctl's default (2000 ms, the issue's)
 MAX_S="${MAX_S:-600}"
+# Running slots per engine; beyond them requests wait in the engine's queue (no response head yet). The drain mode's
+# default leaves some waiting on the drained engine, so the run covers requests it had not started as well.
+ENGINE_CONC="${ENGINE_CONC:-$([ "$MODE" = drain ] && echo 6 || echo 64)}"
 P_ENGINE() { echo $((PORT_BASE + $1)); }
 P_KV() { echo $((PORT_BASE + 10 + $1)); }
 P_GW=$((PORT_BASE + 21)); P_ADMIN=$((PORT_BASE + 22))
@@ -49,7 +53,7 @@ CLIENT="$ROOT/perf/failover_client.py"
 sim() { # sim I : engine I on its ports (started again on the same ones after a kill)
   start "sim$1" kv sim --dialect vllm --port "$(P_ENGINE "$1")" --model m --seed 1 --context-len 8192 \
     --kv-events "tcp://127.0.0.1:$(P_KV "$1")" --kv-events-mode bind --block-size 16 --cache-blocks 65536 --hash-seed 0 \
-    --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" --prefill-us-per-token "$PREFILL_US" --max-concurrency 64 --queue 1024
+    --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" --prefill-us-per-token "$PREFILL_US" --max-concurrency "$ENGINE_CONC" --queue 1024
 }
 EPS=""
 for i in 1 2 3 4; do
@@ -62,7 +66,9 @@ cat >"$WORK/gw.yaml" <<YAML
 listen: 127.0.0.1:$P_GW
 admin_listen: 127.0.0.1:$P_ADMIN
 control_socket: "off"
-health: {interval_ms: 500, unhealthy_threshold: 2, healthy_threshold: 1}
+# Generous probe timeout: on a loaded host an engine's /health can take seconds, and every engine marked down would
+# fail requests for reasons that have nothing to do with failover (a killed engine refuses at once: marked down anyway).
+health: {interval_ms: 500, timeout_ms: 5000, unhealthy_threshold: 3, healthy_threshold: 1}
 upstream: {max_connect_attempts: 4}
 logging: {access_log: $WORK/access.jsonl}
 rules:
@@ -118,15 +124,20 @@ else
   read -r EP most < <(python3 "$CLIENT" busiest --engines "$(for i in 1 2 3 4; do printf '127.0.0.1:%s,' "$(P_ENGINE "$i")"; done | sed 's/,$//')")
   MOVED_BEFORE=$(metric kvgate_stream_migrations_total 'cause="drain",result="ok"')
   echo "$(since) ctl drain $EP --migrate ${WITHIN_MS:+--within $WITHIN_MS} (engine running + waiting: $most)" >>"$EVENTS"
+  MOVED_BEFORE=${MOVED_BEFORE%.*}
   CTL_NS=$(date +%s%N)
   ( kv ctl --admin "http://127.0.0.1:$P_ADMIN" drain "$EP" --migrate ${WITHIN_MS:+--within "$WITHIN_MS"} ) >"$WORK/ctl.txt" 2>&1 \
     || { echo "ctl drain failed:" >&2; cat "$WORK/ctl.txt" >&2; exit 1; }
   # The drain is applied when ctl gets its answer (nothing waits on the gateway's side): timed from there.
-  echo "$(since) ctl answered after $(( ($(date +%s%N) - CTL_NS) / 1000000 )) ms (its JVM start included): $(grep -v WARNING "$WORK/ctl.txt" | tr '\n' ' ')" >>"$EVENTS"
-  read -r EMPTY_MS gw_out eng < <(python3 "$CLIENT" watch-empty --admin "http://127.0.0.1:$P_ADMIN" --endpoint "$EP")
-  echo "$(since) endpoint empty ${EMPTY_MS} ms after the drain (-1: not within 10 s; gateway outstanding $gw_out, engine running + waiting $eng)" >>"$EVENTS"
+  ANSWERED_NS=$(date +%s%N)
+  echo "$(since) ctl answered after $(( (ANSWERED_NS - CTL_NS) / 1000000 )) ms (its JVM start included): $(grep -v WARNING "$WORK/ctl.txt" | tr '\n' ' ')" >>"$EVENTS"
+  read -r EMPTY_MS gw_out eng < <(python3 "$CLIENT" watch-empty --admin "http://127.0.0.1:$P_ADMIN" --endpoint "$EP" --from-ns "$ANSWERED_NS")
+  echo "$(since) endpoint empty ${EMPTY_MS} ms after ctl's answer (-1: not within 10 s; gateway outstanding $gw_out, engine running + waiting $eng)" >>"$EVENTS"
   wait "$CLIENT_PID"
-  echo "$(since) streams moved by the drain: $(( $(metric kvgate_stream_migrations_total 'cause="drain",result="ok"') - MOVED_BEFORE ))" >>"$EVENTS"
+  MOVED_AFTER=$(metric kvgate_stream_migrations_total 'cause="drain",result="ok"')
+  MOVED=$(( ${MOVED_AFTER%.*} - MOVED_BEFORE ))
+  echo "$(since) requests moved by the drain: $MOVED" >>"$EVENTS"
+  echo "$EMPTY_MS $MOVED $EP" >"$WORK/drain.txt"
 fi
 LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
 curl -s -m 5 "http://127.0.0.1:$P_GW/metrics" >"$WORK/metrics-faulty.txt"
@@ -135,10 +146,10 @@ python3 "$CLIENT" compare --reference "$WORK/reference.json" --run "$WORK/faulty
   --ttft-ms "$TTFT_MS" --prefill-us "$PREFILL_US" >"$WORK/compare.json"
 
 python3 - "$WORK" "$OUT" "$DATE" "$(machine)" "$LOAD_START" "$LOAD_END" "$MODE" "$REQUESTS" "$CONC" "$TTFT_MS" \
-  "$PREFILL_US" "$ITL_MS" "$STALL_MS" "$KILL_EVERY" "$DRAIN_AT" "${WITHIN_MS:-2000 (default)}" <<'PY'
+  "$PREFILL_US" "$ITL_MS" "$STALL_MS" "$KILL_EVERY" "$DRAIN_AT" "${WITHIN_MS:-2000 (default)}" "$ENGINE_CONC" <<'PY'
 import json, os, re, sys
 (work, out, date, machine, load_start, load_end, mode, requests, conc, ttft, prefill_us, itl, stall, kill_every,
- drain_at, within) = sys.argv[1:17]
+ drain_at, within, engine_conc) = sys.argv[1:18]
 c = json.load(open(os.path.join(work, "compare.json")))
 events = open(os.path.join(work, "events.txt")).read().strip().splitlines()
 ref = json.load(open(os.path.join(work, "reference.json")))
@@ -178,7 +189,7 @@ L.append(f"Machine: {machine}. Load average (1/5/15 min) at start {load_start}, 
          " (**loaded host**: 2 cores shared with other helpers' builds; the lead reruns on a quiet host).\n")
 cmd = ("perf/failover.sh" if mode == "kill" else "MODE=drain perf/failover.sh")
 L.append(f"Command: `REQUESTS={requests} CONC={conc} {cmd}`. Fleet: 4 `./kvgate sim --dialect vllm --seed 1` (TTFT {ttft} ms"
-         f" + {prefill_us} us per uncached prompt token, ITL {itl} ms, KV events over ZeroMQ); gateway `kv_exact` with"
+         f" + {prefill_us} us per uncached prompt token, ITL {itl} ms, {engine_conc} running slots per engine, KV events over ZeroMQ); gateway `kv_exact` with"
          f" `failover: {{mid_stream: true, max_migrations: 2, stall_ms: {stall}}}`. Client `perf/failover_client.py`: "
          f"{requests} streams, {conc} at a time, a third each chat / completions text / completions token ids with"
          " `return_token_ids`, greedy, max_tokens 64..256; the same set once without faults (reference), then again with "
@@ -206,6 +217,15 @@ if mode == "kill":
     ok = ex["p99"] is not None and ex["p99"] <= 20.0
     L.append(f"| **client gap minus the carried prefix's prefill, per move** | p50 {f(ex['p50'])} ms, **p99 {f(ex['p99'])} ms**"
              f" (goal <= 20 ms: {'met' if ok else 'NOT met'}), max {f(ex['max'])} ms |")
+if mode == "drain":
+    empty_ms, moved, ep = open(os.path.join(work, "drain.txt")).read().split()
+    limit = 2000 if within.startswith("2000") else int(within)
+    met = 0 <= int(empty_ms) <= limit
+    L.append(f"| **drained endpoint empty** (gateway outstanding and engine running + waiting both 0, polled every 20 ms"
+             f" from ctl's answer) | **{'not within 10 s' if empty_ms == '-1' else empty_ms + ' ms'}** (goal <= {limit} ms:"
+             f" {'met' if met else 'NOT met'}) |")
+    L.append(f"| requests moved by the drain (`cause=\"drain\",result=\"ok\"`: live streams continued, requests not"
+             f" started sent whole) | {moved} (endpoint {ep}) |")
 L.append("")
 L.append("Events (seconds from the start of the faulty run):\n")
 L.append("```")

@@ -250,6 +250,8 @@ def watch_empty(args):
     """Polls every --every-ms until the gateway's outstanding count for the endpoint and the engine's running + waiting
     requests are both 0; prints the milliseconds that took (or -1 after --limit-s) and the last values seen."""
     t0 = time.monotonic()
+    # measured from --from-ns (the wall clock when ctl answered), so this process's start is not left out
+    offset_ms = (time.time_ns() - args.from_ns) / 1e6 if args.from_ns else 0.0
     gw = eng = None
     while time.monotonic() - t0 < args.limit_s:
         rules = get_json(f"{args.admin}/control/v1/endpoints")["rules"]
@@ -257,7 +259,7 @@ def watch_empty(args):
         s = get_json(f"http://{args.endpoint}/sim/stats")
         eng = s.get("running", 0) + s.get("waiting", 0)
         if gw == 0 and eng == 0:
-            print(round((time.monotonic() - t0) * 1000.0), gw, eng)
+            print(round(offset_ms + (time.monotonic() - t0) * 1000.0), gw, eng)
             return
         time.sleep(args.every_ms / 1000.0)
     print(-1, gw, eng)
@@ -291,6 +293,7 @@ def main():
     w.add_argument("--endpoint", required=True)
     w.add_argument("--every-ms", type=float, default=20.0)
     w.add_argument("--limit-s", type=float, default=10.0)
+    w.add_argument("--from-ns", type=int, default=0, help="epoch nanoseconds the time is counted from")
     a = ap.parse_args()
     {"run": run, "compare": compare, "busiest": busiest, "watch-empty": watch_empty}[a.cmd](a)
 
