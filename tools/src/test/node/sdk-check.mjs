@@ -279,6 +279,31 @@ const scenarios = {
     };
   },
 
+  // Mid-stream failover (issue #41): both simulated engines behind rule "kvgate-failover" are armed to die after a few
+  // tokens (once each), so the stream moves twice; the gateway stitches one stream, and the SDK must iterate it to
+  // the end. Greedy, so the test compares the joined content with a fault-free run.
+  async migrated_stream() {
+    try {
+      const s = await client.chat.completions.create({
+        model: 'kvgate-failover', messages: user('Tell me about the river and the stone'), max_tokens: 24,
+        temperature: 0, stream: true,
+      });
+      const ids = new Set();
+      const seen = [];
+      const wrapped = (async function* () {
+        for await (const chunk of s) {
+          ids.add(chunk.id);
+          seen.push(chunk);
+          yield chunk;
+        }
+      })();
+      const d = await drainStream(wrapped);
+      return { ...d, ids: [...ids], models: [...new Set(seen.map((c) => c.model))] };
+    } catch (e) {
+      return { threw: true, error: describeError(e) };
+    }
+  },
+
   // The engine dies in the middle of an SSE frame (after two complete ones).
   async mid_frame_failure() {
     const s = await client.chat.completions.create({ model, messages: user('scenario:die_mid_frame'), stream: true });

@@ -148,6 +148,8 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     private int migrations;
     private MigrationCause migrating;
     private StringBuilder migratedFrom;
+    /** When a started stream's engine was found failed, until the continuing engine's first output (0: none pending). */
+    private long resumeFromNs;
 
     public PlainExchange(GatewayContext gw, ChannelHandlerContext ctx, ExchangeOwner owner, HttpRequest request, ByteBuf body,
                          RequestFields fields, Rule rule, String requestId, boolean explain, long startNs) {
@@ -538,6 +540,10 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
             return;
         }
         boolean complete = relay.onContent(l, content, last);
+        if (resumeFromNs != 0 && stitch.legHasOutput()) {
+            gw.metrics().streamResumeGap(ruleName, gw.clock().nanoTime() - resumeFromNs);
+            resumeFromNs = 0;
+        }
         if (stitch != null && stitch.wantsContinuation()) {
             // The engine sent an error event or ended the stream before it finished: held back from the client.
             MigrationCause cause = stitch.engineError() ? MigrationCause.ENGINE_ERROR : MigrationCause.RESET;
@@ -683,6 +689,9 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                 return false;
             }
             client.continueOnNextLeg();
+            if (resumeFromNs == 0) {
+                resumeFromNs = gw.clock().nanoTime(); // kept across a continuation that fails before its first output
+            }
             if (body != null && body.refCnt() > 0) {
                 body.release();
             }
@@ -926,7 +935,14 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
     @Override
     protected void onMigrateOff(EndpointState ep, long withinMs) {
         UpstreamLeg l = leg;
-        if (l == null || l.endpoint() != ep || phase != Phase.RELAYING) {
+        if (l == null || l.endpoint() != ep) {
+            return;
+        }
+        if (phase == Phase.UPSTREAM) {
+            resendBeforeItsAnswer(ep, l, withinMs);
+            return;
+        }
+        if (phase != Phase.RELAYING) {
             return;
         }
         if (failover != null && migrationRefusal() == null) {
@@ -950,6 +966,36 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
                     + " not finish within " + withinMs + " ms"));
             }
         }, withinMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * {@code ctl drain ENDPOINT --migrate} for a request the engine has not answered yet (queued or in prefill): nothing
+     * reached the client, so it goes whole to another endpoint (cause {@code drain}) — a stream at once (its engine
+     * has not started the answer), a non-streamed request if it has not finished by {@code withinMs} (it may be nearly
+     * done). Without failover on the rule, for a hedged first leg (the race owns its legs), a request failover
+     * refuses (the opt-out included) or one whose moves are used up, it stays and finishes as under a plain drain.
+     */
+    private void resendBeforeItsAnswer(EndpointState ep, UpstreamLeg l, long withinMs) {
+        if (failover == null || hedging != null) {
+            return;
+        }
+        Runnable resend = () -> {
+            if (leg != l || phase != Phase.UPSTREAM) {
+                return; // answered (or ended) meanwhile
+            }
+            if (failover.refusal() != null || migrations >= failoverConfig.maxMigrations()) {
+                gw.metrics().streamMigration(ruleName, MigrationCause.DRAIN.label, failover.refusal() != null ? "refused" : "exhausted");
+                return; // it stays: finishes on the drained endpoint as under a plain drain
+            }
+            leg = null;
+            l.cancel();
+            tryMigrate(MigrationCause.DRAIN, ep); // checked above: it moves
+        };
+        if (failover.streamed()) {
+            resend.run();
+        } else {
+            ctx.executor().schedule(resend, withinMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+        }
     }
 
     /** Why a started stream cannot move now (null: it can), without counting anything. */

@@ -63,6 +63,11 @@ public final class FailoverRequest {
         return new FailoverRequest(o, chat, refusalOf(o, chat, engineContinuesChat));
     }
 
+    /** Whether the client asked for a stream ({@code "stream": true}); false when the body was not read. */
+    public boolean streamed() {
+        return body != null && body.path("stream").asBoolean(false);
+    }
+
     private static String refusalOf(ObjectNode o, boolean chat, boolean engineContinuesChat) {
         if (o.path("n").asInt(1) > 1 || o.path("best_of").asInt(1) > 1) {
             return "n_gt_1";
@@ -103,9 +108,13 @@ public final class FailoverRequest {
      * The body that continues the generation after {@code generatedText} ({@code generatedIds} the ids of the same
      * tokens, null when the engine did not report them all; {@code promptIds} the prompt's, null when not reported),
      * {@code generatedTokens} tokens of the budget used. Null when this request has no form that can carry it (a
-     * token-id prompt without the generated ids); the caller then refuses.
+     * token-id prompt without the generated ids); the caller then refuses. Nothing generated yet (the engine failed
+     * after its response head, before its first token): the request as the client sent it.
      */
     public byte[] continuation(String generatedText, int[] promptIds, int[] generatedIds, int generatedTokens) {
+        if (generatedTokens == 0 && generatedText.isEmpty()) {
+            return bytes(body);
+        }
         ObjectNode next = body.deepCopy();
         if (!lowerBudget(next, generatedTokens)) {
             return null;
@@ -140,8 +149,12 @@ public final class FailoverRequest {
                 return null; // token ids without the generated ids: text cannot be appended to them
             }
         }
+        return bytes(next);
+    }
+
+    private static byte[] bytes(ObjectNode request) {
         try {
-            return JSON.writeValueAsString(next).getBytes(StandardCharsets.UTF_8);
+            return JSON.writeValueAsString(request).getBytes(StandardCharsets.UTF_8);
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }

@@ -81,6 +81,7 @@ public final class GatewayMetrics {
         volatile LatencyHistogram ttfb;
         volatile LatencyHistogram ttft;
         volatile LatencyHistogram itl;
+        volatile LatencyHistogram resumeGap;
 
         ModelCounters model(String label) {
             ModelCounters m = byModel.get(label);
@@ -113,6 +114,13 @@ public final class GatewayMetrics {
                 itl = new LatencyHistogram();
             }
             return itl;
+        }
+
+        synchronized LatencyHistogram newResumeGap() {
+            if (resumeGap == null) {
+                resumeGap = new LatencyHistogram();
+            }
+            return resumeGap;
         }
     }
 
@@ -332,6 +340,17 @@ public final class GatewayMetrics {
     private record MigrationKey(String rule, String cause, String result) {}
 
     /**
+     * Mid-stream failover's pause as the client sees it: from the gateway finding a started stream's engine failed to
+     * the first content the continuing engine produced, across every leg tried in between:
+     * {@code kvgate_stream_resume_gap_seconds{rule}}.
+     */
+    public void streamResumeGap(String rule, long ns) {
+        RuleSeries r = rule(rule);
+        LatencyHistogram h = r.resumeGap;
+        (h != null ? h : r.newResumeGap()).recordNs(ns);
+    }
+
+    /**
      * One mid-stream failover decision of {@code rule} (issue #41): {@code cause} connect_failed|reset|stall|
      * engine_error|drain, {@code result} ok (continued on another endpoint) | refused (the request cannot be
      * continued) | exhausted (its max_migrations were used) | failed (no endpoint took the continuation).
@@ -432,6 +451,8 @@ public final class GatewayMetrics {
         keyedCounter("kvgate_stream_migrations_total", "Mid-stream failover decisions, by rule, cause (connect_failed,"
             + " reset, stall, engine_error, drain) and result (ok, refused, exhausted, failed).", streamMigrations,
             List.of("rule", "cause", "result"), k -> new String[] {k.rule(), k.cause(), k.result()});
+        ruleHistogram("kvgate_stream_resume_gap_seconds", "Mid-stream failover: time from finding a started stream's"
+            + " engine failed to the first content from the engine that continues it, by rule.", r -> r.resumeGap);
         GaugeWithCallback.builder().name("kvgate_open_connections").help("Open client connections.")
             .callback(cb -> cb.call(openClientConnections.get())).register(registry);
         counter("kvgate_client_connections_total", "Client connections accepted.", clientConnectionsTotal);

@@ -315,6 +315,11 @@ public final class StreamStitch {
         return idsComplete && legIds > 0 ? legIds : legOutputEvents;
     }
 
+    /** Whether the current leg has produced output (text or token ids) yet. */
+    public boolean legHasOutput() {
+        return legOutputEvents > 0 || legIds > 0;
+    }
+
     /** Which leg the stream is on (0: the first engine's). */
     public int leg() {
         return leg;

@@ -30,6 +30,28 @@ class FailoverRequestTest {
         assertEquals(true, next.get("stream").asBoolean(), "everything else as the client sent it");
     }
 
+    /**
+     * An engine that failed after its response head but before its first token: the request goes again as sent, a
+     * token-id prompt included (no ids were reported to append; a perf/failover.sh run found it refused).
+     */
+    @Test
+    void nothingGeneratedYetContinuesAsTheRequestItself() throws Exception {
+        String ids = "{\"model\":\"m\",\"prompt\":[1,2,3],\"max_tokens\":5,\"return_token_ids\":true,\"stream\":true}";
+        assertEquals(JSON.readTree(ids), json(of(ids, false).continuation("", null, null, 0)));
+        String chat = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5}";
+        assertEquals(JSON.readTree(chat), json(of(chat, true).continuation("", null, null, 0)), "no empty assistant prefix");
+    }
+
+    /** Drain with --migrate moves a stream the engine has not answered at once, a non-streamed request at --within. */
+    @Test
+    void streamedIsTheClientsStreamFlag() {
+        assertEquals(true, of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":true}", false).streamed());
+        assertEquals(false, of("{\"model\":\"m\",\"prompt\":\"x\",\"stream\":false}", false).streamed());
+        assertEquals(false, of("{\"model\":\"m\",\"prompt\":\"x\"}", false).streamed());
+        assertEquals(false, FailoverRequest.of("{\"stream\":true}".getBytes(StandardCharsets.UTF_8), false, "off", true)
+            .streamed(), "an opted-out request's body is not read");
+    }
+
     @Test
     void completionsWithReportedIdsContinueAsTokenIds() throws Exception {
         FailoverRequest r = of("{\"model\":\"m\",\"prompt\":[1,2,3],\"max_tokens\":5,\"return_token_ids\":true}", false);

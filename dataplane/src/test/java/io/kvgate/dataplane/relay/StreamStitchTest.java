@@ -59,6 +59,24 @@ class StreamStitchTest {
         assertTrue(s.finished());
     }
 
+    /** The resume gap ends at the continuing engine's first output, not at its role chunk. */
+    @Test
+    void aLegHasOutputFromItsFirstContentOnAndEachNewLegStartsWithout() {
+        StreamStitch s = new StreamStitch(true);
+        String role = "data: {\"id\":\"chatcmpl-a\",\"object\":\"chat.completion.chunk\",\"created\":100,\"model\":\"m\","
+            + "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+        pass(s, role);
+        assertFalse(s.legHasOutput(), "a role chunk is not output");
+        pass(s, chunk("chatcmpl-a", 100, "m", "the", null));
+        assertTrue(s.legHasOutput());
+        s.nextLeg();
+        assertFalse(s.legHasOutput());
+        pass(s, role.replace("chatcmpl-a", "chatcmpl-b"));
+        assertFalse(s.legHasOutput(), "the continuing engine's role chunk is not output either");
+        pass(s, chunk("chatcmpl-b", 200, "m", " cache", null));
+        assertTrue(s.legHasOutput());
+    }
+
     @Test
     void anEngineErrorEventIsHeldBackWithEverythingAfterIt() {
         StreamStitch s = new StreamStitch(false);

@@ -6,10 +6,18 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.Gateway;
 import io.kvgate.testkit.RefusedPort;
 import io.kvgate.testkit.TestPorts;
+import io.kvgate.tools.sim.EngineSimulator;
+import io.kvgate.tools.sim.SimulatorConfig;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -53,6 +61,14 @@ class OpenAiNodeSdkSystemTest {
     /** A port where connections are refused: the engine of rule "unreachable". */
     private static RefusedPort down;
 
+    /** The model of rule "failover": two simulated engines that die mid-stream once each (sdk-check's migrated_stream). */
+    private static final String FAILOVER_MODEL = "kvgate-failover";
+    private static final String FAILOVER_BODY = "{\"model\":\"" + FAILOVER_MODEL + "\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"Tell me about the river and the stone\"}],\"max_tokens\":24,\"temperature\":0,\"stream\":true}";
+    private static final List<EngineSimulator> failoverEngines = new ArrayList<>();
+    /** The fault-free answer of sdk-check's migrated_stream request, read through the gateway before the faults. */
+    private static String failoverReference;
+
     private static ScriptedEngine engine;
     private static Gateway gateway;
     private static NodeSdkCheck sdk;
@@ -68,6 +84,10 @@ class OpenAiNodeSdkSystemTest {
         sdk = NodeSdkCheck.locate(repoRoot());
         engine = ScriptedEngine.start();
         down = TestPorts.refused();
+        for (int i = 0; i < 2; i++) {
+            failoverEngines.add(EngineSimulator.start(new SimulatorConfig().dialect(SimulatorConfig.Dialect.VLLM)
+                .model(FAILOVER_MODEL).ttftMs(0).itlMs(2).prefillUsPerToken(0)));
+        }
         gateway = Gateway.start(GatewayConfig.parse("""
             listen: 127.0.0.1:0
             admin_listen: 127.0.0.1:0
@@ -97,7 +117,19 @@ class OpenAiNodeSdkSystemTest {
                 admission: {max_outstanding: 1, max_queue: 0}
                 endpoints:
                   - url: %s
-            """.formatted(API_KEY, io.kvgate.control.config.TenancyConfig.sha256Hex(TENANT_KEY), MODEL, ADAPTER, ALIAS, MODEL, engine.url(), down.url(), MODEL, engine.url())));
+              - name: failover
+                models: [%s]
+                engine: vllm
+                policy: round_robin
+                failover: {mid_stream: true, max_migrations: 2}
+                endpoints: [{url: "%s"}, {url: "%s"}]
+            """.formatted(API_KEY, io.kvgate.control.config.TenancyConfig.sha256Hex(TENANT_KEY), MODEL, ADAPTER, ALIAS, MODEL,
+            engine.url(), down.url(), MODEL, engine.url(), FAILOVER_MODEL, failoverEngines.get(0).baseUrl(),
+            failoverEngines.get(1).baseUrl())));
+        failoverReference = streamedContent(FAILOVER_BODY);
+        // Each engine dies after 5 tokens of its first stream: whichever serves the SDK's request fails, the other
+        // continues and fails too, and the first (its fault used) finishes: two migrations, the rule's max.
+        failoverEngines.forEach(e -> e.injectFaults("{\"die_after_tokens\":5,\"count\":1}"));
         viaGateway = sdk.run("http://127.0.0.1:" + gateway.port() + "/v1", TENANT_KEY, NODE_RUN_TIMEOUT_MS);
         allViaGateway = engine.requests();
         engineSawViaGateway = chatRequests(allViaGateway);
@@ -115,6 +147,50 @@ class OpenAiNodeSdkSystemTest {
         if (down != null) {
             down.close();
         }
+        failoverEngines.forEach(EngineSimulator::close);
+    }
+
+    /** A streamed chat request through the gateway, fault-free: its content deltas joined. */
+    private static String streamedContent(String body) throws Exception {
+        HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + gateway.port() + "/v1/chat/completions"))
+            .header("content-type", "application/json").header("authorization", "Bearer " + API_KEY)
+            .timeout(Duration.ofSeconds(20)).POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+            HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, r.statusCode(), r.body());
+        StringBuilder content = new StringBuilder();
+        for (String line : r.body().split("\n")) {
+            if (line.startsWith("data: {")) {
+                JsonNode delta = new ObjectMapper().readTree(line.substring(6)).path("choices").path(0).path("delta");
+                content.append(delta.path("content").asText(""));
+            }
+        }
+        assertFalse(content.isEmpty(), r.body());
+        return content.toString();
+    }
+
+    /**
+     * Issue #41's "done when": the OpenAI Node SDK iterates a stream whose engine died twice (it moved to the other
+     * engine and back) to its end, without an exception, and reads the fault-free answer under one id.
+     */
+    @Test
+    void theSdkIteratesAMigratedStreamToItsEnd() {
+        JsonNode r = viaGateway.scenario("migrated_stream");
+        assertFalse(r.path("threw").asBoolean(true), "no exception inside the iteration: " + r);
+        assertEquals(failoverReference, r.path("joined").asText(), "the fault-free answer: " + r);
+        assertEquals("length", r.path("finish_reason").asText(), r.toString());
+        assertEquals(1, r.path("ids").size(), "one completion id across the engines: " + r);
+        assertEquals(List.of(FAILOVER_MODEL), strings(r.path("models")), r.toString());
+        long died = failoverEngines.stream().mapToLong(e -> e.stats().get("faults_died_after_tokens")).sum();
+        assertEquals(2, died, "both engines died mid-stream");
+        long moved = 0;
+        for (String line : gateway.metrics().render().split("\n")) {
+            if (line.startsWith("kvgate_stream_migrations_total{") && line.contains("rule=\"failover\"")
+                && line.contains("result=\"ok\"")) {
+                moved += (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        assertEquals(2, moved, gateway.metrics().render());
     }
 
     @Test
@@ -126,7 +202,7 @@ class OpenAiNodeSdkSystemTest {
         for (String s : List.of("non_stream", "stream", "unknown_model", "invalid_request", "malformed_json",
             "engine_flat_error", "engine_flat_error_stream", "mid_stream_failure", "mid_frame_failure",
             "context_length_exceeded", "alias_non_stream", "alias_stream", "models_retrieve_alias", "models_list",
-            "authentication_error", "engine_unreachable", "rate_limited", "tenant_rate_limit")) {
+            "authentication_error", "engine_unreachable", "rate_limited", "tenant_rate_limit", "migrated_stream")) {
             assertFalse(viaGateway.scenario(s).path("unexpected").asBoolean(true), s + ": " + viaGateway.scenario(s));
         }
     }
@@ -337,7 +413,8 @@ class OpenAiNodeSdkSystemTest {
             assertEquals("model", m.path("object").asText(), r.toString());
             seen.add(m.path("id").asText() + "<" + m.path("parent").asText("-"));
         }
-        assertEquals(List.of(MODEL + "<-", ALIAS + "<-", ADAPTER + "<" + MODEL, "kvgate-unreachable<-", "kvgate-limited<-"),
+        assertEquals(List.of(MODEL + "<-", ALIAS + "<-", ADAPTER + "<" + MODEL, "kvgate-unreachable<-", "kvgate-limited<-",
+            FAILOVER_MODEL + "<-"),
             seen, r.toString());
     }
 

@@ -165,10 +165,21 @@ class MidStreamFailoverSystemTest {
         return sum;
     }
 
+    /** How many resume gaps the rule recorded ({@code kvgate_stream_resume_gap_seconds_count}). */
+    private static long resumeGaps() {
+        for (String line : gw.metrics().render().split("\n")) {
+            if (line.startsWith("kvgate_stream_resume_gap_seconds_count{rule=\"fo\"}")) {
+                return (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        return 0;
+    }
+
     @Test
     void engineDyingAfterKTokensIsContinuedWithIdenticalContent() throws Exception {
         Seen ref = Seen.of(post("/v1/completions", completion("")), false);
         long ok = migrations("reset", "ok");
+        long gaps = resumeGaps();
         long died = a.stats().get("faults_died_after_tokens") + b.stats().get("faults_died_after_tokens");
         arm("{\"die_after_tokens\":3,\"count\":1}");
         Seen got = Seen.of(post("/v1/completions", completion("")), false);
@@ -178,6 +189,7 @@ class MidStreamFailoverSystemTest {
         assertEquals(ref.usage().get("prompt_tokens"), got.usage().get("prompt_tokens"), "text appended at a word");
         assertEquals(2, migrations("reset", "ok") - ok);
         assertEquals(2, a.stats().get("faults_died_after_tokens") + b.stats().get("faults_died_after_tokens") - died);
+        assertEquals(2, resumeGaps() - gaps, "one pause per move: each continuation produced output before it died");
     }
 
     @Test
@@ -202,6 +214,23 @@ class MidStreamFailoverSystemTest {
         assertEquals(ref.content(), got.content());
         assertEquals(ref.tokenIds(), got.tokenIds());
         assertEquals(ref.usage(), got.usage(), "the prompt's ids give its exact size");
+    }
+
+    /**
+     * An engine that dies after its response head, before its first token, with a token-id prompt: nothing was
+     * generated, so the request goes again as sent (perf/failover.sh found such streams refused: no ids to append).
+     */
+    @Test
+    void aTokenIdStreamThatDiesBeforeItsFirstTokenIsSentAgain() throws Exception {
+        String body = completion(",\"return_token_ids\":true").replace("\"Tell me about the river\"", "[11,22,33,44,55]");
+        Seen ref = Seen.of(post("/v1/completions", body), false);
+        long ok = migrations("reset", "ok");
+        arm("{\"die_after_tokens\":0,\"count\":1}");
+        Seen got = Seen.of(post("/v1/completions", body), false);
+        assertEquals(ref.content(), got.content());
+        assertEquals(ref.tokenIds(), got.tokenIds());
+        assertEquals(ref.usage(), got.usage());
+        assertEquals(2, migrations("reset", "ok") - ok);
     }
 
     @Test
@@ -324,6 +353,89 @@ class MidStreamFailoverSystemTest {
             } finally {
                 g.close(1000);
             }
+        }
+    }
+
+    /**
+     * {@code ctl drain ENDPOINT --migrate} also moves what the drained engine has not started answering: with one
+     * running slot on engine c, stream A holds it (stalled after 3 tokens, so nothing here depends on timing), stream B
+     * and non-streamed C wait in its queue. The drain moves A
+     * (continued) and B (sent whole, at once), and C whole once {@code within} has passed (it may have been nearly
+     * done); all three answers are the fault-free ones and c is left with nothing. Without the move, B and C would
+     * run on c after A left, keeping the drained engine busy past {@code within}. The test waits on the engines'
+     * counters, never on time.
+     */
+    @Test
+    void drainWithMigrateMovesRequestsTheEngineHasNotStartedToo() throws Exception {
+        String a40 = completion("").replace("\"max_tokens\":12", "\"max_tokens\":40");
+        String b40 = chat("").replace("\"max_tokens\":12", "\"max_tokens\":40");
+        String c40 = "{\"model\":\"m\",\"prompt\":\"Tell me about the stone\",\"max_tokens\":40,\"temperature\":0}";
+        Seen refA = Seen.of(post("/v1/completions", a40), false);
+        Seen refB = Seen.of(post("/v1/chat/completions", b40), true);
+        String refC = SimHttp.MAPPER.readTree(post("/v1/completions", c40).body()).at("/choices/0/text").asText();
+        try (EngineSimulator c = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).itlMs(20).maxConcurrency(1));
+             EngineSimulator d = EngineSimulator.start(SimHttp.fast(Dialect.VLLM).itlMs(20))) {
+            Gateway g = Gateway.start(GatewayConfig.parse("""
+                listen: 127.0.0.1:0
+                admin_listen: 127.0.0.1:0
+                rules:
+                  - name: fo
+                    models: [m]
+                    engine: vllm
+                    failover: {mid_stream: true}
+                    endpoints: [{url: "%s"}, {url: "%s"}]
+                """.formatted(c.baseUrl(), d.baseUrl())));
+            try {
+                String cKey = c.baseUrl().substring(7);
+                String dKey = d.baseUrl().substring(7);
+                assertEquals(200, admin(g, dKey, "drain").statusCode(), "everything goes to c first");
+                c.injectFaults("{\"stall_after_tokens\":3,\"count\":1}"); // A holds c's one slot until it moves
+                var a = SimHttp.CLIENT.sendAsync(request(g, "/v1/completions", a40), HttpResponse.BodyHandlers.ofString());
+                awaitStat(c, "running", 1);
+                var b = SimHttp.CLIENT.sendAsync(request(g, "/v1/chat/completions", b40), HttpResponse.BodyHandlers.ofString());
+                awaitStat(c, "waiting", 1);
+                var cc = SimHttp.CLIENT.sendAsync(request(g, "/v1/completions", c40), HttpResponse.BodyHandlers.ofString());
+                awaitStat(c, "waiting", 2);
+                assertEquals(200, admin(g, dKey, "undrain").statusCode());
+                HttpResponse<String> drained = admin(g, cKey, "drain?migrate=true&within=300");
+                assertEquals(200, drained.statusCode(), drained.body());
+
+                assertEquals(refA.content(), Seen.of(a.get(), false).content());
+                assertEquals(refB.content(), Seen.of(b.get(), true).content());
+                HttpResponse<String> gotC = cc.get();
+                assertEquals(200, gotC.statusCode(), gotC.body());
+                assertEquals(refC, SimHttp.MAPPER.readTree(gotC.body()).at("/choices/0/text").asText());
+                long moved = 0;
+                for (String line : g.metrics().render().split("\n")) {
+                    if (line.startsWith("kvgate_stream_migrations_total{") && line.contains("cause=\"drain\"")
+                        && line.contains("result=\"ok\"")) {
+                        moved += (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+                    }
+                }
+                assertEquals(3, moved, "A continued, B and C sent whole: " + g.metrics().render());
+                awaitStat(c, "running", 0);
+                assertEquals(0, SimHttp.MAPPER.readTree(SimHttp.get(c, "/sim/stats").body()).get("waiting").asInt());
+            } finally {
+                g.close(1000);
+            }
+        }
+    }
+
+    private static HttpRequest request(Gateway g, String path, String body) {
+        return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.port() + path)).timeout(Duration.ofSeconds(60))
+            .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build();
+    }
+
+    private static HttpResponse<String> admin(Gateway g, String endpoint, String action) throws Exception {
+        return SimHttp.CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + g.adminPort()
+                + "/control/v1/endpoints/" + endpoint + "/" + action)).POST(HttpRequest.BodyPublishers.noBody()).build(),
+            HttpResponse.BodyHandlers.ofString());
+    }
+
+    /** Polls the engine's /sim/stats until {@code key} reads {@code value} (bounded by the class's timeout). */
+    private static void awaitStat(EngineSimulator sim, String key, int value) throws Exception {
+        while (SimHttp.MAPPER.readTree(SimHttp.get(sim, "/sim/stats").body()).get(key).asInt() != value) {
+            Thread.sleep(5);
         }
     }
 
