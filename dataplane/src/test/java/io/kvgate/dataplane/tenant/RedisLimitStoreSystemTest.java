@@ -163,6 +163,8 @@ class RedisLimitStoreSystemTest {
             if (r.granted()) {
                 granted++;
                 assertEquals(1000, r.limitTokens(), "the whole limit, not a replica's share");
+                // Its tokens went into the newest 100 ms bucket: the window is empty when that bucket leaves, a minute on.
+                assertTrue(r.resetTokensNs() > 59_800_000_000L && r.resetTokensNs() <= 60_000_000_000L, "reset " + r.resetTokensNs());
                 settle(replica, r, 100); // usage as reserved
             } else {
                 assertEquals(LimitKind.TOKENS_PER_MINUTE, r.deniedBy(), r.message());
