@@ -3,7 +3,8 @@
 # 0 hung requests). For each mode in MODES (default: local deny allow), a fresh redis-server and a fresh gateway with
 # `rate_limit_store: {on_failure: MODE, timeout_ms: 50}` and one limited tenant (limits far above the load, so every
 # 429 would be a bug); `./kvgate bench` paced at RATE req/s (constant arrivals, non-streaming) for DURATION s; at
-# KILL_AT s redis-server is SIGKILLed (its PID), and at RESTART_AT s a new one starts on the same port (0: never).
+# KILL_AT s (counted from the load's first answer) redis-server is SIGKILLed (its PID), and at RESTART_AT s a new one
+# starts on the same port (0: never).
 #
 # Per mode it reports the answers by status (the gateway's kvgate_tenant_requests_total), the client's errors by
 # class, the hung requests (no answer within the bench's --timeout of 10 s, or never answered: must be 0), the
@@ -11,8 +12,9 @@
 # (docs/tenants.md): local: all 200, decisions "local"; deny: 503 rate_limit_store_unavailable while Redis is down,
 # decisions "deny"; allow: all 200, decisions "allow"; in every mode 200s again from Redis once it is back.
 #
+# Each mode's gateway first serves WARMUP s (10) of the same load as another limited tenant, not counted.
 # Loopback only; bounded: the bench by its own timeout; every process stopped by its PID. Takes about
-# 3 x (DURATION + 20) s. Writes perf/results/tenant-store-failure-<date>.md.
+# 3 x (WARMUP + DURATION + 30) s (defaults: 3.5 min). Writes perf/results/tenant-store-failure-<date>.md.
 #
 #   perf/tenant-store-failure.sh
 #   MODES=deny RATE=50 DURATION=8 KILL_AT=3 RESTART_AT=5 perf/tenant-store-failure.sh   # a quick check
@@ -29,6 +31,8 @@ KILL_AT="${KILL_AT:-10}"
 RESTART_AT="${RESTART_AT:-20}"
 P_SIM=$((PORT_BASE + 1)); P_REDIS=$((PORT_BASE + 2)); P_GW=$((PORT_BASE + 10)); P_ADMIN=$((PORT_BASE + 20))
 KEY="store-failure-key-0123456789"
+WARM_KEY="store-failure-warm-up-0123456789"
+WARMUP="${WARMUP:-10}"
 for m in $MODES; do
   case "$m" in local|deny|allow) ;; *) echo "MODES: unknown on_failure '$m' (local, deny, allow)" >&2; exit 1 ;; esac
 done
@@ -49,6 +53,9 @@ tenants:
   - name: acme
     api_key_sha256: [$(tenant_digest "$KEY")]
     limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000, max_concurrent: 100000}
+  - name: warm-up
+    api_key_sha256: [$(tenant_digest "$WARM_KEY")]
+    limits: {requests_per_minute: 100000000}
 rules:
   - name: chat
     models: [m]
@@ -66,18 +73,26 @@ for mode in $MODES; do
   gateway_yaml "$mode" >"$WORK/gw-$mode.yaml"
   start "gw-$mode" kv serve --config "$WORK/gw-$mode.yaml"
   wait_http "gw-$mode" "$P_GW" /ready/engines
-  # The store connected: a first request answered by Redis (a limited tenant's answer carries its headers).
-  for _ in $(seq 1 100); do
-    if [ "$(redis-cli -p "$P_REDIS" --scan --pattern 'kvgate:rl:*' | head -1)" != "" ]; then break; fi
-    curl -s -o /dev/null -m 5 -H "Authorization: Bearer $KEY" -H 'content-type: application/json' \
-      -d '{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}' "http://127.0.0.1:$P_GW/v1/chat/completions" || true
-    sleep 0.1
-  done
+  # The same load as another limited tenant first (not counted): the gateway's JIT and the store's connection and
+  # scripts warm, so what follows is the failure, not a cold start; its store failures are subtracted.
+  BENCH_TIMEOUT=$((WARMUP + 60)) bench "warm-$mode" --target "warm-$mode=http://127.0.0.1:$P_GW" --model m --max-tokens 1 \
+    --workload fixed --payload-bytes 512 --arrival constant --rate "$RATE" --duration "$WARMUP" --warmup 0 \
+    --timeout 10 --drain 15 --seed 2 --api-key "$WARM_KEY"
   scrape "$P_GW" "$WORK/$mode.before.metrics" "$KEY"
   BENCH_TIMEOUT=$((DURATION + 60)) bench "$mode" --target "$mode=http://127.0.0.1:$P_GW" --model m --max-tokens 1 \
     --workload fixed --payload-bytes 512 --arrival constant --rate "$RATE" --duration "$DURATION" --warmup 0 \
     --timeout 10 --drain 15 --seed 1 --api-key "$KEY" &
   BENCH_PID=$!
+  # KILL_AT counts from the load's first answer, not from the generator's start (a JVM that takes seconds to start on
+  # a busy host would move the kill towards the run's end).
+  answered() { curl -s -m 5 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$P_GW/metrics" \
+    | awk '/^kvgate_tenant_requests_total\{.*tenant="acme"/ {n += $2} END {print n + 0}'; }
+  first="$(answered)"
+  for _ in $(seq 1 300); do
+    [ "$(answered)" = "$first" ] || break
+    kill -0 "$BENCH_PID" 2>/dev/null || break
+    sleep 0.2
+  done
   sleep "$KILL_AT"
   var="PID_redis_$mode"; kill -9 "${!var}"
   log "$mode: redis-server (PID ${!var}) killed at ${KILL_AT} s"
@@ -143,7 +158,7 @@ with open(out, "w") as f:
         rep = json.load(open(f"{work}/{mode}.json"))
         errs = ", ".join(f"{k}: {v}" for k, v in rep.get("errors_by_class", {}).items() if v) or "none"
         hung = rep.get("errors_by_class", {}).get("timeout", 0) + rep.get("unfinished", 0)
-        lat = rep["latency_ms"]
+        lat = rep["latency_ms"] or {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}  # none answered
         f.write(f"| {mode} | {expect[mode]} | {', '.join(f'{k}: {v}' for k, v in sorted(status.items()))} | {errs} | "
                 f"{hung}{'' if hung == 0 else ' **(must be 0)**'} | {lat['p50']:.1f} / {lat['p99']:.1f} / {lat['max']:.1f} | "
                 f"{', '.join(f'{k}: {v}' for k, v in sorted(fails.items())) or '0'} |\n")
