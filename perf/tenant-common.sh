@@ -25,3 +25,15 @@ tenant_digest() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 scrape() { # scrape PORT FILE KEY : the client listener's /metrics, which asks for a key where keys are configured
   curl -s -m 30 -H "Authorization: Bearer $3" "http://127.0.0.1:$1/metrics" >"$2" || { echo "port $1: /metrics did not answer within 30 s" >&2; exit 1; }
 }
+
+sim_rule() { # sim_rule PORT : the rules section of a gateway in front of the one simulator `m` on PORT
+  cat <<YAML
+rules:
+  - name: chat
+    models: [m]
+    engine: vllm
+    policy: round_robin
+    endpoints:
+      - url: http://127.0.0.1:$1
+YAML
+}

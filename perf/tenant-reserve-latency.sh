@@ -62,14 +62,8 @@ tenants:
     limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000, max_concurrent: 100000, tokens_per_day: 1000000000000}
   - name: open
     api_key_sha256: [$(tenant_digest "$KEY_OPEN")]
-rules:
-  - name: chat
-    models: [m]
-    engine: vllm
-    policy: round_robin
-    endpoints:
-      - url: http://127.0.0.1:$P_SIM
 YAML
+  sim_rule "$P_SIM"
 }
 gateway_yaml "$P_GWR" "$P_ADMR" yes >"$WORK/gwR.yaml"
 gateway_yaml "$P_GWL" "$P_ADML" no >"$WORK/gwL.yaml"

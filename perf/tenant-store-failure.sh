@@ -56,14 +56,8 @@ tenants:
   - name: warm-up
     api_key_sha256: [$(tenant_digest "$WARM_KEY")]
     limits: {requests_per_minute: 100000000}
-rules:
-  - name: chat
-    models: [m]
-    engine: vllm
-    policy: round_robin
-    endpoints:
-      - url: http://127.0.0.1:$P_SIM
 YAML
+  sim_rule "$P_SIM"
 }
 
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -172,9 +172,14 @@ class EppPickerSystemTest {
         }
     }
 
-    /** {@link #gatewayYaml} with {@code extra} (top-level keys) before the rules. */
-    private static String withTenants(String extra, String rule) {
-        return gatewayYaml(rule).replace("rules:\n", extra + "rules:\n");
+    /** {@link #gatewayYaml} of one rule over {@code engine}, with {@code extra} (top-level keys) before the rules. */
+    private static String withTenants(String extra, EngineSimulator engine) {
+        return gatewayYaml("""
+            - name: chat
+              models: [m]
+              endpoints:
+                - url: %s
+            """.formatted(engine.baseUrl())).replace("rules:\n", extra + "rules:\n");
     }
 
     @Test
@@ -186,12 +191,7 @@ class EppPickerSystemTest {
                 limits: {max_concurrent: 1, requests_per_minute: 3}
             """.formatted(io.kvgate.control.config.TenancyConfig.sha256Hex("acme-key"));
         try (EngineSimulator a = EngineSimulator.start(EppCheckSystemTest.fast());
-             Gateway g = Gateway.start(GatewayConfig.parse(withTenants(acme, """
-                 - name: chat
-                   models: [m]
-                   endpoints:
-                     - url: %s
-                 """.formatted(a.baseUrl()))));
+             Gateway g = Gateway.start(GatewayConfig.parse(withTenants(acme, a)));
              EnvoyEmulator envoy = new EnvoyEmulator("127.0.0.1", g.eppPort(), 20_000)) {
             for (int i = 1; i <= 3; i++) {
                 // max_concurrent 1: each pick's slot must be given back when its response ends, or the next is a 429.
@@ -218,12 +218,7 @@ class EppPickerSystemTest {
                     limits: {requests_per_minute: 100}
                 """.formatted(down.port(), io.kvgate.control.config.TenancyConfig.sha256Hex("acme-key"));
             try (EngineSimulator a = EngineSimulator.start(EppCheckSystemTest.fast());
-                 Gateway g = Gateway.start(GatewayConfig.parse(withTenants(acme, """
-                     - name: chat
-                       models: [m]
-                       endpoints:
-                         - url: %s
-                     """.formatted(a.baseUrl()))));
+                 Gateway g = Gateway.start(GatewayConfig.parse(withTenants(acme, a)));
                  EnvoyEmulator envoy = new EnvoyEmulator("127.0.0.1", g.eppPort(), 20_000)) {
                 // The store cannot be reached and on_failure is deny: a picker that held the request in this replica's
                 // memory would route it; through the store it is refused as the front door refuses it.
