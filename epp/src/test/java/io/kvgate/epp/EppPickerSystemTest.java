@@ -172,6 +172,65 @@ class EppPickerSystemTest {
         }
     }
 
+    /** {@link #gatewayYaml} of one rule over {@code engine}, with {@code extra} (top-level keys) before the rules. */
+    private static String withTenants(String extra, EngineSimulator engine) {
+        return gatewayYaml("""
+            - name: chat
+              models: [m]
+              endpoints:
+                - url: %s
+            """.formatted(engine.baseUrl())).replace("rules:\n", extra + "rules:\n");
+    }
+
+    @Test
+    void theTenantsLimitsHoldThroughThePickerAndEachPickIsSettled() throws Exception {
+        String acme = """
+            tenants:
+              - name: acme
+                api_key_sha256: [%s]
+                limits: {max_concurrent: 1, requests_per_minute: 3}
+            """.formatted(io.kvgate.control.config.TenancyConfig.sha256Hex("acme-key"));
+        try (EngineSimulator a = EngineSimulator.start(EppCheckSystemTest.fast());
+             Gateway g = Gateway.start(GatewayConfig.parse(withTenants(acme, a)));
+             EnvoyEmulator envoy = new EnvoyEmulator("127.0.0.1", g.eppPort(), 20_000)) {
+            for (int i = 1; i <= 3; i++) {
+                // max_concurrent 1: each pick's slot must be given back when its response ends, or the next is a 429.
+                EnvoyEmulator.Outcome o = envoy.exchange(chat("m", "authorization", "Bearer acme-key"), EppCheck.scripted(false), null);
+                assertNull(o.immediateStatus, "request " + i + ": " + o.immediateBody);
+                assertNotNull(o.destinationHeader, "request " + i);
+            }
+            EnvoyEmulator.Outcome fourth = envoy.exchange(chat("m", "authorization", "Bearer acme-key"), EppCheck.scripted(false), null);
+            assertEquals(429, fourth.immediateStatus, fourth.immediateBody);
+            assertTrue(fourth.immediateBody.contains("\"code\":\"rate_limit_exceeded\"")
+                && fourth.immediateBody.contains("requests_per_minute"), fourth.immediateBody);
+            assertNotNull(fourth.immediateHeaders.get("retry-after"));
+        }
+    }
+
+    @Test
+    void thePickerReservesInTheConfiguredSharedStore() throws Exception {
+        try (io.kvgate.testkit.RefusedPort down = io.kvgate.testkit.TestPorts.refused()) {
+            String acme = """
+                rate_limit_store: {url: "redis://127.0.0.1:%d", on_failure: deny, timeout_ms: 50}
+                tenants:
+                  - name: acme
+                    api_key_sha256: [%s]
+                    limits: {requests_per_minute: 100}
+                """.formatted(down.port(), io.kvgate.control.config.TenancyConfig.sha256Hex("acme-key"));
+            try (EngineSimulator a = EngineSimulator.start(EppCheckSystemTest.fast());
+                 Gateway g = Gateway.start(GatewayConfig.parse(withTenants(acme, a)));
+                 EnvoyEmulator envoy = new EnvoyEmulator("127.0.0.1", g.eppPort(), 20_000)) {
+                // The store cannot be reached and on_failure is deny: a picker that held the request in this replica's
+                // memory would route it; through the store it is refused as the front door refuses it.
+                EnvoyEmulator.Outcome o = envoy.exchange(chat("m", "authorization", "Bearer acme-key"), EppCheck.scripted(false), null);
+                assertEquals(503, o.immediateStatus, o.immediateBody);
+                assertTrue(o.immediateBody.contains("rate_limit_store_unavailable"), o.immediateBody);
+                assertNull(o.destinationHeader);
+                assertTrue(value(metrics(g), "kvgate_rate_limit_store_failures_total{cause=\"error\",decision=\"deny\"}") >= 1);
+            }
+        }
+    }
+
     @Test
     void aServedReportOfAnotherEndpointBlamesThePickAndUsageIsCounted() throws Exception {
         try (EngineSimulator a = EngineSimulator.start(EppCheckSystemTest.fast()); EngineSimulator b = EngineSimulator.start(EppCheckSystemTest.fast());

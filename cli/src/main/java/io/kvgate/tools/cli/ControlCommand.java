@@ -445,12 +445,16 @@ public final class ControlCommand {
 
     /**
      * One row per tenant: each limit as {@code used/share} of this replica (the fleet-wide limit in parentheses when
-     * the replica enforces a share), requests in flight, answers and 429s so far.
+     * the replica enforces a share), requests in flight, answers and 429s so far. Under a shared {@code rate_limit_store} each
+     * limited tenant also gets a {@code shared} row: its usage in the store over every replica against the whole
+     * limit (what the replicas enforce then; the tenant's own row is what {@code on_failure: local} held here), or why
+     * the store could not be read.
      */
-    private static void printTenants(PrintStream out, String body) throws IOException {
+    static void printTenants(PrintStream out, String body) throws IOException {
         JsonNode n = JSON.readTree(body);
         List<String[]> rows = new ArrayList<>();
         rows.add(new String[] {"TENANT", "REQ/MIN", "TOKENS/MIN", "TOKENS/DAY", "IN FLIGHT", "ANSWERED", "LIMITED"});
+        String store = null;
         for (JsonNode t : n.path("tenants")) {
             JsonNode used = t.path("used");
             long answered = 0;
@@ -466,8 +470,27 @@ public final class ControlCommand {
                 usedOf(used.path("tokens_last_minute"), t, "tokens_per_minute"),
                 usedOf(used.path("tokens_last_day"), t, "tokens_per_day"),
                 usedOf(used.path("in_flight"), t, "max_concurrent"), Long.toString(answered), Long.toString(limited)});
+            JsonNode shared = t.path("shared");
+            if (shared.isObject()) {
+                store = shared.path("store").asText();
+                rows.add(shared.has("error")
+                    ? new String[] {"  shared", "unknown: " + shared.path("error").asText(), "", "", "", "", ""}
+                    : new String[] {"  shared", sharedOf(shared, t, "requests_last_minute", "requests_per_minute"),
+                        sharedOf(shared, t, "tokens_last_minute", "tokens_per_minute"),
+                        sharedOf(shared, t, "tokens_last_day", "tokens_per_day"),
+                        sharedOf(shared, t, "in_flight", "max_concurrent"), "", ""});
+            }
         }
         printTable(out, rows);
+        if (store != null) {
+            out.println("shared: the tenant's usage in rate_limit_store " + store + " over every replica, against the whole"
+                + " limit; the tenant's own row: this replica's counters (what on_failure: local held here)");
+        }
+    }
+
+    private static String sharedOf(JsonNode shared, JsonNode tenant, String field, String limit) {
+        JsonNode whole = tenant.path("limits").path(limit);
+        return shared.path(field).asText("0") + (whole.isMissingNode() ? "" : "/" + whole.asText());
     }
 
     private static String usedOf(JsonNode used, JsonNode tenant, String limit) {

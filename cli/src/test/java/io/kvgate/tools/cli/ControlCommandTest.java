@@ -192,6 +192,31 @@ class ControlCommandTest {
     }
 
     @Test
+    void tenantsUnderASharedStoreShowTheStoresUsageLabelledBesideTheReplicas() throws Exception {
+        String body = """
+            {"tenants": [
+              {"tenant": "acme", "limits": {"requests_per_minute": 60, "tokens_per_minute": 9000},
+               "replica_share": {"requests_per_minute": 20, "tokens_per_minute": 3000},
+               "used": {"requests_last_minute": 1, "tokens_last_minute": 50, "tokens_last_day": 50, "in_flight": 0},
+               "shared": {"store": "redis://127.0.0.1:6379", "requests_last_minute": 41, "tokens_last_minute": 8800,
+                          "tokens_last_day": 12000, "in_flight": 3},
+               "requests": {"200": 5}, "limited": {}},
+              {"tenant": "beta", "limits": {"requests_per_minute": 6}, "replica_share": {"requests_per_minute": 2},
+               "used": {"requests_last_minute": 0, "tokens_last_minute": 0, "tokens_last_day": 0, "in_flight": 0},
+               "shared": {"store": "redis://127.0.0.1:6379", "error": "the store did not answer within 1000 ms"},
+               "requests": {}, "limited": {}}]}
+            """;
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        ControlCommand.printTenants(new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8), body);
+        String[] lines = bytes.toString(java.nio.charset.StandardCharsets.UTF_8).split("\n");
+        assertTrue(lines[1].startsWith("acme      1/20 (60)"), lines[1]);
+        assertTrue(lines[2].matches("  shared +41/60 +8800/9000 +12000 +3\\s*"), lines[2]);
+        assertTrue(lines[4].startsWith("  shared  unknown: the store did not answer within 1000 ms"), lines[4]);
+        assertTrue(lines[5].startsWith("shared: the tenant's usage in rate_limit_store redis://127.0.0.1:6379 over every replica"),
+            lines[5]);
+    }
+
+    @Test
     void refusalsExitNonZeroAndSayWhy() throws Exception {
         assertEquals(1, ctl("patch", "chat", "kv.load_cap_facter=1.2"));
         assertTrue(err().contains("refused (400)") && err().contains("kv.load_cap_facter: is not a rule key"), err());

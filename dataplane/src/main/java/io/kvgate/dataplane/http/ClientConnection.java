@@ -510,8 +510,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
         }
         reserving = false;
         busy = false;
-        rc.reservation(res);
-        startExchange(TenantStage.refusal(res));
+        startExchange(RequestPipeline.reserved(rc, res));
     }
 
     /** Refuses, or hands the request the pipeline made ready to its exchange. */

@@ -60,28 +60,23 @@ public final class RequestPipeline {
     }
 
     /**
-     * A generation request, after its body: ready for routing (inputs set, body as the engine gets it) or refused. Its
-     * reservation is decided in this replica's memory (the endpoint picker's way, which cannot wait for a store); the
-     * front door uses {@link #beforeLimits} and {@link #reserve}.
-     */
-    public Refusal routable(RequestContext rc, ByteBufAllocator alloc) {
-        Refusal r;
-        if ((r = beforeLimits(rc, alloc)) != null) return r;
-        return TenantStage.reserve(rc, tenants); // last: nothing after it refuses, so a grant is always handed off
-    }
-
-    /**
-     * The front door's way: the stages of {@link #routable} up to the limits ({@link #beforeLimits}), then the
-     * reservation, which waits for the shared rate-limit store when one is configured: {@code then} gets it on
-     * {@code loop} (null for a tenant without limits). The caller turns it into a refusal
-     * ({@link TenantStage#refusal}) and sets it on the request.
+     * A generation request's reservation, after {@link #beforeLimits}, in the store the configuration names: it waits
+     * for the shared rate-limit store when one is configured, and {@code then} gets it on {@code loop} (null for a
+     * tenant without limits). The front door and the endpoint picker alike; the caller hands it to {@link #reserved}
+     * if the request is still there, else settles it released.
      */
     public void reserve(RequestContext rc, io.kvgate.dataplane.tenant.Loop loop,
                         java.util.function.Consumer<io.kvgate.dataplane.tenant.Reservation> then) {
         TenantStage.reserve(rc, tenants, loop, then);
     }
 
-    /** The stages of {@link #routable} before the limits: the request ready for routing but not yet reserved. */
+    /** A decided reservation set on the request: what it answers, a 429 over a limit, a 503 when the store could not decide, or null to go on. */
+    public static Refusal reserved(RequestContext rc, io.kvgate.dataplane.tenant.Reservation r) {
+        rc.reservation(r);
+        return TenantStage.refusal(r);
+    }
+
+    /** A generation request, after its body: every stage before the limits, the request ready for routing but not yet reserved. */
     public Refusal beforeLimits(RequestContext rc, ByteBufAllocator alloc) {
         Refusal r;
         if ((r = validate.rule(rc)) != null) return r;

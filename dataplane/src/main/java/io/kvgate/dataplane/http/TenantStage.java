@@ -57,18 +57,6 @@ final class TenantStage {
         return null;
     }
 
-    /** The reservation, decided at once in this replica's memory (a front door that cannot wait: the picker's). */
-    static Refusal reserve(RequestContext rc, Tenants tenants) {
-        Tenant tenant = rc.tenant();
-        if (tenant == null || !tenant.limited()) {
-            return null;
-        }
-        long[] held = held(rc);
-        Reservation r = tenants.reserve(tenant, rc.config().tenancy(), held[0], held[1] != 0);
-        rc.reservation(r);
-        return refusal(r);
-    }
-
     /**
      * The reservation in the store the configuration names, answered through {@code then} on {@code loop} (at once
      * without a shared store or for a tenant without limits, which gets null and asks no store). The caller sets it on

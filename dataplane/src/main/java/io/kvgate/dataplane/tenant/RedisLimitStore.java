@@ -41,8 +41,10 @@ final class RedisLimitStore implements LimitStore {
     static final long LEASE_MS = 15 * 60_000L;
     static final String RESERVE = script("reserve.lua");
     static final String SETTLE = script("settle.lua");
+    static final String PEEK = script("peek.lua");
     static final String RESERVE_SHA = sha1(RESERVE);
     static final String SETTLE_SHA = sha1(SETTLE);
+    static final String PEEK_SHA = sha1(PEEK);
     private static final long MS = 1_000_000L;
 
     final RateLimitStore spec;
@@ -102,6 +104,16 @@ final class RedisLimitStore implements LimitStore {
                 failures.count("released", true);
             }
         });
+    }
+
+    /**
+     * The tenant's usage in the store now, read only ({@code peek.lua}): requests and tokens in the last minute, tokens
+     * in the last day, requests in flight, over every replica. For {@code ctl tenants}: one round trip, off the
+     * request path; the caller bounds the wait.
+     */
+    CompletionStage<long[]> peek(String tenant) {
+        return run(PEEK, PEEK_SHA, keys(tenant), new String[0]).thenApply(v -> new long[] {
+            (Long) v.get(0), (Long) v.get(1), (Long) v.get(2), (Long) v.get(3)});
     }
 
     /** {@code EVALSHA}, loading the script first when the server does not know it ({@code NOSCRIPT}). */

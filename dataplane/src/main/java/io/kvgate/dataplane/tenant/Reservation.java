@@ -37,6 +37,8 @@ public final class Reservation {
     long limitTokens = -1;
     long remainingTokens;
     long resetTokensNs;
+    /** When a shared store's answer was applied (the gateway's clock): how old its header values are, for {@link Tenants#current}. */
+    long decidedNs;
 
     Reservation(String tenant, long tokens, boolean estimated) {
         this.tenant = tenant;

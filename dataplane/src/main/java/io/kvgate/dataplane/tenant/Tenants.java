@@ -35,6 +35,15 @@ public final class Tenants {
     /** Opens the shared store's connection (a test gives a fake). */
     private final java.util.function.Function<TenancyConfig.RateLimitStore, RedisScripts> connector;
     private final ConcurrentHashMap<String, Stats> stats = new ConcurrentHashMap<>();
+    /**
+     * Under a shared store: each tenant's latest reservation the store decided, whose header values are the last known
+     * state of its windows ({@link #current}). The request's own object, replaced per request without allocating.
+     */
+    private final ConcurrentHashMap<String, Reservation> lastShared = new ConcurrentHashMap<>();
+    /** How long {@code ctl tenants} waits for the shared store's usage, at least (else the store's {@code timeout_ms}). */
+    static final long USAGE_WAIT_MS = 1_000;
+    /** {@link #USAGE_WAIT_MS}, shortened by a test whose store never answers. */
+    long usageWaitMs = USAGE_WAIT_MS;
 
     /** The tenant metrics of one tenant. */
     private static final class Stats {
@@ -142,18 +151,36 @@ public final class Tenants {
 
     /**
      * What the rate-limit headers of an answer to {@code tenant} say when its request reserved nothing (it was
-     * refused before the limits check, or is a local route such as {@code /v1/models}): the tenant's windows now,
-     * unchanged. A reservation neither granted nor denied, so settling it does nothing. Null for a tenant without
-     * limits (no headers), and under a shared {@code rate_limit_store}: this replica's windows are not the tenant's
-     * there, and asking Redis for a refusal's headers would add a round trip to a path that has none. Allocates one
-     * small object: off the hot path, which reuses its request's reservation.
+     * refused before the limits check, or is a local route such as {@code /v1/models}): the tenant's windows, unchanged.
+     * A reservation neither granted nor denied, so settling it does nothing. Null for a tenant without limits (no
+     * headers). Without a store, this replica's windows now. Under a shared {@code rate_limit_store}, the last state the
+     * store answered for the tenant on this replica (asking Redis for a refusal's headers would add a round trip to a
+     * path that has none): its remaining counts as they were then, its resets less the time since (a window whose
+     * reset has passed is reported empty); null when this replica has no answer yet for the tenant's limits as
+     * configured now. Allocates one small object: off the hot path, which reuses its request's reservation.
      */
     public Reservation current(Tenant tenant, TenancyConfig tenancy) {
-        if (!tenant.limited() || tenancy.rateLimitStore() != null) {
+        if (!tenant.limited()) {
             return null;
         }
         Reservation r = new Reservation(tenant.name(), 0, false);
-        local.peek(r, tenant.limits(), tenancy);
+        if (tenancy.rateLimitStore() == null) {
+            local.peek(r, tenant.limits(), tenancy);
+            return r;
+        }
+        Reservation last = lastShared.get(tenant.name());
+        Limits l = tenant.limits();
+        if (last == null || last.limitRequests != (l.requestsPerMinute() > 0 ? l.requestsPerMinute() : -1)
+            || last.limitTokens != (l.tokensPerMinute() > 0 ? l.tokensPerMinute() : -1)) {
+            return null; // nothing known yet, or known under other limits (a reload changed them)
+        }
+        long age = clock.nanoTime() - last.decidedNs;
+        r.limitRequests = last.limitRequests;
+        r.remainingRequests = last.resetRequestsNs <= age ? last.limitRequests : last.remainingRequests;
+        r.resetRequestsNs = Math.max(0, last.resetRequestsNs - age);
+        r.limitTokens = last.limitTokens;
+        r.remainingTokens = last.resetTokensNs <= age ? last.limitTokens : last.remainingTokens;
+        r.resetTokensNs = Math.max(0, last.resetTokensNs - age);
         return r;
     }
 
@@ -172,6 +199,10 @@ public final class Tenants {
         Reservation r = new Reservation(tenant.name(), tokens, estimated);
         store(tenancy).reserve(r, tenant.limits(), tenancy, loop, done -> {
             counted(done);
+            if (done.store instanceof RedisLimitStore && !done.unchecked && done.storeUnavailable == null) {
+                done.decidedNs = clock.nanoTime();
+                lastShared.put(done.tenant, done);
+            }
             then.accept(done);
         });
     }
@@ -244,26 +275,30 @@ public final class Tenants {
 
     /**
      * What {@code ctl tenants} shows for each tenant of {@code config}: its limits (fleet-wide and this replica's
-     * share), its usage on this replica (requests and tokens in the last minute, tokens in the last day, in flight)
-     * and its answers so far.
+     * share), its usage on this replica (requests and tokens in the last minute, tokens in the last day, in flight;
+     * under a shared store only what {@code on_failure: local} held here), its answers so far, and under a shared
+     * {@code rate_limit_store} the tenant's usage in the store over every replica ({@code shared}: read from Redis,
+     * waited for at most {@link #USAGE_WAIT_MS} or the store's {@code timeout_ms}, else an {@code error} saying why).
+     * Blocks for that wait at most: the admin API's thread, never a request's.
      */
     public List<Map<String, Object>> usage(GatewayConfig config) {
         List<Map<String, Object>> rows = new ArrayList<>();
         TenancyConfig tenancy = config.tenancy();
         long now = clock.nanoTime();
+        Map<String, java.util.concurrent.CompletableFuture<long[]>> shared = sharedUsage(config);
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(
+            tenancy.rateLimitStore() == null ? 0 : usageWait(tenancy.rateLimitStore()));
         for (Tenant t : directory(config).tenants().values()) {
             Map<String, Object> row = new LinkedHashMap<>();
             row.put("tenant", t.name());
             row.put("limits", limitsMap(t.limits()));
             row.put("replica_share", limitsMap(share(t.limits(), tenancy)));
             TenantUsage u = local.usage(t.name());
-            long[] s = u == null ? new long[4] : u.snapshot(now);
-            Map<String, Object> used = new LinkedHashMap<>();
-            used.put("requests_last_minute", s[0]);
-            used.put("tokens_last_minute", s[1]);
-            used.put("tokens_last_day", s[2]);
-            used.put("in_flight", s[3]);
-            row.put("used", used);
+            row.put("used", usedMap(u == null ? new long[4] : u.snapshot(now)));
+            var f = shared.get(t.name());
+            if (f != null) {
+                row.put("shared", sharedRow(tenancy.rateLimitStore(), f, deadline));
+            }
             Stats st = stats.get(t.name());
             Map<String, Object> answered = new LinkedHashMap<>();
             Map<String, Object> limited = new LinkedHashMap<>();
@@ -281,6 +316,52 @@ public final class Tenants {
             rows.add(row);
         }
         return rows;
+    }
+
+    /** The store's usage of every limited tenant, asked all at once (one round trip each, in parallel). */
+    private Map<String, java.util.concurrent.CompletableFuture<long[]>> sharedUsage(GatewayConfig config) {
+        Map<String, java.util.concurrent.CompletableFuture<long[]>> out = new LinkedHashMap<>();
+        if (config.tenancy().rateLimitStore() == null) {
+            return out;
+        }
+        RedisLimitStore s = (RedisLimitStore) store(config.tenancy());
+        for (Tenant t : directory(config).tenants().values()) {
+            if (t.limited()) {
+                out.put(t.name(), s.peek(t.name()).toCompletableFuture());
+            }
+        }
+        return out;
+    }
+
+    private long usageWait(TenancyConfig.RateLimitStore spec) {
+        return usageWaitMs == USAGE_WAIT_MS ? Math.max(USAGE_WAIT_MS, spec.timeoutMs()) : usageWaitMs;
+    }
+
+    private Map<String, Object> sharedRow(TenancyConfig.RateLimitStore spec,
+                                          java.util.concurrent.CompletableFuture<long[]> f, long deadline) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("store", spec.url());
+        try {
+            m.putAll(usedMap(f.get(Math.max(0, deadline - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS)));
+        } catch (java.util.concurrent.TimeoutException e) {
+            m.put("error", "the store did not answer within " + usageWait(spec) + " ms");
+        } catch (java.util.concurrent.ExecutionException e) {
+            Throwable c = e.getCause() == null ? e : e.getCause();
+            m.put("error", "the store failed: " + c.getMessage());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            m.put("error", "interrupted while waiting for the store");
+        }
+        return m;
+    }
+
+    private static Map<String, Object> usedMap(long[] s) {
+        Map<String, Object> used = new LinkedHashMap<>();
+        used.put("requests_last_minute", s[0]);
+        used.put("tokens_last_minute", s[1]);
+        used.put("tokens_last_day", s[2]);
+        used.put("in_flight", s[3]);
+        return used;
     }
 
     private static Map<String, Object> limitsMap(Limits l) {

@@ -109,8 +109,9 @@ final class StageFixture implements AutoCloseable {
     }
 
     /**
-     * Runs head → body (in one piece) → validate → prompt → forward body over {@code body}: the refusal, or null with
-     * the context holding the routing inputs and the body as the engine gets it.
+     * Runs head → body (in one piece) → validate → prompt → forward body → the tenant's reservation over {@code body}:
+     * the refusal, or null with the context holding the routing inputs and the body as the engine gets it. Without a
+     * shared store the reservation is decided at once, so the loop it is answered on runs tasks in place.
      */
     Refusal routable(RequestContext rc, String body) {
         Refusal r = pipeline.head(rc);
@@ -123,8 +124,33 @@ final class StageFixture implements AutoCloseable {
         } finally {
             piece.release();
         }
-        return r != null ? r : pipeline.routable(rc, alloc);
+        if (r != null || (r = pipeline.beforeLimits(rc, alloc)) != null) {
+            return r;
+        }
+        Refusal[] decided = new Refusal[1];
+        boolean[] answered = new boolean[1];
+        pipeline.reserve(rc, IN_PLACE, res -> {
+            decided[0] = RequestPipeline.reserved(rc, res);
+            answered[0] = true;
+        });
+        if (!answered[0]) {
+            throw new AssertionError("the reservation was not decided at once (the fixture has no shared store)");
+        }
+        return decided[0];
     }
+
+    /** A loop that runs its tasks in place and has no timers (nothing here waits for a store). */
+    private static final io.kvgate.dataplane.tenant.Loop IN_PLACE = new io.kvgate.dataplane.tenant.Loop() {
+        @Override
+        public void execute(Runnable task) {
+            task.run();
+        }
+
+        @Override
+        public Runnable schedule(Runnable task, long delayNs) {
+            throw new UnsupportedOperationException("no timers: the fixture has no shared store to wait for");
+        }
+    };
 
     /** The context's body as text. */
     static String body(RequestContext rc) {

@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.tenant;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -138,6 +139,10 @@ class RedisLimitStoreSystemTest {
         f.get(ANSWER.toMillis(), TimeUnit.MILLISECONDS);
     }
 
+    private static long[] peek(Tenants t, TenancyConfig tc, String tenant) throws Exception {
+        return ((RedisLimitStore) t.store(tc)).peek(tenant).toCompletableFuture().get(ANSWER.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void twoReplicasSharingOneRedisEnforceOneLimit() throws Exception {
@@ -158,6 +163,8 @@ class RedisLimitStoreSystemTest {
             if (r.granted()) {
                 granted++;
                 assertEquals(1000, r.limitTokens(), "the whole limit, not a replica's share");
+                // Its tokens went into the newest 100 ms bucket: the window is empty when that bucket leaves, a minute on.
+                assertTrue(r.resetTokensNs() > 59_800_000_000L && r.resetTokensNs() <= 60_000_000_000L, "reset " + r.resetTokensNs());
                 settle(replica, r, 100); // usage as reserved
             } else {
                 assertEquals(LimitKind.TOKENS_PER_MINUTE, r.deniedBy(), r.message());
@@ -166,12 +173,15 @@ class RedisLimitStoreSystemTest {
             }
         }
         assertEquals(10, granted, "1000 tokens per minute, 100 each, whichever replica asked");
+        assertArrayEquals(new long[] {0, 1000, 0, 0}, peek(b, tc, "acme"),
+            "what ctl tenants shows (peek.lua): both replicas' tokens, read by either, nothing written");
         // max_concurrent 3 across both replicas: the fourth is refused on either until one ends.
         Tenant conc = tenant("conc", new Limits(0, 0, 3, 0));
         Reservation c1 = reserve(a, conc, tc, 1);
         assertTrue(c1.granted());
         assertTrue(reserve(b, conc, tc, 1).granted());
         assertTrue(reserve(a, conc, tc, 1).granted());
+        assertEquals(3, peek(a, tc, "conc")[3], "in flight over both replicas");
         Reservation over = reserve(b, conc, tc, 1);
         assertFalse(over.granted());
         assertEquals(LimitKind.MAX_CONCURRENT, over.deniedBy());

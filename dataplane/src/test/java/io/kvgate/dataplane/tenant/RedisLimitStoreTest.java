@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.control.clock.ManualClock;
+import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.control.config.TenancyConfig;
 import io.kvgate.control.config.TenancyConfig.Limits;
 import io.kvgate.control.config.TenancyConfig.RateLimitStore;
@@ -24,6 +25,8 @@ import org.junit.jupiter.api.Test;
  * grants given back, NOSCRIPT, tenants without limits, a reload that changes the store.
  */
 class RedisLimitStoreTest {
+    @org.junit.jupiter.api.io.TempDir
+    java.nio.file.Path dir;
     private static final long MS = 1_000_000L;
     private static final Limits LIMITS = new Limits(60, 1000, 4, 0);
 
@@ -79,6 +82,10 @@ class RedisLimitStoreTest {
         final List<String[]> args = new ArrayList<>();
         final List<CompletableFuture<List<Object>>> answers = new ArrayList<>();
         final List<String> loaded = new ArrayList<>();
+        /** The reply every later EVALSHA gets at once, or null: each waits for {@link #answer}. */
+        List<Object> replyAtOnce;
+        /** The error every later EVALSHA fails with at once, or null. */
+        Throwable failAtOnce;
 
         @Override
         public CompletionStage<List<Object>> evalsha(String sha, String[] k, String[] a) {
@@ -86,6 +93,11 @@ class RedisLimitStoreTest {
             keys.add(k);
             args.add(a);
             CompletableFuture<List<Object>> f = new CompletableFuture<>();
+            if (replyAtOnce != null) {
+                f.complete(replyAtOnce);
+            } else if (failAtOnce != null) {
+                f.completeExceptionally(failAtOnce);
+            }
             answers.add(f);
             return f;
         }
@@ -266,5 +278,88 @@ class RedisLimitStoreTest {
         assertTrue(opened.get(0).closed);
         tenants.close();
         assertTrue(opened.get(1).closed);
+    }
+
+    @Test
+    void underASharedStoreAnAnswerBeforeTheLimitsCheckCarriesTheLastStateTheStoreGave() {
+        TenancyConfig t = tenancy("local");
+        Tenant acme = tenant(LIMITS);
+        assertNull(tenants.current(acme, t), "nothing known yet on this replica: no headers rather than invented ones");
+        tenants.reserve(acme, t, 300, false, loop, r -> { });
+        opened.get(0).answer(0, 1, 0, 0, 0, 0, 0, 59, 60_000, 700, 50_000, 1, 1);
+        clock.advance(10_000, java.util.concurrent.TimeUnit.MILLISECONDS);
+        Reservation c = tenants.current(acme, t);
+        assertFalse(c.granted(), "reserves nothing");
+        assertEquals(60, c.limitRequests(), "the fleet-wide limit, as the store's answers say");
+        assertEquals(59, c.remainingRequests());
+        assertEquals(50_000 * MS, c.resetRequestsNs(), "the reset less the 10 s since the store answered");
+        assertEquals(1000, c.limitTokens());
+        assertEquals(700, c.remainingTokens());
+        assertEquals(40_000 * MS, c.resetTokensNs());
+        assertEquals(1, opened.get(0).shas.size(), "no round trip for the headers");
+        clock.advance(45_000, java.util.concurrent.TimeUnit.MILLISECONDS); // past the tokens' reset, not the requests'
+        c = tenants.current(acme, t);
+        assertEquals(1000, c.remainingTokens(), "a window whose reset passed is empty");
+        assertEquals(0, c.resetTokensNs());
+        assertEquals(59, c.remainingRequests());
+        assertEquals(5_000 * MS, c.resetRequestsNs());
+        assertNull(tenants.current(tenant(new Limits(120, 1000, 4, 0)), t), "limits changed by a reload: the state is stale");
+    }
+
+    @Test
+    void decisionsNotTheStoresLeaveTheLastKnownStateAlone() {
+        TenancyConfig t = tenancy("allow");
+        Tenant acme = tenant(LIMITS);
+        tenants.reserve(acme, t, 300, false, loop, r -> { });
+        loop.advance(50 * MS); // the timer decides: allow, unchecked
+        assertNull(tenants.current(acme, t), "an unchecked admission says nothing of the windows");
+        opened.get(0).connected = false;
+        tenants.reserve(acme, tenancy("local"), 300, false, loop, r -> { });
+        assertNull(tenants.current(acme, t), "nor does this replica's share");
+    }
+
+    private GatewayConfig storeConfig() throws Exception {
+        return GatewayConfig.parse("""
+            rate_limit_store: {url: "redis://127.0.0.1:6379", timeout_ms: 50}
+            tenants:
+              - {name: acme, api_key_sha256: [%s], limits: {requests_per_minute: 60, tokens_per_minute: 1000}}
+              - {name: free, api_key_sha256: [%s]}
+            rules:
+              - {name: chat, models: [m], endpoints: [{url: "http://127.0.0.1:1"}]}
+            """.formatted(TenancyConfig.sha256Hex("k1"), TenancyConfig.sha256Hex("k2")), dir);
+    }
+
+    @Test
+    void ctlTenantsShowsTheSharedStoresUsageBesideThisReplicas() throws Exception {
+        GatewayConfig c = storeConfig();
+        tenants.open(c.tenancy());
+        FakeRedis redis = opened.get(0);
+        redis.replyAtOnce = List.of(7L, 2100L, 9000L, 3L);
+        List<java.util.Map<String, Object>> rows = tenants.usage(c);
+        assertEquals(List.of(RedisLimitStore.PEEK_SHA), redis.shas, "one read per limited tenant, none for the other");
+        assertArrayEquals(RedisLimitStore.keys("acme"), redis.keys.get(0));
+        java.util.Map<String, Object> acme = row(rows, "acme");
+        assertEquals(java.util.Map.of("store", "redis://127.0.0.1:6379", "requests_last_minute", 7L, "tokens_last_minute", 2100L,
+            "tokens_last_day", 9000L, "in_flight", 3L), acme.get("shared"));
+        assertEquals(0L, ((java.util.Map<?, ?>) acme.get("used")).get("requests_last_minute"), "this replica's own, apart");
+        assertNull(row(rows, "free").get("shared"), "a tenant without limits has nothing in the store");
+    }
+
+    private static java.util.Map<String, Object> row(List<java.util.Map<String, Object>> rows, String tenant) {
+        return rows.stream().filter(r -> tenant.equals(r.get("tenant"))).findFirst().orElseThrow();
+    }
+
+    @Test
+    void ctlTenantsSaysWhyTheSharedUsageIsMissing() throws Exception {
+        GatewayConfig c = storeConfig();
+        tenants.open(c.tenancy());
+        FakeRedis redis = opened.get(0);
+        tenants.usageWaitMs = 1; // the fake never answers: the bound decides
+        assertEquals("the store did not answer within 1 ms", ((java.util.Map<?, ?>) row(tenants.usage(c), "acme").get("shared")).get("error"));
+        FakeRedis failing = new FakeRedis();
+        failing.failAtOnce = new IllegalStateException("connection refused");
+        Tenants other = new Tenants(clock, spec -> failing);
+        other.open(c.tenancy());
+        assertEquals("the store failed: connection refused", ((java.util.Map<?, ?>) row(other.usage(c), "acme").get("shared")).get("error"));
     }
 }

@@ -15,6 +15,7 @@ import io.envoyproxy.envoy.type.v3.HttpStatus;
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
 import io.kvgate.dataplane.exchange.RequestContext;
+import io.kvgate.dataplane.http.RequestPipeline;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.request.FrontRoute;
 import io.kvgate.dataplane.request.PriorityInputs;
@@ -68,7 +69,7 @@ import java.util.Map;
  * arrives elsewhere is moved to that loop first.
  */
 final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRouting.Decided {
-    private enum Phase { HEADERS, BODY, DECIDING, FORWARDED, RESPONSE, DONE }
+    private enum Phase { HEADERS, BODY, RESERVING, DECIDING, FORWARDED, RESPONSE, DONE }
 
     /** Response bytes kept to read the usage from (it is in the answer's last bytes: a JSON body or the last SSE event). */
     private static final int USAGE_TAIL_BYTES = 2048;
@@ -94,6 +95,8 @@ final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRou
     private String served;
     private boolean sawBody;
     private ByteString tail = ByteString.EMPTY;
+    /** What the tenant's reservation settles to when the stream ends: the engine's usage, else released (-1). */
+    private long usedTokens = -1;
 
     PickerStream(Picker picker, EventLoop loop, StreamObserver<ProcessingResponse> out) {
         this.picker = picker;
@@ -209,7 +212,7 @@ final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRou
                     endOfRequest();
                 }
             }
-            case DECIDING -> requestTrailers = true; // answered after the body's echo
+            case RESERVING, DECIDING -> requestTrailers = true; // answered after the body's echo
             case FORWARDED -> out.onNext(ProcessingResponse.newBuilder()
                 .setRequestTrailers(TrailersResponse.getDefaultInstance()).build());
             case DONE -> { }
@@ -217,9 +220,31 @@ final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRou
         }
     }
 
-    /** The whole request is in: the rest of the stages, then a decision. */
+    /**
+     * The whole request is in: the rest of the stages, then the tenant's reservation in the store the configuration
+     * names (the front door's: the shared {@code rate_limit_store} when set, so the picker's requests count against the
+     * same fleet-wide limits; its answer comes back on this stream's loop), then a decision.
+     */
     private void endOfRequest() {
-        Refusal r = picker.pipeline().routable(rc, picker.alloc());
+        Refusal r = picker.pipeline().beforeLimits(rc, picker.alloc());
+        if (r != null) {
+            refuse(r);
+            return;
+        }
+        phase = Phase.RESERVING;
+        picker.pipeline().reserve(rc, limitLoop(), this::reserved);
+    }
+
+    private io.kvgate.dataplane.tenant.Loop limitLoop() {
+        return io.kvgate.dataplane.tenant.Loop.of(loop);
+    }
+
+    private void reserved(io.kvgate.dataplane.tenant.Reservation res) {
+        if (phase != Phase.RESERVING) {
+            picker.gateway().tenants().settle(res, -1); // the stream ended while the store answered: give the hold back
+            return;
+        }
+        Refusal r = RequestPipeline.reserved(rc, res);
         if (r != null) {
             refuse(r);
             return;
@@ -397,6 +422,9 @@ final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRou
         if (u != null) {
             picker.metrics().tokens(rule.name(), model, u.prompt(), u.completion(), u.cached());
         }
+        // Settled from the usage; without it, kept whole for an answer that succeeded (the engine did the work).
+        io.kvgate.dataplane.tenant.Reservation res = rc.reservation();
+        usedTokens = u != null ? u.prompt() + u.completion() : res != null && status > 0 && status < 400 ? res.tokens() : -1;
         end(outcome);
     }
 
@@ -405,6 +433,8 @@ final class PickerStream implements StreamObserver<ProcessingRequest>, PickerRou
         if (routing != null) {
             routing.end(outcome);
         }
+        // Once (settling is idempotent): the usage of an answer that ended, else released (a refusal, Envoy gone).
+        picker.gateway().tenants().settle(rc.reservation(), usedTokens);
         rc.end();
         received = ByteString.EMPTY;
     }
