@@ -26,7 +26,6 @@ import io.kvgate.dataplane.http.LocalRoutes;
 import io.kvgate.dataplane.kv.KvRoutes;
 import io.kvgate.dataplane.load.EngineLoadScraper;
 import io.kvgate.dataplane.prompt.PromptPipeline;
-import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.FamilyRegistry;
@@ -40,7 +39,6 @@ import io.kvgate.dataplane.ready.Readiness;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.exchange.Exchanges;
 import io.kvgate.dataplane.exchange.ExchangeStarter;
-import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.route.Breaker;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
@@ -219,9 +217,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             registerKvMetrics();
             registerConfigMetrics();
             reloads.register(metricsRegistry);
-            RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
-            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks).accessLog(accessLog)
+            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock).accessLog(accessLog)
                 .quality(quality);
             quality.register(metricsRegistry);
             admin.register("GET /control/v1/quality", r -> AdminApi.Reply.json(200, quality.report().toPrettyString()));

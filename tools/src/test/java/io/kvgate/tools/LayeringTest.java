@@ -95,10 +95,10 @@ class LayeringTest {
         new Rule("wire, metrics, openai, tls and trace are floors: they import no other data-plane package",
             DP + ".trace", notFloors()),
         new Rule("route decides; it knows nothing of HTTP, request bodies, prompts or exchanges", DP + ".route",
-            dp("http", "request", "prompt", "proxy", "exchange", "relay", "pd", "upstream", "admin", "config", "kv",
+            dp("http", "request", "prompt", "exchange", "relay", "pd", "upstream", "admin", "config", "kv",
                 "load", "ready", "accesslog")),
         new Rule("upstream legs carry bytes to an engine; the exchanges and the front door drive them", DP + ".upstream",
-            dp("http", "request", "prompt", "proxy", "exchange", "relay", "pd", "admin", "config", "kv")),
+            dp("http", "request", "prompt", "exchange", "relay", "pd", "admin", "config", "kv")),
         new Rule("request (lexing, validation, body edits) is below the exchanges and the front door", DP + ".request",
             dp("http", "exchange", "relay", "pd", "prompt", "admin", "config", "kv")),
         new Rule("relay carries one engine answer to the client; the orchestrators above it drive it", DP + ".relay",
@@ -115,10 +115,10 @@ class LayeringTest {
             dp("admin", "http", "config")),
         new Rule("quality accounts what the router and the relays report to it; it calls neither, nor anything above",
             DP + ".quality", dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd",
-                "prompt", "proxy", "ready", "relay", "request", "route", "upstream", "wire", "openai", "tls", "trace")));
+                "prompt", "ready", "relay", "request", "route", "upstream", "wire", "openai", "tls", "trace")));
 
     private static List<String> notFloors() {
-        return dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd", "prompt", "proxy",
+        return dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd", "prompt",
             "ready", "relay", "request", "route", "upstream");
     }
 
