@@ -14,6 +14,7 @@ import io.kvgate.dataplane.admin.ControlSocket;
 import io.kvgate.dataplane.config.AppliedConfig;
 import io.kvgate.dataplane.config.ConfigCheck;
 import io.kvgate.dataplane.config.ControlPlane;
+import io.kvgate.dataplane.config.DiscoveredEndpoints;
 import io.kvgate.dataplane.config.ReloadMetrics;
 import io.kvgate.dataplane.config.ReloadOutcome;
 import io.kvgate.dataplane.config.RestartRequiredException;
@@ -23,10 +24,10 @@ import io.kvgate.dataplane.tls.UpstreamTls;
 import io.kvgate.dataplane.http.ConnectionLimit;
 import io.kvgate.dataplane.http.DrainState;
 import io.kvgate.dataplane.http.LocalRoutes;
+import io.kvgate.dataplane.kv.KvMetrics;
 import io.kvgate.dataplane.kv.KvRoutes;
 import io.kvgate.dataplane.load.EngineLoadScraper;
 import io.kvgate.dataplane.prompt.PromptPipeline;
-import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.prompt.TokenizerCache;
 import io.kvgate.dataplane.kv.KvState;
 import io.kvgate.dataplane.metrics.FamilyRegistry;
@@ -40,12 +41,9 @@ import io.kvgate.dataplane.ready.Readiness;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.exchange.Exchanges;
 import io.kvgate.dataplane.exchange.ExchangeStarter;
-import io.kvgate.dataplane.proxy.RequestHooks;
-import io.kvgate.dataplane.route.Breaker;
+import io.kvgate.dataplane.route.EndpointMetrics;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
-import io.kvgate.dataplane.route.EngineFacts;
-import io.kvgate.dataplane.route.LoadEstimate;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.Rule;
@@ -53,13 +51,11 @@ import io.kvgate.dataplane.route.RulePolicies;
 import io.kvgate.dataplane.upstream.HealthChecker;
 import io.kvgate.dataplane.upstream.UpstreamPool;
 import io.kvgate.index.block.BlockIndex;
-import io.kvgate.ingest.zmq.SubscriberStatus;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
-import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
@@ -155,12 +151,8 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     private io.kvgate.dataplane.exchange.LiveExchanges liveExchanges;
     /** Finds the endpoints of rules with {@code discovery} (DNS, Kubernetes); each set it reports is applied as a reload. */
     private io.kvgate.discovery.Discovery discovery;
-    /** The last endpoint set discovery reported per rule: every reload puts it in place of the rule's (empty) endpoints. */
-    private final java.util.Map<String, List<io.kvgate.discovery.DiscoveredEndpoint>> discovered = new java.util.concurrent.ConcurrentHashMap<>();
-    /** Endpoints discovery drained because they were terminating (by key): undrained when they come back serving. */
-    private final java.util.Set<String> drainedByDiscovery = java.util.concurrent.ConcurrentHashMap.newKeySet();
-    /** Told after each discovered set is applied (tests await it instead of sleeping). */
-    private volatile java.util.function.BiConsumer<String, List<io.kvgate.discovery.DiscoveredEndpoint>> discoveryListener = (r, e) -> {};
+    /** The endpoint sets discovery reported, put in place of discovered rules' endpoints by every reload. */
+    private final DiscoveredEndpoints discovered = new DiscoveredEndpoints();
 
     private Gateway(Options o) throws Exception {
         GatewayConfig cfg = ConfigCheck.conclude(o.config(), tokenizers);
@@ -216,12 +208,11 @@ public final class Gateway implements AutoCloseable, ControlPlane {
                 () -> kv, SEED_PROBE_RETRY_MS, SEED_PROBE_TIMEOUT_MS);
             seedResolver.onAdopted(this::applyResolvedSeeds);
             opened.push(seedResolver);
-            registerKvMetrics();
-            registerConfigMetrics();
+            KvMetrics.register(metricsRegistry, () -> kv, registry);
+            ReloadMetrics.registerApplied(metricsRegistry, () -> applied);
             reloads.register(metricsRegistry);
-            RequestHooks hooks = new RenderRoutes();
             // The data path reads the applied configuration through this context: a reload reaches the next request.
-            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock, hooks).accessLog(accessLog)
+            GatewayContext gw = new GatewayContext(this::config, router, pool, metrics, clock).accessLog(accessLog)
                 .quality(quality);
             quality.register(metricsRegistry);
             admin.register("GET /control/v1/quality", r -> AdminApi.Reply.json(200, quality.report().toPrettyString()));
@@ -244,7 +235,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             ExchangeStarter exchanges = new Exchanges(Exchanges.plain(gw), pd);
             metrics.modelLabels(modelNames(cfg));
             pdMetrics.register(metricsRegistry);
-            registerMetrics();
+            router.registerMetrics(metricsRegistry);
+            pool.registerMetrics(metricsRegistry);
+            EndpointMetrics.register(metricsRegistry, router::table, registry);
+            GatewayMetrics.registerJvm(metricsRegistry);
             this.health = new HealthChecker(workers.next(), transport.clientChannel(),
                 () -> List.<Rule>copyOf(router.table().rules()), router, cfg.health(), liveExchanges::endpointDown, upstreamTls);
             opened.push(health);
@@ -267,31 +261,12 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             io.kvgate.dataplane.doctor.DoctorRoutes.register(admin, new io.kvgate.dataplane.doctor.Doctor(
                 () -> List.<Rule>copyOf(router.table().rules()), () -> kv, parity, modelProbe.serverInfo(), loadScraper));
             admin.readiness(this::readinessJson);
-            LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate, readiness::evaluateEngines);
-            ServerBootstrap sb = new ServerBootstrap()
-                .group(boss, workers)
-                .channel(transport.serverChannel())
-                .option(ChannelOption.SO_BACKLOG, 4096)
-                .option(ChannelOption.SO_REUSEADDR, true)
-                .childOption(ChannelOption.TCP_NODELAY, true)
-                .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain,
-                    new ConnectionLimit(() -> config().limits().maxConnections()), serverTls));
             serverTls.register(metricsRegistry);
-            this.listener = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
-            opened.push(() -> listener.close().syncUninterruptibly());
-            // The admin API has its own thread: an explain waits on the routing stage, never on a client I/O thread.
-            this.adminListener = new ServerBootstrap().group(boss, adminGroup).channel(transport.serverChannel())
-                .childHandler(new AdminChannelInitializer(admin, () -> config().adminToken(), () -> config().adminLimits()))
-                .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
-            opened.push(() -> adminListener.close().syncUninterruptibly());
+            this.listener = openClientListener(cfg, gw, exchanges);
+            this.adminListener = openAdminListener(cfg);
             // The certificate file watch runs on the admin loop: file reads never stall a client I/O thread.
             adminGroup.next().execute(this::watchCertificateFiles);
-            Path socketPath = o.controlSocket() != null ? o.controlSocket() : configuredSocket(cfg);
-            this.controlSocket = socketPath == null ? null
-                : ControlSocket.bind(socketPath, admin, () -> config().controlAllowedUids(), () -> config().adminLimits());
-            if (controlSocket != null) {
-                opened.push(controlSocket);
-            }
+            this.controlSocket = openControlSocket(o, cfg);
             this.extraDoors = openFrontDoors(cfg, gw);
             health.start();
             loadScraper.start();
@@ -308,6 +283,45 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             closeOpened();
             throw e;
         }
+    }
+
+    /**
+     * The client listener: the front door ({@link ClientChannelInitializer}) on the I/O threads, handing each routable
+     * request to {@code exchanges}, answering local routes itself.
+     */
+    private Channel openClientListener(GatewayConfig cfg, GatewayContext gw, ExchangeStarter exchanges) throws InterruptedException {
+        LocalRoutes local = new LocalRoutes(gw, drain, readiness::evaluate, readiness::evaluateEngines);
+        ServerBootstrap sb = new ServerBootstrap()
+            .group(boss, workers)
+            .channel(transport.serverChannel())
+            .option(ChannelOption.SO_BACKLOG, 4096)
+            .option(ChannelOption.SO_REUSEADDR, true)
+            .childOption(ChannelOption.TCP_NODELAY, true)
+            .childHandler(new ClientChannelInitializer(gw, local, exchanges, drain,
+                new ConnectionLimit(() -> config().limits().maxConnections()), serverTls));
+        Channel ch = sb.bind(cfg.listen().host(), cfg.listen().port()).sync().channel();
+        opened.push(() -> ch.close().syncUninterruptibly());
+        return ch;
+    }
+
+    /** The admin listener, on its own thread: an explain waits on the routing stage, never on a client I/O thread. */
+    private Channel openAdminListener(GatewayConfig cfg) throws InterruptedException {
+        Channel ch = new ServerBootstrap().group(boss, adminGroup).channel(transport.serverChannel())
+            .childHandler(new AdminChannelInitializer(admin, () -> config().adminToken(), () -> config().adminLimits()))
+            .bind(cfg.adminListen().host(), cfg.adminListen().port()).sync().channel();
+        opened.push(() -> ch.close().syncUninterruptibly());
+        return ch;
+    }
+
+    /** The control socket the options or {@code control_socket} name, bound; null when none is. */
+    private ControlSocket openControlSocket(Options o, GatewayConfig cfg) throws java.io.IOException, InterruptedException {
+        Path socketPath = o.controlSocket() != null ? o.controlSocket() : configuredSocket(cfg);
+        if (socketPath == null) {
+            return null;
+        }
+        ControlSocket socket = ControlSocket.bind(socketPath, admin, () -> config().controlAllowedUids(), () -> config().adminLimits());
+        opened.push(socket);
+        return socket;
     }
 
     /**
@@ -403,33 +417,10 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         }
     }
 
-    /** Readiness as {@code ctl status} shows it: the gateway's own, then the fleet's under {@code engines}. */
+    /** Readiness as {@code ctl status} shows it, with the KV block-size mismatches as warnings. */
     private com.fasterxml.jackson.databind.node.ObjectNode readinessJson() {
-        Readiness.Report r = readiness.evaluate();
-        var n = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
-        n.put("ready", r.ready());
-        var w = n.putArray("waiting_for");
-        r.waitingFor().forEach(w::add);
-        Readiness.Report e = readiness.evaluateEngines();
-        var engines = n.putObject("engines");
-        engines.put("ready", e.ready());
-        var ew = engines.putArray("waiting_for");
-        e.waitingFor().forEach(ew::add);
-        // Not a reason to wait (the engines serve), but the KV scores of these endpoints are zero until fixed.
-        var warnings = n.putArray("warnings");
         KvState k = kv;
-        if (k != null) {
-            for (Rule rule : router.table().rules()) {
-                for (EndpointState ep : rule.endpoints()) {
-                    if (ep.id() < KvState.MAX_ENDPOINTS && k.ingest().blockSizes().mismatched(ep.id())) {
-                        warnings.add("rule " + rule.name() + " endpoint " + ep.key() + ": its KV events carry block_size "
-                            + k.ingest().blockSizes().lastEventBlockSize(ep.id()) + ", the rule keys at "
-                            + rule.config().blockSize() + " (no prefix can match)");
-                    }
-                }
-            }
-        }
-        return n;
+        return readiness.statusJson(k == null ? List.of() : k.blockSizeWarnings(router.table().rules()));
     }
 
     /** What {@code GET /ready} answers now: the gateway's own readiness. */
@@ -440,142 +431,6 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     /** What {@code GET /ready/engines} answers now: what the fleet lacks. */
     public Readiness.Report engineReadiness() {
         return readiness.evaluateEngines();
-    }
-
-    /** The configuration version and digest: which configuration a scrape was taken under. */
-    private void registerConfigMetrics() {
-        GaugeWithCallback.builder().name("kvgate_config_version")
-            .help("Version of the applied configuration (1 at start-up, +1 per accepted change).")
-            .callback(cb -> cb.call(applied.version())).register(metricsRegistry);
-        GaugeWithCallback.builder().name("kvgate_config_info")
-            .help("The applied configuration's digest (SHA-256 of its redacted effective form).").labelNames("version", "digest")
-            .callback(cb -> {
-                AppliedConfig a = applied;
-                cb.call(1, Long.toString(a.version()), a.digest());
-            }).register(metricsRegistry);
-    }
-
-    /** One per-(endpoint, rank) family of the KV subscribers' status. */
-    private record KvStatusFamily(String name, boolean counter, String help, java.util.function.ToDoubleFunction<SubscriberStatus> value) {}
-
-    /** KV ingest and index families, per endpoint and DP rank: read on scrape, no samples without KV routing. */
-    private void registerKvMetrics() {
-        GaugeWithCallback.builder().name("kvgate_kv_subscriber_up").help("1 when the (endpoint, rank) subscription is open"
-                + " and connected; 0 while resolving, connecting or retrying.").labelNames("rule", "endpoint", "rank")
-            .callback(cb -> eachKvStatus((st, endpoint) -> cb.call(st.up() ? 1 : 0, st.label(), endpoint, Integer.toString(st.rank()))))
-            .register(metricsRegistry);
-        CounterWithCallback.builder().name("kvgate_kv_subscriber_errors_total").help("Subscription failures by cause (resolve,"
-                + " bind, connect, replay, denied, internal; HTTP drains also http, timeout, too_large).")
-            .labelNames("rule", "endpoint", "rank", "cause")
-            .callback(cb -> eachKvStatus((st, endpoint) -> st.errors().forEach((cause, n) ->
-                cb.call(n.doubleValue(), st.label(), endpoint, Integer.toString(st.rank()), cause))))
-            .register(metricsRegistry);
-        CounterWithCallback.builder().name("kvgate_kv_dropped_events_total").help("KV events dropped whole by a per-event limit, by reason.")
-            .labelNames("endpoint", "rank", "reason")
-            .callback(cb -> eachKvStatus((st, endpoint) -> st.droppedEvents().forEach((reason, n) ->
-                cb.call(n.doubleValue(), endpoint, Integer.toString(st.rank()), reason))))
-            .register(metricsRegistry);
-        List<KvStatusFamily> families = List.of(
-            new KvStatusFamily("kvgate_kv_subscriber_connected", false, "1 when the SUB socket of (endpoint, rank) is connected.",
-                st -> st.connected() ? 1 : 0),
-            new KvStatusFamily("kvgate_kv_reconnects_total", true, "Reconnections of the event subscriber.", SubscriberStatus::reconnects),
-            new KvStatusFamily("kvgate_kv_gaps_total", true, "Sequence gaps seen (dropped batches).", SubscriberStatus::gaps),
-            new KvStatusFamily("kvgate_kv_replays_total", true, "Gaps filled from the engine's replay socket.", SubscriberStatus::replays),
-            new KvStatusFamily("kvgate_kv_restarts_total", true, "Engine restarts detected (sequence went backwards).",
-                SubscriberStatus::restarts),
-            new KvStatusFamily("kvgate_kv_clears_total", true,
-                "Times the rank's inventory was cleared (restart, unfillable gap, AllBlocksCleared).", SubscriberStatus::clears),
-            new KvStatusFamily("kvgate_kv_decode_errors_total", true, "Malformed event frames counted and dropped.",
-                SubscriberStatus::decodeErrors),
-            new KvStatusFamily("kvgate_kv_events_total", true, "KV events decoded.", SubscriberStatus::events),
-            new KvStatusFamily("kvgate_kv_block_ops_total", true, "Block store/remove operations applied to the index.",
-                SubscriberStatus::blockOps),
-            new KvStatusFamily("kvgate_kv_last_seq", false, "Last sequence number received.", SubscriberStatus::lastSeq),
-            new KvStatusFamily("kvgate_kv_other_drainer", false, "1 while another consumer drains the TensorRT-LLM"
-                + " /kv_cache_events endpoint (id jumps on most polls).", st -> st.otherDrainer() ? 1 : 0),
-            new KvStatusFamily("kvgate_kv_other_drainer_episodes_total", true, "Times the pattern of another consumer draining"
-                + " the endpoint's /kv_cache_events started.", SubscriberStatus::otherDrainerEpisodes));
-        for (KvStatusFamily f : families) {
-            if (f.counter()) {
-                CounterWithCallback.builder().name(f.name()).help(f.help()).labelNames("endpoint", "rank")
-                    .callback(cb -> eachKvStatus((st, endpoint) -> cb.call(f.value().applyAsDouble(st), endpoint, Integer.toString(st.rank()))))
-                    .register(metricsRegistry);
-            } else {
-                GaugeWithCallback.builder().name(f.name()).help(f.help()).labelNames("endpoint", "rank")
-                    .callback(cb -> eachKvStatus((st, endpoint) -> cb.call(f.value().applyAsDouble(st), endpoint, Integer.toString(st.rank()))))
-                    .register(metricsRegistry);
-            }
-        }
-        GaugeWithCallback.builder().name("kvgate_kv_endpoint_blocks")
-            .help("Distinct blocks the index holds for an endpoint (union of its ranks).").labelNames("endpoint")
-            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.index().blocks(ep.id()), ep.key()))).register(metricsRegistry);
-        // The block size each engine keys at (from its stored events) against its rule's: a mismatch is zero hits.
-        GaugeWithCallback.builder().name("kvgate_kv_event_block_size")
-            .help("Block size of the endpoint's latest stored KV event (0 before any).").labelNames("endpoint")
-            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().lastEventBlockSize(ep.id()), ep.key())))
-            .register(metricsRegistry);
-        CounterWithCallback.builder().name("kvgate_kv_block_size_mismatch_total").help("Stored KV events whose block size"
-                + " differs from the rule's block_size (their prefixes can never match).").labelNames("endpoint")
-            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().mismatches(ep.id()), ep.key())))
-            .register(metricsRegistry);
-        // Hybrid models: blocks of KV-cache groups that do not hold whole prefixes (sliding window, Mamba), not indexed.
-        CounterWithCallback.builder().name("kvgate_kv_group_blocks_skipped_total").help("Blocks of an endpoint's"
-                + " non-full-attention KV-cache groups (sliding window, Mamba), stored or removed, left out of the index.")
-            .labelNames("endpoint")
-            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().cacheGroups().skippedBlocks(ep.id()), ep.key())))
-            .register(metricsRegistry);
-        CounterWithCallback.builder().name("kvgate_kv_bigram_events_total").help("Stored KV events whose cells are token"
-                + " pairs (SGLang EAGLE bigram keys), which the gateway's keys never match.").labelNames("endpoint")
-            .callback(cb -> eachKvEndpoint((k, ep) -> cb.call(k.ingest().blockSizes().bigramEvents(ep.id()), ep.key())))
-            .register(metricsRegistry);
-        kvIndexGauge("kvgate_kv_index_blocks", "Distinct blocks in the index.", k -> k.index().size());
-        kvIndexGauge("kvgate_kv_index_memberships", "(block, endpoint rank) memberships in the index.", k -> k.index().memberships());
-        kvIndexGauge("kvgate_kv_index_capacity_blocks", "Index capacity in distinct blocks.", k -> k.index().config().capacityBlocks());
-        kvIndexGauge("kvgate_kv_index_bytes", "Off-heap bytes of the index.", k -> k.index().sizeBytes());
-        CounterWithCallback.builder().name("kvgate_kv_index_evictions_total").help("Blocks evicted because the index was full.")
-            .callback(cb -> {
-                KvState k = kv;
-                if (k != null) {
-                    cb.call(k.index().evictions());
-                }
-            }).register(metricsRegistry);
-    }
-
-    private void kvIndexGauge(String name, String help, java.util.function.ToDoubleFunction<KvState> value) {
-        GaugeWithCallback.builder().name(name).help(help).callback(cb -> {
-            KvState k = kv;
-            if (k != null) {
-                cb.call(value.applyAsDouble(k));
-            }
-        }).register(metricsRegistry);
-    }
-
-    /** Each KV subscriber's status now with its endpoint's key (nothing without KV routing). */
-    private void eachKvStatus(java.util.function.BiConsumer<SubscriberStatus, String> f) {
-        KvState k = kv;
-        if (k == null) {
-            return;
-        }
-        java.util.Map<Integer, String> names = new java.util.HashMap<>();
-        for (EndpointState ep : registry.all()) {
-            names.put(ep.id(), ep.key());
-        }
-        for (SubscriberStatus st : k.status()) {
-            f.accept(st, names.getOrDefault(st.endpointId(), String.valueOf(st.endpointId())));
-        }
-    }
-
-    /** Each endpoint with KV events that the index tracks (nothing without KV routing). */
-    private void eachKvEndpoint(java.util.function.BiConsumer<KvState, EndpointState> f) {
-        KvState k = kv;
-        if (k == null) {
-            return;
-        }
-        for (EndpointState ep : registry.all()) {
-            if (ep.config().kvEvents() != null && ep.id() < KvState.MAX_ENDPOINTS) {
-                f.accept(k, ep);
-            }
-        }
     }
 
     /** Rules with {@code kv.parity_probe_at_startup} are probed once in the background after start-up. */
@@ -641,14 +496,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
     }
 
     private ReloadOutcome applyChange(GatewayConfig next) throws ConfigException, RestartRequiredException {
-        next = withDiscoveredEndpoints(withResolvedSeeds(next));
+        next = discovered.into(seedResolver.withResolvedSeeds(next));
         ConfigCheck.conclude(next, tokenizers);
         AppliedConfig cur = applied;
         List<String> restartOnly = cur.config().restartOnlyChanges(next);
         if (!restartOnly.isEmpty()) {
             throw new RestartRequiredException(restartOnly);
         }
-        List<String> pipelineChanges = pipelineChanges(next);
+        List<String> pipelineChanges = PromptPipeline.changedOnDisk(router.table(), next, tokenizers);
         // TLS contexts are built now (the files are read again: a reload picks up renewed certificates): a bad file
         // refuses the reload, naming it, before anything changed.
         ServerTls.Loaded listenerTls = serverTls.prepare(next.tls().listener());
@@ -659,7 +514,7 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             return new ReloadOutcome(false, cur.version(), cur.digest(), List.of());
         }
         List<String> changes = new java.util.ArrayList<>(ConfigTree.diff(cur.config(), next));
-        changes.addAll(discoveredChanges(cur.config(), next));
+        changes.addAll(DiscoveredEndpoints.changes(cur.config(), next));
         changes.addAll(pipelineChanges);
         // Build phase: nothing live changes. A new index is opened only when the first KV endpoint appears.
         KvState newKv = kv == null && next.needsKvIndex() ? new KvState(next.kvIndexCapacityBlocks(), clock, next.ingest()) : null;
@@ -711,62 +566,14 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         if (discovery != null) {
             discovery.sync(next);
             // A rule no longer discovered forgets its set: were it discovered again, its new source reports afresh.
-            discovered.keySet().removeIf(rule -> !discovery.discovers(rule));
+            discovered.forgetUndiscovered(discovery::discovers);
         }
-    }
-
-    /**
-     * {@code next} with each discovered rule's endpoints set to what its discovery last reported (none before its
-     * first report): the configuration never lists them, so a reload of the file, a patch or a resolved seed keeps
-     * what was found.
-     */
-    private GatewayConfig withDiscoveredEndpoints(GatewayConfig next) {
-        List<RuleConfig> rules = new java.util.ArrayList<>(next.rules());
-        boolean changed = false;
-        for (int i = 0; i < rules.size(); i++) {
-            RuleConfig rc = rules.get(i);
-            if (rc.discovery().isStatic()) {
-                continue;
-            }
-            List<io.kvgate.discovery.DiscoveredEndpoint> found = discovered.getOrDefault(rc.name(), List.of());
-            List<io.kvgate.control.config.EndpointConfig> eps = found.stream().map(io.kvgate.discovery.DiscoveredEndpoint::config).toList();
-            if (!eps.equals(rc.endpoints())) {
-                rules.set(i, rc.withDiscoveredEndpoints(eps));
-                changed = true;
-            }
-        }
-        return changed ? next.withRules(rules) : next;
-    }
-
-    /** What a reload changes in discovered rules' endpoints (the configuration diff does not show them: they are not written). */
-    private static List<String> discoveredChanges(GatewayConfig cur, GatewayConfig next) {
-        List<String> out = new java.util.ArrayList<>();
-        for (RuleConfig rc : next.rules()) {
-            if (rc.discovery().isStatic()) {
-                continue;
-            }
-            java.util.Set<String> before = new java.util.TreeSet<>();
-            cur.rules().stream().filter(r -> r.name().equals(rc.name())).findFirst()
-                .ifPresent(r -> r.endpoints().forEach(e -> before.add(e.key())));
-            java.util.Set<String> after = new java.util.TreeSet<>();
-            rc.endpoints().forEach(e -> after.add(e.key()));
-            if (!before.equals(after)) {
-                java.util.Set<String> added = new java.util.TreeSet<>(after);
-                added.removeAll(before);
-                java.util.Set<String> removed = new java.util.TreeSet<>(before);
-                removed.removeAll(after);
-                out.add("rules[name=" + rc.name() + "].endpoints: discovered " + after.size() + (added.isEmpty() ? "" : ", +" + added)
-                    + (removed.isEmpty() ? "" : ", -" + removed));
-            }
-        }
-        return out;
     }
 
     /**
      * A rule's endpoint set as discovery found it (the discovery's report thread): applied as a reload of the
      * configuration in effect — subscribers opened and closed, endpoint state carried over, as for a file reload —
-     * then every terminating endpoint is drained (no new request; those in flight finish) and every endpoint that
-     * discovery had drained and that serves again is undrained.
+     * then terminating endpoints are drained and those serving again undrained ({@link DiscoveredEndpoints}).
      */
     private synchronized void applyDiscovered(String rule, List<io.kvgate.discovery.DiscoveredEndpoint> found) {
         if (applied.config().rules().stream().noneMatch(r -> r.name().equals(rule) && !r.discovery().isStatic())) {
@@ -778,69 +585,16 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         } catch (ConfigException | RestartRequiredException | RuntimeException e) {
             // The set in effect stays, and so does what later reloads put in place: a set that cannot be applied must
             // not make every reload of the file fail after it.
-            if (before == null) {
-                discovered.remove(rule);
-            } else {
-                discovered.put(rule, before);
-            }
+            discovered.restore(rule, before);
             Log.warn("discovery: rule '" + rule + "': the endpoints found could not be applied: " + e.getMessage());
             return;
         }
-        for (io.kvgate.discovery.DiscoveredEndpoint d : found) {
-            String key = d.config().key();
-            boolean was = drainedByDiscovery.contains(key);
-            if (d.terminating() == was) {
-                continue;
-            }
-            io.kvgate.dataplane.route.EndpointState ep = registry.get(key);
-            if (ep == null) {
-                continue;
-            }
-            if (router.drain(ep, d.terminating())) {
-                if (d.terminating()) {
-                    drainedByDiscovery.add(key);
-                    Log.info("discovery: rule '" + rule + "': " + key + " is terminating: drained (no new requests; "
-                        + ep.outstanding() + " in flight finish)");
-                } else {
-                    drainedByDiscovery.remove(key);
-                    Log.info("discovery: rule '" + rule + "': " + key + " serves again: undrained");
-                }
-            } else {
-                Log.warn("discovery: rule '" + rule + "': the routing stage did not apply the drain of " + key
-                    + " within 5 s; it is retried with the next change");
-            }
-        }
-        discoveryListener.accept(rule, found);
+        discovered.followTerminating(rule, found, registry, router);
     }
 
     /** Called after each discovered endpoint set is applied (tests await the event instead of sleeping). */
     public void onDiscoveryApplied(java.util.function.BiConsumer<String, List<io.kvgate.discovery.DiscoveredEndpoint>> listener) {
-        this.discoveryListener = listener == null ? (r, e) -> {} : listener;
-    }
-
-    /**
-     * {@code next} with each {@code hash_seed: auto} the parity probe resolved (for the same rule name and hash
-     * algorithm) replaced by its seed, and each learned-key rule's block size by the one its engines key at (when
-     * it adopted one while configured as it is in {@code next}), so reloading an unchanged file keeps what was found.
-     */
-    private GatewayConfig withResolvedSeeds(GatewayConfig next) {
-        List<RuleConfig> rules = new java.util.ArrayList<>(next.rules());
-        boolean changed = false;
-        for (int i = 0; i < rules.size(); i++) {
-            RuleConfig rc = rules.get(i);
-            String seed = rc.hashSeedAuto() ? parity.resolvedSeed(rc.name(), rc.hashAlgo()) : null;
-            if (seed != null) {
-                rc = rc.withHashSeed(seed);
-                changed = true;
-            }
-            int adopted = "learned".equals(rc.kvKeyMode()) ? seedResolver.adoptedBlockSize(rc.name(), rc.blockSize()) : 0;
-            if (adopted > 0) {
-                rc = rc.withBlockSize(adopted);
-                changed = true;
-            }
-            rules.set(i, rc);
-        }
-        return changed ? next.withRules(rules) : next;
+        discovered.onApplied(listener);
     }
 
     /**
@@ -853,27 +607,6 @@ public final class Gateway implements AutoCloseable, ControlPlane {
         } catch (ConfigException | RestartRequiredException e) {
             Log.warn("hash_seed auto: the resolved seed could not be applied: " + e.getMessage());
         }
-    }
-
-    /**
-     * Rules whose configuration is unchanged but whose prompt pipeline would render differently now: a file of the
-     * tokenizer directory changed (tokenizer.json, tokenizer_config.json, the chat template files, a processor's
-     * chat_template.json). The check above loaded such a directory afresh through the cache; the rule is rebuilt.
-     */
-    private List<String> pipelineChanges(GatewayConfig next) {
-        List<String> out = new java.util.ArrayList<>();
-        RouteTable live = router.table();
-        for (RuleConfig rc : next.rules()) {
-            Rule r = live.ruleByName(rc.name());
-            if (r == null || !r.config().equals(rc) || rc.tokenizer() == null) {
-                continue; // new or changed rules are rebuilt (and reported by the diff) anyway
-            }
-            PromptPipeline now = PromptPipeline.forRule(rc, tokenizers);
-            if (!now.equals(r.requestStage())) {
-                out.add("rules[name=" + rc.name() + "].tokenizer: files in " + rc.tokenizer() + " changed (prompt pipeline rebuilt)");
-            }
-        }
-        return out;
     }
 
     /** Reads the {@code --config} file again (SIGHUP, {@code ctl reload}) and applies it. */
@@ -907,121 +640,6 @@ public final class Gateway implements AutoCloseable, ControlPlane {
             names.addAll(r.models());
         }
         return names;
-    }
-
-    /**
-     * The families of the routing stage, the upstream pool and the endpoints, read on scrape from the table current
-     * then; and the JVM and process families of the Prometheus client's instrumentation.
-     */
-    private void registerMetrics() {
-        router.registerMetrics(metricsRegistry);
-        simpleCounter("kvgate_router_ring_full_total", "Requests shed because the routing ring was full.", router::ringFullRejects);
-        simpleCounter("kvgate_router_inbox_full_total",
-            "Requests shed because their event loop already waited for a ring's worth of routing decisions.", router::inboxFullRejects);
-        GaugeWithCallback.builder().name("kvgate_router_ring_free").help("Free slots in the routing ring.")
-            .callback(cb -> cb.call(router.ringRemaining())).register(metricsRegistry);
-        simpleCounter("kvgate_router_errors_total", "Routing stage handler errors.", router::handlerErrors);
-        GaugeWithCallback.builder().name("kvgate_upstream_open_connections").help("Open connections to engines.")
-            .callback(cb -> cb.call(pool.openConnections())).register(metricsRegistry);
-        simpleCounter("kvgate_upstream_connects_total", "New connections opened to engines.", pool::connectsOpened);
-        simpleCounter("kvgate_upstream_reuses_total", "Requests sent on a pooled keep-alive connection.", pool::connectsReused);
-        ruleEndpointGauge("kvgate_endpoint_outstanding", "Requests in flight per endpoint.", EndpointState::outstanding);
-        ruleEndpointGauge("kvgate_endpoint_load", "The load estimate the policies compare: this gateway's requests in flight"
-            + " plus the other gateways' part of the engine's running + waiting (aged toward its mean, load.peer_decay),"
-            + " or this gateway's in-flight count when the engine reading is stale.", EndpointState::load);
-        ruleEndpointGauge("kvgate_engine_load_stale", "1 when the endpoint's load estimate falls back to this gateway's"
-            + " in-flight count (no engine reading, or older than load.stale_ms).",
-            ep -> ep.loadEstimate().loadSource() == LoadEstimate.LoadSource.ENGINE ? 0 : 1);
-        GaugeWithCallback.builder().name("kvgate_endpoint_lifetime_seconds").help("This gateway's requests' mean time in"
-                + " flight on the endpoint (Little's law over 2 s, measured when a reading is taken up): how fast the other"
-                + " gateways' part of a reading ages (load.peer_decay: lifetime); absent while unknown.").labelNames("endpoint")
-            .callback(cb -> {
-                for (EndpointState ep : registry.all()) {
-                    double life = ep.loadEstimate().lifetimeSeconds();
-                    if (life >= 0) {
-                        cb.call(life, ep.key());
-                    }
-                }
-            }).register(metricsRegistry);
-        endpointGauge("kvgate_endpoint_prefill_tokens", "Uncached prompt tokens of this gateway's requests still in"
-            + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).", ep -> ep.loadEstimate().prefillTokens());
-        GaugeWithCallback.builder().name("kvgate_rule_context_length").help("The context length (tokens) a rule's requests"
-                + " are checked against: max_model_len, else the smallest its endpoints state; absent while unknown.")
-            .labelNames("rule").callback(cb -> {
-                for (Rule r : router.table().rules()) {
-                    int ctx = r.contextLength();
-                    if (ctx > 0) {
-                        cb.call(ctx, r.name());
-                    }
-                }
-            }).register(metricsRegistry);
-        GaugeWithCallback.builder().name("kvgate_endpoint_route_mounted").help("1 when the endpoint's engine mounts the"
-                + " route, 0 when it says it does not (vLLM GET /openapi.json, SGLang is_embedding): the rule then sends that"
-                + " route's requests to its other endpoints; absent while unknown.").labelNames("rule", "endpoint", "route")
-            .callback(cb -> {
-                for (Rule r : router.table().rules()) {
-                    for (EndpointState ep : r.endpoints()) {
-                        if (ep.facts().routesSource() == null) {
-                            continue;
-                        }
-                        for (boolean chat : new boolean[] {true, false}) {
-                            cb.call((ep.facts().unmountedRoutes() & EngineFacts.routeBit(chat)) == 0 ? 1 : 0, r.name(), ep.key(),
-                                io.kvgate.dataplane.ready.EngineRoutes.route(chat));
-                        }
-                    }
-                }
-            }).register(metricsRegistry);
-        GaugeWithCallback.builder().name("kvgate_endpoint_rank_outstanding").help("Requests this gateway pinned to a DP rank"
-                + " of the endpoint (X-data-parallel-rank) and still in flight; endpoints with dp_ranks > 1.")
-            .labelNames("endpoint", "rank").callback(cb -> {
-                for (EndpointState ep : registry.all()) {
-                    for (int rank = 0; ep.ranks() > 1 && rank < ep.ranks(); rank++) {
-                        cb.call(ep.rankLoad().outstanding(rank), ep.key(), Integer.toString(rank));
-                    }
-                }
-            }).register(metricsRegistry);
-        endpointGauge("kvgate_endpoint_healthy", "1 when the endpoint passes its active probes.", ep -> ep.probeHealthy() ? 1 : 0);
-        endpointGauge("kvgate_endpoint_breaker_open", "1 when the endpoint's circuit breaker is open or half-open.",
-            ep -> ep.breaker().state() == Breaker.State.CLOSED ? 0 : 1);
-        endpointCounter("kvgate_endpoint_breaker_opens_total", "Times the endpoint's circuit breaker opened.",
-            ep -> ep.breaker().opens());
-        endpointCounter("kvgate_endpoint_routed_total", "Requests routed to the endpoint.", ep -> ep.loadEstimate().routedTotal());
-        endpointCounter("kvgate_endpoint_failures_total", "Failed requests to the endpoint (the breaker's input).",
-            ep -> ep.breaker().failures());
-        GatewayMetrics.registerJvm(metricsRegistry);
-    }
-
-    private void simpleCounter(String name, String help, java.util.function.LongSupplier value) {
-        CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.getAsLong())).register(metricsRegistry);
-    }
-
-    /** A gauge per (rule, endpoint) of the current table. */
-    private void ruleEndpointGauge(String name, String help, java.util.function.ToDoubleFunction<EndpointState> value) {
-        GaugeWithCallback.builder().name(name).help(help).labelNames("rule", "endpoint").callback(cb -> {
-            for (Rule r : router.table().rules()) {
-                for (EndpointState ep : r.endpoints()) {
-                    cb.call(value.applyAsDouble(ep), r.name(), ep.key());
-                }
-            }
-        }).register(metricsRegistry);
-    }
-
-    /** A gauge per endpoint of the registry. */
-    private void endpointGauge(String name, String help, java.util.function.ToDoubleFunction<EndpointState> value) {
-        GaugeWithCallback.builder().name(name).help(help).labelNames("endpoint").callback(cb -> {
-            for (EndpointState ep : registry.all()) {
-                cb.call(value.applyAsDouble(ep), ep.key());
-            }
-        }).register(metricsRegistry);
-    }
-
-    /** A counter per endpoint of the registry. */
-    private void endpointCounter(String name, String help, java.util.function.ToDoubleFunction<EndpointState> value) {
-        CounterWithCallback.builder().name(name).help(help).labelNames("endpoint").callback(cb -> {
-            for (EndpointState ep : registry.all()) {
-                cb.call(value.applyAsDouble(ep), ep.key());
-            }
-        }).register(metricsRegistry);
     }
 
     /** The configuration applied now (what the data path reads for the next request). */

@@ -95,10 +95,10 @@ class LayeringTest {
         new Rule("wire, metrics, openai, tls and trace are floors: they import no other data-plane package",
             DP + ".trace", notFloors()),
         new Rule("route decides; it knows nothing of HTTP, request bodies, prompts or exchanges", DP + ".route",
-            dp("http", "request", "prompt", "proxy", "exchange", "relay", "pd", "upstream", "admin", "config", "kv",
+            dp("http", "request", "prompt", "exchange", "relay", "pd", "upstream", "admin", "config", "kv",
                 "load", "ready", "accesslog")),
         new Rule("upstream legs carry bytes to an engine; the exchanges and the front door drive them", DP + ".upstream",
-            dp("http", "request", "prompt", "proxy", "exchange", "relay", "pd", "admin", "config", "kv")),
+            dp("http", "request", "prompt", "exchange", "relay", "pd", "admin", "config", "kv")),
         new Rule("request (lexing, validation, body edits) is below the exchanges and the front door", DP + ".request",
             dp("http", "exchange", "relay", "pd", "prompt", "admin", "config", "kv")),
         new Rule("relay carries one engine answer to the client; the orchestrators above it drive it", DP + ".relay",
@@ -115,10 +115,10 @@ class LayeringTest {
             dp("admin", "http", "config")),
         new Rule("quality accounts what the router and the relays report to it; it calls neither, nor anything above",
             DP + ".quality", dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd",
-                "prompt", "proxy", "ready", "relay", "request", "route", "upstream", "wire", "openai", "tls", "trace")));
+                "prompt", "ready", "relay", "request", "route", "upstream", "wire", "openai", "tls", "trace")));
 
     private static List<String> notFloors() {
-        return dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd", "prompt", "proxy",
+        return dp("accesslog", "admin", "config", "engine", "exchange", "http", "kv", "load", "pd", "prompt",
             "ready", "relay", "request", "route", "upstream");
     }
 
@@ -151,16 +151,6 @@ class LayeringTest {
         assertEquals(List.of(), broken, "package edges against the layering");
     }
 
-    /**
-     * Benchmarks that still live in a product package (a split package on the benchmark class path) to reach
-     * package-private code. They wait for public seams in {@code dataplane.relay} (the usage scanner, SSE framer,
-     * stream check, rewriter and byte matcher are package-private; that package was being reworked by another change
-     * when this guard was written). This list may only shrink: a new entry needs a reason better than convenience.
-     */
-    private static final Set<String> SPLIT_PACKAGE_BENCHES_LEFT = Set.of(
-        "perf/src/main/java/io/kvgate/dataplane/relay/SseRewriteBench.java",
-        "perf/src/main/java/io/kvgate/dataplane/relay/UsageScanBench.java",
-        "perf/src/main/java/io/kvgate/dataplane/relay/UsageScannerBaseline.java");
     private static final Pattern PACKAGE = Pattern.compile("(?m)^package\\s+([a-z][a-z0-9_.]*)\\s*;");
 
     /**
@@ -175,25 +165,17 @@ class LayeringTest {
         Path perf = root.resolve("perf/src");
         assertTrue(Files.isDirectory(perf), "no perf sources under " + perf);
         List<String> misplaced = new ArrayList<>();
-        Set<String> seenLeft = new TreeSet<>();
         try (Stream<Path> files = Files.walk(perf)) {
             for (Path p : files.filter(f -> f.toString().endsWith(".java")).sorted().toList()) {
                 String rel = root.relativize(p).toString().replace('\\', '/');
                 Matcher m = PACKAGE.matcher(Files.readString(p));
                 String pkg = m.find() ? m.group(1) : "(no package)";
-                if (within(pkg, "io.kvgate.perf")) {
-                    continue;
-                }
-                if (SPLIT_PACKAGE_BENCHES_LEFT.contains(rel)) {
-                    seenLeft.add(rel);
-                } else {
+                if (!within(pkg, "io.kvgate.perf")) {
                     misplaced.add(rel + " declares package " + pkg);
                 }
             }
         }
         assertEquals(List.of(), misplaced, "perf classes outside io.kvgate.perf");
-        assertEquals(new TreeSet<>(SPLIT_PACKAGE_BENCHES_LEFT), seenLeft,
-            "a bench on the split-package list moved or is gone: take it off the list");
     }
 
     /** The scan itself: a forbidden reference in a synthetic source is found, with or without an import. */

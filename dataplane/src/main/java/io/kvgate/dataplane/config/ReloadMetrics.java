@@ -56,4 +56,20 @@ public final class ReloadMetrics {
                 + " it was refused.")
             .callback(cb -> cb.call(lastSuccessful ? 1 : 0)).register(registry);
     }
+
+    /**
+     * Registers the applied configuration's version and digest ({@code applied}: the generation in effect), which say
+     * which configuration a scrape was taken under.
+     */
+    public static void registerApplied(PrometheusRegistry registry, java.util.function.Supplier<AppliedConfig> applied) {
+        GaugeWithCallback.builder().name("kvgate_config_version")
+            .help("Version of the applied configuration (1 at start-up, +1 per accepted change).")
+            .callback(cb -> cb.call(applied.get().version())).register(registry);
+        GaugeWithCallback.builder().name("kvgate_config_info")
+            .help("The applied configuration's digest (SHA-256 of its redacted effective form).").labelNames("version", "digest")
+            .callback(cb -> {
+                AppliedConfig a = applied.get();
+                cb.call(1, Long.toString(a.version()), a.digest());
+            }).register(registry);
+    }
 }

@@ -108,7 +108,7 @@ public sealed interface EngineProfile permits VllmProfile, SglangProfile, Trtllm
     // --- Errors ---
 
     /**
-     * Whether {@code message} is one of its context-overflow wordings (proxy.EngineErrors maps any engine's to
+     * Whether {@code message} is one of its context-overflow wordings (relay.EngineErrors maps any engine's to
      * {@code context_length_exceeded}: the error body does not say which engine wrote it).
      */
     boolean statesContextOverflow(String message);

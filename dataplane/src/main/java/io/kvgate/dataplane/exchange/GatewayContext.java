@@ -1,6 +1,5 @@
 package io.kvgate.dataplane.exchange;
 
-import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.accesslog.AccessLog;
 import io.kvgate.control.clock.NanoClock;
 import io.kvgate.control.config.GatewayConfig;
@@ -27,7 +26,6 @@ public final class GatewayContext {
     private final UpstreamPool pool;
     private final GatewayMetrics metrics;
     private final NanoClock clock;
-    private final RequestHooks hooks;
     private final UpstreamConnector connector;
     private final LiveExchanges live;
     private final Function<EventLoop, ExchangeRouting> routing;
@@ -42,8 +40,8 @@ public final class GatewayContext {
     private final HedgeBudgets hedgeBudgets = new HedgeBudgets();
 
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
-                          NanoClock clock, RequestHooks hooks) {
-        this(config, router, pool, metrics, clock, hooks, pool, new LiveExchanges(), ExchangeRouting.ports(router));
+                          NanoClock clock) {
+        this(config, router, pool, metrics, clock, pool, new LiveExchanges(), ExchangeRouting.ports(router));
     }
 
     /**
@@ -52,14 +50,13 @@ public final class GatewayContext {
      * @param routing   an event loop's way to the routing stage (its {@code RouterPort}; scripted in tests)
      */
     public GatewayContext(Supplier<GatewayConfig> config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
-                          NanoClock clock, RequestHooks hooks, UpstreamConnector connector, LiveExchanges live,
+                          NanoClock clock, UpstreamConnector connector, LiveExchanges live,
                           Function<EventLoop, ExchangeRouting> routing) {
         this.config = config;
         this.router = router;
         this.pool = pool;
         this.metrics = metrics;
         this.clock = clock;
-        this.hooks = hooks;
         this.connector = connector;
         this.live = live;
         this.routing = routing;
@@ -72,8 +69,8 @@ public final class GatewayContext {
 
     /** A context over a fixed configuration (tests and tools that never reload). */
     public GatewayContext(GatewayConfig config, RoutingStage router, UpstreamPool pool, GatewayMetrics metrics,
-                          NanoClock clock, RequestHooks hooks) {
-        this(() -> config, router, pool, metrics, clock, hooks);
+                          NanoClock clock) {
+        this(() -> config, router, pool, metrics, clock);
     }
 
     /** The configuration applied now. */
@@ -104,10 +101,6 @@ public final class GatewayContext {
 
     public NanoClock clock() {
         return clock;
-    }
-
-    public RequestHooks hooks() {
-        return hooks;
     }
 
     public UpstreamConnector connector() {

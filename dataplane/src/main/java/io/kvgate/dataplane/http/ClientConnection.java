@@ -479,7 +479,7 @@ public final class ClientConnection extends ChannelInboundHandlerAdapter impleme
             return;
         }
         String warning = rc.chat() ? TemplateWarnings.forRequest(rc.rule(), rc.fields()) : null;
-        FullHttpResponse resp = local.render(ctx, rc.head(), rc.body(), rc.fields(), rc.rule());
+        FullHttpResponse resp = local.render(ctx, rc.chat(), rc.body(), rc.rule());
         if (warning != null) {
             resp.headers().set(TemplateWarnings.HEADER, warning);
         }

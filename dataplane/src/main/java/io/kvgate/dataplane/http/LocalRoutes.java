@@ -4,7 +4,7 @@ import io.kvgate.dataplane.metrics.MetricsExposition;
 import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.request.FrontRoute;
-import io.kvgate.dataplane.request.RequestFields;
+import io.kvgate.dataplane.prompt.RenderRoutes;
 import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelHandlerContext;
@@ -29,7 +29,7 @@ import java.util.function.Supplier;
 /**
  * Routes the gateway answers itself: {@code /health} (liveness), {@code /ready} (the gateway's readiness),
  * {@code /ready/engines} (the fleet's), {@code /metrics}, {@code /v1/models} and the render routes
- * (through the request hooks). Method, API key and Content-Type were already checked on the head by the front
+ * ({@link RenderRoutes}). Method, API key and Content-Type were already checked on the head by the front
  * door. Event-loop only; stateless.
  */
 public final class LocalRoutes {
@@ -97,15 +97,12 @@ public final class LocalRoutes {
         };
     }
 
-    /** A render route for a validated body whose model resolved to {@code rule}; {@code body} is borrowed. */
-    FullHttpResponse render(ChannelHandlerContext ctx, HttpRequest req, ByteBuf body, RequestFields fields, Rule rule) {
-        FullHttpResponse r = gw.hooks().handleLocal(ctx, req, body, fields, rule);
-        if (r != null) {
-            return r;
-        }
-        gw.metrics().badRequest("unknown_route");
-        return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.NOT_FOUND, "Unknown route: " + req.method() + " "
-            + req.uri(), null, null);
+    /**
+     * A render route ({@code chat}: a chat body) for a validated body whose model resolved to {@code rule}, answered
+     * by the prompt stage's own {@link RenderRoutes}; {@code body} is borrowed.
+     */
+    FullHttpResponse render(ChannelHandlerContext ctx, boolean chat, ByteBuf body, Rule rule) {
+        return RenderRoutes.answer(ctx.alloc(), chat, body, rule);
     }
 
     /**

@@ -132,6 +132,24 @@ public final class KvState implements AutoCloseable {
         return ingest;
     }
 
+    /**
+     * For each endpoint of {@code rules} whose KV events carry another block size than its rule keys at, a warning
+     * naming both: the KV scores of that endpoint stay zero (no prefix can match) until it is fixed.
+     */
+    public List<String> blockSizeWarnings(Iterable<io.kvgate.dataplane.route.Rule> rules) {
+        List<String> out = new java.util.ArrayList<>();
+        for (io.kvgate.dataplane.route.Rule rule : rules) {
+            for (EndpointState ep : rule.endpoints()) {
+                if (ep.id() < MAX_ENDPOINTS && ingest().blockSizes().mismatched(ep.id())) {
+                    out.add("rule " + rule.name() + " endpoint " + ep.key() + ": its KV events carry block_size "
+                        + ingest().blockSizes().lastEventBlockSize(ep.id()) + ", the rule keys at "
+                        + rule.config().blockSize() + " (no prefix can match)");
+                }
+            }
+        }
+        return out;
+    }
+
     public List<SubscriberStatus> status() {
         return ingest.status();
     }

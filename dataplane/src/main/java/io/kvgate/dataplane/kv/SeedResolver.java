@@ -150,6 +150,31 @@ public final class SeedResolver implements AutoCloseable {
         }
     }
 
+    /**
+     * {@code next} with each {@code hash_seed: auto} the parity probe resolved (for the same rule name and hash
+     * algorithm) replaced by its seed, and each learned-key rule's block size by the one its engines key at (when
+     * it adopted one while configured as it is in {@code next}), so reloading an unchanged file keeps what was found.
+     */
+    public io.kvgate.control.config.GatewayConfig withResolvedSeeds(io.kvgate.control.config.GatewayConfig next) {
+        List<io.kvgate.control.config.RuleConfig> rules = new java.util.ArrayList<>(next.rules());
+        boolean changed = false;
+        for (int i = 0; i < rules.size(); i++) {
+            io.kvgate.control.config.RuleConfig rc = rules.get(i);
+            String seed = rc.hashSeedAuto() ? probe.resolvedSeed(rc.name(), rc.hashAlgo()) : null;
+            if (seed != null) {
+                rc = rc.withHashSeed(seed);
+                changed = true;
+            }
+            int adopted = "learned".equals(rc.kvKeyMode()) ? adoptedBlockSize(rc.name(), rc.blockSize()) : 0;
+            if (adopted > 0) {
+                rc = rc.withBlockSize(adopted);
+                changed = true;
+            }
+            rules.set(i, rc);
+        }
+        return changed ? next.withRules(rules) : next;
+    }
+
     @Override
     public void close() {
         closed = true;

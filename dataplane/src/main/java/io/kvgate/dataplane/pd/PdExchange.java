@@ -31,7 +31,6 @@ import io.kvgate.dataplane.upstream.LegListener;
 import io.kvgate.dataplane.upstream.UpstreamLeg;
 import io.kvgate.dataplane.wire.EngineRequest;
 import io.kvgate.dataplane.wire.ResponseHead;
-import io.opentelemetry.api.trace.Span;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
@@ -145,11 +144,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     private boolean decodeStarted;
     /** The request's trace when it is sampled, else null; its P/D routing decisions and prefill leg as spans. */
     private RequestTrace trace;
-    private Span routeSpan;
-    /** When admission control held a leg's request (routing thread's writes, read after the decision): 0 when not. */
-    private long admissionQueuedAtNs;
-    private long admissionAdmittedAtNs;
-    private Span prefillSpan;
+    private PdSpans spans = PdSpans.OFF;
     /** Why the request failed, for the access log (an OpenAI error code); null while it has not. */
     private String errorCode;
 
@@ -203,6 +198,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     /** The request's trace (null: not sampled): both legs carry the gateway's span context to their engines. */
     public PdExchange withTrace(RequestTrace t) {
         this.trace = t;
+        this.spans = t == null ? PdSpans.OFF : new PdSpans(t, gw.clock());
         relay.withTrace(t);
         return this;
     }
@@ -243,9 +239,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         phase = next;
         Role r = next == Phase.ROUTING_PREFILL ? Role.PREFILL : Role.DECODE;
         role = r;
-        if (trace != null) {
-            routeSpan = trace.child("kvgate.route", gw.clock().nanoTime());
-        }
+        spans.routing();
         // SGLang's legs start together: its prefill and decode are chosen in one decision, counted together.
         boolean published = r == Role.PREFILL && dialect.concurrent()
             ? routing.tryRoutePair(routeInputs(), this)
@@ -283,10 +277,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     /** The routing decision for the current role, on the event loop: admission's refusal, or an endpoint (or none). */
     @Override
     public void onDecision(Decision d) {
-        if (d.waitedForAdmission()) {
-            this.admissionQueuedAtNs = d.admissionQueuedAtNs();
-            this.admissionAdmittedAtNs = d.admissionAdmittedAtNs();
-        }
+        spans.admission(d);
         if (d.shed()) {
             onShed(d.rule(), d.explanation());
         } else {
@@ -318,7 +309,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     private void onRouted(EndpointState ep, EndpointState pairedDecode, Role unserved, String why) {
         this.routedWhy = why;
         this.admitted = true;
-        endRouteSpan(ep, why, ep == null ? "no_healthy_endpoint" : null);
+        spans.routed(ep, why, role, ep == null ? "no_healthy_endpoint" : null);
         try {
             onDecision(ep, pairedDecode, unserved);
         } catch (Throwable t) {
@@ -397,10 +388,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         phase = Phase.PREFILL;
         prefillStartNs = gw.clock().nanoTime();
         EngineRequest engineRequest = new EngineRequest(HttpMethod.POST, request.uri(), request.headers(), upstreamRequestId);
-        if (trace != null) {
-            prefillSpan = trace.leg("kvgate.prefill_leg", prefillStartNs, prefillEp.key(), transportRetries + 1);
-            engineRequest = engineRequest.withTrace(RequestTrace.traceHeaders(prefillSpan)); // the engine's parent
-        }
+        engineRequest = spans.prefillStarted(engineRequest, prefillStartNs, prefillEp.key(), transportRetries + 1);
         prefillLeg = new UpstreamLeg(gw.connector(), ctx.channel().eventLoop(), prefillEp, routing, gw.metrics(),
             engineRequest, buf,
             UpstreamLeg.Timeouts.ofMillis(pd.prefillTimeoutMs(), gw.config().upstream().idleTimeoutMs(),
@@ -516,7 +504,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
         }
         prefillLeg = null;
         metrics.prefillLatency.recordNs(gw.clock().nanoTime() - prefillStartNs);
-        endPrefillSpan(status >= 400 ? "prefill_status_" + status : null);
+        spans.prefillEnded(status >= 400 ? "prefill_status_" + status : null);
         if (phase == Phase.DONE) {
             return;
         }
@@ -561,7 +549,7 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
     private void onPrefillFailed(EndpointState ep, LegFailure failure) {
         // The leg already returned the endpoint's load and charged its breaker as the failure's class says.
         metrics.failure("prefill", failure.metricName());
-        endPrefillSpan(failure.code());
+        spans.prefillEnded(failure.code());
         if (phase == Phase.DONE) {
             return;
         }
@@ -696,42 +684,10 @@ public final class PdExchange extends LiveExchanges.Entry implements RouteCallba
             clientBody.release(); // the legs hold their own bodies
             clientBody = null;
         }
-        endPrefillSpan(null); // still open: the request ended before the prefill answered (cancelled with it)
-        if (routeSpan != null) {
-            trace.fail(routeSpan, "client_gone", gw.clock().nanoTime());
-            routeSpan = null;
-        }
+        spans.ended();
         if (listed) {
             listed = false;
             gw.live().remove(this);
-        }
-    }
-
-    private void endRouteSpan(EndpointState ep, String why, String failed) {
-        if (routeSpan != null) {
-            trace.decision(routeSpan, ep == null ? null : ep.key(), why, role.name().toLowerCase(java.util.Locale.ROOT));
-            if (admissionAdmittedAtNs != 0) {
-                trace.stageUnder(routeSpan, "kvgate.admission_wait", admissionQueuedAtNs, admissionAdmittedAtNs);
-                admissionAdmittedAtNs = 0;
-            }
-            if (failed != null) {
-                trace.fail(routeSpan, failed, gw.clock().nanoTime());
-            } else {
-                trace.end(routeSpan, gw.clock().nanoTime());
-            }
-            routeSpan = null;
-        }
-    }
-
-    /** Ends the prefill leg's span, if open: {@code failed} is the error code, or null for a successful leg. */
-    private void endPrefillSpan(String failed) {
-        if (prefillSpan != null) {
-            if (failed != null) {
-                trace.fail(prefillSpan, failed, gw.clock().nanoTime());
-            } else {
-                trace.end(prefillSpan, gw.clock().nanoTime());
-            }
-            prefillSpan = null;
         }
     }
 

@@ -104,6 +104,28 @@ public final class PromptPipeline {
     }
 
     /**
+     * The rules of {@code next} whose configuration is unchanged from {@code live}'s but whose prompt pipeline would
+     * render differently now (one line each, for the reload's list of changes): a file of the tokenizer directory changed (tokenizer.json, tokenizer_config.json, the chat template files, a processor's
+     * chat_template.json). The configuration check loaded such a directory afresh through {@code tokenizers}; a reload
+     * rebuilds the rule.
+     */
+    public static List<String> changedOnDisk(io.kvgate.dataplane.route.RouteTable live,
+                                             io.kvgate.control.config.GatewayConfig next, TokenizerCache tokenizers) {
+        List<String> out = new java.util.ArrayList<>();
+        for (RuleConfig rc : next.rules()) {
+            io.kvgate.dataplane.route.Rule r = live.ruleByName(rc.name());
+            if (r == null || !r.config().equals(rc) || rc.tokenizer() == null) {
+                continue; // new or changed rules are rebuilt (and reported by the diff) anyway
+            }
+            PromptPipeline now = PromptPipeline.forRule(rc, tokenizers);
+            if (!now.equals(r.requestStage())) {
+                out.add("rules[name=" + rc.name() + "].tokenizer: files in " + rc.tokenizer() + " changed (prompt pipeline rebuilt)");
+            }
+        }
+        return out;
+    }
+
+    /**
      * The pipeline of a rule: its tokenizer directory through {@code tokenizers} and the chat template its engine
      * would render with (see the class comment). No tokenizer: only token-id prompts are exact.
      */

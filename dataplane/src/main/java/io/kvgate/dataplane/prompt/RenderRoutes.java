@@ -5,17 +5,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvgate.dataplane.openai.OpenAiErrors;
-import io.kvgate.dataplane.proxy.RequestHooks;
-import io.kvgate.dataplane.request.RequestFields;
 import io.kvgate.dataplane.request.RequestValidator;
 import io.kvgate.dataplane.route.Rule;
 import io.kvgate.dataplane.route.RuleHasher;
 import io.kvgate.index.prompt.PromptException;
 import io.kvgate.index.prompt.RenderedPrompt;
 import io.netty.buffer.ByteBuf;
-import io.netty.channel.ChannelHandlerContext;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.handler.codec.http.FullHttpResponse;
-import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import java.util.List;
 
@@ -24,23 +21,28 @@ import java.util.List;
  * {@code /v1/*}{@code /render} aliases on rules whose engine does not serve them itself, i.e. not vLLM): what the engine will
  * see for a body — rendered prompt, token ids, block keys — without sending it anywhere. They run the prompt stage's
  * pipeline under the same bounds as a real request ({@code max_prompt_tokens}; API key, method, Content-Type and
- * {@code max_n} were checked by the front door). Stateless; any I/O thread.
+ * {@code max_n} were checked by the front door, which calls {@link #answer}). Stateless; any I/O thread.
  */
-public final class RenderRoutes implements RequestHooks {
+public final class RenderRoutes {
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    @Override
-    public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body, RequestFields fields, Rule rule) {
-        boolean chat = head.uri().startsWith("/v1/chat/completions/render")
-            || head.uri().startsWith("/kvgate/v1/chat/completions/render");
+    private RenderRoutes() {
+    }
+
+    /**
+     * The answer to a render route for a validated body whose model resolved to {@code rule}: 200 with what
+     * {@link #render} builds, or the OpenAI 400 that names what cannot be rendered. {@code body} is borrowed (not
+     * released here).
+     */
+    public static FullHttpResponse answer(ByteBufAllocator alloc, boolean chat, ByteBuf body, Rule rule) {
         try {
             ObjectNode out = render(rule, PromptPipeline.parse(body), chat);
-            return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, out.toString());
+            return OpenAiErrors.jsonResponse(alloc, HttpResponseStatus.OK, out.toString());
         } catch (PromptTooLongException e) {
-            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, e.problem.message(), e.problem.param(),
+            return OpenAiErrors.response(alloc, HttpResponseStatus.BAD_REQUEST, e.problem.message(), e.problem.param(),
                 e.problem.openAiCode());
         } catch (PromptException e) {
-            return OpenAiErrors.response(ctx.alloc(), HttpResponseStatus.BAD_REQUEST, e.getMessage(), e.param(), null);
+            return OpenAiErrors.response(alloc, HttpResponseStatus.BAD_REQUEST, e.getMessage(), e.param(), null);
         }
     }
 

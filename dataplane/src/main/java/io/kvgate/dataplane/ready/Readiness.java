@@ -94,6 +94,26 @@ public final class Readiness {
         connectedSinceNs.keySet().retainAll(connected);
     }
 
+    /**
+     * Readiness as {@code ctl status} shows it: the gateway's own, then the fleet's under {@code engines}, then
+     * {@code warnings}: not reasons to wait (the engines serve), but what keeps routing from working as configured.
+     */
+    public com.fasterxml.jackson.databind.node.ObjectNode statusJson(List<String> warnings) {
+        Report r = evaluate();
+        var n = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+        n.put("ready", r.ready());
+        var w = n.putArray("waiting_for");
+        r.waitingFor().forEach(w::add);
+        Report e = evaluateEngines();
+        var engines = n.putObject("engines");
+        engines.put("ready", e.ready());
+        var ew = engines.putArray("waiting_for");
+        e.waitingFor().forEach(ew::add);
+        var warned = n.putArray("warnings");
+        warnings.forEach(warned::add);
+        return n;
+    }
+
     /** {@code GET /ready}: the gateway's own readiness; each line names a failing condition. */
     public Report evaluate() {
         observeSubscribers();

@@ -10,13 +10,14 @@ import io.netty.util.ByteProcessor;
  * It replaces Netty's {@code ByteBufUtil.indexOf(ByteBuf, ByteBuf)} in the stream check, which was several times
  * slower per 512-byte read in a smoke run of the JMH {@code SseRewriteBench} ({@code nettyIndexOf} vs
  * {@code byteMatcher}; a loaded machine, so the ratio, not the numbers). One per stream (it holds the match position
- * while it runs); event-loop only.
+ * while it runs); event-loop only. Public (its constructor and {@link #find(ByteBuf)}) for that benchmark, which
+ * lives in perf's own package.
  */
-final class ByteMatcher implements ByteProcessor {
+public final class ByteMatcher implements ByteProcessor {
     private final byte[] needle;
     private int matched;
 
-    ByteMatcher(byte[] needle) {
+    public ByteMatcher(byte[] needle) {
         this.needle = needle;
     }
 
@@ -31,7 +32,7 @@ final class ByteMatcher implements ByteProcessor {
     }
 
     /** First index of the needle in {@code b}'s readable bytes, or -1. */
-    int find(ByteBuf b) {
+    public int find(ByteBuf b) {
         return find(b, b.readerIndex(), b.writerIndex());
     }
 

@@ -12,9 +12,10 @@ import java.nio.charset.StandardCharsets;
  * whether the stream's last event was {@code data: [DONE]} decides, at its end, whether the gateway adds an error
  * event and {@code [DONE]} itself. Ordinary events are forwarded untouched, found with one byte search: a JSON key or
  * value {@code "error"} cannot appear inside a JSON string without its quotes escaped, so only a real error member
- * (or an {@code "object":"error"}) matches. Event-loop only; one per relayed stream.
+ * (or an {@code "object":"error"}) matches. Event-loop only; one per relayed stream. Public (its constructor and
+ * {@link #check}) so perf's {@code SseRewriteBench} runs the relay's stream check from its own package.
  */
-final class EngineStreamCheck {
+public final class EngineStreamCheck {
     private final ByteMatcher errorToken = new ByteMatcher("\"error\"".getBytes(StandardCharsets.US_ASCII));
     private static final String DONE = "[DONE]";
 
@@ -22,7 +23,7 @@ final class EngineStreamCheck {
     private boolean lastWasDone;
     private boolean engineError;
 
-    EngineStreamCheck(boolean chat) {
+    public EngineStreamCheck(boolean chat) {
         this.chat = chat;
     }
 
@@ -40,7 +41,7 @@ final class EngineStreamCheck {
      * Checks complete events on their way to the client; returns {@code events} itself, or (when it held an error
      * event) a rewritten buffer, {@code events} released. The caller owns what is returned.
      */
-    ByteBuf check(ByteBufAllocator alloc, ByteBuf events) {
+    public ByteBuf check(ByteBufAllocator alloc, ByteBuf events) {
         if (!events.isReadable()) {
             return events;
         }

@@ -18,7 +18,8 @@ public final class SseFramer {
     private final int maxHeldBytes;
     private ByteBuf pending;
 
-    SseFramer() {
+    /** Public (with {@link #next} and {@link #finish}) so perf's {@code SseRewriteBench} runs the relay's framing. */
+    public SseFramer() {
         this(MAX_HELD_BYTES);
     }
 
@@ -30,7 +31,7 @@ public final class SseFramer {
      * Takes {@code chunk} (its reference) and returns what may go to the client now (possibly empty, never null;
      * the caller owns it and need not release an empty one).
      */
-    ByteBuf next(ByteBufAllocator alloc, ByteBuf chunk) {
+    public ByteBuf next(ByteBufAllocator alloc, ByteBuf chunk) {
         ByteBuf data;
         int scanFrom;
         if (pending != null) {
@@ -56,7 +57,7 @@ public final class SseFramer {
     }
 
     /** The stream ended normally: whatever is held goes out (caller owns it; never null). */
-    ByteBuf finish(ByteBufAllocator alloc, ByteBuf lastChunk) {
+    public ByteBuf finish(ByteBufAllocator alloc, ByteBuf lastChunk) {
         if (pending == null) {
             return lastChunk;
         }

@@ -26,9 +26,10 @@ import java.nio.charset.StandardCharsets;
  * engine's bytes with only those values spliced. When only the usage chunk is to be dropped, events are checked with
  * a byte search first and only a chunk holding a usage object is parsed; a batch with nothing to change is returned
  * as the same buffer. Error events (already in the gateway's vocabulary), {@code [DONE]}, comments and anything that
- * is not a single JSON object pass unchanged. One per stream; event-loop only.
+ * is not a single JSON object pass unchanged. One per stream; event-loop only. Public (its constructor and
+ * {@link #rewrite}) so perf's {@code SseRewriteBench} measures the rewrites from its own package.
  */
-final class SseRewriter {
+public final class SseRewriter {
     private static final byte[] DATA = "data: ".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] END = "\n\n".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] USAGE = "\"usage\"".getBytes(StandardCharsets.US_ASCII);
@@ -53,7 +54,7 @@ final class SseRewriter {
     private byte[] removedExtras;
     private boolean removedUsageChunk;
 
-    SseRewriter(AnswerRewrite rw) {
+    public SseRewriter(AnswerRewrite rw) {
         this.rw = rw;
         this.everyEvent = rw.clientModel() != null || rw.replicas() > 1;
     }
@@ -63,7 +64,7 @@ final class SseRewriter {
      * is) and returns what goes to the client: {@code events} itself when nothing changed. Usage chunks are fed to
      * {@code usage} (as the client would see them, before any is dropped).
      */
-    ByteBuf rewrite(ByteBufAllocator alloc, ByteBuf events, UsageScanner usage) {
+    public ByteBuf rewrite(ByteBufAllocator alloc, ByteBuf events, UsageScanner usage) {
         if (rw.usageChunkExtras() && events.isReadable()
             && (held != null || usageToken.find(events) >= 0 || finishedToken.find(events) >= 0)) {
             return rewriteHolding(alloc, events, usage);

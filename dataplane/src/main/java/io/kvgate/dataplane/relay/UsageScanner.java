@@ -103,8 +103,9 @@ public class UsageScanner {
      * other (the pooled direct buffers Netty reads into, composites) is copied out in pieces of at most
      * {@link #SCRATCH_BYTES} into this thread's scratch array, each piece scanned as {@link #scanUsage(byte[], int,
      * int)} scans it: a bulk copy is cheaper than a bounds-checked {@code ByteBuf} access per byte or per word.
+     * Public so perf's {@code UsageScanBench} measures this scan from its own package.
      */
-    final void scanUsage(ByteBuf buf) {
+    public final void scanUsage(ByteBuf buf) {
         int from = buf.readerIndex();
         int end = buf.writerIndex();
         if (buf.hasArray()) {

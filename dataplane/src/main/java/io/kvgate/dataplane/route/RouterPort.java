@@ -198,10 +198,7 @@ public final class RouterPort implements Runnable {
      */
     public void complete(EndpointState endpoint, Outcome outcome) {
         int id = endpoint.id();
-        CompletionCounts c = counts;
-        if (id >= c.succeeded.length) {
-            c = grow(c, id);
-        }
+        CompletionCounts c = countsFor(id);
         long[] a = switch (outcome) {
             case SUCCESS -> c.succeeded;
             case FAILURE -> c.failed;
@@ -217,13 +214,7 @@ public final class RouterPort implements Runnable {
      */
     public void complete(EndpointState endpoint, Outcome outcome, int rank) {
         if (rank >= 0 && rank < RANKS) {
-            int id = endpoint.id();
-            CompletionCounts c = counts;
-            if (id >= c.succeeded.length) {
-                c = grow(c, id);
-            }
-            int i = id * RANKS + rank;
-            LONGS.setRelease(c.rankDone, i, (long) LONGS.get(c.rankDone, i) + 1);
+            addForRank(endpoint.id(), rank, false, 1);
         }
         complete(endpoint, outcome);
     }
@@ -234,13 +225,7 @@ public final class RouterPort implements Runnable {
             return;
         }
         if (rank >= 0 && rank < RANKS) {
-            int id = endpoint.id();
-            CompletionCounts c = counts;
-            if (id >= c.succeeded.length) {
-                c = grow(c, id);
-            }
-            int i = id * RANKS + rank;
-            LONGS.setRelease(c.rankPrefillDone, i, (long) LONGS.get(c.rankPrefillDone, i) + tokens);
+            addForRank(endpoint.id(), rank, true, tokens);
         }
         prefillDone(endpoint, tokens);
     }
@@ -255,12 +240,23 @@ public final class RouterPort implements Runnable {
             return;
         }
         int id = endpoint.id();
-        CompletionCounts c = counts;
-        if (id >= c.succeeded.length) {
-            c = grow(c, id);
-        }
+        CompletionCounts c = countsFor(id);
         LONGS.setRelease(c.prefillDone, id, (long) LONGS.get(c.prefillDone, id) + tokens);
         COMPLETIONS.setRelease(this, (long) COMPLETIONS.get(this) + 1);
+    }
+
+    /** The counters, grown first when endpoint {@code id} is beyond them. */
+    private CompletionCounts countsFor(int id) {
+        CompletionCounts c = counts;
+        return id < c.succeeded.length ? c : grow(c, id);
+    }
+
+    /** Adds {@code n} to DP rank {@code rank}'s completed requests, or its prefill tokens done ({@code prefill}). */
+    private void addForRank(int id, int rank, boolean prefill, long n) {
+        CompletionCounts c = countsFor(id);
+        long[] a = prefill ? c.rankPrefillDone : c.rankDone;
+        int i = id * RANKS + rank;
+        LONGS.setRelease(a, i, (long) LONGS.get(a, i) + n);
     }
 
     private CompletionCounts grow(CompletionCounts c, int id) {

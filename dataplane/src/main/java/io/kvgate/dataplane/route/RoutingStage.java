@@ -373,10 +373,25 @@ public final class RoutingStage implements AutoCloseable {
         return ring.remainingCapacity();
     }
 
-    /** Registers the rule and admission families, read on scrape from the table current then. */
+    /**
+     * Registers the rule and admission families, read on scrape from the table current then, and the ring's and the
+     * runner's own counters.
+     */
     public void registerMetrics(io.prometheus.metrics.model.registry.PrometheusRegistry registry) {
         RuleStats.register(registry, () -> agent.table().rules());
         Admission.register(registry, agent::admissionView);
+        counter(registry, "kvgate_router_ring_full_total", "Requests shed because the routing ring was full.", this::ringFullRejects);
+        counter(registry, "kvgate_router_inbox_full_total",
+            "Requests shed because their event loop already waited for a ring's worth of routing decisions.", this::inboxFullRejects);
+        io.prometheus.metrics.core.metrics.GaugeWithCallback.builder().name("kvgate_router_ring_free").help("Free slots in the routing ring.")
+            .callback(cb -> cb.call(ringRemaining())).register(registry);
+        counter(registry, "kvgate_router_errors_total", "Routing stage handler errors.", this::handlerErrors);
+    }
+
+    private static void counter(io.prometheus.metrics.model.registry.PrometheusRegistry registry, String name, String help,
+                                java.util.function.LongSupplier value) {
+        io.prometheus.metrics.core.metrics.CounterWithCallback.builder().name(name).help(help)
+            .callback(cb -> cb.call(value.getAsLong())).register(registry);
     }
 
     /** The counters of the current table's rule {@code name}, or null. */

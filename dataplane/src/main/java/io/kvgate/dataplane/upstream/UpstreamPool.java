@@ -13,6 +13,9 @@ import io.netty.channel.ChannelPipeline;
 import io.netty.channel.EventLoop;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.concurrent.FastThreadLocal;
+import io.prometheus.metrics.core.metrics.CounterWithCallback;
+import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.Map;
@@ -140,6 +143,18 @@ public final class UpstreamPool implements UpstreamConnector {
         // leg's last read, the read interest is still registered: this costs no epoll_ctl (auto-read stays off).
         ch.read();
         q.addLast(ch);
+    }
+
+    /** Registers the pool's families (open connections, connects, reuses), read from its counters on scrape. */
+    public void registerMetrics(PrometheusRegistry registry) {
+        GaugeWithCallback.builder().name("kvgate_upstream_open_connections").help("Open connections to engines.")
+            .callback(cb -> cb.call(openConnections())).register(registry);
+        counter(registry, "kvgate_upstream_connects_total", "New connections opened to engines.", this::connectsOpened);
+        counter(registry, "kvgate_upstream_reuses_total", "Requests sent on a pooled keep-alive connection.", this::connectsReused);
+    }
+
+    private static void counter(PrometheusRegistry registry, String name, String help, java.util.function.LongSupplier value) {
+        CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.getAsLong())).register(registry);
     }
 
     public long connectsOpened() {

@@ -214,7 +214,7 @@ public final class ExchangeKit implements AutoCloseable {
                   - url: http://10.0.0.2:8000%s
             """.formatted(extraYaml, engine, policy, ruleYaml, policy.equals("pd") ? "\n        role: prefill" : "",
             policy.equals("pd") ? "\n        role: decode" : ""));
-        gw = new GatewayContext(() -> config, null, null, metrics, new ManualClock(), null, engines, live, loop -> routing);
+        gw = new GatewayContext(() -> config, null, null, metrics, new ManualClock(), engines, live, loop -> routing);
         rule = RouteTable.build(config, new EndpointRegistry(), c -> Policies.create("round_robin")).ruleForModel("m");
     }
 

@@ -433,21 +433,33 @@ class ClientConnectionTest {
         ch.writeInbound(ascii(methodAndPath + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n\r\n"));
         assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)));
         ch.finishAndReleaseAll();
-        assertEquals(0, h.rendered);
     }
 
     @Test
     void h8_renderRoutesRenderOnlyWithTheApiKey() {
+        String tokenIds = "{\"model\":\"m\",\"prompt\":[11,12,13]}";
+        String render = chatPost(tokenIds).replace("/v1/chat/completions", "/kvgate/v1/completions/render");
         EmbeddedChannel ch = h.channel();
-        String req = chatPost(BODY).replace("/v1/chat/completions", "/kvgate/v1/chat/completions/render");
-        ch.writeInbound(ascii(req));
-        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(output(ch)));
-        assertEquals(0, h.rendered);
+        ch.writeInbound(ascii(render));
+        String refused = output(ch);
+        assertEquals("HTTP/1.1 401 Unauthorized", statusLine(refused));
+        assertFalse(refused.contains("prompt_token_ids"), refused);
         EmbeddedChannel ok = h.channel();
-        ok.writeInbound(ascii(chatPost(BODY, AUTH).replace("/v1/chat/completions", "/kvgate/v1/chat/completions/render")));
-        assertEquals("HTTP/1.1 200 OK", statusLine(output(ok)));
-        assertEquals(1, h.rendered);
+        ok.writeInbound(ascii(chatPost(tokenIds, AUTH).replace("/v1/chat/completions", "/kvgate/v1/completions/render")));
+        String rendered = output(ok);
+        assertEquals("HTTP/1.1 200 OK", statusLine(rendered));
+        assertTrue(rendered.contains("\"prompt_token_ids\":[11,12,13]"), rendered);
         ok.finishAndReleaseAll();
+    }
+
+    @Test
+    void aChatRenderOnARuleWithoutATokenizerIsA400NamingTheKey() {
+        EmbeddedChannel ch = h.channel();
+        ch.writeInbound(ascii(chatPost(BODY, AUTH).replace("/v1/chat/completions", "/kvgate/v1/chat/completions/render")));
+        String out = output(ch);
+        assertEquals("HTTP/1.1 400 Bad Request", statusLine(out));
+        assertTrue(out.contains("rules[].tokenizer"), out);
+        ch.finishAndReleaseAll();
     }
 
     @Test

@@ -3,9 +3,7 @@ package io.kvgate.dataplane.http;
 import io.kvgate.control.clock.ManualClock;
 import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
-import io.kvgate.dataplane.openai.OpenAiErrors;
 import io.kvgate.dataplane.exchange.GatewayContext;
-import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.exchange.ActiveExchange;
 import io.kvgate.dataplane.exchange.ExchangeOwner;
 import io.kvgate.dataplane.exchange.ExchangeStarter;
@@ -14,16 +12,12 @@ import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.RouteTable;
 import io.kvgate.dataplane.route.RoutingStage;
 import io.kvgate.dataplane.route.RulePolicies;
-import io.kvgate.dataplane.route.Rule;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
 import io.netty.buffer.UnpooledByteBufAllocator;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.embedded.EmbeddedChannel;
-import io.netty.handler.codec.http.FullHttpResponse;
-import io.netty.handler.codec.http.HttpRequest;
-import io.netty.handler.codec.http.HttpResponseStatus;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -71,7 +65,6 @@ final class FrontDoorHarness implements AutoCloseable {
     final List<byte[]> bodyArrays = new ArrayList<>();
     final List<ExchangeOwner> owners = new ArrayList<>();
     final List<ChannelHandlerContext> contexts = new ArrayList<>();
-    int rendered;
     /** Counts heap bytes of every buffer the channels allocate (cumulation, body, responses). */
     final UnpooledByteBufAllocator alloc = new UnpooledByteBufAllocator(false, false, false);
 
@@ -80,25 +73,12 @@ final class FrontDoorHarness implements AutoCloseable {
     }
 
     FrontDoorHarness(String yaml) throws Exception {
-        this(yaml, null);
-    }
-
-    /** @param renderRoutes the render routes' hooks, or null for a stub that counts calls in {@link #rendered} */
-    FrontDoorHarness(String yaml, RequestHooks renderRoutes) throws Exception {
         config = GatewayConfig.parse(yaml);
         RouteTable table = RouteTable.build(config, new EndpointRegistry(),
             c -> RulePolicies.create(c, null, clock));
         router = new RoutingStage(config.router(), table, clock);
-        RequestHooks hooks = renderRoutes != null ? renderRoutes : new RequestHooks() {
-            @Override
-            public FullHttpResponse handleLocal(ChannelHandlerContext ctx, HttpRequest head, ByteBuf body,
-                                                io.kvgate.dataplane.request.RequestFields fields, Rule rule) {
-                rendered++;
-                return OpenAiErrors.jsonResponse(ctx.alloc(), HttpResponseStatus.OK, "{\"rendered\":true}");
-            }
-        };
         applied.set(config);
-        gw = new GatewayContext(applied::get, router, null, metrics, clock, hooks);
+        gw = new GatewayContext(applied::get, router, null, metrics, clock);
         java.util.Set<String> models = new java.util.HashSet<>();
         config.rules().forEach(r -> models.addAll(r.models()));
         metrics.modelLabels(models);

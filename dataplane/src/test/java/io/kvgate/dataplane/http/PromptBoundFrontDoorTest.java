@@ -68,7 +68,7 @@ class PromptBoundFrontDoorTest {
                 max_prompt_tokens: 16
                 endpoints:
                   - url: http://127.0.0.1:3
-            """.formatted(modelDir()), new io.kvgate.dataplane.prompt.RenderRoutes());
+            """.formatted(modelDir()));
     }
 
     @AfterAll

@@ -79,7 +79,7 @@ class PromptStageTest {
                 policy: kv_exact
                 endpoints:
                   - url: http://127.0.0.1:5
-            """.formatted(modelDir(), modelDir()), new io.kvgate.dataplane.prompt.RenderRoutes());
+            """.formatted(modelDir(), modelDir()));
     }
 
     @AfterEach

@@ -5,7 +5,6 @@ import io.kvgate.control.config.GatewayConfig;
 import io.kvgate.dataplane.exchange.RequestContext;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.exchange.GatewayContext;
-import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.request.Refusal;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.RouteTable;
@@ -74,7 +73,7 @@ final class StageFixture implements AutoCloseable {
         config = GatewayConfig.parse(YAML);
         table = RouteTable.build(config, new EndpointRegistry(), c -> RulePolicies.create(c, null, clock));
         router = new RoutingStage(config.router(), table, clock);
-        gw = new GatewayContext(config, router, null, metrics, clock, new RequestHooks() { });
+        gw = new GatewayContext(config, router, null, metrics, clock);
         java.util.Set<String> models = new java.util.HashSet<>();
         config.rules().forEach(r -> models.addAll(r.models()));
         metrics.modelLabels(models);

@@ -10,7 +10,6 @@ import io.kvgate.dataplane.exchange.ExchangeRouting;
 import io.kvgate.dataplane.exchange.GatewayContext;
 import io.kvgate.dataplane.exchange.LiveExchanges;
 import io.kvgate.dataplane.exchange.Exchanges;
-import io.kvgate.dataplane.proxy.RequestHooks;
 import io.kvgate.dataplane.exchange.ExchangeStarter;
 import io.kvgate.dataplane.route.EndpointRegistry;
 import io.kvgate.dataplane.route.EndpointState;
@@ -136,7 +135,7 @@ public class FrontDoorBench {
         router = new RoutingStage(cfg.router(), table, NanoClock.SYSTEM);
         GatewayMetrics metrics = new GatewayMetrics();
         metrics.modelLabels(Set.of("m"));
-        GatewayContext gw = new GatewayContext(cfg, router, null, metrics, NanoClock.SYSTEM, new RequestHooks() { });
+        GatewayContext gw = new GatewayContext(cfg, router, null, metrics, NanoClock.SYSTEM);
         DrainState drain = new DrainState();
         ExchangeStarter answerAtOnce = (ctx, req, owner) -> {
             req.body().release();
@@ -233,7 +232,7 @@ public class FrontDoorBench {
         };
         GatewayMetrics metrics = new GatewayMetrics();
         metrics.modelLabels(Set.of("m"));
-        GatewayContext gw = new GatewayContext(() -> cfg, proxyRouter, null, metrics, NanoClock.SYSTEM, new RequestHooks() { },
+        GatewayContext gw = new GatewayContext(() -> cfg, proxyRouter, null, metrics, NanoClock.SYSTEM,
             connector, new LiveExchanges(), loop -> decideAtOnce);
         DrainState drain = new DrainState();
         ExchangeStarter exchanges = Exchanges.plain(gw); // the gateway's starter for a plain rule

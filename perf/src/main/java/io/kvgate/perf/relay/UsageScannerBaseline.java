@@ -1,4 +1,4 @@
-package io.kvgate.dataplane.relay;
+package io.kvgate.perf.relay;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.util.ByteProcessor;
@@ -6,7 +6,8 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * BASELINE for {@code UsageScanBench}: the usage scanner as it was at 14d541a (a Netty {@code indexOf} per quote and
- * a {@code forEachByte} walk from it), kept verbatim but for its name so the bench measures old and new in one run.
+ * a {@code forEachByte} walk from it), kept verbatim but for its name and package (and a
+ * javadoc link made plain text) so the bench measures old and new in one run.
  *
  * <p>The token usage of an engine's answer, read from the bytes on their way to the client (issue #13 item 5,
  * {@code kvgate_tokens_total}): a byte-at-a-time state machine that finds a {@code "usage": {…}} member and reads
@@ -15,7 +16,7 @@ import java.nio.charset.StandardCharsets;
  * stream's final usage chunk (cumulative) comes after any per-chunk usage, and a JSON answer has one.
  *
  * <p>Why a hand-written scanner: it runs on the relay's byte-for-byte path, which must not parse JSON or allocate
- * per request; the scanner holds a few primitives (the response object carries it, {@link ClientResponse} extends
+ * per request; the scanner holds a few primitives (the response object carries it, {@code ClientResponse} extends
  * it) and touches each byte once. It is not a JSON validator: bytes it does not expect send it back to looking for
  * the next {@code "usage"}. {@code "usage"} followed by {@code :} can only be a member name: inside a JSON string
  * every quote is escaped, so the quote after {@code usage} would be preceded by a backslash. Event-loop only.

@@ -1,5 +1,7 @@
-package io.kvgate.dataplane.relay;
+package io.kvgate.perf.relay;
 
+import io.kvgate.dataplane.relay.ClientResponse;
+import io.kvgate.dataplane.relay.UsageScanner;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import java.nio.charset.StandardCharsets;
@@ -33,7 +35,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * nothing of its own: run with {@code -prof gc} for the bytes per answer. The JMH thread is not a Netty event-loop
  * thread, so the new scanner's per-thread scratch is found through {@code FastThreadLocal}'s slower fallback here.
  *
- * <p>In the proxy's package (a split package on the benchmark class path): the scanner is package-private.
+ * <p>Reaches the scanner through its public {@code scanUsage(ByteBuf)} (perf classes stay out of product packages:
+ * {@code LayeringTest.perfClassesLiveInPerfPackages}).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)

@@ -1,5 +1,11 @@
-package io.kvgate.dataplane.relay;
+package io.kvgate.perf.relay;
 
+import io.kvgate.dataplane.relay.ByteMatcher;
+import io.kvgate.dataplane.relay.ClientResponse;
+import io.kvgate.dataplane.relay.EngineStreamCheck;
+import io.kvgate.dataplane.relay.SseFramer;
+import io.kvgate.dataplane.relay.SseRewriter;
+import io.kvgate.dataplane.relay.UsageScanner;
 import io.kvgate.dataplane.request.AnswerRewrite;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -30,7 +36,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * {@code byteMatcher} compare the byte search the stream check used before with the one it uses now, on one read.
  * Run with {@code -prof gc} for the allocation per stream.
  *
- * <p>In the proxy's package (a split package on the benchmark class path): the relay classes are package-private.
+ * <p>Reaches the relay's classes through the public constructors and methods they keep for it (perf classes stay out
+ * of product packages: {@code LayeringTest.perfClassesLiveInPerfPackages}).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
