@@ -115,6 +115,11 @@ public final class Policies {
                 for (int i = 0; i < n; i++) {
                     why.append(i == 0 ? "" : ",").append(c[i].key()).append(':');
                     c[i].loadEstimate().explain(why);
+                    double f = c[i].ttft().loadFactor();
+                    if (f != 1.0) {
+                        // Weighed as an outlier (load.ttft_aware): its recent TTFT is this many times its fleet's.
+                        why.append("*ttft_x").append(Math.round(f * 10) / 10.0);
+                    }
                 }
             }
             return best;

@@ -118,6 +118,8 @@ class HedgedFirstTokenTest {
             String answer = "{\"id\":\"h\"}";
             k.engineSends(1, JSON_HEAD + answer.length() + "\r\n\r\n" + answer);
             assertFalse(k.engine(0).isOpen(), "the primary is cancelled");
+            assertEquals(List.of(new Ttft(k.ep1, 100_000_000L, true)), k.engines.ttfts,
+                "the cancelled primary's wait is a lower bound; a non-streamed answer is no first-token measurement");
             k.received();
             assertEquals(answer, k.body.toString());
             assertEquals(1, k.metrics.hedges("r", "won_hedge"));
@@ -142,6 +144,9 @@ class HedgedFirstTokenTest {
             startedStream(k, "interactive");
             k.advance(1_000);
             assertTrue(k.routing.pending.isEmpty());
+            k.engineSends(0, chunk("data: {\"a\":1}\n\n"));
+            assertEquals(List.of(new Ttft(k.ep1, 1_000_000_000L, false)), k.engines.ttfts,
+                "every streamed leg's first event is measured, hedged or not");
         }
     }
 

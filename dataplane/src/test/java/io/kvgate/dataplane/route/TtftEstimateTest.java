@@ -111,6 +111,10 @@ class TtftEstimateTest {
         TtftFleets fleets = new TtftFleets();
         fleets.apply(t, clock.nanoTime());
         EndpointState slow = r.endpoints().get(3);
+        StringBuilder why = new StringBuilder();
+        RouteEvent explained = RouteEvent.of(r, Role.ANY, null, null, SessionKeys.NONE, true, true);
+        r.policyFor(Role.ANY).choose(r.candidates(Role.ANY), explained, clock.nanoTime(), why);
+        assertTrue(why.toString().contains(slow.key() + ":0(engine=unknown local=0)*ttft_x10.0"), why.toString());
         int toSlow = 0;
         for (int i = 0; i < 12; i++) { // 4 in flight on each fast endpoint: still less than the straggler's weight
             toSlow += decide(r, event(r), clock.nanoTime()) == slow ? 1 : 0;
