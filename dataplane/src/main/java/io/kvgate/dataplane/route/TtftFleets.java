@@ -15,7 +15,9 @@ final class TtftFleets {
         GatewayConfig.Load load = table.config().load();
         long recoverNs = load.ttftRecoverMs() * 1_000_000L;
         boolean aware = load.ttftAware();
-        for (Rule rule : table.rules()) {
+        java.util.List<Rule> rules = table.rules();
+        for (int i = 0; i < rules.size(); i++) { // indexed: an iterator per housekeeping would allocate per batch
+            Rule rule = rules.get(i);
             if (rule.isPd()) {
                 apply(rule.candidates(Role.PREFILL), nowNs, recoverNs, aware);
                 apply(rule.candidates(Role.DECODE), nowNs, recoverNs, aware);

@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Timeout;
  * TTFT-aware load ({@code load.ttft_aware}, issue #41 item 3) through a real gateway and two simulated engines, one
  * very slow to its first token: once the gateway measured both, least_outstanding stops sending the slow one new
  * requests (its excess fades over {@code ttft_recover_ms}, set long here so it cannot fade during the test); with the
- * key off, the same requests alternate between them. The margin is wide (1,500 ms against 5 ms first tokens: a
- * 300x ratio against the 2x threshold), so the host's load does not decide the outcome.
+ * key off, the same requests alternate between them. The margin is wide (3,000 ms against 5 ms first tokens: a
+ * 600x ratio against the 2x threshold), so the host's load does not decide the outcome.
  */
 @Timeout(120)
 @Tag("system")
@@ -65,7 +65,7 @@ class TtftAwareRoutingSystemTest {
      * other; returns how many generations the slow engine started in all.
      */
     private static long slowEngineShare(boolean aware) throws Exception {
-        try (EngineSimulator fast = sim(5); EngineSimulator slow = sim(1_500)) {
+        try (EngineSimulator fast = sim(5); EngineSimulator slow = sim(3_000)) {
             Gateway gw = gateway(fast, slow, aware);
             HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
             try {
