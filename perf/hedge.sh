@@ -6,7 +6,8 @@
 #   engines: 4 x `./kvgate sim --dialect vllm --itl-ms 5 --prefill-us-per-token 0`, three with --ttft-ms FAST_TTFT,
 #            one straggler with --ttft-ms 10x FAST_TTFT
 #   gateway "off": least_outstanding, no hedge block
-#   gateway "on":  the same rule with hedge: {after_ms: AFTER_MS, max_extra_ratio: MAX_EXTRA (0.1)}
+#   gateway "on":  the same rule with hedge: {after_ms: AFTER_MS, max_extra_ratio: MAX_EXTRA (0.1)[, ttft_factor: TTFT_FACTOR]}
+#   both:          load: {ttft_aware: TTFT_AWARE (true)}: the same routing, TTFT-aware (outlier avoidance) unless false
 #   load: `./kvgate bench`, closed loop, CONNS connections, streaming chat, fixed 512-byte body, max_tokens 20, every
 #         request X-Kvgate-Priority: interactive; first against "off", then the same against "on" (same engines)
 # Writes perf/results/hedge-<date>.md (machine, load average, command, TTFT p50/p99 both ways, the hedge counters).
@@ -24,6 +25,8 @@ FAST_TTFT="${FAST_TTFT:-50}"
 SLOW_TTFT="${SLOW_TTFT:-$((FAST_TTFT * 10))}"
 AFTER_MS="${AFTER_MS:-$((FAST_TTFT * 2))}"
 export MAX_EXTRA="${MAX_EXTRA:-0.1}"
+export TTFT_AWARE="${TTFT_AWARE:-true}"
+export TTFT_FACTOR="${TTFT_FACTOR:-}"
 NAME=hedge
 . "$ROOT/perf/fleet-common.sh" # ports, work directory, start/kv/wait_http, and the processes stopped by PID on exit
 P_OFF=$((PORT_BASE + 11)); P_OFF_ADMIN=$((PORT_BASE + 12))
@@ -43,6 +46,7 @@ listen: 127.0.0.1:$1
 admin_listen: 127.0.0.1:$2
 control_socket: "off"
 health: {interval_ms: 60000}
+load: {ttft_aware: $TTFT_AWARE}
 rules:
   - name: chat
     models: [m]
@@ -52,7 +56,8 @@ $EPS
 YAML
 }
 gateway_yaml "$P_OFF" "$P_OFF_ADMIN" "" >"$WORK/off.yaml"
-gateway_yaml "$P_ON" "$P_ON_ADMIN" "    hedge: {after_ms: $AFTER_MS, max_extra_ratio: $MAX_EXTRA}
+FACTOR_KEY=""; [ -n "$TTFT_FACTOR" ] && FACTOR_KEY=", ttft_factor: $TTFT_FACTOR"
+gateway_yaml "$P_ON" "$P_ON_ADMIN" "    hedge: {after_ms: $AFTER_MS, max_extra_ratio: $MAX_EXTRA$FACTOR_KEY}
 " >"$WORK/on.yaml"
 start gw-off kv serve --config "$WORK/off.yaml"
 start gw-on kv serve --config "$WORK/on.yaml"
@@ -78,9 +83,11 @@ LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 MACHINE="$(lscpu | grep 'Model name' | sed 's/  */ /g'); nproc=$(nproc); mem=$(free -g | awk '/Mem:/{print $2}') GiB; kernel $(uname -r); $("$JAVA_HOME/bin/java" -version 2>&1 | head -1 || true)"
 python3 - "$WORK" "$OUT" "$DATE" "$MACHINE" "$LOAD_START" "$LOAD_END" "$DURATION" "$WARMUP" "$CONNS" "$FAST_TTFT" \
-  "$SLOW_TTFT" "$AFTER_MS" <<'PY'
+  "$SLOW_TTFT" "$AFTER_MS" "127.0.0.1:$((PORT_BASE + 4))" <<'PY'
 import json, os, re, sys
-work, out, date, machine, load_start, load_end, duration, warmup, conns, fast, slow, after = sys.argv[1:13]
+work, out, date, machine, load_start, load_end, duration, warmup, conns, fast, slow, after, straggler = sys.argv[1:14]
+aware = os.environ.get("TTFT_AWARE", "true")
+factor = os.environ.get("TTFT_FACTOR", "")
 def t(name):
     with open(os.path.join(work, name + ".json")) as f:
         return json.load(f)["targets"][0]
@@ -88,7 +95,7 @@ def metrics(name):
     m = {}
     with open(os.path.join(work, name)) as f:
         for line in f:
-            if line.startswith("kvgate_hedge") or line.startswith("kvgate_tokens_total") or line.startswith("kvgate_requests_total"):
+            if line.startswith(("kvgate_hedge", "kvgate_tokens_total", "kvgate_requests_total", "kvgate_endpoint_routed_total")):
                 k, v = line.rsplit(" ", 1)
                 m[k] = float(v)
     return m
@@ -103,6 +110,11 @@ legs = hedges("won_hedge") + hedges("won_primary")
 reqs = pick(m_on, 'kvgate_requests_total{')
 prompt = pick(m_on, 'kvgate_tokens_total{') and sum(v for k, v in m_on.items() if k.startswith("kvgate_tokens_total") and 'kind="prompt"' in k)
 extra = pick(m_on, 'kvgate_hedge_extra_prompt_tokens_total{')
+def straggler_share(m):
+    routed = {k: v for k, v in m.items() if k.startswith("kvgate_endpoint_routed_total{")}
+    total = sum(routed.values())
+    slow_n = sum(v for k, v in routed.items() if 'endpoint="%s"' % straggler in k)
+    return slow_n, total
 def row(label, x):
     e = x["errors_by_class"]
     ttft = x.get("ttft_ms") or {}
@@ -116,7 +128,8 @@ L.append(f"Machine: {machine}. Load average (1/5/15 min) at start {load_start}, 
 L.append(f"Command: `perf/hedge.sh` (DURATION={duration} s measured after {warmup} s warm-up per run). Fleet: 4 "
          f"`./kvgate sim --dialect vllm --itl-ms 5 --prefill-us-per-token 0`, three with `--ttft-ms {fast}`, one straggler "
          f"with `--ttft-ms {slow}` (10x). Gateways: `least_outstanding`; \"off\" without a hedge block, \"on\" with "
-         f"`hedge: {{after_ms: {after}, max_extra_ratio: {os.environ.get('MAX_EXTRA', '0.1')}}}`. Load: `./kvgate bench --closed-loop --connections {conns}`, "
+         f"`hedge: {{after_ms: {after}, max_extra_ratio: {os.environ.get('MAX_EXTRA', '0.1')}" + (f", ttft_factor: {factor}" if factor else "") + "}`; "
+         f"both with `load: {{ttft_aware: {aware}}}` (the same routing). Load: `./kvgate bench --closed-loop --connections {conns}`, "
          "streaming chat, fixed 512-byte body, max_tokens 20, every request `X-Kvgate-Priority: interactive`; first "
          "against \"off\", then against \"on\" (the same engines).\n")
 L.append("| gateway | requests | ok | errors | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | TTFT max ms | goodput rps |")
@@ -137,6 +150,10 @@ L.append(f"- **Extra prefill**: {legs:.0f} hedge legs for {reqs:.0f} requests (w
          f"{'met' if share <= 0.10 else 'NOT met'}). The gateway's budget counted {extra:.0f} hedge prompt tokens "
          f"(estimated as body bytes / 4: the rule does not tokenize) against {prompt:.0f} prompt tokens the engines reported "
          "in successful answers. A cancelled leg's prefill is counted whole, though the engine may not have finished it.")
+for name, m in (("off", m_off), ("on", m_on)):
+    n, tot = straggler_share(m)
+    L.append(f"- Straggler ({straggler}) share of the requests routed by \"{name}\" (`kvgate_endpoint_routed_total`, hedge legs and"
+             f" warm-up included): {n:.0f} of {tot:.0f} = {100 * n / tot if tot else float('nan'):.1f} %.")
 L.append(f"- Results (`kvgate_hedges_total`): won_hedge {hedges('won_hedge'):.0f}, won_primary {hedges('won_primary'):.0f}, "
          f"skipped_budget {hedges('skipped_budget'):.0f}, no_candidate {hedges('no_candidate'):.0f}.")
 L.append("")

@@ -326,16 +326,23 @@ public record GatewayConfig(
      *                         gateway's requests then) reverts to its recent mean as the reading ages, over this
      *                         gateway's measured request lifetime on the endpoint; {@code none}: it counts in full
      *                         until the reading is stale (before #14's replica fix)
+     * @param ttftAware        the load-aware policies weigh an endpoint whose recent time to first token is more than
+     *                         twice its rule's fleet value as that many times busier (docs/routing.md: TTFT-aware load)
+     * @param ttftRecoverMs    how fast such an endpoint's excess over the fleet fades while no new first token is
+     *                         measured there (exp(-age / this)), so it gets requests again and is re-measured
      */
     public record Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path,
-                       String peerDecay) {
+                       String peerDecay, boolean ttftAware, long ttftRecoverMs) {
         public static final String PEER_DECAY_LIFETIME = "lifetime";
         public static final String PEER_DECAY_NONE = "none";
         public static final java.util.List<String> PEER_DECAYS = java.util.List.of(PEER_DECAY_LIFETIME, PEER_DECAY_NONE);
-        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, null, PEER_DECAY_LIFETIME);
+        public static final long DEFAULT_TTFT_RECOVER_MS = 500;
+        public static final Load DEFAULTS = new Load(true, 250, 2_000, 1_000, 4 << 20, null, PEER_DECAY_LIFETIME, false,
+            DEFAULT_TTFT_RECOVER_MS);
 
         public Load(boolean enabled, long scrapeIntervalMs, long staleMs, long timeoutMs, int maxBodyBytes, String path) {
-            this(enabled, scrapeIntervalMs, staleMs, timeoutMs, maxBodyBytes, path, PEER_DECAY_LIFETIME);
+            this(enabled, scrapeIntervalMs, staleMs, timeoutMs, maxBodyBytes, path, PEER_DECAY_LIFETIME, false,
+                DEFAULT_TTFT_RECOVER_MS);
         }
 
         /** The path to scrape on an endpoint whose engine serves its page at {@code enginePath}. */
@@ -545,7 +552,8 @@ public record GatewayConfig(
 
         ConfigNode ld = n.child(LoadKeys.SECTION.name());
         Load load = new Load(LoadKeys.ENABLED.read(ld), LoadKeys.SCRAPE_INTERVAL_MS.read(ld), LoadKeys.STALE_MS.read(ld),
-            LoadKeys.TIMEOUT_MS.read(ld), LoadKeys.MAX_BODY_BYTES.read(ld), LoadKeys.PATH.read(ld), LoadKeys.PEER_DECAY.read(ld));
+            LoadKeys.TIMEOUT_MS.read(ld), LoadKeys.MAX_BODY_BYTES.read(ld), LoadKeys.PATH.read(ld), LoadKeys.PEER_DECAY.read(ld),
+            LoadKeys.TTFT_AWARE.read(ld), LoadKeys.TTFT_RECOVER_MS.read(ld));
         if (load.path() != null && !load.path().startsWith("/")) {
             ld.problem("path", load.path(), "must start with '/'");
         }

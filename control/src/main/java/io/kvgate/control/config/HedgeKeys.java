@@ -21,4 +21,8 @@ public final class HedgeKeys {
     public static final ConfigKey<HedgeConfig, Long> WINDOW_MS = SECTION.longKey("window_ms", HedgeConfig.DEFAULT_WINDOW_MS,
             1_000, 3_600_000)
         .doc("the sliding window the `max_extra_ratio` budget is measured over").readBack(HedgeConfig::windowMs);
+    public static final ConfigKey<HedgeConfig, Double> TTFT_FACTOR = SECTION.optionalDoubleKey("ttft_factor", 1.0, 100.0, "off")
+        .doc("wait max(`after_ms`, this × the endpoint's recent TTFT, capped at the rule's fleet value) before hedging;"
+            + " `after_ms` alone while the endpoint has no estimate")
+        .readBack(h -> h.ttftFactor() > 0 ? h.ttftFactor() : null);
 }

@@ -29,4 +29,11 @@ public final class LoadKeys {
     public static final ConfigKey<Load, String> PEER_DECAY = SECTION.oneOfKey("peer_decay", D.peerDecay(), Load.PEER_DECAYS)
         .doc("how the other gateways' part of a reading ages: toward its recent mean over the request lifetime, or not at all")
         .readBack(Load::peerDecay);
+    public static final ConfigKey<Load, Boolean> TTFT_AWARE = SECTION.boolKey("ttft_aware", D.ttftAware())
+        .doc("load-aware policies weigh an endpoint whose recent time to first token is over twice its rule's fleet"
+            + " value as that many times busier (outlier avoidance)").readBack(Load::ttftAware);
+    public static final ConfigKey<Load, Long> TTFT_RECOVER_MS = SECTION.longKey("ttft_recover_ms", D.ttftRecoverMs(), 10,
+            600_000)
+        .doc("time constant over which a slow endpoint's excess TTFT fades toward the fleet's while no new first token"
+            + " is measured there, so it is tried again").readBack(Load::ttftRecoverMs);
 }

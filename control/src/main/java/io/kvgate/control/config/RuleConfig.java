@@ -732,16 +732,35 @@ public record RuleConfig(
     /**
      * Hedged first token (issue #41 item 3, docs/hedging.md): an {@code interactive} request whose first token has not
      * arrived {@code afterMs} after it was sent goes to the next-best endpoint too; the first leg with a token wins.
-     * The hedge legs' prompt tokens are capped at {@code maxExtraRatio} of the rule's interactive prompt tokens over
-     * the last {@code windowMs}. {@code afterMs} 0: off.
+     * With {@code ttftFactor} above 0 the wait is {@code max(afterMs, ttftFactor x the endpoint's recent TTFT)}, the
+     * recent TTFT capped at the rule's fleet value (the router's per-endpoint estimate; {@code afterMs} alone while
+     * the endpoint has none). The hedge legs' prompt tokens are capped at {@code maxExtraRatio} of the rule's
+     * interactive prompt tokens over the last {@code windowMs}. {@code afterMs} 0: off.
      */
-    public record HedgeConfig(long afterMs, double maxExtraRatio, long windowMs) {
+    public record HedgeConfig(long afterMs, double maxExtraRatio, long windowMs, double ttftFactor) {
         public static final double DEFAULT_MAX_EXTRA_RATIO = 0.1;
         public static final long DEFAULT_WINDOW_MS = 60_000;
-        public static final HedgeConfig OFF = new HedgeConfig(0, DEFAULT_MAX_EXTRA_RATIO, DEFAULT_WINDOW_MS);
+        public static final HedgeConfig OFF = new HedgeConfig(0, DEFAULT_MAX_EXTRA_RATIO, DEFAULT_WINDOW_MS, 0);
+
+        /** Without {@code ttft_factor}: a fixed wait of {@code afterMs}. */
+        public HedgeConfig(long afterMs, double maxExtraRatio, long windowMs) {
+            this(afterMs, maxExtraRatio, windowMs, 0);
+        }
 
         public boolean enabled() {
             return afterMs > 0;
+        }
+
+        /**
+         * The wait before hedging a request sent to an endpoint whose recent TTFT (capped at the fleet's) is
+         * {@code recentTtftNs} (-1: no estimate yet), in ns.
+         */
+        public long waitNs(long recentTtftNs) {
+            long floor = afterMs * 1_000_000L;
+            if (ttftFactor <= 0 || recentTtftNs < 0) {
+                return floor;
+            }
+            return Math.max(floor, (long) Math.min(Long.MAX_VALUE / 2.0, ttftFactor * recentTtftNs));
         }
     }
 
@@ -749,12 +768,16 @@ public record RuleConfig(
         int afterMs = HedgeKeys.AFTER_MS.readIfSet(h, 0);
         double ratio = HedgeKeys.MAX_EXTRA_RATIO.read(h);
         long windowMs = HedgeKeys.WINDOW_MS.read(h);
-        if (afterMs == 0 && (h.has("max_extra_ratio") || h.has("window_ms"))) {
+        double ttftFactor = HedgeKeys.TTFT_FACTOR.readIfSet(h, 0.0);
+        if (afterMs == 0 && h.has("ttft_factor")) {
+            h.problems().add(h.where("after_ms") + ": hedge.ttft_factor needs after_ms: it is the least wait, and the"
+                + " wait while the endpoint has no TTFT estimate yet; set after_ms");
+        } else if (afterMs == 0 && (h.has("max_extra_ratio") || h.has("window_ms"))) {
             h.problems().add(h.where("after_ms") + ": hedge settings without after_ms do nothing; set after_ms (the"
                 + " wait for a first token before the request also goes to the next-best endpoint)");
         }
         h.finish();
-        return new HedgeConfig(afterMs, ratio, windowMs);
+        return new HedgeConfig(afterMs, ratio, windowMs, ttftFactor);
     }
 
     /**

@@ -70,7 +70,7 @@ class ConfigTreeCoverageTest {
             ingest: {max_frame_bytes: 9999, receive_buffer_bytes: 99999, socket_receive_buffer_bytes: 9999, retry_initial_ms: 9, retry_max_ms: 99,
                      max_peers_per_bind_socket: 3}
             load: {enabled: false, scrape_interval_ms: 99, stale_ms: 999, timeout_ms: 9, max_body_bytes: 9999, path: /m,
-                   peer_decay: none}
+                   peer_decay: none, ttft_aware: true, ttft_recover_ms: 999}
             tracing: {otlp_endpoint: "http://127.0.0.1:4318/v1/traces", sample_ratio: 0.25, service_name: gw-9}
             shutdown: {drain_delay_ms: 99}
             logging: {format: json, level: debug, access_log: stdout, access_log_queue: 1024}
@@ -128,7 +128,7 @@ class ConfigTreeCoverageTest {
                      min_uncached_tokens: 99}
                 admission: {max_queue: 9, max_wait_ms: 999, max_waiting: 9, max_kv_usage: 0.9, max_outstanding: 9,
                             interactive_reserve: 2, api_key_priorities: {%s: batch}}
-                hedge: {after_ms: 99, max_extra_ratio: 0.2, window_ms: 9999}
+                hedge: {after_ms: 99, max_extra_ratio: 0.2, window_ms: 9999, ttft_factor: 2.5}
                 failover: {mid_stream: true, max_migrations: 9, stall_ms: 99}
                 endpoints:
                   - url: http://127.0.0.1:9001

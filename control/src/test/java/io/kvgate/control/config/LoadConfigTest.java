@@ -34,6 +34,8 @@ class LoadConfigTest {
         assertEquals("/prometheus/metrics", c.load().pathFor("/prometheus/metrics"));
         assertEquals("lifetime", c.load().peerDecay(), "other gateways' part of a reading ages over the request lifetime");
         assertTrue(c.load().decaysPeers());
+        assertEquals(false, c.load().ttftAware(), "TTFT-aware load is opt-in: it changes how load-aware rules route");
+        assertEquals(500, c.load().ttftRecoverMs());
         assertEquals(0.0, c.rules().get(0).kvExact().prefillTokenWeight());
     }
 
@@ -55,6 +57,12 @@ class LoadConfigTest {
         assertTrue(p.contains("load.peer_decay") && p.contains("age") && p.contains("lifetime"), p);
         p = problems("load: {scrape_interval_ms: 5000, stale_ms: 1000}\n" + RULES);
         assertTrue(p.contains("load.stale_ms: value 1000 must be >= load.scrape_interval_ms (5000)"), p);
+        GatewayConfig.Load ttft = GatewayConfig.parse("load: {ttft_aware: true, ttft_recover_ms: 2000}\n" + RULES).load();
+        assertTrue(ttft.ttftAware());
+        assertEquals(2000, ttft.ttftRecoverMs());
+        p = problems("load: {ttft_aware: maybe, ttft_recover_ms: 1}\n" + RULES);
+        assertTrue(p.contains("load.ttft_aware"), p);
+        assertTrue(p.contains("load.ttft_recover_ms: value 1 must be in [10, 600000]"), p);
         p = problems(RULES.replace("policy: kv_exact", "policy: kv_exact\n    kv: {prefill_token_weight: 2}"));
         assertTrue(p.contains("kv.prefill_token_weight: value 2 must be in [0.0, 1.0]"), p);
     }

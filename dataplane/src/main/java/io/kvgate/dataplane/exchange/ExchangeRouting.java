@@ -77,6 +77,16 @@ public interface ExchangeRouting extends EndpointOutcomes {
                     public void prefillDone(EndpointState endpoint, int tokens, int rank) {
                         port.prefillDone(endpoint, tokens, rank);
                     }
+
+                    @Override
+                    public void firstToken(EndpointState endpoint, long ttftNs) {
+                        port.firstToken(endpoint, ttftNs);
+                    }
+
+                    @Override
+                    public void noFirstTokenAfter(EndpointState endpoint, long waitedNs) {
+                        port.noFirstTokenAfter(endpoint, waitedNs);
+                    }
                 };
                 byLoop.set(r);
             }

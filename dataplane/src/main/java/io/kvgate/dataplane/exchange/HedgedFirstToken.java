@@ -1,5 +1,6 @@
 package io.kvgate.dataplane.exchange;
 
+import io.kvgate.control.config.RuleConfig;
 import io.kvgate.dataplane.metrics.GatewayMetrics;
 import io.kvgate.dataplane.route.Decision;
 import io.kvgate.dataplane.route.EndpointState;
@@ -55,9 +56,10 @@ final class HedgedFirstToken implements LegListener, RouteCallback {
     private final GatewayMetrics metrics;
     private final String rule;
     private final HedgeBudget budget;
-    private final double maxExtraRatio;
+    private final RuleConfig.HedgeConfig config;
     private final int promptTokens;
-    private final HedgeRace race;
+    /** The race, from {@link #start} (its wait depends on the primary's endpoint). */
+    private HedgeRace race;
     private final Runnable onTimer = this::onTimer;
 
     private UpstreamLeg primary;
@@ -75,22 +77,25 @@ final class HedgedFirstToken implements LegListener, RouteCallback {
     private EndpointState hedgeEndpoint;
 
     HedgedFirstToken(Host host, EventLoop loop, ExchangeRouting routing, GatewayMetrics metrics, String rule,
-                     HedgeBudget budget, double maxExtraRatio, int promptTokens, long afterMs) {
+                     HedgeBudget budget, RuleConfig.HedgeConfig config, int promptTokens) {
         this.host = host;
         this.loop = loop;
         this.routing = routing;
         this.metrics = metrics;
         this.rule = rule;
         this.budget = budget;
-        this.maxExtraRatio = maxExtraRatio;
+        this.config = config;
         this.promptTokens = promptTokens;
-        this.race = new HedgeRace(loop.ticker().nanoTime(), TimeUnit.MILLISECONDS.toNanos(afterMs));
         budget.recordPrompt(loop.ticker().nanoTime(), promptTokens);
     }
 
-    /** Starts the primary leg (created with this as its listener) and arms the hedge timer. */
+    /**
+     * Starts the primary leg (created with this as its listener) and arms the hedge timer: {@code after_ms}, or with
+     * {@code ttft_factor} that many times the primary endpoint's recent TTFT if longer (docs/hedging.md).
+     */
     void start(UpstreamLeg primaryLeg) {
         this.primary = primaryLeg;
+        this.race = new HedgeRace(loop.ticker().nanoTime(), config.waitNs(primaryLeg.endpoint().ttft().recentNs()));
         timer = loop.schedule(onTimer, Math.max(0, race.dueAtNs() - loop.ticker().nanoTime()), TimeUnit.NANOSECONDS);
         primaryLeg.start();
     }
@@ -102,7 +107,7 @@ final class HedgedFirstToken implements LegListener, RouteCallback {
 
     /** How the race stands, for the explanation: {@code hedge=<endpoint> won|lost|racing}, or null before a hedge. */
     String describe() {
-        if (hedgeEndpoint == null) {
+        if (hedgeEndpoint == null || race == null) {
             return null;
         }
         String how = !race.decided() ? "racing" : race.winner() == HedgeRace.Runner.HEDGE ? "won" : "lost";
@@ -124,7 +129,7 @@ final class HedgedFirstToken implements LegListener, RouteCallback {
             timer = loop.schedule(onTimer, Math.max(0, race.dueAtNs() - now), TimeUnit.NANOSECONDS);
             return;
         }
-        if (!budget.tryCharge(now, promptTokens, maxExtraRatio)) {
+        if (!budget.tryCharge(now, promptTokens, config.maxExtraRatio())) {
             metrics.hedge(rule, "skipped_budget");
             return;
         }
@@ -261,7 +266,7 @@ final class HedgedFirstToken implements LegListener, RouteCallback {
     /** The health probe found {@code ep} down: a leg of the race on it fails (and leaves the race). */
     void onEndpointDown(EndpointState ep) {
         UpstreamLeg h = hedge;
-        if (!race.decided() && h != null && h.endpoint() == ep && !h.state().terminal()) {
+        if (race != null && !race.decided() && h != null && h.endpoint() == ep && !h.state().terminal()) {
             h.failFromListener(LegFailure.ENDPOINT_DOWN);
         }
     }
@@ -274,6 +279,11 @@ final class HedgedFirstToken implements LegListener, RouteCallback {
         cancelTimer();
         UpstreamLeg loser = fromHedge ? primary : hedge;
         if (loser != null) {
+            if (fromHedge) {
+                // The primary waited longer than the hedge's whole head start plus its TTFT: a lower bound of its
+                // endpoint's TTFT. A losing hedge leg says nothing of its endpoint (it started late).
+                routing.noFirstTokenAfter(loser.endpoint(), loser.elapsedNs());
+            }
             dropHead(loser);
             loser.cancel(); // closes its connection: the engine aborts the request; its teardown returns the load
         }

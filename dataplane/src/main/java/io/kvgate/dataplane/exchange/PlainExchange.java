@@ -421,7 +421,7 @@ public final class PlainExchange extends LiveExchanges.Entry implements RouteCal
         // A rule that does not tokenize prompts: about four bytes of request body per token.
         int promptTokens = prompt != null ? prompt.length : body.readableBytes() / 4;
         return new HedgedFirstToken(this, ctx.channel().eventLoop(), routing, gw.metrics(), ruleName,
-            gw.hedgeBudgets().forRule(ruleName, h.windowMs()), h.maxExtraRatio(), promptTokens, h.afterMs());
+            gw.hedgeBudgets().forRule(ruleName, h.windowMs()), h, promptTokens);
     }
 
     @Override

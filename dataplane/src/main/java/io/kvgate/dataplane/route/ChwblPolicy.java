@@ -161,7 +161,8 @@ final class ChwblPolicy implements RoutingPolicy {
         EndpointState owner = c[owners[start]];
         for (int step = 0; step < points.length; step++) {
             EndpointState e = c[owners[(start + step) % points.length]];
-            if (RoutingPolicy.eligible(e, r, nowNs) && e.load() + 1 <= bound) {
+            // An endpoint far slower to its first token than its fleet counts as that much busier (load.ttft_aware).
+            if (RoutingPolicy.eligible(e, r, nowNs) && TtftEstimate.weigh(e.load(), e.ttft().loadFactor()) + 1 <= bound) {
                 stats.tier(r.decidedBy(e == owner ? Tier.CHWBL_OWNER : Tier.CHWBL_WALK));
                 if (r.explain()) {
                     why.append(hasTokens ? "tier=chwbl; key=" : "tier=chwbl(text_prefix); key=").append(Long.toHexString(key)).append("; owner=").append(owner.key())

@@ -46,6 +46,17 @@ public final class EndpointMetrics {
                     }
                 }
             }).register(registry);
+        GaugeWithCallback.builder().name("kvgate_endpoint_ttft_seconds").help("The endpoint's recent time to first token as"
+                + " the router estimates it (streamed requests' first event, averaged; an excess over its rule's fleet fading"
+                + " while unmeasured): what load.ttft_aware weighs and hedge.ttft_factor multiplies; absent while unmeasured.")
+            .labelNames("endpoint").callback(cb -> {
+                for (EndpointState ep : endpoints.all()) {
+                    long ns = ep.ttft().ownRecentNs();
+                    if (ns >= 0) {
+                        cb.call(ns / 1e9, ep.key());
+                    }
+                }
+            }).register(registry);
         endpointGauge("kvgate_endpoint_prefill_tokens", "Uncached prompt tokens of this gateway's requests still in"
             + " prefill on the endpoint (kv_exact rules; kv.prefill_token_weight).", ep -> ep.loadEstimate().prefillTokens());
         GaugeWithCallback.builder().name("kvgate_rule_context_length").help("The context length (tokens) a rule's requests"

@@ -10,6 +10,7 @@ import io.kvgate.control.config.EndpointConfig;
  *   <li>{@link Breaker}: the active probe's verdict and the circuit breaker;</li>
  *   <li>{@link LoadEstimate}: this gateway's in-flight count, the engine's readings, the other gateways' part;</li>
  *   <li>{@link RankLoad}: the same per data-parallel rank;</li>
+ *   <li>{@link TtftEstimate}: the recent time to first token measured here, and its weight on the load;</li>
  *   <li>{@link EngineFacts}: what the probes learnt about the engine (the router never reads it).</li>
  * </ul>
  *
@@ -33,6 +34,7 @@ public final class EndpointState {
     private final LoadEstimate load = new LoadEstimate();
     private final RankLoad rankLoad = load.ranks;
     private final EngineFacts facts = new EngineFacts();
+    private final TtftEstimate ttft = new TtftEstimate();
 
     public EndpointState(String key, int id, EndpointConfig config) {
         this.key = key;
@@ -87,6 +89,10 @@ public final class EndpointState {
 
     public EngineFacts facts() {
         return facts;
+    }
+
+    public TtftEstimate ttft() {
+        return ttft;
     }
 
     /** Requests in flight as of the routing stage's last batch. */

@@ -79,7 +79,8 @@ public final class Policies {
      * Least loaded, weighted (load / weight; the load is the endpoint's estimate, {@link EndpointState#load()}:
      * engine-reported plus this gateway's requests since the scrape, or this gateway's in-flight count), compared
      * exactly by cross-multiplying; with a prefill token weight, {@code load + weight x in-flight uncached prefill
-     * tokens} per endpoint weight. Ties rotate so equal endpoints share evenly.
+     * tokens} per endpoint weight. Ties rotate so equal endpoints share evenly. An endpoint whose recent time to first
+     * token is far above its fleet's is weighed as busier ({@link TtftEstimate}, {@code load.ttft_aware}).
      */
     static final class LeastOutstanding implements RoutingPolicy {
         private final double tokenWeight;
@@ -114,17 +115,30 @@ public final class Policies {
                 for (int i = 0; i < n; i++) {
                     why.append(i == 0 ? "" : ",").append(c[i].key()).append(':');
                     c[i].loadEstimate().explain(why);
+                    double f = c[i].ttft().loadFactor();
+                    if (f != 1.0) {
+                        // Weighed as an outlier (load.ttft_aware): its recent TTFT is this many times its fleet's.
+                        why.append("*ttft_x").append(Math.round(f * 10) / 10.0);
+                    }
                 }
             }
             return best;
         }
 
-        /** a.load / a.weight < b.load / b.weight, without division when no token weight applies. */
+        /**
+         * a.load / a.weight < b.load / b.weight, without division when no token weight applies; an endpoint whose
+         * recent TTFT makes it an outlier ({@code load.ttft_aware}) compares with its load weighed up by
+         * {@link TtftEstimate#weigh}.
+         */
         private boolean lighter(EndpointState a, EndpointState b) {
-            if (tokenWeight == 0) {
+            double fa = a.ttft().loadFactor();
+            double fb = b.ttft().loadFactor();
+            if (tokenWeight == 0 && fa == 1.0 && fb == 1.0) {
                 return (long) a.load() * b.config().weight() < (long) b.load() * a.config().weight();
             }
-            return a.cost(tokenWeight) * b.config().weight() < b.cost(tokenWeight) * a.config().weight();
+            double ca = TtftEstimate.weigh(tokenWeight == 0 ? a.load() : a.cost(tokenWeight), fa);
+            double cb = TtftEstimate.weigh(tokenWeight == 0 ? b.load() : b.cost(tokenWeight), fb);
+            return ca * b.config().weight() < cb * a.config().weight();
         }
 
         @Override

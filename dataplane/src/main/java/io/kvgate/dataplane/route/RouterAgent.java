@@ -84,6 +84,8 @@ final class RouterAgent implements Agent {
 
     // The runner only.
     private final Decider decider = new Decider();
+    /** Each rule's fleet TTFT onto its endpoints' estimates, at every housekeeping (routing thread). */
+    private final TtftFleets ttftFleets = new TtftFleets();
     private EndpointState[] endpointsById = new EndpointState[64];
     private RouterPort[] dirtyPorts = new RouterPort[8];
     private int dirtyCount;
@@ -335,6 +337,7 @@ final class RouterAgent implements Agent {
             for (EndpointState ep : table.endpointArray()) {
                 ep.loadEstimate().refresh(now, staleNs, peerDecay); // the scraper's newest reading, if fresh
             }
+            ttftFleets.apply(table, now);
             admitWaiting(now);
         } catch (RuntimeException | Error ex) {
             countHandlerError(ex); // the batch's requests are still decided

@@ -44,6 +44,7 @@ public final class RouterPort implements Runnable {
     private static final VarHandle PUBLISHED_TAIL;
     private static final VarHandle DRAINED_HEAD;
     private static final VarHandle COMPLETIONS;
+    private static final VarHandle TTFT_VERSION;
 
     static {
         try {
@@ -51,6 +52,7 @@ public final class RouterPort implements Runnable {
             PUBLISHED_TAIL = l.findVarHandle(RouterPort.class, "publishedTail", long.class);
             DRAINED_HEAD = l.findVarHandle(RouterPort.class, "drainedHead", long.class);
             COMPLETIONS = l.findVarHandle(RouterPort.class, "completions", long.class);
+            TTFT_VERSION = l.findVarHandle(RouterPort.class, "ttftVersion", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -93,6 +95,11 @@ public final class RouterPort implements Runnable {
     private volatile CompletionCounts counts = new CompletionCounts(64);
     /** Total completions reported (loop: release), so the router skips ports with nothing new. */
     private volatile long completions;
+    /**
+     * Seqlock over the TTFT sums and counts (a sample's sum and count must be read together): odd while this port's
+     * thread writes one, bumped twice per sample; the router skips a port whose version moved while it read.
+     */
+    private volatile long ttftVersion;
     // Router only: what it has applied so far.
     private long completionsApplied;
     private long[] appliedSucceeded = new long[64];
@@ -101,6 +108,13 @@ public final class RouterPort implements Runnable {
     private long[] appliedPrefillDone = new long[64];
     private long[] appliedRankDone = new long[64 * RANKS];
     private long[] appliedRankPrefillDone = new long[64 * RANKS];
+    private long[] appliedTtftSumNs = new long[64];
+    private long[] appliedTtftCount = new long[64];
+    private long[] appliedBoundSumNs = new long[64];
+    private long[] appliedBoundCount = new long[64];
+    private long ttftVersionApplied;
+    /** The TTFT counters as read under one seqlock version (sum, count, bound sum, bound count per endpoint). */
+    private long[] scratchTtft = new long[4 * 64];
 
     private static final class CompletionCounts {
         final long[] succeeded;
@@ -111,6 +125,12 @@ public final class RouterPort implements Runnable {
         /** Per (endpoint, DP rank), index {@code id * 8 + rank}: pinned requests finished, their prefill tokens back. */
         final long[] rankDone;
         final long[] rankPrefillDone;
+        /** First tokens measured (streamed legs' send to first body bytes): their sum in ns and their count. */
+        final long[] ttftSumNs;
+        final long[] ttftCount;
+        /** Primary legs cancelled by a hedge before their first token: their waits (TTFT lower bounds) and count. */
+        final long[] boundSumNs;
+        final long[] boundCount;
 
         CompletionCounts(int endpoints) {
             succeeded = new long[endpoints];
@@ -119,6 +139,10 @@ public final class RouterPort implements Runnable {
             prefillDone = new long[endpoints];
             rankDone = new long[endpoints * RANKS];
             rankPrefillDone = new long[endpoints * RANKS];
+            ttftSumNs = new long[endpoints];
+            ttftCount = new long[endpoints];
+            boundSumNs = new long[endpoints];
+            boundCount = new long[endpoints];
         }
     }
 
@@ -259,6 +283,39 @@ public final class RouterPort implements Runnable {
         LONGS.setRelease(a, i, (long) LONGS.get(a, i) + n);
     }
 
+    /**
+     * A request routed to {@code endpoint} through this port got its first token {@code ttftNs} after it was sent
+     * ({@link TtftEstimate}). On this port's thread, like {@link #complete}; never blocks, never wakes the router.
+     */
+    public void firstToken(EndpointState endpoint, long ttftNs) {
+        addSample(endpoint, ttftNs, false);
+    }
+
+    /**
+     * A request's leg on {@code endpoint} was cancelled by a hedge that won, {@code waitedNs} after it was sent,
+     * with no first token yet: a lower bound of its TTFT ({@link TtftEstimate}). On this port's thread.
+     */
+    public void noFirstTokenAfter(EndpointState endpoint, long waitedNs) {
+        addSample(endpoint, waitedNs, true);
+    }
+
+    private void addSample(EndpointState endpoint, long ns, boolean lowerBound) {
+        if (ns < 0) {
+            return;
+        }
+        int id = endpoint.id();
+        CompletionCounts c = countsFor(id);
+        long[] sum = lowerBound ? c.boundSumNs : c.ttftSumNs;
+        long[] count = lowerBound ? c.boundCount : c.ttftCount;
+        long v = (long) TTFT_VERSION.get(this);
+        TTFT_VERSION.setOpaque(this, v + 1);
+        VarHandle.storeStoreFence();
+        LONGS.setOpaque(sum, id, (long) LONGS.get(sum, id) + ns);
+        LONGS.setOpaque(count, id, (long) LONGS.get(count, id) + 1);
+        TTFT_VERSION.setRelease(this, v + 2);
+        COMPLETIONS.setRelease(this, (long) COMPLETIONS.get(this) + 1);
+    }
+
     private CompletionCounts grow(CompletionCounts c, int id) {
         int n = Math.max(id + 1, c.succeeded.length * 2);
         CompletionCounts g = new CompletionCounts(n);
@@ -268,6 +325,10 @@ public final class RouterPort implements Runnable {
         System.arraycopy(c.prefillDone, 0, g.prefillDone, 0, c.prefillDone.length);
         System.arraycopy(c.rankDone, 0, g.rankDone, 0, c.rankDone.length);
         System.arraycopy(c.rankPrefillDone, 0, g.rankPrefillDone, 0, c.rankPrefillDone.length);
+        System.arraycopy(c.ttftSumNs, 0, g.ttftSumNs, 0, c.ttftSumNs.length);
+        System.arraycopy(c.ttftCount, 0, g.ttftCount, 0, c.ttftCount.length);
+        System.arraycopy(c.boundSumNs, 0, g.boundSumNs, 0, c.boundSumNs.length);
+        System.arraycopy(c.boundCount, 0, g.boundCount, 0, c.boundCount.length);
         counts = g; // only this thread writes the counters, so nothing written to the old arrays can be missed
         return g;
     }
@@ -341,8 +402,16 @@ public final class RouterPort implements Runnable {
             appliedPrefillDone = java.util.Arrays.copyOf(appliedPrefillDone, n);
             appliedRankDone = java.util.Arrays.copyOf(appliedRankDone, n * RANKS);
             appliedRankPrefillDone = java.util.Arrays.copyOf(appliedRankPrefillDone, n * RANKS);
+            appliedTtftSumNs = java.util.Arrays.copyOf(appliedTtftSumNs, n);
+            appliedTtftCount = java.util.Arrays.copyOf(appliedTtftCount, n);
+            appliedBoundSumNs = java.util.Arrays.copyOf(appliedBoundSumNs, n);
+            appliedBoundCount = java.util.Arrays.copyOf(appliedBoundCount, n);
         }
         int limit = Math.min(n, byId.length);
+        if (scratchTtft.length < 4 * n) {
+            scratchTtft = new long[4 * n];
+        }
+        applyTtft(c, byId, limit, nowNs);
         for (int id = 0; id < limit; id++) {
             // Prefill first: a request reports it before it completes, and its completion may zero the endpoint.
             long p = (long) LONGS.getAcquire(c.prefillDone, id);
@@ -379,6 +448,46 @@ public final class RouterPort implements Runnable {
                 }
                 byId[id].onCompleted(ds, df, dr, failureThreshold, openNs, nowNs);
             }
+        }
+    }
+
+    /**
+     * The first tokens and lower bounds measured since the last call, into the endpoints' estimates (routing thread).
+     * A read that overlapped a write is dropped and retried at the next call: nothing is applied from it.
+     */
+    private void applyTtft(CompletionCounts c, EndpointState[] byId, int limit, long nowNs) {
+        long v1 = (long) TTFT_VERSION.getAcquire(this);
+        if ((v1 & 1) != 0 || v1 == ttftVersionApplied) {
+            return;
+        }
+        int n = Math.min(limit, c.ttftCount.length);
+        for (int id = 0; id < n; id++) {
+            scratchTtft[4 * id] = (long) LONGS.getOpaque(c.ttftSumNs, id);
+            scratchTtft[4 * id + 1] = (long) LONGS.getOpaque(c.ttftCount, id);
+            scratchTtft[4 * id + 2] = (long) LONGS.getOpaque(c.boundSumNs, id);
+            scratchTtft[4 * id + 3] = (long) LONGS.getOpaque(c.boundCount, id);
+        }
+        VarHandle.loadLoadFence();
+        if ((long) TTFT_VERSION.getOpaque(this) != v1) {
+            return;
+        }
+        ttftVersionApplied = v1;
+        for (int id = 0; id < n; id++) {
+            TtftEstimate t = byId[id] == null ? null : byId[id].ttft();
+            long sum = scratchTtft[4 * id];
+            long count = scratchTtft[4 * id + 1];
+            if (count != appliedTtftCount[id] && t != null) {
+                t.onMeasured(sum - appliedTtftSumNs[id], count - appliedTtftCount[id], nowNs);
+            }
+            appliedTtftSumNs[id] = sum;
+            appliedTtftCount[id] = count;
+            long bSum = scratchTtft[4 * id + 2];
+            long bCount = scratchTtft[4 * id + 3];
+            if (bCount != appliedBoundCount[id] && t != null) {
+                t.onLowerBound(bSum - appliedBoundSumNs[id], bCount - appliedBoundCount[id], nowNs);
+            }
+            appliedBoundSumNs[id] = bSum;
+            appliedBoundCount[id] = bCount;
         }
     }
 

@@ -26,4 +26,13 @@ public interface EndpointOutcomes {
     default void prefillDone(EndpointState endpoint, int tokens, int rank) {
         prefillDone(endpoint, tokens);
     }
+
+    /** A streamed request on {@code endpoint} got its first token {@code ttftNs} after it was sent (TTFT estimate). */
+    default void firstToken(EndpointState endpoint, long ttftNs) {}
+
+    /**
+     * A request's leg on {@code endpoint} was cancelled by a winning hedge {@code waitedNs} after it was sent, before
+     * its first token: a lower bound of the endpoint's TTFT.
+     */
+    default void noFirstTokenAfter(EndpointState endpoint, long waitedNs) {}
 }

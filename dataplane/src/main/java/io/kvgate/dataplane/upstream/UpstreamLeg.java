@@ -97,6 +97,8 @@ public final class UpstreamLeg {
     private boolean reused;
     private boolean resentFresh;
     private boolean anyResponseBytes;
+    /** The first body bytes arrived (a streamed 2xx answer's is its first token, reported once as the TTFT). */
+    private boolean firstBodyBytes;
     private long connectStartNs;
     private long connectNs;
     private long sentAtNs;
@@ -154,6 +156,11 @@ public final class UpstreamLeg {
     /** The final response head, or null before it arrived (its bytes are released once the listener's onHead returned). */
     public ResponseHead head() {
         return head;
+    }
+
+    /** Time since the request was sent, on the leg's ticker (0 before {@link #start}). */
+    public long elapsedNs() {
+        return now() - sentAtNs;
     }
 
     /** Whether the response head arrived (the engine produced output). */
@@ -491,6 +498,13 @@ public final class UpstreamLeg {
                 return;
             }
             boolean last = c instanceof LastHttpContent;
+            if (!firstBodyBytes && c.content().isReadable()) {
+                firstBodyBytes = true;
+                if (head.eventStream() && head.status() < 300) {
+                    // A stream's first event is its first token: the endpoint's TTFT as this gateway sees it.
+                    outcomes.firstToken(endpoint, now() - sentAtNs);
+                }
+            }
             if (prefillTokens > 0 && c.content().isReadable()) {
                 prefillDone(); // the engine produced output: its prefill of this prompt is over
             }

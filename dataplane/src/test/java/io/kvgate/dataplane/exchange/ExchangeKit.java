@@ -147,6 +147,16 @@ public final class ExchangeKit implements AutoCloseable {
         public void complete(EndpointState endpoint, Outcome outcome) {
             outcomes.complete(endpoint, outcome);
         }
+
+        @Override
+        public void firstToken(EndpointState endpoint, long ttftNs) {
+            outcomes.firstToken(endpoint, ttftNs);
+        }
+
+        @Override
+        public void noFirstTokenAfter(EndpointState endpoint, long waitedNs) {
+            outcomes.noFirstTokenAfter(endpoint, waitedNs);
+        }
     }
 
     public static final class Owner implements ExchangeOwner {

@@ -6,8 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.kvgate.dataplane.route.Decision;
+import io.kvgate.dataplane.route.EndpointState;
 import io.kvgate.dataplane.route.Outcome;
+import io.kvgate.dataplane.route.TtftFixtures;
 import io.kvgate.dataplane.upstream.EmbeddedEngines.Completion;
+import io.kvgate.dataplane.upstream.EmbeddedEngines.Ttft;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -115,6 +118,8 @@ class HedgedFirstTokenTest {
             String answer = "{\"id\":\"h\"}";
             k.engineSends(1, JSON_HEAD + answer.length() + "\r\n\r\n" + answer);
             assertFalse(k.engine(0).isOpen(), "the primary is cancelled");
+            assertEquals(List.of(new Ttft(k.ep1, 100_000_000L, true)), k.engines.ttfts,
+                "the cancelled primary's wait is a lower bound; a non-streamed answer is no first-token measurement");
             k.received();
             assertEquals(answer, k.body.toString());
             assertEquals(1, k.metrics.hedges("r", "won_hedge"));
@@ -139,6 +144,9 @@ class HedgedFirstTokenTest {
             startedStream(k, "interactive");
             k.advance(1_000);
             assertTrue(k.routing.pending.isEmpty());
+            k.engineSends(0, chunk("data: {\"a\":1}\n\n"));
+            assertEquals(List.of(new Ttft(k.ep1, 1_000_000_000L, false)), k.engines.ttfts,
+                "every streamed leg's first event is measured, hedged or not");
         }
     }
 
@@ -214,6 +222,59 @@ class HedgedFirstTokenTest {
             assertEquals(1, k.engines.opened.size(), "no hedge leg went out");
             assertTrue(k.engines.outcomes.contains(new Completion(k.ep2, Outcome.RELEASED)), k.engines.outcomes.toString());
             assertEquals(0, k.metrics.hedges("r", "won_primary"), "no hedge leg: no race result");
+        }
+    }
+
+    @Test
+    void theLosingPrimaryReportsItsWaitAsALowerBound_theWinnerItsFirstToken() throws Exception {
+        try (ExchangeKit k = kit(HEDGE_100)) {
+            startedStream(k, "interactive");
+            k.advance(100);
+            k.decide(k.ep2);
+            k.engineGot(1);
+            k.advance(30);
+            k.engineSends(1, SSE_HEAD + chunk("data: {\"hedge\":1}\n\n"));
+            assertEquals(List.of(new Ttft(k.ep2, 30_000_000L, false), new Ttft(k.ep1, 130_000_000L, true)), k.engines.ttfts,
+                "the hedge's first token came 30 ms after it was sent; the primary had waited 130 ms without one (a lower bound)");
+        }
+    }
+
+    @Test
+    void aLosingHedgeLegSaysNothingOfItsEndpoint() throws Exception {
+        try (ExchangeKit k = kit(HEDGE_100)) {
+            startedStream(k, "interactive");
+            k.advance(100);
+            k.decide(k.ep2);
+            k.engineGot(1);
+            k.advance(10);
+            k.engineSends(0, chunk("data: {\"primary\":1}\n\n"));
+            assertEquals(List.of(new Ttft(k.ep1, 110_000_000L, false)), k.engines.ttfts, "only the primary's first token");
+        }
+    }
+
+    @Test
+    void ttftFactorWaitsThatManyTimesTheEndpointsRecentTtft_cappedAtTheFleet_afterMsTheFloor() throws Exception {
+        String hedge = "    hedge: {after_ms: 100, ttft_factor: 3, max_extra_ratio: 1.0}\n";
+        try (ExchangeKit k = kit(hedge)) {
+            // No estimate yet: after_ms alone.
+            startedStream(k, "interactive");
+            k.advance(100);
+            assertEquals(1, k.routing.pending.size(), "no TTFT estimate for the endpoint: hedged after after_ms");
+        }
+        try (ExchangeKit k = kit(hedge)) {
+            TtftFixtures.measured(0, new EndpointState[] {k.ep1, k.ep2}, 60, 50);
+            startedStream(k, "interactive");
+            k.advance(149);
+            assertTrue(k.routing.pending.isEmpty(), "3 x 50 ms (ep1's 60 ms capped at the fleet's 50) not reached");
+            k.advance(1);
+            assertEquals(1, k.routing.pending.size(), "hedged at 3 x the recent TTFT");
+        }
+        try (ExchangeKit k = kit(hedge)) {
+            TtftFixtures.measured(0, new EndpointState[] {k.ep1, k.ep2}, 500, 20);
+            startedStream(k, "interactive");
+            k.advance(100);
+            assertEquals(1, k.routing.pending.size(),
+                "a straggler is hedged on the fleet's time (3 x 20 ms < after_ms), not on its own 3 x 500 ms");
         }
     }
 }

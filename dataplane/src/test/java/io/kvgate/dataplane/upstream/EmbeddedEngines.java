@@ -39,6 +39,11 @@ public final class EmbeddedEngines implements UpstreamConnector, EndpointOutcome
     public final ArrayDeque<EmbeddedChannel> idle = new ArrayDeque<>();
     public final List<EmbeddedChannel> released = new ArrayList<>();
     public final List<Completion> outcomes = new ArrayList<>();
+    /** TTFT reports in order: first tokens measured and, as lower bounds, legs cancelled before theirs. */
+    public final List<Ttft> ttfts = new ArrayList<>();
+
+    /** One TTFT report: {@code lowerBound} for a leg cancelled by a winning hedge before its first token. */
+    public record Ttft(EndpointState endpoint, long ns, boolean lowerBound) {}
     /** Connect attempts that fail before a channel is handed out. */
     public int failConnects;
     /** Connecting throws (a bug inside the gateway, for watchdog tests). */
@@ -92,6 +97,16 @@ public final class EmbeddedEngines implements UpstreamConnector, EndpointOutcome
     @Override
     public void complete(EndpointState endpoint, Outcome outcome) {
         outcomes.add(new Completion(endpoint, outcome));
+    }
+
+    @Override
+    public void firstToken(EndpointState endpoint, long ttftNs) {
+        ttfts.add(new Ttft(endpoint, ttftNs, false));
+    }
+
+    @Override
+    public void noFirstTokenAfter(EndpointState endpoint, long waitedNs) {
+        ttfts.add(new Ttft(endpoint, waitedNs, true));
     }
 
     /** Everything the gateway wrote to {@code ch} so far, as text. */
