@@ -506,9 +506,10 @@ public record RuleConfig(
         /**
          * Default {@code kv.spread}: how a request no cached prefix pins (no match, or below {@code min_match_fraction})
          * picks its endpoint. {@code least_loaded}: the rule's fallback policy (no match) or the least loaded endpoint
-         * (a weak match), as before. Not {@code recent_work}, though it stops replicas herding on the shapes measured
-         * (perf/results/routing-quality-2026-12-08-herding.md): the agentic and mixed-length workloads were not run
-         * with it, and issue #35 chooses defaults on the whole matrix.
+         * (a weak match), as before. Not {@code recent_work}, though it stops replicas herding on issue #35's two shapes: on
+         * mixed prompt lengths it cost 2-5 points of hit ratio (it spreads the unique long prompts' churn over every
+         * engine's cache; perf/results/routing-quality-2026-12-08-herding.md), and defaults are chosen on the whole
+         * matrix.
          */
         public static final String DEFAULT_SPREAD = "least_loaded";
 
