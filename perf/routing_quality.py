@@ -768,7 +768,7 @@ def run_one(args, fleet, ports, kind, workload, gateways, policy):
             "failed_by": " ".join("%s:%d" % kv for kv in sorted(failures.items())) or "-",
             "observed": observed, "oracle": o_ratio,
             "fraction": observed / o_ratio if o_ratio > 0 else float("nan"),
-            "busiest": busiest, "oracle_busiest": o_busiest_share * engines, "oracle_placement": o_name,
+            "busiest": busiest, "served": [int(x) for x in served], "oracle_busiest": o_busiest_share * engines, "oracle_placement": o_name,
             "ttft_p50_ms": pct(ttfts, 0.5) * 1e3, "ttft_p99_ms": pct(ttfts, 0.99) * 1e3, "seconds": elapsed, **acc}
 
 
@@ -861,7 +861,7 @@ def main():
                         print("%(engine)-5s %(workload)-13s gw=%(gateways)d %(policy)-12s hit %(observed).3f "
                               "oracle %(oracle).3f %(oracle_placement)s (%(fraction).2fx) busiest %(busiest).2fx (oracle "
                               "%(oracle_busiest).2fx) ttft p50 %(ttft_p50_ms).0f p99 %(ttft_p99_ms).0f ms "
-                              "n=%(requests)d fail=%(failures)d (%(failed_by)s)" % row, flush=True)
+                              "n=%(requests)d fail=%(failures)d (%(failed_by)s) served %(served)s" % row, flush=True)
                         print("      accounting: reachable %(acc_reachable).3f predicted %(acc_predicted).3f observed "
                               "%(acc_observed).3f |predicted-observed| median %(acc_median_abs_blocks).2f blocks (p90 "
                               "%(acc_p90_abs_blocks).2f, %(acc_per_request)d requests) unknown %(acc_unknown_share).3f "

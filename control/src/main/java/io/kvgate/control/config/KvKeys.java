@@ -53,12 +53,13 @@ public final class KvKeys {
             RuleConfig.Spread.class)
         .doc("where a request no cached prefix pins goes (no match, or below min_match_fraction): `least_loaded` (the"
             + " fallback policy; the least loaded endpoint for a weak match); `two_choices` (the less loaded of two"
-            + " endpoints drawn at random: replicas acting on the same stale loads do not all pick the same one);"
-            + " `recent_work` (among endpoints within one request of the least load, the one that stored the fewest new"
-            + " KV blocks in the last second, every gateway's requests alike, seen through the engines' KV events)")
+            + " endpoints drawn at random); `recent_work` (among endpoints within one request of the least load, the one"
+            + " that stored the fewest new KV blocks lately (recent_work_window_ms), every gateway's requests alike, seen"
+            + " through the engines' KV events: use it behind several gateway replicas, which otherwise herd)")
         .live().readBack(KvExactConfig::spread);
     public static final ConfigKey<KvExactConfig, Long> RECENT_WORK_WINDOW_MS = SECTION.longKey("recent_work_window_ms",
             KvExactConfig.DEFAULT_RECENT_WORK_WINDOW_MS, 1, 600_000)
-        .doc("spread recent_work: the decay time of an endpoint's recently stored blocks").live()
+        .doc("spread recent_work: the decay time of an endpoint's recently stored blocks (long enough that a"
+            + " conversation's blocks still count at its engine's next comparison)").live()
         .readBack(KvExactConfig::recentWorkWindowMs);
 }

@@ -485,8 +485,13 @@ public record RuleConfig(
                 minMatchFraction, spread, DEFAULT_RECENT_WORK_WINDOW_MS);
         }
 
-        /** Default {@code kv.recent_work_window_ms}: see {@code KvKeys.RECENT_WORK_WINDOW_MS}. */
-        public static final long DEFAULT_RECENT_WORK_WINDOW_MS = 1_000;
+        /**
+         * Default {@code kv.recent_work_window_ms}: see {@code KvKeys.RECENT_WORK_WINDOW_MS}. 30 s, not 1 s: the blocks
+         * a conversation stored must still count when its engine is compared with the others for the next new one,
+         * however long the turns take (issue #35 shape 2 through 3 gateways in lockstep: 1.25x the mean with 1 s,
+         * 1.00x with 30 s; perf/results/routing-quality-2026-12-08-herding.md).
+         */
+        public static final long DEFAULT_RECENT_WORK_WINDOW_MS = 30_000;
 
         /** The shape before {@code kv.spread} existed: its default. */
         public KvExactConfig(String mode, double loadCapFactor, double loadSlack, double lambda, int minMatchBlocks,
@@ -501,7 +506,10 @@ public record RuleConfig(
         /**
          * Default {@code kv.spread}: how a request no cached prefix pins (no match, or below {@code min_match_fraction})
          * picks its endpoint. {@code least_loaded}: the rule's fallback policy (no match) or the least loaded endpoint
-         * (a weak match), as before.
+         * (a weak match), as before. Not {@code recent_work}, though it stops replicas herding on issue #35's two shapes: on
+         * mixed prompt lengths it cost 2-5 points of hit ratio (it spreads the unique long prompts' churn over every
+         * engine's cache; perf/results/routing-quality-2026-12-08-herding.md), and defaults are chosen on the whole
+         * matrix.
          */
         public static final String DEFAULT_SPREAD = "least_loaded";
 

@@ -85,8 +85,8 @@ final class KvExactPolicy implements RoutingPolicy {
     private final StageTimers stages;
     /** {@code kv.spread}: how a request no cached prefix pins is placed. */
     private final RuleConfig.Spread spread;
-    /** Recent new blocks per endpoint ({@code kv.spread: recent_work}), null otherwise. */
-    private final RecentWork recentWork;
+    /** Recent new blocks per endpoint ({@code kv.spread: recent_work}), null otherwise; a reload keeps it. */
+    private RecentWork recentWork;
 
     KvExactPolicy(RuleConfig rule, BlockIndex index, RoutingPolicy fallback, RuleStats stats, NanoClock clock, StageTimers stages) {
         this.clock = clock;
@@ -120,6 +120,12 @@ final class KvExactPolicy implements RoutingPolicy {
         this.spread = knobs.spreadKind();
         this.recentWork = index != null && spread == RuleConfig.Spread.RECENT_WORK
             ? new RecentWork(index.config().maxEndpoints(), knobs.recentWorkWindowMs() * 1_000_000L) : null;
+        if (recentWork != null) {
+            long now = clock.nanoTime();
+            for (int id = 0; id < index.config().maxEndpoints(); id++) {
+                recentWork.watch(id, index.blocksAdded(id), now);
+            }
+        }
     }
 
     private static final int SPEC_SLOTS = 4096;
@@ -188,6 +194,10 @@ final class KvExactPolicy implements RoutingPolicy {
         if (sameKeys && p.overlay != null && overlay != null && p.knobs.speculativeTtlMs() == knobs.speculativeTtlMs()) {
             overlay = p.overlay; // blocks routed moments ago are still on their way into the engines' caches
         }
+        if (p.recentWork != null && recentWork != null && p.index == index
+            && p.knobs.recentWorkWindowMs() == knobs.recentWorkWindowMs()) {
+            recentWork = p.recentWork; // the work placed lately did not go away with the reload
+        }
     }
 
     @Override
@@ -197,6 +207,13 @@ final class KvExactPolicy implements RoutingPolicy {
         chosenSlot = -1;
         cap = Double.POSITIVE_INFINITY;
         missed = null;
+        if (recentWork != null) {
+            // Every decision reads the engines' block counts, not only the unpinned ones: blocks count from when a
+            // decision first sees them, so between two unpinned requests they are dated by the traffic in between.
+            for (EndpointState e : c) {
+                recentWork.update(e.id(), index.blocksAdded(e.id()), nowNs);
+            }
+        }
         EndpointState ep = decide(c, r, nowNs, why);
         if (ep != null) {
             r.uncachedTokens = uncachedOn(r.promptTokens());
@@ -588,7 +605,9 @@ final class KvExactPolicy implements RoutingPolicy {
         double min = Double.MAX_VALUE;
         for (int s = 0; s < slotCount; s++) {
             int id = c[slotCand[s]].id();
-            slotRecent[s] = recentWork.update(id, index.blocksAdded(id), nowNs);
+            // Compared in whole blocks, as explain output shows them: a residue of blocks long faded must not decide
+            // over the load.
+            slotRecent[s] = Math.rint(recentWork.update(id, index.blocksAdded(id), nowNs));
             if (slotEligible[s]) {
                 min = Math.min(min, slotLoad[s]);
             }

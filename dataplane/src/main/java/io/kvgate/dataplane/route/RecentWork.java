@@ -49,16 +49,28 @@ final class RecentWork {
     }
 
     /**
+     * Starts watching endpoint {@code id} from its count of blocks added {@code added} at {@code nowNs}: what it
+     * stores from then on is recent work, what it held before is not. The policy watches every endpoint when it is
+     * built, before its first decision: a replica whose first unpinned request comes after another replica's must
+     * see that one's blocks (issue #35: in a wave of new conversations through 3 gateways, each replica's first
+     * placement otherwise took the engines the others had just filled as idle).
+     */
+    void watch(int id, long added, long nowNs) {
+        started[id] = true;
+        seenAdded[id] = added;
+        atNs[id] = nowNs;
+        recent[id] = 0;
+        pending[id] = 0;
+    }
+
+    /**
      * The blocks endpoint {@code id} stored recently (decayed), given its monotonic count of blocks added
-     * {@code added} as of {@code nowNs}. The first call for an endpoint starts its count at 0 (what it held before
-     * this gateway watched is not recent work).
+     * {@code added} as of {@code nowNs}. Blocks count from the call that first sees them. For an endpoint not
+     * {@link #watch watched} yet, this call starts its watch at 0.
      */
     double update(int id, long added, long nowNs) {
         if (!started[id]) {
-            started[id] = true;
-            seenAdded[id] = added;
-            atNs[id] = nowNs;
-            recent[id] = 0;
+            watch(id, added, nowNs);
             return 0;
         }
         long dt = nowNs - atNs[id];

@@ -36,6 +36,11 @@ class KvExactPolicyTest {
 
     private Rule rule(String kvKnobs, int maxPromptBlocks) {
         index = new BlockIndex(new BlockIndexConfig(4096, 8, 2, maxPromptBlocks, 1024));
+        return ruleOn(index, kvKnobs);
+    }
+
+    /** The rule over an existing index (a reload builds the rule again over the same one). */
+    private Rule ruleOn(BlockIndex index, String kvKnobs) {
         String[] eps = new String[3];
         for (int i = 0; i < 3; i++) {
             eps[i] = "url: http://127.0.0.1:" + (20000 + i) + "\n        kv_events: tcp://127.0.0.1:" + (30000 + i);
@@ -440,6 +445,44 @@ class KvExactPolicyTest {
         cache(r, ep(r, 1), turn, 4); // confirms 4 of the 8 sent to ep1: 3 + 8 there, ep0 6, ep2 8
         assertSame(ep(r, 0), decide(r, request(r, turn), clock.nanoTime()));
         assertEquals(1, r.stats().missCount(MissReason.WEAK_MATCH));
+    }
+
+    /**
+     * Issue #35, three gateways: a replica's first unpinned request comes after the other replicas placed theirs. Their
+     * blocks landed after this gateway started and are recent work, though this policy had not decided anything yet
+     * (it used to start counting at its first decision, and took the engines the others had just filled for idle).
+     */
+    @Test
+    void recentWorkCountsWhatOtherReplicasPlacedBeforeThisGatewaysFirstDecision() {
+        for (int seed = 1; seed <= 12; seed++) {
+            Rule r = rule("mode: bounded, spread: recent_work");
+            ((KvExactPolicy) r.policy()).seedTies(seed);
+            cache(r, ep(r, 0), prompt(10, 80), 10);
+            cache(r, ep(r, 1), prompt(10, 81), 10);
+            clock.advance(5, TimeUnit.MILLISECONDS);
+            assertSame(ep(r, 2), decide(r, request(r, prompt(8, 82)), clock.nanoTime()), "seed " + seed);
+            index.close();
+        }
+        index = null;
+    }
+
+    /** A reload (the rule built again, same index and window) keeps the recent work placed before it. */
+    @Test
+    void recentWorkOutlivesAReload() {
+        for (int seed = 1; seed <= 12; seed++) {
+            Rule before = rule("mode: bounded, spread: recent_work");
+            cache(before, ep(before, 0), prompt(10, 90), 10);
+            cache(before, ep(before, 1), prompt(10, 91), 10);
+            clock.advance(5, TimeUnit.MILLISECONDS);
+            assertSame(ep(before, 2), decide(before, request(before, prompt(16, 92)), clock.nanoTime()));
+            Rule after = ruleOn(index, "speculative_ttl_ms: 0, mode: bounded, spread: recent_work");
+            after.policy().carryOver(before.policy());
+            ((KvExactPolicy) after.policy()).seedTies(seed);
+            EndpointState chosen = decide(after, request(after, prompt(8, 93)), clock.nanoTime());
+            assertNotSame(ep(after, 2), chosen, "seed " + seed + ": the 16 blocks sent to ep2 before the reload count");
+            index.close();
+        }
+        index = null;
     }
 
     @Test

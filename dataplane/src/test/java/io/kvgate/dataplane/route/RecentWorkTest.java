@@ -17,6 +17,15 @@ class RecentWorkTest {
     }
 
     @Test
+    void aWatchedEndpointCountsEveryBlockFromTheWatchOnEvenBeforeItsFirstUpdate() {
+        RecentWork w = new RecentWork(2);
+        w.watch(0, 500, 10 * S);
+        w.watch(1, 7, 10 * S);
+        assertEquals(10, w.update(0, 510, 10 * S + 1), 1e-6, "stored after the watch began: recent work");
+        assertEquals(0, w.update(1, 7, 10 * S + 1), 0);
+    }
+
+    @Test
     void recentBlocksDecayOverTheWindowOnTheGivenClock() {
         RecentWork w = new RecentWork(2);
         w.update(0, 0, 0);
