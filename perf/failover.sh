@@ -11,8 +11,8 @@
 #   client:  perf/failover_client.py: REQUESTS streams, CONC at a time, a third each chat / completions text /
 #            completions token ids with return_token_ids, greedy, max_tokens 64..256; content and arrival times recorded
 #   first:   the request set once without faults (the reference); then the same set again with:
-#   MODE=kill  (default) a random engine SIGKILLed every KILL_EVERY s and started again on its port (the fleet goes
-#              back to 4, as in a rolling failure). Goals: 0 client-visible errors, every stream's content (and token
+#   MODE=kill  (default) a random engine SIGKILLed every KILL_EVERY s and started again on its port RESTART_AFTER s
+#              later (the fleet goes back to 4, as in a rolling failure). Goals: 0 client-visible errors, every stream's content (and token
 #              ids) identical to the reference, resume gap p99 <= the carried prefix's prefill time + 20 ms.
 #   MODE=drain after DRAIN_AT s, `./kvgate ctl drain ENDPOINT --migrate` (default --within: 2000 ms) on the engine
 #              with the most running requests; the gateway's outstanding count and the engine's running + waiting
@@ -39,6 +39,7 @@ PREFILL_US="${PREFILL_US:-100}"
 ITL_MS="${ITL_MS:-8}"
 STALL_MS="${STALL_MS:-1000}"
 KILL_EVERY="${KILL_EVERY:-5}"
+RESTART_AFTER="${RESTART_AFTER:-0}" # seconds from a kill to its replacement's start (kill mode)
 DRAIN_AT="${DRAIN_AT:-5}"
 WITHIN_MS="${WITHIN_MS:-}" # empty: ctl's default (2000 ms, the issue's)
 MAX_S="${MAX_S:-600}"
@@ -105,16 +106,21 @@ since() { echo "$(date +%s.%N) $T0" | awk '{ printf "%.3f", $1 - $2 }'; }
 if [ "$MODE" = kill ]; then
   log "faulty run: the same $REQUESTS streams, a random engine SIGKILLed every $KILL_EVERY s and restarted"
   client faulty & CLIENT_PID=$!
-  kills=0
+  kills=0; pause="$KILL_EVERY"
   while kill -0 "$CLIENT_PID" 2>/dev/null && [ "$(since | cut -d. -f1)" -lt "$MAX_S" ]; do
-    sleep "$KILL_EVERY"
+    sleep "$pause"
     kill -0 "$CLIENT_PID" 2>/dev/null || break
     i=$((RANDOM % 4 + 1)); var="PID_sim$i"
     kill -9 "${!var}" 2>/dev/null || true
     wait "${!var}" 2>/dev/null || true
     echo "$(since) killed sim$i" >>"$EVENTS"
     kills=$((kills + 1))
+    # The replacement starts RESTART_AFTER s later: a JVM started at the kill's moment takes a core of a 2-core host
+    # just when the dead engine's streams move, so RESTART_AFTER=2 separates the two (measured: it narrows the resume
+    # gaps' tail but does not close it; perf/results/failover-2026-12-08-quiet.md).
+    sleep "$RESTART_AFTER"
     sim "$i" # the same ports: the gateway's health probe and KV subscriber find it again
+    pause=$(awk -v a="$KILL_EVERY" -v b="$RESTART_AFTER" 'BEGIN { print (a > b ? a - b : 0) }')
   done
   wait "$CLIENT_PID"
 else
@@ -146,10 +152,10 @@ python3 "$CLIENT" compare --reference "$WORK/reference.json" --run "$WORK/faulty
   --ttft-ms "$TTFT_MS" --prefill-us "$PREFILL_US" >"$WORK/compare.json"
 
 python3 - "$WORK" "$OUT" "$DATE" "$(machine)" "$LOAD_START" "$LOAD_END" "$MODE" "$REQUESTS" "$CONC" "$TTFT_MS" \
-  "$PREFILL_US" "$ITL_MS" "$STALL_MS" "$KILL_EVERY" "$DRAIN_AT" "${WITHIN_MS:-2000 (default)}" "$ENGINE_CONC" <<'PY'
+  "$PREFILL_US" "$ITL_MS" "$STALL_MS" "$KILL_EVERY" "$DRAIN_AT" "${WITHIN_MS:-2000 (default)}" "$ENGINE_CONC" "$RESTART_AFTER" <<'PY'
 import json, os, re, sys
 (work, out, date, machine, load_start, load_end, mode, requests, conc, ttft, prefill_us, itl, stall, kill_every,
- drain_at, within, engine_conc) = sys.argv[1:18]
+ drain_at, within, engine_conc, restart_after) = sys.argv[1:19]
 c = json.load(open(os.path.join(work, "compare.json")))
 events = open(os.path.join(work, "events.txt")).read().strip().splitlines()
 ref = json.load(open(os.path.join(work, "reference.json")))
@@ -187,13 +193,13 @@ title = "Mid-stream failover under engine kills" if mode == "kill" else "Drain w
 L.append(f"# {title} — {date}\n")
 L.append(f"Machine: {machine}. Load average (1/5/15 min) at start {load_start}, at end {load_end}"
          " (**loaded host**: 2 cores shared with other helpers' builds; the lead reruns on a quiet host).\n")
-cmd = ("perf/failover.sh" if mode == "kill" else "MODE=drain perf/failover.sh")
+cmd = (f"RESTART_AFTER={restart_after} perf/failover.sh" if mode == "kill" else "MODE=drain perf/failover.sh")
 L.append(f"Command: `REQUESTS={requests} CONC={conc} {cmd}`. Fleet: 4 `./kvgate sim --dialect vllm --seed 1` (TTFT {ttft} ms"
          f" + {prefill_us} us per uncached prompt token, ITL {itl} ms, {engine_conc} running slots per engine, KV events over ZeroMQ); gateway `kv_exact` with"
          f" `failover: {{mid_stream: true, max_migrations: 2, stall_ms: {stall}}}`. Client `perf/failover_client.py`: "
          f"{requests} streams, {conc} at a time, a third each chat / completions text / completions token ids with"
          " `return_token_ids`, greedy, max_tokens 64..256; the same set once without faults (reference), then again with "
-         + (f"a random engine SIGKILLed every {kill_every} s and restarted on its port." if mode == "kill" else
+         + (f"a random engine SIGKILLed every {kill_every} s and started again on its port {restart_after} s later." if mode == "kill" else
             f"`./kvgate ctl drain ENDPOINT --migrate` (within {within} ms) of the busiest engine after {drain_at} s.") + "\n")
 L.append("| | value |")
 L.append("|---|---|")
