@@ -364,6 +364,21 @@ async def one_request(port, model, step, timeout):
         writer.close()
 
 
+async def send_and_record(port, model, step, timeout, ttfts, failures):
+    """One request of a chain: its TTFT into {ttfts} when it answered 200, else its status (or the transport error's
+    name) counted in {failures}. Both drivers send through here."""
+    try:
+        code, ttft = await one_request(port, model, step, timeout)
+    except asyncio.TimeoutError:
+        code, ttft = "timeout", None
+    except OSError as e:
+        code, ttft = type(e).__name__, None
+    if code != "200":
+        failures[code] += 1
+    elif ttft is not None:
+        ttfts.append(ttft)
+
+
 async def drive(port, model, chains, clients, deadline_s, timeout=60):
     queue = collections.deque(chains)
     trace, ttfts, failures = [], [], collections.Counter()
@@ -376,16 +391,7 @@ async def drive(port, model, chains, clients, deadline_s, timeout=60):
                 if step.pause:
                     await asyncio.sleep(step.pause)
                 trace.append(step.tokens)
-                try:
-                    code, ttft = await one_request(port, model, step, timeout)
-                except asyncio.TimeoutError:
-                    code, ttft = "timeout", None
-                except OSError as e:
-                    code, ttft = type(e).__name__, None
-                if code != "200":
-                    failures[code] += 1
-                elif ttft is not None:
-                    ttfts.append(ttft)
+                await send_and_record(port, model, step, timeout, ttfts, failures)
 
     await asyncio.gather(*(client() for _ in range(clients)))
     return trace, ttfts, failures
@@ -547,17 +553,6 @@ async def drive_lockstep(port, model, chains, clients, deadline_s, lock, timeout
     wave_size = clients if lock.kind == "indie" else 1
     sent = 0
 
-    async def request(step):
-        try:
-            code, ttft = await one_request(port, model, step, timeout)
-        except asyncio.TimeoutError:
-            code, ttft = "timeout", None
-        except OSError as e:
-            code, ttft = type(e).__name__, None
-        if code != "200":
-            failures[code] += 1
-        elif ttft is not None:
-            ttfts.append(ttft)
 
     while (pending or active) and time.monotonic() < end:
         tasks = []
@@ -566,7 +561,7 @@ async def drive_lockstep(port, model, chains, clients, deadline_s, lock, timeout
         for entry in active[:wave_size]:
             step = entry[0][entry[1]]
             trace.append(step.tokens)
-            tasks.append(asyncio.ensure_future(request(step)))
+            tasks.append(asyncio.ensure_future(send_and_record(port, model, step, timeout, ttfts, failures)))
             sent += 1
             if lock.kind == "indie":
                 await asyncio.to_thread(lock.barrier, sent, False)
